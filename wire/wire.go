@@ -112,3 +112,21 @@ func ShardFor(queue, group string, n uint32) uint32 {
 	_, _ = h.Write([]byte(group))
 	return uint32(h.Sum64() % uint64(n))
 }
+
+// ShardForMessage picks the shard a new message must go to, if any. A
+// grouped message goes to its group's shard (order). An ungrouped message
+// with a dedup key goes to a shard fixed by the key, because dedup state is
+// per shard: two sends with one key must meet on one shard. Otherwise ok is
+// false and the sender may pick any shard (balance).
+func ShardForMessage(queue, group, dedupKey string, n uint32) (shard uint32, ok bool) {
+	switch {
+	case group != "":
+		return ShardFor(queue, group, n), true
+	case dedupKey != "":
+		// A prefix byte that a group id cannot collide with in meaning:
+		// groups and dedup keys live in different hash domains.
+		return ShardFor(queue, "\x01dedup:"+dedupKey, n), true
+	default:
+		return 0, false
+	}
+}

@@ -77,3 +77,17 @@ func TestShardForStableAndSpread(t *testing.T) {
 		t.Fatal("queue/group boundary not separated")
 	}
 }
+
+func TestShardForMessage(t *testing.T) {
+	if s, ok := ShardForMessage("q", "g", "k", 8); !ok || s != ShardFor("q", "g", 8) {
+		t.Fatalf("group must win: %d %v", s, ok)
+	}
+	a, ok1 := ShardForMessage("q", "", "key-1", 8)
+	b, ok2 := ShardForMessage("q", "", "key-1", 8)
+	if !ok1 || !ok2 || a != b {
+		t.Fatalf("dedup key must pin a shard: %d %d", a, b)
+	}
+	if _, ok := ShardForMessage("q", "", "", 8); ok {
+		t.Fatal("ungrouped, undeduplicated message must be free to balance")
+	}
+}
