@@ -206,6 +206,7 @@ const (
 	Reason_REASON_POISON       Reason = 3 // consumer dead-lettered at once
 	Reason_REASON_MAX_RECEIVES Reason = 4
 	Reason_REASON_REDRIVEN     Reason = 5
+	Reason_REASON_RETENTION    Reason = 6 // ready/delayed longer than the queue's retention_ms
 )
 
 // Enum value maps for Reason.
@@ -217,6 +218,7 @@ var (
 		3: "REASON_POISON",
 		4: "REASON_MAX_RECEIVES",
 		5: "REASON_REDRIVEN",
+		6: "REASON_RETENTION",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":  0,
@@ -225,6 +227,7 @@ var (
 		"REASON_POISON":       3,
 		"REASON_MAX_RECEIVES": 4,
 		"REASON_REDRIVEN":     5,
+		"REASON_RETENTION":    6,
 	}
 )
 
@@ -2731,14 +2734,15 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\fSTATE_LEASED\x10\x03\x12\x0f\n" +
 	"\vSTATE_ACKED\x10\x04\x12\x0e\n" +
 	"\n" +
-	"STATE_DEAD\x10\x05*\x88\x01\n" +
+	"STATE_DEAD\x10\x05*\x9e\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_EXPIRED\x10\x01\x12\x11\n" +
 	"\rREASON_NACKED\x10\x02\x12\x11\n" +
 	"\rREASON_POISON\x10\x03\x12\x17\n" +
 	"\x13REASON_MAX_RECEIVES\x10\x04\x12\x13\n" +
-	"\x0fREASON_REDRIVEN\x10\x05B\"Z github.com/raftq/raftq/fsm/fsmpbb\x06proto3"
+	"\x0fREASON_REDRIVEN\x10\x05\x12\x14\n" +
+	"\x10REASON_RETENTION\x10\x06B\"Z github.com/raftq/raftq/fsm/fsmpbb\x06proto3"
 
 var (
 	file_fsm_fsmpb_fsm_proto_rawDescOnce sync.Once
