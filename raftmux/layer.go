@@ -1,0 +1,82 @@
+package raftmux
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// layer is one group's raft.StreamLayer: Dial prefixes the group header,
+// Accept yields the connections the Mux routed to this group.
+type layer struct {
+	mux    *Mux
+	group  string
+	header []byte
+
+	// ch is unbuffered on purpose: a connection is handed over only to a
+	// running Accept, so none can be stranded in a buffer when the layer
+	// closes.
+	ch        chan net.Conn
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var _ raft.StreamLayer = (*layer)(nil)
+
+func (l *layer) deliver(conn net.Conn, muxDone <-chan struct{}) {
+	select {
+	case l.ch <- conn:
+	case <-l.done:
+		_ = conn.Close()
+	case <-muxDone:
+		_ = conn.Close()
+	}
+}
+
+// Accept returns the next connection routed to this group.
+func (l *layer) Accept() (net.Conn, error) {
+	select {
+	case <-l.done:
+		return nil, fmt.Errorf("raftmux: group %q: %w", l.group, ErrClosed)
+	case c := <-l.ch:
+		return c, nil
+	}
+}
+
+// Close unregisters the group; other groups on the Mux are unaffected.
+func (l *layer) Close() error {
+	l.closeOnce.Do(func() {
+		l.mux.unregister(l)
+		close(l.done)
+	})
+	return nil
+}
+
+// Addr is the Mux's advertised address: it is what raft hands to peers.
+func (l *layer) Addr() net.Addr { return advertisedAddr(l.mux.advertise) }
+
+// Dial connects to a peer's Mux and writes this group's header.
+func (l *layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.Dial("tcp", string(address))
+	if err != nil {
+		return nil, fmt.Errorf("raftmux: dial %s for %q: %w", address, l.group, err)
+	}
+	if timeout > 0 {
+		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+	}
+	if _, err := conn.Write(l.header); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("raftmux: write header to %s for %q: %w", address, l.group, err)
+	}
+	_ = conn.SetWriteDeadline(time.Time{})
+	return conn, nil
+}
+
+type advertisedAddr string
+
+func (a advertisedAddr) Network() string { return "tcp" }
+func (a advertisedAddr) String() string  { return string(a) }

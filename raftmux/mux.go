@@ -1,0 +1,251 @@
+// Package raftmux carries the raft traffic of every raft group on a node over
+// one TCP port. Each outgoing raft connection starts with a short header that
+// names its group; the accepting side reads it and hands the connection to
+// that group's raft.StreamLayer. Docker and firewalls see one fixed raft port
+// however many groups a node hosts.
+package raftmux
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// headerTimeout bounds how long an accepted connection may take to send its
+// header, so a silent or hostile peer cannot pin a goroutine.
+const headerTimeout = 5 * time.Second
+
+// ErrClosed is returned by Accept on a closed layer and by Transport on a
+// closed Mux.
+var ErrClosed = errors.New("raftmux: closed")
+
+// Mux owns the node's raft listener and routes accepted connections to the
+// registered groups.
+type Mux struct {
+	ln        net.Listener
+	advertise string
+	logger    *slog.Logger
+
+	mu     sync.Mutex
+	groups map[string]*layer
+	// pending holds connections still sending their header, so Close can
+	// cut them off instead of waiting out headerTimeout.
+	pending map[net.Conn]struct{}
+	closed  bool
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// Listen binds bindAddr and starts accepting. advertiseAddr is the address
+// peers dial (it is what raft stores in its configuration); empty means the
+// bound address, which is only right when bindAddr is a concrete host.
+func Listen(bindAddr, advertiseAddr string, logger *slog.Logger) (*Mux, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	ln, err := net.Listen("tcp", bindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("raftmux: listen %s: %w", bindAddr, err)
+	}
+	if advertiseAddr == "" {
+		advertiseAddr = ln.Addr().String()
+	}
+	if _, _, err := net.SplitHostPort(advertiseAddr); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("raftmux: advertise address %q: %w", advertiseAddr, err)
+	}
+	m := &Mux{
+		ln:        ln,
+		advertise: advertiseAddr,
+		logger:    logger.With("component", "raftmux"),
+		groups:    make(map[string]*layer),
+		pending:   make(map[net.Conn]struct{}),
+		done:      make(chan struct{}),
+	}
+	m.wg.Add(1)
+	go m.acceptLoop()
+	return m, nil
+}
+
+// Addr is the advertised address of the listener.
+func (m *Mux) Addr() string { return m.advertise }
+
+// BindAddr is the address actually bound (useful with port 0 in tests).
+func (m *Mux) BindAddr() net.Addr { return m.ln.Addr() }
+
+// Close stops the listener and closes every group's layer. Transports built
+// on those layers see Accept fail and stop serving.
+func (m *Mux) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	close(m.done)
+	layers := make([]*layer, 0, len(m.groups))
+	for _, l := range m.groups {
+		layers = append(layers, l)
+	}
+	for c := range m.pending {
+		_ = c.Close()
+	}
+	m.mu.Unlock()
+
+	err := m.ln.Close()
+	for _, l := range layers {
+		_ = l.Close()
+	}
+	m.wg.Wait()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("raftmux: close listener: %w", err)
+	}
+	return nil
+}
+
+func (m *Mux) acceptLoop() {
+	defer m.wg.Done()
+	var backoff time.Duration
+	for {
+		conn, err := m.ln.Accept()
+		if err != nil {
+			select {
+			case <-m.done:
+				return
+			default:
+			}
+			// Temporary failures (EMFILE...) must not kill the port: back off.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			m.logger.Warn("raft accept failed", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-m.done:
+				return
+			}
+			continue
+		}
+		backoff = 0
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			_ = conn.Close()
+			return
+		}
+		m.pending[conn] = struct{}{}
+		m.wg.Add(1)
+		m.mu.Unlock()
+		go m.handshake(conn)
+	}
+}
+
+// handshake reads the header and delivers conn to its group, or closes it.
+func (m *Mux) handshake(conn net.Conn) {
+	defer m.wg.Done()
+	_ = conn.SetReadDeadline(time.Now().Add(headerTimeout))
+	group, err := readHeader(conn)
+	m.mu.Lock()
+	delete(m.pending, conn)
+	m.mu.Unlock()
+	if err != nil {
+		m.logger.Warn("raft connection rejected", "remote", conn.RemoteAddr().String(), "err", err)
+		_ = conn.Close()
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	m.mu.Lock()
+	l := m.groups[group]
+	m.mu.Unlock()
+	if l == nil {
+		// Normal while a node is starting (the group is not open yet) or
+		// after a shard moved away; raft on the dialing side retries.
+		m.logger.Debug("raft connection for unknown group", "group", group, "remote", conn.RemoteAddr().String())
+		_ = conn.Close()
+		return
+	}
+	l.deliver(conn, m.done)
+}
+
+// TransportOptions tunes the raft.NetworkTransport of one group.
+type TransportOptions struct {
+	// MaxPool is the number of idle outbound connections kept per peer
+	// (default 3).
+	MaxPool int
+	// Timeout bounds raft RPC I/O (default 10 s). InstallSnapshot scales it
+	// with the snapshot size on its own.
+	Timeout time.Duration
+	// MaxRPCsInFlight is raft's AppendEntries pipeline depth; 0 keeps raft's
+	// default (2). 1 disables pipelining entirely (raft#612 workaround).
+	MaxRPCsInFlight int
+	// Logger receives raft transport logs at warn level or above; nil means
+	// the Mux's logger.
+	Logger *slog.Logger
+}
+
+// Transport registers group and returns a raft transport whose connections
+// all travel through this Mux. Closing the transport unregisters the group;
+// a group id may be registered again after that.
+func (m *Mux) Transport(group string, opts TransportOptions) (raft.Transport, error) {
+	l, err := m.Layer(group)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MaxPool <= 0 {
+		opts.MaxPool = 3
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = m.logger
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:          l,
+		MaxPool:         opts.MaxPool,
+		MaxRPCsInFlight: opts.MaxRPCsInFlight,
+		Timeout:         opts.Timeout,
+		Logger:          HCLogger(logger.With("group", group), "raft-net"),
+	}), nil
+}
+
+// Layer registers group and returns its raw raft.StreamLayer, for callers
+// that build their own transport.
+func (m *Mux) Layer(group string) (raft.StreamLayer, error) {
+	if err := validGroup(group); err != nil {
+		return nil, err
+	}
+	hdr, err := encodeHeader(group)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := m.groups[group]; ok {
+		return nil, fmt.Errorf("raftmux: group %q already registered", group)
+	}
+	l := &layer{
+		mux:    m,
+		group:  group,
+		header: hdr,
+		ch:     make(chan net.Conn),
+		done:   make(chan struct{}),
+	}
+	m.groups[group] = l
+	return l, nil
+}
+
+func (m *Mux) unregister(l *layer) {
+	m.mu.Lock()
+	if m.groups[l.group] == l {
+		delete(m.groups, l.group)
+	}
+	m.mu.Unlock()
+}
