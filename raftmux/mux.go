@@ -37,8 +37,8 @@ type Mux struct {
 	// cut them off instead of waiting out headerTimeout.
 	pending map[net.Conn]struct{}
 	closed  bool
-	done   chan struct{}
-	wg     sync.WaitGroup
+	done    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // Listen binds bindAddr and starts accepting. advertiseAddr is the address
