@@ -1,0 +1,120 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"google.golang.org/grpc"
+)
+
+// ListDead lists up to limit dead messages of queue (0: the server's
+// default of 100).
+func (c *Client) ListDead(ctx context.Context, queue string, limit int) ([]*MessageInfo, error) {
+	if limit < 0 {
+		return nil, fmt.Errorf("list dead of %q: %w", queue, invalid(fmt.Sprintf("negative limit %d", limit)))
+	}
+	var resp *raftqv1.ListDeadResponse
+	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewDeadLettersClient(cc).ListDead(ctx, &raftqv1.ListDeadRequest{Queue: queue, Limit: uint32(limit)}, co...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list dead of %q: %w", queue, err)
+	}
+	out := make([]*MessageInfo, len(resp.GetMessages()))
+	for i, m := range resp.GetMessages() {
+		out[i] = messageInfoFrom(m)
+	}
+	return out, nil
+}
+
+// RedriveOptions select what a redrive moves.
+type RedriveOptions struct {
+	IDs  []string // empty: every dead message of the queue
+	Rate int      // messages per second; 0: the server default (100), max 500
+}
+
+// Redrive moves dead messages back to ready, rate-limited by the server, and
+// returns how many moved. Retrying is safe: a message already moved is no
+// longer dead.
+func (c *Client) Redrive(ctx context.Context, queue string, o RedriveOptions) (uint64, error) {
+	if o.Rate < 0 || o.Rate > 500 {
+		return 0, fmt.Errorf("redrive %q: %w", queue, invalid(fmt.Sprintf("rate %d outside 0-500", o.Rate)))
+	}
+	var resp *raftqv1.RedriveResponse
+	req := &raftqv1.RedriveRequest{Queue: queue, MessageIds: o.IDs, RatePerS: uint32(o.Rate)}
+	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewDeadLettersClient(cc).Redrive(ctx, req, co...)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("redrive %q: %w", queue, err)
+	}
+	return resp.GetRedriven(), nil
+}
+
+// Discard deletes dead messages (all of the queue's when ids is empty) and
+// returns how many were deleted.
+func (c *Client) Discard(ctx context.Context, queue string, ids ...string) (uint64, error) {
+	var resp *raftqv1.DiscardResponse
+	req := &raftqv1.DiscardRequest{Queue: queue, MessageIds: ids}
+	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewDeadLettersClient(cc).Discard(ctx, req, co...)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("discard dead of %q: %w", queue, err)
+	}
+	return resp.GetDiscarded(), nil
+}
+
+// Member is a cluster node as gossip sees it.
+type Member struct {
+	NodeID   string
+	GRPCAddr string
+	RaftAddr string
+	State    string // alive, suspect, dead
+}
+
+// ShardInfo is one shard's replicas and leader.
+type ShardInfo struct {
+	ID           uint32
+	Replicas     []string
+	LeaderID     string
+	LeaderAddr   string
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+}
+
+// ClusterStatus is one node's view of the cluster.
+type ClusterStatus struct {
+	NodeID       string // the node that answered
+	MetaLeaderID string
+	Members      []Member
+	Shards       []ShardInfo
+}
+
+// Status asks any node for its view of the cluster.
+func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
+	var resp *raftqv1.StatusResponse
+	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewClusterClient(cc).Status(ctx, &raftqv1.StatusRequest{}, co...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster status: %w", err)
+	}
+	out := &ClusterStatus{NodeID: resp.GetNodeId(), MetaLeaderID: resp.GetMetaLeaderId()}
+	for _, m := range resp.GetMembers() {
+		out.Members = append(out.Members, Member{NodeID: m.GetNodeId(), GRPCAddr: m.GetGrpcAddr(), RaftAddr: m.GetRaftAddr(), State: m.GetState()})
+	}
+	for _, s := range resp.GetShards() {
+		out.Shards = append(out.Shards, ShardInfo{
+			ID: s.GetShardId(), Replicas: s.GetReplicas(), LeaderID: s.GetLeaderId(), LeaderAddr: s.GetLeaderGrpcAddr(),
+			Term: s.GetTerm(), CommitIndex: s.GetCommitIndex(), AppliedIndex: s.GetAppliedIndex(),
+		})
+	}
+	return out, nil
+}

@@ -1,0 +1,23 @@
+// Package client is the Go SDK for raftq. It speaks the public gRPC API
+// (api/raftqv1) to any node, caches the cluster's shard map so calls that
+// belong to one shard (grouped sends, acks, nacks, lease extensions) go
+// straight to that shard's leader, and retries what is safe to retry.
+//
+// Routing and retry rules, in short (docs/client.md has the full story):
+//
+//   - A send with a group goes to the leader of wire.ShardFor(queue, group,
+//     shardCount); an ungrouped send and a receive go to the next node in
+//     round-robin order (the server places or gathers across shards).
+//   - Ack, Nack, Extend and DeadLetter go to the leader of the receipt's shard;
+//     GetMessage and Cancel to the leader of the message id's shard.
+//   - UNAVAILABLE with a "raftq-leader" hint is retried at once at the hinted
+//     node; UNAVAILABLE without a hint and connection failures are retried on
+//     other nodes with exponential backoff and full jitter, bounded by the
+//     context deadline and the retry budget (WithRetry).
+//   - INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, ALREADY_EXISTS and
+//     RESOURCE_EXHAUSTED are never retried.
+//   - A send is retried only when it carries a dedup key, so a retry after an
+//     ambiguous failure cannot enqueue the message twice within the queue's
+//     dedup window. With AutoDedup on (the default) every send without a key
+//     gets a random one.
+package client

@@ -1,0 +1,245 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/wire"
+	"google.golang.org/grpc"
+)
+
+// maxWait is the server's long-poll cap.
+const maxWait = 20 * time.Second
+
+// ReceiveOptions shape a receive.
+type ReceiveOptions struct {
+	Max        int           // messages to take, 1-1000; 0 means 1
+	Wait       time.Duration // long poll up to 20 s; 0 returns at once
+	Visibility time.Duration // lease length; 0: the queue's default
+	Consumer   string        // recorded in the message history
+}
+
+// Receive leases up to Max ready messages of queue from any node, which
+// gathers over the queue's shards. With Wait it blocks until a message is
+// ready or Wait passes, and then may return none.
+//
+// Receive is retried after ambiguous failures: messages a lost answer leased
+// stay invisible until their lease expires, then are delivered again
+// (at-least-once).
+func (c *Client) Receive(ctx context.Context, queue string, o ReceiveOptions) ([]*Message, error) {
+	switch {
+	case o.Max < 0 || o.Max > 1000:
+		return nil, fmt.Errorf("receive from %q: %w", queue, invalid(fmt.Sprintf("max %d outside 1-1000", o.Max)))
+	case o.Wait < 0 || o.Wait > maxWait:
+		return nil, fmt.Errorf("receive from %q: %w", queue, invalid(fmt.Sprintf("wait %v outside 0-20s", o.Wait)))
+	case o.Visibility < 0:
+		return nil, fmt.Errorf("receive from %q: %w", queue, invalid(fmt.Sprintf("negative visibility %v", o.Visibility)))
+	}
+	req := &raftqv1.ReceiveRequest{
+		Queue:               queue,
+		MaxMessages:         uint32(max(o.Max, 1)),
+		WaitMs:              o.Wait.Milliseconds(),
+		VisibilityTimeoutMs: o.Visibility.Milliseconds(),
+		Consumer:            o.Consumer,
+	}
+	var resp *raftqv1.ReceiveResponse
+	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true, extra: o.Wait}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewMessagesClient(cc).Receive(ctx, req, co...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("receive from %q: %w", queue, err)
+	}
+	out := make([]*Message, len(resp.GetMessages()))
+	for i, m := range resp.GetMessages() {
+		out[i] = messageFrom(m)
+	}
+	return out, nil
+}
+
+// receiptShard parses a receipt for routing.
+func receiptShard(receipt string) (int, error) {
+	r, err := wire.ParseReceipt(receipt)
+	if err != nil {
+		return 0, invalid(err.Error())
+	}
+	return int(r.Shard), nil
+}
+
+// Ack acknowledges leased messages: they are done. Receipts are grouped by
+// shard and each group goes to its shard's leader in parallel. The slice has
+// one error per receipt, in order (nil: acked; ErrStaleReceipt: the lease was
+// lost and the message will be or was delivered again). The error reports
+// whole calls that failed; their receipts carry that error too.
+//
+// An ack retried after an ambiguous failure can report ErrStaleReceipt for a
+// message the first attempt did ack.
+func (c *Client) Ack(ctx context.Context, receipts ...string) ([]error, error) {
+	itemErrs := make([]error, len(receipts))
+	byShard := map[int][]int{}
+	for i, r := range receipts {
+		s, err := receiptShard(r)
+		if err != nil {
+			itemErrs[i] = err
+			continue
+		}
+		byShard[s] = append(byShard[s], i)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for shard, idx := range byShard {
+		wg.Go(func() {
+			req := &raftqv1.AckRequest{Receipts: make([]string, len(idx))}
+			for j, i := range idx {
+				req.Receipts[j] = receipts[i]
+			}
+			var resp *raftqv1.AckResponse
+			err := c.invoke(ctx, callSpec{shard: shard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+				resp, err = raftqv1.NewMessagesClient(cc).Ack(ctx, req, co...)
+				return err
+			})
+			if err == nil && len(resp.GetResults()) != len(idx) {
+				err = fmt.Errorf("server returned %d results for %d receipts", len(resp.GetResults()), len(idx))
+			}
+			if err != nil {
+				err = fmt.Errorf("ack on shard %d: %w", shard, err)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				for _, i := range idx {
+					itemErrs[i] = err
+				}
+				return
+			}
+			for j, i := range idx {
+				itemErrs[i] = itemError(resp.GetResults()[j].GetCode(), resp.GetResults()[j].GetError())
+			}
+		})
+	}
+	wg.Wait()
+	return itemErrs, errors.Join(errs...)
+}
+
+// NackOptions shape a nack.
+type NackOptions struct {
+	// Delay before the message is ready again; nil: the queue's backoff
+	// policy (exponential with full jitter).
+	Delay *time.Duration
+	// Error is recorded as the message's last error and in its history.
+	Error string
+}
+
+// Nack gives a leased message back: ready again after the delay, or dead
+// when it has reached the queue's max receive count.
+func (c *Client) Nack(ctx context.Context, receipt string, o NackOptions) error {
+	shard, err := receiptShard(receipt)
+	if err != nil {
+		return fmt.Errorf("nack: %w", err)
+	}
+	req := &raftqv1.NackRequest{Receipt: receipt, Error: o.Error}
+	if o.Delay != nil {
+		if *o.Delay < 0 {
+			return fmt.Errorf("nack: %w", invalid(fmt.Sprintf("negative delay %v", *o.Delay)))
+		}
+		req.HasDelay, req.DelayMs = true, o.Delay.Milliseconds()
+	}
+	err = c.invoke(ctx, callSpec{shard: shard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) error {
+		_, err := raftqv1.NewMessagesClient(cc).Nack(ctx, req, co...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("nack: %w", err)
+	}
+	return nil
+}
+
+// Extend sets the lease to end d from now (by the shard's clock) and returns
+// the new deadline. ErrStaleReceipt means the lease is already lost.
+func (c *Client) Extend(ctx context.Context, receipt string, d time.Duration) (time.Time, error) {
+	shard, err := receiptShard(receipt)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("extend: %w", err)
+	}
+	if d <= 0 {
+		return time.Time{}, fmt.Errorf("extend: %w", invalid(fmt.Sprintf("visibility %v is not positive", d)))
+	}
+	req := &raftqv1.ExtendLeaseRequest{Receipt: receipt, VisibilityTimeoutMs: d.Milliseconds()}
+	var resp *raftqv1.ExtendLeaseResponse
+	err = c.invoke(ctx, callSpec{shard: shard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewMessagesClient(cc).ExtendLease(ctx, req, co...)
+		return err
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("extend: %w", err)
+	}
+	return unixMs(resp.GetLeaseDeadlineMs()), nil
+}
+
+// DeadLetter moves a leased message to the queue's DLQ at once (poison),
+// with reason as its last error.
+func (c *Client) DeadLetter(ctx context.Context, receipt, reason string) error {
+	shard, err := receiptShard(receipt)
+	if err != nil {
+		return fmt.Errorf("dead-letter: %w", err)
+	}
+	req := &raftqv1.DeadLetterRequest{Receipt: receipt, Error: reason}
+	err = c.invoke(ctx, callSpec{shard: shard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) error {
+		_, err := raftqv1.NewMessagesClient(cc).DeadLetter(ctx, req, co...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("dead-letter: %w", err)
+	}
+	return nil
+}
+
+// idShard parses a message id for routing.
+func idShard(id string) (int, error) {
+	m, err := wire.ParseMessageID(id)
+	if err != nil {
+		return 0, invalid(err.Error())
+	}
+	return int(m.Shard), nil
+}
+
+// GetMessage returns a message's full record, in any state the shard still
+// keeps (acked records stay for the queue's completed retention).
+func (c *Client) GetMessage(ctx context.Context, id string) (*MessageInfo, error) {
+	shard, err := idShard(id)
+	if err != nil {
+		return nil, fmt.Errorf("get message: %w", err)
+	}
+	var resp *raftqv1.MessageInfo
+	err = c.invoke(ctx, callSpec{shard: shard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewMessagesClient(cc).GetMessage(ctx, &raftqv1.GetMessageRequest{MessageId: id}, co...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get message %s: %w", id, err)
+	}
+	return messageInfoFrom(resp), nil
+}
+
+// Cancel removes a ready or delayed message. A leased message cannot be
+// cancelled (ErrStaleReceipt, which stands for FAILED_PRECONDITION).
+func (c *Client) Cancel(ctx context.Context, id string) error {
+	shard, err := idShard(id)
+	if err != nil {
+		return fmt.Errorf("cancel message: %w", err)
+	}
+	err = c.invoke(ctx, callSpec{shard: shard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) error {
+		_, err := raftqv1.NewMessagesClient(cc).CancelMessage(ctx, &raftqv1.CancelMessageRequest{MessageId: id}, co...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cancel message %s: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package client
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Option configures Dial.
+type Option func(*config) error
+
+type config struct {
+	creds       credentials.TransportCredentials
+	callTimeout time.Duration
+	retry       RetryPolicy
+	logger      *slog.Logger
+	autoDedup   bool
+	dialOpts    []grpc.DialOption
+}
+
+func defaultConfig() config {
+	return config{
+		creds:       insecure.NewCredentials(),
+		callTimeout: 10 * time.Second,
+		retry:       DefaultRetryPolicy(),
+		logger:      slog.New(slog.DiscardHandler),
+		autoDedup:   true,
+	}
+}
+
+// WithTLS sets the transport credentials (the default is plaintext).
+func WithTLS(creds credentials.TransportCredentials) Option {
+	return func(c *config) error {
+		if creds == nil {
+			return fmt.Errorf("WithTLS: nil credentials")
+		}
+		c.creds = creds
+		return nil
+	}
+}
+
+// WithCallTimeout bounds each attempt of a call (default 10 s). A receive's
+// long-poll wait is added on top. The caller's context bounds the whole call,
+// retries included.
+func WithCallTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("WithCallTimeout: %v is not positive", d)
+		}
+		c.callTimeout = d
+		return nil
+	}
+}
+
+// WithRetry sets the retry budget and backoff.
+func WithRetry(p RetryPolicy) Option {
+	return func(c *config) error {
+		if err := p.validate(); err != nil {
+			return fmt.Errorf("WithRetry: %w", err)
+		}
+		c.retry = p
+		return nil
+	}
+}
+
+// WithLogger sets the logger for retries and shard map refreshes (debug level).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("WithLogger: nil logger")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithAutoDedup turns automatic dedup keys for sends on or off (default on).
+// Off, a send without an explicit dedup key is never retried, because a retry
+// after an ambiguous failure could enqueue it twice.
+func WithAutoDedup(on bool) Option {
+	return func(c *config) error {
+		c.autoDedup = on
+		return nil
+	}
+}
+
+// WithDialOptions appends raw gRPC dial options (interceptors, keepalive).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *config) error {
+		c.dialOpts = append(c.dialOpts, opts...)
+		return nil
+	}
+}

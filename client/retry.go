@@ -1,0 +1,116 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+)
+
+// LeaderTrailer is the trailer key a node sets on UNAVAILABLE when it knows
+// the shard's leader: "nodeID=grpcAddr".
+const LeaderTrailer = "raftq-leader"
+
+// RetryPolicy bounds how a call is retried. The caller's context deadline
+// bounds it too: a backoff that would end past the deadline is not slept.
+type RetryPolicy struct {
+	// MaxAttempts is the total number of attempts per call, first included.
+	MaxAttempts int
+	// BaseDelay and MaxDelay shape the exponential backoff with full jitter:
+	// before retry n (n >= 1) the client sleeps a uniform random duration in
+	// [0, min(MaxDelay, BaseDelay*2^(n-1))]. A leader hint skips the sleep
+	// the first time it names a new node.
+	BaseDelay time.Duration
+	MaxDelay  time.Duration
+}
+
+// DefaultRetryPolicy allows 10 attempts with backoff from 25 ms up to 1 s:
+// enough to ride out a leader election (about 1-3 s) without stalling a
+// caller much longer than that.
+func DefaultRetryPolicy() RetryPolicy {
+	return RetryPolicy{MaxAttempts: 10, BaseDelay: 25 * time.Millisecond, MaxDelay: time.Second}
+}
+
+func (p RetryPolicy) validate() error {
+	switch {
+	case p.MaxAttempts < 1:
+		return fmt.Errorf("MaxAttempts %d < 1", p.MaxAttempts)
+	case p.BaseDelay <= 0:
+		return fmt.Errorf("BaseDelay %v is not positive", p.BaseDelay)
+	case p.MaxDelay < p.BaseDelay:
+		return fmt.Errorf("MaxDelay %v < BaseDelay %v", p.MaxDelay, p.BaseDelay)
+	}
+	return nil
+}
+
+// ceiling is the upper bound of the backoff before retry n (n >= 1).
+func (p RetryPolicy) ceiling(n int) time.Duration {
+	d := p.BaseDelay
+	for i := 1; i < n && d < p.MaxDelay; i++ {
+		d *= 2
+	}
+	return min(d, p.MaxDelay)
+}
+
+// backoff draws the jittered sleep before retry n (n >= 1).
+func (p RetryPolicy) backoff(n int) time.Duration {
+	return rand.N(p.ceiling(n) + 1)
+}
+
+// retryClass says what a failed attempt allows.
+type retryClass int
+
+const (
+	noRetry      retryClass = iota // a definite answer: return it
+	retryOther                     // try another node after a backoff
+	retryHinted                    // try the hinted leader
+	retryUnknown                   // the call may have been applied: only safe calls retry
+)
+
+// classify decides how to treat a failed attempt. callerDone reports that the
+// caller's own context ended, which is never retried.
+func classify(code codes.Code, hint string, callerDone bool) retryClass {
+	if callerDone {
+		return noRetry
+	}
+	switch code {
+	case codes.Unavailable:
+		if hint != "" {
+			return retryHinted
+		}
+		return retryOther
+	case codes.DeadlineExceeded, codes.Aborted, codes.Internal, codes.Unknown:
+		// The per-attempt timeout or a broken stream: the node may have
+		// applied the call before the failure.
+		return retryUnknown
+	}
+	return noRetry
+}
+
+// errBadHint marks a leader hint that is not "nodeID=addr".
+var errBadHint = errors.New("malformed leader hint")
+
+// parseHint extracts the gRPC address from a "nodeID=grpcAddr" hint.
+func parseHint(v string) (nodeID, addr string, err error) {
+	id, a, ok := strings.Cut(v, "=")
+	if !ok || a == "" || strings.ContainsAny(a, " =,") {
+		return "", "", fmt.Errorf("%w: %q", errBadHint, v)
+	}
+	return id, a, nil
+}
+
+// hintFrom returns the leader address from trailers (or headers) or "".
+func hintFrom(mds ...metadata.MD) string {
+	for _, md := range mds {
+		for _, v := range md.Get(LeaderTrailer) {
+			if _, addr, err := parseHint(v); err == nil {
+				return addr
+			}
+		}
+	}
+	return ""
+}

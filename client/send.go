@@ -1,0 +1,178 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"time"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/wire"
+	"google.golang.org/grpc"
+)
+
+// Outgoing is one message to send. Send builds it from SendOptions; SendBatch
+// takes it directly.
+type Outgoing struct {
+	Body       []byte
+	Group      string // message group: per-group FIFO on FIFO queues, and shard placement
+	DedupKey   string
+	Delay      time.Duration // 0: the queue's default delay
+	RunAt      time.Time     // wins over Delay when set
+	Priority   uint32        // 0-9, higher first
+	Attributes map[string]string
+	Type       string
+}
+
+// SendOption sets a field of an Outgoing message.
+type SendOption func(*Outgoing)
+
+// Group sets the message group.
+func Group(g string) SendOption { return func(o *Outgoing) { o.Group = g } }
+
+// DedupKey sets the dedup key: a second send with the same key within the
+// queue's dedup window returns the first message's id and enqueues nothing.
+func DedupKey(k string) SendOption { return func(o *Outgoing) { o.DedupKey = k } }
+
+// Delay hides the message for d.
+func Delay(d time.Duration) SendOption { return func(o *Outgoing) { o.Delay = d } }
+
+// RunAt hides the message until t.
+func RunAt(t time.Time) SendOption { return func(o *Outgoing) { o.RunAt = t } }
+
+// Priority sets the priority (0-9, higher first).
+func Priority(p uint32) SendOption { return func(o *Outgoing) { o.Priority = p } }
+
+// Attributes adds attributes (merged with earlier ones).
+func Attributes(a map[string]string) SendOption {
+	return func(o *Outgoing) {
+		if o.Attributes == nil {
+			o.Attributes = make(map[string]string, len(a))
+		}
+		maps.Copy(o.Attributes, a)
+	}
+}
+
+// Type sets the message type, which the worker dispatches on.
+func Type(t string) SendOption { return func(o *Outgoing) { o.Type = t } }
+
+// SendResult is the outcome of one send.
+type SendResult struct {
+	ID           string
+	Deduplicated bool  // an earlier message with the dedup key was returned
+	Err          error // SendBatch only: this item's error
+}
+
+func (o *Outgoing) request(queue string) (*raftqv1.SendRequest, error) {
+	if o.Delay < 0 {
+		return nil, invalid(fmt.Sprintf("negative delay %v", o.Delay))
+	}
+	r := &raftqv1.SendRequest{
+		Queue:      queue,
+		Body:       o.Body,
+		Attributes: o.Attributes,
+		Type:       o.Type,
+		GroupId:    o.Group,
+		DedupKey:   o.DedupKey,
+		Priority:   o.Priority,
+		DelayMs:    o.Delay.Milliseconds(),
+	}
+	if !o.RunAt.IsZero() {
+		r.RunAtMs = o.RunAt.UnixMilli()
+	}
+	return r, nil
+}
+
+// autoKey makes a dedup key that no other send will carry.
+func autoKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "auto-" + hex.EncodeToString(b[:])
+}
+
+// shardOf routes a grouped message to its shard's leader; ungrouped messages
+// go to any node, which picks a shard.
+func (c *Client) shardOf(queue, group string) int {
+	n := c.smap.Load().count
+	if group == "" || n == 0 {
+		return anyShard
+	}
+	return int(wire.ShardFor(queue, group, n))
+}
+
+// Send enqueues one message. It returns after a quorum of the shard has the
+// message on disk. It is retried only with a dedup key (see the package
+// comment), so a retry cannot enqueue the message twice within the dedup
+// window.
+func (c *Client) Send(ctx context.Context, queue string, body []byte, opts ...SendOption) (SendResult, error) {
+	o := Outgoing{Body: body}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.DedupKey == "" && c.cfg.autoDedup {
+		o.DedupKey = autoKey()
+	}
+	req, err := o.request(queue)
+	if err != nil {
+		return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
+	}
+	var resp *raftqv1.SendResponse
+	spec := callSpec{shard: c.shardOf(queue, o.Group), safe: o.DedupKey != ""}
+	err = c.invoke(ctx, spec, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewMessagesClient(cc).Send(ctx, req, co...)
+		return err
+	})
+	if err != nil {
+		return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
+	}
+	return SendResult{ID: resp.GetMessageId(), Deduplicated: resp.GetDeduplicated()}, nil
+}
+
+// SendBatch enqueues many messages in one call. The returned slice has one
+// result per item, in order; an item's failure is in its Err. The error is
+// for the call as a whole. Items without a dedup key get one when AutoDedup
+// is on; the batch is retried only when every item has a key.
+func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) ([]SendResult, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	req := &raftqv1.SendBatchRequest{Queue: queue, Messages: make([]*raftqv1.SendRequest, len(items))}
+	safe := true
+	shard := anyShard
+	for i := range items {
+		o := items[i] // a copy: the caller's slice is not modified
+		if o.DedupKey == "" && c.cfg.autoDedup {
+			o.DedupKey = autoKey()
+		}
+		safe = safe && o.DedupKey != ""
+		r, err := o.request("")
+		if err != nil {
+			return nil, fmt.Errorf("send batch to %q: item %d: %w", queue, i, err)
+		}
+		req.Messages[i] = r
+		// A batch whose groups share one shard goes straight to its leader.
+		if s := c.shardOf(queue, o.Group); i == 0 {
+			shard = s
+		} else if s != shard {
+			shard = anyShard
+		}
+	}
+	var resp *raftqv1.SendBatchResponse
+	err := c.invoke(ctx, callSpec{shard: shard, safe: safe}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(ctx, req, co...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("send batch to %q: %w", queue, err)
+	}
+	if len(resp.GetResults()) != len(items) {
+		return nil, fmt.Errorf("send batch to %q: server returned %d results for %d messages", queue, len(resp.GetResults()), len(items))
+	}
+	out := make([]SendResult, len(items))
+	for i, r := range resp.GetResults() {
+		out[i] = SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated(), Err: itemError(r.GetCode(), r.GetError())}
+	}
+	return out, nil
+}

@@ -1,0 +1,203 @@
+package client
+
+import (
+	"strings"
+	"time"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/fsm/fsmpb"
+)
+
+// QueueOptions is a queue's policy. Zero fields take the server's defaults
+// (visibility 30 s, max receives 10, backoff 1 s..5 min, dedup window 5 min,
+// retention 4 days, no delay, 256 KiB messages).
+type QueueOptions struct {
+	FIFO               bool
+	Visibility         time.Duration
+	MaxReceives        uint32
+	BackoffBase        time.Duration
+	BackoffMax         time.Duration
+	DedupWindow        time.Duration
+	Retention          time.Duration
+	Delay              time.Duration
+	MaxMessageBytes    uint32
+	CompletedRetention time.Duration
+	DisableDLQ         bool
+}
+
+func (o QueueOptions) policy() *fsmpb.QueuePolicy {
+	mode := fsmpb.QueueMode_QUEUE_MODE_STANDARD
+	if o.FIFO {
+		mode = fsmpb.QueueMode_QUEUE_MODE_FIFO
+	}
+	return &fsmpb.QueuePolicy{
+		Mode:                 mode,
+		VisibilityTimeoutMs:  o.Visibility.Milliseconds(),
+		MaxReceiveCount:      o.MaxReceives,
+		BackoffBaseMs:        o.BackoffBase.Milliseconds(),
+		BackoffMaxMs:         o.BackoffMax.Milliseconds(),
+		DedupWindowMs:        o.DedupWindow.Milliseconds(),
+		RetentionMs:          o.Retention.Milliseconds(),
+		DelayMs:              o.Delay.Milliseconds(),
+		MaxMessageBytes:      o.MaxMessageBytes,
+		CompletedRetentionMs: o.CompletedRetention.Milliseconds(),
+		DlqDisabled:          o.DisableDLQ,
+	}
+}
+
+func optionsFrom(p *fsmpb.QueuePolicy) QueueOptions {
+	return QueueOptions{
+		FIFO:               p.GetMode() == fsmpb.QueueMode_QUEUE_MODE_FIFO,
+		Visibility:         ms(p.GetVisibilityTimeoutMs()),
+		MaxReceives:        p.GetMaxReceiveCount(),
+		BackoffBase:        ms(p.GetBackoffBaseMs()),
+		BackoffMax:         ms(p.GetBackoffMaxMs()),
+		DedupWindow:        ms(p.GetDedupWindowMs()),
+		Retention:          ms(p.GetRetentionMs()),
+		Delay:              ms(p.GetDelayMs()),
+		MaxMessageBytes:    p.GetMaxMessageBytes(),
+		CompletedRetention: ms(p.GetCompletedRetentionMs()),
+		DisableDLQ:         p.GetDlqDisabled(),
+	}
+}
+
+// QueueInfo describes a queue.
+type QueueInfo struct {
+	Name    string
+	Options QueueOptions
+	Created time.Time
+}
+
+func queueInfoFrom(q *raftqv1.QueueInfo) QueueInfo {
+	return QueueInfo{Name: q.GetName(), Options: optionsFrom(q.GetPolicy()), Created: unixMs(q.GetCreatedMs())}
+}
+
+// QueueStats counts a queue's messages over all shards.
+type QueueStats struct {
+	Name          string
+	Ready         uint64
+	Delayed       uint64
+	InFlight      uint64
+	Dead          uint64
+	OldestReady   time.Duration // age of the oldest ready message
+	BlockedGroups uint64        // FIFO groups with a message in flight
+}
+
+// Message is a received message with its lease.
+type Message struct {
+	ID      string
+	Receipt string // opaque; pass to Ack, Nack, Extend, DeadLetter
+	// LeaseEpoch grows with every lease of the shard: use it as a fencing
+	// token on writes the handler makes elsewhere.
+	LeaseEpoch    uint64
+	Body          []byte
+	Attributes    map[string]string
+	Type          string
+	Group         string
+	Priority      uint32
+	ReceiveCount  uint32
+	EnqueuedAt    time.Time
+	LeaseDeadline time.Time // by the shard leader's clock
+	LastError     string
+}
+
+func messageFrom(m *raftqv1.ReceivedMessage) *Message {
+	return &Message{
+		ID:            m.GetMessageId(),
+		Receipt:       m.GetReceipt(),
+		LeaseEpoch:    m.GetLeaseEpoch(),
+		Body:          m.GetBody(),
+		Attributes:    m.GetAttributes(),
+		Type:          m.GetType(),
+		Group:         m.GetGroupId(),
+		Priority:      m.GetPriority(),
+		ReceiveCount:  m.GetReceiveCount(),
+		EnqueuedAt:    unixMs(m.GetEnqueuedMs()),
+		LeaseDeadline: unixMs(m.GetLeaseDeadlineMs()),
+		LastError:     m.GetLastError(),
+	}
+}
+
+// Attempt is one delivery in a message's history.
+type Attempt struct {
+	LeaseEpoch uint64
+	Received   time.Time
+	Ended      time.Time
+	Outcome    string // expired, nacked, poison, max_receives, redriven
+	Error      string
+	Consumer   string
+}
+
+// MessageInfo is the full record of a message, as GetMessage and ListDead
+// return it.
+type MessageInfo struct {
+	ID            string
+	Queue         string
+	State         string // delayed, ready, leased, acked, dead
+	Body          []byte
+	Attributes    map[string]string
+	Type          string
+	Group         string
+	DedupKey      string
+	Priority      uint32
+	EnqueuedAt    time.Time
+	AvailableAt   time.Time
+	ReceiveCount  uint32
+	LastError     string
+	LeaseEpoch    uint64
+	LeaseDeadline time.Time
+	DeadReason    string
+	StateChanged  time.Time
+	History       []Attempt
+}
+
+func messageInfoFrom(mi *raftqv1.MessageInfo) *MessageInfo {
+	m := mi.GetMessage()
+	out := &MessageInfo{
+		ID:            mi.GetMessageId(),
+		Queue:         m.GetQueue(),
+		State:         enumName(m.GetState().String(), "STATE_"),
+		Body:          m.GetBody(),
+		Attributes:    m.GetAttributes(),
+		Type:          m.GetType(),
+		Group:         m.GetGroupId(),
+		DedupKey:      m.GetDedupKey(),
+		Priority:      m.GetPriority(),
+		EnqueuedAt:    unixMs(m.GetEnqueuedMs()),
+		AvailableAt:   unixMs(m.GetAvailableMs()),
+		ReceiveCount:  m.GetReceiveCount(),
+		LastError:     m.GetLastError(),
+		LeaseEpoch:    m.GetLeaseEpoch(),
+		LeaseDeadline: unixMs(m.GetLeaseDeadlineMs()),
+		StateChanged:  unixMs(m.GetStateChangedMs()),
+	}
+	if m.GetDeadReason() != fsmpb.Reason_REASON_UNSPECIFIED {
+		out.DeadReason = enumName(m.GetDeadReason().String(), "REASON_")
+	}
+	for _, a := range m.GetHistory() {
+		out.History = append(out.History, Attempt{
+			LeaseEpoch: a.GetLeaseEpoch(),
+			Received:   unixMs(a.GetReceivedMs()),
+			Ended:      unixMs(a.GetEndedMs()),
+			Outcome:    enumName(a.GetOutcome().String(), "REASON_"),
+			Error:      a.GetError(),
+			Consumer:   a.GetConsumer(),
+		})
+	}
+	return out
+}
+
+// enumName turns "STATE_READY" into "ready".
+func enumName(s, prefix string) string {
+	return strings.ToLower(strings.TrimPrefix(s, prefix))
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// unixMs converts Unix milliseconds; 0 stays the zero time.
+func unixMs(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v)
+}
