@@ -1,0 +1,203 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/raftq/raftq/fsm/fsmpb"
+)
+
+const (
+	// maxTickSleep caps the timer so a missed wake-up costs at most this.
+	maxTickSleep = time.Second
+	// minTickGap bounds the Tick rate even if NextDue stays in the past
+	// (e.g. due work the FSM cannot process yet): never a busy loop.
+	minTickGap = 20 * time.Millisecond
+	// dutyRetry spaces retries of a failed barrier or grace proposal.
+	dutyRetry = 100 * time.Millisecond
+)
+
+// watchLeadership drains raft's NotifyCh. It only stores and kicks, so raft
+// never waits on us (raft-notes trap 7); manageLeadership does the work.
+func (s *Shard) watchLeadership() {
+	defer s.wg.Done()
+	for {
+		select {
+		case v := <-s.notifyCh:
+			s.wantLeader.Store(v)
+			kick(s.leaderKick)
+		case <-s.closing:
+			return
+		}
+	}
+}
+
+// manageLeadership starts and stops leader duties as leadership comes and
+// goes. Notifications coalesce, so a lost-and-regained leadership between
+// two looks is caught by comparing terms.
+func (s *Shard) manageLeadership() {
+	defer s.wg.Done()
+	cur := notLeaderState
+	var stop func()
+	end := func() {
+		if !cur.leader {
+			return
+		}
+		s.lead.Store(notLeaderState)
+		close(cur.lost)
+		stop()
+		cur = notLeaderState
+		s.publish(false)
+		s.wakeAll() // long polls re-propose and learn they lost leadership
+	}
+	for {
+		select {
+		case <-s.leaderKick:
+		case <-s.closing:
+			end()
+			return
+		}
+		want := s.wantLeader.Load()
+		term := s.raft.CurrentTerm()
+		if cur.leader && (!want || term != cur.term) {
+			end()
+		}
+		if want && !cur.leader {
+			st := &leaderState{leader: true, term: term, ready: make(chan struct{}), lost: make(chan struct{})}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				s.leaderDuties(ctx, st)
+			}()
+			stop = func() { cancel(); <-done }
+			cur = st
+			s.lead.Store(st)
+		}
+	}
+}
+
+// leaderDuties: barrier (apply everything earlier terms committed), then the
+// lease grace for this term, then open for proposals and run the tick timer.
+func (s *Shard) leaderDuties(ctx context.Context, st *leaderState) {
+	for {
+		err := s.raft.Barrier(s.cfg.Raft.ElectionTimeout * 10).Error()
+		if err == nil {
+			break
+		}
+		s.logger.Warn("leader barrier failed", "term", st.term, "err", err)
+		if !sleepCtx(ctx, dutyRetry) {
+			return
+		}
+	}
+	grace := &fsmpb.Command{Cmd: &fsmpb.Command_LeaderGrace{LeaderGrace: &fsmpb.LeaderGrace{
+		Term: st.term, GraceMs: s.cfg.LeaseGrace.Milliseconds(),
+	}}}
+	for {
+		_, err := s.propose(ctx, grace)
+		if err == nil {
+			break
+		}
+		// An unknown result is retried too: LeaderGrace applies once per
+		// term, so a duplicate is a no-op.
+		s.logger.Warn("leader grace proposal failed", "term", st.term, "err", err)
+		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrShutdown) || !sleepCtx(ctx, dutyRetry) {
+			return
+		}
+	}
+	close(st.ready)
+	s.logger.Info("shard leader ready", "term", st.term)
+	s.publish(true)
+	s.runTicks(ctx)
+}
+
+// runTicks proposes Tick when the FSM reports due work (delays, lease
+// expiries, retention). It sleeps until the next due time or an apply that
+// may have moved it, capped at maxTickSleep.
+func (s *Shard) runTicks(ctx context.Context) {
+	tick := &fsmpb.Command{Cmd: &fsmpb.Command_Tick{Tick: &fsmpb.Tick{}}}
+	timer := time.NewTimer(maxTickSleep)
+	defer timer.Stop()
+	for {
+		due, ok := s.fsm.NextDue()
+		// The FSM judges due work against max(its clock, our stamp).
+		ref := max(s.cfg.Now().UnixMilli(), s.fsm.Clock())
+		if ok && due <= ref {
+			s.stats.ticks.Add(1)
+			if _, err := s.propose(ctx, tick); err != nil && ctx.Err() == nil {
+				s.logger.Warn("tick proposal failed", "err", err)
+			}
+			if !sleepCtx(ctx, minTickGap) {
+				return
+			}
+			continue
+		}
+		wait := maxTickSleep
+		if ok {
+			wait = min(wait, time.Duration(due-ref)*time.Millisecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-s.applyKick:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Subscribe returns a channel of leadership changes: true once this replica
+// leads and is ready (after barrier and grace), false when it stops. The
+// current value is sent at once. Slow readers see only the latest value
+// (the channel holds one); the sender never blocks. Call cancel to stop.
+func (s *Shard) Subscribe() (<-chan bool, func()) {
+	ch := make(chan bool, 1)
+	s.subMu.Lock()
+	id := s.nextSub
+	s.nextSub++
+	s.subs[id] = ch
+	ch <- s.ready
+	s.subMu.Unlock()
+	return ch, func() {
+		s.subMu.Lock()
+		delete(s.subs, id)
+		s.subMu.Unlock()
+	}
+}
+
+func (s *Shard) publish(v bool) {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	s.ready = v
+	for _, ch := range s.subs {
+		select {
+		case ch <- v:
+			continue
+		default:
+		}
+		// Full: replace the stale value with the latest.
+		select {
+		case <-ch:
+		default:
+		}
+		select {
+		case ch <- v:
+		default:
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/raftq/raftq/raftmux"
+	"go.etcd.io/bbolt"
+)
+
+// RaftTuning overrides raft settings; zero fields take the defaults below,
+// chosen for a write-heavy queue workload (docs/shard.md explains each).
+type RaftTuning struct {
+	HeartbeatTimeout   time.Duration // default 500 ms
+	ElectionTimeout    time.Duration // default 500 ms
+	LeaderLeaseTimeout time.Duration // default 250 ms
+	CommitTimeout      time.Duration // default 50 ms
+	MaxAppendEntries   int           // default 64 (raft max 1024)
+	SnapshotThreshold  uint64        // default 8192 entries
+	SnapshotInterval   time.Duration // default 30 s
+	TrailingLogs       uint64        // default 10240 entries
+	LogCacheSize       int           // default 512 entries
+	SnapshotRetain     int           // default 2
+}
+
+func (t RaftTuning) withDefaults() RaftTuning {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&t.HeartbeatTimeout, 500*time.Millisecond)
+	def(&t.ElectionTimeout, 500*time.Millisecond)
+	def(&t.LeaderLeaseTimeout, 250*time.Millisecond)
+	def(&t.CommitTimeout, 50*time.Millisecond)
+	def(&t.SnapshotInterval, 30*time.Second)
+	if t.LeaderLeaseTimeout > t.HeartbeatTimeout {
+		t.LeaderLeaseTimeout = t.HeartbeatTimeout
+	}
+	if t.MaxAppendEntries <= 0 {
+		t.MaxAppendEntries = 64
+	}
+	t.MaxAppendEntries = min(t.MaxAppendEntries, 1024)
+	if t.SnapshotThreshold == 0 {
+		t.SnapshotThreshold = 8192
+	}
+	if t.TrailingLogs == 0 {
+		t.TrailingLogs = 10240
+	}
+	if t.LogCacheSize <= 0 {
+		t.LogCacheSize = 512
+	}
+	if t.SnapshotRetain <= 0 {
+		t.SnapshotRetain = 2
+	}
+	return t
+}
+
+// RaftOptions is the generic wiring of one raft group on this node; the
+// shard and the meta group share it.
+type RaftOptions struct {
+	NodeID    string
+	Dir       string
+	Transport raft.Transport
+	Bootstrap []raft.Server
+	Logger    *slog.Logger
+	Tuning    RaftTuning
+	// NotifyCh, if set, receives leadership changes (raft Config.NotifyCh).
+	// Raft blocks on it: the reader must never block (raft-notes trap 7).
+	NotifyCh chan<- bool
+}
+
+// OpenRaft opens (or creates) the raft state in o.Dir — raft.db for the log
+// and stable store, snapshots/ for the file snapshot store — bootstraps when
+// asked and no state exists, and starts raft on f. The returned Closer closes
+// the stores; call it after raft.Shutdown has completed.
+func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
+	if o.NodeID == "" || o.Dir == "" || o.Transport == nil {
+		return nil, nil, errors.New("shard: OpenRaft needs NodeID, Dir and Transport")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	tun := o.Tuning.withDefaults()
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("shard: create raft dir: %w", err)
+	}
+	bolt, err := raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(o.Dir, "raft.db"),
+		// NoFreelistSync + map freelist: the freelist is rebuilt at open
+		// instead of rewritten on every commit (consul#5181); fsync of the
+		// data itself stays on (NoSync false) — durability before ack.
+		BoltOptions: &bbolt.Options{
+			Timeout:        time.Second,
+			NoFreelistSync: true,
+			FreelistType:   bbolt.FreelistMapType,
+		},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("shard: open raft.db in %s: %w", o.Dir, err)
+	}
+	logs, err := raft.NewLogCache(tun.LogCacheSize, bolt)
+	if err != nil {
+		_ = bolt.Close()
+		return nil, nil, fmt.Errorf("shard: log cache: %w", err)
+	}
+	hlog := raftmux.HCLogger(o.Logger, "raft")
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(o.Dir, tun.SnapshotRetain, hlog)
+	if err != nil {
+		_ = bolt.Close()
+		return nil, nil, fmt.Errorf("shard: snapshot store: %w", err)
+	}
+
+	cfg := raft.DefaultConfig()
+	cfg.LocalID = raft.ServerID(o.NodeID)
+	cfg.Logger = hlog
+	cfg.HeartbeatTimeout = tun.HeartbeatTimeout
+	cfg.ElectionTimeout = tun.ElectionTimeout
+	cfg.LeaderLeaseTimeout = tun.LeaderLeaseTimeout
+	cfg.CommitTimeout = tun.CommitTimeout
+	cfg.MaxAppendEntries = tun.MaxAppendEntries
+	cfg.BatchApplyCh = true
+	cfg.SnapshotThreshold = tun.SnapshotThreshold
+	cfg.SnapshotInterval = tun.SnapshotInterval
+	cfg.TrailingLogs = tun.TrailingLogs
+	// The FSM lives in memory: it must be rebuilt from the latest snapshot
+	// plus the log on every start.
+	cfg.NoSnapshotRestoreOnStart = false
+	cfg.NotifyCh = o.NotifyCh
+	if err := raft.ValidateConfig(cfg); err != nil {
+		_ = bolt.Close()
+		return nil, nil, fmt.Errorf("shard: raft config: %w", err)
+	}
+
+	if len(o.Bootstrap) > 0 {
+		has, err := raft.HasExistingState(logs, bolt, snaps)
+		if err != nil {
+			_ = bolt.Close()
+			return nil, nil, fmt.Errorf("shard: check existing raft state: %w", err)
+		}
+		if !has {
+			err := raft.BootstrapCluster(cfg, logs, bolt, snaps, o.Transport,
+				raft.Configuration{Servers: o.Bootstrap})
+			if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+				_ = bolt.Close()
+				return nil, nil, fmt.Errorf("shard: bootstrap: %w", err)
+			}
+		}
+	}
+	r, err := raft.NewRaft(cfg, f, logs, bolt, snaps, o.Transport)
+	if err != nil {
+		_ = bolt.Close()
+		return nil, nil, fmt.Errorf("shard: start raft: %w", err)
+	}
+	return r, bolt, nil
+}

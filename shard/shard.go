@@ -1,0 +1,365 @@
+// Package shard runs one raft group that hosts the queue FSM: raft and
+// raft-boltdb wiring, a group-commit proposer, leader duties (barrier, lease
+// grace, clock ticks), long-poll receive and leadership notifications.
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftq/raftq/fsm"
+)
+
+// MaxClockSkew is the clock skew between nodes the default lease grace
+// assumes (docs/shard.md, "Leader duties").
+const MaxClockSkew = 500 * time.Millisecond
+
+// Config configures one shard replica.
+type Config struct {
+	ID        uint32 // shard id; raft group name GroupName(ID)
+	NodeID    string // raft.ServerID of this replica
+	Dir       string // raft.db and snapshots/
+	Transport raft.Transport
+	// Bootstrap, if non-empty and the replica has no raft state, bootstraps
+	// the group with these voters (ErrCantBootstrap is ignored).
+	Bootstrap []raft.Server
+	// Now stamps entries on the leader; default time.Now. Tests inject skew.
+	Now    func() time.Time
+	Logger *slog.Logger
+	Raft   RaftTuning
+	// LeaseGrace is proposed by every new leader in LeaderGrace; default
+	// election timeout + MaxClockSkew.
+	LeaseGrace time.Duration
+}
+
+// GroupName is the raft group id of shard id on the raft mux.
+func GroupName(id uint32) string { return "shard-" + strconv.FormatUint(uint64(id), 10) }
+
+// Shard is one replica of one shard.
+type Shard struct {
+	cfg    Config
+	logger *slog.Logger
+	raft   *raft.Raft
+	stores io.Closer
+	fsm    *fsm.FSM
+
+	propCh       chan *proposal
+	proposerDone chan struct{}
+	closing      chan struct{}
+	closeOnce    sync.Once
+	wg           sync.WaitGroup
+
+	notifyCh   chan bool     // raft NotifyCh
+	wantLeader atomic.Bool   // latest raft notification
+	leaderKick chan struct{} // cap 1: leadership may have changed
+	applyKick  chan struct{} // cap 1: an entry was applied (NextDue may move)
+	lead       atomic.Pointer[leaderState]
+
+	subMu   sync.Mutex
+	subs    map[uint64]chan bool
+	nextSub uint64
+	ready   bool // last published leadership value
+
+	waitMu  sync.Mutex
+	waiters map[string]map[chan struct{}]struct{}
+
+	stats struct {
+		entries, commands, ticks atomic.Uint64
+	}
+}
+
+// leaderState is one leadership term as seen by this replica.
+type leaderState struct {
+	leader bool
+	term   uint64
+	ready  chan struct{} // closed once barrier and grace are done
+	lost   chan struct{} // closed when the term ends here
+}
+
+var notLeaderState = &leaderState{}
+
+// Open starts the replica. It returns once raft runs; leadership comes later
+// (Subscribe, IsLeader).
+func Open(cfg Config) (*Shard, error) {
+	if cfg.NodeID == "" || cfg.Dir == "" || cfg.Transport == nil {
+		return nil, errors.New("shard: Config needs NodeID, Dir and Transport")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Raft = cfg.Raft.withDefaults()
+	if cfg.LeaseGrace <= 0 {
+		cfg.LeaseGrace = cfg.Raft.ElectionTimeout + MaxClockSkew
+	}
+	s := &Shard{
+		cfg:          cfg,
+		logger:       cfg.Logger.With("shard", cfg.ID, "node", cfg.NodeID),
+		propCh:       make(chan *proposal, proposeQueue),
+		proposerDone: make(chan struct{}),
+		closing:      make(chan struct{}),
+		notifyCh:     make(chan bool, 16),
+		leaderKick:   make(chan struct{}, 1),
+		applyKick:    make(chan struct{}, 1),
+		subs:         make(map[uint64]chan bool),
+		waiters:      make(map[string]map[chan struct{}]struct{}),
+	}
+	s.lead.Store(notLeaderState)
+	s.fsm = fsm.New(fsm.Options{Notify: s.notify})
+	r, stores, err := OpenRaft(RaftOptions{
+		NodeID:    cfg.NodeID,
+		Dir:       cfg.Dir,
+		Transport: cfg.Transport,
+		Bootstrap: cfg.Bootstrap,
+		Logger:    s.logger,
+		Tuning:    cfg.Raft,
+		NotifyCh:  s.notifyCh,
+	}, &appliedHook{FSM: s.fsm, after: s.kickApplied})
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: %w", cfg.ID, err)
+	}
+	s.raft, s.stores = r, stores
+	s.wg.Add(3)
+	go s.watchLeadership()
+	go s.manageLeadership()
+	go s.runProposer()
+	return s, nil
+}
+
+// FSM is the replica's state machine (reads are local and may be stale on
+// a follower; use VerifyLeader first for linearizable reads).
+func (s *Shard) FSM() *fsm.FSM { return s.fsm }
+
+// Raft exposes the raft instance (membership changes, stats).
+func (s *Shard) Raft() *raft.Raft { return s.raft }
+
+// IsLeader reports whether this replica leads and finished its leader
+// duties' preamble (barrier and grace), i.e. accepts proposals.
+func (s *Shard) IsLeader() bool {
+	st := s.lead.Load()
+	if !st.leader {
+		return false
+	}
+	select {
+	case <-st.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// Leader is raft's current leader hint; empty when unknown.
+func (s *Shard) Leader() (raft.ServerID, raft.ServerAddress) {
+	addr, id := s.raft.LeaderWithID()
+	return id, addr
+}
+
+// Info is a point-in-time view of the replica.
+type Info struct {
+	State        raft.RaftState
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	LastIndex    uint64
+	LeaderID     string
+	LeaderAddr   string
+	Ready        bool // leader with barrier and grace done
+}
+
+// Info reports raft state for status endpoints and tests.
+func (s *Shard) Info() Info {
+	id, addr := s.Leader()
+	return Info{
+		State:        s.raft.State(),
+		Term:         s.raft.CurrentTerm(),
+		CommitIndex:  s.raft.CommitIndex(),
+		AppliedIndex: s.raft.AppliedIndex(),
+		LastIndex:    s.raft.LastIndex(),
+		LeaderID:     string(id),
+		LeaderAddr:   string(addr),
+		Ready:        s.IsLeader(),
+	}
+}
+
+// ProposerStats counts what the proposer sent to raft on this replica.
+type ProposerStats struct {
+	Entries  uint64 // log entries proposed
+	Commands uint64 // commands inside them
+	Ticks    uint64 // Tick commands proposed by the leader timer
+}
+
+// ProposerStats reports proposer counters (Commands/Entries is the mean
+// group-commit batch).
+func (s *Shard) ProposerStats() ProposerStats {
+	return ProposerStats{
+		Entries:  s.stats.entries.Load(),
+		Commands: s.stats.commands.Load(),
+		Ticks:    s.stats.ticks.Load(),
+	}
+}
+
+func (s *Shard) notLeader() error {
+	id, addr := s.Leader()
+	if id == raft.ServerID(s.cfg.NodeID) {
+		// raft still names us while we are stepping down or not ready yet:
+		// a hint pointing at ourselves would loop the caller.
+		return &NotLeaderError{}
+	}
+	return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
+}
+
+// VerifyLeader confirms with a quorum that this replica still leads, for
+// linearizable reads of FSM state after it returns.
+func (s *Shard) VerifyLeader(ctx context.Context) error {
+	if err := s.waitReady(ctx); err != nil {
+		return err
+	}
+	f := s.raft.VerifyLeader()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return s.notLeader()
+		}
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return ErrShutdown
+		}
+		return fmt.Errorf("shard %d: verify leader: %w", s.cfg.ID, err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitReady returns nil once this replica leads and its duties' preamble is
+// done. A leader that is still in its barrier makes callers wait rather
+// than bounce: it will be ready within an election timeout or lose.
+func (s *Shard) waitReady(ctx context.Context) error {
+	select {
+	case <-s.closing:
+		return ErrShutdown
+	default:
+	}
+	st := s.lead.Load()
+	if !st.leader {
+		return s.notLeader()
+	}
+	select {
+	case <-st.ready:
+		return nil
+	case <-st.lost:
+		return s.notLeader()
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return ErrShutdown
+	}
+}
+
+// Shutdown hands leadership to another voter if this replica leads (best
+// effort, bounded by ctx and an election timeout's worth of tries), then
+// stops raft and closes the stores and the transport.
+func (s *Shard) Shutdown(ctx context.Context) error {
+	first := false
+	s.closeOnce.Do(func() { first = true })
+	if !first {
+		return nil
+	}
+	var errs []error
+	if s.raft.State() == raft.Leader && s.hasOtherVoters() {
+		f := s.raft.LeadershipTransfer()
+		done := make(chan error, 1)
+		go func() { done <- f.Error() }()
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		select {
+		case err := <-done:
+			if err != nil {
+				s.logger.Warn("leadership transfer on shutdown failed", "err", err)
+			}
+		case <-tctx.Done():
+			s.logger.Warn("leadership transfer on shutdown timed out")
+		}
+		cancel()
+	}
+	close(s.closing)
+	if err := s.raft.Shutdown().Error(); err != nil {
+		errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+	}
+	s.wg.Wait()
+	s.wakeAll()
+	if err := s.stores.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close stores: %w", err))
+	}
+	if c, ok := s.cfg.Transport.(raft.WithClose); ok {
+		if err := c.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close transport: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shard %d: shutdown: %w", s.cfg.ID, err)
+	}
+	return nil
+}
+
+func (s *Shard) hasOtherVoters() bool {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter && srv.ID != raft.ServerID(s.cfg.NodeID) {
+			return true
+		}
+	}
+	return false
+}
+
+// appliedHook signals after every apply so the leader's tick timer can
+// re-read NextDue without polling.
+type appliedHook struct {
+	*fsm.FSM
+	after func()
+}
+
+func (h *appliedHook) Apply(l *raft.Log) interface{} {
+	r := h.FSM.Apply(l)
+	h.after()
+	return r
+}
+
+func (h *appliedHook) ApplyBatch(logs []*raft.Log) []interface{} {
+	r := h.FSM.ApplyBatch(logs)
+	h.after()
+	return r
+}
+
+func (h *appliedHook) Restore(rc io.ReadCloser) error {
+	err := h.FSM.Restore(rc)
+	h.after()
+	return err
+}
+
+var _ raft.BatchingFSM = (*appliedHook)(nil)
+
+func (s *Shard) kickApplied() { kick(s.applyKick) }
+
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
