@@ -1,0 +1,325 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/meta/metapb"
+)
+
+// Store is this node's member of the meta raft group: a local replica of
+// the control-plane state plus the write path through the meta leader.
+type Store struct {
+	nodeID string
+	raft   *raft.Raft
+	closer io.Closer
+	fsm    *FSM
+	now    func() time.Time
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	subs   map[int]chan struct{}
+	nextID int
+
+	stopped      chan struct{} // closed by Shutdown
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// newStore wires a running raft.Raft whose FSM is f; the notify hook of f
+// must call s.notify (see Open).
+func newStore(nodeID string, r *raft.Raft, closer io.Closer, f *FSM, now func() time.Time, logger *slog.Logger) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{nodeID: nodeID, raft: r, closer: closer, fsm: f, now: now, logger: logger, subs: map[int]chan struct{}{}, stopped: make(chan struct{})}
+}
+
+// notify wakes every subscriber without blocking; a pending wake-up already
+// covers any later change (coalescing).
+func (s *Store) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Changes returns a channel that receives (coalesced) after any meta change,
+// including leadership changes seen by Notify, and a func that unsubscribes.
+func (s *Store) Changes() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	id := s.nextID
+	s.nextID++
+	s.subs[id] = ch
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		delete(s.subs, id)
+		s.mu.Unlock()
+	}
+}
+
+// Raft exposes the meta raft group for membership changes by the cluster.
+func (s *Store) Raft() *raft.Raft { return s.raft }
+
+// FSM exposes the local replica.
+func (s *Store) FSM() *FSM { return s.fsm }
+
+// IsLeader reports whether this node leads the meta group.
+func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// LeaderID is the meta leader's node id as this node sees it ("" if none).
+func (s *Store) LeaderID() string {
+	_, id := s.raft.LeaderWithID()
+	return string(id)
+}
+
+// HasState reports whether this node holds any meta raft state (it was
+// bootstrapped or has joined): such a node must never bootstrap.
+func (s *Store) HasState() bool {
+	if s.raft.LastIndex() > 0 {
+		return true
+	}
+	f := s.raft.GetConfiguration()
+	return f.Error() == nil && len(f.Configuration().Servers) > 0
+}
+
+// Bootstrap starts the group with servers as its voters. Every initial node
+// calls it with the identical list; raft.ErrCantBootstrap (state exists) is
+// returned wrapped for the caller to treat as normal.
+func (s *Store) Bootstrap(ctx context.Context, servers []raft.Server) error {
+	f := s.raft.BootstrapCluster(raft.Configuration{Servers: servers})
+	if err := waitFuture(ctx, f); err != nil {
+		return fmt.Errorf("bootstrap meta: %w", err)
+	}
+	return nil
+}
+
+// Queue returns one queue from the local replica.
+func (s *Store) Queue(name string) (*raftqv1.QueueInfo, bool) {
+	q, ok := s.fsm.Queue(name)
+	if !ok {
+		return nil, false
+	}
+	return queueInfo(q), true
+}
+
+// Queues returns every queue from the local replica, sorted by name.
+func (s *Store) Queues() []*raftqv1.QueueInfo {
+	qs := s.fsm.Queues()
+	out := make([]*raftqv1.QueueInfo, len(qs))
+	for i, q := range qs {
+		out[i] = queueInfo(q)
+	}
+	return out
+}
+
+// QueuePolicies returns name -> normalized policy from the local replica.
+func (s *Store) QueuePolicies() map[string]*fsmpb.QueuePolicy {
+	qs := s.fsm.Queues()
+	out := make(map[string]*fsmpb.QueuePolicy, len(qs))
+	for _, q := range qs {
+		out[q.GetName()] = q.GetPolicy()
+	}
+	return out
+}
+
+func queueInfo(q *metapb.Queue) *raftqv1.QueueInfo {
+	return &raftqv1.QueueInfo{Name: q.GetName(), Policy: q.GetPolicy(), CreatedMs: q.GetCreatedMs()}
+}
+
+// ShardMap returns the shard map from the local replica (Version 0: not yet
+// placed).
+func (s *Store) ShardMap() ShardMap { return shardMapFromProto(s.fsm.ShardMap()) }
+
+// AppliedIndex is the last meta index applied locally.
+func (s *Store) AppliedIndex() uint64 { return s.fsm.AppliedIndex() }
+
+func normalize(name string, p *fsmpb.QueuePolicy) (*fsmpb.QueuePolicy, error) {
+	if err := fsm.ValidateQueueName(name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if p == nil {
+		p = &fsmpb.QueuePolicy{}
+	}
+	if err := fsm.ValidatePolicy(p); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return fsm.NormalizePolicy(p), nil
+}
+
+// CreateQueue creates a queue. Creating it again with the same (normalized)
+// policy returns the existing queue; with a different one, ErrExists.
+func (s *Store) CreateQueue(ctx context.Context, name string, p *fsmpb.QueuePolicy) (*raftqv1.QueueInfo, error) {
+	np, err := normalize(name, p)
+	if err != nil {
+		return nil, fmt.Errorf("create queue %q: %w", name, err)
+	}
+	res, err := s.apply(ctx, &metapb.Command{Cmd: &metapb.Command_CreateQueue{CreateQueue: &metapb.CreateQueue{Name: name, Policy: np}}})
+	if err != nil {
+		return nil, fmt.Errorf("create queue %q: %w", name, err)
+	}
+	return queueInfo(res.GetQueue()), nil
+}
+
+// UpdateQueue replaces a queue's policy; ErrNotFound if there is no queue.
+func (s *Store) UpdateQueue(ctx context.Context, name string, p *fsmpb.QueuePolicy) (*raftqv1.QueueInfo, error) {
+	np, err := normalize(name, p)
+	if err != nil {
+		return nil, fmt.Errorf("update queue %q: %w", name, err)
+	}
+	res, err := s.apply(ctx, &metapb.Command{Cmd: &metapb.Command_UpdateQueue{UpdateQueue: &metapb.UpdateQueue{Name: name, Policy: np}}})
+	if err != nil {
+		return nil, fmt.Errorf("update queue %q: %w", name, err)
+	}
+	return queueInfo(res.GetQueue()), nil
+}
+
+// DeleteQueue removes a queue; ErrNotFound if there is none.
+func (s *Store) DeleteQueue(ctx context.Context, name string) error {
+	if _, err := s.apply(ctx, &metapb.Command{Cmd: &metapb.Command_DeleteQueue{DeleteQueue: &metapb.DeleteQueue{Name: name}}}); err != nil {
+		return fmt.Errorf("delete queue %q: %w", name, err)
+	}
+	return nil
+}
+
+// PlaceShards writes the shard map once: count shards, replication replicas
+// each, placed by Place over the current voters of the meta group (the
+// bootstrap voters) at their configured raft addresses. ErrAlreadyPlaced if
+// a map exists.
+func (s *Store) PlaceShards(ctx context.Context, count uint32, replication int) (ShardMap, error) {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return ShardMap{}, fmt.Errorf("place shards: configuration: %w", err)
+	}
+	var voters []string
+	addrs := map[string]string{}
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter {
+			voters = append(voters, string(srv.ID))
+			addrs[string(srv.ID)] = string(srv.Address)
+		}
+	}
+	if len(voters) == 0 {
+		return ShardMap{}, errors.New("place shards: no voters in the meta configuration")
+	}
+	slices.Sort(voters)
+	cmd := placeCommand(count, Place(count, replication, voters), addrs)
+	if _, err := s.apply(ctx, &metapb.Command{Cmd: &metapb.Command_PlaceShards{PlaceShards: cmd}}); err != nil {
+		return ShardMap{}, fmt.Errorf("place shards: %w", err)
+	}
+	return s.ShardMap(), nil
+}
+
+func (s *Store) notLeader() error {
+	return NotLeaderError{LeaderID: s.LeaderID()}
+}
+
+// apply proposes cmd through the meta leader and maps the FSM's result code
+// to an error.
+func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result, error) {
+	if s.raft.State() != raft.Leader {
+		return nil, s.notLeader()
+	}
+	cmd.Version = CommandVersion
+	cmd.NowMs = s.now().UnixMilli()
+	b, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("encode command: %w", err)
+	}
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+		if timeout <= 0 {
+			return nil, ctx.Err()
+		}
+	}
+	f := s.raft.Apply(b, timeout)
+	if err := waitFuture(ctx, f); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			// ErrLeadershipLost leaves the outcome unknown; every meta
+			// command is safe to retry (create is idempotent, update sets,
+			// delete reports NotFound), so callers simply retry elsewhere.
+			return nil, fmt.Errorf("%w: %w", s.notLeader(), err)
+		}
+		return nil, err
+	}
+	res, ok := f.Response().(*metapb.Result)
+	if !ok {
+		return nil, fmt.Errorf("unexpected apply response %T", f.Response())
+	}
+	switch res.GetCode() {
+	case metapb.Code_CODE_OK:
+		return res, nil
+	case metapb.Code_CODE_EXISTS:
+		return res, fmt.Errorf("%w: %s", ErrExists, res.GetMessage())
+	case metapb.Code_CODE_NOT_FOUND:
+		return res, fmt.Errorf("%w: %s", ErrNotFound, res.GetMessage())
+	case metapb.Code_CODE_ALREADY_PLACED:
+		return res, fmt.Errorf("%w: %s", ErrAlreadyPlaced, res.GetMessage())
+	default:
+		return res, fmt.Errorf("%w: %s", ErrInvalid, res.GetMessage())
+	}
+}
+
+// waitFuture waits for f or ctx; on ctx the future keeps running and its
+// outcome is unknown to the caller.
+func waitFuture(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TransferLeadership hands meta leadership to another voter if this node
+// leads, waiting at most until ctx ends.
+func (s *Store) TransferLeadership(ctx context.Context) error {
+	if !s.IsLeader() {
+		return nil
+	}
+	if err := waitFuture(ctx, s.raft.LeadershipTransfer()); err != nil {
+		return fmt.Errorf("meta leadership transfer: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops the meta raft group and closes its stores.
+func (s *Store) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		err := waitFuture(ctx, s.raft.Shutdown())
+		close(s.stopped)
+		if s.closer != nil {
+			if cerr := s.closer.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			s.shutdownErr = fmt.Errorf("meta shutdown: %w", err)
+		}
+	})
+	return s.shutdownErr
+}
