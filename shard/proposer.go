@@ -61,6 +61,9 @@ func (s *Shard) Propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result,
 	if cmd == nil {
 		return nil, errors.New("shard: nil command")
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := s.waitReady(ctx); err != nil {
 		return nil, err
 	}

@@ -362,4 +362,3 @@ func kick(ch chan struct{}) {
 	default:
 	}
 }
-
