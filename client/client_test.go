@@ -1,0 +1,418 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftq/raftq/client/clienttest"
+	"github.com/raftq/raftq/wire"
+	"google.golang.org/grpc/codes"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustDial(t *testing.T, seeds []string, opts ...Option) *Client {
+	t.Helper()
+	c, err := Dial(testCtx(t), seeds, opts...)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func mustCreate(t *testing.T, c *Client, name string, o QueueOptions) {
+	t.Helper()
+	if _, err := c.CreateQueue(testCtx(t), name, o); err != nil {
+		t.Fatalf("CreateQueue(%q): %v", name, err)
+	}
+}
+
+func mustSend(t *testing.T, c *Client, queue, body string, opts ...SendOption) SendResult {
+	t.Helper()
+	r, err := c.Send(testCtx(t), queue, []byte(body), opts...)
+	if err != nil {
+		t.Fatalf("Send(%q): %v", body, err)
+	}
+	return r
+}
+
+func mustReceive(t *testing.T, c *Client, queue string, n int) []*Message {
+	t.Helper()
+	ms, err := c.Receive(testCtx(t), queue, ReceiveOptions{Max: n, Wait: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	return ms
+}
+
+func fastRetry(attempts int) Option {
+	return WithRetry(RetryPolicy{MaxAttempts: attempts, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond})
+}
+
+func TestDialRejectsNoSeedsAndDeadCluster(t *testing.T) {
+	if _, err := Dial(testCtx(t), []string{" ", ""}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Dial without seeds = %v, want ErrInvalid", err)
+	}
+	s := clienttest.NewServer(t)
+	s.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := Dial(ctx, []string{s.Addr}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Dial to a stopped node = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestQueueLifecycle(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr})
+	ctx := testCtx(t)
+	opts := QueueOptions{FIFO: true, Visibility: 45 * time.Second, MaxReceives: 3, DedupWindow: time.Minute}
+	info, err := c.CreateQueue(ctx, "orders", opts)
+	if err != nil || info.Name != "orders" || info.Options != opts || info.Created.IsZero() {
+		t.Fatalf("CreateQueue = %+v, %v", info, err)
+	}
+	if _, err := c.CreateQueue(ctx, "orders", QueueOptions{}); !errors.Is(err, ErrExists) {
+		t.Fatalf("CreateQueue with another policy = %v, want ErrExists", err)
+	}
+	if got, err := c.GetQueue(ctx, "orders"); err != nil || got.Options != opts {
+		t.Fatalf("GetQueue = %+v, %v", got, err)
+	}
+	if _, err := c.GetQueue(ctx, "nope"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `queue "nope" not found`) {
+		t.Fatalf("GetQueue(nope) = %v, want ErrNotFound with the server message", err)
+	}
+	opts.MaxReceives = 7
+	if got, err := c.UpdateQueue(ctx, "orders", opts); err != nil || got.Options.MaxReceives != 7 {
+		t.Fatalf("UpdateQueue = %+v, %v", got, err)
+	}
+	mustSend(t, c, "orders", "a", Group("g"))
+	mustSend(t, c, "orders", "b", Group("g"), Delay(time.Hour))
+	st, err := c.Stats(ctx, "orders")
+	if err != nil || st.Ready != 1 || st.Delayed != 1 {
+		t.Fatalf("Stats = %+v, %v", st, err)
+	}
+	if n, err := c.PurgeQueue(ctx, "orders"); err != nil || n != 2 {
+		t.Fatalf("PurgeQueue = %d, %v", n, err)
+	}
+	qs, err := c.ListQueues(ctx)
+	if err != nil || len(qs) != 1 || qs[0].Name != "orders" {
+		t.Fatalf("ListQueues = %+v, %v", qs, err)
+	}
+	if err := c.DeleteQueue(ctx, "orders"); err != nil {
+		t.Fatalf("DeleteQueue: %v", err)
+	}
+	if err := c.DeleteQueue(ctx, "orders"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second DeleteQueue = %v, want ErrNotFound", err)
+	}
+}
+
+func TestSendReceiveAckNackExtend(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr})
+	ctx := testCtx(t)
+	mustCreate(t, c, "jobs", QueueOptions{})
+	sent := mustSend(t, c, "jobs", "hello", Attributes(map[string]string{"k": "v"}), Type("email"), Priority(5))
+	if _, err := wire.ParseMessageID(sent.ID); err != nil || sent.Deduplicated {
+		t.Fatalf("Send result %+v: %v", sent, err)
+	}
+	again := mustSend(t, c, "jobs", "x", DedupKey("k1"))
+	dup := mustSend(t, c, "jobs", "y", DedupKey("k1"))
+	if !dup.Deduplicated || dup.ID != again.ID {
+		t.Fatalf("dedup: first %+v, second %+v", again, dup)
+	}
+	ms := mustReceive(t, c, "jobs", 10)
+	if len(ms) != 2 {
+		t.Fatalf("received %d messages, want 2", len(ms))
+	}
+	m := ms[0] // priority 5 first
+	if string(m.Body) != "hello" || m.Type != "email" || m.Attributes["k"] != "v" || m.ReceiveCount != 1 || m.LeaseEpoch == 0 || m.ID != sent.ID {
+		t.Fatalf("received %+v", m)
+	}
+	dl, err := c.Extend(ctx, m.Receipt, time.Minute)
+	if err != nil || time.Until(dl) < 50*time.Second {
+		t.Fatalf("Extend = %v, %v", dl, err)
+	}
+	itemErrs, err := c.Ack(ctx, m.Receipt, "garbage", m.Receipt)
+	if err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	if itemErrs[0] != nil || !errors.Is(itemErrs[1], ErrInvalid) || !errors.Is(itemErrs[2], ErrStaleReceipt) {
+		t.Fatalf("Ack item errors = %v", itemErrs)
+	}
+	if _, err := c.Extend(ctx, m.Receipt, time.Minute); !errors.Is(err, ErrStaleReceipt) {
+		t.Fatalf("Extend after ack = %v, want ErrStaleReceipt", err)
+	}
+	zero := time.Duration(0)
+	if err := c.Nack(ctx, ms[1].Receipt, NackOptions{Delay: &zero, Error: "boom"}); err != nil {
+		t.Fatalf("Nack: %v", err)
+	}
+	back := mustReceive(t, c, "jobs", 1)
+	if len(back) != 1 || back[0].ID != ms[1].ID || back[0].ReceiveCount != 2 || back[0].LastError != "boom" || back[0].LeaseEpoch <= ms[1].LeaseEpoch {
+		t.Fatalf("after nack received %+v", back)
+	}
+	if err := c.DeadLetter(ctx, back[0].Receipt, "poison"); err != nil {
+		t.Fatalf("DeadLetter: %v", err)
+	}
+	info, err := c.GetMessage(ctx, back[0].ID)
+	if err != nil || info.State != "dead" || info.DeadReason != "poison" || info.LastError != "poison" || len(info.History) != 2 || info.History[1].Outcome != "poison" {
+		t.Fatalf("GetMessage = %+v, %v", info, err)
+	}
+	if info.History[0].Outcome != "nacked" || info.History[0].Error != "boom" {
+		t.Fatalf("history = %+v", info.History)
+	}
+	dead, err := c.ListDead(ctx, "jobs", 0)
+	if err != nil || len(dead) != 1 || dead[0].ID != back[0].ID {
+		t.Fatalf("ListDead = %v, %v", dead, err)
+	}
+	if n, err := c.Redrive(ctx, "jobs", RedriveOptions{IDs: []string{back[0].ID}, Rate: 10}); err != nil || n != 1 {
+		t.Fatalf("Redrive = %d, %v", n, err)
+	}
+	if _, err := c.Redrive(ctx, "jobs", RedriveOptions{Rate: 501}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Redrive rate 501 = %v, want ErrInvalid", err)
+	}
+	if n, err := c.Discard(ctx, "jobs"); err != nil || n != 0 {
+		t.Fatalf("Discard = %d, %v", n, err)
+	}
+	if err := c.Cancel(ctx, back[0].ID); err != nil {
+		t.Fatalf("Cancel of a ready message: %v", err)
+	}
+	if _, err := c.GetMessage(ctx, back[0].ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetMessage after cancel = %v, want ErrNotFound", err)
+	}
+}
+
+func TestClientSideValidation(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr})
+	ctx := testCtx(t)
+	neg := -time.Second
+	for name, err := range map[string]error{
+		"nack bad receipt":    c.Nack(ctx, "nope", NackOptions{}),
+		"nack negative delay": c.Nack(ctx, wire.Receipt{Shard: 0, ID: 1, Epoch: 1}.String(), NackOptions{Delay: &neg}),
+		"dead bad receipt":    c.DeadLetter(ctx, "", "x"),
+		"cancel bad id":       c.Cancel(ctx, "zz"),
+		"extend zero":         func() error { _, err := c.Extend(ctx, wire.Receipt{ID: 1, Epoch: 1}.String(), 0); return err }(),
+		"receive max":         func() error { _, err := c.Receive(ctx, "q", ReceiveOptions{Max: 1001}); return err }(),
+		"receive wait":        func() error { _, err := c.Receive(ctx, "q", ReceiveOptions{Wait: 21 * time.Second}); return err }(),
+		"send delay":          func() error { _, err := c.Send(ctx, "q", nil, Delay(-time.Second)); return err }(),
+		"get bad id":          func() error { _, err := c.GetMessage(ctx, "1-0"); return err }(),
+	} {
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if calls := s.Calls(""); len(calls) != 1 || calls[0].Method != "ShardMap" {
+		t.Fatalf("invalid input reached the server: %+v", calls)
+	}
+}
+
+func TestSendBatchPerItemResults(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr})
+	mustCreate(t, c, "b", QueueOptions{})
+	items := []Outgoing{{Body: []byte("1")}, {Body: []byte("2"), Priority: 10}, {Body: []byte("3"), DedupKey: "d"}}
+	res, err := c.SendBatch(testCtx(t), "b", items)
+	if err != nil || len(res) != 3 {
+		t.Fatalf("SendBatch = %v, %v", res, err)
+	}
+	if res[0].Err != nil || res[0].ID == "" || !errors.Is(res[1].Err, ErrInvalid) || res[2].Err != nil {
+		t.Fatalf("SendBatch results = %+v", res)
+	}
+	if items[0].DedupKey != "" {
+		t.Fatal("SendBatch modified the caller's items")
+	}
+}
+
+// twoNodes starts two fake nodes, A leading shard 0 and B leading shard 1,
+// each holding the messages of the shard it leads.
+func twoNodes(t *testing.T) (a, b *clienttest.Server) {
+	a, b = clienttest.NewServer(t), clienttest.NewServer(t)
+	a.SetShardMap(0, a.Addr, b.Addr)
+	b.SetShardMap(1, a.Addr, b.Addr)
+	return a, b
+}
+
+// groupOn finds a group that hashes to shard of 2.
+func groupOn(queue string, shard uint32) string {
+	for i := 0; ; i++ {
+		if g := fmt.Sprintf("g%d", i); wire.ShardFor(queue, g, 2) == shard {
+			return g
+		}
+	}
+}
+
+func TestRoutingToShardLeaders(t *testing.T) {
+	a, b := twoNodes(t)
+	c := mustDial(t, []string{a.Addr})
+	if c.ShardCount() != 2 {
+		t.Fatalf("ShardCount = %d", c.ShardCount())
+	}
+	ctx := testCtx(t)
+	createOn(t, "q", a, b)
+	before := len(a.Calls("Send"))
+	for range 4 {
+		r := mustSend(t, c, "q", "x", Group(groupOn("q", 1)))
+		if id, _ := wire.ParseMessageID(r.ID); id.Shard != 1 {
+			t.Fatalf("grouped send for shard 1 answered by shard %d", id.Shard)
+		}
+	}
+	if got := len(a.Calls("Send")) - before; got != 0 {
+		t.Fatalf("node A got %d sends meant for shard 1's leader", got)
+	}
+	if n := len(b.Calls("Send")); n != 4 {
+		t.Fatalf("node B got %d sends, want 4", n)
+	}
+	// A receipt of shard 1 is acked at B even though the client dialled A.
+	got := mustReceiveFrom(t, b, 1)
+	if _, err := c.Ack(ctx, got...); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	if n := len(b.Calls("Ack")); n != 1 {
+		t.Fatalf("node B saw %d acks, want 1", n)
+	}
+	if n := len(a.Calls("Ack")); n != 0 {
+		t.Fatalf("node A saw %d acks for shard 1", n)
+	}
+}
+
+// createOn creates queue on each fake node (fakes do not share a meta group).
+func createOn(t *testing.T, queue string, nodes ...*clienttest.Server) {
+	t.Helper()
+	for _, s := range nodes {
+		cs := mustDial(t, []string{s.Addr})
+		cs.smap.Store(&shardMap{nodes: []string{s.Addr}}) // pin to s
+		mustCreate(t, cs, queue, QueueOptions{})
+	}
+}
+
+// mustReceiveFrom leases n messages of queue q directly at node s.
+func mustReceiveFrom(t *testing.T, s *clienttest.Server, n int) []string {
+	t.Helper()
+	cs := mustDial(t, []string{s.Addr})
+	cs.smap.Store(&shardMap{nodes: []string{s.Addr}}) // pin to s
+	ms, err := cs.Receive(testCtx(t), "q", ReceiveOptions{Max: n})
+	if err != nil || len(ms) != n {
+		t.Fatalf("Receive at %s = %d, %v", s.Addr, len(ms), err)
+	}
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Receipt)
+	}
+	return out
+}
+
+func TestLeaderHintRedirects(t *testing.T) {
+	a, b := twoNodes(t)
+	// The client believes A leads shard 1 too: a stale map.
+	a.SetShardMap(0, a.Addr, a.Addr)
+	c := mustDial(t, []string{a.Addr}, fastRetry(5))
+	createOn(t, "q", a, b)
+	a.Fail("Send", 1, codes.Unavailable, "nodeB="+b.Addr)
+	r := mustSend(t, c, "q", "x", Group(groupOn("q", 1)))
+	if id, _ := wire.ParseMessageID(r.ID); id.Shard != 1 {
+		t.Fatalf("send after hint landed on shard %d", id.Shard)
+	}
+	if got := c.smap.Load().leader(1); got != b.Addr {
+		t.Fatalf("leader of shard 1 after hint = %q, want %q", got, b.Addr)
+	}
+	// The learned leader is used directly next time.
+	mustSend(t, c, "q", "y", Group(groupOn("q", 1)))
+	if n := len(a.Calls("Send")); n != 1 {
+		t.Fatalf("node A saw %d sends, want only the one it redirected", n)
+	}
+}
+
+func TestRetryRules(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		code      codes.Code
+		fails     int
+		opts      []Option
+		sendOpts  []SendOption
+		wantErr   error
+		wantCalls int
+	}{
+		{"unavailable retried with auto dedup", codes.Unavailable, 2, nil, nil, nil, 3},
+		{"unavailable not retried without dedup key", codes.Unavailable, 1, []Option{WithAutoDedup(false)}, nil, ErrUnavailable, 1},
+		{"explicit dedup key retried", codes.Unavailable, 1, []Option{WithAutoDedup(false)}, []SendOption{DedupKey("k")}, nil, 2},
+		{"budget bounds retries", codes.Unavailable, 50, nil, nil, ErrUnavailable, 4},
+		{"invalid never retried", codes.InvalidArgument, 1, nil, nil, ErrInvalid, 1},
+		{"not found never retried", codes.NotFound, 1, nil, nil, ErrNotFound, 1},
+		{"precondition never retried", codes.FailedPrecondition, 1, nil, nil, ErrStaleReceipt, 1},
+		{"exists never retried", codes.AlreadyExists, 1, nil, nil, ErrExists, 1},
+		{"exhausted never retried", codes.ResourceExhausted, 1, nil, nil, ErrExhausted, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := clienttest.NewServer(t)
+			cl := mustDial(t, []string{s.Addr}, append([]Option{fastRetry(4)}, c.opts...)...)
+			mustCreate(t, cl, "q", QueueOptions{})
+			s.Fail("Send", c.fails, c.code, "")
+			_, err := cl.Send(testCtx(t), "q", []byte("x"), c.sendOpts...)
+			if (c.wantErr == nil) != (err == nil) || (c.wantErr != nil && !errors.Is(err, c.wantErr)) {
+				t.Fatalf("Send = %v, want %v", err, c.wantErr)
+			}
+			if n := len(s.Calls("Send")); n != c.wantCalls {
+				t.Fatalf("server saw %d sends, want %d", n, c.wantCalls)
+			}
+		})
+	}
+}
+
+func TestRetryStopsAtDeadline(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr}, WithRetry(RetryPolicy{MaxAttempts: 100, BaseDelay: 500 * time.Millisecond, MaxDelay: 2 * time.Second}))
+	mustCreate(t, c, "q", QueueOptions{})
+	s.Fail("Send", 100, codes.Unavailable, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Send(ctx, "q", []byte("x"))
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Send = %v, want ErrUnavailable", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("retries ran %v past a 300ms deadline", el)
+	}
+}
+
+func TestAutoDedupKeyIsSent(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr})
+	mustCreate(t, c, "q", QueueOptions{})
+	a, b := mustSend(t, c, "q", "same"), mustSend(t, c, "q", "same")
+	if a.ID == b.ID || a.Deduplicated || b.Deduplicated {
+		t.Fatalf("two sends without a key were deduplicated: %+v %+v", a, b)
+	}
+	info, err := c.GetMessage(testCtx(t), a.ID)
+	if err != nil || !strings.HasPrefix(info.DedupKey, "auto-") {
+		t.Fatalf("auto dedup key = %q, %v", info.DedupKey, err)
+	}
+}
+
+func TestAckSplitsByShardAndReportsFailedShard(t *testing.T) {
+	a, b := twoNodes(t)
+	c := mustDial(t, []string{a.Addr}, fastRetry(2))
+	createOn(t, "q", a, b)
+	for _, s := range []*clienttest.Server{a, b} {
+		cs := mustDial(t, []string{s.Addr})
+		cs.smap.Store(&shardMap{nodes: []string{s.Addr}})
+		mustSend(t, cs, "q", "x")
+	}
+	ra, rb := mustReceiveFrom(t, a, 1), mustReceiveFrom(t, b, 1)
+	b.Fail("Ack", 10, codes.Unavailable, "")
+	itemErrs, err := c.Ack(testCtx(t), rb[0], ra[0])
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Ack error = %v, want ErrUnavailable for shard 1", err)
+	}
+	if !errors.Is(itemErrs[0], ErrUnavailable) || itemErrs[1] != nil {
+		t.Fatalf("item errors = %v", itemErrs)
+	}
+}

@@ -1,0 +1,207 @@
+// Package clienttest runs a small, real raftq gRPC server with an in-memory
+// queue, for tests of code built on the client and worker SDKs (as
+// net/http/httptest does for HTTP). It serves the Cluster, Queues, Messages
+// and DeadLetters services of api/raftqv1 with the contract's shape —
+// leases with epochs and receipts, stale receipts rejected, nack delays,
+// dead-lettering at the max receive count — but none of its durability: it
+// is one process, one shard, wall-clock time. Tests can inject failures per
+// method and see every settle call the server received.
+package clienttest
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Server is a running fake node. Its messages all live on shard Shard.
+type Server struct {
+	Addr   string
+	NodeID string
+	Shard  uint32
+
+	grpc *grpc.Server
+
+	mu         sync.Mutex
+	wake       chan struct{} // closed and replaced when a message may be ready
+	shardCount uint32
+	leaders    []string // shard -> leader gRPC address, for ShardMap
+	queues     map[string]*raftqv1.QueueInfo
+	msgs       map[uint64]*fsmpb.Message
+	order      []uint64 // enqueue order
+	nextID     uint64
+	nextEpoch  uint64
+	faults     map[string][]fault
+	calls      []Call
+	staleIDs   map[string]bool
+	dedup      map[string]uint64
+}
+
+type fault struct {
+	code codes.Code
+	hint string
+}
+
+// Call is one call the server answered, recorded for assertions.
+type Call struct {
+	Method   string // short name: "Send", "Ack", "Nack", "ExtendLease", ...
+	Receipt  string // settle calls
+	HasDelay bool   // Nack
+	Delay    time.Duration
+	Error    string // Nack, DeadLetter
+	Code     codes.Code
+}
+
+// NewServer starts a fake node on a loopback port; it stops when t ends.
+func NewServer(t testing.TB) *Server {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("clienttest: listen: %v", err)
+	}
+	s := &Server{
+		Addr:       lis.Addr().String(),
+		NodeID:     "fake-" + lis.Addr().String(),
+		wake:       make(chan struct{}),
+		shardCount: 1,
+		queues:     map[string]*raftqv1.QueueInfo{},
+		msgs:       map[uint64]*fsmpb.Message{},
+		faults:     map[string][]fault{},
+		staleIDs:   map[string]bool{},
+		dedup:      map[string]uint64{},
+	}
+	s.leaders = []string{s.Addr}
+	s.grpc = grpc.NewServer(grpc.UnaryInterceptor(s.intercept))
+	raftqv1.RegisterClusterServer(s.grpc, &clusterSvc{s: s})
+	raftqv1.RegisterQueuesServer(s.grpc, &queuesSvc{s: s})
+	raftqv1.RegisterMessagesServer(s.grpc, &messagesSvc{s: s})
+	raftqv1.RegisterDeadLettersServer(s.grpc, &deadSvc{s: s})
+	go func() { _ = s.grpc.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Stop stops the server at once (open calls fail).
+func (s *Server) Stop() { s.grpc.Stop() }
+
+// SetShardMap makes ShardMap report len(leaders) shards led at those gRPC
+// addresses ("" for a shard without a leader), and moves this server's
+// messages to shard.
+func (s *Server) SetShardMap(shard uint32, leaders ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Shard = shard
+	s.shardCount = uint32(len(leaders))
+	s.leaders = slices.Clone(leaders)
+}
+
+// Fail makes the next n calls of method (short name, e.g. "Send") fail with
+// code; a non-empty hint is sent as the "raftq-leader" trailer.
+func (s *Server) Fail(method string, n int, code codes.Code, hint string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.faults[method] = append(s.faults[method], fault{code: code, hint: hint})
+	}
+}
+
+// StaleExtend makes every ExtendLease of message id answer
+// FAILED_PRECONDITION, as if its lease had been granted again.
+func (s *Server) StaleExtend(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.staleIDs[id] = true
+}
+
+// Calls returns the recorded calls of method ("" for all).
+func (s *Server) Calls(method string) []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Call
+	for _, c := range s.calls {
+		if method == "" || c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Count returns how many messages of queue are in state.
+func (s *Server) Count(queue string, state fsmpb.State) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, m := range s.msgs {
+		if m.GetQueue() == queue && s.stateOf(m, time.Now()) == state {
+			n++
+		}
+	}
+	return n
+}
+
+// intercept applies injected faults and records each call.
+func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	method := info.FullMethod[lastSlash(info.FullMethod)+1:]
+	s.mu.Lock()
+	if fs := s.faults[method]; len(fs) > 0 {
+		f := fs[0]
+		s.faults[method] = fs[1:]
+		s.calls = append(s.calls, Call{Method: method, Code: f.code})
+		s.mu.Unlock()
+		if f.hint != "" {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs("raftq-leader", f.hint))
+		}
+		return nil, status.Error(f.code, "injected "+f.code.String())
+	}
+	s.mu.Unlock()
+	resp, err := handler(ctx, req)
+	c := Call{Method: method, Code: status.Code(err)}
+	switch r := req.(type) {
+	case *raftqv1.NackRequest:
+		c.Receipt, c.HasDelay, c.Delay, c.Error = r.GetReceipt(), r.GetHasDelay(), time.Duration(r.GetDelayMs())*time.Millisecond, r.GetError()
+	case *raftqv1.ExtendLeaseRequest:
+		c.Receipt = r.GetReceipt()
+	case *raftqv1.DeadLetterRequest:
+		c.Receipt, c.Error = r.GetReceipt(), r.GetError()
+	}
+	if method == "Ack" {
+		for _, r := range req.(*raftqv1.AckRequest).GetReceipts() {
+			c.Receipt = r
+			s.record(c)
+		}
+		return resp, err
+	}
+	s.record(c)
+	return resp, err
+}
+
+func (s *Server) record(c Call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, c)
+}
+
+func lastSlash(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '/' {
+			return i
+		}
+	}
+	return -1
+}
+
+// notify wakes long polls; callers hold s.mu.
+func (s *Server) notify() {
+	close(s.wake)
+	s.wake = make(chan struct{})
+}

@@ -1,0 +1,149 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestErrorsMatchSentinels(t *testing.T) {
+	all := []error{ErrStaleReceipt, ErrNotFound, ErrInvalid, ErrExists, ErrUnavailable, ErrExhausted, context.DeadlineExceeded, context.Canceled}
+	for _, c := range []struct {
+		code codes.Code
+		want error
+	}{
+		{codes.FailedPrecondition, ErrStaleReceipt},
+		{codes.NotFound, ErrNotFound},
+		{codes.InvalidArgument, ErrInvalid},
+		{codes.AlreadyExists, ErrExists},
+		{codes.Unavailable, ErrUnavailable},
+		{codes.ResourceExhausted, ErrExhausted},
+		{codes.DeadlineExceeded, context.DeadlineExceeded},
+		{codes.Canceled, context.Canceled},
+		{codes.Internal, nil},
+	} {
+		t.Run(c.code.String(), func(t *testing.T) {
+			err := fmt.Errorf("op: %w", fromStatus(status.Error(c.code, `queue "x" not found`)))
+			for _, s := range all {
+				if got := errors.Is(err, s); got != (s == c.want) {
+					t.Errorf("errors.Is(%v, %v) = %v", err, s, got)
+				}
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Msg != `queue "x" not found` || e.Code != c.code {
+				t.Fatalf("server message or code lost: %#v", e)
+			}
+			if status.Code(e) != c.code {
+				t.Fatalf("status.Code = %v, want %v", status.Code(e), c.code)
+			}
+		})
+	}
+}
+
+func TestItemError(t *testing.T) {
+	if err := itemError(0, "ignored"); err != nil {
+		t.Fatalf("code 0 gave %v", err)
+	}
+	if err := itemError(int32(codes.FailedPrecondition), ""); !errors.Is(err, ErrStaleReceipt) || err.Error() != "FailedPrecondition" {
+		t.Fatalf("empty message item error = %v", err)
+	}
+}
+
+func TestRetryPolicyBackoffBounds(t *testing.T) {
+	p := RetryPolicy{MaxAttempts: 5, BaseDelay: 10 * time.Millisecond, MaxDelay: 70 * time.Millisecond}
+	for n, want := range map[int]time.Duration{1: 10 * time.Millisecond, 2: 20 * time.Millisecond, 3: 40 * time.Millisecond, 4: 70 * time.Millisecond, 60: 70 * time.Millisecond} {
+		if got := p.ceiling(n); got != want {
+			t.Errorf("ceiling(%d) = %v, want %v", n, got, want)
+		}
+		var top time.Duration
+		for range 500 {
+			d := p.backoff(n)
+			if d < 0 || d > want {
+				t.Fatalf("backoff(%d) = %v outside [0, %v]", n, d, want)
+			}
+			top = max(top, d)
+		}
+		if top < want/2 {
+			t.Errorf("backoff(%d) never above %v in 500 draws: jitter not spread", n, top)
+		}
+	}
+}
+
+func TestRetryPolicyValidate(t *testing.T) {
+	for _, c := range []struct {
+		p  RetryPolicy
+		ok bool
+	}{
+		{DefaultRetryPolicy(), true},
+		{RetryPolicy{MaxAttempts: 1, BaseDelay: 1, MaxDelay: 1}, true},
+		{RetryPolicy{MaxAttempts: 0, BaseDelay: 1, MaxDelay: 1}, false},
+		{RetryPolicy{MaxAttempts: 1, BaseDelay: 0, MaxDelay: 1}, false},
+		{RetryPolicy{MaxAttempts: 1, BaseDelay: 2, MaxDelay: 1}, false},
+	} {
+		if err := c.p.validate(); (err == nil) != c.ok {
+			t.Errorf("validate(%+v) = %v, want ok=%v", c.p, err, c.ok)
+		}
+	}
+}
+
+func TestParseHint(t *testing.T) {
+	for _, c := range []struct {
+		in, id, addr string
+		ok           bool
+	}{
+		{"n2=127.0.0.1:7102", "n2", "127.0.0.1:7102", true},
+		{"=host:1", "", "host:1", true},
+		{"n2", "", "", false},
+		{"n2=", "", "", false},
+		{"n2=a=b", "", "", false},
+		{"n2=a b", "", "", false},
+	} {
+		id, addr, err := parseHint(c.in)
+		if (err == nil) != c.ok || id != c.id || addr != c.addr {
+			t.Errorf("parseHint(%q) = %q, %q, %v", c.in, id, addr, err)
+		}
+		if !c.ok && !errors.Is(err, errBadHint) {
+			t.Errorf("parseHint(%q) error %v is not errBadHint", c.in, err)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		code       codes.Code
+		hint       string
+		callerDone bool
+		want       retryClass
+	}{
+		{codes.Unavailable, "", false, retryOther},
+		{codes.Unavailable, "h:1", false, retryHinted},
+		{codes.Unavailable, "h:1", true, noRetry},
+		{codes.DeadlineExceeded, "", false, retryUnknown},
+		{codes.InvalidArgument, "", false, noRetry},
+		{codes.NotFound, "", false, noRetry},
+		{codes.FailedPrecondition, "h:1", false, noRetry},
+		{codes.AlreadyExists, "", false, noRetry},
+		{codes.ResourceExhausted, "", false, noRetry},
+	} {
+		if got := classify(c.code, c.hint, c.callerDone); got != c.want {
+			t.Errorf("classify(%v, %q, %v) = %v, want %v", c.code, c.hint, c.callerDone, got, c.want)
+		}
+	}
+}
+
+func TestSleepCtxRespectsDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := sleepCtx(ctx, time.Hour); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("sleepCtx past deadline = %v", err)
+	}
+	if time.Since(start) > 40*time.Millisecond {
+		t.Fatal("sleepCtx slept although the backoff would end past the deadline")
+	}
+}
