@@ -1,15 +1,18 @@
 // Package fsm is the deterministic queue state machine of one shard. It
 // implements raft.FSM and raft.BatchingFSM: every state change of every
 // message is a command inside a replicated log entry, and applying the same
-// log yields byte-identical state on every replica.
+// log yields byte-identical state on every replica. See docs/fsm.md.
 package fsm
 
 import (
+	"fmt"
 	"io"
+	"sort"
 	"sync"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // Options configures an FSM.
@@ -19,10 +22,13 @@ type Options struct {
 	Notify func(queue string)
 }
 
-// FSM is the queue state machine of one shard.
+// FSM is the queue state machine of one shard. Apply and Restore take the
+// write lock; the read methods take the read lock and are safe concurrently
+// with Apply.
 type FSM struct {
 	opts Options
 	mu   sync.RWMutex
+	s    *state
 }
 
 // Response is the result of applying a LogCommand log: one Result per
@@ -35,11 +41,22 @@ type Response struct {
 type Stats struct {
 	Ready, Delayed, InFlight, Dead uint64
 	OldestReadyMs                  int64 // enqueue ms of the oldest ready message, 0 if none
-	BlockedGroups                  uint64
+	// BlockedGroups counts FIFO groups that hold messages but cannot deliver
+	// now: their head is in flight or delayed.
+	BlockedGroups uint64
+	// Acked counts completed records still retained for look-ups.
+	Acked uint64
+	// Dropped counts messages that reached the DLQ condition while the queue
+	// had dlq_disabled, and were therefore deleted.
+	Dropped uint64
 }
 
+// maxClockMs bounds the clock so that clock + any delay, lease or retention
+// the limits allow cannot overflow int64 (about 36 million years).
+const maxClockMs = int64(1) << 60
+
 // New returns an empty FSM.
-func New(opts Options) *FSM { return &FSM{opts: opts} }
+func New(opts Options) *FSM { return &FSM{opts: opts, s: newState()} }
 
 var (
 	_ raft.FSM         = (*FSM)(nil)
@@ -47,37 +64,191 @@ var (
 )
 
 // Apply applies one log.
-func (f *FSM) Apply(l *raft.Log) interface{} { return nil }
+func (f *FSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
 
-// ApplyBatch applies logs in order and returns exactly one response per log.
-func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} { return make([]interface{}, len(logs)) }
+// ApplyBatch applies logs in order and returns exactly one response per log:
+// a *Response for LogCommand logs, nil for the rest. An entry that does not
+// decode is a divergence this replica cannot recover from: it panics.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	out := make([]interface{}, len(logs))
+	f.mu.Lock()
+	s := f.s
+	s.touched = map[string]struct{}{}
+	for i, l := range logs {
+		if l.Index > s.applied {
+			s.applied = l.Index
+		}
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		e, err := DecodeEntry(l.Data)
+		if err != nil {
+			panic(fmt.Sprintf("fsm: log index %d term %d cannot be applied: %v; "+
+				"this replica must stop rather than diverge (is it older than the leader?)", l.Index, l.Term, err))
+		}
+		out[i] = s.applyEntry(e, l.Term)
+	}
+	touched := sortedKeys(s.touched)
+	s.touched = nil
+	f.mu.Unlock()
+	if f.opts.Notify != nil {
+		for _, q := range touched {
+			f.opts.Notify(q)
+		}
+	}
+	return out
+}
 
-// Snapshot returns a point-in-time snapshot.
-func (f *FSM) Snapshot() (raft.FSMSnapshot, error) { return nil, nil }
+func sortedKeys(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
 
-// Restore replaces the state with a snapshot.
-func (f *FSM) Restore(rc io.ReadCloser) error { return rc.Close() }
-
-// Clock is the FSM clock in Unix ms.
-func (f *FSM) Clock() int64 { return 0 }
+// Clock is the FSM clock in Unix ms: the largest leader stamp applied.
+func (f *FSM) Clock() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.clock
+}
 
 // AppliedIndex is the raft index of the last applied log.
-func (f *FSM) AppliedIndex() uint64 { return 0 }
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.applied
+}
 
-// NextDue is the earliest delayed-due time or lease deadline.
-func (f *FSM) NextDue() (ms int64, ok bool) { return 0, false }
+// NextDue is the earliest time at which a delayed message becomes ready, a
+// lease expires or a message reaches its retention: when the leader should
+// propose a Tick. ok is false when nothing is scheduled.
+func (f *FSM) NextDue() (ms int64, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.nextDue()
+}
 
 // Queues returns a copy of the queue policies.
-func (f *FSM) Queues() map[string]*fsmpb.QueuePolicy { return nil }
+func (f *FSM) Queues() map[string]*fsmpb.QueuePolicy {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make(map[string]*fsmpb.QueuePolicy, len(f.s.queues))
+	for name, q := range f.s.queues {
+		out[name] = clonePolicy(q.policy)
+	}
+	return out
+}
 
-// Stats returns the counts of a queue.
-func (f *FSM) Stats(queue string) (Stats, bool) { return Stats{}, false }
+// Stats returns the counts of a queue; ok is false if the queue does not
+// exist on this shard.
+func (f *FSM) Stats(queue string) (Stats, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	q, ok := f.s.queues[queue]
+	if !ok {
+		return Stats{}, false
+	}
+	st := Stats{
+		Ready:         q.nReady,
+		Delayed:       q.nDelayed,
+		InFlight:      q.nLeased,
+		Dead:          q.nDead,
+		Acked:         q.nAcked,
+		Dropped:       q.dropped,
+		OldestReadyMs: f.s.oldestReady(q),
+	}
+	if q.fifo() {
+		st.BlockedGroups = uint64(len(q.groupSize) - q.ready.Len())
+	}
+	return st, true
+}
 
-// Message returns a message in any state.
-func (f *FSM) Message(id uint64) (*fsmpb.Message, bool) { return nil, false }
+// oldestReady is the enqueue time of the oldest leasable message: the first of
+// each priority band of a standard queue, the first ready head of a FIFO one.
+func (s *state) oldestReady(q *queue) int64 {
+	var oldest int64
+	consider := func(it readyItem) {
+		if m, ok := s.get(it.id); ok && (oldest == 0 || m.enqueuedMs < oldest) {
+			oldest = m.enqueuedMs
+		}
+	}
+	if q.fifo() {
+		if it, ok := q.ready.Min(); ok {
+			consider(it)
+		}
+		return oldest
+	}
+	for p := uint64(0); p <= MaxPriority; p++ {
+		q.ready.AscendGreaterOrEqual(readyItem{key: p << 56}, func(it readyItem) bool {
+			if it.key>>56 == p {
+				consider(it)
+			}
+			return false
+		})
+	}
+	return oldest
+}
 
-// ListDead lists up to limit dead messages of a queue, oldest first.
-func (f *FSM) ListDead(queue string, limit int) []*fsmpb.Message { return nil }
+// Message returns a message in any state, including acked records still
+// retained (without body).
+func (f *FSM) Message(id uint64) (*fsmpb.Message, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	m, ok := f.s.get(id)
+	if !ok {
+		return nil, false
+	}
+	return m.toProto(true), true
+}
 
-// Digest is the sha256 of the snapshot stream and the applied index.
-func (f *FSM) Digest() ([32]byte, uint64, error) { return [32]byte{}, 0, nil }
+// ListDead lists up to limit dead messages of a queue, oldest death first.
+func (f *FSM) ListDead(queue string, limit int) []*fsmpb.Message {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	q, ok := f.s.queues[queue]
+	if !ok || limit <= 0 {
+		return nil
+	}
+	var out []*fsmpb.Message
+	q.dead.Ascend(func(it timeItem) bool {
+		m, _ := f.s.get(it.id)
+		out = append(out, m.toProto(true))
+		return len(out) < limit
+	})
+	return out
+}
+
+// Counters returns the shard-wide totals (enqueued, acked, ...).
+func (f *FSM) Counters() *fsmpb.Counters {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return proto.Clone(f.s.counters).(*fsmpb.Counters)
+}
+
+// Restore replaces the whole state with a snapshot.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	s, err := readSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("restore fsm snapshot: %w", err)
+	}
+	f.mu.Lock()
+	f.s = s
+	var ready []string
+	for name, q := range s.queues {
+		if q.ready.Len() > 0 {
+			ready = append(ready, name)
+		}
+	}
+	f.mu.Unlock()
+	sort.Strings(ready)
+	if f.opts.Notify != nil {
+		for _, q := range ready {
+			f.opts.Notify(q)
+		}
+	}
+	return nil
+}

@@ -1,15 +1,178 @@
 package fsm
 
-import "github.com/raftq/raftq/fsm/fsmpb"
+import (
+	"fmt"
 
-// ValidateQueueName checks a queue name.
-func ValidateQueueName(name string) error { return nil }
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"google.golang.org/protobuf/proto"
+)
 
-// ValidatePolicy checks a policy before defaults are filled.
-func ValidatePolicy(p *fsmpb.QueuePolicy) error { return nil }
+// Policy defaults, filled in by NormalizePolicy. They are part of the
+// replicated logic: changing one changes what replicas compute, so a change
+// needs a new Entry version.
+const (
+	DefaultVisibilityMs          = 30_000
+	DefaultMaxReceiveCount       = 10
+	DefaultBackoffBaseMs         = 1_000
+	DefaultBackoffMaxMs          = 5 * 60_000
+	DefaultDedupWindowMs         = 5 * 60_000
+	DefaultRetentionMs           = 4 * 24 * 60 * 60_000
+	DefaultCompletedRetentionMs  = 60 * 60_000
+	DefaultMaxMessageBytes       = MaxBodyBytes
+	defaultDelayFromQueue        = -1 // NewMessage.delay_ms: use the queue's delay_ms
+	maxRedriveBatch              = 1000
+	maxCancelBatch               = MaxEnqueueBatch
+	maxItemsPerLeaseCommandBatch = MaxReceiveBatch
+)
 
-// NormalizePolicy returns a copy of p with defaults filled.
-func NormalizePolicy(p *fsmpb.QueuePolicy) *fsmpb.QueuePolicy { return p }
+// ValidateQueueName checks a queue name: 1 to MaxQueueNameLen characters of
+// [A-Za-z0-9._-].
+func ValidateQueueName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: queue name is empty", ErrInvalidArgument)
+	}
+	if len(name) > MaxQueueNameLen {
+		return fmt.Errorf("%w: queue name is %d bytes, limit %d", ErrInvalidArgument, len(name), MaxQueueNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return fmt.Errorf("%w: queue name %q has character %q outside [A-Za-z0-9._-]", ErrInvalidArgument, name, c)
+		}
+	}
+	return nil
+}
 
-// ValidateMessage checks a new message against a normalized policy.
-func ValidateMessage(m *fsmpb.NewMessage, p *fsmpb.QueuePolicy) error { return nil }
+func checkRange(field string, v, lo, hi int64) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%w: %s is %d, allowed %d..%d", ErrInvalidArgument, field, v, lo, hi)
+	}
+	return nil
+}
+
+// ValidatePolicy checks a policy as given by a user, before defaults are
+// filled (zero means default). A nil policy is valid (all defaults).
+func ValidatePolicy(p *fsmpb.QueuePolicy) error {
+	if p == nil {
+		return nil
+	}
+	switch p.GetMode() {
+	case fsmpb.QueueMode_QUEUE_MODE_UNSPECIFIED, fsmpb.QueueMode_QUEUE_MODE_STANDARD, fsmpb.QueueMode_QUEUE_MODE_FIFO:
+	default:
+		return fmt.Errorf("%w: unknown queue mode %d", ErrInvalidArgument, p.GetMode())
+	}
+	checks := []error{
+		checkRange("visibility_timeout_ms", p.GetVisibilityTimeoutMs(), 0, MaxVisibilityMs),
+		checkRange("max_receive_count", int64(p.GetMaxReceiveCount()), 0, MaxReceiveCountLimit),
+		checkRange("backoff_base_ms", p.GetBackoffBaseMs(), 0, MaxDelayMs),
+		checkRange("backoff_max_ms", p.GetBackoffMaxMs(), 0, MaxDelayMs),
+		checkRange("dedup_window_ms", p.GetDedupWindowMs(), 0, MaxRetentionMs),
+		checkRange("retention_ms", p.GetRetentionMs(), 0, MaxRetentionMs),
+		checkRange("delay_ms", p.GetDelayMs(), 0, MaxDelayMs),
+		checkRange("max_message_bytes", int64(p.GetMaxMessageBytes()), 0, MaxBodyBytes),
+		checkRange("completed_retention_ms", p.GetCompletedRetentionMs(), 0, MaxRetentionMs),
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	if p.GetBackoffBaseMs() > 0 && p.GetBackoffMaxMs() > 0 && p.GetBackoffMaxMs() < p.GetBackoffBaseMs() {
+		return fmt.Errorf("%w: backoff_max_ms %d is below backoff_base_ms %d", ErrInvalidArgument, p.GetBackoffMaxMs(), p.GetBackoffBaseMs())
+	}
+	return nil
+}
+
+// NormalizePolicy returns a copy of p with every zero field set to its
+// default. p must have passed ValidatePolicy.
+func NormalizePolicy(p *fsmpb.QueuePolicy) *fsmpb.QueuePolicy {
+	n := &fsmpb.QueuePolicy{}
+	if p != nil {
+		n = proto.Clone(p).(*fsmpb.QueuePolicy)
+	}
+	if n.Mode == fsmpb.QueueMode_QUEUE_MODE_UNSPECIFIED {
+		n.Mode = fsmpb.QueueMode_QUEUE_MODE_STANDARD
+	}
+	fill := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	fill(&n.VisibilityTimeoutMs, DefaultVisibilityMs)
+	fill(&n.BackoffBaseMs, DefaultBackoffBaseMs)
+	fill(&n.BackoffMaxMs, DefaultBackoffMaxMs)
+	fill(&n.DedupWindowMs, DefaultDedupWindowMs)
+	fill(&n.RetentionMs, DefaultRetentionMs)
+	fill(&n.CompletedRetentionMs, DefaultCompletedRetentionMs)
+	if n.BackoffMaxMs < n.BackoffBaseMs {
+		// Only the base was given and it exceeds the default cap.
+		n.BackoffMaxMs = n.BackoffBaseMs
+	}
+	if n.MaxReceiveCount == 0 {
+		n.MaxReceiveCount = DefaultMaxReceiveCount
+	}
+	if n.MaxMessageBytes == 0 {
+		n.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	return n
+}
+
+// ValidateMessage checks a new message against its queue's normalized policy
+// (nil means the defaults). Limits that depend on the FSM clock (run_at_ms
+// horizon) are checked in apply.
+func ValidateMessage(m *fsmpb.NewMessage, p *fsmpb.QueuePolicy) error {
+	if m == nil {
+		return fmt.Errorf("%w: message is empty", ErrInvalidArgument)
+	}
+	if p == nil {
+		p = NormalizePolicy(nil)
+	}
+	limit := int(p.GetMaxMessageBytes())
+	if limit <= 0 || limit > MaxBodyBytes {
+		limit = MaxBodyBytes
+	}
+	if len(m.GetBody()) > limit {
+		return fmt.Errorf("%w: body is %d bytes, limit %d", ErrInvalidArgument, len(m.GetBody()), limit)
+	}
+	if len(m.GetAttributes()) > MaxAttributes {
+		return fmt.Errorf("%w: %d attributes, limit %d", ErrInvalidArgument, len(m.GetAttributes()), MaxAttributes)
+	}
+	total := 0
+	for k, v := range m.GetAttributes() {
+		if k == "" {
+			return fmt.Errorf("%w: attribute key is empty", ErrInvalidArgument)
+		}
+		if len(k) > MaxAttributeKeyBytes {
+			return fmt.Errorf("%w: attribute key is %d bytes, limit %d", ErrInvalidArgument, len(k), MaxAttributeKeyBytes)
+		}
+		total += len(k) + len(v)
+	}
+	if total > MaxAttributesBytes {
+		return fmt.Errorf("%w: attributes are %d bytes, limit %d", ErrInvalidArgument, total, MaxAttributesBytes)
+	}
+	if len(m.GetType()) > MaxTypeLen {
+		return fmt.Errorf("%w: type is %d bytes, limit %d", ErrInvalidArgument, len(m.GetType()), MaxTypeLen)
+	}
+	if len(m.GetGroupId()) > MaxGroupIDLen {
+		return fmt.Errorf("%w: group id is %d bytes, limit %d", ErrInvalidArgument, len(m.GetGroupId()), MaxGroupIDLen)
+	}
+	if p.GetMode() == fsmpb.QueueMode_QUEUE_MODE_FIFO && m.GetGroupId() == "" {
+		return fmt.Errorf("%w: a FIFO queue needs a message group id", ErrInvalidArgument)
+	}
+	if len(m.GetDedupKey()) > MaxDedupKeyLen {
+		return fmt.Errorf("%w: dedup key is %d bytes, limit %d", ErrInvalidArgument, len(m.GetDedupKey()), MaxDedupKeyLen)
+	}
+	if m.GetPriority() > MaxPriority {
+		return fmt.Errorf("%w: priority is %d, allowed 0..%d", ErrInvalidArgument, m.GetPriority(), MaxPriority)
+	}
+	if d := m.GetDelayMs(); d != defaultDelayFromQueue {
+		if err := checkRange("delay_ms", d, 0, MaxDelayMs); err != nil {
+			return err
+		}
+	}
+	if m.GetRunAtMs() < 0 {
+		return fmt.Errorf("%w: run_at_ms is negative", ErrInvalidArgument)
+	}
+	return nil
+}

@@ -207,6 +207,7 @@ const (
 	Reason_REASON_MAX_RECEIVES Reason = 4
 	Reason_REASON_REDRIVEN     Reason = 5
 	Reason_REASON_RETENTION    Reason = 6 // ready/delayed longer than the queue's retention_ms
+	Reason_REASON_ACKED        Reason = 7 // history only: the attempt ended with an ack
 )
 
 // Enum value maps for Reason.
@@ -219,6 +220,7 @@ var (
 		4: "REASON_MAX_RECEIVES",
 		5: "REASON_REDRIVEN",
 		6: "REASON_RETENTION",
+		7: "REASON_ACKED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":  0,
@@ -228,6 +230,7 @@ var (
 		"REASON_MAX_RECEIVES": 4,
 		"REASON_REDRIVEN":     5,
 		"REASON_RETENTION":    6,
+		"REASON_ACKED":        7,
 	}
 )
 
@@ -2340,8 +2343,11 @@ type Message struct {
 	DeadReason      Reason                 `protobuf:"varint,20,opt,name=dead_reason,json=deadReason,proto3,enum=raftq.fsm.v1.Reason" json:"dead_reason,omitempty"`
 	StateChangedMs  int64                  `protobuf:"varint,21,opt,name=state_changed_ms,json=stateChangedMs,proto3" json:"state_changed_ms,omitempty"`
 	History         []*Attempt             `protobuf:"bytes,22,rep,name=history,proto3" json:"history,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// ready/delayed/leased: when retention dead-letters it (available time at
+	// enqueue or redrive + retention_ms); acked: when the record is dropped.
+	ExpireMs      int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -2528,6 +2534,400 @@ func (x *Message) GetHistory() []*Attempt {
 	return nil
 }
 
+func (x *Message) GetExpireMs() int64 {
+	if x != nil {
+		return x.ExpireMs
+	}
+	return 0
+}
+
+// Snapshot records. A snapshot stream is the 8 magic bytes "raftqfsm", then
+// records [type byte][uvarint length][proto bytes]: one SnapshotHeader, the
+// queues (SnapshotQueue, by name), the messages (Message, by id), the dedup
+// keys (DedupRecord, by queue then key), and a SnapshotTrailer with counts.
+type SnapshotHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	ClockMs       int64                  `protobuf:"varint,2,opt,name=clock_ms,json=clockMs,proto3" json:"clock_ms,omitempty"`
+	AppliedIndex  uint64                 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	NextId        uint64                 `protobuf:"varint,4,opt,name=next_id,json=nextId,proto3" json:"next_id,omitempty"`
+	NextSeq       uint64                 `protobuf:"varint,5,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	LeaseEpoch    uint64                 `protobuf:"varint,6,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	GraceTerm     uint64                 `protobuf:"varint,7,opt,name=grace_term,json=graceTerm,proto3" json:"grace_term,omitempty"`
+	Counters      *Counters              `protobuf:"bytes,8,opt,name=counters,proto3" json:"counters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotHeader) Reset() {
+	*x = SnapshotHeader{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotHeader) ProtoMessage() {}
+
+func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
+func (*SnapshotHeader) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SnapshotHeader) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetClockMs() int64 {
+	if x != nil {
+		return x.ClockMs
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetNextId() uint64 {
+	if x != nil {
+		return x.NextId
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetNextSeq() uint64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetGraceTerm() uint64 {
+	if x != nil {
+		return x.GraceTerm
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetCounters() *Counters {
+	if x != nil {
+		return x.Counters
+	}
+	return nil
+}
+
+// Counters are shard-wide totals since the shard began; they make "nothing
+// disappears silently" checkable: live = enqueued - acked - discarded -
+// purged - cancelled - dropped - deleted.
+type Counters struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Enqueued      uint64                 `protobuf:"varint,1,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
+	Acked         uint64                 `protobuf:"varint,2,opt,name=acked,proto3" json:"acked,omitempty"`
+	Discarded     uint64                 `protobuf:"varint,3,opt,name=discarded,proto3" json:"discarded,omitempty"`
+	Purged        uint64                 `protobuf:"varint,4,opt,name=purged,proto3" json:"purged,omitempty"`
+	Cancelled     uint64                 `protobuf:"varint,5,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	Dropped       uint64                 `protobuf:"varint,6,opt,name=dropped,proto3" json:"dropped,omitempty"` // would have gone dead on a dlq_disabled queue
+	Deleted       uint64                 `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"` // removed with their queue (DeleteQueue)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Counters) Reset() {
+	*x = Counters{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Counters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Counters) ProtoMessage() {}
+
+func (x *Counters) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Counters.ProtoReflect.Descriptor instead.
+func (*Counters) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *Counters) GetEnqueued() uint64 {
+	if x != nil {
+		return x.Enqueued
+	}
+	return 0
+}
+
+func (x *Counters) GetAcked() uint64 {
+	if x != nil {
+		return x.Acked
+	}
+	return 0
+}
+
+func (x *Counters) GetDiscarded() uint64 {
+	if x != nil {
+		return x.Discarded
+	}
+	return 0
+}
+
+func (x *Counters) GetPurged() uint64 {
+	if x != nil {
+		return x.Purged
+	}
+	return 0
+}
+
+func (x *Counters) GetCancelled() uint64 {
+	if x != nil {
+		return x.Cancelled
+	}
+	return 0
+}
+
+func (x *Counters) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *Counters) GetDeleted() uint64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
+type SnapshotQueue struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Policy        *QueuePolicy           `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	Dropped       uint64                 `protobuf:"varint,3,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotQueue) Reset() {
+	*x = SnapshotQueue{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotQueue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotQueue) ProtoMessage() {}
+
+func (x *SnapshotQueue) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotQueue.ProtoReflect.Descriptor instead.
+func (*SnapshotQueue) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SnapshotQueue) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotQueue) GetPolicy() *QueuePolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *SnapshotQueue) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+type DedupRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	MessageId     uint64                 `protobuf:"varint,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	ExpireMs      int64                  `protobuf:"varint,4,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DedupRecord) Reset() {
+	*x = DedupRecord{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DedupRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DedupRecord) ProtoMessage() {}
+
+func (x *DedupRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DedupRecord.ProtoReflect.Descriptor instead.
+func (*DedupRecord) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DedupRecord) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *DedupRecord) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DedupRecord) GetMessageId() uint64 {
+	if x != nil {
+		return x.MessageId
+	}
+	return 0
+}
+
+func (x *DedupRecord) GetExpireMs() int64 {
+	if x != nil {
+		return x.ExpireMs
+	}
+	return 0
+}
+
+type SnapshotTrailer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queues        uint64                 `protobuf:"varint,1,opt,name=queues,proto3" json:"queues,omitempty"`
+	Messages      uint64                 `protobuf:"varint,2,opt,name=messages,proto3" json:"messages,omitempty"`
+	Dedup         uint64                 `protobuf:"varint,3,opt,name=dedup,proto3" json:"dedup,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotTrailer) Reset() {
+	*x = SnapshotTrailer{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotTrailer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotTrailer) ProtoMessage() {}
+
+func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
+func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *SnapshotTrailer) GetQueues() uint64 {
+	if x != nil {
+		return x.Queues
+	}
+	return 0
+}
+
+func (x *SnapshotTrailer) GetMessages() uint64 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+func (x *SnapshotTrailer) GetDedup() uint64 {
+	if x != nil {
+		return x.Dedup
+	}
+	return 0
+}
+
 var File_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
@@ -2680,7 +3080,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12.\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x14.raftq.fsm.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xca\x06\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xe7\x06\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -2711,10 +3111,44 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vdead_reason\x18\x14 \x01(\x0e2\x14.raftq.fsm.v1.ReasonR\n" +
 	"deadReason\x12(\n" +
 	"\x10state_changed_ms\x18\x15 \x01(\x03R\x0estateChangedMs\x12/\n" +
-	"\ahistory\x18\x16 \x03(\v2\x15.raftq.fsm.v1.AttemptR\ahistory\x1a=\n" +
+	"\ahistory\x18\x16 \x03(\v2\x15.raftq.fsm.v1.AttemptR\ahistory\x12\x1b\n" +
+	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*U\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\x02\n" +
+	"\x0eSnapshotHeader\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12\x19\n" +
+	"\bclock_ms\x18\x02 \x01(\x03R\aclockMs\x12#\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12\x17\n" +
+	"\anext_id\x18\x04 \x01(\x04R\x06nextId\x12\x19\n" +
+	"\bnext_seq\x18\x05 \x01(\x04R\anextSeq\x12\x1f\n" +
+	"\vlease_epoch\x18\x06 \x01(\x04R\n" +
+	"leaseEpoch\x12\x1d\n" +
+	"\n" +
+	"grace_term\x18\a \x01(\x04R\tgraceTerm\x122\n" +
+	"\bcounters\x18\b \x01(\v2\x16.raftq.fsm.v1.CountersR\bcounters\"\xc4\x01\n" +
+	"\bCounters\x12\x1a\n" +
+	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x14\n" +
+	"\x05acked\x18\x02 \x01(\x04R\x05acked\x12\x1c\n" +
+	"\tdiscarded\x18\x03 \x01(\x04R\tdiscarded\x12\x16\n" +
+	"\x06purged\x18\x04 \x01(\x04R\x06purged\x12\x1c\n" +
+	"\tcancelled\x18\x05 \x01(\x04R\tcancelled\x12\x18\n" +
+	"\adropped\x18\x06 \x01(\x04R\adropped\x12\x18\n" +
+	"\adeleted\x18\a \x01(\x04R\adeleted\"p\n" +
+	"\rSnapshotQueue\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
+	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\x12\x18\n" +
+	"\adropped\x18\x03 \x01(\x04R\adropped\"q\n" +
+	"\vDedupRecord\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x03 \x01(\x04R\tmessageId\x12\x1b\n" +
+	"\texpire_ms\x18\x04 \x01(\x03R\bexpireMs\"[\n" +
+	"\x0fSnapshotTrailer\x12\x16\n" +
+	"\x06queues\x18\x01 \x01(\x04R\x06queues\x12\x1a\n" +
+	"\bmessages\x18\x02 \x01(\x04R\bmessages\x12\x14\n" +
+	"\x05dedup\x18\x03 \x01(\x04R\x05dedup*U\n" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
@@ -2734,7 +3168,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\fSTATE_LEASED\x10\x03\x12\x0f\n" +
 	"\vSTATE_ACKED\x10\x04\x12\x0e\n" +
 	"\n" +
-	"STATE_DEAD\x10\x05*\x9e\x01\n" +
+	"STATE_DEAD\x10\x05*\xb0\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_EXPIRED\x10\x01\x12\x11\n" +
@@ -2742,7 +3176,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\rREASON_POISON\x10\x03\x12\x17\n" +
 	"\x13REASON_MAX_RECEIVES\x10\x04\x12\x13\n" +
 	"\x0fREASON_REDRIVEN\x10\x05\x12\x14\n" +
-	"\x10REASON_RETENTION\x10\x06B\"Z github.com/raftq/raftq/fsm/fsmpbb\x06proto3"
+	"\x10REASON_RETENTION\x10\x06\x12\x10\n" +
+	"\fREASON_ACKED\x10\aB\"Z github.com/raftq/raftq/fsm/fsmpbb\x06proto3"
 
 var (
 	file_fsm_fsmpb_fsm_proto_rawDescOnce sync.Once
@@ -2757,7 +3192,7 @@ func file_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(QueueMode)(0),            // 0: raftq.fsm.v1.QueueMode
 	(Code)(0),                 // 1: raftq.fsm.v1.Code
@@ -2795,8 +3230,13 @@ var file_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*CountResult)(nil),       // 33: raftq.fsm.v1.CountResult
 	(*Attempt)(nil),           // 34: raftq.fsm.v1.Attempt
 	(*Message)(nil),           // 35: raftq.fsm.v1.Message
-	nil,                       // 36: raftq.fsm.v1.NewMessage.AttributesEntry
-	nil,                       // 37: raftq.fsm.v1.Message.AttributesEntry
+	(*SnapshotHeader)(nil),    // 36: raftq.fsm.v1.SnapshotHeader
+	(*Counters)(nil),          // 37: raftq.fsm.v1.Counters
+	(*SnapshotQueue)(nil),     // 38: raftq.fsm.v1.SnapshotQueue
+	(*DedupRecord)(nil),       // 39: raftq.fsm.v1.DedupRecord
+	(*SnapshotTrailer)(nil),   // 40: raftq.fsm.v1.SnapshotTrailer
+	nil,                       // 41: raftq.fsm.v1.NewMessage.AttributesEntry
+	nil,                       // 42: raftq.fsm.v1.Message.AttributesEntry
 }
 var file_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	5,  // 0: raftq.fsm.v1.Entry.commands:type_name -> raftq.fsm.v1.Command
@@ -2816,7 +3256,7 @@ var file_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	25, // 14: raftq.fsm.v1.Command.cancel:type_name -> raftq.fsm.v1.Cancel
 	0,  // 15: raftq.fsm.v1.QueuePolicy.mode:type_name -> raftq.fsm.v1.QueueMode
 	6,  // 16: raftq.fsm.v1.UpsertQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	36, // 17: raftq.fsm.v1.NewMessage.attributes:type_name -> raftq.fsm.v1.NewMessage.AttributesEntry
+	41, // 17: raftq.fsm.v1.NewMessage.attributes:type_name -> raftq.fsm.v1.NewMessage.AttributesEntry
 	10, // 18: raftq.fsm.v1.Enqueue.messages:type_name -> raftq.fsm.v1.NewMessage
 	13, // 19: raftq.fsm.v1.Ack.receipts:type_name -> raftq.fsm.v1.Receipt
 	13, // 20: raftq.fsm.v1.NackItem.receipt:type_name -> raftq.fsm.v1.Receipt
@@ -2837,15 +3277,17 @@ var file_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	26, // 35: raftq.fsm.v1.ItemResult.status:type_name -> raftq.fsm.v1.Status
 	31, // 36: raftq.fsm.v1.ItemsResult.items:type_name -> raftq.fsm.v1.ItemResult
 	3,  // 37: raftq.fsm.v1.Attempt.outcome:type_name -> raftq.fsm.v1.Reason
-	37, // 38: raftq.fsm.v1.Message.attributes:type_name -> raftq.fsm.v1.Message.AttributesEntry
+	42, // 38: raftq.fsm.v1.Message.attributes:type_name -> raftq.fsm.v1.Message.AttributesEntry
 	2,  // 39: raftq.fsm.v1.Message.state:type_name -> raftq.fsm.v1.State
 	3,  // 40: raftq.fsm.v1.Message.dead_reason:type_name -> raftq.fsm.v1.Reason
 	34, // 41: raftq.fsm.v1.Message.history:type_name -> raftq.fsm.v1.Attempt
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	37, // 42: raftq.fsm.v1.SnapshotHeader.counters:type_name -> raftq.fsm.v1.Counters
+	6,  // 43: raftq.fsm.v1.SnapshotQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_fsm_proto_init() }
@@ -2881,7 +3323,7 @@ func file_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_fsm_proto_rawDesc), len(file_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   34,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

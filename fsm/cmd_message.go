@@ -1,0 +1,165 @@
+package fsm
+
+import (
+	"sort"
+
+	"github.com/raftq/raftq/fsm/fsmpb"
+)
+
+func (s *state) enqueue(c *fsmpb.Enqueue) *fsmpb.Result {
+	q, res := s.queueOf(c.GetQueue())
+	if res != nil {
+		return res
+	}
+	if n := len(c.GetMessages()); n > MaxEnqueueBatch {
+		return failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "%d messages in one enqueue, limit %d", n, MaxEnqueueBatch)
+	}
+	items := make([]*fsmpb.EnqueueItemResult, len(c.GetMessages()))
+	for i, nm := range c.GetMessages() {
+		items[i] = s.enqueueOne(q, nm)
+	}
+	return &fsmpb.Result{Status: okStatus(), Body: &fsmpb.Result_Enqueue{Enqueue: &fsmpb.EnqueueResult{Items: items}}}
+}
+
+func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage) *fsmpb.EnqueueItemResult {
+	if err := ValidateMessage(nm, q.policy); err != nil {
+		return &fsmpb.EnqueueItemResult{Status: invalid(err)}
+	}
+	avail := s.clock
+	switch {
+	case nm.GetRunAtMs() > 0:
+		if nm.GetRunAtMs()-s.clock > MaxDelayMs {
+			return &fsmpb.EnqueueItemResult{Status: status(fsmpb.Code_CODE_INVALID_ARGUMENT,
+				"run_at_ms %d is more than %d ms after the shard clock %d", nm.GetRunAtMs(), int64(MaxDelayMs), s.clock)}
+		}
+		avail = max(nm.GetRunAtMs(), s.clock)
+	case nm.GetDelayMs() == defaultDelayFromQueue:
+		avail += q.policy.GetDelayMs()
+	default:
+		avail += nm.GetDelayMs()
+	}
+	if k := nm.GetDedupKey(); k != "" {
+		if e, ok := s.dedup.Get(&dedupEntry{queue: q.name, key: k}); ok {
+			if e.expireMs > s.clock {
+				return &fsmpb.EnqueueItemResult{Status: okStatus(), MessageId: e.id, Deduplicated: true}
+			}
+			s.dropDedup(q.name, k)
+		}
+	}
+	m := &msg{
+		id:          s.nextID,
+		seq:         s.nextSeq,
+		q:           q,
+		body:        nm.GetBody(),
+		attrs:       sortedAttrs(nm.GetAttributes()),
+		typ:         nm.GetType(),
+		group:       nm.GetGroupId(),
+		dedupKey:    nm.GetDedupKey(),
+		priority:    uint8(nm.GetPriority()),
+		enqueuedMs:  s.clock,
+		availableMs: avail,
+		expireMs:    avail + q.policy.GetRetentionMs(),
+		state:       fsmpb.State_STATE_READY,
+	}
+	if len(m.body) == 0 {
+		m.body = nil
+	}
+	if avail > s.clock {
+		m.state = fsmpb.State_STATE_DELAYED
+	}
+	m.stateChangedMs = s.clock
+	s.nextID++
+	s.nextSeq++
+	s.insert(m)
+	s.counters.Enqueued++
+	if m.dedupKey != "" {
+		e := &dedupEntry{queue: q.name, key: m.dedupKey, id: m.id, expireMs: s.clock + q.policy.GetDedupWindowMs()}
+		s.dedup.ReplaceOrInsert(e)
+		s.dedupExpiry.ReplaceOrInsert(dedupExpiry{e.expireMs, e.queue, e.key})
+	}
+	return &fsmpb.EnqueueItemResult{Status: okStatus(), MessageId: m.id}
+}
+
+func sortedAttrs(a map[string]string) []kv {
+	if len(a) == 0 {
+		return nil
+	}
+	out := make([]kv, 0, len(a))
+	for k, v := range a {
+		out = append(out, kv{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].k < out[j].k })
+	return out
+}
+
+// receive leases up to max messages: highest priority then oldest of a
+// standard queue; the oldest ready group heads of a FIFO queue.
+func (s *state) receive(ctx *applyCtx, c *fsmpb.Receive) *fsmpb.Result {
+	q, res := s.queueOf(c.GetQueue())
+	if res != nil {
+		return res
+	}
+	n := int(c.GetMax())
+	if n == 0 {
+		n = 1
+	}
+	if n > MaxReceiveBatch {
+		return failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "max is %d, limit %d", n, MaxReceiveBatch)
+	}
+	vis := c.GetVisibilityTimeoutMs()
+	if vis == 0 {
+		vis = q.policy.GetVisibilityTimeoutMs()
+	}
+	if vis < 0 || vis > MaxVisibilityMs {
+		return failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "visibility_timeout_ms is %d, allowed 1..%d", vis, int64(MaxVisibilityMs))
+	}
+	consumer := truncate(c.GetConsumer(), MaxConsumerLen)
+	var out []*fsmpb.Message
+	for len(out) < n {
+		it, ok := q.ready.Min()
+		if !ok {
+			break
+		}
+		m, _ := s.get(it.id)
+		m = s.change(m, fsmpb.State_STATE_LEASED, func(m *msg) {
+			s.leaseEpoch++
+			m.receiveCount++
+			m.leaseEpoch = s.leaseEpoch
+			m.leaseDeadline = s.clock + vis
+			m.leaseTerm = ctx.term
+			if m.firstReceivedMs == 0 {
+				m.firstReceivedMs = s.clock
+			}
+			m.lastReceivedMs = s.clock
+			m.addAttempt(attempt{epoch: m.leaseEpoch, receivedMs: s.clock, consumer: consumer})
+		})
+		out = append(out, m.toProto(true))
+	}
+	return &fsmpb.Result{Status: okStatus(), Body: &fsmpb.Result_Receive{Receive: &fsmpb.ReceiveResult{Messages: out}}}
+}
+
+// cancel deletes ready or delayed messages by id (job cancel).
+func (s *state) cancel(c *fsmpb.Cancel) *fsmpb.Result {
+	q, res := s.queueOf(c.GetQueue())
+	if res != nil {
+		return res
+	}
+	if n := len(c.GetMessageIds()); n > maxCancelBatch {
+		return failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "%d ids in one cancel, limit %d", n, maxCancelBatch)
+	}
+	items := make([]*fsmpb.ItemResult, len(c.GetMessageIds()))
+	for i, id := range c.GetMessageIds() {
+		m, ok := s.get(id)
+		switch {
+		case !ok || m.q != q:
+			items[i] = &fsmpb.ItemResult{Status: status(fsmpb.Code_CODE_MESSAGE_NOT_FOUND, "message %d not found in queue %q", id, q.name)}
+		case m.state == fsmpb.State_STATE_READY || m.state == fsmpb.State_STATE_DELAYED:
+			s.remove(m)
+			s.counters.Cancelled++
+			items[i] = &fsmpb.ItemResult{Status: okStatus()}
+		default:
+			items[i] = &fsmpb.ItemResult{Status: status(fsmpb.Code_CODE_FAILED_PRECONDITION, "message %d is %s: only ready or delayed messages can be cancelled", id, m.state)}
+		}
+	}
+	return itemsResult(items)
+}

@@ -1,0 +1,114 @@
+package fsm
+
+import (
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// upsertQueue creates a queue or replaces its policy. The mode of a queue
+// that holds messages cannot change: its indexes are built for one mode.
+func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
+	if err := ValidateQueueName(c.GetQueue()); err != nil {
+		return &fsmpb.Result{Status: invalid(err)}
+	}
+	if err := ValidatePolicy(c.GetPolicy()); err != nil {
+		return &fsmpb.Result{Status: invalid(err)}
+	}
+	p := NormalizePolicy(c.GetPolicy())
+	q, ok := s.queues[c.GetQueue()]
+	if !ok {
+		s.queues[c.GetQueue()] = newQueue(c.GetQueue(), p)
+		return &fsmpb.Result{Status: okStatus()}
+	}
+	if p.GetMode() != q.policy.GetMode() && q.members.Len() > 0 {
+		return failed(fsmpb.Code_CODE_FAILED_PRECONDITION, "queue %q holds %d messages: its mode cannot change", q.name, q.members.Len())
+	}
+	old := q.policy
+	q.policy = p
+	if d := p.GetRetentionMs() - old.GetRetentionMs(); d != 0 {
+		s.shiftRetention(q, d)
+	}
+	return &fsmpb.Result{Status: okStatus()}
+}
+
+// shiftRetention moves the retention deadline of the queue's live messages by
+// d: the deadline counts from when the message became available.
+func (s *state) shiftRetention(q *queue, d int64) {
+	var ids []uint64
+	q.members.Ascend(func(id uint64) bool { ids = append(ids, id); return true })
+	for _, id := range ids {
+		m, _ := s.get(id)
+		if !live(m.state) {
+			continue
+		}
+		m = s.own(m)
+		indexed := m.state != fsmpb.State_STATE_LEASED
+		if indexed {
+			s.retention.Delete(timeItem{m.expireMs, m.id})
+		}
+		m.expireMs += d
+		if indexed {
+			s.retention.ReplaceOrInsert(timeItem{m.expireMs, m.id})
+		}
+	}
+}
+
+// deleteQueue removes the queue with all its messages, records and dedup
+// keys; the count is the messages removed.
+func (s *state) deleteQueue(c *fsmpb.DeleteQueue) *fsmpb.Result {
+	q, res := s.queueOf(c.GetQueue())
+	if res != nil {
+		return res
+	}
+	var n uint64
+	for _, id := range s.memberIDs(q) {
+		m, _ := s.get(id)
+		if m.state != fsmpb.State_STATE_ACKED {
+			s.counters.Deleted++
+			n++
+		}
+		s.remove(m)
+	}
+	var keys []string
+	s.dedup.AscendGreaterOrEqual(&dedupEntry{queue: q.name}, func(e *dedupEntry) bool {
+		if e.queue != q.name {
+			return false
+		}
+		keys = append(keys, e.key)
+		return true
+	})
+	for _, k := range keys {
+		s.dropDedup(q.name, k)
+	}
+	delete(s.queues, q.name)
+	return countResult(n)
+}
+
+// purgeQueue deletes the queue's ready and delayed messages; leased ones are
+// left to finish.
+func (s *state) purgeQueue(c *fsmpb.PurgeQueue) *fsmpb.Result {
+	q, res := s.queueOf(c.GetQueue())
+	if res != nil {
+		return res
+	}
+	var n uint64
+	for _, id := range s.memberIDs(q) {
+		m, _ := s.get(id)
+		if m.state == fsmpb.State_STATE_READY || m.state == fsmpb.State_STATE_DELAYED {
+			s.remove(m)
+			n++
+		}
+	}
+	s.counters.Purged += n
+	return countResult(n)
+}
+
+func (s *state) memberIDs(q *queue) []uint64 {
+	ids := make([]uint64, 0, q.members.Len())
+	q.members.Ascend(func(id uint64) bool { ids = append(ids, id); return true })
+	return ids
+}
+
+func clonePolicy(p *fsmpb.QueuePolicy) *fsmpb.QueuePolicy {
+	return proto.Clone(p).(*fsmpb.QueuePolicy)
+}

@@ -1,0 +1,290 @@
+package fsm
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/google/btree"
+	"github.com/hashicorp/raft"
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Snapshot stream layout (see docs/fsm.md):
+//
+//	"raftqfsm" | record* ; record = [type byte][uvarint len][proto bytes]
+//
+// in this order: one header, queues by name, messages by id, dedup keys by
+// (queue, key), one trailer with the counts.
+const (
+	snapshotMagic   = "raftqfsm"
+	snapshotVersion = 1
+
+	recHeader  byte = 1
+	recQueue   byte = 2
+	recMessage byte = 3
+	recDedup   byte = 4
+	recTrailer byte = 5
+
+	// maxRecordBytes bounds one record on restore: a message with a full body,
+	// attributes and history is well below it.
+	maxRecordBytes = 4 << 20
+)
+
+// view is what a snapshot writes. Snapshot fills it with copy-on-write
+// clones, so Persist can run while Apply goes on: btree.Clone is O(1) and
+// shares nodes until either side writes, and message records are never
+// changed in place once a snapshot may see them (state.own).
+type view struct {
+	header *fsmpb.SnapshotHeader
+	queues []*fsmpb.SnapshotQueue // by name
+	msgs   *btree.BTreeG[*msg]
+	dedup  *btree.BTreeG[*dedupEntry]
+}
+
+func (s *state) view(clone bool) *view {
+	v := &view{
+		header: &fsmpb.SnapshotHeader{
+			Version:      snapshotVersion,
+			ClockMs:      s.clock,
+			AppliedIndex: s.applied,
+			NextId:       s.nextID,
+			NextSeq:      s.nextSeq,
+			LeaseEpoch:   s.leaseEpoch,
+			GraceTerm:    s.graceTerm,
+			Counters:     proto.Clone(s.counters).(*fsmpb.Counters),
+		},
+		msgs:  s.byID,
+		dedup: s.dedup,
+	}
+	names := make(map[string]struct{}, len(s.queues))
+	for n := range s.queues {
+		names[n] = struct{}{}
+	}
+	for _, n := range sortedKeys(names) {
+		q := s.queues[n]
+		v.queues = append(v.queues, &fsmpb.SnapshotQueue{Name: n, Policy: clonePolicy(q.policy), Dropped: q.dropped})
+	}
+	if clone {
+		v.msgs = s.byID.Clone()
+		v.dedup = s.dedup.Clone()
+		s.gen++
+	}
+	return v
+}
+
+// Snapshot captures the state for raft. It is cheap (no copy of the
+// messages); the work happens in Persist, concurrently with Apply.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.s.view(true), nil
+}
+
+// Persist streams the snapshot to the sink.
+func (v *view) Persist(sink raft.SnapshotSink) error {
+	w := bufio.NewWriterSize(sink, 1<<20)
+	err := v.write(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("persist fsm snapshot: %w", err)
+	}
+	if err := sink.Close(); err != nil {
+		return fmt.Errorf("close fsm snapshot sink: %w", err)
+	}
+	return nil
+}
+
+// Release is a no-op: the clones are garbage once Persist returns.
+func (v *view) Release() {}
+
+type recWriter struct {
+	w   io.Writer
+	buf []byte
+	err error
+	mo  proto.MarshalOptions
+}
+
+func (r *recWriter) record(typ byte, m proto.Message) {
+	if r.err != nil {
+		return
+	}
+	var err error
+	r.buf = append(r.buf[:0], typ)
+	r.buf = binary.AppendUvarint(r.buf, uint64(r.mo.Size(m)))
+	r.buf, err = r.mo.MarshalAppend(r.buf, m)
+	if err != nil {
+		r.err = fmt.Errorf("marshal snapshot record %d: %w", typ, err)
+		return
+	}
+	if _, err := r.w.Write(r.buf); err != nil {
+		r.err = fmt.Errorf("write snapshot record %d: %w", typ, err)
+	}
+}
+
+func (v *view) write(w io.Writer) error {
+	if _, err := io.WriteString(w, snapshotMagic); err != nil {
+		return fmt.Errorf("write snapshot magic: %w", err)
+	}
+	// Deterministic: attribute maps are written in key order, so replicas
+	// with equal state write equal bytes (Digest relies on it).
+	r := &recWriter{w: w, mo: proto.MarshalOptions{Deterministic: true}}
+	r.record(recHeader, v.header)
+	for _, q := range v.queues {
+		r.record(recQueue, q)
+	}
+	tr := &fsmpb.SnapshotTrailer{Queues: uint64(len(v.queues))}
+	v.msgs.Ascend(func(m *msg) bool {
+		r.record(recMessage, m.toProto(true))
+		tr.Messages++
+		return r.err == nil
+	})
+	v.dedup.Ascend(func(e *dedupEntry) bool {
+		r.record(recDedup, &fsmpb.DedupRecord{Queue: e.queue, Key: e.key, MessageId: e.id, ExpireMs: e.expireMs})
+		tr.Dedup++
+		return r.err == nil
+	})
+	r.record(recTrailer, tr)
+	return r.err
+}
+
+// Digest is the sha256 of the snapshot stream the state would produce, and
+// the applied index it belongs to. Replicas at the same index must agree.
+func (f *FSM) Digest() ([32]byte, uint64, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	h := sha256.New()
+	if err := f.s.view(false).write(h); err != nil {
+		return [32]byte{}, 0, fmt.Errorf("digest: %w", err)
+	}
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum, f.s.applied, nil
+}
+
+// readSnapshot builds a fresh state from a snapshot stream.
+func readSnapshot(r io.Reader) (*state, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(br, magic); err != nil {
+		return nil, fmt.Errorf("read magic: %w", err)
+	}
+	if string(magic) != snapshotMagic {
+		return nil, fmt.Errorf("not an fsm snapshot (magic %q)", magic)
+	}
+	s := newState()
+	var (
+		buf       []byte
+		gotHeader bool
+		tr        fsmpb.SnapshotTrailer
+		seen      fsmpb.SnapshotTrailer
+		msgs      []*msg
+	)
+	for {
+		typ, err := br.ReadByte()
+		if err != nil {
+			return nil, fmt.Errorf("read record type: %w (no trailer: truncated?)", err)
+		}
+		n, err := binary.ReadUvarint(br)
+		if err != nil {
+			return nil, fmt.Errorf("read record length: %w", err)
+		}
+		if n > maxRecordBytes {
+			return nil, fmt.Errorf("record of %d bytes exceeds %d", n, maxRecordBytes)
+		}
+		if uint64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return nil, fmt.Errorf("read record: %w", err)
+		}
+		if !gotHeader && typ != recHeader {
+			return nil, fmt.Errorf("first record has type %d, want header", typ)
+		}
+		switch typ {
+		case recHeader:
+			h := &fsmpb.SnapshotHeader{}
+			if err := proto.Unmarshal(buf, h); err != nil {
+				return nil, fmt.Errorf("header: %w", err)
+			}
+			if h.GetVersion() != snapshotVersion {
+				return nil, fmt.Errorf("snapshot version %d, this build reads %d", h.GetVersion(), snapshotVersion)
+			}
+			if gotHeader {
+				return nil, errors.New("second header")
+			}
+			gotHeader = true
+			s.clock, s.applied, s.nextID, s.nextSeq = h.GetClockMs(), h.GetAppliedIndex(), h.GetNextId(), h.GetNextSeq()
+			s.leaseEpoch, s.graceTerm = h.GetLeaseEpoch(), h.GetGraceTerm()
+			if h.GetCounters() != nil {
+				s.counters = h.GetCounters()
+			}
+		case recQueue:
+			sq := &fsmpb.SnapshotQueue{}
+			if err := proto.Unmarshal(buf, sq); err != nil {
+				return nil, fmt.Errorf("queue record: %w", err)
+			}
+			if err := ValidateQueueName(sq.GetName()); err != nil {
+				return nil, fmt.Errorf("queue record: %w", err)
+			}
+			q := newQueue(sq.GetName(), NormalizePolicy(sq.GetPolicy()))
+			q.dropped = sq.GetDropped()
+			s.queues[q.name] = q
+			seen.Queues++
+		case recMessage:
+			pm := &fsmpb.Message{}
+			if err := proto.Unmarshal(buf, pm); err != nil {
+				return nil, fmt.Errorf("message record: %w", err)
+			}
+			q, ok := s.queues[pm.GetQueue()]
+			if !ok {
+				return nil, fmt.Errorf("message %d of unknown queue %q", pm.GetId(), pm.GetQueue())
+			}
+			m, err := msgFromProto(pm, q)
+			if err != nil {
+				return nil, fmt.Errorf("message record: %w", err)
+			}
+			if _, dup := s.byID.ReplaceOrInsert(m); dup {
+				return nil, fmt.Errorf("message %d twice", m.id)
+			}
+			q.members.ReplaceOrInsert(m.id)
+			if s.inGroups(m) {
+				s.joinGroup(m)
+			}
+			msgs = append(msgs, m)
+			seen.Messages++
+		case recDedup:
+			d := &fsmpb.DedupRecord{}
+			if err := proto.Unmarshal(buf, d); err != nil {
+				return nil, fmt.Errorf("dedup record: %w", err)
+			}
+			e := &dedupEntry{queue: d.GetQueue(), key: d.GetKey(), id: d.GetMessageId(), expireMs: d.GetExpireMs()}
+			s.dedup.ReplaceOrInsert(e)
+			s.dedupExpiry.ReplaceOrInsert(dedupExpiry{e.expireMs, e.queue, e.key})
+			seen.Dedup++
+		case recTrailer:
+			if err := proto.Unmarshal(buf, &tr); err != nil {
+				return nil, fmt.Errorf("trailer: %w", err)
+			}
+			if tr.GetQueues() != seen.Queues || tr.GetMessages() != seen.Messages || tr.GetDedup() != seen.Dedup {
+				return nil, fmt.Errorf("trailer counts %d queues, %d messages, %d dedup; read %d, %d, %d",
+					tr.GetQueues(), tr.GetMessages(), tr.GetDedup(), seen.Queues, seen.Messages, seen.Dedup)
+			}
+			// Indexes need every group member in place first, to know heads.
+			for _, m := range msgs {
+				s.attach(m)
+			}
+			return s, nil
+		default:
+			return nil, fmt.Errorf("unknown record type %d", typ)
+		}
+	}
+}

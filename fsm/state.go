@@ -1,0 +1,240 @@
+package fsm
+
+import (
+	"github.com/google/btree"
+	"github.com/raftq/raftq/fsm/fsmpb"
+)
+
+// btreeDegree trades node size against depth; 32 keeps nodes within a few
+// cache lines for the 16-24 byte items used here.
+const btreeDegree = 32
+
+// msg is the in-memory record of one message. It is a compact struct rather
+// than an fsmpb.Message because memory per queued message is the cost that
+// matters at millions of messages; it is converted to fsmpb.Message on read
+// and in snapshots.
+//
+// Records are copy-on-write across snapshots: a record whose gen is older
+// than state.gen may be read by a snapshot being persisted, so it is copied
+// (see state.own) before any change. body and attrs are never mutated after
+// enqueue and are shared between copies.
+type msg struct {
+	id, seq         uint64
+	q               *queue
+	body            []byte
+	attrs           []kv // sorted by key
+	typ             string
+	group           string
+	dedupKey        string
+	lastError       string
+	enqueuedMs      int64
+	availableMs     int64
+	firstReceivedMs int64
+	lastReceivedMs  int64
+	stateChangedMs  int64
+	expireMs        int64
+	leaseEpoch      uint64
+	leaseDeadline   int64
+	leaseTerm       uint64
+	gen             uint64
+	receiveCount    uint32
+	priority        uint8
+	state           fsmpb.State
+	deadReason      fsmpb.Reason
+	history         []attempt
+}
+
+type kv struct{ k, v string }
+
+type attempt struct {
+	epoch      uint64
+	receivedMs int64
+	endedMs    int64
+	outcome    fsmpb.Reason
+	err        string
+	consumer   string
+}
+
+// Index items. Indexes hold ids, not *msg, so a copy-on-write record only has
+// to be swapped in byID.
+type timeItem struct {
+	t  int64
+	id uint64
+}
+
+func lessTime(a, b timeItem) bool {
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	return a.id < b.id
+}
+
+// readyItem orders a queue's ready messages: higher priority first, then
+// enqueue sequence. FIFO queues put priority 0 in every item.
+type readyItem struct {
+	key uint64 // (MaxPriority-priority)<<56 | seq
+	id  uint64
+}
+
+func lessReady(a, b readyItem) bool {
+	if a.key != b.key {
+		return a.key < b.key
+	}
+	return a.id < b.id
+}
+
+func readyKey(m *msg) uint64 {
+	p := uint64(0)
+	if m.q.policy.GetMode() != fsmpb.QueueMode_QUEUE_MODE_FIFO {
+		p = uint64(m.priority)
+	}
+	return (MaxPriority-p)<<56 | m.seq
+}
+
+// groupItem orders the live messages of a FIFO queue by group, then enqueue
+// sequence: the first item of a group is its head.
+type groupItem struct {
+	group string
+	seq   uint64
+	id    uint64
+}
+
+func lessGroup(a, b groupItem) bool {
+	if a.group != b.group {
+		return a.group < b.group
+	}
+	if a.seq != b.seq {
+		return a.seq < b.seq
+	}
+	return a.id < b.id
+}
+
+type dedupEntry struct {
+	queue, key string
+	id         uint64
+	expireMs   int64
+}
+
+func lessDedup(a, b *dedupEntry) bool {
+	if a.queue != b.queue {
+		return a.queue < b.queue
+	}
+	return a.key < b.key
+}
+
+type dedupExpiry struct {
+	t          int64
+	queue, key string
+}
+
+func lessDedupExpiry(a, b dedupExpiry) bool {
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	if a.queue != b.queue {
+		return a.queue < b.queue
+	}
+	return a.key < b.key
+}
+
+func lessMsg(a, b *msg) bool { return a.id < b.id }
+
+func lessID(a, b uint64) bool { return a < b }
+
+// queue is one queue's state on this shard.
+type queue struct {
+	name   string
+	policy *fsmpb.QueuePolicy // normalized
+	// members holds every message id of the queue in any state, so DeleteQueue
+	// and Purge cost the queue's size, not the shard's.
+	members *btree.BTreeG[uint64]
+	// ready holds what Receive may lease next: every ready message of a
+	// standard queue; only the ready heads of FIFO groups.
+	ready *btree.BTreeG[readyItem]
+	// groups (FIFO only) holds ready, delayed and leased messages by group.
+	groups    *btree.BTreeG[groupItem]
+	groupSize map[string]uint32
+	dead      *btree.BTreeG[timeItem] // (died ms, id)
+
+	nReady, nDelayed, nLeased, nDead, nAcked uint64
+	dropped                                  uint64
+}
+
+func newQueue(name string, p *fsmpb.QueuePolicy) *queue {
+	return &queue{
+		name:      name,
+		policy:    p,
+		members:   btree.NewG(btreeDegree, lessID),
+		ready:     btree.NewG(btreeDegree, lessReady),
+		groups:    btree.NewG(btreeDegree, lessGroup),
+		groupSize: map[string]uint32{},
+		dead:      btree.NewG(btreeDegree, lessTime),
+	}
+}
+
+func (q *queue) fifo() bool { return q.policy.GetMode() == fsmpb.QueueMode_QUEUE_MODE_FIFO }
+
+// state is everything an FSM replicates. All iteration that affects results
+// goes through ordered structures so replicas agree byte for byte.
+type state struct {
+	clock      int64
+	applied    uint64
+	nextID     uint64
+	nextSeq    uint64
+	leaseEpoch uint64
+	graceTerm  uint64
+	counters   *fsmpb.Counters
+	// touched collects the queues that gained leasable messages while a batch
+	// is applied, for Options.Notify; not replicated.
+	touched map[string]struct{}
+
+	queues map[string]*queue // iterated only in sorted order
+
+	byID      *btree.BTreeG[*msg]
+	delayed   *btree.BTreeG[timeItem] // (available ms, id)
+	leases    *btree.BTreeG[timeItem] // (deadline, id)
+	retention *btree.BTreeG[timeItem] // ready and delayed: (expire ms, id)
+	completed *btree.BTreeG[timeItem] // acked records: (expire ms, id)
+
+	dedup       *btree.BTreeG[*dedupEntry]
+	dedupExpiry *btree.BTreeG[dedupExpiry]
+
+	// gen is bumped by every Snapshot; records with an older gen are shared
+	// with a snapshot and must be copied before they change.
+	gen uint64
+}
+
+func newState() *state {
+	return &state{
+		nextID:      1,
+		nextSeq:     1,
+		counters:    &fsmpb.Counters{},
+		queues:      map[string]*queue{},
+		byID:        btree.NewG(btreeDegree, lessMsg),
+		delayed:     btree.NewG(btreeDegree, lessTime),
+		leases:      btree.NewG(btreeDegree, lessTime),
+		retention:   btree.NewG(btreeDegree, lessTime),
+		completed:   btree.NewG(btreeDegree, lessTime),
+		dedup:       btree.NewG(btreeDegree, lessDedup),
+		dedupExpiry: btree.NewG(btreeDegree, lessDedupExpiry),
+	}
+}
+
+func (s *state) get(id uint64) (*msg, bool) {
+	return s.byID.Get(&msg{id: id})
+}
+
+// own returns a record that may be changed: m itself if no snapshot can see
+// it, else a copy swapped into byID.
+func (s *state) own(m *msg) *msg {
+	if m.gen == s.gen {
+		return m
+	}
+	c := *m
+	c.gen = s.gen
+	if m.history != nil {
+		c.history = append([]attempt(nil), m.history...)
+	}
+	s.byID.ReplaceOrInsert(&c)
+	return &c
+}
