@@ -1,29 +1,40 @@
-# raftq developer entry points. `make run` starts a 3-node cluster on
-# loopback; `make test` runs every test.
+# raftq developer entry points.
+#   make run    build and start a 3-node cluster on loopback (Ctrl-C stops it)
+#   make test   lint and run every test with the race detector
 GO ?= go
 BIN := bin
-export PATH := $(shell $(GO) env GOPATH)/bin:$(PATH)
+GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
+export PATH := $(GOBIN_DIR):$(PATH)
+STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build proto test lint run clean
+.PHONY: all build proto test test-go lint run clean
 
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq-node ./cmd/node
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq ./cmd/raftq
+
+run: build
+	./scripts/run-cluster.sh
 
 proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.5.1
 	protoc -I . --go_out=. --go_opt=paths=source_relative fsm/fsmpb/fsm.proto
+	protoc -I . --go_out=. --go_opt=paths=source_relative meta/metapb/meta.proto
 	protoc -I . --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative api/raftqv1/raftq.proto
 
 lint:
-	gofmt -l . | tee /dev/stderr | (! read)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-test: lint
-	$(GO) test -race -count=1 -timeout 20m ./...
+test-go:
+	$(GO) test -race -count=1 -timeout 25m ./...
+
+test: lint test-go
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// flagHelp is returned when --help was asked for; usage is already printed.
+var flagHelp = flag.ErrHelp
+
+// config is every knob of raftq-node. Each flag can also be set by the
+// environment variable RAFTQ_<FLAG> (upper case, dashes as underscores);
+// a flag on the command line wins.
+type config struct {
+	NodeID          string
+	DataDir         string
+	GRPCBind        string
+	GRPCAdvertise   string
+	RaftBind        string
+	RaftAdvertise   string
+	GossipBind      string
+	GossipAdvertise string
+	HTTPBind        string
+	Join            string
+	BootstrapExpect int
+	Shards          uint
+	Replication     int
+	ClockOffset     time.Duration
+	ShutdownTimeout time.Duration
+	LogLevel        string
+}
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("raftq-node", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	host, _ := os.Hostname()
+	fs.StringVar(&c.NodeID, "node-id", host, "unique, stable node id (raft server id); keep it across restarts")
+	fs.StringVar(&c.DataDir, "data-dir", "", "directory for raft logs, snapshots and state (default ./data/<node-id>)")
+	fs.StringVar(&c.GRPCBind, "grpc-bind", "127.0.0.1:7101", "client and node-to-node gRPC listen address")
+	fs.StringVar(&c.GRPCAdvertise, "grpc-advertise", "", "gRPC address other nodes and clients use (default: grpc-bind)")
+	fs.StringVar(&c.RaftBind, "raft-bind", "127.0.0.1:7201", "raft listen address, shared by all raft groups of the node")
+	fs.StringVar(&c.RaftAdvertise, "raft-advertise", "", "raft address peers dial (default: raft-bind)")
+	fs.StringVar(&c.GossipBind, "gossip-bind", "127.0.0.1:7301", "memberlist gossip listen address (TCP and UDP)")
+	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "gossip address peers use (default: gossip-bind)")
+	fs.StringVar(&c.HTTPBind, "http-bind", "127.0.0.1:7401", "HTTP listen address for /metrics and /healthz (empty disables)")
+	fs.StringVar(&c.Join, "join", "", "comma-separated gossip addresses of nodes to join (retried until one answers)")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 3, "form a new cluster once this many nodes with the same value have met; set 0 on nodes added to an existing cluster")
+	fs.UintVar(&c.Shards, "shards", 8, "number of data shards, fixed when the cluster is bootstrapped")
+	fs.IntVar(&c.Replication, "replication", 3, "replicas per data shard")
+	fs.DurationVar(&c.ClockOffset, "clock-offset", 0, "TESTING ONLY: offset this node's clock (jepsen-lite clock skew)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM: bound for draining calls and handing off leadership")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: raftq-node [flags]\n\nRuns one node of a raftq cluster. Every flag may also be set as RAFTQ_<FLAG>,\ne.g. RAFTQ_NODE_ID=n1, RAFTQ_JOIN=127.0.0.1:7301.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	// Environment first, so the command line overrides it.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		key := "RAFTQ_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(key); v != "" {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("environment %s=%q: %w", key, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, flagHelp
+		}
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags only; see --help)", fs.Arg(0))
+	}
+	return c, c.finish()
+}
+
+func (c *config) finish() error {
+	if c.NodeID == "" {
+		return fmt.Errorf("--node-id is required (no hostname to default to)")
+	}
+	if c.DataDir == "" {
+		c.DataDir = filepath.Join("data", c.NodeID)
+	}
+	if c.GRPCAdvertise == "" {
+		c.GRPCAdvertise = c.GRPCBind
+	}
+	if c.RaftAdvertise == "" {
+		c.RaftAdvertise = c.RaftBind
+	}
+	if c.GossipAdvertise == "" {
+		c.GossipAdvertise = c.GossipBind
+	}
+	for name, addr := range map[string]string{"grpc-advertise": c.GRPCAdvertise, "raft-advertise": c.RaftAdvertise, "gossip-advertise": c.GossipAdvertise} {
+		if strings.HasPrefix(addr, "0.0.0.0:") || strings.HasPrefix(addr, "[::]:") || strings.HasPrefix(addr, ":") {
+			return fmt.Errorf("--%s %q is not an address peers can dial; set it explicitly", name, addr)
+		}
+	}
+	switch {
+	case c.Shards == 0 || c.Shards > 256:
+		return fmt.Errorf("--shards must be within 1..256, got %d", c.Shards)
+	case c.Replication < 1 || c.Replication > 7:
+		return fmt.Errorf("--replication must be within 1..7, got %d", c.Replication)
+	case c.BootstrapExpect < 0 || c.BootstrapExpect > 7:
+		return fmt.Errorf("--bootstrap-expect must be within 0..7, got %d", c.BootstrapExpect)
+	case c.BootstrapExpect > 0 && c.BootstrapExpect < c.Replication:
+		return fmt.Errorf("--bootstrap-expect %d is below --replication %d: shards could not be placed", c.BootstrapExpect, c.Replication)
+	case c.ShutdownTimeout <= 0:
+		return fmt.Errorf("--shutdown-timeout must be positive")
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (c *config) joinList() []string {
+	var out []string
+	for _, s := range strings.Split(c.Join, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

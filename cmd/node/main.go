@@ -1,0 +1,158 @@
+// Command raftq-node runs one node of a raftq cluster: gossip membership,
+// the meta raft group, the data shards placed on it, the gRPC API on one
+// port and Prometheus metrics over HTTP.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/raftq/raftq/cluster"
+	"github.com/raftq/raftq/metrics"
+	"github.com/raftq/raftq/router"
+	"github.com/raftq/raftq/server"
+)
+
+func main() {
+	// `raftq-node probe` is the container health check: images built FROM
+	// scratch have no shell or curl, so the node binary probes itself.
+	if len(os.Args) > 1 && os.Args[1] == "probe" {
+		os.Exit(runProbe(os.Args[2:]))
+	}
+	cfg, err := parseConfig(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flagHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "raftq-node: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "raftq-node: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// run serves until ctx ends, then shuts down in order: refuse new calls,
+// drain in-flight ones, hand off leadership, close raft.
+func run(ctx context.Context, cfg *config, logOut io.Writer) error {
+	level, _ := parseLevel(cfg.LogLevel)
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})).With("node", cfg.NodeID)
+
+	lis, err := net.Listen("tcp", cfg.GRPCBind)
+	if err != nil {
+		return fmt.Errorf("listen gRPC %s: %w", cfg.GRPCBind, err)
+	}
+	now := time.Now
+	if cfg.ClockOffset != 0 {
+		log.Warn("clock offset set: this node's time is skewed (testing only)", "offset", cfg.ClockOffset)
+		off := cfg.ClockOffset
+		now = func() time.Time { return time.Now().Add(off) }
+	}
+	node, err := cluster.Start(ctx, cluster.Config{
+		NodeID: cfg.NodeID, DataDir: cfg.DataDir, GRPCAddr: cfg.GRPCAdvertise,
+		RaftBind: cfg.RaftBind, RaftAdvertise: cfg.RaftAdvertise,
+		GossipBind: cfg.GossipBind, GossipAdvertise: cfg.GossipAdvertise,
+		Join: cfg.joinList(), BootstrapExpect: cfg.BootstrapExpect,
+		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, Logger: log,
+	})
+	if err != nil {
+		_ = lis.Close()
+		return fmt.Errorf("start cluster node: %w", err)
+	}
+	met := metrics.New(node)
+	rt := router.New(node, router.Options{Logger: log})
+	defer rt.Close()
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.MaxRecvMsgSize(64<<20))
+	server.New(node, rt, met, log).Register(gs)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- gs.Serve(lis) }()
+	var hsrv *http.Server
+	if cfg.HTTPBind != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", met.Handler())
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			select {
+			case <-node.Ready():
+				_, _ = io.WriteString(w, "ok\n")
+			default:
+				http.Error(w, "forming", http.StatusServiceUnavailable)
+			}
+		})
+		hsrv = &http.Server{Addr: cfg.HTTPBind, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := hsrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server stopped", "err", err)
+			}
+		}()
+	}
+	log.Info("raftq-node started", "grpc", cfg.GRPCAdvertise, "raft", cfg.RaftAdvertise, "gossip", cfg.GossipAdvertise,
+		"http", cfg.HTTPBind, "data", cfg.DataDir, "join", strings.Join(cfg.joinList(), ","), "bootstrap_expect", cfg.BootstrapExpect)
+
+	select {
+	case <-node.Ready():
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		log.Info("cluster ready: shards open, serving")
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("gRPC server: %w", err)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("gRPC server: %w", err)
+	}
+
+	log.Info("shutting down: draining calls, handing off leadership")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	hs.Shutdown()
+	drained := make(chan struct{})
+	go func() { gs.GracefulStop(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(cfg.ShutdownTimeout / 2):
+		// Long polls may still be parked; they lease nothing while waiting,
+		// so cutting them is safe.
+		gs.Stop()
+		<-drained
+	}
+	if hsrv != nil {
+		_ = hsrv.Shutdown(sctx)
+	}
+	if err := node.Shutdown(sctx); err != nil {
+		return fmt.Errorf("node shutdown: %w", err)
+	}
+	log.Info("stopped cleanly")
+	return nil
+}

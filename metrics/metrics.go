@@ -1,0 +1,132 @@
+// Package metrics exposes a node's Prometheus metrics: request latency by
+// gRPC method and code, message counters by queue, and, read at scrape
+// time, raft state per local shard and queue depth per led shard.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftq/raftq/shard"
+)
+
+// Shards lists the shards hosted on this node; *cluster.Node implements it.
+type Shards interface {
+	LocalShards() []*shard.Shard
+}
+
+// Metrics holds one node's registry; there is no global registry, so tests
+// can run several nodes in one process.
+type Metrics struct {
+	reg      *prometheus.Registry
+	latency  *prometheus.HistogramVec
+	messages *prometheus.CounterVec
+}
+
+// New registers the node's metrics.
+func New(shards Shards) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		reg: reg,
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "raftq_request_duration_seconds",
+			Help:    "gRPC request latency by method and status code.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 25},
+		}, []string{"method", "code"}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raftq_messages_total",
+			Help: "Messages handled by this node's API, by queue and event (sent, received, acked, nacked, extended, dead_lettered, deduplicated).",
+		}, []string{"queue", "event"}),
+	}
+	reg.MustRegister(m.latency, m.messages,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&shardCollector{shards: shards})
+	return m
+}
+
+// Count adds n events for a queue ("" when the queue is not known, as for
+// acks, whose receipts name no queue).
+func (m *Metrics) Count(queue, event string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.messages.WithLabelValues(queue, event).Add(float64(n))
+}
+
+// UnaryInterceptor records latency of every unary call.
+func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		m.latency.WithLabelValues(info.FullMethod, status.Code(err).String()).Observe(time.Since(start).Seconds())
+		return resp, err
+	}
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// shardCollector reads raft and queue state at scrape time, so idle shards
+// cost nothing between scrapes.
+type shardCollector struct{ shards Shards }
+
+var (
+	descLeader   = prometheus.NewDesc("raftq_shard_is_leader", "1 if this node leads the shard.", []string{"shard"}, nil)
+	descTerm     = prometheus.NewDesc("raftq_shard_term", "Current raft term of the shard.", []string{"shard"}, nil)
+	descCommit   = prometheus.NewDesc("raftq_shard_commit_index", "Raft commit index.", []string{"shard"}, nil)
+	descApplied  = prometheus.NewDesc("raftq_shard_applied_index", "Raft applied index.", []string{"shard"}, nil)
+	descDepth    = prometheus.NewDesc("raftq_queue_messages", "Messages by state, on the shards this node leads (sum over nodes for the queue total).", []string{"queue", "shard", "state"}, nil)
+	descOldest   = prometheus.NewDesc("raftq_queue_oldest_ready_age_seconds", "Age of the oldest ready message on a led shard.", []string{"queue", "shard"}, nil)
+	descBlockedG = prometheus.NewDesc("raftq_queue_blocked_groups", "FIFO groups with a message in flight on a led shard.", []string{"queue", "shard"}, nil)
+)
+
+func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLeader, descTerm, descCommit, descApplied, descDepth, descOldest, descBlockedG} {
+		ch <- d
+	}
+}
+
+func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now().UnixMilli()
+	for _, sh := range c.shards.LocalShards() {
+		info := sh.Info()
+		id := strconv.FormatUint(uint64(info.ID), 10)
+		leader := 0.0
+		if sh.IsLeader() {
+			leader = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leader, id)
+		ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(info.Term), id)
+		ch <- prometheus.MustNewConstMetric(descCommit, prometheus.GaugeValue, float64(info.CommitIndex), id)
+		ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(info.AppliedIndex), id)
+		if leader == 0 {
+			continue
+		}
+		f := sh.FSM()
+		for q := range f.Queues() {
+			st, ok := f.Stats(q)
+			if !ok {
+				continue
+			}
+			for state, v := range map[string]uint64{"ready": st.Ready, "delayed": st.Delayed, "in_flight": st.InFlight, "dead": st.Dead} {
+				ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(v), q, id, state)
+			}
+			age := 0.0
+			if st.OldestReadyMs > 0 && now > st.OldestReadyMs {
+				age = float64(now-st.OldestReadyMs) / 1000
+			}
+			ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, age, q, id)
+			ch <- prometheus.MustNewConstMetric(descBlockedG, prometheus.GaugeValue, float64(st.BlockedGroups), q, id)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package router
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/shard"
+)
+
+// Apply proposes cmd on shard id through its leader and returns the FSM's
+// result. A returned error means the outcome is unknown or certainly
+// failed as the error says; FSM-level refusals are in the Result.
+func (r *Router) Apply(ctx context.Context, id uint32, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+	if id >= r.topo.ShardCount() {
+		return nil, fmt.Errorf("shard %d out of range [0,%d)", id, r.topo.ShardCount())
+	}
+	return call(ctx, r, id,
+		func(ctx context.Context, sh *shard.Shard) (*fsmpb.Result, error) {
+			return sh.Propose(ctx, cmd)
+		},
+		func(ctx context.Context, c raftqv1.NodeClient, opts ...grpc.CallOption) (*fsmpb.Result, error) {
+			resp, err := c.ShardApply(ctx, &raftqv1.ShardApplyRequest{ShardId: id, Command: cmd}, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return resp.GetResult(), nil
+		})
+}
+
+// ApplyAll proposes cmd on every shard in parallel and returns the results
+// in shard order; the first error wins (the others may have applied).
+func (r *Router) ApplyAll(ctx context.Context, cmd *fsmpb.Command) ([]*fsmpb.Result, error) {
+	n := r.topo.ShardCount()
+	results := make([]*fsmpb.Result, n)
+	errs := make([]error, n)
+	done := make(chan struct{}, n)
+	for id := uint32(0); id < n; id++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			results[id], errs[id] = r.Apply(ctx, id, cmd)
+		}()
+	}
+	for range n {
+		<-done
+	}
+	for id, err := range errs {
+		if err != nil {
+			return results, fmt.Errorf("shard %d: %w", id, err)
+		}
+	}
+	return results, nil
+}

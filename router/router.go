@@ -1,0 +1,111 @@
+// Package router maps queue operations to data shards and carries them to
+// the shard's leader: it proposes locally when this node leads the shard and
+// forwards over gRPC (the Node service) otherwise, following not-leader hints.
+package router
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/raftq/raftq/shard"
+	"github.com/raftq/raftq/wire"
+)
+
+// Topology is what the router needs to know about the cluster. cluster.Node
+// implements it.
+type Topology interface {
+	NodeID() string
+	ShardCount() uint32
+	LocalShard(id uint32) *shard.Shard
+	ShardReplicas(id uint32) []string
+	// ShardLeader is the best knowledge of a shard's leader: the local raft
+	// view for hosted shards, else the last hint recorded.
+	ShardLeader(id uint32) (nodeID, grpcAddr string, ok bool)
+	NoteLeader(id uint32, nodeID string)
+	MemberGRPC(nodeID string) (string, bool)
+}
+
+// Options tune forwarding.
+type Options struct {
+	// LeaderWait bounds how long one call waits for a shard to elect a
+	// leader before answering Unavailable. Default 5 s (above the raft
+	// election timeout, below client deadlines).
+	LeaderWait time.Duration
+	Logger     *slog.Logger
+}
+
+// Router is safe for concurrent use.
+type Router struct {
+	topo  Topology
+	conns *connPool
+	opts  Options
+	log   *slog.Logger
+	next  atomic.Uint32 // rotation for balanced shard choice
+}
+
+// New returns a router over topo.
+func New(topo Topology, opts Options) *Router {
+	if opts.LeaderWait <= 0 {
+		opts.LeaderWait = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Router{topo: topo, conns: newConnPool(), opts: opts, log: opts.Logger}
+}
+
+// Close releases forwarding connections.
+func (r *Router) Close() error { return r.conns.close() }
+
+// Conn returns the shared client connection to a peer's gRPC address, for
+// forwarding calls that are not shard calls (control-plane writes).
+func (r *Router) Conn(addr string) (*grpc.ClientConn, error) { return r.conns.conn(addr) }
+
+// ShardCount is the fixed number of data shards.
+func (r *Router) ShardCount() uint32 { return r.topo.ShardCount() }
+
+// ShardForSend chooses the shard for a new message. Grouped and
+// dedup-keyed messages have a fixed shard (wire.ShardForMessage); the rest
+// go to a shard this node leads when there is one, so a send costs no extra
+// hop, rotating for balance; else to any shard in rotation.
+func (r *Router) ShardForSend(queue, group, dedupKey string) uint32 {
+	n := r.topo.ShardCount()
+	if s, ok := wire.ShardForMessage(queue, group, dedupKey, n); ok {
+		return s
+	}
+	start := r.next.Add(1)
+	for i := uint32(0); i < n; i++ {
+		id := (start + i) % n
+		if sh := r.topo.LocalShard(id); sh != nil && sh.IsLeader() {
+			return id
+		}
+	}
+	return start % n
+}
+
+// rotation returns shard ids starting at a rotating offset, so concurrent
+// receivers spread over shards instead of all draining shard 0 first.
+func (r *Router) rotation() []uint32 {
+	n := r.topo.ShardCount()
+	start := r.next.Add(1)
+	ids := make([]uint32, n)
+	for i := range ids {
+		ids[i] = (start + uint32(i)) % n
+	}
+	return ids
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,41 @@
+package server
+
+import (
+	"context"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+)
+
+type clusterSvc struct {
+	*Server
+}
+
+func (c *clusterSvc) shards() []*raftqv1.ShardInfo {
+	n := c.node.ShardCount()
+	out := make([]*raftqv1.ShardInfo, 0, n)
+	for id := uint32(0); id < n; id++ {
+		si := &raftqv1.ShardInfo{ShardId: id, Replicas: c.node.ShardReplicas(id)}
+		if leader, addr, ok := c.node.ShardLeader(id); ok {
+			si.LeaderId, si.LeaderGrpcAddr = leader, addr
+		}
+		if sh := c.node.LocalShard(id); sh != nil {
+			info := sh.Info()
+			si.Term, si.CommitIndex, si.AppliedIndex = info.Term, info.CommitIndex, info.AppliedIndex
+		}
+		out = append(out, si)
+	}
+	return out
+}
+
+func (c *clusterSvc) Status(ctx context.Context, _ *raftqv1.StatusRequest) (*raftqv1.StatusResponse, error) {
+	resp := &raftqv1.StatusResponse{NodeId: c.node.NodeID(), Shards: c.shards(), MetaLeaderId: c.node.Meta().LeaderID()}
+	for _, m := range c.node.Members() {
+		resp.Members = append(resp.Members, &raftqv1.Member{NodeId: m.NodeID, GrpcAddr: m.GRPCAddr, RaftAddr: m.RaftAddr, State: m.State})
+	}
+	return resp, nil
+}
+
+func (c *clusterSvc) ShardMap(ctx context.Context, _ *raftqv1.ShardMapRequest) (*raftqv1.ShardMapResponse, error) {
+	sm := c.node.Meta().ShardMap()
+	return &raftqv1.ShardMapResponse{ShardCount: c.node.ShardCount(), Shards: c.shards(), Version: sm.Version}, nil
+}

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/router"
+	"github.com/raftq/raftq/shard"
+	"github.com/raftq/raftq/wire"
+)
+
+// toStatus turns any error from the layers below into a gRPC status.
+// Unavailable with the raftq-leader trailer means "certainly not applied,
+// retry (at the hinted leader)"; Unavailable without it means the outcome
+// is unknown (the entry may still commit).
+func (s *Server) toStatus(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var nl *shard.NotLeaderError
+	var nol *router.NoLeaderError
+	var re *router.ResultError
+	var mnl *meta.NotLeaderError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.As(err, &nl):
+		s.refuse(ctx, nl.LeaderID)
+		return status.Errorf(codes.Unavailable, "not the leader: %v", err)
+	case errors.As(err, &nol):
+		s.refuse(ctx, nol.LeaderID)
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.As(err, &mnl):
+		s.refuse(ctx, mnl.LeaderID)
+		return status.Errorf(codes.Unavailable, "control plane: %v", err)
+	case errors.As(err, &re):
+		return resultStatus(re.Status)
+	case errors.Is(err, shard.ErrUnknownResult):
+		return status.Errorf(codes.Unavailable, "outcome unknown, the request may have been applied: %v", err)
+	case errors.Is(err, shard.ErrShutdown):
+		s.refuse(ctx, "")
+		return status.Errorf(codes.Unavailable, "node shutting down: %v", err)
+	case errors.Is(err, meta.ErrExists):
+		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, meta.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, fsm.ErrInvalidArgument), errors.Is(err, wire.ErrBadID), errors.Is(err, wire.ErrBadReceipt):
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Errorf(codes.Internal, "internal error: %v", err)
+}
+
+// refuse marks the call as certainly not applied and names the leader
+// this node knows of.
+func (s *Server) refuse(ctx context.Context, leaderID string) {
+	addr := ""
+	if leaderID != "" {
+		addr, _ = s.node.MemberGRPC(leaderID)
+	}
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(router.LeaderTrailer, router.FormatLeaderHint(leaderID, addr)))
+}
+
+func grpcCode(c fsmpb.Code) codes.Code {
+	switch c {
+	case fsmpb.Code_CODE_OK:
+		return codes.OK
+	case fsmpb.Code_CODE_INVALID_ARGUMENT:
+		return codes.InvalidArgument
+	case fsmpb.Code_CODE_QUEUE_NOT_FOUND, fsmpb.Code_CODE_MESSAGE_NOT_FOUND:
+		return codes.NotFound
+	case fsmpb.Code_CODE_STALE_RECEIPT, fsmpb.Code_CODE_FAILED_PRECONDITION:
+		return codes.FailedPrecondition
+	case fsmpb.Code_CODE_RESOURCE_EXHAUSTED:
+		return codes.ResourceExhausted
+	}
+	return codes.Internal
+}
+
+func resultStatus(st *fsmpb.Status) error {
+	if st.GetCode() == fsmpb.Code_CODE_OK {
+		return nil
+	}
+	return status.Error(grpcCode(st.GetCode()), st.GetMessage())
+}
+
+// itemStatus renders a per-item FSM status for batch responses.
+func itemStatus(st *fsmpb.Status) (int32, string) {
+	return int32(grpcCode(st.GetCode())), st.GetMessage()
+}
+
+func invalid(format string, args ...any) error {
+	return status.Error(codes.InvalidArgument, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,400 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/router"
+	"github.com/raftq/raftq/wire"
+)
+
+// Long-poll and batch bounds of the public API.
+const (
+	maxWait         = 20 * time.Second
+	defaultDeadList = 100
+)
+
+type messages struct {
+	*Server
+}
+
+// newMessage validates one send and converts it to the FSM's form. The FSM
+// repeats the checks deterministically; checking here answers bad input
+// without a raft write.
+func (s *Server) newMessage(queue string, req *raftqv1.SendRequest) (*fsmpb.NewMessage, error) {
+	if req.GetDelayMs() < 0 || req.GetRunAtMs() < 0 {
+		return nil, invalid("delay_ms and run_at_ms must not be negative")
+	}
+	delay := req.GetDelayMs()
+	if delay == 0 {
+		delay = -1 // the queue's default delay
+	}
+	nm := &fsmpb.NewMessage{
+		Body: req.GetBody(), Attributes: req.GetAttributes(), Type: req.GetType(),
+		GroupId: req.GetGroupId(), DedupKey: req.GetDedupKey(), Priority: req.GetPriority(),
+		DelayMs: delay, RunAtMs: req.GetRunAtMs(),
+	}
+	if info, ok := s.node.Meta().Queue(queue); ok {
+		if err := fsm.ValidateMessage(nm, fsm.NormalizePolicy(info.GetPolicy())); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	return nm, nil
+}
+
+func enqueueCmd(queue string, msgs []*fsmpb.NewMessage) *fsmpb.Command {
+	return &fsmpb.Command{Cmd: &fsmpb.Command_Enqueue{Enqueue: &fsmpb.Enqueue{Queue: queue, Messages: msgs}}}
+}
+
+func (m *messages) Send(ctx context.Context, req *raftqv1.SendRequest) (*raftqv1.SendResponse, error) {
+	if err := validateQueue(req.GetQueue(), nil); err != nil {
+		return nil, err
+	}
+	nm, err := m.newMessage(req.GetQueue(), req)
+	if err != nil {
+		return nil, err
+	}
+	id := m.router.ShardForSend(req.GetQueue(), nm.GetGroupId(), nm.GetDedupKey())
+	res, err := m.router.Apply(ctx, id, enqueueCmd(req.GetQueue(), []*fsmpb.NewMessage{nm}))
+	if err != nil {
+		return nil, m.toStatus(ctx, err)
+	}
+	if err := resultStatus(res.GetStatus()); err != nil {
+		return nil, err
+	}
+	items := res.GetEnqueue().GetItems()
+	if len(items) != 1 {
+		return nil, status.Errorf(codes.Internal, "enqueue returned %d results for 1 message", len(items))
+	}
+	if err := resultStatus(items[0].GetStatus()); err != nil {
+		return nil, err
+	}
+	if items[0].GetDeduplicated() {
+		m.events.Count(req.GetQueue(), "deduplicated", 1)
+	} else {
+		m.events.Count(req.GetQueue(), "sent", 1)
+	}
+	return &raftqv1.SendResponse{
+		MessageId:    wire.MessageID{Shard: id, ID: items[0].GetMessageId()}.String(),
+		Deduplicated: items[0].GetDeduplicated(),
+	}, nil
+}
+
+func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest) (*raftqv1.SendBatchResponse, error) {
+	if err := validateQueue(req.GetQueue(), nil); err != nil {
+		return nil, err
+	}
+	n := len(req.GetMessages())
+	if n == 0 || n > fsm.MaxEnqueueBatch {
+		return nil, invalid("a batch holds 1 to %d messages, got %d", fsm.MaxEnqueueBatch, n)
+	}
+	results := make([]*raftqv1.SendResult, n)
+	type part struct {
+		idx  []int
+		msgs []*fsmpb.NewMessage
+	}
+	parts := map[uint32]*part{}
+	free := m.router.ShardForSend(req.GetQueue(), "", "") // one shard for all balanced messages of this batch
+	for i, sr := range req.GetMessages() {
+		nm, err := m.newMessage(req.GetQueue(), sr)
+		if err != nil {
+			st, _ := status.FromError(err)
+			results[i] = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message()}
+			continue
+		}
+		id, fixed := wire.ShardForMessage(req.GetQueue(), nm.GetGroupId(), nm.GetDedupKey(), m.router.ShardCount())
+		if !fixed {
+			id = free
+		}
+		p := parts[id]
+		if p == nil {
+			p = &part{}
+			parts[id] = p
+		}
+		p.idx = append(p.idx, i)
+		p.msgs = append(p.msgs, nm)
+	}
+	var wg sync.WaitGroup
+	for id, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := m.router.Apply(ctx, id, enqueueCmd(req.GetQueue(), p.msgs))
+			if err == nil {
+				err = resultStatus(res.GetStatus())
+			}
+			items := res.GetEnqueue().GetItems()
+			if err == nil && len(items) != len(p.idx) {
+				err = status.Errorf(codes.Internal, "enqueue returned %d results for %d messages", len(items), len(p.idx))
+			}
+			for k, i := range p.idx {
+				if err != nil {
+					st, _ := status.FromError(m.toStatus(ctx, err))
+					results[i] = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message()}
+					continue
+				}
+				code, msg := itemStatus(items[k].GetStatus())
+				results[i] = &raftqv1.SendResult{Code: code, Error: msg, Deduplicated: items[k].GetDeduplicated()}
+				if code == 0 {
+					results[i].MessageId = wire.MessageID{Shard: id, ID: items[k].GetMessageId()}.String()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	sent := 0
+	for _, r := range results {
+		if r.GetCode() == 0 && !r.GetDeduplicated() {
+			sent++
+		}
+	}
+	m.events.Count(req.GetQueue(), "sent", sent)
+	return &raftqv1.SendBatchResponse{Results: results}, nil
+}
+
+func (m *messages) Receive(ctx context.Context, req *raftqv1.ReceiveRequest) (*raftqv1.ReceiveResponse, error) {
+	if err := validateQueue(req.GetQueue(), nil); err != nil {
+		return nil, err
+	}
+	max := req.GetMaxMessages()
+	if max == 0 {
+		max = 1
+	}
+	if max > fsm.MaxReceiveBatch {
+		return nil, invalid("max_messages %d above the limit %d", max, fsm.MaxReceiveBatch)
+	}
+	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
+	if wait < 0 || wait > maxWait {
+		return nil, invalid("wait_ms must be within 0..%d", maxWait.Milliseconds())
+	}
+	if v := req.GetVisibilityTimeoutMs(); v < 0 || v > fsm.MaxVisibilityMs {
+		return nil, invalid("visibility_timeout_ms must be within 0..%d", int64(fsm.MaxVisibilityMs))
+	}
+	if _, ok := m.node.Meta().Queue(req.GetQueue()); !ok && wait > 0 {
+		// Do not park a long poll on a queue nobody created.
+		if _, err := m.router.Receive(ctx, &fsmpb.Receive{Queue: req.GetQueue(), Max: 1}, 0); err != nil {
+			return nil, m.toStatus(ctx, err)
+		}
+	}
+	rq := &fsmpb.Receive{Queue: req.GetQueue(), Max: max, VisibilityTimeoutMs: req.GetVisibilityTimeoutMs(), Consumer: req.GetConsumer()}
+	leased, err := m.router.Receive(ctx, rq, wait)
+	if err != nil && len(leased) == 0 {
+		return nil, m.toStatus(ctx, err)
+	}
+	out := &raftqv1.ReceiveResponse{Messages: make([]*raftqv1.ReceivedMessage, 0, len(leased))}
+	for _, l := range leased {
+		out.Messages = append(out.Messages, received(l))
+	}
+	m.events.Count(req.GetQueue(), "received", len(out.Messages))
+	return out, nil
+}
+
+func received(l router.Leased) *raftqv1.ReceivedMessage {
+	msg := l.Message
+	return &raftqv1.ReceivedMessage{
+		MessageId:       wire.MessageID{Shard: l.Shard, ID: msg.GetId()}.String(),
+		Receipt:         wire.Receipt{Shard: l.Shard, ID: msg.GetId(), Epoch: msg.GetLeaseEpoch(), Term: msg.GetLeaseTerm()}.String(),
+		LeaseEpoch:      msg.GetLeaseEpoch(),
+		Body:            msg.GetBody(),
+		Attributes:      msg.GetAttributes(),
+		Type:            msg.GetType(),
+		GroupId:         msg.GetGroupId(),
+		Priority:        msg.GetPriority(),
+		ReceiveCount:    msg.GetReceiveCount(),
+		EnqueuedMs:      msg.GetEnqueuedMs(),
+		LeaseDeadlineMs: msg.GetLeaseDeadlineMs(),
+		LastError:       msg.GetLastError(),
+	}
+}
+
+func (s *Server) shardOf(receipt string) (wire.Receipt, error) {
+	r, err := wire.ParseReceipt(receipt)
+	if err != nil {
+		return r, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if r.Shard >= s.router.ShardCount() {
+		return r, invalid("receipt names shard %d, the cluster has %d", r.Shard, s.router.ShardCount())
+	}
+	return r, nil
+}
+
+func fsmReceipt(r wire.Receipt) *fsmpb.Receipt {
+	return &fsmpb.Receipt{MessageId: r.ID, LeaseEpoch: r.Epoch}
+}
+
+func (m *messages) Ack(ctx context.Context, req *raftqv1.AckRequest) (*raftqv1.AckResponse, error) {
+	n := len(req.GetReceipts())
+	if n == 0 || n > fsm.MaxReceiveBatch {
+		return nil, invalid("ack takes 1 to %d receipts, got %d", fsm.MaxReceiveBatch, n)
+	}
+	out := make([]*raftqv1.ItemStatus, n)
+	byShard := map[uint32][]int{}
+	parsed := make([]wire.Receipt, n)
+	for i, s := range req.GetReceipts() {
+		r, err := m.shardOf(s)
+		if err != nil {
+			st, _ := status.FromError(err)
+			out[i] = &raftqv1.ItemStatus{Code: int32(st.Code()), Error: st.Message()}
+			continue
+		}
+		parsed[i] = r
+		byShard[r.Shard] = append(byShard[r.Shard], i)
+	}
+	var wg sync.WaitGroup
+	for id, idx := range byShard {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ack := &fsmpb.Ack{}
+			for _, i := range idx {
+				ack.Receipts = append(ack.Receipts, fsmReceipt(parsed[i]))
+			}
+			res, err := m.router.Apply(ctx, id, &fsmpb.Command{Cmd: &fsmpb.Command_Ack{Ack: ack}})
+			if err == nil {
+				err = resultStatus(res.GetStatus())
+			}
+			items := res.GetItems().GetItems()
+			if err == nil && len(items) != len(idx) {
+				err = status.Errorf(codes.Internal, "ack returned %d results for %d receipts", len(items), len(idx))
+			}
+			for k, i := range idx {
+				if err != nil {
+					st, _ := status.FromError(m.toStatus(ctx, err))
+					out[i] = &raftqv1.ItemStatus{Code: int32(st.Code()), Error: st.Message()}
+					continue
+				}
+				code, msg := itemStatus(items[k].GetStatus())
+				out[i] = &raftqv1.ItemStatus{Code: code, Error: msg}
+			}
+		}()
+	}
+	wg.Wait()
+	acked := 0
+	for _, r := range out {
+		if r.GetCode() == 0 {
+			acked++
+		}
+	}
+	m.events.Count("", "acked", acked)
+	return &raftqv1.AckResponse{Results: out}, nil
+}
+
+// one applies a single-item receipt command and returns its item result.
+func (s *Server) one(ctx context.Context, shard uint32, cmd *fsmpb.Command) (*fsmpb.ItemResult, error) {
+	res, err := s.router.Apply(ctx, shard, cmd)
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	if err := resultStatus(res.GetStatus()); err != nil {
+		return nil, err
+	}
+	items := res.GetItems().GetItems()
+	if len(items) != 1 {
+		return nil, status.Errorf(codes.Internal, "expected 1 item result, got %d", len(items))
+	}
+	return items[0], resultStatus(items[0].GetStatus())
+}
+
+func (m *messages) Nack(ctx context.Context, req *raftqv1.NackRequest) (*raftqv1.NackResponse, error) {
+	r, err := m.shardOf(req.GetReceipt())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetDelayMs() < 0 || req.GetDelayMs() > fsm.MaxDelayMs {
+		return nil, invalid("delay_ms must be within 0..%d", int64(fsm.MaxDelayMs))
+	}
+	if len(req.GetError()) > fsm.MaxErrorBytes {
+		return nil, invalid("error text of %d bytes above the limit %d", len(req.GetError()), fsm.MaxErrorBytes)
+	}
+	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_Nack{Nack: &fsmpb.Nack{Items: []*fsmpb.NackItem{{
+		Receipt: fsmReceipt(r), HasDelay: req.GetHasDelay(), DelayMs: req.GetDelayMs(), Error: req.GetError(),
+	}}}}}
+	if _, err := m.one(ctx, r.Shard, cmd); err != nil {
+		return nil, err
+	}
+	m.events.Count("", "nacked", 1)
+	return &raftqv1.NackResponse{}, nil
+}
+
+func (m *messages) ExtendLease(ctx context.Context, req *raftqv1.ExtendLeaseRequest) (*raftqv1.ExtendLeaseResponse, error) {
+	r, err := m.shardOf(req.GetReceipt())
+	if err != nil {
+		return nil, err
+	}
+	if v := req.GetVisibilityTimeoutMs(); v <= 0 || v > fsm.MaxVisibilityMs {
+		return nil, invalid("visibility_timeout_ms must be within 1..%d", int64(fsm.MaxVisibilityMs))
+	}
+	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_Extend{Extend: &fsmpb.Extend{Items: []*fsmpb.ExtendItem{{
+		Receipt: fsmReceipt(r), VisibilityTimeoutMs: req.GetVisibilityTimeoutMs(),
+	}}}}}
+	item, err := m.one(ctx, r.Shard, cmd)
+	if err != nil {
+		return nil, err
+	}
+	m.events.Count("", "extended", 1)
+	return &raftqv1.ExtendLeaseResponse{LeaseDeadlineMs: item.GetLeaseDeadlineMs()}, nil
+}
+
+func (m *messages) DeadLetter(ctx context.Context, req *raftqv1.DeadLetterRequest) (*raftqv1.DeadLetterResponse, error) {
+	r, err := m.shardOf(req.GetReceipt())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetError()) > fsm.MaxErrorBytes {
+		return nil, invalid("error text of %d bytes above the limit %d", len(req.GetError()), fsm.MaxErrorBytes)
+	}
+	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_DeadLetter{DeadLetter: &fsmpb.DeadLetter{Items: []*fsmpb.DeadLetterItem{{
+		Receipt: fsmReceipt(r), Error: req.GetError(),
+	}}}}}
+	if _, err := m.one(ctx, r.Shard, cmd); err != nil {
+		return nil, err
+	}
+	m.events.Count("", "dead_lettered", 1)
+	return &raftqv1.DeadLetterResponse{}, nil
+}
+
+func (s *Server) getMessage(ctx context.Context, id string) (wire.MessageID, *fsmpb.Message, error) {
+	mid, err := wire.ParseMessageID(id)
+	if err != nil {
+		return mid, nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if mid.Shard >= s.router.ShardCount() {
+		return mid, nil, invalid("message id names shard %d, the cluster has %d", mid.Shard, s.router.ShardCount())
+	}
+	resp, err := s.router.Read(ctx, &raftqv1.ShardReadRequest{ShardId: mid.Shard, Query: &raftqv1.ShardReadRequest_GetMessageId{GetMessageId: mid.ID}})
+	if err != nil {
+		return mid, nil, s.toStatus(ctx, fmt.Errorf("read message %s: %w", id, err))
+	}
+	if resp.GetMessage() == nil {
+		return mid, nil, status.Errorf(codes.NotFound, "message %s not found (never existed, or acked longer ago than the queue's completed retention)", id)
+	}
+	return mid, resp.GetMessage(), nil
+}
+
+func (m *messages) GetMessage(ctx context.Context, req *raftqv1.GetMessageRequest) (*raftqv1.MessageInfo, error) {
+	_, msg, err := m.getMessage(ctx, req.GetMessageId())
+	if err != nil {
+		return nil, err
+	}
+	return &raftqv1.MessageInfo{MessageId: req.GetMessageId(), Message: msg}, nil
+}
+
+func (m *messages) CancelMessage(ctx context.Context, req *raftqv1.CancelMessageRequest) (*raftqv1.CancelMessageResponse, error) {
+	mid, msg, err := m.getMessage(ctx, req.GetMessageId())
+	if err != nil {
+		return nil, err
+	}
+	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_Cancel{Cancel: &fsmpb.Cancel{Queue: msg.GetQueue(), MessageIds: []uint64{mid.ID}}}}
+	if _, err := m.one(ctx, mid.Shard, cmd); err != nil {
+		return nil, err
+	}
+	return &raftqv1.CancelMessageResponse{}, nil
+}

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/router"
+	"github.com/raftq/raftq/shard"
+)
+
+// nodeSvc serves forwarded shard calls. It never forwards again: a node
+// that does not lead the shard refuses with a leader hint and the caller
+// follows it, so a call cannot loop.
+type nodeSvc struct {
+	*Server
+}
+
+func (n *nodeSvc) local(ctx context.Context, id uint32) (*shard.Shard, error) {
+	if id >= n.node.ShardCount() {
+		return nil, status.Errorf(codes.InvalidArgument, "shard %d out of range", id)
+	}
+	sh := n.node.LocalShard(id)
+	if sh == nil {
+		leader, _, _ := n.node.ShardLeader(id)
+		return nil, n.toStatus(ctx, &shard.NotLeaderError{LeaderID: leader})
+	}
+	return sh, nil
+}
+
+func (n *nodeSvc) ShardApply(ctx context.Context, req *raftqv1.ShardApplyRequest) (*raftqv1.ShardApplyResponse, error) {
+	sh, err := n.local(ctx, req.GetShardId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetCommand() == nil || req.GetCommand().GetCmd() == nil {
+		return nil, invalid("empty command")
+	}
+	res, err := sh.Propose(ctx, req.GetCommand())
+	if err != nil {
+		return nil, n.toStatus(ctx, err)
+	}
+	return &raftqv1.ShardApplyResponse{Result: res}, nil
+}
+
+func (n *nodeSvc) ShardReceive(ctx context.Context, req *raftqv1.ShardReceiveRequest) (*raftqv1.ShardApplyResponse, error) {
+	sh, err := n.local(ctx, req.GetShardId())
+	if err != nil {
+		return nil, err
+	}
+	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
+	if wait < 0 || wait > maxWait {
+		return nil, invalid("wait_ms out of range")
+	}
+	res, err := router.ReceiveLocal(ctx, sh, req.GetReceive(), wait)
+	if err != nil {
+		return nil, n.toStatus(ctx, err)
+	}
+	return &raftqv1.ShardApplyResponse{Result: res}, nil
+}
+
+func (n *nodeSvc) ShardRead(ctx context.Context, req *raftqv1.ShardReadRequest) (*raftqv1.ShardReadResponse, error) {
+	sh, err := n.local(ctx, req.GetShardId())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := router.ReadLocal(ctx, sh, req)
+	if err != nil {
+		return nil, n.toStatus(ctx, err)
+	}
+	return resp, nil
+}

@@ -1,0 +1,183 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/meta"
+)
+
+type queues struct {
+	*Server
+}
+
+// forwardedKey marks a control-plane call forwarded to the meta leader, so
+// a node that lost leadership meanwhile refuses instead of bouncing it on.
+const forwardedKey = "raftq-forwarded"
+
+// forwardMeta sends a control-plane write to the meta leader.
+func forwardMeta[T any](ctx context.Context, s *Server, err error, fn func(context.Context, raftqv1.QueuesClient) (T, error)) (T, error) {
+	var zero T
+	var nl *meta.NotLeaderError
+	if !errors.As(err, &nl) {
+		return zero, s.toStatus(ctx, err)
+	}
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(forwardedKey)) > 0 || nl.LeaderID == "" {
+		return zero, s.toStatus(ctx, err)
+	}
+	addr, ok := s.node.MemberGRPC(nl.LeaderID)
+	if !ok {
+		return zero, s.toStatus(ctx, err)
+	}
+	conn, cerr := s.router.Conn(addr)
+	if cerr != nil {
+		return zero, status.Errorf(codes.Unavailable, "forward to meta leader %s: %v", nl.LeaderID, cerr)
+	}
+	return fn(metadata.AppendToOutgoingContext(ctx, forwardedKey, s.node.NodeID()), raftqv1.NewQueuesClient(conn))
+}
+
+func upsertCmd(info *raftqv1.QueueInfo) *fsmpb.Command {
+	return &fsmpb.Command{Cmd: &fsmpb.Command_UpsertQueue{UpsertQueue: &fsmpb.UpsertQueue{Queue: info.GetName(), Policy: info.GetPolicy()}}}
+}
+
+func validateQueue(name string, p *fsmpb.QueuePolicy) error {
+	if err := fsm.ValidateQueueName(name); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if p == nil {
+		return nil
+	}
+	if err := fsm.ValidatePolicy(p); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return nil
+}
+
+func (q *queues) CreateQueue(ctx context.Context, req *raftqv1.CreateQueueRequest) (*raftqv1.QueueInfo, error) {
+	if err := validateQueue(req.GetName(), req.GetPolicy()); err != nil {
+		return nil, err
+	}
+	policy := req.GetPolicy()
+	if policy == nil {
+		policy = &fsmpb.QueuePolicy{}
+	}
+	info, err := q.node.Meta().CreateQueue(ctx, req.GetName(), policy)
+	if err != nil {
+		return forwardMeta(ctx, q.Server, err, func(ctx context.Context, c raftqv1.QueuesClient) (*raftqv1.QueueInfo, error) {
+			return c.CreateQueue(ctx, req)
+		})
+	}
+	// Make the queue usable on every shard before answering; the shard
+	// leaders' reconciliation is the safety net if this is cut short.
+	if _, err := q.router.ApplyAll(ctx, upsertCmd(info)); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "queue %q recorded, shards not all ready yet (retry is safe): %v", req.GetName(), err)
+	}
+	return info, nil
+}
+
+func (q *queues) GetQueue(ctx context.Context, req *raftqv1.GetQueueRequest) (*raftqv1.QueueInfo, error) {
+	if err := validateQueue(req.GetName(), nil); err != nil {
+		return nil, err
+	}
+	info, ok := q.node.Meta().Queue(req.GetName())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "queue %q not found", req.GetName())
+	}
+	return info, nil
+}
+
+func (q *queues) ListQueues(ctx context.Context, _ *raftqv1.ListQueuesRequest) (*raftqv1.ListQueuesResponse, error) {
+	return &raftqv1.ListQueuesResponse{Queues: q.node.Meta().Queues()}, nil
+}
+
+func (q *queues) UpdateQueue(ctx context.Context, req *raftqv1.UpdateQueueRequest) (*raftqv1.QueueInfo, error) {
+	if err := validateQueue(req.GetName(), req.GetPolicy()); err != nil {
+		return nil, err
+	}
+	if req.GetPolicy() == nil {
+		return nil, invalid("policy is required")
+	}
+	info, err := q.node.Meta().UpdateQueue(ctx, req.GetName(), req.GetPolicy())
+	if err != nil {
+		return forwardMeta(ctx, q.Server, err, func(ctx context.Context, c raftqv1.QueuesClient) (*raftqv1.QueueInfo, error) {
+			return c.UpdateQueue(ctx, req)
+		})
+	}
+	if _, err := q.router.ApplyAll(ctx, upsertCmd(info)); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "queue %q updated, shards not all updated yet (retry is safe): %v", req.GetName(), err)
+	}
+	return info, nil
+}
+
+func (q *queues) DeleteQueue(ctx context.Context, req *raftqv1.DeleteQueueRequest) (*raftqv1.DeleteQueueResponse, error) {
+	if err := validateQueue(req.GetName(), nil); err != nil {
+		return nil, err
+	}
+	if err := q.node.Meta().DeleteQueue(ctx, req.GetName()); err != nil {
+		return forwardMeta(ctx, q.Server, err, func(ctx context.Context, c raftqv1.QueuesClient) (*raftqv1.DeleteQueueResponse, error) {
+			return c.DeleteQueue(ctx, req)
+		})
+	}
+	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_DeleteQueue{DeleteQueue: &fsmpb.DeleteQueue{Queue: req.GetName()}}}
+	if _, err := q.router.ApplyAll(ctx, cmd); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "queue %q deleted, shards not all cleared yet (reconciliation finishes it): %v", req.GetName(), err)
+	}
+	return &raftqv1.DeleteQueueResponse{}, nil
+}
+
+func (q *queues) PurgeQueue(ctx context.Context, req *raftqv1.PurgeQueueRequest) (*raftqv1.PurgeQueueResponse, error) {
+	if _, err := q.GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetName()}); err != nil {
+		return nil, err
+	}
+	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_PurgeQueue{PurgeQueue: &fsmpb.PurgeQueue{Queue: req.GetName()}}}
+	results, err := q.router.ApplyAll(ctx, cmd)
+	var n uint64
+	for _, r := range results {
+		n += r.GetCount().GetCount()
+	}
+	if err != nil {
+		return nil, q.toStatus(ctx, fmt.Errorf("purge %q (%d purged so far): %w", req.GetName(), n, err))
+	}
+	return &raftqv1.PurgeQueueResponse{Purged: n}, nil
+}
+
+func (q *queues) QueueStats(ctx context.Context, req *raftqv1.QueueStatsRequest) (*raftqv1.QueueStatsResponse, error) {
+	if _, err := q.GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetName()}); err != nil {
+		return nil, err
+	}
+	n := q.router.ShardCount()
+	parts := make([]*raftqv1.ShardReadResponse, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for id := uint32(0); id < n; id++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[id], errs[id] = q.router.Read(ctx, &raftqv1.ShardReadRequest{ShardId: id, Query: &raftqv1.ShardReadRequest_StatsQueue{StatsQueue: req.GetName()}})
+		}()
+	}
+	wg.Wait()
+	out := &raftqv1.QueueStatsResponse{Name: req.GetName()}
+	for id, p := range parts {
+		if errs[id] != nil {
+			return nil, q.toStatus(ctx, fmt.Errorf("stats of shard %d: %w", id, errs[id]))
+		}
+		st := p.GetStats()
+		out.Ready += st.GetReady()
+		out.Delayed += st.GetDelayed()
+		out.InFlight += st.GetInFlight()
+		out.Dead += st.GetDead()
+		out.BlockedGroups += st.GetBlockedGroups()
+		out.OldestReadyAgeMs = max(out.OldestReadyAgeMs, st.GetOldestReadyAgeMs())
+	}
+	return out, nil
+}

@@ -1,0 +1,62 @@
+// Package server implements the raftq gRPC services (api/raftqv1) on one
+// node: it validates input, maps queue calls to shards through the router,
+// forwards control-plane writes to the meta leader, and turns every failure
+// into a precise gRPC status.
+package server
+
+import (
+	"log/slog"
+
+	"google.golang.org/grpc"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/cluster"
+	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/router"
+)
+
+// Node is the part of a cluster node the services use; *cluster.Node
+// implements it.
+type Node interface {
+	router.Topology
+	Meta() *meta.Store
+	Members() []cluster.Member
+}
+
+// Counter receives message events for metrics; *metrics.Metrics
+// implements it.
+type Counter interface {
+	Count(queue, event string, n int)
+}
+
+type nopCounter struct{}
+
+func (nopCounter) Count(string, string, int) {}
+
+// Server holds the service implementations.
+type Server struct {
+	node   Node
+	router *router.Router
+	log    *slog.Logger
+	events Counter
+}
+
+// New returns the services of one node. events may be nil.
+func New(node Node, rt *router.Router, events Counter, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if events == nil {
+		events = nopCounter{}
+	}
+	return &Server{node: node, router: rt, log: logger, events: events}
+}
+
+// Register adds every raftq service to g.
+func (s *Server) Register(g *grpc.Server) {
+	raftqv1.RegisterQueuesServer(g, &queues{s})
+	raftqv1.RegisterMessagesServer(g, &messages{s})
+	raftqv1.RegisterDeadLettersServer(g, &deadLetters{s})
+	raftqv1.RegisterClusterServer(g, &clusterSvc{s})
+	raftqv1.RegisterNodeServer(g, &nodeSvc{s})
+}
