@@ -1,0 +1,129 @@
+// Package worker runs handlers over a raftq queue: it long-polls for
+// messages, runs up to Concurrency handlers at once, keeps each lease alive
+// with heartbeats while its handler runs, and settles every message by the
+// handler's result:
+//
+//	nil                      ack
+//	worker.Retry(d, err)     nack, ready again after d
+//	worker.Poison(err)       dead-letter at once (also ErrPoison)
+//	any other error          nack with the error text: the queue's backoff
+//	panic                    recovered; nack with the panic text and stack head
+//
+// If an extension finds the lease gone (ErrStaleReceipt), the handler's
+// context is cancelled with cause ErrLeaseLost and its result is dropped:
+// the message belongs to another delivery now. Handlers must therefore be
+// idempotent (at-least-once), and can use Message.LeaseEpoch as a fencing
+// token on their own writes.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/raftq/raftq/client"
+)
+
+// Message is a delivery handed to a handler. LeaseEpoch grows with every
+// lease of the shard, so a write fenced on it rejects a stale holder.
+type Message struct {
+	client.Message
+}
+
+// Handler processes one message. ctx ends when the lease is lost or the
+// worker's drain timeout passes.
+type Handler func(ctx context.Context, m *Message) error
+
+// Worker consumes one queue. Create it with New, register handlers, then
+// call Run once.
+type Worker struct {
+	c     *client.Client
+	queue string
+	opts  Options
+	err   error // invalid options, reported by Run
+
+	mu       sync.RWMutex
+	handlers map[string]Handler
+	fallback Handler
+	running  bool
+}
+
+// New returns a worker for queue. Invalid options are reported by Run.
+func New(c *client.Client, queue string, opts Options) *Worker {
+	o, err := opts.withDefaults()
+	if err != nil {
+		err = fmt.Errorf("worker for %q: %w", queue, err)
+	}
+	return &Worker{c: c, queue: queue, opts: o, err: err, handlers: map[string]Handler{}}
+}
+
+// Register sets the handler for messages of msgType (Message.Type).
+func (w *Worker) Register(msgType string, h Handler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.handlers[msgType] = h
+}
+
+// Default sets the handler for messages whose type has no handler.
+func (w *Worker) Default(h Handler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.fallback = h
+}
+
+func (w *Worker) handler(msgType string) Handler {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if h, ok := w.handlers[msgType]; ok {
+		return h
+	}
+	if w.fallback != nil {
+		return w.fallback
+	}
+	return func(context.Context, *Message) error {
+		return fmt.Errorf("no handler registered for message type %q", msgType)
+	}
+}
+
+// Run receives and handles messages until ctx ends, then shuts down
+// gracefully: it stops receiving, lets in-flight handlers finish within
+// DrainTimeout, then cancels the rest and releases their messages for
+// immediate redelivery. It returns nil after a shutdown by ctx, or an error
+// if the queue does not exist or the options are invalid (after draining).
+//
+// A long poll cut short by shutdown may have leased messages the worker never
+// saw; they become visible again when their lease (Visibility) expires.
+func (w *Worker) Run(ctx context.Context) error {
+	if w.err != nil {
+		return w.err
+	}
+	w.mu.Lock()
+	if w.running {
+		w.mu.Unlock()
+		return fmt.Errorf("worker for %q: Run called twice", w.queue)
+	}
+	w.running = true
+	w.mu.Unlock()
+
+	r := newRun(w, ctx)
+	runErr := r.receiveLoop(ctx)
+	r.drain()
+	return runErr
+}
+
+// sleepCtx sleeps d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// fatalReceive reports receive errors that retrying cannot fix.
+func fatalReceive(err error) bool {
+	return errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrInvalid)
+}
