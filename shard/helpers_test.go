@@ -47,7 +47,7 @@ type node struct {
 }
 
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	shardID uint32
 	nodes   []*node
 	tuning  RaftTuning
@@ -56,7 +56,7 @@ type cluster struct {
 	mu      sync.Mutex
 }
 
-func newCluster(t *testing.T, n int, inmem bool, tuning RaftTuning) *cluster {
+func newCluster(t testing.TB, n int, inmem bool, tuning RaftTuning) *cluster {
 	t.Helper()
 	c := &cluster{t: t, shardID: 1, tuning: tuning, inmem: inmem, grace: 300 * time.Millisecond}
 	root := t.TempDir()

@@ -21,7 +21,7 @@ import (
 const (
 	maxEntryCommands = 1024
 	maxEntryBytes    = 1 << 20
-	maxInFlight      = 32
+	maxInFlight      = 16
 	proposeQueue     = 4096
 )
 
