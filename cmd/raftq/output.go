@@ -1,0 +1,277 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/raftq/raftq/client"
+)
+
+// output renders results as aligned tables for people or JSON for scripts.
+// JSON field names are snake_case and stable; durations are milliseconds and
+// times RFC 3339 in UTC.
+type output struct {
+	w    io.Writer
+	json bool
+}
+
+func (o *output) emit(v any) error {
+	enc := json.NewEncoder(o.w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+func (o *output) table(header string, rows [][]string) error {
+	tw := tabwriter.NewWriter(o.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+func (o *output) done(text string, v map[string]any) error {
+	if o.json {
+		return o.emit(v)
+	}
+	_, err := fmt.Fprintln(o.w, text)
+	return err
+}
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printable shows a body as text when it is UTF-8 without control
+// characters, else quoted with Go escapes, so one message stays on one line.
+func printable(b []byte) string {
+	s := string(b)
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// jsonBody keeps text bodies readable and binary ones lossless.
+func jsonBody(b []byte, out map[string]any) {
+	if utf8.Valid(b) {
+		out["body"] = string(b)
+	} else {
+		out["body_base64"] = base64.StdEncoding.EncodeToString(b)
+	}
+}
+
+func queueJSON(q client.QueueInfo) map[string]any {
+	p := q.Options
+	return map[string]any{
+		"name": q.Name, "fifo": p.FIFO, "created": ts(q.Created),
+		"visibility_ms": p.Visibility.Milliseconds(), "max_receives": p.MaxReceives,
+		"backoff_base_ms": p.BackoffBase.Milliseconds(), "backoff_max_ms": p.BackoffMax.Milliseconds(),
+		"dedup_window_ms": p.DedupWindow.Milliseconds(), "retention_ms": p.Retention.Milliseconds(),
+		"delay_ms": p.Delay.Milliseconds(), "max_message_bytes": p.MaxMessageBytes,
+		"completed_retention_ms": p.CompletedRetention.Milliseconds(), "dlq_disabled": p.DisableDLQ,
+	}
+}
+
+func mode(fifo bool) string {
+	if fifo {
+		return "fifo"
+	}
+	return "standard"
+}
+
+func (o *output) queue(q client.QueueInfo) error {
+	if o.json {
+		return o.emit(queueJSON(q))
+	}
+	p := q.Options
+	return o.table("FIELD\tVALUE", [][]string{
+		{"name", q.Name}, {"mode", mode(p.FIFO)}, {"created", ts(q.Created)},
+		{"visibility", p.Visibility.String()}, {"max-receives", strconv.Itoa(int(p.MaxReceives))},
+		{"backoff-base", p.BackoffBase.String()}, {"backoff-max", p.BackoffMax.String()},
+		{"dedup-window", p.DedupWindow.String()}, {"retention", p.Retention.String()},
+		{"delay", p.Delay.String()}, {"max-size", strconv.Itoa(int(p.MaxMessageBytes))},
+		{"dlq", strconv.FormatBool(!p.DisableDLQ)},
+	})
+}
+
+func (o *output) queues(qs []client.QueueInfo) error {
+	if o.json {
+		out := make([]map[string]any, len(qs))
+		for i, q := range qs {
+			out[i] = queueJSON(q)
+		}
+		return o.emit(out)
+	}
+	rows := make([][]string, len(qs))
+	for i, q := range qs {
+		rows[i] = []string{q.Name, mode(q.Options.FIFO), q.Options.Visibility.String(), strconv.Itoa(int(q.Options.MaxReceives)), ts(q.Created)}
+	}
+	return o.table("NAME\tMODE\tVISIBILITY\tMAX-RECEIVES\tCREATED", rows)
+}
+
+func (o *output) stats(s client.QueueStats) error {
+	if o.json {
+		return o.emit(map[string]any{
+			"name": s.Name, "ready": s.Ready, "delayed": s.Delayed, "in_flight": s.InFlight, "dead": s.Dead,
+			"oldest_ready_age_ms": s.OldestReady.Milliseconds(), "blocked_groups": s.BlockedGroups,
+		})
+	}
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	return o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS",
+		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups)}})
+}
+
+func (o *output) sent(r client.SendResult) error {
+	if o.json {
+		return o.emit(map[string]any{"id": r.ID, "deduplicated": r.Deduplicated})
+	}
+	if r.Deduplicated {
+		_, err := fmt.Fprintf(o.w, "%s (deduplicated: an earlier message had this key)\n", r.ID)
+		return err
+	}
+	_, err := fmt.Fprintln(o.w, r.ID)
+	return err
+}
+
+func (o *output) received(ms []*client.Message) error {
+	if o.json {
+		out := make([]map[string]any, len(ms))
+		for i, m := range ms {
+			v := map[string]any{
+				"id": m.ID, "receipt": m.Receipt, "lease_epoch": m.LeaseEpoch, "type": m.Type, "group": m.Group,
+				"priority": m.Priority, "receive_count": m.ReceiveCount, "attributes": m.Attributes,
+				"enqueued": ts(m.EnqueuedAt), "lease_deadline": ts(m.LeaseDeadline), "last_error": m.LastError,
+			}
+			jsonBody(m.Body, v)
+			out[i] = v
+		}
+		return o.emit(out)
+	}
+	rows := make([][]string, len(ms))
+	for i, m := range ms {
+		rows[i] = []string{m.ID, strconv.Itoa(int(m.ReceiveCount)), m.Receipt, printable(m.Body)}
+	}
+	return o.table("ID\tRECEIVES\tRECEIPT\tBODY", rows)
+}
+
+func (o *output) acks(receipts []string, errs []error) error {
+	if o.json {
+		out := make([]map[string]any, len(receipts))
+		for i, r := range receipts {
+			v := map[string]any{"receipt": r, "ok": errs[i] == nil}
+			if errs[i] != nil {
+				v["error"] = message(errs[i])
+			}
+			out[i] = v
+		}
+		return o.emit(out)
+	}
+	rows := make([][]string, len(receipts))
+	for i, r := range receipts {
+		res := "acked"
+		if errs[i] != nil {
+			res = message(errs[i])
+		}
+		rows[i] = []string{r, res}
+	}
+	return o.table("RECEIPT\tRESULT", rows)
+}
+
+func messageJSON(m *client.MessageInfo) map[string]any {
+	v := map[string]any{
+		"id": m.ID, "queue": m.Queue, "state": m.State, "type": m.Type, "group": m.Group, "dedup_key": m.DedupKey,
+		"priority": m.Priority, "attributes": m.Attributes, "enqueued": ts(m.EnqueuedAt), "available": ts(m.AvailableAt),
+		"receive_count": m.ReceiveCount, "last_error": m.LastError, "lease_epoch": m.LeaseEpoch,
+		"lease_deadline": ts(m.LeaseDeadline), "dead_reason": m.DeadReason,
+	}
+	jsonBody(m.Body, v)
+	hist := make([]map[string]any, len(m.History))
+	for i, a := range m.History {
+		hist[i] = map[string]any{"lease_epoch": a.LeaseEpoch, "received": ts(a.Received), "ended": ts(a.Ended), "outcome": a.Outcome, "error": a.Error, "consumer": a.Consumer}
+	}
+	v["history"] = hist
+	return v
+}
+
+func (o *output) message(m *client.MessageInfo) error {
+	if o.json {
+		return o.emit(messageJSON(m))
+	}
+	if err := o.table("FIELD\tVALUE", [][]string{
+		{"id", m.ID}, {"queue", m.Queue}, {"state", m.State}, {"type", dash(m.Type)}, {"group", dash(m.Group)},
+		{"priority", strconv.Itoa(int(m.Priority))}, {"enqueued", ts(m.EnqueuedAt)}, {"available", ts(m.AvailableAt)},
+		{"receives", strconv.Itoa(int(m.ReceiveCount))}, {"last-error", dash(printable([]byte(m.LastError)))},
+		{"dead-reason", dash(m.DeadReason)}, {"body", printable(m.Body)},
+	}); err != nil {
+		return err
+	}
+	if len(m.History) == 0 {
+		return nil
+	}
+	fmt.Fprintln(o.w)
+	rows := make([][]string, len(m.History))
+	for i, a := range m.History {
+		rows[i] = []string{strconv.FormatUint(a.LeaseEpoch, 10), ts(a.Received), ts(a.Ended), dash(a.Outcome), dash(a.Consumer), dash(printable([]byte(a.Error)))}
+	}
+	return o.table("EPOCH\tRECEIVED\tENDED\tOUTCOME\tCONSUMER\tERROR", rows)
+}
+
+func (o *output) dead(ms []*client.MessageInfo) error {
+	if o.json {
+		out := make([]map[string]any, len(ms))
+		for i, m := range ms {
+			out[i] = messageJSON(m)
+		}
+		return o.emit(out)
+	}
+	rows := make([][]string, len(ms))
+	for i, m := range ms {
+		rows[i] = []string{m.ID, strconv.Itoa(int(m.ReceiveCount)), dash(m.DeadReason), dash(printable([]byte(m.LastError)))}
+	}
+	return o.table("ID\tRECEIVES\tREASON\tLAST-ERROR", rows)
+}
+
+func (o *output) status(st *client.ClusterStatus) error {
+	if o.json {
+		return o.emit(st)
+	}
+	fmt.Fprintf(o.w, "node %s, meta leader %s\n\n", st.NodeID, dash(st.MetaLeaderID))
+	rows := make([][]string, len(st.Members))
+	for i, m := range st.Members {
+		rows[i] = []string{m.NodeID, m.GRPCAddr, dash(m.RaftAddr), m.State}
+	}
+	if err := o.table("NODE\tGRPC\tRAFT\tSTATE", rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(o.w)
+	rows = make([][]string, len(st.Shards))
+	for i, s := range st.Shards {
+		rows[i] = []string{strconv.Itoa(int(s.ID)), dash(s.LeaderID), dash(s.LeaderAddr), strconv.FormatUint(s.Term, 10),
+			strconv.FormatUint(s.CommitIndex, 10), strconv.FormatUint(s.AppliedIndex, 10), dash(strings.Join(s.Replicas, ","))}
+	}
+	return o.table("SHARD\tLEADER\tADDR\tTERM\tCOMMIT\tAPPLIED\tREPLICAS", rows)
+}
