@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// bootstrapStable is how long the same candidate set must be seen before
+// bootstrapping, so a member that gossip is still spreading is not missed.
+const bootstrapStable = 500 * time.Millisecond
+
+// bootstrapLoop follows Consul's maybeBootstrap: a node with no meta raft
+// state bootstraps the meta group once it sees exactly BootstrapExpect alive
+// members advertising the same expect value, none of which has state. Every
+// such node computes the identical configuration (voters sorted by node id),
+// so raft accepts it from each, and ErrCantBootstrap is normal. Members with
+// expect 0 are joiners: they never count and never bootstrap.
+func (n *Node) bootstrapLoop(ctx context.Context) {
+	expect := n.cfg.BootstrapExpect
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var lastKey string
+	var since time.Time
+	warned := map[string]bool{}
+	warn := func(key, msg string, args ...any) {
+		if !warned[key] {
+			warned[key] = true
+			n.logger.Warn(msg, args...)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if n.meta.HasState() {
+			n.gossip.announceState()
+			return
+		}
+		var servers []raft.Server
+		existing := false
+		for _, m := range n.gossip.alive() {
+			switch e := int(m.meta.GetBootstrapExpect()); {
+			case m.meta.GetHasState():
+				existing = true
+			case e == 0:
+			case e != expect:
+				warn("expect-"+m.NodeID, "bootstrap: member advertises a different bootstrap-expect; not counted",
+					"member", m.NodeID, "theirs", e, "ours", expect)
+			default:
+				servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.NodeID), Address: raft.ServerAddress(m.RaftAddr)})
+			}
+		}
+		if existing {
+			// A cluster exists: its meta leader will add this node.
+			n.logger.Info("bootstrap: a member already has meta state; waiting to be added")
+			return
+		}
+		if len(servers) > expect {
+			warn("too-many", "bootstrap: more members advertise bootstrap-expect than expected; not bootstrapping",
+				"seen", len(servers), "expect", expect)
+			continue
+		}
+		if len(servers) < expect {
+			lastKey = ""
+			continue
+		}
+		slices.SortFunc(servers, func(a, b raft.Server) int { return strings.Compare(string(a.ID), string(b.ID)) })
+		var kb strings.Builder
+		for _, s := range servers {
+			kb.WriteString(string(s.ID) + "=" + string(s.Address) + ";")
+		}
+		if key := kb.String(); key != lastKey {
+			lastKey, since = key, time.Now()
+			continue
+		}
+		if time.Since(since) < bootstrapStable {
+			continue
+		}
+		err := n.meta.Bootstrap(ctx, servers)
+		switch {
+		case err == nil:
+			n.logger.Info("bootstrap: meta group bootstrapped", "voters", lastKey)
+		case errors.Is(err, raft.ErrCantBootstrap):
+			n.logger.Info("bootstrap: meta state exists; not bootstrapping")
+		default:
+			n.logger.Error("bootstrap: failed; retrying", "err", err)
+			continue
+		}
+		n.gossip.announceState()
+		return
+	}
+}
+
+// waitFuture waits for f or ctx.
+func waitFuture(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

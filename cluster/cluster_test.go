@@ -1,0 +1,336 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/meta"
+)
+
+// queuesReconciled checks that every shard replica on every running node
+// holds exactly the queues (and policies) of that node's meta replica.
+func (tc *testCluster) queuesReconciled() error {
+	for _, n := range tc.nodes {
+		want := n.Meta().QueuePolicies()
+		for _, s := range n.LocalShards() {
+			have := s.FSM().Queues()
+			if len(have) != len(want) {
+				return fmt.Errorf("%s shard %v: %d queues, meta has %d", n.NodeID(), s.Info().LeaderID, len(have), len(want))
+			}
+			for name, p := range want {
+				if !proto.Equal(have[name], p) {
+					return fmt.Errorf("%s: queue %s policy %v, meta %v", n.NodeID(), name, have[name], p)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (tc *testCluster) everyNodeSeesQueue(name string, vis int64) error {
+	for id, n := range tc.nodes {
+		q, ok := n.Meta().Queue(name)
+		switch {
+		case vis == 0 && ok:
+			return fmt.Errorf("%s still has queue %s", id, name)
+		case vis != 0 && !ok:
+			return fmt.Errorf("%s lacks queue %s", id, name)
+		case vis != 0 && q.GetPolicy().GetVisibilityTimeoutMs() != vis:
+			return fmt.Errorf("%s: queue %s visibility %d, want %d", id, name, q.GetPolicy().GetVisibilityTimeoutMs(), vis)
+		}
+	}
+	return nil
+}
+
+func pol(vis int64) *fsmpb.QueuePolicy {
+	return &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_STANDARD, VisibilityTimeoutMs: vis}
+}
+
+func TestCluster_FormServeJoinRestart(t *testing.T) {
+	tc := newTestCluster(t)
+	tc.define("n1", 3)
+	tc.define("n2", 3, "n1")
+	tc.define("n3", 3, "n1", "n2")
+	order := []string{"n1", "n2", "n3"}
+	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	// Every node seeds from every other, so any start order converges.
+	for _, id := range order {
+		cfg := tc.cfgs[id]
+		cfg.Join = []string{tc.cfgs["n1"].GossipBind, tc.cfgs["n2"].GossipBind, tc.cfgs["n3"].GossipBind}
+		tc.cfgs[id] = cfg
+	}
+	for _, id := range order {
+		tc.start(id)
+		time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
+	}
+	tc.waitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// One shard map, the same everywhere, 4 shards x 3 replicas.
+	first := tc.nodes["n1"].ShardMap()
+	if first.Count != 4 || len(first.Replicas) != 4 {
+		t.Fatalf("shard map %+v", first)
+	}
+	for id, n := range tc.nodes {
+		if m := n.ShardMap(); !reflect.DeepEqual(m, first) {
+			t.Fatalf("%s has another shard map: %+v vs %+v", id, m, first)
+		}
+		if got := len(n.LocalShards()); got != 4 {
+			t.Fatalf("%s hosts %d shards, want 4", id, got)
+		}
+	}
+	if want := meta.Place(4, 3, []string{"n1", "n2", "n3"}); !reflect.DeepEqual(first.Replicas, want) {
+		t.Fatalf("placement %v, want rendezvous %v", first.Replicas, want)
+	}
+	waitFor(t, 15*time.Second, "every shard elects a leader", func() error { _, err := tc.shardLeaders(); return err })
+
+	var leader *Node
+	waitFor(t, 10*time.Second, "meta leader", func() error {
+		var ok bool
+		if leader, ok = tc.metaLeader(); !ok {
+			return errors.New("no meta leader")
+		}
+		return nil
+	})
+	var follower *Node
+	for _, n := range tc.nodes {
+		if n != leader {
+			follower = n
+			break
+		}
+	}
+
+	t.Run("writes on a follower return NotLeader with the leader id", func(t *testing.T) {
+		_, err := follower.Meta().CreateQueue(ctx, "jobs", pol(1000))
+		var nl meta.NotLeaderError
+		if !errors.Is(err, meta.ErrNotLeader) || !errors.As(err, &nl) || nl.LeaderID != leader.NodeID() {
+			t.Fatalf("follower create: %v (%+v), want NotLeader naming %s", err, nl, leader.NodeID())
+		}
+		if err := follower.Meta().DeleteQueue(ctx, "jobs"); !errors.Is(err, meta.ErrNotLeader) {
+			t.Fatalf("follower delete: %v, want ErrNotLeader", err)
+		}
+	})
+
+	t.Run("create, update, delete through the leader reach every node and shard", func(t *testing.T) {
+		q1, err := leader.Meta().CreateQueue(ctx, "jobs", pol(1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q2, err := leader.Meta().CreateQueue(ctx, "jobs", pol(1000))
+		if err != nil || q2.GetCreatedMs() != q1.GetCreatedMs() {
+			t.Fatalf("idempotent create: %v, created %d vs %d", err, q2.GetCreatedMs(), q1.GetCreatedMs())
+		}
+		if _, err := leader.Meta().CreateQueue(ctx, "jobs", pol(2000)); !errors.Is(err, meta.ErrExists) {
+			t.Fatalf("create with another policy: %v, want ErrExists", err)
+		}
+		waitFor(t, 10*time.Second, "queue on every node", func() error { return tc.everyNodeSeesQueue("jobs", 1000) })
+		waitFor(t, 10*time.Second, "queue in every shard", tc.queuesReconciled)
+
+		if _, err := leader.Meta().UpdateQueue(ctx, "jobs", pol(5000)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leader.Meta().UpdateQueue(ctx, "nope", pol(5000)); !errors.Is(err, meta.ErrNotFound) {
+			t.Fatalf("update missing: %v, want ErrNotFound", err)
+		}
+		waitFor(t, 10*time.Second, "update on every node", func() error { return tc.everyNodeSeesQueue("jobs", 5000) })
+		waitFor(t, 10*time.Second, "update in every shard", tc.queuesReconciled)
+
+		if err := leader.Meta().DeleteQueue(ctx, "jobs"); err != nil {
+			t.Fatal(err)
+		}
+		if err := leader.Meta().DeleteQueue(ctx, "jobs"); !errors.Is(err, meta.ErrNotFound) {
+			t.Fatalf("second delete: %v, want ErrNotFound", err)
+		}
+		waitFor(t, 10*time.Second, "delete on every node", func() error { return tc.everyNodeSeesQueue("jobs", 0) })
+		waitFor(t, 10*time.Second, "delete in every shard", tc.queuesReconciled)
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	keep, err := leader.Meta().CreateQueue(ctx, "keep", pol(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A node with bootstrap-expect 0 joins as a nonvoter and replicates meta.
+	tc.define("n4", 0, "n2")
+	n4 := tc.start("n4")
+	select {
+	case <-n4.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("n4 not ready")
+	}
+	waitFor(t, 10*time.Second, "n4 nonvoter with meta state", func() error {
+		if _, ok := n4.Meta().Queue("keep"); !ok {
+			return errors.New("n4 lacks queue keep")
+		}
+		return nil
+	})
+	if suffrage := serverSuffrage(t, leader, "n4"); suffrage != raft.Nonvoter {
+		t.Fatalf("n4 suffrage %v, want Nonvoter", suffrage)
+	}
+	if len(n4.LocalShards()) != 0 || n4.ShardCount() != 4 {
+		t.Fatalf("n4 hosts %d shards of %d; the map is fixed over the bootstrap voters", len(n4.LocalShards()), n4.ShardCount())
+	}
+
+	// Shutdown of the meta leader hands meta and its shards over at once:
+	// a new leader is in place before an election timeout could elapse.
+	oldLeader := leader.NodeID()
+	led, _ := tc.shardLeaders()
+	tc.stop(oldLeader)
+	waitFor(t, 400*time.Millisecond, "meta leadership transferred on shutdown", func() error {
+		if l, ok := tc.metaLeader(); !ok || l.NodeID() == oldLeader {
+			return errors.New("no new meta leader yet")
+		}
+		return nil
+	})
+	waitFor(t, 400*time.Millisecond, "shard leadership transferred on shutdown", func() error {
+		now, err := tc.shardLeaders()
+		if err != nil {
+			return err
+		}
+		for id, l := range led {
+			if l == oldLeader && now[id] == oldLeader {
+				return fmt.Errorf("shard %d still led by %s", id, oldLeader)
+			}
+		}
+		return nil
+	})
+
+	// Writes while it is down, then a restart from its directory catches up.
+	leader, _ = tc.metaLeader()
+	if _, err := leader.Meta().CreateQueue(ctx, "while-down", pol(3000)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "queue in every running shard", tc.queuesReconciled)
+	back := tc.start(oldLeader)
+	tc.waitReady(20 * time.Second)
+	waitFor(t, 15*time.Second, "restarted node catches up", func() error {
+		if _, ok := back.Meta().Queue("while-down"); !ok {
+			return errors.New("meta not caught up")
+		}
+		return tc.shardDigestsMatch(back)
+	})
+
+	// Stop everything; the three initial nodes come back from disk without
+	// a second bootstrap: n4 stays in the meta configuration and the queue
+	// keeps its creation time.
+	before := tc.nodes["n1"].ShardMap()
+	for _, id := range []string{"n1", "n2", "n3", "n4"} {
+		tc.stop(id)
+	}
+	for _, id := range []string{"n3", "n1", "n2"} {
+		tc.start(id)
+	}
+	tc.waitReady(30 * time.Second)
+	waitFor(t, 15*time.Second, "shard leaders after full restart", func() error { _, err := tc.shardLeaders(); return err })
+	waitFor(t, 10*time.Second, "meta leader after full restart", func() error {
+		var ok bool
+		if leader, ok = tc.metaLeader(); !ok {
+			return errors.New("no meta leader")
+		}
+		return nil
+	})
+	for id, n := range tc.nodes {
+		if m := n.ShardMap(); !reflect.DeepEqual(m, before) {
+			t.Errorf("%s: shard map changed across restart: %+v vs %+v", id, m, before)
+		}
+		q, ok := n.Meta().Queue("keep")
+		if !ok || q.GetCreatedMs() != keep.GetCreatedMs() {
+			t.Errorf("%s: queue keep %v after restart, want created %d", id, q, keep.GetCreatedMs())
+		}
+	}
+	if s := serverSuffrage(t, leader, "n4"); s != raft.Nonvoter {
+		t.Errorf("n4 suffrage %v after restart, want Nonvoter (a re-bootstrap would have dropped it)", s)
+	}
+}
+
+// shardDigestsMatch compares n's shard replicas with their leaders' at an
+// equal applied index.
+func (tc *testCluster) shardDigestsMatch(n *Node) error {
+	for _, s := range n.LocalShards() {
+		lid, _ := s.Leader()
+		ln, ok := tc.nodes[string(lid)]
+		if !ok {
+			return fmt.Errorf("no running leader (%q)", lid)
+		}
+		var other = s
+		for id := range ln.ShardCount() {
+			if ln.LocalShard(id) != nil && n.LocalShard(id) == s {
+				other = ln.LocalShard(id)
+			}
+		}
+		d1, i1, err1 := s.FSM().Digest()
+		d2, i2, err2 := other.FSM().Digest()
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+		if i1 != i2 {
+			return fmt.Errorf("applied %d vs leader %d", i1, i2)
+		}
+		if d1 != d2 {
+			return fmt.Errorf("digest differs at index %d", i1)
+		}
+	}
+	return nil
+}
+
+func serverSuffrage(t *testing.T, n *Node, id string) raft.ServerSuffrage {
+	t.Helper()
+	f := n.Meta().Raft().GetConfiguration()
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return s.Suffrage
+		}
+	}
+	t.Fatalf("%s not in the meta configuration %v", id, f.Configuration().Servers)
+	return 0
+}
+
+func TestCluster_NodeWithoutExpectNeverBootstraps(t *testing.T) {
+	tc := newTestCluster(t)
+	tc.define("solo", 0)
+	n := tc.start("solo")
+	time.Sleep(1500 * time.Millisecond)
+	if n.Meta().HasState() {
+		t.Fatal("a node with bootstrap-expect 0 bootstrapped a cluster")
+	}
+	select {
+	case <-n.Ready():
+		t.Fatal("ready without a cluster")
+	default:
+	}
+}
+
+func TestCluster_SingleNodeExpectOne(t *testing.T) {
+	tc := newTestCluster(t)
+	cfg := tc.define("one", 1)
+	cfg.Replication = 3 // capped at the one voter
+	tc.cfgs["one"] = cfg
+	n := tc.start("one")
+	tc.waitReady(20 * time.Second)
+	if got := len(n.LocalShards()); got != 4 {
+		t.Fatalf("hosts %d shards, want 4", got)
+	}
+	for id := range n.ShardCount() {
+		if reps := n.ShardReplicas(id); len(reps) != 1 || reps[0] != "one" {
+			t.Fatalf("shard %d replicas %v", id, reps)
+		}
+	}
+	if m := n.Members(); len(m) != 1 || m[0].State != "alive" || m[0].RaftAddr != n.RaftAddr() || m[0].GRPCAddr != "grpc-one:1" {
+		t.Fatalf("members %+v", m)
+	}
+}

@@ -1,0 +1,81 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/raftq/raftq/shard"
+)
+
+// Config configures one node.
+type Config struct {
+	NodeID  string
+	DataDir string
+	// GRPCAddr is the advertised gRPC address (carried in gossip metadata).
+	GRPCAddr string
+	// RaftBind/RaftAdvertise: the raftmux port every raft group shares.
+	RaftBind, RaftAdvertise string
+	// GossipBind/GossipAdvertise: memberlist host:port (TCP and UDP).
+	GossipBind, GossipAdvertise string
+	// Join lists seed gossip addresses; the node retries until one answers.
+	Join []string
+	// BootstrapExpect is set only on the initial voters, all to the same
+	// value: they bootstrap the meta group once exactly that many of them
+	// see each other. 0: never bootstrap (join an existing cluster).
+	BootstrapExpect int
+	// Shards is the number of data shards, fixed at bootstrap (default 8).
+	Shards uint32
+	// Replication is the number of replicas per shard (default 3).
+	Replication int
+	// Now is the clock handed to the shards (tests inject skew).
+	Now    func() time.Time
+	Logger *slog.Logger
+
+	// Raft tunes every raft group of the node (meta and shards).
+	Raft shard.RaftTuning
+	// NonvoterGrace is how long a member must be alive in gossip before the
+	// meta leader adds it as a nonvoter (default 2 s).
+	NonvoterGrace time.Duration
+	// DeleteGrace is how long a queue must be absent from the local meta
+	// replica before reconciliation deletes it from a shard (default 10 s),
+	// so a lagging meta view never deletes a freshly created queue.
+	DeleteGrace time.Duration
+	// Version is advertised in gossip metadata.
+	Version string
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.NodeID == "" || c.DataDir == "" {
+		return c, errors.New("cluster: NodeID and DataDir are required")
+	}
+	if c.RaftBind == "" || c.GossipBind == "" {
+		return c, errors.New("cluster: RaftBind and GossipBind are required")
+	}
+	if c.BootstrapExpect < 0 {
+		return c, fmt.Errorf("cluster: BootstrapExpect %d < 0", c.BootstrapExpect)
+	}
+	if c.Shards == 0 {
+		c.Shards = 8
+	}
+	if c.Replication <= 0 {
+		c.Replication = 3
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.NonvoterGrace <= 0 {
+		c.NonvoterGrace = 2 * time.Second
+	}
+	if c.DeleteGrace <= 0 {
+		c.DeleteGrace = 10 * time.Second
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	return c, nil
+}

@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/raftq/raftq/shard"
+)
+
+// testLogger is quiet unless RAFTQ_TEST_LOG names a level (e.g. debug).
+func testLogger() *slog.Logger {
+	level := slog.LevelError + 4
+	if v := os.Getenv("RAFTQ_TEST_LOG"); v != "" {
+		_ = level.UnmarshalText([]byte(v))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// freeAddr reserves a loopback port by binding and releasing it, so a node
+// restarted from its directory can come back on the same addresses.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+type testCluster struct {
+	t     *testing.T
+	cfgs  map[string]Config
+	nodes map[string]*Node
+}
+
+func newTestCluster(t *testing.T) *testCluster {
+	tc := &testCluster{t: t, cfgs: map[string]Config{}, nodes: map[string]*Node{}}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, n := range tc.nodes {
+			_ = n.Shutdown(ctx)
+		}
+	})
+	return tc
+}
+
+// define records a node's configuration; seeds are the gossip addresses of
+// the nodes named in join (defined earlier).
+func (tc *testCluster) define(id string, expect int, join ...string) Config {
+	tc.t.Helper()
+	var seeds []string
+	for _, j := range join {
+		seeds = append(seeds, tc.cfgs[j].GossipBind)
+	}
+	raftAddr, gossipAddr := freeAddr(tc.t), freeAddr(tc.t)
+	cfg := Config{
+		NodeID:          id,
+		DataDir:         filepath.Join(tc.t.TempDir(), id),
+		GRPCAddr:        "grpc-" + id + ":1",
+		RaftBind:        raftAddr,
+		RaftAdvertise:   raftAddr,
+		GossipBind:      gossipAddr,
+		GossipAdvertise: gossipAddr,
+		Join:            seeds,
+		BootstrapExpect: expect,
+		Shards:          4,
+		Replication:     3,
+		Logger:          testLogger(),
+		Raft:            shard.RaftTuning{SnapshotInterval: time.Hour},
+		NonvoterGrace:   300 * time.Millisecond,
+		DeleteGrace:     300 * time.Millisecond,
+	}
+	tc.cfgs[id] = cfg
+	return cfg
+}
+
+func (tc *testCluster) start(id string) *Node {
+	tc.t.Helper()
+	n, err := Start(context.Background(), tc.cfgs[id])
+	if err != nil {
+		tc.t.Fatalf("start %s: %v", id, err)
+	}
+	tc.nodes[id] = n
+	return n
+}
+
+func (tc *testCluster) stop(id string) {
+	tc.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tc.nodes[id].Shutdown(ctx); err != nil {
+		tc.t.Errorf("shutdown %s: %v", id, err)
+	}
+	delete(tc.nodes, id)
+}
+
+func (tc *testCluster) waitReady(timeout time.Duration) {
+	tc.t.Helper()
+	deadline := time.After(timeout)
+	for id, n := range tc.nodes {
+		select {
+		case <-n.Ready():
+		case <-deadline:
+			tc.t.Fatalf("node %s not ready after %v", id, timeout)
+		}
+	}
+}
+
+func (tc *testCluster) metaLeader() (*Node, bool) {
+	for _, n := range tc.nodes {
+		if n.Meta().IsLeader() {
+			return n, true
+		}
+	}
+	return nil, false
+}
+
+// shardLeaders returns shard id -> leader node id as the running replicas
+// agree, or an error naming the first shard without an agreed leader.
+func (tc *testCluster) shardLeaders() (map[uint32]string, error) {
+	out := map[uint32]string{}
+	for _, n := range tc.nodes {
+		for id := range n.ShardCount() {
+			s := n.LocalShard(id)
+			if s == nil {
+				continue
+			}
+			l, _ := s.Leader()
+			if l == "" {
+				return nil, fmt.Errorf("shard %d on %s sees no leader", id, n.NodeID())
+			}
+			if prev, ok := out[id]; ok && prev != string(l) {
+				return nil, fmt.Errorf("shard %d: leaders %s and %s", id, prev, l)
+			}
+			if _, running := tc.nodes[string(l)]; !running {
+				return nil, fmt.Errorf("shard %d: leader %s is stopped", id, l)
+			}
+			out[id] = string(l)
+		}
+	}
+	return out, nil
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

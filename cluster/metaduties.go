@@ -1,0 +1,93 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftq/raftq/meta"
+)
+
+// metaDutiesLoop runs on every node and acts while this node leads the meta
+// group: it places the shard map once and admits members as nonvoters.
+func (n *Node) metaDutiesLoop(ctx context.Context) {
+	changes, stop := n.meta.Changes()
+	defer stop()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		case <-n.gossip.events:
+		case <-tick.C:
+		}
+		if n.meta.HasState() {
+			n.gossip.announceState()
+		}
+		if !n.meta.IsLeader() {
+			continue
+		}
+		if !n.meta.ShardMap().Placed() {
+			n.placeShards(ctx)
+		}
+		n.admitMembers(ctx)
+	}
+}
+
+func (n *Node) placeShards(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := n.meta.PlaceShards(ctx, n.cfg.Shards, n.cfg.Replication)
+	switch {
+	case err == nil:
+		n.logger.Info("shard map placed", "shards", m.Count, "replicas", m.Replicas)
+	case errors.Is(err, meta.ErrAlreadyPlaced):
+	default:
+		n.logger.Warn("placing shard map", "err", err)
+	}
+}
+
+// admitMembers adds every member alive for the grace period that the meta
+// configuration lacks as a nonvoter, and updates the address of a known
+// server that came back on another raft address. It never removes a server:
+// a gossip failure alone says nothing about whether a node is gone for good.
+func (n *Node) admitMembers(ctx context.Context) {
+	f := n.meta.Raft().GetConfiguration()
+	if err := f.Error(); err != nil {
+		return
+	}
+	known := map[raft.ServerID]raft.Server{}
+	for _, s := range f.Configuration().Servers {
+		known[s.ID] = s
+	}
+	for _, m := range n.gossip.alive() {
+		if m.NodeID == n.cfg.NodeID || m.RaftAddr == "" || time.Since(m.aliveSince) < n.cfg.NonvoterGrace {
+			continue
+		}
+		id, addr := raft.ServerID(m.NodeID), raft.ServerAddress(m.RaftAddr)
+		srv, ok := known[id]
+		var fut raft.IndexFuture
+		switch {
+		case !ok:
+			n.logger.Info("meta: adding nonvoter", "member", m.NodeID, "raft", m.RaftAddr)
+			fut = n.meta.Raft().AddNonvoter(id, addr, f.Index(), 5*time.Second)
+		case srv.Address != addr && srv.Suffrage == raft.Voter:
+			n.logger.Info("meta: voter address changed", "member", m.NodeID, "from", srv.Address, "to", addr)
+			fut = n.meta.Raft().AddVoter(id, addr, f.Index(), 5*time.Second)
+		case srv.Address != addr:
+			n.logger.Info("meta: nonvoter address changed", "member", m.NodeID, "from", srv.Address, "to", addr)
+			fut = n.meta.Raft().AddNonvoter(id, addr, f.Index(), 5*time.Second)
+		default:
+			continue
+		}
+		if err := waitFuture(ctx, fut); err != nil {
+			n.logger.Warn("meta: membership change", "member", m.NodeID, "err", err)
+		}
+		// One change per pass: prevIndex above is stale after a change.
+		return
+	}
+}

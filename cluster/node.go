@@ -1,0 +1,223 @@
+// Package cluster is the control plane of a raftq node: memberlist
+// discovery, the meta raft group (via package meta), bootstrap, nonvoter
+// admission, shard placement, hosting the data shards a node is assigned,
+// and reconciling queue policies from meta into every shard.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/raftmux"
+)
+
+// metaGroup is the raftmux group id of the meta raft group.
+const metaGroup = "meta"
+
+// Node is one running raftq node.
+type Node struct {
+	cfg    Config
+	logger *slog.Logger
+
+	mux    *raftmux.Mux
+	meta   *meta.Store
+	gossip *gossip
+
+	ctx    context.Context // background loops; cancelled by Shutdown
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	shards *shardSet
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// Start opens the raftmux listener, the meta group and gossip, and returns;
+// joining, bootstrap, placement and opening shards continue in the
+// background (Ready reports when this node serves its shards).
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger.With("node", cfg.NodeID)
+	cfg.Logger = logger
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster: data dir: %w", err)
+	}
+	n := &Node{cfg: cfg, logger: logger, ready: make(chan struct{})}
+	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	n.shards = newShardSet(n)
+	ok := false
+	defer func() {
+		if !ok {
+			n.cancel()
+			n.closeAll()
+		}
+	}()
+
+	if n.mux, err = raftmux.Listen(cfg.RaftBind, cfg.RaftAdvertise, logger); err != nil {
+		return nil, fmt.Errorf("cluster: raft listener: %w", err)
+	}
+	tr, err := n.mux.Transport(metaGroup, raftmux.TransportOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: meta transport: %w", err)
+	}
+	if n.meta, err = meta.Open(meta.Config{
+		NodeID:    cfg.NodeID,
+		Dir:       filepath.Join(cfg.DataDir, "meta"),
+		Transport: tr,
+		Now:       cfg.Now,
+		Logger:    logger,
+		Tuning:    cfg.Raft,
+	}); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+
+	n.gossip = &gossip{n: n, members: map[string]*member{}, events: make(chan struct{}, 1)}
+	n.gossip.hasState.Store(n.meta.HasState())
+	if b, err := proto.Marshal(n.gossip.localMeta()); err != nil || len(b) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("cluster: gossip metadata of %d bytes exceeds %d (err %v)", len(b), memberlist.MetaMaxSize, err)
+	}
+	mc, err := newGossipConfig(cfg, &gossipDelegate{g: n.gossip})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if n.gossip.ml, err = memberlist.Create(mc); err != nil {
+		return nil, fmt.Errorf("cluster: gossip: %w", err)
+	}
+	// memberlist reports the local node through NotifyJoin too, but only
+	// once it is created; record it now so the table is never empty.
+	n.gossip.selfAddr = n.gossip.ml.LocalNode().Address()
+	n.gossip.upsert(n.gossip.ml.LocalNode(), "alive")
+
+	n.goLoop(func(ctx context.Context) { n.gossip.joinLoop(ctx, cfg.Join) })
+	if cfg.BootstrapExpect > 0 {
+		n.goLoop(n.bootstrapLoop)
+	}
+	n.goLoop(n.metaDutiesLoop)
+	n.goLoop(n.shards.manageLoop)
+	logger.Info("node started", "raft", n.mux.Addr(), "gossip", n.gossip.selfAddr,
+		"grpc", cfg.GRPCAddr, "bootstrap_expect", cfg.BootstrapExpect, "has_state", n.meta.HasState())
+	ok = true
+	return n, nil
+}
+
+func (n *Node) goLoop(f func(context.Context)) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f(n.ctx)
+	}()
+}
+
+// NodeID is this node's id.
+func (n *Node) NodeID() string { return n.cfg.NodeID }
+
+// Ready is closed once the shard map is known and this node's shards are
+// open.
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+func (n *Node) markReady() { n.readyOnce.Do(func() { close(n.ready) }) }
+
+// Meta is the node's meta store.
+func (n *Node) Meta() *meta.Store { return n.meta }
+
+// RaftAddr is the advertised raftmux address.
+func (n *Node) RaftAddr() string { return n.mux.Addr() }
+
+// GossipAddr is the advertised memberlist address.
+func (n *Node) GossipAddr() string { return n.gossip.selfAddr }
+
+// Members lists every node gossip has seen, sorted by id.
+func (n *Node) Members() []Member { return n.gossip.list() }
+
+// MemberGRPC returns a member's advertised gRPC address.
+func (n *Node) MemberGRPC(nodeID string) (string, bool) {
+	m, ok := n.gossip.get(nodeID)
+	if !ok || m.GRPCAddr == "" {
+		return "", false
+	}
+	return m.GRPCAddr, true
+}
+
+// Shutdown hands off leadership of every group this node leads (bounded by
+// ctx), shuts the shards and meta down, leaves gossip and closes listeners.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.shutdownOnce.Do(func() {
+		// Stop the loops first, so nothing proposes or reopens shards
+		// while leadership moves away.
+		n.cancel()
+		n.wg.Wait()
+		n.transferLeadership(ctx)
+		n.shutdownErr = n.closeAll()
+		n.logger.Info("node stopped", "err", n.shutdownErr)
+	})
+	return n.shutdownErr
+}
+
+// transferLeadership moves every led group away in parallel; failures only
+// cost an election timeout, so they are logged, not returned.
+func (n *Node) transferLeadership(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, s := range n.shards.all() {
+		if !s.IsLeader() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := waitFuture(ctx, s.Raft().LeadershipTransfer()); err != nil {
+				n.logger.Warn("shard leadership transfer", "shard", s.Info().LeaderID, "err", err)
+			}
+		}()
+	}
+	if n.meta != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.meta.TransferLeadership(ctx); err != nil {
+				n.logger.Warn("meta leadership transfer", "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// closeAll releases whatever Start opened; shutdown of raft groups is not
+// bounded by the caller's ctx being done (transfer already used it), so it
+// gets its own context.
+func (n *Node) closeAll() error {
+	ctx := context.WithoutCancel(n.ctx)
+	var errs []error
+	if n.shards != nil {
+		errs = append(errs, n.shards.shutdownAll(ctx))
+	}
+	if n.meta != nil {
+		errs = append(errs, n.meta.Shutdown(ctx))
+	}
+	if n.gossip != nil && n.gossip.ml != nil {
+		if err := n.gossip.ml.Leave(time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("gossip leave: %w", err))
+		}
+		errs = append(errs, n.gossip.ml.Shutdown())
+	}
+	if n.mux != nil {
+		errs = append(errs, n.mux.Close())
+	}
+	return errors.Join(errs...)
+}

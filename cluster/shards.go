@@ -1,0 +1,222 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/raftmux"
+	"github.com/raftq/raftq/shard"
+)
+
+// shardSet holds the shard replicas this node hosts and leader hints for the
+// ones it does not.
+type shardSet struct {
+	n *Node
+
+	mu     sync.RWMutex
+	local  map[uint32]*shard.Shard
+	hints  map[uint32]string
+	placed meta.ShardMap
+}
+
+func newShardSet(n *Node) *shardSet {
+	return &shardSet{n: n, local: map[uint32]*shard.Shard{}, hints: map[uint32]string{}}
+}
+
+// manageLoop waits for the shard map, opens this node's shards (retrying
+// failures) and starts their reconcilers; then it marks the node ready.
+func (ss *shardSet) manageLoop(ctx context.Context) {
+	changes, stop := ss.n.meta.Changes()
+	defer stop()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		m := ss.n.meta.ShardMap()
+		if m.Placed() {
+			ss.mu.Lock()
+			ss.placed = m
+			ss.mu.Unlock()
+			if ss.openAssigned(ctx, m) {
+				ss.n.markReady()
+				ss.n.logger.Info("node ready", "local_shards", m.ShardsOf(ss.n.cfg.NodeID))
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		case <-tick.C:
+		}
+	}
+}
+
+// openAssigned opens every assigned shard not open yet; it reports whether
+// all are open.
+func (ss *shardSet) openAssigned(ctx context.Context, m meta.ShardMap) bool {
+	all := true
+	for _, id := range m.ShardsOf(ss.n.cfg.NodeID) {
+		if ss.get(id) != nil {
+			continue
+		}
+		s, err := ss.open(id, m)
+		if err != nil {
+			ss.n.logger.Error("opening shard; will retry", "shard", id, "err", err)
+			all = false
+			continue
+		}
+		ss.mu.Lock()
+		ss.local[id] = s
+		ss.mu.Unlock()
+		ss.n.goLoop(func(ctx context.Context) { ss.n.reconcileLoop(ctx, id, s) })
+	}
+	return all
+}
+
+func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
+	var boot []raft.Server
+	for _, node := range m.Replicas[id] {
+		addr := m.RaftAddrs[node]
+		if addr == "" {
+			return nil, fmt.Errorf("no raft address for replica %s", node)
+		}
+		boot = append(boot, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(node), Address: raft.ServerAddress(addr)})
+	}
+	// Identical on every replica (the map is replicated), as raft needs for
+	// a multi-node bootstrap; Open ignores it when the shard has state.
+	slices.SortFunc(boot, func(a, b raft.Server) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+	tr, err := ss.n.mux.Transport(shard.GroupName(id), raftmux.TransportOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("transport: %w", err)
+	}
+	s, err := shard.Open(shard.Config{
+		ID:        id,
+		NodeID:    ss.n.cfg.NodeID,
+		Dir:       filepath.Join(ss.n.cfg.DataDir, "shards", strconv.FormatUint(uint64(id), 10)),
+		Transport: tr,
+		Bootstrap: boot,
+		Now:       ss.n.cfg.Now,
+		Logger:    ss.n.logger,
+		Raft:      ss.n.cfg.Raft,
+	})
+	if err != nil {
+		if c, ok := tr.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func (ss *shardSet) get(id uint32) *shard.Shard {
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	return ss.local[id]
+}
+
+func (ss *shardSet) all() []*shard.Shard {
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	ids := slices.Sorted(maps.Keys(ss.local))
+	out := make([]*shard.Shard, len(ids))
+	for i, id := range ids {
+		out[i] = ss.local[id]
+	}
+	return out
+}
+
+func (ss *shardSet) shutdownAll(ctx context.Context) error {
+	ss.mu.Lock()
+	local := ss.local
+	ss.local = map[uint32]*shard.Shard{}
+	ss.mu.Unlock()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for id, s := range local {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Shutdown(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("shard %d: %w", id, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// ShardCount is the number of data shards (0 until the map is known).
+func (n *Node) ShardCount() uint32 { return n.meta.ShardMap().Count }
+
+// ShardMap is the placed shard map from the local meta replica.
+func (n *Node) ShardMap() meta.ShardMap { return n.meta.ShardMap() }
+
+// ShardReplicas lists a shard's replica node ids, preferred leader first.
+func (n *Node) ShardReplicas(id uint32) []string {
+	return slices.Clone(n.meta.ShardMap().Replicas[id])
+}
+
+// LocalShard returns the local replica of a shard, or nil.
+func (n *Node) LocalShard(id uint32) *shard.Shard { return n.shards.get(id) }
+
+// LocalShards returns the local replicas, by shard id.
+func (n *Node) LocalShards() []*shard.Shard { return n.shards.all() }
+
+// ShardLeader says who leads a shard: the local replica's raft view if it is
+// hosted here, else the last hint the router recorded, else the preferred
+// replica (a guess the router corrects with the NotLeader hint it gets).
+// ok is false when no candidate is known.
+func (n *Node) ShardLeader(id uint32) (nodeID, grpcAddr string, ok bool) {
+	if s := n.shards.get(id); s != nil {
+		leader, _ := s.Leader()
+		nodeID = string(leader)
+	}
+	if nodeID == "" {
+		n.shards.mu.RLock()
+		nodeID = n.shards.hints[id]
+		n.shards.mu.RUnlock()
+	}
+	if nodeID == "" {
+		if reps := n.meta.ShardMap().Replicas[id]; len(reps) > 0 {
+			nodeID = reps[0]
+		}
+	}
+	if nodeID == "" {
+		return "", "", false
+	}
+	grpcAddr, _ = n.MemberGRPC(nodeID)
+	return nodeID, grpcAddr, true
+}
+
+// NoteLeader records a not-leader hint for a shard not hosted here.
+func (n *Node) NoteLeader(id uint32, nodeID string) {
+	if nodeID == "" {
+		return
+	}
+	n.shards.mu.Lock()
+	n.shards.hints[id] = nodeID
+	n.shards.mu.Unlock()
+}
