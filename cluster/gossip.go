@@ -37,7 +37,7 @@ type member struct {
 type gossip struct {
 	n        *Node
 	ml       *memberlist.Memberlist
-	selfAddr string // advertised gossip address; LocalNode() is not safe to read later
+	selfAddr string      // advertised gossip address; LocalNode() is not safe to read later
 	hasState atomic.Bool // announced in NodeMeta
 
 	mu      sync.RWMutex
