@@ -18,10 +18,14 @@ type globals struct {
 	json    bool
 }
 
-func (g *globals) register(fs *flag.FlagSet, defAddr string) {
-	fs.StringVar(&g.addr, "addr", defAddr, "comma-separated node gRPC addresses (env RAFTQ_ADDR)")
-	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline for the whole command, retries included")
-	fs.BoolVar(&g.json, "json", false, "print JSON instead of tables")
+func newGlobals(addr string) globals { return globals{addr: addr, timeout: 10 * time.Second} }
+
+// register adds the global flags with their current values as defaults, so
+// a value given before the command survives the command's own flag set.
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.addr, "addr", g.addr, "comma-separated node gRPC addresses (env RAFTQ_ADDR)")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "deadline for the whole command, retries included")
+	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of tables")
 }
 
 func (g *globals) seeds() []string {

@@ -41,13 +41,13 @@ type app struct {
 // run is the whole program behind main, with its environment passed in so
 // tests can drive it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	defAddr := defaultAddr
 	if v := getenv("RAFTQ_ADDR"); v != "" {
 		defAddr = v
 	}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, g: newGlobals(defAddr)}
 	top := newFlagSet("raftq", stderr)
-	a.g.register(top, defAddr)
+	a.g.register(top)
 	top.Usage = func() { a.usage(stderr) }
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return exitUsage
 	}
 	fs := newFlagSet("raftq "+cmd.path, stderr)
-	a.g.register(fs, a.g.addr) // globals may follow the command too
+	a.g.register(fs) // globals may follow the command too
 	bind := cmd.setup(a, fs)
 	fs.Usage = func() { commandUsage(stderr, cmd, fs) }
 	pos, err := parseInterleaved(fs, rest)
@@ -160,8 +160,8 @@ func (a *app) usage(w io.Writer) {
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nglobal flags (before or after the command):")
 	fs := newFlagSet("raftq", w)
-	var g globals
-	g.register(fs, defaultAddr)
+	g := newGlobals(defaultAddr)
+	g.register(fs)
 	fs.PrintDefaults()
 	fmt.Fprintln(w, "\nexit codes: 0 ok, 1 server error, 2 usage, 3 cluster unavailable")
 	fmt.Fprintln(w, `run "raftq COMMAND --help" for a command's flags`)
