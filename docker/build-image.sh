@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Build the raftq image (default tag raftq:dev) without pulling anything:
+# compile static binaries on the host, then `docker build` a FROM scratch
+# image from a throwaway context. Usage: docker/build-image.sh [TAG]
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+tag=${1:-${RAFTQ_IMAGE:-raftq:dev}}
+go=${GO:-go}
+
+# Build for the engine's architecture, not necessarily the host's.
+arch=$(timeout 20 docker version --format '{{.Server.Arch}}')
+version=$(git -C "$root" describe --always --dirty 2>/dev/null || echo dev)
+
+ctx=$(mktemp -d "${TMPDIR:-/tmp}/raftq-image.XXXXXX")
+trap 'rm -rf "$ctx"' EXIT
+
+(
+	cd "$root"
+	for pair in raftq-node:./cmd/node raftq:./cmd/raftq; do
+		CGO_ENABLED=0 GOOS=linux GOARCH="$arch" "$go" build -trimpath \
+			-ldflags "-s -w" -o "$ctx/${pair%%:*}" "${pair#*:}"
+	done
+)
+mkdir -m 0755 "$ctx/data"
+mkdir -m 1777 "$ctx/tmp"
+cp "$root/docker/Dockerfile" "$ctx/Dockerfile"
+
+timeout 300 docker build --quiet --build-arg "VERSION=$version" -t "$tag" "$ctx" >/dev/null
+echo "built $tag ($version, linux/$arch)"
