@@ -188,14 +188,15 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 		if err == nil {
 			return nil
 		}
-		hint := hintFrom(trailer, header)
-		class := classify(status.Code(err), hint, ctx.Err() != nil)
-		if !spec.safe && class != retryHinted && class != noRetry {
-			// Only a node's own "not leader" answer proves nothing was applied.
-			class = noRetry
-		}
+		refused, hint := refusal(trailer, header)
+		class := classify(status.Code(err), refused, hint, ctx.Err() != nil)
 		if class == retryUnknown {
-			class = retryOther
+			// Only a node's refusal proves nothing was applied; other failures
+			// are retried only where a repeat cannot duplicate work.
+			class = noRetry
+			if spec.safe {
+				class = retryOther
+			}
 		}
 		if class == noRetry {
 			return fromStatus(err)

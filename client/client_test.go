@@ -315,7 +315,7 @@ func TestLeaderHintRedirects(t *testing.T) {
 	a.SetShardMap(0, a.Addr, a.Addr)
 	c := mustDial(t, []string{a.Addr}, fastRetry(5))
 	createOn(t, "q", a, b)
-	a.Fail("Send", 1, codes.Unavailable, "nodeB="+b.Addr)
+	a.Refuse("Send", 1, "nodeB="+b.Addr)
 	r := mustSend(t, c, "q", "x", Group(groupOn("q", 1)))
 	if id, _ := wire.ParseMessageID(r.ID); id.Shard != 1 {
 		t.Fatalf("send after hint landed on shard %d", id.Shard)
@@ -334,27 +334,35 @@ func TestRetryRules(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		code      codes.Code
+		refuse    bool
 		fails     int
 		opts      []Option
 		sendOpts  []SendOption
 		wantErr   error
 		wantCalls int
 	}{
-		{"unavailable retried with auto dedup", codes.Unavailable, 2, nil, nil, nil, 3},
-		{"unavailable not retried without dedup key", codes.Unavailable, 1, []Option{WithAutoDedup(false)}, nil, ErrUnavailable, 1},
-		{"explicit dedup key retried", codes.Unavailable, 1, []Option{WithAutoDedup(false)}, []SendOption{DedupKey("k")}, nil, 2},
-		{"budget bounds retries", codes.Unavailable, 50, nil, nil, ErrUnavailable, 4},
-		{"invalid never retried", codes.InvalidArgument, 1, nil, nil, ErrInvalid, 1},
-		{"not found never retried", codes.NotFound, 1, nil, nil, ErrNotFound, 1},
-		{"precondition never retried", codes.FailedPrecondition, 1, nil, nil, ErrStaleReceipt, 1},
-		{"exists never retried", codes.AlreadyExists, 1, nil, nil, ErrExists, 1},
-		{"exhausted never retried", codes.ResourceExhausted, 1, nil, nil, ErrExhausted, 1},
+		{"unknown outcome retried with auto dedup", codes.Unavailable, false, 2, nil, nil, nil, 3},
+		{"unknown outcome not retried without dedup key", codes.Unavailable, false, 1, []Option{WithAutoDedup(false)}, nil, ErrUnavailable, 1},
+		{"deadline not retried without dedup key", codes.DeadlineExceeded, false, 1, []Option{WithAutoDedup(false)}, nil, context.DeadlineExceeded, 1},
+		{"refusal retried without dedup key", codes.Unavailable, true, 2, []Option{WithAutoDedup(false)}, nil, nil, 3},
+		{"explicit dedup key retried", codes.Unavailable, false, 1, []Option{WithAutoDedup(false)}, []SendOption{DedupKey("k")}, nil, 2},
+		{"budget bounds retries", codes.Unavailable, false, 50, nil, nil, ErrUnavailable, 4},
+		{"budget bounds refusals", codes.Unavailable, true, 50, nil, nil, ErrUnavailable, 4},
+		{"invalid never retried", codes.InvalidArgument, false, 1, nil, nil, ErrInvalid, 1},
+		{"not found never retried", codes.NotFound, false, 1, nil, nil, ErrNotFound, 1},
+		{"precondition never retried", codes.FailedPrecondition, false, 1, nil, nil, ErrStaleReceipt, 1},
+		{"exists never retried", codes.AlreadyExists, false, 1, nil, nil, ErrExists, 1},
+		{"exhausted never retried", codes.ResourceExhausted, false, 1, nil, nil, ErrExhausted, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := clienttest.NewServer(t)
 			cl := mustDial(t, []string{s.Addr}, append([]Option{fastRetry(4)}, c.opts...)...)
 			mustCreate(t, cl, "q", QueueOptions{})
-			s.Fail("Send", c.fails, c.code, "")
+			if c.refuse {
+				s.Refuse("Send", c.fails, "")
+			} else {
+				s.Fail("Send", c.fails, c.code)
+			}
 			_, err := cl.Send(testCtx(t), "q", []byte("x"), c.sendOpts...)
 			if (c.wantErr == nil) != (err == nil) || (c.wantErr != nil && !errors.Is(err, c.wantErr)) {
 				t.Fatalf("Send = %v, want %v", err, c.wantErr)
@@ -370,7 +378,7 @@ func TestRetryStopsAtDeadline(t *testing.T) {
 	s := clienttest.NewServer(t)
 	c := mustDial(t, []string{s.Addr}, WithRetry(RetryPolicy{MaxAttempts: 100, BaseDelay: 500 * time.Millisecond, MaxDelay: 2 * time.Second}))
 	mustCreate(t, c, "q", QueueOptions{})
-	s.Fail("Send", 100, codes.Unavailable, "")
+	s.Fail("Send", 100, codes.Unavailable)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -407,7 +415,7 @@ func TestAckSplitsByShardAndReportsFailedShard(t *testing.T) {
 		mustSend(t, cs, "q", "x")
 	}
 	ra, rb := mustReceiveFrom(t, a, 1), mustReceiveFrom(t, b, 1)
-	b.Fail("Ack", 10, codes.Unavailable, "")
+	b.Fail("Ack", 10, codes.Unavailable)
 	itemErrs, err := c.Ack(testCtx(t), rb[0], ra[0])
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Ack error = %v, want ErrUnavailable for shard 1", err)

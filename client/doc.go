@@ -10,14 +10,18 @@
 //     round-robin order (the server places or gathers across shards).
 //   - Ack, Nack, Extend and DeadLetter go to the leader of the receipt's shard;
 //     GetMessage and Cancel to the leader of the message id's shard.
-//   - UNAVAILABLE with a "raftq-leader" hint is retried at once at the hinted
-//     node; UNAVAILABLE without a hint and connection failures are retried on
-//     other nodes with exponential backoff and full jitter, bounded by the
-//     context deadline and the retry budget (WithRetry).
+//   - UNAVAILABLE with the "raftq-leader" trailer is a refusal: nothing was
+//     applied. With a leader address in it the call is retried at once at
+//     that node; without one, on another node after a backoff.
+//   - UNAVAILABLE without the trailer, connection failures and an attempt's
+//     own timeout leave the outcome unknown: the call is retried on another
+//     node after a backoff only if repeating it cannot duplicate work.
+//   - Backoff is exponential with full jitter, bounded by the context
+//     deadline and the retry budget (WithRetry).
 //   - INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, ALREADY_EXISTS and
 //     RESOURCE_EXHAUSTED are never retried.
-//   - A send is retried only when it carries a dedup key, so a retry after an
-//     ambiguous failure cannot enqueue the message twice within the queue's
+//   - A send is retried after an unknown outcome only when it carries a dedup
+//     key, so the retry cannot enqueue the message twice within the queue's
 //     dedup window. With AutoDedup on (the default) every send without a key
 //     gets a random one.
 package client

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -116,22 +117,42 @@ func TestParseHint(t *testing.T) {
 func TestClassify(t *testing.T) {
 	for _, c := range []struct {
 		code       codes.Code
+		refused    bool
 		hint       string
 		callerDone bool
 		want       retryClass
 	}{
-		{codes.Unavailable, "", false, retryOther},
-		{codes.Unavailable, "h:1", false, retryHinted},
-		{codes.Unavailable, "h:1", true, noRetry},
-		{codes.DeadlineExceeded, "", false, retryUnknown},
-		{codes.InvalidArgument, "", false, noRetry},
-		{codes.NotFound, "", false, noRetry},
-		{codes.FailedPrecondition, "h:1", false, noRetry},
-		{codes.AlreadyExists, "", false, noRetry},
-		{codes.ResourceExhausted, "", false, noRetry},
+		{codes.Unavailable, false, "", false, retryUnknown},
+		{codes.Unavailable, true, "", false, retryOther},
+		{codes.Unavailable, true, "h:1", false, retryHinted},
+		{codes.Unavailable, true, "h:1", true, noRetry},
+		{codes.DeadlineExceeded, false, "", false, retryUnknown},
+		{codes.InvalidArgument, false, "", false, noRetry},
+		{codes.NotFound, false, "", false, noRetry},
+		{codes.FailedPrecondition, true, "h:1", false, noRetry},
+		{codes.AlreadyExists, false, "", false, noRetry},
+		{codes.ResourceExhausted, false, "", false, noRetry},
 	} {
-		if got := classify(c.code, c.hint, c.callerDone); got != c.want {
-			t.Errorf("classify(%v, %q, %v) = %v, want %v", c.code, c.hint, c.callerDone, got, c.want)
+		if got := classify(c.code, c.refused, c.hint, c.callerDone); got != c.want {
+			t.Errorf("classify(%v, %v, %q, %v) = %v, want %v", c.code, c.refused, c.hint, c.callerDone, got, c.want)
+		}
+	}
+}
+
+func TestRefusalTrailer(t *testing.T) {
+	for _, c := range []struct {
+		md      metadata.MD
+		refused bool
+		addr    string
+	}{
+		{metadata.MD{}, false, ""},
+		{metadata.Pairs(LeaderTrailer, ""), true, ""},
+		{metadata.Pairs(LeaderTrailer, "n1="), true, ""},
+		{metadata.Pairs(LeaderTrailer, "n1=10.0.0.1:7101"), true, "10.0.0.1:7101"},
+	} {
+		refused, addr := refusal(nil, c.md)
+		if refused != c.refused || addr != c.addr {
+			t.Errorf("refusal(%v) = %v, %q", c.md, refused, addr)
 		}
 	}
 }

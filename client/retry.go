@@ -11,8 +11,10 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// LeaderTrailer is the trailer key a node sets on UNAVAILABLE when it knows
-// the shard's leader: "nodeID=grpcAddr".
+// LeaderTrailer is the trailer a node sets on UNAVAILABLE when it refused a
+// call without applying it. Its value is "nodeID=grpcAddr" when the node knows
+// the shard's leader, else empty or "nodeID=". UNAVAILABLE without it means
+// the outcome is unknown: the call may have been applied.
 const LeaderTrailer = "raftq-leader"
 
 // RetryPolicy bounds how a call is retried. The caller's context deadline
@@ -66,23 +68,28 @@ type retryClass int
 
 const (
 	noRetry      retryClass = iota // a definite answer: return it
-	retryOther                     // try another node after a backoff
-	retryHinted                    // try the hinted leader
+	retryOther                     // refused, nothing applied: try another node after a backoff
+	retryHinted                    // refused, nothing applied: try the hinted leader
 	retryUnknown                   // the call may have been applied: only safe calls retry
 )
 
-// classify decides how to treat a failed attempt. callerDone reports that the
+// classify decides how to treat a failed attempt. refused reports the
+// LeaderTrailer, hint the leader address in it. callerDone reports that the
 // caller's own context ended, which is never retried.
-func classify(code codes.Code, hint string, callerDone bool) retryClass {
+func classify(code codes.Code, refused bool, hint string, callerDone bool) retryClass {
 	if callerDone {
 		return noRetry
 	}
 	switch code {
 	case codes.Unavailable:
-		if hint != "" {
+		switch {
+		case hint != "":
 			return retryHinted
+		case refused:
+			return retryOther
 		}
-		return retryOther
+		// A broken connection or an unknown outcome.
+		return retryUnknown
 	case codes.DeadlineExceeded, codes.Aborted, codes.Internal, codes.Unknown:
 		// The per-attempt timeout or a broken stream: the node may have
 		// applied the call before the failure.
@@ -103,14 +110,17 @@ func parseHint(v string) (nodeID, addr string, err error) {
 	return id, a, nil
 }
 
-// hintFrom returns the leader address from trailers (or headers) or "".
-func hintFrom(mds ...metadata.MD) string {
+// refusal reads LeaderTrailer from trailers (or headers): whether the node
+// refused the call, and the leader address when it named one.
+func refusal(mds ...metadata.MD) (refused bool, addr string) {
 	for _, md := range mds {
-		for _, v := range md.Get(LeaderTrailer) {
-			if _, addr, err := parseHint(v); err == nil {
-				return addr
+		vals := md.Get(LeaderTrailer)
+		for _, v := range vals {
+			if _, a, err := parseHint(v); err == nil {
+				return true, a
 			}
 		}
+		refused = refused || len(vals) > 0
 	}
-	return ""
+	return refused, ""
 }

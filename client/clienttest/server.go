@@ -48,8 +48,9 @@ type Server struct {
 }
 
 type fault struct {
-	code codes.Code
-	hint string
+	code   codes.Code
+	refuse bool
+	hint   string
 }
 
 // Call is one call the server answered, recorded for assertions.
@@ -106,12 +107,24 @@ func (s *Server) SetShardMap(shard uint32, leaders ...string) {
 }
 
 // Fail makes the next n calls of method (short name, e.g. "Send") fail with
-// code; a non-empty hint is sent as the "raftq-leader" trailer.
-func (s *Server) Fail(method string, n int, code codes.Code, hint string) {
+// code and no refusal trailer: for UNAVAILABLE, an outcome the client must
+// treat as unknown.
+func (s *Server) Fail(method string, n int, code codes.Code) {
+	s.addFaults(method, n, fault{code: code})
+}
+
+// Refuse makes the next n calls of method fail as a follower refuses them:
+// UNAVAILABLE with the "raftq-leader" trailer set to hint ("nodeID=addr",
+// or "" when no leader is known), meaning nothing was applied.
+func (s *Server) Refuse(method string, n int, hint string) {
+	s.addFaults(method, n, fault{code: codes.Unavailable, refuse: true, hint: hint})
+}
+
+func (s *Server) addFaults(method string, n int, f fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for range n {
-		s.faults[method] = append(s.faults[method], fault{code: code, hint: hint})
+		s.faults[method] = append(s.faults[method], f)
 	}
 }
 
@@ -158,7 +171,7 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		s.faults[method] = fs[1:]
 		s.calls = append(s.calls, Call{Method: method, Code: f.code})
 		s.mu.Unlock()
-		if f.hint != "" {
+		if f.refuse {
 			_ = grpc.SetTrailer(ctx, metadata.Pairs("raftq-leader", f.hint))
 		}
 		return nil, status.Error(f.code, "injected "+f.code.String())

@@ -192,6 +192,7 @@ func (s *Server) notLeader(ctx context.Context, shard uint32) error {
 		_ = grpc.SetTrailer(ctx, metadata.Pairs("raftq-leader", "n="+s.leaders[shard]))
 		return errorf(codes.Unavailable, "not the leader of shard %d", shard)
 	}
+	_ = grpc.SetTrailer(ctx, metadata.Pairs("raftq-leader", ""))
 	return errorf(codes.Unavailable, "no leader for shard %d", shard)
 }
 
