@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,7 @@ type node struct {
 	sh   *Shard
 	mux  *raftmux.Mux         // tcp clusters
 	mem  *raft.InmemTransport // inmem clusters
+	skew atomic.Int64         // added to this replica's clock, in ms
 }
 
 type cluster struct {
@@ -56,9 +58,12 @@ type cluster struct {
 	mu      sync.Mutex
 }
 
-func newCluster(t testing.TB, n int, inmem bool, tuning RaftTuning) *cluster {
+func newCluster(t testing.TB, n int, inmem bool, tuning RaftTuning, opts ...func(*cluster)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, shardID: 1, tuning: tuning, inmem: inmem, grace: 300 * time.Millisecond}
+	for _, o := range opts {
+		o(c)
+	}
 	root := t.TempDir()
 	for i := range n {
 		nd := &node{id: fmt.Sprintf("n%d", i+1), dir: filepath.Join(root, fmt.Sprintf("n%d", i+1))}
@@ -124,6 +129,7 @@ func (c *cluster) start(nd *node, bootstrap []raft.Server) {
 		Dir:        nd.dir,
 		Transport:  c.transport(nd),
 		Bootstrap:  bootstrap,
+		Now:        func() time.Time { return time.Now().Add(time.Duration(nd.skew.Load()) * time.Millisecond) },
 		Logger:     testLogger().With("node", nd.id),
 		Raft:       c.tuning,
 		LeaseGrace: c.grace,

@@ -95,7 +95,7 @@ func (s *Shard) leaderDuties(ctx context.Context, st *leaderState) {
 		Term: st.term, GraceMs: s.cfg.LeaseGrace.Milliseconds(),
 	}}}
 	for {
-		_, err := s.propose(ctx, grace)
+		_, err := s.proposeReq(ctx, &proposal{cmd: grace, holdClock: true})
 		if err == nil {
 			break
 		}

@@ -34,8 +34,14 @@ const (
 )
 
 type proposal struct {
-	cmd   *fsmpb.Command
-	size  int
+	cmd  *fsmpb.Command
+	size int
+	// holdClock: propose alone, stamped with the FSM clock instead of the
+	// leader's wall clock, so the entry cannot advance time (and expire
+	// leases or release delays) before its command applies. LeaderGrace
+	// needs this: a new leader whose clock runs ahead would otherwise expire
+	// earlier-term leases in the very entry that is meant to protect them.
+	holdClock bool
 	state atomic.Int32
 	done  chan outcome // buffered 1
 }
@@ -73,7 +79,12 @@ func (s *Shard) Propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result,
 // propose skips the readiness gate; leader duties use it to propose the
 // grace before the shard is ready.
 func (s *Shard) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
-	p := &proposal{cmd: cmd, size: proto.Size(cmd), done: make(chan outcome, 1)}
+	return s.proposeReq(ctx, &proposal{cmd: cmd})
+}
+
+func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, error) {
+	p.size = proto.Size(p.cmd)
+	p.done = make(chan outcome, 1)
 	select {
 	case s.propCh <- p:
 	case <-ctx.Done():
@@ -141,10 +152,10 @@ func (s *Shard) runProposer() {
 		}
 		take(first)
 	drain:
-		for len(b.reqs) < maxEntryCommands {
+		for len(b.reqs) < maxEntryCommands && !first.holdClock {
 			select {
 			case p := <-s.propCh:
-				if len(b.reqs) > 0 && bytes+p.size > maxEntryBytes {
+				if p.holdClock || (len(b.reqs) > 0 && bytes+p.size > maxEntryBytes) {
 					carry = p
 					break drain
 				}
@@ -163,9 +174,13 @@ func (s *Shard) runProposer() {
 }
 
 func (s *Shard) apply(b *batch) {
+	now := s.cfg.Now().UnixMilli()
+	if len(b.reqs) == 1 && b.reqs[0].holdClock {
+		now = s.fsm.Clock()
+	}
 	e := &fsmpb.Entry{
 		Version:  fsm.EntryVersion,
-		NowMs:    s.cfg.Now().UnixMilli(),
+		NowMs:    now,
 		Seed:     rand.Uint64(),
 		Commands: make([]*fsmpb.Command, len(b.reqs)),
 	}

@@ -1,0 +1,44 @@
+package shard
+
+import (
+	"testing"
+	"time"
+
+	"github.com/raftq/raftq/fsm/fsmpb"
+)
+
+// TestLeaseSurvivesFailoverToFastClock: the replicas that take over run
+// 400 ms ahead (within MaxClockSkew). A lease granted just before the
+// leader dies, due shortly after the failover, must not be expired by the
+// new leader's first entry: the grace entry does not advance the clock, so
+// the lease is extended to clock+grace and its holder can still ack.
+func TestLeaseSurvivesFailoverToFastClock(t *testing.T) {
+	// Grace = election + skew allowance, as the production default.
+	c := newCluster(t, 3, true, fastTuning(), func(c *cluster) { c.grace = 2 * time.Second })
+	old := c.leader()
+	for _, f := range c.followers(old) {
+		f.skew.Store(400)
+	}
+	mustQueue(t, old.sh, "q", standard(time.Minute))
+	id := mustEnqueue(t, old.sh, "q", &fsmpb.NewMessage{Body: []byte("job")})
+	got := mustReceive(t, old.sh, "q", 1, 700*time.Millisecond)
+	if len(got) != 1 || got[0].GetId() != id {
+		t.Fatalf("receive = %v", got)
+	}
+	killedAt := time.Now()
+	c.kill(old)
+	next := c.leader()
+	t.Logf("new leader ready %v after the kill", time.Since(killedAt))
+
+	m, ok := next.sh.FSM().Message(id)
+	if !ok || m.GetState() != fsmpb.State_STATE_LEASED || m.GetLeaseEpoch() != got[0].GetLeaseEpoch() {
+		t.Fatalf("after failover to a fast clock the lease is %v, want still leased", m)
+	}
+	if m.GetLeaseDeadlineMs() < next.sh.FSM().Clock()+500 {
+		t.Fatalf("lease deadline %d not extended past clock %d", m.GetLeaseDeadlineMs(), next.sh.FSM().Clock())
+	}
+	res := mustPropose(t, next.sh, ackCmd(receiptOf(got[0])))
+	if code := res.GetItems().GetItems()[0].GetStatus().GetCode(); code != fsmpb.Code_CODE_OK {
+		t.Fatalf("ack by the lease holder after failover = %v, want OK", code)
+	}
+}
