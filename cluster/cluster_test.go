@@ -93,6 +93,18 @@ func TestCluster_FormServeJoinRestart(t *testing.T) {
 		t.Fatalf("placement %v, want rendezvous %v", first.Replicas, want)
 	}
 	waitFor(t, 15*time.Second, "every shard elects a leader", func() error { _, err := tc.shardLeaders(); return err })
+	waitFor(t, 15*time.Second, "every shard led by its preferred replica", func() error {
+		leaders, err := tc.shardLeaders()
+		if err != nil {
+			return err
+		}
+		for id, l := range leaders {
+			if want := first.Replicas[id][0]; l != want {
+				return fmt.Errorf("shard %d led by %s, preferred %s", id, l, want)
+			}
+		}
+		return nil
+	})
 
 	var leader *Node
 	waitFor(t, 10*time.Second, "meta leader", func() error {
@@ -213,6 +225,20 @@ func TestCluster_FormServeJoinRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "queue in every running shard", tc.queuesReconciled)
+	leaders, err := tc.shardLeaders()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, l := range leaders {
+		msgs := make([]*fsmpb.NewMessage, 5)
+		for i := range msgs {
+			msgs[i] = &fsmpb.NewMessage{Body: fmt.Appendf(nil, "shard %d msg %d", id, i)}
+		}
+		res, err := tc.nodes[l].LocalShard(id).Propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Enqueue{Enqueue: &fsmpb.Enqueue{Queue: "while-down", Messages: msgs}}})
+		if err != nil || res.GetStatus().GetCode() != fsmpb.Code_CODE_OK {
+			t.Fatalf("enqueue on shard %d: %v %v", id, err, res.GetStatus())
+		}
+	}
 	back := tc.start(oldLeader)
 	tc.waitReady(20 * time.Second)
 	waitFor(t, 15*time.Second, "restarted node catches up", func() error {
@@ -255,31 +281,38 @@ func TestCluster_FormServeJoinRestart(t *testing.T) {
 	}
 }
 
-// shardDigestsMatch compares n's shard replicas with their leaders' at an
-// equal applied index.
+// shardDigestsMatch checks that every running replica of each shard n
+// hosts has applied the same index and holds the same FSM digest.
 func (tc *testCluster) shardDigestsMatch(n *Node) error {
-	for _, s := range n.LocalShards() {
-		lid, _ := s.Leader()
-		ln, ok := tc.nodes[string(lid)]
-		if !ok {
-			return fmt.Errorf("no running leader (%q)", lid)
+	for id := range n.ShardCount() {
+		if n.LocalShard(id) == nil {
+			continue
 		}
-		var other = s
-		for id := range ln.ShardCount() {
-			if ln.LocalShard(id) != nil && n.LocalShard(id) == s {
-				other = ln.LocalShard(id)
+		var first string
+		var want [32]byte
+		var wantIdx uint64
+		for nid, other := range tc.nodes {
+			s := other.LocalShard(id)
+			if s == nil {
+				continue
+			}
+			d, idx, err := s.FSM().Digest()
+			if err != nil {
+				return err
+			}
+			if first == "" {
+				first, want, wantIdx = nid, d, idx
+				continue
+			}
+			if idx != wantIdx {
+				return fmt.Errorf("shard %d: %s applied %d, %s applied %d", id, nid, idx, first, wantIdx)
+			}
+			if d != want {
+				return fmt.Errorf("shard %d: %s and %s differ at index %d", id, nid, first, idx)
 			}
 		}
-		d1, i1, err1 := s.FSM().Digest()
-		d2, i2, err2 := other.FSM().Digest()
-		if err := errors.Join(err1, err2); err != nil {
-			return err
-		}
-		if i1 != i2 {
-			return fmt.Errorf("applied %d vs leader %d", i1, i2)
-		}
-		if d1 != d2 {
-			return fmt.Errorf("digest differs at index %d", i1)
+		if wantIdx == 0 {
+			return fmt.Errorf("shard %d: nothing applied", id)
 		}
 	}
 	return nil

@@ -42,6 +42,11 @@ type Config struct {
 	// replica before reconciliation deletes it from a shard (default 10 s),
 	// so a lagging meta view never deletes a freshly created queue.
 	DeleteGrace time.Duration
+	// PreferredLeaderDelay is how long a node leads a shard before handing
+	// it to the shard's preferred replica (first in the map), when that
+	// replica is alive; this spreads shard leaders over the nodes (default
+	// 5 s).
+	PreferredLeaderDelay time.Duration
 	// Version is advertised in gossip metadata.
 	Version string
 }
@@ -73,6 +78,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DeleteGrace <= 0 {
 		c.DeleteGrace = 10 * time.Second
+	}
+	if c.PreferredLeaderDelay <= 0 {
+		c.PreferredLeaderDelay = 5 * time.Second
 	}
 	if c.Version == "" {
 		c.Version = "dev"

@@ -281,3 +281,11 @@ func (d *gossipDelegate) MergeRemoteState(buf []byte, join bool)     {}
 func (d *gossipDelegate) NotifyJoin(n *memberlist.Node)   { d.g.upsert(n, "alive") }
 func (d *gossipDelegate) NotifyUpdate(n *memberlist.Node) { d.g.upsert(n, "alive") }
 func (d *gossipDelegate) NotifyLeave(n *memberlist.Node)  { d.g.markGone(n) }
+
+// aliveFor reports whether nodeID has been alive for at least d.
+func (g *gossip) aliveFor(nodeID string, d time.Duration) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	m, ok := g.members[nodeID]
+	return ok && m.State == "alive" && time.Since(m.aliveSince) >= d
+}

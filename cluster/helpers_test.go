@@ -78,6 +78,9 @@ func (tc *testCluster) define(id string, expect int, join ...string) Config {
 		Raft:            shard.RaftTuning{SnapshotInterval: time.Hour},
 		NonvoterGrace:   300 * time.Millisecond,
 		DeleteGrace:     300 * time.Millisecond,
+		// Short, yet longer than the shutdown checks below (400 ms), so a
+		// hand-off back cannot be mistaken for a transfer on shutdown.
+		PreferredLeaderDelay: time.Second,
 	}
 	tc.cfgs[id] = cfg
 	return cfg

@@ -29,16 +29,24 @@ func (n *Node) reconcileLoop(ctx context.Context, id uint32, s *shard.Shard) {
 	r := &reconciler{n: n, id: id, s: s, absentSince: map[string]time.Time{}}
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
+	h := &handOff{n: n, id: id, s: s}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-changes:
-		case <-leader:
+		case ready := <-leader:
+			h.leading(ready)
+			if ready {
+				retry.Reset(n.cfg.PreferredLeaderDelay)
+			}
 		case <-tick.C:
 		case <-retry.C:
 		}
 		if !s.IsLeader() {
+			continue
+		}
+		if h.maybe(ctx) {
 			continue
 		}
 		if err := r.run(ctx); err != nil && ctx.Err() == nil {

@@ -186,23 +186,17 @@ func (n *Node) LocalShard(id uint32) *shard.Shard { return n.shards.get(id) }
 func (n *Node) LocalShards() []*shard.Shard { return n.shards.all() }
 
 // ShardLeader says who leads a shard: the local replica's raft view if it is
-// hosted here, else the last hint the router recorded, else the preferred
-// replica (a guess the router corrects with the NotLeader hint it gets).
-// ok is false when no candidate is known.
+// hosted here, else the last hint the router recorded. ok is false when no
+// leader is known (an election is running, or no hint yet): the router then
+// asks the replicas in turn.
 func (n *Node) ShardLeader(id uint32) (nodeID, grpcAddr string, ok bool) {
 	if s := n.shards.get(id); s != nil {
 		leader, _ := s.Leader()
 		nodeID = string(leader)
-	}
-	if nodeID == "" {
+	} else {
 		n.shards.mu.RLock()
 		nodeID = n.shards.hints[id]
 		n.shards.mu.RUnlock()
-	}
-	if nodeID == "" {
-		if reps := n.meta.ShardMap().Replicas[id]; len(reps) > 0 {
-			nodeID = reps[0]
-		}
 	}
 	if nodeID == "" {
 		return "", "", false
