@@ -42,8 +42,8 @@ type proposal struct {
 	// needs this: a new leader whose clock runs ahead would otherwise expire
 	// earlier-term leases in the very entry that is meant to protect them.
 	holdClock bool
-	state atomic.Int32
-	done  chan outcome // buffered 1
+	state     atomic.Int32
+	done      chan outcome // buffered 1
 }
 
 type outcome struct {
