@@ -72,11 +72,7 @@ func (s *state) nack(ctx *applyCtx, c *fsmpb.Nack) *fsmpb.Result {
 		if !it.GetHasDelay() {
 			delay = backoff(p.GetBackoffBaseMs(), p.GetBackoffMaxMs(), m.receiveCount, jitter(ctx.seed, ctx.cmdIdx, m.id))
 		}
-		if delay == 0 {
-			s.change(m, fsmpb.State_STATE_READY, nil)
-			continue
-		}
-		s.change(m, fsmpb.State_STATE_DELAYED, func(m *msg) { m.availableMs = s.clock + delay })
+		s.release(m, delay)
 	}
 	return itemsResult(items)
 }

@@ -27,6 +27,8 @@ func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
 	q.policy = p
 	if d := p.GetRetentionMs() - old.GetRetentionMs(); d != 0 {
 		s.shiftRetention(q, d)
+		// A shorter retention applies at once, like at the start of an entry.
+		s.expireRetention()
 	}
 	return &fsmpb.Result{Status: okStatus()}
 }
@@ -34,9 +36,7 @@ func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
 // shiftRetention moves the retention deadline of the queue's live messages by
 // d: the deadline counts from when the message became available.
 func (s *state) shiftRetention(q *queue, d int64) {
-	var ids []uint64
-	q.members.Ascend(func(id uint64) bool { ids = append(ids, id); return true })
-	for _, id := range ids {
+	for _, id := range s.memberIDs(q) {
 		m, _ := s.get(id)
 		if !live(m.state) {
 			continue

@@ -26,15 +26,7 @@ func (s *state) processDue() uint64 {
 		s.expireLease(m)
 		n++
 	}
-	for {
-		it, ok := s.retention.Min()
-		if !ok || it.t > s.clock {
-			break
-		}
-		m, _ := s.get(it.id)
-		s.kill(m, fsmpb.Reason_REASON_RETENTION)
-		n++
-	}
+	n += s.expireRetention()
 	for {
 		it, ok := s.completed.Min()
 		if !ok || it.t > s.clock {
@@ -51,6 +43,20 @@ func (s *state) processDue() uint64 {
 		s.dropDedup(it.queue, it.key)
 	}
 	return n
+}
+
+// expireRetention dead-letters ready and delayed messages past retention.
+func (s *state) expireRetention() uint64 {
+	var n uint64
+	for {
+		it, ok := s.retention.Min()
+		if !ok || it.t > s.clock {
+			return n
+		}
+		m, _ := s.get(it.id)
+		s.kill(m, fsmpb.Reason_REASON_RETENTION)
+		n++
+	}
 }
 
 // nextDue is when processDue next has work that changes what consumers see.

@@ -87,7 +87,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 
 // Persist streams the snapshot to the sink.
 func (v *view) Persist(sink raft.SnapshotSink) error {
-	w := bufio.NewWriterSize(sink, 1<<20)
+	w := bufio.NewWriterSize(sink, 64<<10)
 	err := v.write(w)
 	if err == nil {
 		err = w.Flush()
@@ -171,7 +171,7 @@ func (f *FSM) Digest() ([32]byte, uint64, error) {
 
 // readSnapshot builds a fresh state from a snapshot stream.
 func readSnapshot(r io.Reader) (*state, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
+	br := bufio.NewReaderSize(r, 64<<10)
 	magic := make([]byte, len(snapshotMagic))
 	if _, err := io.ReadFull(br, magic); err != nil {
 		return nil, fmt.Errorf("read magic: %w", err)

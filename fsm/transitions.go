@@ -212,7 +212,20 @@ func (s *state) expireLease(m *msg) {
 		s.kill(m, fsmpb.Reason_REASON_MAX_RECEIVES)
 		return
 	}
-	s.change(m, fsmpb.State_STATE_READY, nil)
+	s.release(m, 0)
+}
+
+// release returns a message whose lease ended to ready (delay 0) or delayed,
+// unless its retention has run out meanwhile.
+func (s *state) release(m *msg, delay int64) {
+	switch {
+	case m.expireMs <= s.clock:
+		s.kill(m, fsmpb.Reason_REASON_RETENTION)
+	case delay == 0:
+		s.change(m, fsmpb.State_STATE_READY, nil)
+	default:
+		s.change(m, fsmpb.State_STATE_DELAYED, func(m *msg) { m.availableMs = s.clock + delay })
+	}
 }
 
 // liveLease returns the message if (id, epoch) is its current live lease.

@@ -1,0 +1,272 @@
+package fsm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftq/raftq/fsm/fsmpb"
+)
+
+// TestRandomizedInvariants applies thousands of random command sequences
+// (valid and invalid) and checks after every entry that the invariants hold,
+// that FIFO groups deliver in order, that snapshot -> restore reproduces the
+// digest, and that replaying the same log on a fresh replica does too.
+func TestRandomizedInvariants(t *testing.T) {
+	seqs, entries := 2000, 40
+	if testing.Short() {
+		seqs = 300
+	}
+	for i := 0; i < seqs; i++ {
+		seed := uint64(i)
+		if err := runRandom(seed, entries); err != nil {
+			t.Fatalf("seed %d (rerun with runRandom(%d, %d)): %v", seed, seed, entries, err)
+		}
+	}
+}
+
+type randomRun struct {
+	rng      *rand.Rand
+	f        *FSM
+	index    uint64
+	term     uint64
+	now      int64
+	logs     []*raft.Log
+	receipts []*fsmpb.Receipt
+	ids      []uint64
+	lastSeq  map[string]uint64 // FIFO queue/group -> seq of the last delivery
+}
+
+var randomQueues = []string{"s", "f", "d"}
+
+func runRandom(seed uint64, entries int) error {
+	r := &randomRun{rng: rand.New(rand.NewPCG(seed, 0x5eed)), f: New(Options{}), term: 1, now: t0, lastSeq: map[string]uint64{}}
+	for e := 0; e < entries; e++ {
+		if err := r.step(); err != nil {
+			return fmt.Errorf("entry %d: %w", e, err)
+		}
+		if e%10 == 9 || e == entries-1 {
+			if err := roundTrip(r.f); err != nil {
+				return fmt.Errorf("entry %d: %w", e, err)
+			}
+		}
+	}
+	replica := New(Options{})
+	replica.ApplyBatch(r.logs)
+	d1, i1, err1 := r.f.Digest()
+	d2, i2, err2 := replica.Digest()
+	if err1 != nil || err2 != nil || d1 != d2 || i1 != i2 {
+		return fmt.Errorf("replay diverged: %x@%d vs %x@%d (%v, %v)", d1, i1, d2, i2, err1, err2)
+	}
+	return nil
+}
+
+func roundTrip(f *FSM) error {
+	want, idx, err := f.Digest()
+	if err != nil {
+		return err
+	}
+	snap, err := f.Snapshot()
+	if err != nil {
+		return err
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		return err
+	}
+	g := New(Options{})
+	if err := g.Restore(sink); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	got, gidx, err := g.Digest()
+	if err != nil || got != want || gidx != idx {
+		return fmt.Errorf("restore digest %x@%d, want %x@%d (%v)", got, gidx, want, idx, err)
+	}
+	if err := checkInvariants(g); err != nil {
+		return fmt.Errorf("restored: %w", err)
+	}
+	return nil
+}
+
+func (r *randomRun) step() error {
+	switch r.rng.IntN(10) {
+	case 0, 1, 2:
+	case 3, 4, 5:
+		r.now += int64(r.rng.IntN(300))
+	case 6, 7, 8:
+		r.now += int64(r.rng.IntN(3000))
+	default:
+		r.now -= int64(r.rng.IntN(500)) // a leader behind in time
+	}
+	if r.rng.IntN(20) == 0 {
+		r.term++
+	}
+	n := 1 + r.rng.IntN(4)
+	cmds := make([]*fsmpb.Command, n)
+	for i := range cmds {
+		cmds[i] = r.command()
+	}
+	r.index++
+	data, err := EncodeEntry(&fsmpb.Entry{Version: EntryVersion, NowMs: r.now, Seed: r.rng.Uint64(), Commands: cmds})
+	if err != nil {
+		return err
+	}
+	l := makeLog(r.index, r.term, data)
+	r.logs = append(r.logs, l)
+	resp := r.f.Apply(l).(*Response)
+	for _, res := range resp.Results {
+		for _, it := range res.GetEnqueue().GetItems() {
+			if it.GetMessageId() != 0 {
+				r.ids = append(r.ids, it.GetMessageId())
+			}
+		}
+		for _, m := range res.GetReceive().GetMessages() {
+			r.receipts = append(r.receipts, receipt(m))
+			if p, ok := r.f.Queues()[m.GetQueue()]; ok && p.GetMode() == fsmpb.QueueMode_QUEUE_MODE_FIFO {
+				g := m.GetQueue() + "/" + m.GetGroupId()
+				if last := r.lastSeq[g]; m.GetSeq() < last {
+					return fmt.Errorf("group %q delivered seq %d after %d", g, m.GetSeq(), last)
+				}
+				r.lastSeq[g] = m.GetSeq()
+			}
+		}
+	}
+	return checkInvariants(r.f)
+}
+
+func (r *randomRun) queue() string {
+	if r.rng.IntN(30) == 0 {
+		return "missing"
+	}
+	return randomQueues[r.rng.IntN(len(randomQueues))]
+}
+
+func (r *randomRun) receiptPick() *fsmpb.Receipt {
+	if len(r.receipts) == 0 || r.rng.IntN(15) == 0 {
+		return &fsmpb.Receipt{MessageId: uint64(r.rng.IntN(50)), LeaseEpoch: uint64(r.rng.IntN(50))}
+	}
+	// Favour recent receipts, which are more often live.
+	k := len(r.receipts) - 1 - r.rng.IntN(min(len(r.receipts), 8))
+	if r.rng.IntN(4) == 0 {
+		k = r.rng.IntN(len(r.receipts))
+	}
+	return r.receipts[k]
+}
+
+func (r *randomRun) idPick() uint64 {
+	if len(r.ids) == 0 || r.rng.IntN(10) == 0 {
+		return uint64(r.rng.IntN(60))
+	}
+	return r.ids[r.rng.IntN(len(r.ids))]
+}
+
+func (r *randomRun) policy(q string) *fsmpb.QueuePolicy {
+	p := &fsmpb.QueuePolicy{
+		VisibilityTimeoutMs:  int64(100 + r.rng.IntN(3000)),
+		MaxReceiveCount:      uint32(1 + r.rng.IntN(4)),
+		BackoffBaseMs:        int64(r.rng.IntN(200)),
+		BackoffMaxMs:         int64(r.rng.IntN(2000)),
+		DedupWindowMs:        int64(r.rng.IntN(5000)),
+		RetentionMs:          int64(r.rng.IntN(30_000)),
+		DelayMs:              int64(r.rng.IntN(2) * r.rng.IntN(1000)),
+		CompletedRetentionMs: int64(r.rng.IntN(5000)),
+		DlqDisabled:          q == "d",
+	}
+	if q == "f" {
+		p.Mode = fsmpb.QueueMode_QUEUE_MODE_FIFO
+	}
+	if r.rng.IntN(40) == 0 {
+		p.Mode = fsmpb.QueueMode(r.rng.IntN(4)) // mode change or an invalid mode
+	}
+	if r.rng.IntN(40) == 0 {
+		p.VisibilityTimeoutMs = -1
+	}
+	return p
+}
+
+func (r *randomRun) newMessage() *fsmpb.NewMessage {
+	m := &fsmpb.NewMessage{
+		Body:     []byte(fmt.Sprint(r.rng.IntN(1000))),
+		Priority: uint32(r.rng.IntN(11)), // 10 is invalid
+		GroupId:  fmt.Sprint("g", r.rng.IntN(4)),
+	}
+	if r.rng.IntN(6) == 0 {
+		m.GroupId = ""
+	}
+	if r.rng.IntN(3) == 0 {
+		m.DedupKey = fmt.Sprint("k", r.rng.IntN(5))
+	}
+	switch r.rng.IntN(6) {
+	case 0:
+		m.DelayMs = int64(r.rng.IntN(3000))
+	case 1:
+		m.DelayMs = -1
+	case 2:
+		m.RunAtMs = r.now + int64(r.rng.IntN(4000)) - 1000
+	case 3:
+		if r.rng.IntN(10) == 0 {
+			m.DelayMs = -7
+		}
+	}
+	if r.rng.IntN(5) == 0 {
+		m.Attributes = map[string]string{"b": "2", "a": fmt.Sprint(r.rng.IntN(9))}
+	}
+	return m
+}
+
+func (r *randomRun) command() *fsmpb.Command {
+	switch r.rng.IntN(24) {
+	case 0:
+		q := r.queue()
+		return upsertCmd(q, r.policy(q))
+	case 1:
+		if r.rng.IntN(8) == 0 {
+			return deleteCmd(r.queue())
+		}
+		return purgeCmd(r.queue())
+	case 2, 3, 4, 5, 6:
+		ms := make([]*fsmpb.NewMessage, 1+r.rng.IntN(5))
+		for i := range ms {
+			ms[i] = r.newMessage()
+		}
+		return enqueueCmd(r.queue(), ms...)
+	case 7, 8, 9, 10:
+		vis := int64(0)
+		if r.rng.IntN(2) == 0 {
+			vis = int64(50 + r.rng.IntN(3000))
+		}
+		return receiveCmd(r.queue(), uint32(r.rng.IntN(6)), vis)
+	case 11, 12, 13:
+		rs := make([]*fsmpb.Receipt, 1+r.rng.IntN(3))
+		for i := range rs {
+			rs[i] = r.receiptPick()
+		}
+		return ackCmd(rs...)
+	case 14, 15:
+		if r.rng.IntN(2) == 0 {
+			return nackCmd(nackBackoff(r.receiptPick(), "err"))
+		}
+		return nackCmd(nackDelay(r.receiptPick(), int64(r.rng.IntN(2000))-100, "err"))
+	case 16, 17:
+		return extendCmd(r.receiptPick(), int64(r.rng.IntN(3000))-200)
+	case 18:
+		return deadLetterCmd(r.receiptPick(), "poison")
+	case 19:
+		if r.rng.IntN(2) == 0 {
+			return redriveCmd(r.queue(), uint32(r.rng.IntN(4)))
+		}
+		return redriveCmd(r.queue(), 0, r.idPick(), r.idPick())
+	case 20:
+		if r.rng.IntN(2) == 0 {
+			return discardCmd(r.queue(), uint32(r.rng.IntN(3)))
+		}
+		return discardCmd(r.queue(), 0, r.idPick())
+	case 21:
+		return cancelCmd(r.queue(), r.idPick(), r.idPick())
+	case 22:
+		return graceCmd(r.term+uint64(r.rng.IntN(2)), int64(r.rng.IntN(3000)))
+	default:
+		return tickCmd()
+	}
+}
