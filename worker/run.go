@@ -34,7 +34,7 @@ type job struct {
 	lost    atomic.Bool
 }
 
-func newRun(w *Worker, ctx context.Context) *run {
+func newRun(ctx context.Context, w *Worker) *run {
 	// Handlers outlive ctx by up to DrainTimeout, so their contexts hang off
 	// a base that only the drain cancels; values of ctx stay visible.
 	base, stop := context.WithCancel(context.WithoutCancel(ctx))

@@ -107,7 +107,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.running = true
 	w.mu.Unlock()
 
-	r := newRun(w, ctx)
+	r := newRun(ctx, w)
 	runErr := r.receiveLoop(ctx)
 	r.drain()
 	return runErr
