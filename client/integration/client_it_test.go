@@ -1,0 +1,258 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/raftq/raftq/client"
+	"github.com/raftq/raftq/internal/testcluster"
+	"github.com/raftq/raftq/wire"
+	"github.com/raftq/raftq/worker"
+)
+
+func TestClient_RoutesAndSettlesAcrossShards(t *testing.T) {
+	c := testcluster.Start(t, nodeBin, testcluster.Options{})
+	cl := mustDial(t, c)
+	ctx := ctxT(t, time.Minute)
+	if cl.ShardCount() != 4 {
+		t.Fatalf("ShardCount = %d, want 4", cl.ShardCount())
+	}
+	if _, err := cl.CreateQueue(ctx, "it", client.QueueOptions{Visibility: 10 * time.Second}); err != nil {
+		t.Fatalf("CreateQueue: %v", err)
+	}
+	shards := map[uint32]bool{}
+	for i := range 40 {
+		g := fmt.Sprintf("g%d", i)
+		r, err := cl.Send(ctx, "it", []byte(g), client.Group(g))
+		if err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+		id, err := wire.ParseMessageID(r.ID)
+		if err != nil || id.Shard != wire.ShardFor("it", g, 4) {
+			t.Fatalf("message %s of group %s not on shard %d", r.ID, g, wire.ShardFor("it", g, 4))
+		}
+		shards[id.Shard] = true
+	}
+	if len(shards) != 4 {
+		t.Fatalf("40 groups landed on %d shards", len(shards))
+	}
+	var receipts []string
+	for len(receipts) < 40 {
+		ms, err := cl.Receive(ctx, "it", client.ReceiveOptions{Max: 40, Wait: 2 * time.Second})
+		if err != nil {
+			t.Fatalf("Receive: %v", err)
+		}
+		if len(ms) == 0 {
+			t.Fatalf("received %d of 40", len(receipts))
+		}
+		for _, m := range ms {
+			receipts = append(receipts, m.Receipt)
+		}
+	}
+	itemErrs, err := cl.Ack(ctx, receipts...)
+	if err != nil || errors.Join(itemErrs...) != nil {
+		t.Fatalf("Ack: %v %v", err, itemErrs)
+	}
+	again, err := cl.Ack(ctx, receipts[0])
+	if err != nil || !errors.Is(again[0], client.ErrStaleReceipt) {
+		t.Fatalf("second ack = %v, %v; want ErrStaleReceipt", again, err)
+	}
+	st, err := cl.Stats(ctx, "it")
+	if err != nil || st.Ready+st.InFlight+st.Delayed != 0 {
+		t.Fatalf("Stats after acking all = %+v, %v", st, err)
+	}
+	if _, err := cl.GetQueue(ctx, "missing"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("GetQueue(missing) = %v", err)
+	}
+}
+
+func TestClient_LeaderKillSendsLoseNothingAndDuplicateNothing(t *testing.T) {
+	c := testcluster.Start(t, nodeBin, testcluster.Options{})
+	cl := mustDial(t, c, client.WithCallTimeout(3*time.Second))
+	ctx := ctxT(t, 2*time.Minute)
+	if _, err := cl.CreateQueue(ctx, "kill", client.QueueOptions{}); err != nil {
+		t.Fatalf("CreateQueue: %v", err)
+	}
+	victim := shardLeaderIndex(t, c, cl, 0)
+	var (
+		mu     sync.Mutex
+		acked  = map[string]bool{}
+		failed atomic.Int32
+		wg     sync.WaitGroup
+		stop   = make(chan struct{})
+	)
+	for p := range 4 {
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				body := fmt.Sprintf("p%d-%d", p, k)
+				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := cl.Send(sctx, "kill", []byte(body), client.Group(fmt.Sprint(k%16)))
+				cancel()
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				mu.Lock()
+				acked[body] = true
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	c.Kill(victim)
+	time.Sleep(4 * time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d sends acknowledged, %d gave up (client retry budget) across a leader kill", len(acked), failed.Load())
+
+	seen := map[string]int{}
+	for empties := 0; empties < 3; {
+		ms, err := cl.Receive(ctx, "kill", client.ReceiveOptions{Max: 500, Wait: time.Second})
+		if err != nil {
+			t.Fatalf("Receive: %v", err)
+		}
+		if len(ms) == 0 {
+			empties++
+			continue
+		}
+		var rs []string
+		for _, m := range ms {
+			seen[string(m.Body)]++
+			rs = append(rs, m.Receipt)
+		}
+		if _, err := cl.Ack(ctx, rs...); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+	}
+	for b := range acked {
+		if seen[b] == 0 {
+			t.Errorf("acknowledged send %s lost", b)
+		}
+	}
+	for b, n := range seen {
+		if n > 1 {
+			t.Errorf("%s enqueued %d times: client retries duplicated a send", b, n)
+		}
+	}
+}
+
+func TestWorker_ProcessesEverythingOnACluster(t *testing.T) {
+	c := testcluster.Start(t, nodeBin, testcluster.Options{})
+	cl := mustDial(t, c)
+	ctx := ctxT(t, time.Minute)
+	if _, err := cl.CreateQueue(ctx, "w", client.QueueOptions{MaxReceives: 3, BackoffBase: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond}); err != nil {
+		t.Fatalf("CreateQueue: %v", err)
+	}
+	const n = 120
+	items := make([]client.Outgoing, n)
+	for i := range items {
+		items[i] = client.Outgoing{Body: fmt.Appendf(nil, "%d", i), Type: "ok"}
+		if i%10 == 0 {
+			items[i].Type = "flaky"
+		}
+		if i%30 == 0 {
+			items[i].Type = "poison"
+		}
+	}
+	res, err := cl.SendBatch(ctx, "w", items)
+	if err != nil {
+		t.Fatalf("SendBatch: %v", err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("SendBatch item: %v", r.Err)
+		}
+	}
+	var ok, flakyTries atomic.Int32
+	w := worker.New(cl, "w", worker.Options{Concurrency: 8, Wait: time.Second, Visibility: 5 * time.Second})
+	w.Register("ok", func(context.Context, *worker.Message) error { ok.Add(1); return nil })
+	w.Register("flaky", func(_ context.Context, m *worker.Message) error {
+		flakyTries.Add(1)
+		if m.ReceiveCount < 2 {
+			return errors.New("first try fails")
+		}
+		ok.Add(1)
+		return nil
+	})
+	w.Register("poison", func(context.Context, *worker.Message) error { return worker.Poison(errors.New("bad")) })
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	const wantOK = n - n/30
+	deadline := time.Now().Add(40 * time.Second)
+	for ok.Load() < wantOK && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if ok.Load() != wantOK {
+		t.Fatalf("handled %d successfully, want %d", ok.Load(), wantOK)
+	}
+	dead, err := cl.ListDead(ctx, "w", 0)
+	if err != nil || len(dead) != n/30 {
+		t.Fatalf("ListDead = %d, %v; want %d", len(dead), err, n/30)
+	}
+	for _, d := range dead {
+		if d.LastError != "bad" {
+			t.Errorf("dead message %s last error %q", d.ID, d.LastError)
+		}
+	}
+}
+
+func TestCLI_AgainstCluster(t *testing.T) {
+	c := testcluster.Start(t, nodeBin, testcluster.Options{})
+	addr := strings.Join(c.Addrs(), ",")
+	cli := func(args ...string) (string, int) {
+		cmd := exec.Command(cliBin, append([]string{"--addr", addr, "--timeout", "15s"}, args...)...)
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out) + string(ee.Stderr), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatalf("run raftq: %v", err)
+		}
+		return string(out), 0
+	}
+	if out, code := cli("queue", "create", "cli", "--max-receives", "4"); code != 0 {
+		t.Fatalf("queue create: %d %s", code, out)
+	}
+	if out, code := cli("send", "cli", "hi", "--group", "g"); code != 0 || !strings.Contains(out, "-") {
+		t.Fatalf("send: %d %s", code, out)
+	}
+	out, code := cli("receive", "cli", "--wait", "5s", "--json")
+	var ms []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &ms) != nil || len(ms) != 1 || ms[0]["body"] != "hi" {
+		t.Fatalf("receive: %d %s", code, out)
+	}
+	if out, code := cli("ack", ms[0]["receipt"].(string)); code != 0 {
+		t.Fatalf("ack: %d %s", code, out)
+	}
+	if out, code := cli("queue", "get", "nope"); code != 1 || !strings.Contains(out, `raftq: `) {
+		t.Fatalf("queue get nope: %d %s", code, out)
+	}
+	if out, code := cli("cluster", "status"); code != 0 || !strings.Contains(out, "SHARD") {
+		t.Fatalf("cluster status: %d %s", code, out)
+	}
+	for i := range c.Nodes {
+		c.Kill(i)
+	}
+	if out, code := cli("--timeout", "3s", "queue", "list"); code != 3 {
+		t.Fatalf("with every node down: exit %d, %s", code, out)
+	}
+}
