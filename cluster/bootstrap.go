@@ -43,35 +43,24 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 			n.gossip.announceState()
 			return
 		}
-		var servers []raft.Server
-		existing := false
-		for _, m := range n.gossip.alive() {
-			switch e := int(m.meta.GetBootstrapExpect()); {
-			case m.meta.GetHasState():
-				existing = true
-			case e == 0:
-			case e != expect:
-				warn("expect-"+m.NodeID, "bootstrap: member advertises a different bootstrap-expect; not counted",
-					"member", m.NodeID, "theirs", e, "ours", expect)
-			default:
-				servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.NodeID), Address: raft.ServerAddress(m.RaftAddr)})
-			}
-		}
-		if existing {
+		servers, verdict, detail := bootstrapCandidates(n.gossip.alive(), expect)
+		switch verdict {
+		case joinExisting:
 			// A cluster exists: its meta leader will add this node.
-			n.logger.Info("bootstrap: a member already has meta state; waiting to be added")
+			n.logger.Info("bootstrap: a member already has meta state; waiting to be added", "member", detail)
 			return
-		}
-		if len(servers) > expect {
+		case tooMany:
 			warn("too-many", "bootstrap: more members advertise bootstrap-expect than expected; not bootstrapping",
 				"seen", len(servers), "expect", expect)
 			continue
-		}
-		if len(servers) < expect {
+		case tooFew:
+			if detail != "" {
+				warn("expect-"+detail, "bootstrap: a member advertises a different bootstrap-expect; not counted",
+					"member", detail, "ours", expect)
+			}
 			lastKey = ""
 			continue
 		}
-		slices.SortFunc(servers, func(a, b raft.Server) int { return strings.Compare(string(a.ID), string(b.ID)) })
 		var kb strings.Builder
 		for _, s := range servers {
 			kb.WriteString(string(s.ID) + "=" + string(s.Address) + ";")
@@ -108,4 +97,41 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+type bootstrapVerdict int
+
+const (
+	tooFew bootstrapVerdict = iota
+	tooMany
+	joinExisting
+	bootstrapNow
+)
+
+// bootstrapCandidates decides from the alive members what a node with
+// bootstrap-expect expect should do, and with which voters (sorted by id, so
+// every initial node proposes the identical configuration). detail names a
+// member with state (joinExisting) or one with a mismatched expect value.
+func bootstrapCandidates(alive []member, expect int) ([]raft.Server, bootstrapVerdict, string) {
+	var servers []raft.Server
+	mismatch := ""
+	for _, m := range alive {
+		switch e := int(m.meta.GetBootstrapExpect()); {
+		case m.meta.GetHasState():
+			return nil, joinExisting, m.NodeID
+		case e == 0:
+		case e != expect:
+			mismatch = m.NodeID
+		default:
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.NodeID), Address: raft.ServerAddress(m.RaftAddr)})
+		}
+	}
+	slices.SortFunc(servers, func(a, b raft.Server) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	switch {
+	case len(servers) > expect:
+		return servers, tooMany, mismatch
+	case len(servers) < expect:
+		return servers, tooFew, mismatch
+	}
+	return servers, bootstrapNow, mismatch
 }

@@ -367,3 +367,73 @@ func TestCluster_SingleNodeExpectOne(t *testing.T) {
 		t.Fatalf("members %+v", m)
 	}
 }
+
+// A node restarted on new raft and gossip ports (a container with a new IP)
+// is found again: leaders update its address through raft and it catches up.
+func TestCluster_RestartOnNewAddress(t *testing.T) {
+	tc := newTestCluster(t)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		tc.define(id, 3)
+	}
+	all := []string{tc.cfgs["n1"].GossipBind, tc.cfgs["n2"].GossipBind, tc.cfgs["n3"].GossipBind}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		cfg := tc.cfgs[id]
+		cfg.Join = all
+		tc.cfgs[id] = cfg
+		tc.start(id)
+	}
+	tc.waitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	tc.stop("n2")
+	cfg := tc.cfgs["n2"]
+	cfg.RaftBind = freeAddr(t)
+	cfg.RaftAdvertise = cfg.RaftBind
+	cfg.GossipBind = freeAddr(t)
+	cfg.GossipAdvertise = cfg.GossipBind
+	tc.cfgs["n2"] = cfg
+	n2 := tc.start("n2")
+	tc.waitReady(20 * time.Second)
+
+	waitFor(t, 20*time.Second, "every group knows n2's new address", func() error {
+		for id, n := range tc.nodes {
+			groups := map[string]*raft.Raft{"meta": n.Meta().Raft()}
+			for _, s := range n.LocalShards() {
+				groups[fmt.Sprint(s.Info().LeaderID, "/", s.Raft().String())] = s.Raft()
+			}
+			for g, r := range groups {
+				f := r.GetConfiguration()
+				if err := f.Error(); err != nil {
+					return err
+				}
+				for _, srv := range f.Configuration().Servers {
+					if srv.ID == "n2" && string(srv.Address) != cfg.RaftAdvertise {
+						return fmt.Errorf("%s group %s: n2 at %s", id, g, srv.Address)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	var leader *Node
+	waitFor(t, 10*time.Second, "meta leader", func() error {
+		var ok bool
+		if leader, ok = tc.metaLeader(); !ok {
+			return errors.New("no meta leader")
+		}
+		return nil
+	})
+	if _, err := leader.Meta().CreateQueue(ctx, "after-move", pol(1000)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "moved node replicates meta and shards", func() error {
+		if _, ok := n2.Meta().Queue("after-move"); !ok {
+			return errors.New("n2 lacks the queue")
+		}
+		if err := tc.queuesReconciled(); err != nil {
+			return err
+		}
+		return tc.shardDigestsMatch(n2)
+	})
+}

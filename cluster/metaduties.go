@@ -52,42 +52,31 @@ func (n *Node) placeShards(ctx context.Context) {
 }
 
 // admitMembers adds every member alive for the grace period that the meta
-// configuration lacks as a nonvoter, and updates the address of a known
-// server that came back on another raft address. It never removes a server:
-// a gossip failure alone says nothing about whether a node is gone for good.
+// configuration lacks as a nonvoter, and updates the addresses of servers
+// that came back elsewhere. It never removes a server: a gossip failure
+// alone says nothing about whether a node is gone for good.
 func (n *Node) admitMembers(ctx context.Context) {
+	if n.updateAddresses(ctx, n.meta.Raft()) {
+		return
+	}
 	f := n.meta.Raft().GetConfiguration()
 	if err := f.Error(); err != nil {
 		return
 	}
-	known := map[raft.ServerID]raft.Server{}
+	known := map[raft.ServerID]bool{}
 	for _, s := range f.Configuration().Servers {
-		known[s.ID] = s
+		known[s.ID] = true
 	}
 	for _, m := range n.gossip.alive() {
-		if m.NodeID == n.cfg.NodeID || m.RaftAddr == "" || time.Since(m.aliveSince) < n.cfg.NonvoterGrace {
+		if m.NodeID == n.cfg.NodeID || m.RaftAddr == "" || known[raft.ServerID(m.NodeID)] || time.Since(m.aliveSince) < n.cfg.NonvoterGrace {
 			continue
 		}
-		id, addr := raft.ServerID(m.NodeID), raft.ServerAddress(m.RaftAddr)
-		srv, ok := known[id]
-		var fut raft.IndexFuture
-		switch {
-		case !ok:
-			n.logger.Info("meta: adding nonvoter", "member", m.NodeID, "raft", m.RaftAddr)
-			fut = n.meta.Raft().AddNonvoter(id, addr, f.Index(), 5*time.Second)
-		case srv.Address != addr && srv.Suffrage == raft.Voter:
-			n.logger.Info("meta: voter address changed", "member", m.NodeID, "from", srv.Address, "to", addr)
-			fut = n.meta.Raft().AddVoter(id, addr, f.Index(), 5*time.Second)
-		case srv.Address != addr:
-			n.logger.Info("meta: nonvoter address changed", "member", m.NodeID, "from", srv.Address, "to", addr)
-			fut = n.meta.Raft().AddNonvoter(id, addr, f.Index(), 5*time.Second)
-		default:
-			continue
-		}
+		n.logger.Info("meta: adding nonvoter", "member", m.NodeID, "raft", m.RaftAddr)
+		fut := n.meta.Raft().AddNonvoter(raft.ServerID(m.NodeID), raft.ServerAddress(m.RaftAddr), f.Index(), 5*time.Second)
 		if err := waitFuture(ctx, fut); err != nil {
-			n.logger.Warn("meta: membership change", "member", m.NodeID, "err", err)
+			n.logger.Warn("meta: adding nonvoter", "member", m.NodeID, "err", err)
 		}
-		// One change per pass: prevIndex above is stale after a change.
+		// One change per pass: the prevIndex above is stale after it.
 		return
 	}
 }

@@ -46,7 +46,8 @@ func (n *Node) reconcileLoop(ctx context.Context, id uint32, s *shard.Shard) {
 		if !s.IsLeader() {
 			continue
 		}
-		if h.maybe(ctx) {
+		if n.updateAddresses(ctx, s.Raft()) || h.maybe(ctx) {
+			retry.Reset(200 * time.Millisecond)
 			continue
 		}
 		if err := r.run(ctx); err != nil && ctx.Err() == nil {
