@@ -69,10 +69,10 @@ heal() {
 	[[ $ip =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "$1: RAFTQ_GOSSIP_ADVERTISE=$adv holds no IPv4 address to restore"
 	service=$(dk inspect --format '{{index .Config.Labels "com.docker.compose.service"}}' "$id")
 	host=$(dk inspect --format '{{.Config.Hostname}}' "$id")
-	local args=(--ip "$ip")
-	for a in $service $host; do
-		args+=(--alias "$a")
-	done
+	local args=(--ip "$ip" --alias "$service")
+	if [[ -n $host && $host != "$service" ]]; then
+		args+=(--alias "$host")
+	fi
 	dk network connect "${args[@]}" "$network" "$id"
 	echo "partition: healed $1 ($ip) into $network"
 }

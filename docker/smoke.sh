@@ -1,0 +1,324 @@
+#!/usr/bin/env bash
+# Compose smoke test of a three-node raftq cluster in containers.
+#
+#   docker/smoke.sh          (make compose-smoke runs it with a hard timeout)
+#
+# Without a Docker engine it prints "skipped: no Docker engine" and exits 0.
+# Otherwise it builds raftq:dev and bin/raftq, starts the cluster under a
+# unique compose project on free host ports, and checks through the published
+# ports with the host CLI:
+#   1. all three nodes become healthy (raftq-node probe) and see each other;
+#   2. queue create, send, receive, ack;
+#   3. docker kill of the node leading shard 0 while N messages are sent with
+#      dedup keys (each retried until it succeeds): sends continue, and a
+#      drain receives every acknowledged send;
+#   4. docker start of the killed node: healthy again, seen alive;
+#   5. docker/partition.sh isolates a follower: the rest still serves; after
+#      heal the node catches up to the majority's commit index.
+# The project and its volumes are removed at the end, pass or fail.
+#
+# Knobs: RAFTQ_SMOKE_N (messages sent across the kill, default 40),
+# RAFTQ_SMOKE_KEEP=1 (leave the cluster running for a post-mortem).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+if ! command -v docker >/dev/null 2>&1 || ! timeout 15 docker info >/dev/null 2>&1; then
+	echo "skipped: no Docker engine"
+	exit 0
+fi
+if timeout 15 docker compose version >/dev/null 2>&1; then
+	compose_cmd=(docker compose)
+elif command -v docker-compose >/dev/null 2>&1 && timeout 15 docker-compose version >/dev/null 2>&1; then
+	compose_cmd=(docker-compose)
+else
+	echo "skipped: no docker compose"
+	exit 0
+fi
+for tool in jq timeout; do
+	command -v "$tool" >/dev/null 2>&1 || {
+		echo "smoke: $tool is required" >&2
+		exit 1
+	}
+done
+
+n_msgs=${RAFTQ_SMOKE_N:-40}
+queue=smoke
+project=""
+work=$(mktemp -d "${TMPDIR:-/tmp}/raftq-smoke.XXXXXX")
+summary=()
+
+log() { printf '[%3ds] %s\n' "$SECONDS" "$*"; }
+fail() {
+	log "FAIL: $*"
+	exit 1
+}
+note() {
+	summary+=("$*")
+	log "$*"
+}
+
+compose() { timeout 120 "${compose_cmd[@]}" -p "$project" -f "$root/docker/compose.yaml" "$@"; }
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [[ -n $project ]]; then
+		if [[ $rc -ne 0 ]]; then
+			log "last container logs:"
+			compose logs --no-color --tail 30 2>&1 | sed 's/^/    /' || true
+		fi
+		if [[ ${RAFTQ_SMOKE_KEEP:-0} == 1 ]]; then
+			log "RAFTQ_SMOKE_KEEP=1: leaving project $project up (${compose_cmd[*]} -p $project -f docker/compose.yaml down -v)"
+		else
+			compose down -v --remove-orphans -t 5 >/dev/null 2>&1 || true
+		fi
+	fi
+	rm -rf "$work"
+	if [[ $rc -eq 0 ]]; then
+		echo "smoke: PASS in ${SECONDS}s"
+		printf 'smoke:   %s\n' "${summary[@]}"
+	else
+		echo "smoke: FAIL (exit $rc) after ${SECONDS}s"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- build -------------------------------------------------------------------
+
+log "building bin/raftq, bin/raftq-node and the raftq:dev image"
+timeout 300 make -s build
+timeout 420 "$root/docker/build-image.sh" raftq:dev
+cli_bin="$root/bin/raftq"
+
+# ---- start -------------------------------------------------------------------
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+export RAFTQ_IMAGE=raftq:dev RAFTQ_SHARDS=${RAFTQ_SHARDS:-4} RAFTQ_LOG_LEVEL=info
+started=0
+for attempt in 1 2 3; do
+	project="raftqsmoke$$-$attempt"
+	RAFTQ_PORT_PREFIX=$((RANDOM % 30 + 30))
+	RAFTQ_SUBNET_PREFIX="172.29.$((RANDOM % 200 + 20))"
+	export RAFTQ_PORT_PREFIX RAFTQ_SUBNET_PREFIX
+	free=1
+	for p in 101 102 103 401 402 403; do port_free "$RAFTQ_PORT_PREFIX$p" || free=0; done
+	if ((free == 0)); then
+		project=""
+		continue
+	fi
+	log "starting project $project (ports ${RAFTQ_PORT_PREFIX}101-103, subnet $RAFTQ_SUBNET_PREFIX.0/24)"
+	if compose up -d >"$work/up.log" 2>&1; then
+		started=1
+		break
+	fi
+	sed 's/^/    /' "$work/up.log"
+	compose down -v --remove-orphans -t 1 >/dev/null 2>&1 || true
+	project=""
+done
+((started)) || fail "could not start the compose project"
+net="${project}_raftq"
+
+declare -A cid port
+for n in n1 n2 n3; do
+	cid[$n]=$(compose ps -q "$n")
+	[[ -n ${cid[$n]} ]] || fail "no container for $n"
+	port[$n]="127.0.0.1:${RAFTQ_PORT_PREFIX}10${n#n}"
+done
+all_addrs="${port[n1]},${port[n2]},${port[n3]}"
+
+# ---- helpers -----------------------------------------------------------------
+
+# cli ADDRS ARGS... runs the host CLI against the given seeds.
+cli() {
+	local addrs=$1
+	shift
+	timeout 25 "$cli_bin" --addr "$addrs" --timeout 15s "$@"
+}
+
+health() { timeout 10 docker inspect --format '{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}' "$1" 2>/dev/null || echo gone; }
+
+wait_healthy() { # SECONDS NODE...
+	local deadline=$((SECONDS + $1)) n ok
+	shift
+	while :; do
+		ok=1
+		for n in "$@"; do [[ $(health "${cid[$n]}") == healthy ]] || ok=0; done
+		((ok)) && return 0
+		((SECONDS < deadline)) || return 1
+		sleep 1
+	done
+}
+
+# status ADDRS prints `cluster status --json` of the node that answers.
+status() { cli "$1" cluster status --json; }
+
+# Field access that accepts Go field names or snake_case JSON keys.
+jq_alive='[(.Members // .members // [])[] | select((.State // .state) == "alive")] | length'
+jq_shards='(.Shards // .shards // [])[]'
+jq_leader_of() { echo "$jq_shards | select((.ID // .id // .shard_id // 0) == $1) | (.LeaderID // .leader_id // \"\")"; }
+
+# wait_status SECONDS ADDRS JQ_FILTER: poll until the filter prints true.
+wait_status() {
+	local deadline=$((SECONDS + $1)) out
+	while :; do
+		if out=$(status "$2" 2>/dev/null) && [[ $(jq -r "$3" <<<"$out" 2>/dev/null) == true ]]; then
+			echo "$out" >"$work/status.json"
+			return 0
+		fi
+		((SECONDS < deadline)) || return 1
+		sleep 1
+	done
+}
+
+# send_retry ADDRS BODY DEDUP: retry until the send is acknowledged.
+send_retries=0
+send_dedups=0
+send_retry() {
+	local deadline=$((SECONDS + 45)) out
+	until out=$(cli "$1" send "$queue" "$2" --dedup "$3" --json 2>&1); do
+		send_retries=$((send_retries + 1))
+		((SECONDS < deadline)) || fail "send $2 never acknowledged: $out"
+		sleep 0.3
+	done
+	if [[ $(jq -r '.deduplicated' <<<"$out" 2>/dev/null) == true ]]; then
+		send_dedups=$((send_dedups + 1))
+	fi
+}
+
+# drain ADDRS SECONDS PREFIX COUNT: receive and ack until every body
+# PREFIX1..PREFIXCOUNT was seen; sets drain_missing and drain_dups.
+drain() {
+	local addrs=$1 deadline=$((SECONDS + $2)) prefix=$3 count=$4 out b i
+	local -A seen=()
+	drain_dups=0
+	drain_missing=()
+	while ((${#seen[@]} < count)) && ((SECONDS < deadline)); do
+		out=$(cli "$addrs" receive "$queue" --max 100 --wait 2s --json 2>/dev/null) || {
+			sleep 0.5
+			continue
+		}
+		mapfile -t bodies < <(jq -r '.[]? | .body // ""' <<<"$out")
+		mapfile -t receipts < <(jq -r '.[]? | .receipt' <<<"$out")
+		for b in "${bodies[@]}"; do
+			[[ $b == "$prefix"* ]] || continue
+			if [[ -n ${seen[$b]:-} ]]; then drain_dups=$((drain_dups + 1)); fi
+			seen[$b]=1
+		done
+		# A failed ack only means the message comes back after its lease.
+		if ((${#receipts[@]} > 0)); then
+			cli "$addrs" ack "${receipts[@]}" --json >/dev/null 2>&1 || true
+		fi
+	done
+	for ((i = 1; i <= count; i++)); do
+		[[ -n ${seen[$prefix$i]:-} ]] || drain_missing+=("$prefix$i")
+	done
+}
+
+# ---- 1. formation ------------------------------------------------------------
+
+wait_healthy 120 n1 n2 n3 || fail "nodes not healthy: n1=$(health "${cid[n1]}") n2=$(health "${cid[n2]}") n3=$(health "${cid[n3]}")"
+note "formed: 3 nodes healthy after ${SECONDS}s (project $project)"
+wait_status 30 "$all_addrs" "($jq_alive) == 3 and ([$jq_shards | (.LeaderID // .leader_id // \"\") | select(. != \"\")] | length) == ${RAFTQ_SHARDS}" ||
+	fail "status never showed 3 alive members and a leader for every shard"
+
+# ---- 2. basic traffic --------------------------------------------------------
+
+deadline=$((SECONDS + 30))
+until out=$(cli "$all_addrs" queue create "$queue" --visibility 5s 2>&1); do
+	((SECONDS < deadline)) || fail "queue create: $out"
+	sleep 1
+done
+send_retry "$all_addrs" hello k-hello
+out=$(cli "$all_addrs" receive "$queue" --max 1 --wait 5s --json) || fail "receive: $out"
+[[ $(jq -r '.[0].body' <<<"$out") == hello ]] || fail "receive returned $out"
+receipt=$(jq -r '.[0].receipt' <<<"$out")
+out=$(cli "$all_addrs" ack "$receipt" --json) || fail "ack: $out"
+[[ $(jq -r '.[0].ok' <<<"$out") == true ]] || fail "ack returned $out"
+note "traffic: queue create, send, receive, ack through ${all_addrs}"
+
+# ---- 3. kill a shard leader during sends -------------------------------------
+
+victim=$(jq -r "$(jq_leader_of 0)" "$work/status.json")
+[[ -n ${cid[$victim]:-} ]] || fail "shard 0 leader '$victim' is not one of n1..n3"
+half=$((n_msgs / 2))
+for ((i = 1; i <= half; i++)); do send_retry "$all_addrs" "m-$i" "k-$i"; done
+timeout 30 docker kill "${cid[$victim]}" >/dev/null
+kill_at=$SECONDS
+log "killed $victim (leader of shard 0) after $half of $n_msgs sends"
+resume=""
+for ((i = half + 1; i <= n_msgs; i++)); do
+	send_retry "$all_addrs" "m-$i" "k-$i"
+	[[ -n $resume ]] || resume=$((SECONDS - kill_at))
+done
+survivors=""
+for n in n1 n2 n3; do [[ $n == "$victim" ]] || survivors+="${survivors:+,}${port[$n]}"; done
+wait_status 30 "$survivors" "[$(jq_leader_of 0)] | (.[0] != \"\" and .[0] != \"$victim\")" ||
+	fail "shard 0 never got a new leader after killing $victim"
+new_leader=$(jq -r "$(jq_leader_of 0)" "$work/status.json")
+drain "$all_addrs" 60 m- "$n_msgs"
+((${#drain_missing[@]} == 0)) || fail "acknowledged sends lost after killing $victim: ${drain_missing[*]}"
+note "leader kill: killed $victim, shard 0 moved to $new_leader; sends resumed within ${resume}s; $n_msgs/$n_msgs acknowledged sends drained, 0 lost, $drain_dups duplicate deliveries, $send_retries send retries, $send_dedups deduplicated retries"
+
+# ---- 4. restart the killed node ----------------------------------------------
+
+log "restart policy left $victim: $(timeout 10 docker inspect --format '{{.State.Status}}' "${cid[$victim]}")"
+timeout 30 docker start "${cid[$victim]}" >/dev/null
+restart_at=$SECONDS
+wait_healthy 90 "$victim" || fail "$victim not healthy after docker start: $(health "${cid[$victim]}")"
+wait_status 30 "${port[$victim]}" "(.NodeID // .node_id) == \"$victim\" and ($jq_alive) == 3" ||
+	fail "$victim does not see 3 alive members after restart"
+wait_status 30 "$survivors" "($jq_alive) == 3" || fail "the others do not see $victim alive again"
+note "rejoin: $victim healthy and seen alive by all $((SECONDS - restart_at))s after docker start"
+
+# ---- 5. partition a follower -------------------------------------------------
+
+# The follower: not the meta leader, leading as few shards as possible.
+status "$all_addrs" >"$work/status.json" || fail "status before partition"
+meta_leader=$(jq -r '.MetaLeaderID // .meta_leader_id // ""' "$work/status.json")
+follower=""
+best=999
+for n in n1 n2 n3; do
+	[[ $n == "$meta_leader" ]] && continue
+	led=$(jq "[$jq_shards | select((.LeaderID // .leader_id) == \"$n\")] | length" "$work/status.json")
+	if ((led < best)); then
+		best=$led
+		follower=$n
+	fi
+done
+majority=""
+for n in n1 n2 n3; do [[ $n == "$follower" ]] || majority+="${majority:+,}${port[$n]}"; done
+export RAFTQ_PROJECT=$project RAFTQ_NETWORK=$net
+"$root/docker/partition.sh" isolate "$follower" | sed 's/^/    /'
+part_at=$SECONDS
+wait_status 20 "$majority" "[(.Members // .members)[] | select((.NodeID // .node_id) == \"$follower\") | (.State // .state)] | .[0] != \"alive\"" ||
+	fail "the majority still sees $follower alive 20s after isolating it"
+m=10
+for ((i = 1; i <= m; i++)); do send_retry "$majority" "p-$i" "kp-$i"; done
+drain "$majority" 40 p- "$m"
+((${#drain_missing[@]} == 0)) || fail "sends lost while $follower was isolated: ${drain_missing[*]}"
+status "$majority" >"$work/majority.json" || fail "status from the majority"
+# Every shard's commit index on the majority side, as "id index" lines.
+jq -r "$jq_shards | \"\(.ID // .id // .shard_id // 0) \(.CommitIndex // .commit_index // 0)\"" "$work/majority.json" >"$work/commits"
+note "partition: isolated $follower (led $best shard(s)); the majority served $m sends, $m drained, 0 lost, in $((SECONDS - part_at))s"
+
+"$root/docker/partition.sh" heal "$follower" | sed 's/^/    /'
+heal_at=$SECONDS
+caught_up="true"
+while read -r id idx; do
+	caught_up+=" and ([$jq_shards | select((.ID // .id // .shard_id // 0) == $id) | (.AppliedIndex // .applied_index // 0)] | .[0] >= $idx)"
+done <"$work/commits"
+wait_status 60 "${port[$follower]}" "($jq_alive) == 3 and $caught_up" ||
+	fail "$follower did not catch up to the majority's commit indexes within 60s after heal"
+wait_healthy 30 "$follower" || fail "$follower unhealthy after heal"
+note "heal: $follower reconnected, sees 3 alive and applied up to the majority's commit index on all ${RAFTQ_SHARDS} shards $((SECONDS - heal_at))s after heal"
+
+send_retry "${port[$follower]}" f-1 k-f-1
+drain "$all_addrs" 20 f- 1
+((${#drain_missing[@]} == 0)) || fail "the send through $follower was not received"
+out=$(cli "$all_addrs" queue stats "$queue" --json) || fail "queue stats: $out"
+note "final: send through $follower received and acked; queue stats $(jq -c '{ready, in_flight, dead}' <<<"$out")"
