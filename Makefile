@@ -38,3 +38,18 @@ test: lint test-go
 
 clean:
 	rm -rf $(BIN)
+
+# Containers (docker/, docs/deploy.md). No registry is needed: the image is
+# FROM scratch with binaries built on the host.
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+COMPOSE_PROJECT ?= raftq
+.PHONY: docker-image compose-up compose-down compose-smoke
+docker-image:
+	GO=$(GO) docker/build-image.sh raftq:dev
+compose-up: docker-image
+	$(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml up -d
+compose-down:
+	$(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml down
+# Prints "skipped: no Docker engine" and succeeds when no engine answers.
+compose-smoke:
+	timeout -k 30 300 docker/smoke.sh

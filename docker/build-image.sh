@@ -17,8 +17,10 @@ trap 'rm -rf "$ctx"' EXIT
 
 (
 	cd "$root"
+	# Same flags as `make build` (no -trimpath) so the compile cache is
+	# shared and only the link step reruns.
 	for pair in raftq-node:./cmd/node raftq:./cmd/raftq; do
-		CGO_ENABLED=0 GOOS=linux GOARCH="$arch" "$go" build -trimpath \
+		CGO_ENABLED=0 GOOS=linux GOARCH="$arch" "$go" build \
 			-ldflags "-s -w" -o "$ctx/${pair%%:*}" "${pair#*:}"
 	done
 )
