@@ -38,6 +38,6 @@ func BenchmarkPick(b *testing.B) {
 	c.smap.Store(&shardMap{count: 8, leaders: []string{"a:1", "b:1", "c:1", "a:1", "b:1", "c:1", "a:1", ""}, nodes: []string{"a:1", "b:1", "c:1"}})
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		_ = c.pick(c.shardOf("q", "group")-1+i%2, "")
+		_ = c.pick(c.shardOf("q", "group", "")-1+i%2, "")
 	}
 }

@@ -424,3 +424,59 @@ func TestAckSplitsByShardAndReportsFailedShard(t *testing.T) {
 		t.Fatalf("item errors = %v", itemErrs)
 	}
 }
+
+func TestKeyedSendsGoToTheKeysShard(t *testing.T) {
+	a, b := twoNodes(t)
+	c := mustDial(t, []string{a.Addr})
+	createOn(t, "q", a, b)
+	ctx := testCtx(t)
+	for i := range 20 {
+		r := mustSend(t, c, "q", fmt.Sprint(i))
+		info, err := c.GetMessage(ctx, r.ID)
+		if err != nil {
+			t.Fatalf("GetMessage(%s): %v", r.ID, err)
+		}
+		want, _ := wire.ShardForMessage("q", "", info.DedupKey, 2)
+		if id, _ := wire.ParseMessageID(r.ID); id.Shard != want {
+			t.Fatalf("send with key %q landed on shard %d, the key places it on %d", info.DedupKey, id.Shard, want)
+		}
+	}
+	if len(a.Calls("Send")) == 0 || len(b.Calls("Send")) == 0 {
+		t.Fatalf("20 auto-keyed sends did not spread: A %d, B %d", len(a.Calls("Send")), len(b.Calls("Send")))
+	}
+}
+
+func TestBatchOfKeylessMessagesStaysOnOneShard(t *testing.T) {
+	a, b := twoNodes(t)
+	c := mustDial(t, []string{a.Addr})
+	createOn(t, "q", a, b)
+	items := make([]Outgoing, 10)
+	for i := range items {
+		items[i] = Outgoing{Body: []byte(fmt.Sprint(i))}
+	}
+	res, err := c.SendBatch(testCtx(t), "q", items)
+	if err != nil {
+		t.Fatalf("SendBatch: %v", err)
+	}
+	if n := len(a.Calls("SendBatch")) + len(b.Calls("SendBatch")); n != 1 {
+		t.Fatalf("batch took %d calls, want 1", n)
+	}
+	first, _ := wire.ParseMessageID(res[0].ID)
+	for _, r := range res {
+		if id, _ := wire.ParseMessageID(r.ID); r.Err != nil || id.Shard != first.Shard {
+			t.Fatalf("batch results spread over shards: %+v", res)
+		}
+	}
+}
+
+func TestAutoKeyOn(t *testing.T) {
+	for shard := range uint32(8) {
+		k := autoKeyOn("q", shard, 8)
+		if s, ok := wire.ShardForMessage("q", "", k, 8); !ok || s != shard || !strings.HasPrefix(k, "auto-") {
+			t.Fatalf("autoKeyOn(q, %d, 8) = %q on shard %d", shard, k, s)
+		}
+	}
+	if k1, k2 := autoKeyOn("q", 1, 8), autoKeyOn("q", 1, 8); k1 == k2 {
+		t.Fatal("two auto keys are equal")
+	}
+}

@@ -5,9 +5,11 @@
 //
 // Routing and retry rules, in short (docs/client.md has the full story):
 //
-//   - A send with a group goes to the leader of wire.ShardFor(queue, group,
-//     shardCount); an ungrouped send and a receive go to the next node in
-//     round-robin order (the server places or gathers across shards).
+//   - A send whose shard is fixed goes to that shard's leader:
+//     wire.ShardForMessage places a grouped message by its group and an
+//     ungrouped one by its dedup key (with AutoDedup, every send has one).
+//     A send with neither, and a receive, go to the next node in round-robin
+//     order (the server places or gathers across shards).
 //   - Ack, Nack, Extend and DeadLetter go to the leader of the receipt's shard;
 //     GetMessage and Cancel to the leader of the message id's shard.
 //   - UNAVAILABLE with the "raftq-leader" trailer is a refusal: nothing was

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"strconv"
 	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
@@ -92,14 +93,32 @@ func autoKey() string {
 	return "auto-" + hex.EncodeToString(b[:])
 }
 
-// shardOf routes a grouped message to its shard's leader; ungrouped messages
-// go to any node, which picks a shard.
-func (c *Client) shardOf(queue, group string) int {
+// autoKeyOn makes a fresh dedup key that places an ungrouped message of
+// queue on shard (of n), so one batch of keyless messages stays one
+// shard's single log entry instead of being split across all shards.
+// About n hash probes per key.
+func autoKeyOn(queue string, shard, n uint32) string {
+	base := autoKey() + "-"
+	for i := 0; ; i++ {
+		k := base + strconv.Itoa(i)
+		if s, _ := wire.ShardForMessage(queue, "", k, n); s == shard || n == 0 {
+			return k
+		}
+	}
+}
+
+// shardOf routes a message whose shard is fixed — by its group (order) or,
+// ungrouped, by its dedup key (dedup state is per shard) — to that shard's
+// leader; other messages go to any node, which picks a shard.
+func (c *Client) shardOf(queue, group, dedupKey string) int {
 	n := c.smap.Load().count
-	if group == "" || n == 0 {
+	if n == 0 {
 		return anyShard
 	}
-	return int(wire.ShardFor(queue, group, n))
+	if s, ok := wire.ShardForMessage(queue, group, dedupKey, n); ok {
+		return int(s)
+	}
+	return anyShard
 }
 
 // Send enqueues one message. It returns after a quorum of the shard has the
@@ -119,7 +138,7 @@ func (c *Client) Send(ctx context.Context, queue string, body []byte, opts ...Se
 		return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
 	}
 	var resp *raftqv1.SendResponse
-	spec := callSpec{shard: c.shardOf(queue, o.Group), safe: o.DedupKey != ""}
+	spec := callSpec{shard: c.shardOf(queue, o.Group, o.DedupKey), safe: o.DedupKey != ""}
 	err = c.invoke(ctx, spec, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewMessagesClient(cc).Send(ctx, req, co...)
 		return err
@@ -139,12 +158,27 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 		return nil, nil
 	}
 	req := &raftqv1.SendBatchRequest{Queue: queue, Messages: make([]*raftqv1.SendRequest, len(items))}
+	n := c.smap.Load().count
+	// Keyless ungrouped messages get auto keys placing them with the first
+	// message whose shard is fixed, or on a round-robin shard: a batch that
+	// fits one shard goes straight to its leader as one request.
+	target := uint32(c.rr.Add(1) % uint64(max(n, 1)))
+	for _, o := range items {
+		if s := c.shardOf(queue, o.Group, o.DedupKey); s != anyShard {
+			target = uint32(s)
+			break
+		}
+	}
 	safe := true
 	shard := anyShard
 	for i := range items {
 		o := items[i] // a copy: the caller's slice is not modified
 		if o.DedupKey == "" && c.cfg.autoDedup {
-			o.DedupKey = autoKey()
+			if o.Group == "" && n > 0 {
+				o.DedupKey = autoKeyOn(queue, target, n)
+			} else {
+				o.DedupKey = autoKey()
+			}
 		}
 		safe = safe && o.DedupKey != ""
 		r, err := o.request("")
@@ -152,8 +186,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 			return nil, fmt.Errorf("send batch to %q: item %d: %w", queue, i, err)
 		}
 		req.Messages[i] = r
-		// A batch whose groups share one shard goes straight to its leader.
-		if s := c.shardOf(queue, o.Group); i == 0 {
+		if s := c.shardOf(queue, o.Group, o.DedupKey); i == 0 {
 			shard = s
 		} else if s != shard {
 			shard = anyShard
