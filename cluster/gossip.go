@@ -65,14 +65,14 @@ func newGossipConfig(cfg Config, d *gossipDelegate) (*memberlist.Config, error) 
 	// and quick enough for loopback tests. Liveness only feeds hints and the
 	// nonvoter grace: raft decides leadership on its own.
 	mc.ProbeInterval = 500 * time.Millisecond
-	mc.ProbeTimeout = 250 * time.Millisecond
+	mc.ProbeTimeout = 400 * time.Millisecond
 	mc.GossipInterval = 100 * time.Millisecond
 	mc.PushPullInterval = 10 * time.Second
 	mc.TCPTimeout = 2 * time.Second
-	mc.SuspicionMult = 3
-	// A node restarted with a new port may take its name back from a dead
-	// entry after this long.
-	mc.DeadNodeReclaimTime = 5 * time.Second
+	mc.SuspicionMult = 4
+	// A node restarted on a new address (a container with a new IP) may
+	// take its name back this long after its old entry was declared dead.
+	mc.DeadNodeReclaimTime = 2 * time.Second
 	mc.Delegate = d
 	mc.Events = d
 	mc.Logger = log.New(logBridge{logger: cfg.Logger.With("component", "memberlist")}, "", 0)

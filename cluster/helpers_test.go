@@ -167,3 +167,24 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// kill stops a node the way a crash would, as far as its peers can tell: raft
+// stops without a leadership transfer and gossip without a leave.
+func (tc *testCluster) kill(id string) {
+	tc.t.Helper()
+	n := tc.nodes[id]
+	delete(tc.nodes, id)
+	n.shutdownOnce.Do(func() {
+		n.cancel()
+		n.wg.Wait()
+		for _, s := range n.LocalShards() {
+			_ = s.Raft().Shutdown().Error()
+		}
+		_ = n.meta.Raft().Shutdown().Error()
+		ctx := context.Background()
+		_ = n.shards.shutdownAll(ctx)
+		_ = n.meta.Shutdown(ctx)
+		_ = n.gossip.ml.Shutdown()
+		_ = n.mux.Close()
+	})
+}
