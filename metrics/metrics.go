@@ -100,7 +100,7 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now().UnixMilli()
 	for _, sh := range c.shards.LocalShards() {
 		info := sh.Info()
-		id := strconv.FormatUint(uint64(info.ID), 10)
+		id := strconv.FormatUint(uint64(sh.ID()), 10)
 		leader := 0.0
 		if sh.IsLeader() {
 			leader = 1

@@ -8,6 +8,7 @@ import (
 
 type clusterSvc struct {
 	*Server
+	raftqv1.UnimplementedClusterServer
 }
 
 func (c *clusterSvc) shards() []*raftqv1.ShardInfo {

@@ -21,6 +21,7 @@ const (
 
 type deadLetters struct {
 	*Server
+	raftqv1.UnimplementedDeadLettersServer
 }
 
 func (d *deadLetters) ListDead(ctx context.Context, req *raftqv1.ListDeadRequest) (*raftqv1.ListDeadResponse, error) {
@@ -133,7 +134,7 @@ func (s *Server) paced(ctx context.Context, rate uint32, ids map[uint32][]uint64
 }
 
 func (d *deadLetters) Redrive(ctx context.Context, req *raftqv1.RedriveRequest) (*raftqv1.RedriveResponse, error) {
-	if _, err := (&queues{d.Server}).GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetQueue()}); err != nil {
+	if _, err := (&queues{Server: d.Server}).GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetQueue()}); err != nil {
 		return nil, err
 	}
 	rate := req.GetRatePerS()
@@ -157,7 +158,7 @@ func (d *deadLetters) Redrive(ctx context.Context, req *raftqv1.RedriveRequest) 
 }
 
 func (d *deadLetters) Discard(ctx context.Context, req *raftqv1.DiscardRequest) (*raftqv1.DiscardResponse, error) {
-	if _, err := (&queues{d.Server}).GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetQueue()}); err != nil {
+	if _, err := (&queues{Server: d.Server}).GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetQueue()}); err != nil {
 		return nil, err
 	}
 	ids, err := d.byShard(req.GetMessageIds())

@@ -32,7 +32,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	var nl *shard.NotLeaderError
 	var nol *router.NoLeaderError
 	var re *router.ResultError
-	var mnl *meta.NotLeaderError
+	var mnl meta.NotLeaderError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
@@ -58,7 +58,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, meta.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, fsm.ErrInvalidArgument), errors.Is(err, wire.ErrBadID), errors.Is(err, wire.ErrBadReceipt):
+	case errors.Is(err, fsm.ErrInvalidArgument), errors.Is(err, meta.ErrInvalid), errors.Is(err, wire.ErrBadID), errors.Is(err, wire.ErrBadReceipt):
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return status.Errorf(codes.Internal, "internal error: %v", err)

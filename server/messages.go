@@ -24,6 +24,7 @@ const (
 
 type messages struct {
 	*Server
+	raftqv1.UnimplementedMessagesServer
 }
 
 // newMessage validates one send and converts it to the FSM's form. The FSM
@@ -311,8 +312,8 @@ func (m *messages) Nack(ctx context.Context, req *raftqv1.NackRequest) (*raftqv1
 	if req.GetDelayMs() < 0 || req.GetDelayMs() > fsm.MaxDelayMs {
 		return nil, invalid("delay_ms must be within 0..%d", int64(fsm.MaxDelayMs))
 	}
-	if len(req.GetError()) > fsm.MaxErrorBytes {
-		return nil, invalid("error text of %d bytes above the limit %d", len(req.GetError()), fsm.MaxErrorBytes)
+	if len(req.GetError()) > fsm.MaxErrorLen {
+		return nil, invalid("error text of %d bytes above the limit %d", len(req.GetError()), fsm.MaxErrorLen)
 	}
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_Nack{Nack: &fsmpb.Nack{Items: []*fsmpb.NackItem{{
 		Receipt: fsmReceipt(r), HasDelay: req.GetHasDelay(), DelayMs: req.GetDelayMs(), Error: req.GetError(),
@@ -348,8 +349,8 @@ func (m *messages) DeadLetter(ctx context.Context, req *raftqv1.DeadLetterReques
 	if err != nil {
 		return nil, err
 	}
-	if len(req.GetError()) > fsm.MaxErrorBytes {
-		return nil, invalid("error text of %d bytes above the limit %d", len(req.GetError()), fsm.MaxErrorBytes)
+	if len(req.GetError()) > fsm.MaxErrorLen {
+		return nil, invalid("error text of %d bytes above the limit %d", len(req.GetError()), fsm.MaxErrorLen)
 	}
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_DeadLetter{DeadLetter: &fsmpb.DeadLetter{Items: []*fsmpb.DeadLetterItem{{
 		Receipt: fsmReceipt(r), Error: req.GetError(),

@@ -17,6 +17,7 @@ import (
 // follows it, so a call cannot loop.
 type nodeSvc struct {
 	*Server
+	raftqv1.UnimplementedNodeServer
 }
 
 func (n *nodeSvc) local(ctx context.Context, id uint32) (*shard.Shard, error) {

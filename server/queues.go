@@ -18,6 +18,7 @@ import (
 
 type queues struct {
 	*Server
+	raftqv1.UnimplementedQueuesServer
 }
 
 // forwardedKey marks a control-plane call forwarded to the meta leader, so
@@ -27,7 +28,7 @@ const forwardedKey = "raftq-forwarded"
 // forwardMeta sends a control-plane write to the meta leader.
 func forwardMeta[T any](ctx context.Context, s *Server, err error, fn func(context.Context, raftqv1.QueuesClient) (T, error)) (T, error) {
 	var zero T
-	var nl *meta.NotLeaderError
+	var nl meta.NotLeaderError
 	if !errors.As(err, &nl) {
 		return zero, s.toStatus(ctx, err)
 	}

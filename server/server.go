@@ -54,9 +54,9 @@ func New(node Node, rt *router.Router, events Counter, logger *slog.Logger) *Ser
 
 // Register adds every raftq service to g.
 func (s *Server) Register(g *grpc.Server) {
-	raftqv1.RegisterQueuesServer(g, &queues{s})
-	raftqv1.RegisterMessagesServer(g, &messages{s})
-	raftqv1.RegisterDeadLettersServer(g, &deadLetters{s})
-	raftqv1.RegisterClusterServer(g, &clusterSvc{s})
-	raftqv1.RegisterNodeServer(g, &nodeSvc{s})
+	raftqv1.RegisterQueuesServer(g, &queues{Server: s})
+	raftqv1.RegisterMessagesServer(g, &messages{Server: s})
+	raftqv1.RegisterDeadLettersServer(g, &deadLetters{Server: s})
+	raftqv1.RegisterClusterServer(g, &clusterSvc{Server: s})
+	raftqv1.RegisterNodeServer(g, &nodeSvc{Server: s})
 }
