@@ -1,0 +1,56 @@
+package systest
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/internal/testcluster"
+)
+
+func TestCluster_MetricsExposeQueuesShardsAndLatency(t *testing.T) {
+	c := startCluster(t, testcluster.Options{})
+	mustCreateQueue(t, c, "observed", nil)
+	ctx := ctxT(t, 30*time.Second)
+	for range 5 {
+		if _, err := msgs(c, 0).Send(ctx, &raftqv1.SendRequest{Queue: "observed", Body: []byte("x")}); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+	var all strings.Builder
+	for _, n := range c.Nodes {
+		resp, err := http.Get("http://" + n.HTTP + "/metrics")
+		if err != nil {
+			t.Fatalf("scrape %s: %v", n.ID, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		all.Write(b)
+	}
+	text := all.String()
+	for _, want := range []string{
+		`raftq_shard_is_leader{shard="0"}`,
+		`raftq_shard_applied_index{shard="0"}`,
+		`raftq_queue_messages{queue="observed",shard=`,
+		`raftq_queue_oldest_ready_age_seconds{queue="observed"`,
+		`raftq_messages_total{event="sent",queue="observed"} 5`,
+		`raftq_request_duration_seconds_bucket{code="OK",method="/raftq.v1.Messages/Send"`,
+		`process_resident_memory_bytes`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	// Exactly one leader per shard across the cluster.
+	if got := strings.Count(text, "raftq_shard_is_leader{shard=\"0\"} 1"); got != 1 {
+		t.Errorf("shard 0 has %d leaders in metrics, want 1", got)
+	}
+	resp, err := http.Get("http://" + c.Nodes[1].HTTP + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz: %v %v", err, resp)
+	}
+	_ = resp.Body.Close()
+}
