@@ -44,6 +44,11 @@ type Stats struct {
 	// BlockedGroups counts FIFO groups that hold messages but cannot deliver
 	// now: their head is in flight or delayed.
 	BlockedGroups uint64
+	// Leasable counts what a Receive could lease now: Ready for a standard
+	// queue; for a FIFO queue only the ready heads of groups with nothing in
+	// flight (Ready also counts messages queued behind a blocked head).
+	// Long-poll waiters should test this, not Ready.
+	Leasable uint64
 	// Acked counts completed records still retained for look-ups.
 	Acked uint64
 	// Dropped counts messages that reached the DLQ condition while the queue
@@ -156,6 +161,7 @@ func (f *FSM) Stats(queue string) (Stats, bool) {
 		Delayed:       q.nDelayed,
 		InFlight:      q.nLeased,
 		Dead:          q.nDead,
+		Leasable:      uint64(q.ready.Len()),
 		Acked:         q.nAcked,
 		Dropped:       q.dropped,
 		OldestReadyMs: f.s.oldestReady(q),
@@ -193,7 +199,7 @@ func (s *state) oldestReady(q *queue) int64 {
 }
 
 // Message returns a message in any state, including acked records still
-// retained (without body).
+// retained (without body). The body is shared with the FSM: do not modify it.
 func (f *FSM) Message(id uint64) (*fsmpb.Message, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

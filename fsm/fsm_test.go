@@ -343,7 +343,7 @@ func TestFIFOGroups(t *testing.T) {
 	if !slices.Equal(ids(ms), []uint64{1, 3}) {
 		t.Fatalf("first receive %v, want heads [1 3]", ids(ms))
 	}
-	if st := h.mustStats("f"); st.BlockedGroups != 2 || st.Ready != 3 || st.InFlight != 2 {
+	if st := h.mustStats("f"); st.BlockedGroups != 2 || st.Ready != 3 || st.InFlight != 2 || st.Leasable != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	if got := h.mustReceive("f", 10, 1000); len(got) != 0 {
@@ -405,7 +405,7 @@ func TestDelayAndPriorityOrder(t *testing.T) {
 	if due, ok := h.f.NextDue(); !ok || due != t0+100 {
 		t.Fatalf("NextDue %d %v", due, ok)
 	}
-	if st := h.mustStats("q"); st.Delayed != 3 || st.Ready != 4 || st.OldestReadyMs != t0 {
+	if st := h.mustStats("q"); st.Delayed != 3 || st.Ready != 4 || st.Leasable != 4 || st.OldestReadyMs != t0 {
 		t.Fatalf("stats %+v", st)
 	}
 	if ms := h.mustReceive("q", 2, 1000); !slices.Equal(ids(ms), []uint64{2, 3}) {

@@ -157,16 +157,19 @@ func (v *view) write(w io.Writer) error {
 
 // Digest is the sha256 of the snapshot stream the state would produce, and
 // the applied index it belongs to. Replicas at the same index must agree.
+// Like Snapshot it holds the lock only to take copy-on-write clones, so it
+// may run on a busy shard.
 func (f *FSM) Digest() ([32]byte, uint64, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+	f.mu.Lock()
+	v := f.s.view(true)
+	f.mu.Unlock()
 	h := sha256.New()
-	if err := f.s.view(false).write(h); err != nil {
+	if err := v.write(h); err != nil {
 		return [32]byte{}, 0, fmt.Errorf("digest: %w", err)
 	}
 	var sum [32]byte
 	copy(sum[:], h.Sum(nil))
-	return sum, f.s.applied, nil
+	return sum, v.header.GetAppliedIndex(), nil
 }
 
 // readSnapshot builds a fresh state from a snapshot stream.
