@@ -1,0 +1,383 @@
+package checker
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/raftq/raftq/jepsen-lite/history"
+)
+
+// maxExamples bounds the violations quoted per checker.
+const maxExamples = 20
+
+// Result is one checker's verdict.
+type Result struct {
+	Name  string         `json:"name"`
+	Valid bool           `json:"valid"`
+	Count map[string]int `json:"counts"`
+	// Violations quotes the first few problems found.
+	Violations []string `json:"violations,omitempty"`
+	// Notes are observations that are not violations.
+	Notes []string `json:"notes,omitempty"`
+}
+
+func newResult(name string) *Result {
+	return &Result{Name: name, Valid: true, Count: map[string]int{}}
+}
+
+func (r *Result) violate(kind, format string, args ...any) {
+	r.Valid = false
+	r.Count[kind]++
+	if len(r.Violations) < maxExamples {
+		r.Violations = append(r.Violations, kind+": "+fmt.Sprintf(format, args...))
+	}
+}
+
+// Summary is one line: name, verdict and counts in a stable order.
+func (r Result) Summary() string {
+	keys := make([]string, 0, len(r.Count))
+	for k := range r.Count {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	verdict := "ok"
+	if !r.Valid {
+		verdict = "VIOLATED"
+	}
+	fmt.Fprintf(&b, "%-12s %-8s", r.Name, verdict)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%d", k, r.Count[k])
+	}
+	return b.String()
+}
+
+// Options tune the checkers to the run.
+type Options struct {
+	// FIFOQueues names queues whose groups must be delivered in order.
+	FIFOQueues map[string]bool
+}
+
+// Check runs every checker over ops.
+func Check(ops []history.Op, opt Options) []Result {
+	ix := build(ops)
+	ls := ix.leases()
+	return []Result{
+		*totalQueue(ix),
+		*leaseExclusive(ix, ls),
+		*groupOrder(ix, ls, opt),
+		*dedup(ix),
+		*staleAck(ix, ls),
+	}
+}
+
+// Valid reports whether every result holds.
+func Valid(rs []Result) bool {
+	for _, r := range rs {
+		if !r.Valid {
+			return false
+		}
+	}
+	return true
+}
+
+// ackedEpochs maps message id to the epochs of successful acks.
+func (ix *index) ackedEpochs() map[string][]leaseOp {
+	out := map[string][]leaseOp{}
+	for _, o := range ix.leaseOps {
+		if o.f == history.FAck && o.typ == history.OK {
+			out[o.msg] = append(out[o.msg], o)
+		}
+	}
+	return out
+}
+
+// totalQueue: every acknowledged enqueue is eventually delivered and acked,
+// or dead-lettered; nothing appears that nobody sent; an ack is final.
+func totalQueue(ix *index) *Result {
+	r := newResult("total-queue")
+	delivered := map[string]bool{} // by value
+	firstEpoch := map[string]uint64{}
+	for _, d := range ix.deliveries {
+		r.Count["deliveries"]++
+		delivered[d.Value] = true
+		if e, ok := firstEpoch[d.MessageID]; !ok || d.Epoch < e {
+			firstEpoch[d.MessageID] = d.Epoch
+		}
+		if _, known := ix.enq[d.Value]; !known {
+			r.violate("unexpected", "delivery of %s (value %q) that no client enqueued", d.MessageID, d.Value)
+		}
+	}
+	for _, d := range ix.deliveries {
+		if d.Epoch > firstEpoch[d.MessageID] {
+			r.Count["redelivered"]++ // after expiry or nack: allowed
+		}
+	}
+	acked := map[string]bool{} // by message id
+	for id, os := range ix.ackedEpochs() {
+		acked[id] = len(os) > 0
+	}
+	// Resurrection: a delivery whose epoch is later than a successful ack
+	// that completed before the receive was even sent.
+	ackOps := ix.ackedEpochs()
+	for _, d := range ix.deliveries {
+		for _, a := range ackOps[d.MessageID] {
+			if a.epoch < d.Epoch && a.complet < d.invoke {
+				r.violate("resurrected", "%s acked (epoch %d, process %d, done at %s) then delivered again (epoch %d, process %d, sent at %s)",
+					d.MessageID, a.epoch, a.process, ms(a.complet), d.Epoch, d.process, ms(d.invoke))
+			}
+		}
+	}
+	for id, rec := range ix.finals {
+		seenAck := false
+		for _, a := range rec.Attempts {
+			if seenAck {
+				r.violate("resurrected", "%s: server history has attempt epoch %d after an acked attempt", id, a.Epoch)
+				break
+			}
+			seenAck = a.Outcome == history.OutAcked
+		}
+	}
+	for _, e := range ix.enqOrder {
+		r.Count["enqueue-"+e.status]++
+		finished, dead, live := false, false, false
+		for id := range e.ids {
+			if acked[id] {
+				finished = true
+			}
+			if ix.dead[id] {
+				dead = true
+			}
+			if rec := ix.finals[id]; rec != nil {
+				switch rec.State {
+				case history.StateAcked:
+					finished = true
+				case history.StateDead:
+					dead = true
+				default:
+					live = true
+				}
+			}
+		}
+		switch e.status {
+		case history.OK:
+			switch {
+			case finished:
+				r.Count["acked"]++
+			case dead:
+				r.Count["dead-lettered"]++
+			case !delivered[e.value]:
+				r.violate("lost", "value %q (ids %v) enqueued ok at %s, never delivered, not in a DLQ", e.value, keys(e.ids), ms(e.lastOK))
+			case ix.hasFinal || live:
+				r.violate("unfinished", "value %q (ids %v) delivered but neither acked nor dead-lettered after the final drain", e.value, keys(e.ids))
+			default:
+				r.Count["unconfirmed"]++ // no final phase in this history
+			}
+		case history.Info:
+			if delivered[e.value] || finished || dead {
+				r.Count["recovered-indeterminate"]++
+			} else {
+				r.Count["lost-indeterminate"]++ // allowed: the enqueue may never have happened
+			}
+		case history.Fail:
+			if delivered[e.value] || finished || dead {
+				r.violate("delivered-failed", "value %q: every enqueue attempt failed (certainly not applied), yet it exists (ids %v)", e.value, keys(e.ids))
+			}
+		}
+	}
+	return r
+}
+
+// leaseExclusive: at no instant of the shard clock do two leases of one
+// message overlap, and no lease epoch is handed out twice.
+func leaseExclusive(ix *index, ls map[string]map[uint64]*lease) *Result {
+	r := newResult("lease")
+	for id, m := range ls {
+		eps := sortedEpochs(m)
+		for _, l := range eps {
+			r.Count["leases"]++
+			if len(l.clients) > 1 {
+				r.violate("epoch-twice", "%s epoch %d delivered to processes %v", id, l.epoch, l.clients)
+			}
+		}
+		for j, later := range eps {
+			if later.startMs < 0 {
+				continue
+			}
+			for _, earlier := range eps[:j] {
+				if until := earlier.validUntil(); until > 0 && later.startMs < until {
+					r.violate("double-lease", "%s: epoch %d granted at %d while epoch %d (clients %v) was valid until %d (shard clock ms)",
+						id, later.epoch, later.startMs, earlier.epoch, earlier.clients, until)
+				}
+			}
+			if j > 0 {
+				r.Count["regrants"]++
+			}
+		}
+	}
+	return r
+}
+
+// staleAck: an ack that names an epoch older than a later delivery's must
+// have been rejected.
+func staleAck(ix *index, ls map[string]map[uint64]*lease) *Result {
+	r := newResult("stale-ack")
+	for _, o := range ix.leaseOps {
+		if o.f != history.FAck {
+			continue
+		}
+		var later *lease
+		for e, l := range ls[o.msg] {
+			if e > o.epoch && (later == nil || e < later.epoch) {
+				later = l
+			}
+		}
+		if later == nil {
+			continue
+		}
+		switch o.typ {
+		case history.OK:
+			// A later epoch exists and this ack succeeded: either the ack was
+			// applied to a lease already superseded, or the message came back
+			// after an ack (the queue checker reports the clear-cut cases of
+			// that; here every such pair counts).
+			r.violate("stale-accepted", "ack of %s epoch %d (process %d) succeeded but epoch %d exists", o.msg, o.epoch, o.process, later.epoch)
+		case history.Fail:
+			r.Count["stale-rejected"]++
+		default:
+			r.Count["stale-unknown"]++
+		}
+	}
+	for _, o := range ix.leaseOps {
+		if o.f == history.FAck && o.typ == history.Fail {
+			r.Count["ack-rejected"]++
+		}
+	}
+	return r
+}
+
+// dedup: one dedup key never yields two message ids (runs stay inside the
+// dedup window).
+func dedup(ix *index) *Result {
+	r := newResult("dedup")
+	byKey := map[string]map[string]bool{}
+	for _, e := range ix.enqOrder {
+		if e.key == "" {
+			continue
+		}
+		k := e.queue + "\x00" + e.key
+		if byKey[k] == nil {
+			byKey[k] = map[string]bool{}
+		}
+		for id := range e.ids {
+			byKey[k][id] = true
+		}
+		if e.attempts > 1 {
+			r.Count["retried-sends"]++
+		}
+	}
+	for k, ids := range byKey {
+		r.Count["keys"]++
+		if len(ids) > 1 {
+			q, key, _ := strings.Cut(k, "\x00")
+			r.violate("dup-ids", "queue %s key %q yielded ids %v", q, key, keys(ids))
+		}
+	}
+	return r
+}
+
+// groupOrder: in FIFO queues, a group's messages are leased in enqueue
+// order, one at a time: every lease of an earlier message comes before any
+// lease of a later one (epochs grow per shard and a group lives on one
+// shard), and a later message is not leased while the earlier's lease is
+// valid.
+func groupOrder(ix *index, ls map[string]map[uint64]*lease, opt Options) *Result {
+	r := newResult("order")
+	type item struct {
+		e       *enqueue
+		lo, hi  *lease
+		settled bool
+	}
+	groups := map[string][]item{}
+	var names []string
+	for _, e := range ix.enqOrder {
+		if !opt.FIFOQueues[e.queue] || e.group == "" || e.status != history.OK {
+			continue
+		}
+		it := item{e: e}
+		for id := range e.ids {
+			for _, l := range ls[id] {
+				if it.lo == nil || l.epoch < it.lo.epoch {
+					it.lo = l
+				}
+				if it.hi == nil || l.epoch > it.hi.epoch {
+					it.hi = l
+				}
+			}
+			if rec := ix.finals[id]; rec != nil && (rec.State == history.StateAcked || rec.State == history.StateDead) {
+				it.settled = true
+			}
+			if ix.dead[id] {
+				it.settled = true
+			}
+		}
+		k := e.queue + "/" + e.group
+		if groups[k] == nil {
+			names = append(names, k)
+		}
+		groups[k] = append(groups[k], it)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		its := groups[k]
+		r.Count["groups"]++
+		for j, b := range its {
+			if b.lo == nil {
+				continue
+			}
+			r.Count["checked"]++
+			for _, a := range its[:j] {
+				// Only pairs whose order the history fixes: a's enqueue was
+				// acknowledged before b's was first sent.
+				if a.e.lastOK >= b.e.firstInvoke {
+					continue
+				}
+				if a.hi == nil {
+					if !a.settled && ix.hasFinal {
+						r.violate("skipped", "%s: %q leased (epoch %d) though earlier %q was never leased", k, b.e.value, b.lo.epoch, a.e.value)
+					}
+					continue
+				}
+				if a.hi.epoch > b.lo.epoch {
+					r.violate("reordered", "%s: %q leased at epoch %d before earlier %q's epoch %d", k, b.e.value, b.lo.epoch, a.e.value, a.hi.epoch)
+					continue
+				}
+				if until := a.hi.validUntil(); b.lo.startMs >= 0 && until > 0 && b.lo.startMs < until {
+					r.violate("two-in-flight", "%s: %q leased at %d while earlier %q's lease (epoch %d) was valid until %d", k, b.e.value, b.lo.startMs, a.e.value, a.hi.epoch, until)
+				}
+			}
+		}
+	}
+	return r
+}
+
+func sortedEpochs(m map[uint64]*lease) []*lease {
+	out := make([]*lease, 0, len(m))
+	for _, l := range m {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].epoch < out[j].epoch })
+	return out
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func ms(ns int64) string { return fmt.Sprintf("%.3fs", float64(ns)/1e9) }

@@ -1,0 +1,120 @@
+// Package history records what jepsen-lite clients asked for and what they
+// learned, as Jepsen does: every operation is an invoke followed by exactly
+// one completion (ok, fail or info), written as JSON lines. Checkers read
+// nothing else, so a history file is a complete, replayable account.
+package history
+
+// Op types. fail is reserved for operations that certainly had no effect;
+// anything that may have been applied is info.
+const (
+	Invoke = "invoke"
+	OK     = "ok"
+	Fail   = "fail"
+	Info   = "info"
+)
+
+// Functions. Deliveries and acks are separate operations so that a crash
+// between them is visible.
+const (
+	FEnqueue = "enqueue"
+	FReceive = "receive"
+	FAck     = "ack"
+	FNack    = "nack"
+	FExtend  = "extend"
+	// FFinal carries the server's record of one message after the final
+	// recovery phase (GetMessage); FDead one message listed in a DLQ.
+	FFinal = "final"
+	FDead  = "dead"
+	// FNemesis marks a fault (invoke) and its end (info).
+	FNemesis = "nemesis"
+	// FCheck is a phase marker (e.g. "drain" start, "heal").
+	FPhase = "phase"
+)
+
+// NemesisProcess is the process number of fault operations.
+const NemesisProcess = -1
+
+// Op is one line of the history.
+type Op struct {
+	Index   int64  `json:"index"`
+	Type    string `json:"type"`
+	F       string `json:"f"`
+	Process int    `json:"process"`
+	// Node is the gRPC address the client sent to ("" for nemesis).
+	Node string `json:"node,omitempty"`
+	// Time is nanoseconds since the run started, from the monotonic clock.
+	Time int64 `json:"time"`
+
+	Queue string `json:"queue,omitempty"`
+	// Value is the unique payload of an enqueue, and how deliveries are
+	// matched back to it.
+	Value    string `json:"value,omitempty"`
+	Group    string `json:"group,omitempty"`
+	DedupKey string `json:"dedup_key,omitempty"`
+	// MessageID is the enqueue's answer, or the subject of ack/extend/final.
+	MessageID    string `json:"message_id,omitempty"`
+	Deduplicated bool   `json:"deduplicated,omitempty"`
+
+	// VisibilityMs is what a receive or extend asked for.
+	VisibilityMs int64      `json:"visibility_ms,omitempty"`
+	Deliveries   []Delivery `json:"deliveries,omitempty"`
+
+	// Receipt and Epoch name the lease an ack/nack/extend used.
+	Receipt string `json:"receipt,omitempty"`
+	Epoch   uint64 `json:"epoch,omitempty"`
+	// DeadlineMs is an extend's answer (shard clock).
+	DeadlineMs int64 `json:"deadline_ms,omitempty"`
+
+	// Final is the server's record for FFinal and FDead.
+	Final *Record `json:"final,omitempty"`
+
+	Code  string `json:"code,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Fault describes a nemesis operation.
+	Fault string `json:"fault,omitempty"`
+}
+
+// Delivery is one message leased by a receive.
+type Delivery struct {
+	MessageID    string `json:"message_id"`
+	Receipt      string `json:"receipt"`
+	Epoch        uint64 `json:"epoch"`
+	ReceiveCount uint32 `json:"receive_count"`
+	// DeadlineMs is the lease deadline on the shard's clock.
+	DeadlineMs int64  `json:"deadline_ms"`
+	Value      string `json:"value"`
+	Group      string `json:"group,omitempty"`
+}
+
+// Record is the server's view of a message (GetMessage).
+type Record struct {
+	State        string    `json:"state"`
+	Value        string    `json:"value,omitempty"`
+	Group        string    `json:"group,omitempty"`
+	DedupKey     string    `json:"dedup_key,omitempty"`
+	LeaseEpoch   uint64    `json:"lease_epoch"`
+	LeaseDeadMs  int64     `json:"lease_deadline_ms"`
+	ReceiveCount uint32    `json:"receive_count"`
+	Seq          uint64    `json:"seq"`
+	Attempts     []Attempt `json:"attempts,omitempty"`
+}
+
+// Attempt is one delivery in the server's history of a message.
+type Attempt struct {
+	Epoch      uint64 `json:"epoch"`
+	ReceivedMs int64  `json:"received_ms"`
+	EndedMs    int64  `json:"ended_ms"`
+	Outcome    string `json:"outcome"`
+	Consumer   string `json:"consumer,omitempty"`
+}
+
+// Server states and outcomes as the history spells them (the fsmpb enum
+// names without prefix), so checkers need not import the protos.
+const (
+	StateAcked  = "ACKED"
+	StateDead   = "DEAD"
+	StateLeased = "LEASED"
+	OutExpired  = "EXPIRED"
+	OutAcked    = "ACKED"
+	OutNacked   = "NACKED"
+)
