@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"bytes"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -689,6 +691,24 @@ func TestNotify(t *testing.T) {
 	h.mustReceive("a", 10, 1000)
 	if len(h.woken) != 0 {
 		t.Fatalf("receive woke %v", h.woken)
+	}
+	// A FIFO group released by an ack wakes waiters: its next head is leasable.
+	h.mustQueue("f", fifoPolicy())
+	h.mustEnqueue("f", grouped("g", "1"), grouped("g", "2"))
+	m := h.mustReceive("f", 1, 1000)[0]
+	h.woken = nil
+	h.mustOK(ackCmd(receipt(m)))
+	if !slices.Equal(h.woken, []string{"f"}) {
+		t.Fatalf("ack releasing a group woke %v", h.woken)
+	}
+	// Restore wakes every queue with leasable messages.
+	var restored []string
+	g := New(Options{Notify: func(q string) { restored = append(restored, q) }})
+	if err := g.Restore(io.NopCloser(bytes.NewReader(mustSnapshot(t, h.f)))); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(restored, []string{"b", "f"}) {
+		t.Fatalf("restore woke %v, want [b f]", restored)
 	}
 }
 

@@ -269,6 +269,9 @@ func readSnapshot(r io.Reader) (*state, error) {
 			if err := proto.Unmarshal(buf, d); err != nil {
 				return nil, fmt.Errorf("dedup record: %w", err)
 			}
+			if _, ok := s.queues[d.GetQueue()]; !ok {
+				return nil, fmt.Errorf("dedup key of unknown queue %q", d.GetQueue())
+			}
 			e := &dedupEntry{queue: d.GetQueue(), key: d.GetKey(), id: d.GetMessageId(), expireMs: d.GetExpireMs()}
 			s.dedup.ReplaceOrInsert(e)
 			s.dedupExpiry.ReplaceOrInsert(dedupExpiry{e.expireMs, e.queue, e.key})
