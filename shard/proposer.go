@@ -207,7 +207,26 @@ func (s *Shard) runCompleter(inflight <-chan *batch, sem <-chan struct{}) {
 }
 
 func (s *Shard) complete(b *batch) {
-	err := b.future.Error()
+	// raft never answers futures still sitting in its apply channel when it
+	// shuts down, so do not wait on them past shutdown.
+	resolved := make(chan error, 1)
+	go func() { resolved <- b.future.Error() }()
+	var err error
+	select {
+	case err = <-resolved:
+	case <-s.raftDown:
+		select {
+		case err = <-resolved:
+		default:
+			err = raft.ErrRaftShutdown
+		}
+	}
+	if errors.Is(err, raft.ErrRaftShutdown) {
+		for _, p := range b.reqs {
+			p.done <- outcome{err: fmt.Errorf("%w: %w", ErrUnknownResult, ErrShutdown)}
+		}
+		return
+	}
 	if _, local := b.future.(errFuture); local {
 		// Failed before raft saw it: definitely not applied.
 		for _, p := range b.reqs {

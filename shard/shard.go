@@ -54,6 +54,7 @@ type Shard struct {
 	propCh       chan *proposal
 	proposerDone chan struct{}
 	closing      chan struct{}
+	raftDown     chan struct{} // closed once raft.Shutdown has returned
 	closeOnce    sync.Once
 	wg           sync.WaitGroup
 
@@ -108,6 +109,7 @@ func Open(cfg Config) (*Shard, error) {
 		propCh:       make(chan *proposal, proposeQueue),
 		proposerDone: make(chan struct{}),
 		closing:      make(chan struct{}),
+		raftDown:     make(chan struct{}),
 		notifyCh:     make(chan bool, 16),
 		leaderKick:   make(chan struct{}, 1),
 		applyKick:    make(chan struct{}, 1),
@@ -298,6 +300,7 @@ func (s *Shard) Shutdown(ctx context.Context) error {
 	if err := s.raft.Shutdown().Error(); err != nil {
 		errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
 	}
+	close(s.raftDown)
 	s.wg.Wait()
 	s.wakeAll()
 	if err := s.stores.Close(); err != nil {
