@@ -75,14 +75,10 @@ func (f *FSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l
 // a *Response for LogCommand logs, nil for the rest. An entry that does not
 // decode is a divergence this replica cannot recover from: it panics.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
-	out := make([]interface{}, len(logs))
-	f.mu.Lock()
-	s := f.s
-	s.touched = map[string]struct{}{}
+	// Decode before taking the lock: readers (Stats, NextDue, long polls)
+	// are not held up by protobuf work.
+	entries := make([]*fsmpb.Entry, len(logs))
 	for i, l := range logs {
-		if l.Index > s.applied {
-			s.applied = l.Index
-		}
 		if l.Type != raft.LogCommand {
 			continue
 		}
@@ -91,7 +87,19 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			panic(fmt.Sprintf("fsm: log index %d term %d cannot be applied: %v; "+
 				"this replica must stop rather than diverge (is it older than the leader?)", l.Index, l.Term, err))
 		}
-		out[i] = s.applyEntry(e, l.Term)
+		entries[i] = e
+	}
+	out := make([]interface{}, len(logs))
+	f.mu.Lock()
+	s := f.s
+	s.touched = map[string]struct{}{}
+	for i, l := range logs {
+		if l.Index > s.applied {
+			s.applied = l.Index
+		}
+		if entries[i] != nil {
+			out[i] = s.applyEntry(entries[i], l.Term)
+		}
 	}
 	touched := sortedKeys(s.touched)
 	s.touched = nil

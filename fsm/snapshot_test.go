@@ -131,3 +131,18 @@ func TestRestoreReplacesState(t *testing.T) {
 		t.Fatal("digest differs from an empty FSM")
 	}
 }
+
+type failSink struct{ memSink }
+
+func (s *failSink) Write(p []byte) (int, error) { return 0, io.ErrShortWrite }
+
+func TestPersistCancelsOnWriteError(t *testing.T) {
+	snap, err := loaded(t).f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &failSink{}
+	if err := snap.Persist(sink); err == nil || !sink.cancelled || sink.closed {
+		t.Fatalf("Persist = %v, cancelled %v, closed %v; want an error and a cancelled sink", err, sink.cancelled, sink.closed)
+	}
+}
