@@ -238,6 +238,9 @@ func (s *Store) notLeader() error {
 // apply proposes cmd through the meta leader and maps the FSM's result code
 // to an error.
 func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if s.raft.State() != raft.Leader {
 		return nil, s.notLeader()
 	}
