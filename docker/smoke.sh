@@ -36,7 +36,7 @@ else
 	echo "skipped: no docker compose"
 	exit 0
 fi
-for tool in jq timeout; do
+for tool in jq timeout curl; do
 	command -v "$tool" >/dev/null 2>&1 || {
 		echo "smoke: $tool is required" >&2
 		exit 1
@@ -66,8 +66,10 @@ cleanup() {
 	trap - EXIT INT TERM
 	if [[ -n $project ]]; then
 		if [[ $rc -ne 0 ]]; then
-			log "last container logs:"
-			compose logs --no-color --tail 30 2>&1 | sed 's/^/    /' || true
+			local logs="${TMPDIR:-/tmp}/$project.log"
+			compose logs --no-color >"$logs" 2>&1 || true
+			log "container logs saved to $logs; the last lines:"
+			tail -n 15 "$logs" | cut -c1-300 | sed 's/^/    /'
 		fi
 		if [[ ${RAFTQ_SMOKE_KEEP:-0} == 1 ]]; then
 			log "RAFTQ_SMOKE_KEEP=1: leaving project $project up (${compose_cmd[*]} -p $project -f docker/compose.yaml down -v)"
@@ -123,21 +125,24 @@ done
 ((started)) || fail "could not start the compose project"
 net="${project}_raftq"
 
-declare -A cid port
+declare -A cid port mport
 for n in n1 n2 n3; do
 	cid[$n]=$(compose ps -q "$n")
 	[[ -n ${cid[$n]} ]] || fail "no container for $n"
 	port[$n]="127.0.0.1:${RAFTQ_PORT_PREFIX}10${n#n}"
+	mport[$n]="127.0.0.1:${RAFTQ_PORT_PREFIX}40${n#n}"
 done
 all_addrs="${port[n1]},${port[n2]},${port[n3]}"
 
 # ---- helpers -----------------------------------------------------------------
 
-# cli ADDRS ARGS... runs the host CLI against the given seeds.
+# cli ADDRS ARGS... runs the host CLI against the given seeds, bounded by
+# $cli_timeout (retries inside the CLI included).
+cli_timeout=15s
 cli() {
 	local addrs=$1
 	shift
-	timeout 25 "$cli_bin" --addr "$addrs" --timeout 15s "$@"
+	timeout 30 "$cli_bin" --addr "$addrs" --timeout "$cli_timeout" "$@"
 }
 
 health() { timeout 10 docker inspect --format '{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}' "$1" 2>/dev/null || echo gone; }
@@ -175,12 +180,43 @@ wait_status() {
 	done
 }
 
+# shard_metric NODE NAME prints "shard value" lines of raftq_shard_NAME from
+# the node's own /metrics: its local view, whichever node leads.
+shard_metric() {
+	curl -fsS --max-time 5 "http://${mport[$1]}/metrics" |
+		awk -v m="raftq_shard_$2" 'index($1, m "{shard=\"") == 1 { split($1, a, "\""); printf "%s %d\n", a[2], $2 }'
+}
+
+# commit_marks "NODE..." prints "shard index" lines: the highest commit
+# index any of the nodes reports for each shard.
+commit_marks() {
+	local n
+	for n in $1; do shard_metric "$n" commit_index; done |
+		awk '{ if (!($1 in m) || $2 > m[$1]) m[$1] = $2 } END { for (s in m) print s, m[s] }' | sort -n
+}
+
+# wait_caught_up SECONDS NODE MARKS: poll until NODE has applied every
+# shard up to the index in MARKS; the lagging shards go to $work/lag.
+wait_caught_up() {
+	local deadline=$((SECONDS + $1))
+	while :; do
+		shard_metric "$2" applied_index >"$work/applied" 2>/dev/null || true
+		awk 'NR == FNR { a[$1] = $2; next } !($1 in a) || a[$1] < $2 { printf "shard %s applied %s < %s; ", $1, ($1 in a ? a[$1] : "none"), $2; bad = 1 } END { exit bad }' \
+			"$work/applied" "$3" >"$work/lag" && return 0
+		((SECONDS < deadline)) || return 1
+		sleep 1
+	done
+}
+
 # send_retry ADDRS BODY DEDUP: retry until the send is acknowledged.
 send_retries=0
 send_dedups=0
 send_retry() {
 	local deadline=$((SECONDS + 45)) out
-	until out=$(cli "$1" send "$queue" "$2" --dedup "$3" --json 2>&1); do
+	# A short bound per attempt: a CLI whose shard map still names a dead
+	# leader would otherwise wait out its whole per-call timeout there,
+	# while a fresh CLI loads the new map.
+	until out=$(cli_timeout=6s cli "$1" send "$queue" "$2" --dedup "$3" --json 2>&1); do
 		send_retries=$((send_retries + 1))
 		((SECONDS < deadline)) || fail "send $2 never acknowledged: $out"
 		sleep 0.3
@@ -256,7 +292,12 @@ for ((i = half + 1; i <= n_msgs; i++)); do
 	[[ -n $resume ]] || resume=$((SECONDS - kill_at))
 done
 survivors=""
-for n in n1 n2 n3; do [[ $n == "$victim" ]] || survivors+="${survivors:+,}${port[$n]}"; done
+survivors_list=""
+for n in n1 n2 n3; do
+	[[ $n == "$victim" ]] && continue
+	survivors+="${survivors:+,}${port[$n]}"
+	survivors_list+=" $n"
+done
 wait_status 30 "$survivors" "[$(jq_leader_of 0)] | (.[0] != \"\" and .[0] != \"$victim\")" ||
 	fail "shard 0 never got a new leader after killing $victim"
 new_leader=$(jq -r "$(jq_leader_of 0)" "$work/status.json")
@@ -266,14 +307,16 @@ note "leader kill: killed $victim, shard 0 moved to $new_leader; sends resumed w
 
 # ---- 4. restart the killed node ----------------------------------------------
 
+# The cluster's commit index of every shard now; the restarted node must
+# apply up to it.
+commit_marks "$survivors_list" >"$work/commits"
 log "restart policy left $victim: $(timeout 10 docker inspect --format '{{.State.Status}}' "${cid[$victim]}")"
 timeout 30 docker start "${cid[$victim]}" >/dev/null
 restart_at=$SECONDS
 wait_healthy 90 "$victim" || fail "$victim not healthy after docker start: $(health "${cid[$victim]}")"
-wait_status 30 "${port[$victim]}" "(.NodeID // .node_id) == \"$victim\" and ($jq_alive) == 3" ||
-	fail "$victim does not see 3 alive members after restart"
-wait_status 30 "$survivors" "($jq_alive) == 3" || fail "the others do not see $victim alive again"
-note "rejoin: $victim healthy and seen alive by all $((SECONDS - restart_at))s after docker start"
+wait_status 30 "$all_addrs" "($jq_alive) == 3" || fail "cluster status does not show $victim alive after restart"
+wait_caught_up 30 "$victim" "$work/commits" || fail "$victim did not catch up after restart: $(cat "$work/lag")"
+note "rejoin: $victim healthy, alive in cluster status and caught up on all ${RAFTQ_SHARDS} shards $((SECONDS - restart_at))s after docker start"
 
 # ---- 5. partition a follower -------------------------------------------------
 
@@ -291,7 +334,12 @@ for n in n1 n2 n3; do
 	fi
 done
 majority=""
-for n in n1 n2 n3; do [[ $n == "$follower" ]] || majority+="${majority:+,}${port[$n]}"; done
+majority_list=()
+for n in n1 n2 n3; do
+	[[ $n == "$follower" ]] && continue
+	majority+="${majority:+,}${port[$n]}"
+	majority_list+=("$n")
+done
 export RAFTQ_PROJECT=$project RAFTQ_NETWORK=$net
 "$root/docker/partition.sh" isolate "$follower" | sed 's/^/    /'
 part_at=$SECONDS
@@ -301,24 +349,19 @@ m=10
 for ((i = 1; i <= m; i++)); do send_retry "$majority" "p-$i" "kp-$i"; done
 drain "$majority" 40 p- "$m"
 ((${#drain_missing[@]} == 0)) || fail "sends lost while $follower was isolated: ${drain_missing[*]}"
-status "$majority" >"$work/majority.json" || fail "status from the majority"
-# Every shard's commit index on the majority side, as "id index" lines.
-jq -r "$jq_shards | \"\(.ID // .id // .shard_id // 0) \(.CommitIndex // .commit_index // 0)\"" "$work/majority.json" >"$work/commits"
+commit_marks "${majority_list[*]}" >"$work/commits"
 note "partition: isolated $follower (led $best shard(s)); the majority served $m sends, $m drained, 0 lost, in $((SECONDS - part_at))s"
 
 "$root/docker/partition.sh" heal "$follower" | sed 's/^/    /'
 heal_at=$SECONDS
-caught_up="true"
-while read -r id idx; do
-	caught_up+=" and ([$jq_shards | select((.ID // .id // .shard_id // 0) == $id) | (.AppliedIndex // .applied_index // 0)] | .[0] >= $idx)"
-done <"$work/commits"
-wait_status 60 "${port[$follower]}" "($jq_alive) == 3 and $caught_up" ||
-	fail "$follower did not catch up to the majority's commit indexes within 60s after heal"
+wait_caught_up 60 "$follower" "$work/commits" ||
+	fail "$follower did not catch up to the majority's commit indexes within 60s after heal: $(cat "$work/lag")"
+wait_status 30 "$all_addrs" "($jq_alive) == 3" || fail "cluster status does not show $follower alive after heal"
 wait_healthy 30 "$follower" || fail "$follower unhealthy after heal"
-note "heal: $follower reconnected, sees 3 alive and applied up to the majority's commit index on all ${RAFTQ_SHARDS} shards $((SECONDS - heal_at))s after heal"
+note "heal: $follower reconnected, alive in cluster status, applied up to the majority's commit index on all ${RAFTQ_SHARDS} shards $((SECONDS - heal_at))s after heal"
 
 send_retry "${port[$follower]}" f-1 k-f-1
 drain "$all_addrs" 20 f- 1
 ((${#drain_missing[@]} == 0)) || fail "the send through $follower was not received"
 out=$(cli "$all_addrs" queue stats "$queue" --json) || fail "queue stats: $out"
-note "final: send through $follower received and acked; queue stats $(jq -c '{ready, in_flight, dead}' <<<"$out")"
+note "final: send with $follower as seed received and acked; queue stats $(jq -c '{ready, in_flight, dead}' <<<"$out")"
