@@ -771,3 +771,61 @@ func TestEntryVersionRequired(t *testing.T) {
 		t.Fatal("decoded an entry without version")
 	}
 }
+
+func TestCompletedRecordsAreBounded(t *testing.T) {
+	h := newHarness(t)
+	h.mustQueue("q", nil)
+	total := MaxCompletedRecords + 5
+	for sent := 0; sent < total; sent += MaxEnqueueBatch {
+		ms := make([]*fsmpb.NewMessage, min(MaxEnqueueBatch, total-sent))
+		for i := range ms {
+			ms[i] = &fsmpb.NewMessage{}
+		}
+		h.mustEnqueue("q", ms...)
+		got := h.mustReceive("q", uint32(len(ms)), 60_000)
+		rs := make([]*fsmpb.Receipt, len(got))
+		for i, m := range got {
+			rs[i] = receipt(m)
+		}
+		h.mustOK(ackCmd(rs...))
+	}
+	st := h.mustStats("q")
+	if st.Acked != MaxCompletedRecords {
+		t.Fatalf("%d acked records kept, limit %d", st.Acked, MaxCompletedRecords)
+	}
+	// The oldest went first.
+	if _, ok := h.f.Message(5); ok {
+		t.Fatal("record 5 kept, want the 5 oldest dropped")
+	}
+	if m := h.mustMessage(6); m.GetState() != fsmpb.State_STATE_ACKED {
+		t.Fatalf("record 6: %v", m.GetState())
+	}
+	if c := h.f.Counters(); c.GetAcked() != uint64(total) {
+		t.Fatalf("counters %v", c)
+	}
+}
+
+func TestTooManyItems(t *testing.T) {
+	rs := make([]*fsmpb.Receipt, maxItemsPerLeaseCommandBatch+1)
+	nacks := make([]*fsmpb.NackItem, len(rs))
+	for i := range rs {
+		rs[i] = &fsmpb.Receipt{MessageId: 1}
+		nacks[i] = nackBackoff(rs[i], "")
+	}
+	cmds := map[string]*fsmpb.Command{
+		"ack":    ackCmd(rs...),
+		"nack":   nackCmd(nacks...),
+		"cancel": cancelCmd("q", make([]uint64, maxCancelBatch+1)...),
+		"extend": {Cmd: &fsmpb.Command_Extend{Extend: &fsmpb.Extend{Items: make([]*fsmpb.ExtendItem, len(rs))}}},
+		"dead":   {Cmd: &fsmpb.Command_DeadLetter{DeadLetter: &fsmpb.DeadLetter{Items: make([]*fsmpb.DeadLetterItem, len(rs))}}},
+	}
+	for name, c := range cmds {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.mustQueue("q", nil)
+			if got := h.one(c); got.GetStatus().GetCode() != fsmpb.Code_CODE_INVALID_ARGUMENT || got.GetItems() != nil {
+				t.Fatalf("result %v", got.GetStatus())
+			}
+		})
+	}
+}
