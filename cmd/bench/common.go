@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/raftq/raftq/client"
+)
+
+func dial(ctx context.Context, cfg config) (*client.Client, error) {
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(dctx, cfg.Addrs)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", strings.Join(cfg.Addrs, ","), err)
+	}
+	return c, nil
+}
+
+// queueName makes a fresh queue per run so runs never see each other's
+// messages.
+func queueName(cfg config, suffix string) string {
+	return fmt.Sprintf("%s-%s-%d", cfg.Queue, suffix, time.Now().UnixNano()%1_000_000_000)
+}
+
+func createQueue(ctx context.Context, c *client.Client, name string, o client.QueueOptions) error {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := c.CreateQueue(cctx, name, o); err != nil {
+		return fmt.Errorf("create bench queue: %w", err)
+	}
+	return nil
+}
+
+// deleteQueue removes a run's queue, best effort: a leftover queue costs
+// disk, not correctness.
+func deleteQueue(c *client.Client, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = c.DeleteQueue(ctx, name)
+}
+
+// defaultQueue is the policy of the throughput workloads: the server's
+// defaults (30 s visibility, 10 receives), a standard queue.
+func defaultQueue() client.QueueOptions { return client.QueueOptions{} }

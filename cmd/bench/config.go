@@ -1,0 +1,218 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// config holds every workload's flags; each subcommand registers the ones
+// it reads.
+type config struct {
+	Workload string
+	Addrs    []string
+	Seed     uint64
+	JSON     bool
+	Quiet    bool
+	Queue    string // queue name prefix; a unique suffix is added per run
+
+	Producers  int
+	Consumers  int
+	Size       int
+	Duration   time.Duration
+	Warmup     time.Duration
+	Inflight   int     // sends each producer keeps outstanding
+	SendBatch  int     // messages per Send call (1: Send, >1: SendBatch)
+	Batch      int     // most messages a consumer takes per receive
+	Rate       float64 // total enqueue rate cap in msgs/s; 0: unbounded
+	DrainLimit time.Duration
+
+	// mix
+	Messages    int
+	Visibility  time.Duration
+	MaxReceives int
+
+	// backlog and scheduled
+	Backlog   int
+	Pids      string
+	Metrics   string
+	Scheduled int
+	Due       time.Duration
+
+	// sweep
+	Concurrency []int
+	Batches     []int
+}
+
+var errUsage = errors.New("usage")
+
+const usage = `raftq-bench <workload> [flags]
+
+workloads:
+  steady     producers and consumers at full speed (or --rate); throughput, latencies, ledger
+  mix        fast, slow (lease extension), flapping and poison handlers via the worker SDK
+  backlog    seed N messages with SendBatch, then drain cold; drain rate, memory per message
+  scheduled  messages due at now+--due while a backlog churns; lateness past due
+  sweep      steady over concurrency x receive batch; prints a table
+
+Run "raftq-bench <workload> -h" for the workload's flags.
+`
+
+// parseArgs parses a command line (without the program name).
+func parseArgs(args []string, stderr io.Writer) (config, error) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprint(stderr, usage)
+		return config{}, errUsage
+	}
+	c := config{Workload: args[0]}
+	fs := flag.NewFlagSet("raftq-bench "+c.Workload, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addrs := fs.String("addr", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103", "comma-separated gRPC addresses of cluster nodes (seeds)")
+	fs.Uint64Var(&c.Seed, "seed", 1, "seed for bodies, the mix and jitter: the same seed gives the same workload")
+	fs.BoolVar(&c.JSON, "json", false, "print the result as one JSON object on stdout")
+	fs.BoolVar(&c.Quiet, "quiet", false, "no progress line on stderr")
+	fs.StringVar(&c.Queue, "queue", "bench", "queue name prefix (a unique suffix is added per run)")
+	fs.IntVar(&c.Size, "size", 1024, "message body bytes (at least 24: the ledger header)")
+	fs.DurationVar(&c.DrainLimit, "drain-timeout", 3*time.Minute, "bound for draining after producers stop")
+	load := func(producers, consumers, batch int) {
+		fs.IntVar(&c.Producers, "producers", producers, "producer goroutines")
+		fs.IntVar(&c.Consumers, "consumers", consumers, "consumer goroutines")
+		fs.IntVar(&c.Batch, "batch", batch, "most messages a consumer takes per receive (1-1000)")
+	}
+	timed := func() {
+		fs.DurationVar(&c.Duration, "duration", 20*time.Second, "measured duration")
+		fs.DurationVar(&c.Warmup, "warmup", 3*time.Second, "warmup before measuring (not counted)")
+		fs.IntVar(&c.Inflight, "inflight", 256, "sends each producer keeps outstanding (1: synchronous)")
+		fs.IntVar(&c.SendBatch, "send-batch", 1, "messages per send call: 1 uses Send (one RPC per message), >1 SendBatch; must divide --inflight")
+		fs.Float64Var(&c.Rate, "rate", 0, "cap on the total enqueue rate in msgs/s (0: as fast as the cluster takes them)")
+	}
+	withBacklog := func(def int) {
+		fs.IntVar(&c.Backlog, "backlog", def, "messages to seed (at most 5,000,000)")
+		fs.StringVar(&c.Pids, "pids", "", "comma-separated node PIDs: memory from /proc/<pid>/status (VmRSS)")
+		fs.StringVar(&c.Metrics, "metrics", "http://127.0.0.1:7401/metrics,http://127.0.0.1:7402/metrics,http://127.0.0.1:7403/metrics", "node metrics URLs, used for memory when --pids is empty")
+	}
+	switch c.Workload {
+	case "steady":
+		load(16, 8, 256)
+		timed()
+	case "mix":
+		load(4, 64, 32)
+		fs.IntVar(&c.Messages, "messages", 2000, "messages to send (70% fast, 20% slow, 5% flapping, 5% poison)")
+		fs.DurationVar(&c.Visibility, "visibility", 1*time.Second, "lease length; slow handlers (200 ms-2 s) outlive it and need extensions")
+		fs.IntVar(&c.MaxReceives, "max-receives", 3, "queue max receive count: poison goes to the DLQ after exactly this many")
+	case "backlog":
+		load(8, 8, 256)
+		withBacklog(1_000_000)
+		fs.IntVar(&c.SendBatch, "send-batch", 256, "messages per SendBatch call while seeding")
+		fs.IntVar(&c.Inflight, "inflight", 4, "SendBatch calls each producer keeps outstanding while seeding")
+	case "scheduled":
+		load(4, 4, 256)
+		withBacklog(1_000_000)
+		fs.IntVar(&c.SendBatch, "send-batch", 256, "messages per SendBatch call while seeding")
+		fs.IntVar(&c.Inflight, "inflight", 4, "SendBatch calls each producer keeps outstanding while seeding")
+		fs.IntVar(&c.Scheduled, "scheduled", 5000, "delayed messages to send, spread over --duration")
+		fs.DurationVar(&c.Due, "due", 5*time.Second, "delay of each scheduled message")
+		fs.DurationVar(&c.Duration, "duration", 20*time.Second, "how long scheduled messages are sent while the backlog churns")
+	case "sweep":
+		load(16, 8, 0)
+		fs.DurationVar(&c.Duration, "duration", 6*time.Second, "measured duration per cell")
+		fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "warmup per cell")
+		conc := fs.String("concurrency", "16,64,256,512", "total sends in flight per cell (split over --producers)")
+		batches := fs.String("batches", "1,10,100", "receive batch sizes")
+		c.SendBatch = 1
+		defer func() {
+			var err error
+			if c.Concurrency, err = intList(*conc); err != nil {
+				c.Concurrency = nil
+			}
+			if c.Batches, err = intList(*batches); err != nil {
+				c.Batches = nil
+			}
+		}()
+	default:
+		fmt.Fprint(stderr, usage)
+		return config{}, fmt.Errorf("unknown workload %q: %w", c.Workload, errUsage)
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return config{}, fmt.Errorf("%s flags: %w", c.Workload, err)
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("%s: unexpected arguments %q", c.Workload, fs.Args())
+	}
+	for _, a := range strings.Split(*addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.Addrs = append(c.Addrs, a)
+		}
+	}
+	return c, nil
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		var v int
+		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d", &v); err != nil {
+			return nil, fmt.Errorf("list %q: %w", s, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+const maxBacklog = 5_000_000
+
+// validate bounds every flag so a typo cannot start an unbounded run.
+func (c config) validate() error {
+	var errs []error
+	check := func(ok bool, format string, a ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, a...))
+		}
+	}
+	check(len(c.Addrs) > 0, "--addr: no address")
+	check(c.Size >= minBodySize && c.Size <= 256<<10, "--size %d outside %d-262144", c.Size, minBodySize)
+	check(c.Producers >= 1 && c.Producers <= 1024, "--producers %d outside 1-1024", c.Producers)
+	check(c.Consumers >= 1 && c.Consumers <= 1024, "--consumers %d outside 1-1024", c.Consumers)
+	check(c.DrainLimit > 0 && c.DrainLimit <= time.Hour, "--drain-timeout %v outside (0, 1h]", c.DrainLimit)
+	if c.Workload != "sweep" {
+		check(c.Batch >= 1 && c.Batch <= 1000, "--batch %d outside 1-1000", c.Batch)
+	}
+	switch c.Workload {
+	case "steady", "sweep":
+		check(c.Duration > 0 && c.Duration <= time.Hour, "--duration %v outside (0, 1h]", c.Duration)
+		check(c.Warmup >= 0 && c.Warmup <= 10*time.Minute, "--warmup %v outside [0, 10m]", c.Warmup)
+	}
+	switch c.Workload {
+	case "steady":
+		check(c.Inflight >= 1 && c.Inflight <= 4096, "--inflight %d outside 1-4096", c.Inflight)
+		check(c.SendBatch >= 1 && c.SendBatch <= 1000, "--send-batch %d outside 1-1000", c.SendBatch)
+		check(c.SendBatch <= c.Inflight && c.Inflight%max(c.SendBatch, 1) == 0, "--send-batch %d must divide --inflight %d", c.SendBatch, c.Inflight)
+		check(c.Rate >= 0, "--rate %v is negative", c.Rate)
+	case "mix":
+		check(c.Messages >= 20 && c.Messages <= 1_000_000, "--messages %d outside 20-1000000", c.Messages)
+		check(c.Visibility >= 100*time.Millisecond && c.Visibility <= time.Minute, "--visibility %v outside 100ms-1m", c.Visibility)
+		check(c.MaxReceives >= 2 && c.MaxReceives <= 100, "--max-receives %d outside 2-100 (flapping needs a second delivery)", c.MaxReceives)
+	case "backlog", "scheduled":
+		check(c.Backlog >= 0 && c.Backlog <= maxBacklog, "--backlog %d outside 0-%d", c.Backlog, maxBacklog)
+		check(c.SendBatch >= 1 && c.SendBatch <= 1000, "--send-batch %d outside 1-1000", c.SendBatch)
+		check(c.Inflight >= 1 && c.Inflight <= 256, "--inflight %d outside 1-256", c.Inflight)
+		if c.Workload == "scheduled" {
+			check(c.Scheduled >= 1 && c.Scheduled <= 1_000_000, "--scheduled %d outside 1-1000000", c.Scheduled)
+			check(c.Due >= time.Second && c.Due <= 10*time.Minute, "--due %v outside 1s-10m", c.Due)
+			check(c.Duration > 0 && c.Duration <= time.Hour, "--duration %v outside (0, 1h]", c.Duration)
+		}
+	case "sweep":
+		check(len(c.Concurrency) > 0, "--concurrency: need a comma-separated list of integers")
+		check(len(c.Batches) > 0, "--batches: need a comma-separated list of integers")
+		for _, n := range c.Concurrency {
+			check(n >= 1 && n <= 4096, "--concurrency %d outside 1-4096", n)
+		}
+		for _, b := range c.Batches {
+			check(b >= 1 && b <= 1000, "--batches %d outside 1-1000", b)
+		}
+	}
+	return errors.Join(errs...)
+}

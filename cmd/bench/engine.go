@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftq/raftq/client"
+)
+
+// load is one producer/consumer run against one queue: the machinery the
+// steady, sweep, backlog and scheduled workloads share.
+type load struct {
+	c      *client.Client
+	queue  string
+	led    *ledger
+	fill   []byte
+	pace   *pacer
+	limit  atomic.Int64 // messages left to send when capped; <0: no cap
+	capped bool
+
+	producers, perProducer, sendBatch int
+	consumers, batch                  int
+	wait                              time.Duration // receive long poll
+
+	measuring atomic.Bool // histograms record only inside the window
+	stopSend  atomic.Bool
+
+	enqueue, claim, e2e, ack *latency
+
+	enqueued, processed, redelivered, duplicates atomic.Uint64
+	sendErrs, recvErrs, ackErrs                  atomic.Uint64
+	lastErr                                      atomic.Value // string
+
+	prodWG, consWG sync.WaitGroup
+}
+
+type loadSpec struct {
+	producers, inflight, sendBatch int
+	consumers, batch               int
+	size                           int
+	seed                           uint64
+	rate                           float64
+	total                          int // 0: no cap on messages sent
+}
+
+func newLoad(c *client.Client, queue string, s loadSpec) *load {
+	l := &load{
+		c: c, queue: queue, led: newLedger(s.producers), fill: filler(s.seed, s.size),
+		pace: newPacer(s.rate), producers: s.producers, perProducer: max(s.inflight/max(s.sendBatch, 1), 1),
+		sendBatch: max(s.sendBatch, 1), consumers: s.consumers, batch: s.batch, wait: 2 * time.Second,
+		enqueue: newLatency(), claim: newLatency(), e2e: newLatency(), ack: newLatency(),
+	}
+	l.limit.Store(-1)
+	if s.total > 0 {
+		l.limit.Store(int64(s.total))
+		l.capped = true
+	}
+	return l
+}
+
+func (l *load) fail(counter *atomic.Uint64, err error) {
+	counter.Add(1)
+	l.lastErr.Store(err.Error())
+}
+
+// take reserves up to n messages of the cap; 0 means the cap is spent.
+func (l *load) take(n int) int {
+	if !l.capped {
+		return n
+	}
+	for {
+		left := l.limit.Load()
+		if left <= 0 {
+			return 0
+		}
+		k := min(int64(n), left)
+		if l.limit.CompareAndSwap(left, left-k) {
+			return int(k)
+		}
+	}
+}
+
+// startProducers runs perProducer goroutines for each producer, each
+// keeping one send call (of sendBatch messages) outstanding, until
+// stopProducers or the cap.
+func (l *load) startProducers(ctx context.Context) {
+	for p := range l.producers {
+		for range l.perProducer {
+			l.prodWG.Go(func() { l.produce(ctx, p) })
+		}
+	}
+}
+
+func (l *load) produce(ctx context.Context, p int) {
+	items := make([]client.Outgoing, 0, l.sendBatch)
+	seqs := make([]uint64, 0, l.sendBatch)
+	for !l.stopSend.Load() && ctx.Err() == nil {
+		n := l.take(l.sendBatch)
+		if n == 0 {
+			return
+		}
+		if err := l.pace.wait(ctx, n); err != nil {
+			return
+		}
+		items, seqs = items[:0], seqs[:0]
+		now := time.Now()
+		for range n {
+			s := l.led.next(p)
+			seqs = append(seqs, s)
+			items = append(items, client.Outgoing{Body: encode(header{Producer: uint32(p), Seq: s, Sent: now}, l.fill)})
+		}
+		ok := l.send(ctx, p, items, seqs)
+		took := time.Since(now)
+		if ok > 0 && l.measuring.Load() {
+			l.enqueue.recordN(took, ok)
+		}
+		if ok < n {
+			// Back off a little so a refusing cluster is not hammered.
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// send sends one call and books each message in the ledger; it returns how
+// many were acknowledged.
+func (l *load) send(ctx context.Context, p int, items []client.Outgoing, seqs []uint64) int {
+	if len(items) == 1 {
+		_, err := l.c.Send(ctx, l.queue, items[0].Body)
+		l.led.sent(p, seqs[0], err == nil)
+		if err != nil {
+			l.fail(&l.sendErrs, err)
+			return 0
+		}
+		l.enqueued.Add(1)
+		return 1
+	}
+	res, err := l.c.SendBatch(ctx, l.queue, items)
+	if err != nil {
+		for _, s := range seqs {
+			l.led.sent(p, s, false)
+		}
+		l.fail(&l.sendErrs, err)
+		return 0
+	}
+	ok := 0
+	for i, r := range res {
+		l.led.sent(p, seqs[i], r.Err == nil)
+		if r.Err != nil {
+			l.fail(&l.sendErrs, r.Err)
+			continue
+		}
+		ok++
+	}
+	l.enqueued.Add(uint64(ok))
+	return ok
+}
+
+// stopProducers stops new sends and waits for the outstanding ones.
+func (l *load) stopProducers() {
+	l.stopSend.Store(true)
+	l.prodWG.Wait()
+}
+
+// startConsumers runs the consumers until ctx ends: receive up to batch,
+// book each delivery, ack them all in one call.
+func (l *load) startConsumers(ctx context.Context) {
+	for i := range l.consumers {
+		l.consWG.Go(func() { l.consume(ctx, fmt.Sprintf("bench-%d", i)) })
+	}
+}
+
+func (l *load) consume(ctx context.Context, name string) {
+	receipts := make([]string, 0, l.batch)
+	for ctx.Err() == nil {
+		start := time.Now()
+		msgs, err := l.c.Receive(ctx, l.queue, client.ReceiveOptions{Max: l.batch, Wait: l.wait, Consumer: name})
+		if err != nil {
+			if ctx.Err() == nil {
+				l.fail(&l.recvErrs, err)
+				time.Sleep(20 * time.Millisecond)
+			}
+			continue
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		got := time.Now()
+		measuring := l.measuring.Load()
+		if measuring {
+			l.claim.recordN(got.Sub(start), len(msgs))
+		}
+		receipts = receipts[:0]
+		for _, m := range msgs {
+			receipts = append(receipts, m.Receipt)
+			if m.ReceiveCount > 1 {
+				l.redelivered.Add(1)
+			}
+			h, err := decode(m.Body)
+			if err != nil {
+				l.led.mu.Lock()
+				l.led.foreign++
+				l.led.mu.Unlock()
+				continue
+			}
+			if !l.led.delivered(h) {
+				l.duplicates.Add(1)
+			}
+			if measuring {
+				l.e2e.record(got.Sub(h.Sent))
+			}
+		}
+		// Acks are not cut short by the end of the run: a lease left behind
+		// would only come back as a redelivery after the drain.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		as := time.Now()
+		errs, err := l.c.Ack(actx, receipts...)
+		cancel()
+		if measuring {
+			l.ack.recordN(time.Since(as), len(receipts))
+		}
+		ok := 0
+		for _, e := range errs {
+			if e == nil {
+				ok++
+			}
+		}
+		if err != nil || ok < len(receipts) {
+			l.fail(&l.ackErrs, errors.Join(err, firstErr(errs)))
+		}
+		l.processed.Add(uint64(ok))
+	}
+}
+
+func firstErr(errs []error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// drain waits until every acknowledged send was delivered, or the limit.
+func (l *load) drain(ctx context.Context, limit time.Duration) (time.Duration, error) {
+	start := time.Now()
+	deadline := start.Add(limit)
+	for l.led.outstanding() > 0 {
+		if time.Now().After(deadline) {
+			return time.Since(start), fmt.Errorf("drain: %d acked messages still undelivered after %v", l.led.outstanding(), limit)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), fmt.Errorf("drain: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return time.Since(start), nil
+}
+
+// counters is a snapshot for rates over a window.
+type counters struct {
+	at                  time.Time
+	enqueued, processed uint64
+}
+
+func (l *load) snapshot() counters {
+	return counters{at: time.Now(), enqueued: l.enqueued.Load(), processed: l.processed.Load()}
+}
+
+func rate(a, b counters, f func(counters) uint64) float64 {
+	d := b.at.Sub(a.at).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	return float64(f(b)-f(a)) / d
+}
+
+func lastError(l *load) string {
+	if s, ok := l.lastErr.Load().(string); ok {
+		return s
+	}
+	return ""
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// memorySource reads the resident memory of each node: from
+// /proc/<pid>/status when PIDs are given (exact, same host), else from the
+// nodes' process_resident_memory_bytes metric.
+type memorySource struct {
+	pids []int
+	urls []string
+}
+
+func newMemorySource(pids, urls string) (memorySource, error) {
+	var m memorySource
+	for _, f := range strings.Split(pids, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := strconv.Atoi(f)
+		if err != nil {
+			return m, fmt.Errorf("--pids %q: %w", pids, err)
+		}
+		m.pids = append(m.pids, p)
+	}
+	if len(m.pids) == 0 {
+		for _, f := range strings.Split(urls, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				m.urls = append(m.urls, f)
+			}
+		}
+	}
+	return m, nil
+}
+
+// read returns each node's RSS in bytes (0 where unreadable) and the first
+// error.
+func (m memorySource) read(ctx context.Context) ([]uint64, error) {
+	var firstErr error
+	note := func(err error) {
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	var out []uint64
+	for _, p := range m.pids {
+		v, err := procRSS(p)
+		if err != nil {
+			note(err)
+		}
+		out = append(out, v)
+	}
+	for _, url := range m.urls {
+		v, err := metricRSS(ctx, url)
+		if err != nil {
+			note(err)
+		}
+		out = append(out, v)
+	}
+	return out, firstErr
+}
+
+func procRSS(pid int) (uint64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("node memory: %w", err)
+	}
+	defer f.Close()
+	return parseVmRSS(f)
+}
+
+// parseVmRSS finds "VmRSS:  1234 kB" in a /proc status file.
+func parseVmRSS(r io.Reader) (uint64, error) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) < 1 {
+				break
+			}
+			kb, err := strconv.ParseUint(f[0], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmRSS %q: %w", rest, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS line")
+}
+
+func metricRSS(ctx context.Context, url string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, fmt.Errorf("node memory from %s: %w", url, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("node memory from %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	v, err := parseMetric(resp.Body, "process_resident_memory_bytes")
+	if err != nil {
+		return 0, fmt.Errorf("node memory from %s: %w", url, err)
+	}
+	return uint64(v), nil
+}
+
+// parseMetric returns the value of an unlabelled metric in Prometheus text
+// format.
+func parseMetric(r io.Reader, name string) (float64, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s value %q: %w", name, rest, err)
+			}
+			return v, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read metrics: %w", err)
+	}
+	return 0, fmt.Errorf("metric %s not found", name)
+}
+
+func sum(v []uint64) uint64 {
+	var s uint64
+	for _, x := range v {
+		s += x
+	}
+	return s
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
