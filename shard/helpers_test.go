@@ -26,12 +26,12 @@ func testLogger() *slog.Logger {
 }
 
 // fastTuning keeps elections short for tests while leaving room for the
-// race detector on a busy two-core machine.
+// race detector on a busy two-core machine (200 ms flapped at load 10).
 func fastTuning() RaftTuning {
 	return RaftTuning{
-		HeartbeatTimeout:   200 * time.Millisecond,
-		ElectionTimeout:    200 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond,
+		HeartbeatTimeout:   400 * time.Millisecond,
+		ElectionTimeout:    400 * time.Millisecond,
+		LeaderLeaseTimeout: 200 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
 	}
 }
@@ -334,6 +334,24 @@ func (c *cluster) proposeAnywhere(ctx context.Context, cmd *fsmpb.Command) (*fsm
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), lastErr)
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// mustEnqueueAnywhere enqueues with a dedup key, retrying through leader
+// changes and indeterminate results until it is acknowledged: exactly one
+// message results however many attempts it takes.
+func (c *cluster) mustEnqueueAnywhere(queue, key string, body []byte) uint64 {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		res, err := c.proposeAnywhere(ctx, enqueueCmd(queue, &fsmpb.NewMessage{Body: body, DedupKey: key}))
+		if err == nil {
+			return res.GetEnqueue().GetItems()[0].GetMessageId()
+		}
+		if !errors.Is(err, ErrUnknownResult) || ctx.Err() != nil {
+			c.t.Fatalf("enqueue %s: %v", key, err)
 		}
 	}
 }

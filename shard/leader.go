@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm/fsmpb"
 )
 
@@ -82,7 +83,7 @@ func (s *Shard) manageLeadership() {
 // lease grace for this term, then open for proposals and run the tick timer.
 func (s *Shard) leaderDuties(ctx context.Context, st *leaderState) {
 	for {
-		err := s.raft.Barrier(s.cfg.Raft.ElectionTimeout * 10).Error()
+		err := s.await(ctx, s.raft.Barrier(s.cfg.Raft.ElectionTimeout*10))
 		if err == nil {
 			break
 		}
@@ -147,6 +148,21 @@ func (s *Shard) runTicks(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// await waits for a raft future, but not past ctx or raft's shutdown: raft
+// never answers futures left in its apply channel when it stops.
+func (s *Shard) await(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.raftDown:
+		return raft.ErrRaftShutdown
 	}
 }
 

@@ -226,24 +226,18 @@ func (s *Shard) VerifyLeader(ctx context.Context) error {
 	if err := s.waitReady(ctx); err != nil {
 		return err
 	}
-	f := s.raft.VerifyLeader()
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return s.notLeader()
-		}
-		if errors.Is(err, raft.ErrRaftShutdown) {
-			return ErrShutdown
-		}
-		return fmt.Errorf("shard %d: verify leader: %w", s.cfg.ID, err)
-	case <-ctx.Done():
+	err := s.await(ctx, s.raft.VerifyLeader())
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost):
+		return s.notLeader()
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	case ctx.Err() != nil:
 		return ctx.Err()
 	}
+	return fmt.Errorf("shard %d: verify leader: %w", s.cfg.ID, err)
 }
 
 // waitReady returns nil once this replica leads and its duties' preamble is
@@ -282,17 +276,9 @@ func (s *Shard) Shutdown(ctx context.Context) error {
 	}
 	var errs []error
 	if s.raft.State() == raft.Leader && s.hasOtherVoters() {
-		f := s.raft.LeadershipTransfer()
-		done := make(chan error, 1)
-		go func() { done <- f.Error() }()
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		select {
-		case err := <-done:
-			if err != nil {
-				s.logger.Warn("leadership transfer on shutdown failed", "err", err)
-			}
-		case <-tctx.Done():
-			s.logger.Warn("leadership transfer on shutdown timed out")
+		if err := s.await(tctx, s.raft.LeadershipTransfer()); err != nil {
+			s.logger.Warn("leadership transfer on shutdown failed", "err", err)
 		}
 		cancel()
 	}

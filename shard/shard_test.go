@@ -185,7 +185,7 @@ func TestLaggingFollowerCatchesUpViaSnapshot(t *testing.T) {
 	tun.SnapshotThreshold = 32
 	c := newCluster(t, 3, true, tun)
 	leader := c.leader()
-	mustQueue(t, leader.sh, "q", standard(time.Minute))
+	mustQueue(t, leader.sh, "q", &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_STANDARD, DedupWindowMs: 600_000})
 	lag := c.followers(leader)[0]
 	c.partition(lag)
 
@@ -194,8 +194,9 @@ func TestLaggingFollowerCatchesUpViaSnapshot(t *testing.T) {
 		n = 100
 	}
 	for i := range n {
-		mustEnqueue(t, leader.sh, "q", &fsmpb.NewMessage{Body: fmt.Appendf(nil, "m%d", i)})
+		c.mustEnqueueAnywhere("q", fmt.Sprintf("m%d", i), fmt.Appendf(nil, "m%d", i))
 	}
+	leader = c.leader()
 	if err := leader.sh.Raft().Snapshot().Error(); err != nil {
 		t.Fatalf("leader snapshot: %v", err)
 	}
