@@ -28,5 +28,11 @@ mkdir -m 0755 "$ctx/data"
 mkdir -m 1777 "$ctx/tmp"
 cp "$root/docker/Dockerfile" "$ctx/Dockerfile"
 
-timeout 300 docker build --quiet --build-arg "VERSION=$version" -t "$tag" "$ctx" >/dev/null
+# The output (and the legacy builder's deprecation notice) only matters
+# when the build fails.
+if ! out=$(timeout 300 docker build --build-arg "VERSION=$version" -t "$tag" "$ctx" 2>&1); then
+	echo "$out" >&2
+	echo "docker build of $tag failed" >&2
+	exit 1
+fi
 echo "built $tag ($version, linux/$arch)"

@@ -114,6 +114,7 @@ for attempt in 1 2 3; do
 		continue
 	fi
 	log "starting project $project (ports ${RAFTQ_PORT_PREFIX}101-103, subnet $RAFTQ_SUBNET_PREFIX.0/24)"
+	up_at=$SECONDS
 	if compose up -d >"$work/up.log" 2>&1; then
 		started=1
 		break
@@ -258,7 +259,7 @@ drain() {
 # ---- 1. formation ------------------------------------------------------------
 
 wait_healthy 120 n1 n2 n3 || fail "nodes not healthy: n1=$(health "${cid[n1]}") n2=$(health "${cid[n2]}") n3=$(health "${cid[n3]}")"
-note "formed: 3 nodes healthy after ${SECONDS}s (project $project)"
+note "formed: 3 nodes healthy $((SECONDS - up_at))s after compose up (project $project)"
 wait_status 30 "$all_addrs" "($jq_alive) == 3 and ([$jq_shards | (.LeaderID // .leader_id // \"\") | select(. != \"\")] | length) == ${RAFTQ_SHARDS}" ||
 	fail "status never showed 3 alive members and a leader for every shard"
 
