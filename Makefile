@@ -14,6 +14,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq-node ./cmd/node
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq ./cmd/raftq
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq-bench ./cmd/bench
 
 run: build
 	./scripts/run-cluster.sh

@@ -94,6 +94,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		fs.StringVar(&c.Pids, "pids", "", "comma-separated node PIDs: memory from /proc/<pid>/status (VmRSS)")
 		fs.StringVar(&c.Metrics, "metrics", "http://127.0.0.1:7401/metrics,http://127.0.0.1:7402/metrics,http://127.0.0.1:7403/metrics", "node metrics URLs, used for memory when --pids is empty")
 	}
+	after := func() {}
 	switch c.Workload {
 	case "steady":
 		load(16, 8, 256)
@@ -123,15 +124,11 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		conc := fs.String("concurrency", "16,64,256,512", "total sends in flight per cell (split over --producers)")
 		batches := fs.String("batches", "1,10,100", "receive batch sizes")
 		c.SendBatch = 1
-		defer func() {
-			var err error
-			if c.Concurrency, err = intList(*conc); err != nil {
-				c.Concurrency = nil
-			}
-			if c.Batches, err = intList(*batches); err != nil {
-				c.Batches = nil
-			}
-		}()
+		// Unparsable lists stay nil and validate names the flag.
+		after = func() {
+			c.Concurrency, _ = intList(*conc)
+			c.Batches, _ = intList(*batches)
+		}
 	default:
 		fmt.Fprint(stderr, usage)
 		return config{}, fmt.Errorf("unknown workload %q: %w", c.Workload, errUsage)
@@ -139,6 +136,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	if err := fs.Parse(args[1:]); err != nil {
 		return config{}, fmt.Errorf("%s flags: %w", c.Workload, err)
 	}
+	after()
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("%s: unexpected arguments %q", c.Workload, fs.Args())
 	}

@@ -136,12 +136,4 @@ func parseMetric(r io.Reader, name string) (float64, error) {
 	return 0, fmt.Errorf("metric %s not found", name)
 }
 
-func sum(v []uint64) uint64 {
-	var s uint64
-	for _, x := range v {
-		s += x
-	}
-	return s
-}
-
 func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }

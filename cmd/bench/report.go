@@ -58,8 +58,6 @@ func revision() string {
 }
 
 func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
-func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
-func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
 func u(v uint64) string   { return fmt.Sprintf("%d", v) }
 
 func lat(s summary) string {

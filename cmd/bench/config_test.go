@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func mustParse(t *testing.T, args ...string) config {
+	t.Helper()
+	c, err := parseArgs(args, io.Discard)
+	if err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	return c
+}
+
+func TestHeadlineInvocation(t *testing.T) {
+	c := mustParse(t, strings.Fields("steady --addr A --producers 16 --consumers 8 --size 1024 --duration 20s --inflight 256 --batch 256 --json")...)
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := config{Workload: "steady", Addrs: []string{"A"}, Producers: 16, Consumers: 8, Size: 1024,
+		Duration: 20 * time.Second, Inflight: 256, Batch: 256, JSON: true, SendBatch: 1}
+	if c.Workload != want.Workload || len(c.Addrs) != 1 || c.Addrs[0] != "A" || c.Producers != want.Producers ||
+		c.Consumers != want.Consumers || c.Size != want.Size || c.Duration != want.Duration ||
+		c.Inflight != want.Inflight || c.Batch != want.Batch || !c.JSON || c.SendBatch != 1 {
+		t.Fatalf("parsed %+v", c)
+	}
+}
+
+func TestFlagValidation(t *testing.T) {
+	cases := []struct {
+		args string
+		want string // substring of the error; "" = valid
+	}{
+		{"steady", ""},
+		{"steady --send-batch 64", ""},
+		{"steady --inflight 1", ""},
+		{"steady --send-batch 100", "must divide"},
+		{"steady --inflight 0", "--inflight"},
+		{"steady --batch 1001", "--batch"},
+		{"steady --size 10", "--size"},
+		{"steady --duration 0s", "--duration"},
+		{"steady --duration 2h", "--duration"},
+		{"steady --rate -5", "--rate"},
+		{"steady --addr ,", "--addr"},
+		{"mix", ""},
+		{"mix --max-receives 1", "--max-receives"},
+		{"mix --visibility 10ms", "--visibility"},
+		{"backlog", ""},
+		{"backlog --backlog 5000000", ""},
+		{"backlog --backlog 5000001", "--backlog"},
+		{"scheduled --due 100ms", "--due"},
+		{"scheduled --scheduled 0", "--scheduled"},
+		{"sweep", ""},
+		{"sweep --concurrency 16,x", "--concurrency"},
+		{"sweep --batches 0", "--batches"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.args, func(t *testing.T) {
+			c := mustParse(t, strings.Fields(tc.args)...)
+			err := c.validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("valid flags refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error = %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseRefusals(t *testing.T) {
+	for _, args := range [][]string{nil, {"--json"}, {"nosuch"}} {
+		if _, err := parseArgs(args, io.Discard); !errors.Is(err, errUsage) {
+			t.Errorf("parseArgs(%q) = %v, want errUsage", args, err)
+		}
+	}
+	if _, err := parseArgs([]string{"steady", "--nosuch"}, io.Discard); err == nil {
+		t.Error("unknown flag accepted")
+	}
+	if _, err := parseArgs([]string{"steady", "extra"}, io.Discard); err == nil {
+		t.Error("stray argument accepted")
+	}
+}
+
+func TestMixKindsDeterministicAndProportioned(t *testing.T) {
+	counts := map[string]int{}
+	for i := range uint64(10000) {
+		k, d := mixKind(42, i)
+		if k2, d2 := mixKind(42, i); k2 != k || d2 != d {
+			t.Fatalf("message %d: kind not deterministic", i)
+		}
+		if k == kindSlow && (d < 200*time.Millisecond || d > 2*time.Second) {
+			t.Fatalf("slow handler time %v outside 200ms-2s", d)
+		}
+		if k == kindFast && (d < time.Millisecond || d > 5*time.Millisecond) {
+			t.Fatalf("fast handler time %v outside 1-5ms", d)
+		}
+		counts[k]++
+	}
+	for k, want := range map[string]int{kindFast: 7000, kindSlow: 2000, kindFlap: 500, kindPoison: 500} {
+		if got := counts[k]; got < want*9/10 || got > want*11/10 {
+			t.Errorf("%s: %d of 10000, want about %d", k, got, want)
+		}
+	}
+}
+
+func TestMemoryParsers(t *testing.T) {
+	v, err := parseVmRSS(strings.NewReader("Name:\traftq-node\nVmPeak:\t 9 kB\nVmRSS:\t  2048 kB\n"))
+	if err != nil || v != 2048<<10 {
+		t.Fatalf("parseVmRSS = %d, %v; want %d", v, err, 2048<<10)
+	}
+	if _, err := parseVmRSS(strings.NewReader("Name: x\n")); err == nil {
+		t.Error("parseVmRSS without VmRSS succeeded")
+	}
+	m, err := parseMetric(strings.NewReader("# HELP x\nprocess_resident_memory_bytes_total 1\nprocess_resident_memory_bytes 1.5e+08\n"), "process_resident_memory_bytes")
+	if err != nil || m != 1.5e8 {
+		t.Fatalf("parseMetric = %v, %v; want 1.5e8", m, err)
+	}
+	if _, err := newMemorySource("1,x", ""); err == nil {
+		t.Error("bad --pids accepted")
+	}
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/raftq/raftq/internal/testcluster"
+)
+
+var nodeBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "raftq-bench-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	nodeBin, err = testcluster.Build(ctx, dir)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// TestSteadyAgainstCluster runs the headline workload, shrunk, against real
+// node processes: the ledger must find every acknowledged send delivered.
+func TestSteadyAgainstCluster(t *testing.T) {
+	c := testcluster.Start(t, nodeBin, testcluster.Options{})
+	cfg := mustParse(t, "steady", "--producers", "4", "--consumers", "2", "--inflight", "8",
+		"--batch", "32", "--duration", "2s", "--warmup", "500ms", "--drain-timeout", "60s", "--quiet")
+	cfg.Addrs = c.Addrs()
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := runSteady(ctx, cfg, io.Discard)
+	if err != nil {
+		t.Fatalf("steady: %v (result %+v)", err, res)
+	}
+	r := res.(*steadyResult)
+	if r.Lost != 0 {
+		t.Errorf("lost = %d, want 0 (missing %v)", r.Lost, r.Missing)
+	}
+	if r.ProcessedPerS <= 0 || r.Ledger.Delivered == 0 {
+		t.Errorf("nothing processed: %+v", r)
+	}
+	if r.Ledger.Acked == 0 || r.Enqueue.Count == 0 || r.Claim.Count == 0 || r.E2E.Count == 0 {
+		t.Errorf("empty measurements: ledger %+v, enqueue %+v, claim %+v, e2e %+v", r.Ledger, r.Enqueue, r.Claim, r.E2E)
+	}
+}
