@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/jepsen-lite/history"
+	"github.com/raftq/raftq/jepsen-lite/nemesis"
+	"github.com/raftq/raftq/jepsen-lite/nodes"
+	"github.com/raftq/raftq/jepsen-lite/workload"
+)
+
+// drainVis is the lease the drain asks for: short, so a drain ack whose
+// outcome is unknown cannot hide a message for long.
+const drainVis = 3 * time.Second
+
+// finalInfo is what the final phase found beyond the history.
+type finalInfo struct {
+	Drained   int            `json:"drained"`
+	Dead      int            `json:"dead"`
+	Records   int            `json:"records"`
+	Missing   []string       `json:"missing_records,omitempty"`
+	Replicas  []replicaState `json:"replicas"`
+	Converged bool           `json:"replicas_converged"`
+	Gaps      []string       `json:"gaps"`
+}
+
+type replicaState struct {
+	Shard   uint32            `json:"shard"`
+	Leader  string            `json:"leader"`
+	Applied map[string]uint64 `json:"applied"` // node -> applied index
+	Commit  map[string]uint64 `json:"commit"`
+}
+
+// finalPhase heals every fault, waits past the lease, drains every queue
+// and DLQ through every node, fetches the server's record of every message
+// the history names, and compares replicas.
+func finalPhase(ctx context.Context, cl *nodes.Cluster, nem *nemesis.Nemesis, env *workload.Env, wls []*workload.Workload, vis time.Duration) (*finalInfo, error) {
+	fin := &finalInfo{}
+	env.Rec.Add(history.Op{Type: history.Info, F: history.FPhase, Process: history.NemesisProcess, Fault: "heal"})
+	if err := nem.HealAll(ctx); err != nil {
+		return nil, err
+	}
+	hctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	err := cl.WaitHealthy(hctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("cluster did not heal: %w", err)
+	}
+	// Leases granted before the heal (and the leader-change grace) must run
+	// out so their messages can be drained.
+	wait := 2*vis + 2*time.Second
+	logf("healed; waiting %v past the visibility timeout", wait)
+	if !sleepCtx(ctx, wait) {
+		return nil, ctx.Err()
+	}
+	env.Rec.Add(history.Op{Type: history.Info, F: history.FPhase, Process: history.NemesisProcess, Fault: "drain"})
+	for _, w := range wls {
+		for _, q := range w.Queues {
+			n, err := drain(ctx, env, q.Name)
+			if err != nil {
+				return nil, err
+			}
+			fin.Drained += n
+			d, err := listDead(ctx, env, q.Name)
+			if err != nil {
+				return nil, err
+			}
+			fin.Dead += d
+		}
+	}
+	logf("drained %d messages, %d in DLQs", fin.Drained, fin.Dead)
+	fin.Records, fin.Missing = fetchRecords(ctx, env)
+	logf("fetched %d server records (%d unavailable)", fin.Records, len(fin.Missing))
+	fin.Replicas, fin.Converged = compareReplicas(ctx, cl)
+	fin.Gaps = append(fin.Gaps,
+		"no RPC exposes a per-replica FSM digest: replicas are compared by applied/commit index only (Cluster.Status), not by state")
+	return fin, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// drain receives and acks through each node in turn until every node has
+// answered empty for longer than a drain lease, twice round.
+func drain(ctx context.Context, env *workload.Env, queue string) (int, error) {
+	c := env.NewClient(0)
+	total := 0
+	emptySince := time.Time{}
+	rounds := 0
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		gotAny, allOK := false, true
+		for i := range env.Conns {
+			c.Pin(i)
+			op, ds := c.Receive(ctx, queue, 100, 300*time.Millisecond, drainVis)
+			if op.Type != history.OK {
+				allOK = false
+				continue
+			}
+			for _, d := range ds {
+				gotAny = true
+				if a := c.Ack(ctx, d); a.Type == history.OK {
+					total++
+				}
+			}
+		}
+		if gotAny || !allOK {
+			emptySince, rounds = time.Time{}, 0
+			continue
+		}
+		if emptySince.IsZero() {
+			emptySince = time.Now()
+		}
+		rounds++
+		if rounds >= 2 && time.Since(emptySince) > drainVis+time.Second {
+			return total, nil
+		}
+		if ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
+	return total, fmt.Errorf("queue %s did not drain within 3 minutes", queue)
+}
+
+// listDead records every DLQ entry of queue, asking every node (each
+// gathers over the shards) and keeping the union.
+func listDead(ctx context.Context, env *workload.Env, queue string) (int, error) {
+	seen := map[string]bool{}
+	var last error
+	answered := 0
+	for i, cc := range env.Conns {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := raftqv1.NewDeadLettersClient(cc).ListDead(cctx, &raftqv1.ListDeadRequest{Queue: queue, Limit: 1000})
+		cancel()
+		if err != nil {
+			last = fmt.Errorf("list dead %s via %s: %w", queue, env.Addrs[i], err)
+			continue
+		}
+		answered++
+		for _, m := range resp.GetMessages() {
+			if seen[m.GetMessageId()] {
+				continue
+			}
+			seen[m.GetMessageId()] = true
+			env.Rec.Add(history.Op{Type: history.OK, F: history.FDead, Process: history.NemesisProcess, Node: env.Addrs[i],
+				Queue: queue, MessageID: m.GetMessageId(), Value: string(m.GetMessage().GetBody()), Final: record(m.GetMessage())})
+		}
+	}
+	if answered == 0 {
+		return 0, last
+	}
+	return len(seen), nil
+}
+
+// fetchRecords asks for the server's record of every message id in the
+// history, retrying over nodes, and records each as a final operation.
+func fetchRecords(ctx context.Context, env *workload.Env) (int, []string) {
+	ids := map[string]bool{}
+	for _, op := range env.Rec.Ops() {
+		if op.F == history.FEnqueue && op.Type == history.OK && op.MessageID != "" {
+			ids[op.MessageID] = true
+		}
+		for _, d := range op.Deliveries {
+			ids[d.MessageID] = true
+		}
+		if op.F == history.FDead {
+			ids[op.MessageID] = true
+		}
+	}
+	sorted := make([]string, 0, len(ids))
+	for id := range ids {
+		sorted = append(sorted, id)
+	}
+	sort.Strings(sorted)
+	n := 0
+	var missing []string
+	for _, id := range sorted {
+		var got *raftqv1.MessageInfo
+		var last error
+		for attempt := 0; attempt < 3*len(env.Conns) && got == nil; attempt++ {
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			got, last = raftqv1.NewMessagesClient(env.Conns[attempt%len(env.Conns)]).GetMessage(cctx, &raftqv1.GetMessageRequest{MessageId: id})
+			cancel()
+			if got == nil && !sleepCtx(ctx, 50*time.Millisecond) {
+				break
+			}
+		}
+		if got == nil {
+			missing = append(missing, fmt.Sprintf("%s: %v", id, last))
+			continue
+		}
+		n++
+		env.Rec.Add(history.Op{Type: history.OK, F: history.FFinal, Process: history.NemesisProcess, MessageID: id, Final: record(got.GetMessage())})
+	}
+	return n, missing
+}
+
+func record(m *fsmpb.Message) *history.Record {
+	if m == nil {
+		return nil
+	}
+	r := &history.Record{
+		State: trim(m.GetState().String(), "STATE_"), Value: string(m.GetBody()), Group: m.GetGroupId(), DedupKey: m.GetDedupKey(),
+		LeaseEpoch: m.GetLeaseEpoch(), LeaseDeadMs: m.GetLeaseDeadlineMs(), ReceiveCount: m.GetReceiveCount(), Seq: m.GetSeq(),
+	}
+	for _, a := range m.GetHistory() {
+		r.Attempts = append(r.Attempts, history.Attempt{Epoch: a.GetLeaseEpoch(), ReceivedMs: a.GetReceivedMs(), EndedMs: a.GetEndedMs(),
+			Outcome: trim(a.GetOutcome().String(), "REASON_"), Consumer: a.GetConsumer()})
+	}
+	return r
+}
+
+func trim(s, prefix string) string {
+	if len(s) > len(prefix) && s[:len(prefix)] == prefix {
+		return s[len(prefix):]
+	}
+	return s
+}
+
+// compareReplicas polls Cluster.Status on every node until, for every
+// shard, all replicas report the same applied index (bounded wait).
+func compareReplicas(ctx context.Context, cl *nodes.Cluster) ([]replicaState, bool) {
+	var states []replicaState
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		byShard := map[uint32]*replicaState{}
+		for i, n := range cl.Nodes {
+			st, err := cl.Status(ctx, i)
+			if err != nil {
+				continue
+			}
+			for _, s := range st.GetShards() {
+				rs := byShard[s.GetShardId()]
+				if rs == nil {
+					rs = &replicaState{Shard: s.GetShardId(), Leader: s.GetLeaderId(), Applied: map[string]uint64{}, Commit: map[string]uint64{}}
+					byShard[s.GetShardId()] = rs
+				}
+				if s.GetAppliedIndex() > 0 {
+					rs.Applied[n.ID] = s.GetAppliedIndex()
+					rs.Commit[n.ID] = s.GetCommitIndex()
+				}
+			}
+		}
+		states = states[:0]
+		converged := true
+		for _, rs := range byShard {
+			states = append(states, *rs)
+			var first uint64
+			for _, a := range rs.Applied {
+				if first == 0 {
+					first = a
+				} else if a != first {
+					converged = false
+				}
+			}
+			if len(rs.Applied) < min(3, len(cl.Nodes)) {
+				converged = false
+			}
+		}
+		sort.Slice(states, func(i, j int) bool { return states[i].Shard < states[j].Shard })
+		if converged || time.Now().After(deadline) || !sleepCtx(ctx, 500*time.Millisecond) {
+			return states, converged
+		}
+	}
+}

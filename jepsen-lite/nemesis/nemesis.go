@@ -1,0 +1,268 @@
+// Package nemesis injects faults into a jepsen-lite cluster on a schedule
+// drawn from a seed: network partitions of several shapes, kill -9 and
+// restart, SIGSTOP pauses longer than the visibility timeout, clock skew
+// (restart with --clock-offset) and rolling restarts. One fault is active
+// at a time; each is recorded in the history as an invoke when it starts
+// and an info when it is undone.
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/raftq/raftq/jepsen-lite/history"
+	"github.com/raftq/raftq/jepsen-lite/netns"
+	"github.com/raftq/raftq/jepsen-lite/nodes"
+)
+
+// Kinds lists the fault families a run may enable.
+var Kinds = []string{"partition", "kill", "pause", "clock", "restart"}
+
+// Nemesis schedules faults.
+type Nemesis struct {
+	Net     *netns.Net
+	Cluster *nodes.Cluster
+	Rec     *history.Recorder
+	Kinds   []string
+	// Visibility is the workload's lease; pauses outlast it.
+	Visibility time.Duration
+	// Log receives a line per fault.
+	Log func(format string, args ...any)
+
+	rng    *rand.Rand
+	counts map[string]int
+}
+
+// New validates kinds and seeds the schedule.
+func New(nw *netns.Net, c *nodes.Cluster, rec *history.Recorder, kinds []string, vis time.Duration, seed uint64) (*Nemesis, error) {
+	for _, k := range kinds {
+		ok := false
+		for _, known := range Kinds {
+			ok = ok || k == known
+		}
+		if !ok {
+			return nil, fmt.Errorf("unknown nemesis %q (known: %s)", k, strings.Join(Kinds, ","))
+		}
+	}
+	return &Nemesis{Net: nw, Cluster: c, Rec: rec, Kinds: kinds, Visibility: vis, Log: func(string, ...any) {},
+		rng: rand.New(rand.NewPCG(seed, 0x6e656d65)), counts: map[string]int{}}, nil
+}
+
+// Counts is how many faults of each shape ran.
+func (n *Nemesis) Counts() map[string]int { return n.counts }
+
+// Run injects faults until ctx ends, then undoes the active one.
+func (n *Nemesis) Run(ctx context.Context) {
+	if len(n.Kinds) == 0 {
+		return
+	}
+	for {
+		if !sleep(ctx, time.Duration(2000+n.rng.IntN(3000))*time.Millisecond) {
+			return
+		}
+		kind := n.Kinds[n.rng.IntN(len(n.Kinds))]
+		hold := time.Duration(3000+n.rng.IntN(5000)) * time.Millisecond
+		desc, undo, err := n.start(ctx, kind, &hold)
+		if err != nil {
+			n.Log("nemesis %s: %v", kind, err)
+			n.Rec.Add(history.Op{Type: history.Fail, F: history.FNemesis, Process: history.NemesisProcess, Fault: kind, Error: err.Error()})
+			continue
+		}
+		n.counts[strings.Fields(desc)[0]]++
+		n.Log("nemesis: %s (hold %v)", desc, hold)
+		n.Rec.Add(history.Op{Type: history.Invoke, F: history.FNemesis, Process: history.NemesisProcess, Fault: desc})
+		sleep(ctx, hold)
+		// Undo even when the run is ending: the final phase expects a
+		// whole cluster, and it heals again anyway.
+		uerr := undo(context.WithoutCancel(ctx))
+		op := history.Op{Type: history.Info, F: history.FNemesis, Process: history.NemesisProcess, Fault: "end " + desc}
+		if uerr != nil {
+			op.Error = uerr.Error()
+			n.Log("nemesis undo %s: %v", desc, uerr)
+		}
+		n.Rec.Add(op)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// target picks a shard leader (half the time) or any running node.
+func (n *Nemesis) target(ctx context.Context) (int, string) {
+	if n.rng.IntN(2) == 0 {
+		ls := n.Cluster.Leaders(ctx)
+		if len(ls) > 0 {
+			shards := make([]uint32, 0, len(ls))
+			for s := range ls {
+				shards = append(shards, s)
+			}
+			// Map order is random: sort for a replayable choice.
+			slices.Sort(shards)
+			s := shards[n.rng.IntN(len(shards))]
+			return ls[s], fmt.Sprintf("leader of shard %d", s)
+		}
+	}
+	return n.rng.IntN(len(n.Cluster.Nodes)), "node"
+}
+
+func (n *Nemesis) id(i int) string { return n.Cluster.Nodes[i].ID }
+
+// start begins one fault and returns its description and its undo.
+func (n *Nemesis) start(ctx context.Context, kind string, hold *time.Duration) (string, func(context.Context) error, error) {
+	c := n.Cluster
+	switch kind {
+	case "partition":
+		return n.partition(ctx)
+	case "kill":
+		i, why := n.target(ctx)
+		if err := c.Kill(ctx, i); err != nil {
+			return "", nil, err
+		}
+		off := c.Offset(i)
+		return fmt.Sprintf("kill -9 %s (%s)", n.id(i), why), func(ctx context.Context) error { return c.Start(i, off) }, nil
+	case "pause":
+		i, why := n.target(ctx)
+		if min := 2 * n.Visibility; *hold < min {
+			*hold = min + time.Duration(n.rng.IntN(1000))*time.Millisecond
+		}
+		if err := c.Pause(i); err != nil {
+			return "", nil, err
+		}
+		return fmt.Sprintf("pause %s (%s)", n.id(i), why), func(context.Context) error { return c.Resume(i) }, nil
+	case "clock":
+		i, why := n.target(ctx)
+		ms := 500 + n.rng.IntN(4500)
+		if n.rng.IntN(2) == 0 {
+			ms = -ms
+		}
+		off := time.Duration(ms) * time.Millisecond
+		if err := n.restart(ctx, i, off, true); err != nil {
+			return "", nil, err
+		}
+		return fmt.Sprintf("clock %s offset %v (%s)", n.id(i), off, why), func(ctx context.Context) error { return n.restart(ctx, i, 0, true) }, nil
+	case "restart":
+		*hold = 0
+		for i := range c.Nodes {
+			if err := n.restart(ctx, i, c.Offset(i), false); err != nil {
+				return "", nil, err
+			}
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := c.WaitServing(wctx, i)
+			cancel()
+			if err != nil {
+				return "", nil, err
+			}
+		}
+		return "restart rolling (SIGTERM each node in turn)", func(context.Context) error { return nil }, nil
+	}
+	return "", nil, fmt.Errorf("unknown nemesis %q", kind)
+}
+
+// restart stops node i (kill -9 or SIGTERM) and starts it with offset.
+func (n *Nemesis) restart(ctx context.Context, i int, off time.Duration, hard bool) error {
+	c := n.Cluster
+	if c.Running(i) {
+		var err error
+		if hard {
+			err = c.Kill(ctx, i)
+		} else {
+			err = c.Stop(ctx, i)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return c.Start(i, off)
+}
+
+func (n *Nemesis) partition(ctx context.Context) (string, func(context.Context) error, error) {
+	nw, nn := n.Net, len(n.Cluster.Nodes)
+	perm := n.rng.Perm(nn)
+	var comps [][]int
+	var desc string
+	switch shape := n.rng.IntN(4); shape {
+	case 0:
+		i, why := n.target(ctx)
+		var rest []int
+		for j := range nn {
+			if j != i {
+				rest = append(rest, j)
+			}
+		}
+		comps = [][]int{{i}, rest}
+		desc = fmt.Sprintf("partition isolate %s (%s)", n.id(i), why)
+	case 1:
+		k := (nn - 1) / 2
+		comps = [][]int{perm[:k], perm[k:]}
+		desc = fmt.Sprintf("partition halves minority %s majority %s", n.ids(perm[:k]), n.ids(perm[k:]))
+	case 2:
+		// perm[0] sees both sides; the sides cannot see each other.
+		rest := perm[1:]
+		k := len(rest) / 2
+		comps = [][]int{rest[:k], rest[k:]}
+		desc = fmt.Sprintf("partition bridge %s between %s and %s", n.id(perm[0]), n.ids(rest[:k]), n.ids(rest[k:]))
+	default:
+		a, b := []int{}, []int{}
+		for _, i := range perm {
+			if n.rng.IntN(2) == 0 {
+				a = append(a, i)
+			} else {
+				b = append(b, i)
+			}
+		}
+		comps = [][]int{a, b}
+		desc = fmt.Sprintf("partition random %s | %s", n.ids(a), n.ids(b))
+	}
+	if err := nw.Partition(ctx, comps); err != nil {
+		_ = nw.Heal(context.WithoutCancel(ctx))
+		return "", nil, err
+	}
+	return desc, nw.Heal, nil
+}
+
+func (n *Nemesis) ids(is []int) string {
+	var out []string
+	for _, i := range is {
+		out = append(out, n.id(i))
+	}
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+// HealAll undoes everything: network rules, pauses, dead nodes and clock
+// offsets.
+func (n *Nemesis) HealAll(ctx context.Context) error {
+	if err := n.Net.Heal(ctx); err != nil {
+		return err
+	}
+	c := n.Cluster
+	for i := range c.Nodes {
+		switch {
+		case !c.Running(i):
+			if err := c.Start(i, 0); err != nil {
+				return err
+			}
+		case c.Offset(i) != 0:
+			if err := n.restart(ctx, i, 0, true); err != nil {
+				return err
+			}
+		default:
+			_ = c.Resume(i)
+		}
+	}
+	return nil
+}

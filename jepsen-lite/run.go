@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/internal/testcluster"
+	"github.com/raftq/raftq/jepsen-lite/checker"
+	"github.com/raftq/raftq/jepsen-lite/history"
+	"github.com/raftq/raftq/jepsen-lite/nemesis"
+	"github.com/raftq/raftq/jepsen-lite/netns"
+	"github.com/raftq/raftq/jepsen-lite/nodes"
+	"github.com/raftq/raftq/jepsen-lite/workload"
+)
+
+func logf(format string, args ...any) {
+	fmt.Printf("%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// runAll sets up the network and cluster, runs the workloads under the
+// nemesis, runs the final phase, checks and reports. ok is the verdict;
+// err means the run itself could not be carried out.
+func runAll(ctx context.Context, o *options) (ok bool, err error) {
+	var wls []*workload.Workload
+	fifo := map[string]bool{}
+	for _, name := range o.workloads {
+		w, err := workload.ByName(name)
+		if err != nil {
+			return false, err
+		}
+		wls = append(wls, w)
+		for _, q := range w.Queues {
+			if q.FIFO {
+				fifo[q.Name] = true
+			}
+		}
+	}
+	if len(wls) == 0 {
+		return false, fmt.Errorf("no workload")
+	}
+	if err := netns.Require(); err != nil {
+		return false, err
+	}
+	cleanup := context.WithoutCancel(ctx)
+	if swept, err := netns.Sweep(cleanup); err != nil {
+		return false, err
+	} else if len(swept) > 0 {
+		logf("removed networks left by dead runs: %v", swept)
+	}
+	dir := filepath.Join(o.runsDir, fmt.Sprintf("%s-%d", time.Now().Format("20060102-150405"), o.seed))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, fmt.Errorf("run dir: %w", err)
+	}
+	logf("jepsen-lite seed %d workloads %v nemesis %v time %v -> %s", o.seed, o.workloads, o.nemeses, o.duration, dir)
+	logf("replay: go run ./jepsen-lite --workload %s --nemesis %s --time %v --seed %d --nodes %d --shards %d",
+		join(o.workloads), join(o.nemeses), o.duration, o.seed, o.nodes, o.shards)
+
+	bin := o.bin
+	if bin == "" {
+		if bin, err = testcluster.Build(ctx, dir); err != nil {
+			return false, err
+		}
+	}
+	nw, err := netns.Create(ctx, o.nodes)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if derr := nw.Destroy(cleanup); derr != nil {
+			logf("cleanup network: %v", derr)
+		}
+	}()
+	logf("network %s: hub namespace %s, %s.0/24", nw.ID, nw.Hub, nw.Subnet)
+	cl, err := nodes.New(bin, dir, nw, o.shards)
+	if err != nil {
+		return false, err
+	}
+	defer cl.KillAll(cleanup)
+	for i := range cl.Nodes {
+		if err := cl.Start(i, 0); err != nil {
+			return false, err
+		}
+	}
+	hctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	err = cl.WaitHealthy(hctx)
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("cluster did not come up: %w", err)
+	}
+	logf("cluster up: %d nodes, %d shards", len(cl.Nodes), o.shards)
+
+	rec, err := history.NewRecorder(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return false, err
+	}
+	defer rec.Close()
+	env := &workload.Env{Rec: rec, CallTimeout: 3 * time.Second}
+	for i, n := range cl.Nodes {
+		env.Conns = append(env.Conns, cl.Conn(i))
+		env.Addrs = append(env.Addrs, n.GRPC)
+	}
+	var vis time.Duration
+	for _, w := range wls {
+		vis = max(vis, w.Visibility)
+		for _, q := range w.Queues {
+			if err := createQueue(ctx, env.Conns, q); err != nil {
+				return false, err
+			}
+		}
+	}
+	nem, err := nemesis.New(nw, cl, rec, o.nemeses, vis, o.seed)
+	if err != nil {
+		return false, err
+	}
+	nem.Log = logf
+
+	start := time.Now()
+	rctx, rcancel := context.WithTimeout(ctx, o.duration)
+	var wg sync.WaitGroup
+	for k, w := range wls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.Run(rctx, env, o.seed*1000+uint64(k)*100)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		nem.Run(rctx)
+	}()
+	wg.Wait()
+	rcancel()
+	if ctx.Err() != nil {
+		return false, fmt.Errorf("interrupted")
+	}
+	logf("workload done after %v: %d history entries", time.Since(start).Round(time.Millisecond), len(rec.Ops()))
+
+	fin, err := finalPhase(ctx, cl, nem, env, wls, vis)
+	if err != nil {
+		return false, fmt.Errorf("final phase: %w", err)
+	}
+	if err := rec.Close(); err != nil {
+		return false, err
+	}
+	results := checker.Check(rec.Ops(), checker.Options{FIFOQueues: fifo})
+	rep := newReport(o, dir, rec.Ops(), nem.Counts(), results, fin)
+	if err := rep.write(dir); err != nil {
+		return false, err
+	}
+	fmt.Print(rep.text())
+	return rep.Valid, nil
+}
+
+func join(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	out := s[0]
+	for _, x := range s[1:] {
+		out += "," + x
+	}
+	return out
+}
+
+// createQueue creates q through any node, retrying while the control plane
+// settles. AlreadyExists with the same policy is success.
+func createQueue(ctx context.Context, conns []*grpc.ClientConn, q workload.Queue) error {
+	var last error
+	for attempt := range 50 {
+		cc := conns[attempt%len(conns)]
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := raftqv1.NewQueuesClient(cc).CreateQueue(cctx, &raftqv1.CreateQueueRequest{Name: q.Name, Policy: q.Policy})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("create queue %s: %w", q.Name, last)
+}
