@@ -328,4 +328,3 @@ func (c *Cluster) agree(ctx context.Context) error {
 	}
 	return nil
 }
-

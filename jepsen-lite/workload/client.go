@@ -174,4 +174,3 @@ func (c *Client) Extend(ctx context.Context, d history.Delivery, vis time.Durati
 		return func(op *history.Op) { op.DeadlineMs = resp.GetLeaseDeadlineMs() }, err
 	})
 }
-
