@@ -115,12 +115,17 @@ func (s *state) receive(ctx *applyCtx, c *fsmpb.Receive) *fsmpb.Result {
 	}
 	consumer := truncate(c.GetConsumer(), MaxConsumerLen)
 	var out []*fsmpb.Message
+	var bytes uint64
 	for len(out) < n {
 		it, ok := q.ready.Min()
 		if !ok {
 			break
 		}
 		m, _ := s.get(it.id)
+		if limit := c.GetMaxBytes(); limit > 0 && len(out) > 0 && bytes+uint64(len(m.body)) > limit {
+			break
+		}
+		bytes += uint64(len(m.body))
 		m = s.change(m, fsmpb.State_STATE_LEASED, func(m *msg) {
 			s.leaseEpoch++
 			m.receiveCount++

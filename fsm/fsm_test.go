@@ -829,3 +829,28 @@ func TestTooManyItems(t *testing.T) {
 		})
 	}
 }
+
+func TestReceiveByteBudget(t *testing.T) {
+	h := newHarness(t)
+	h.mustQueue("q", nil)
+	big := func() *fsmpb.NewMessage { return &fsmpb.NewMessage{Body: make([]byte, 1000)} }
+	h.mustEnqueue("q", big(), big(), big(), big())
+	recv := func(maxBytes uint64) int {
+		res := h.mustOK(&fsmpb.Command{Cmd: &fsmpb.Command_Receive{Receive: &fsmpb.Receive{Queue: "q", Max: 10, VisibilityTimeoutMs: 5000, MaxBytes: maxBytes}}})
+		return len(res.GetReceive().GetMessages())
+	}
+	if n := recv(2500); n != 2 {
+		t.Fatalf("2500-byte budget leased %d messages of 1000 bytes, want 2", n)
+	}
+	// One message is always leased, even above the budget, or a large
+	// body could never be received.
+	if n := recv(10); n != 1 {
+		t.Fatalf("tiny budget leased %d, want 1", n)
+	}
+	if n := recv(0); n != 1 {
+		t.Fatalf("no budget leased %d of the 1 left, want 1", n)
+	}
+	if err := checkInvariants(h.f); err != nil {
+		t.Fatal(err)
+	}
+}

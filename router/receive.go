@@ -54,12 +54,20 @@ func (r *Router) sweep(ctx context.Context, rq *fsmpb.Receive) ([]Leased, error)
 	var out []Leased
 	var firstErr error
 	answered := 0
+	var bytes uint64
 	for _, id := range r.rotation() {
 		want := int(rq.GetMax()) - len(out)
 		if want <= 0 {
 			break
 		}
-		sub := &fsmpb.Receive{Queue: rq.GetQueue(), Max: uint32(want), VisibilityTimeoutMs: rq.GetVisibilityTimeoutMs(), Consumer: rq.GetConsumer()}
+		budget := uint64(0)
+		if limit := rq.GetMaxBytes(); limit > 0 {
+			if bytes >= limit {
+				break
+			}
+			budget = limit - bytes
+		}
+		sub := &fsmpb.Receive{Queue: rq.GetQueue(), Max: uint32(want), VisibilityTimeoutMs: rq.GetVisibilityTimeoutMs(), Consumer: rq.GetConsumer(), MaxBytes: budget}
 		res, err := r.receiveShard(ctx, id, sub, 0)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -76,6 +84,7 @@ func (r *Router) sweep(ctx context.Context, rq *fsmpb.Receive) ([]Leased, error)
 		}
 		for _, m := range res.GetReceive().GetMessages() {
 			out = append(out, Leased{Shard: id, Message: m})
+			bytes += uint64(len(m.GetBody()))
 		}
 	}
 	if answered > 0 {
@@ -117,7 +126,7 @@ func ReceiveLocal(ctx context.Context, sh *shard.Shard, rq *fsmpb.Receive, wait 
 		}
 		return &fsmpb.Result{Body: &fsmpb.Result_Receive{Receive: &fsmpb.ReceiveResult{}}}, err
 	}
-	if st, ok := sh.FSM().Stats(rq.GetQueue()); ok && st.Ready == 0 && wait == 0 {
+	if st, ok := sh.FSM().Stats(rq.GetQueue()); ok && st.Leasable == 0 && wait == 0 {
 		return &fsmpb.Result{Body: &fsmpb.Result_Receive{Receive: &fsmpb.ReceiveResult{}}}, nil
 	}
 	return sh.Receive(ctx, rq, wait)

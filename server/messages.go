@@ -20,6 +20,9 @@ import (
 const (
 	maxWait         = 20 * time.Second
 	defaultDeadList = 100
+	// receiveBodyBudget bounds the bodies of one receive so the response
+	// stays under gRPC's default 4 MiB message limit on clients.
+	receiveBodyBudget = 3 << 20
 )
 
 type messages struct {
@@ -185,7 +188,7 @@ func (m *messages) Receive(ctx context.Context, req *raftqv1.ReceiveRequest) (*r
 			return nil, m.toStatus(ctx, err)
 		}
 	}
-	rq := &fsmpb.Receive{Queue: req.GetQueue(), Max: max, VisibilityTimeoutMs: req.GetVisibilityTimeoutMs(), Consumer: req.GetConsumer()}
+	rq := &fsmpb.Receive{Queue: req.GetQueue(), Max: max, VisibilityTimeoutMs: req.GetVisibilityTimeoutMs(), Consumer: req.GetConsumer(), MaxBytes: receiveBodyBudget}
 	leased, err := m.router.Receive(ctx, rq, wait)
 	if err != nil && len(leased) == 0 {
 		return nil, m.toStatus(ctx, err)

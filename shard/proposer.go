@@ -260,11 +260,12 @@ func (s *Shard) complete(b *batch) {
 // applyError maps a raft Apply error to the shard's error semantics.
 func (s *Shard) applyError(err error) error {
 	switch {
-	case errors.Is(err, raft.ErrNotLeader):
-		// Rejected before it reached the log: definitely not applied.
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		// Rejected before it reached the log (raft's leaderLoop answers a
+		// transfer-in-progress apply without dispatching it): definitely
+		// not applied, so callers may retry at once elsewhere.
 		return s.notLeader()
 	case errors.Is(err, raft.ErrLeadershipLost),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress),
 		errors.Is(err, raft.ErrAbortedByRestore):
 		// Appended (or possibly appended) by a leader that then stepped
 		// down: a new leader may still commit it (raft-notes trap 8).

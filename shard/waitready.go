@@ -20,7 +20,7 @@ func (s *Shard) WaitReady(ctx context.Context, queue string) error {
 	for {
 		// Interest is registered before the check, so a notification
 		// between the check and the select is kept, not lost.
-		if st, ok := s.fsm.Stats(queue); ok && st.Ready > 0 {
+		if st, ok := s.fsm.Stats(queue); ok && st.Leasable > 0 {
 			return nil
 		}
 		select {

@@ -1035,8 +1035,12 @@ type Receive struct {
 	Max                 uint32                 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
 	VisibilityTimeoutMs int64                  `protobuf:"varint,3,opt,name=visibility_timeout_ms,json=visibilityTimeoutMs,proto3" json:"visibility_timeout_ms,omitempty"` // 0 = queue default
 	Consumer            string                 `protobuf:"bytes,4,opt,name=consumer,proto3" json:"consumer,omitempty"`                                                     // for history and debugging only
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Stop leasing before the bodies leased so far would exceed this many
+	// bytes (at least one message is always leased); 0 = no byte limit. Keeps
+	// a batch receive of large bodies within gRPC message limits.
+	MaxBytes      uint64 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Receive) Reset() {
@@ -1095,6 +1099,13 @@ func (x *Receive) GetConsumer() string {
 		return x.Consumer
 	}
 	return ""
+}
+
+func (x *Receive) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
 }
 
 // Receipt identifies one lease: the message and the lease epoch it was
@@ -2995,12 +3006,13 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"U\n" +
 	"\aEnqueue\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x124\n" +
-	"\bmessages\x18\x02 \x03(\v2\x18.raftq.fsm.v1.NewMessageR\bmessages\"\x81\x01\n" +
+	"\bmessages\x18\x02 \x03(\v2\x18.raftq.fsm.v1.NewMessageR\bmessages\"\x9e\x01\n" +
 	"\aReceive\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\rR\x03max\x122\n" +
 	"\x15visibility_timeout_ms\x18\x03 \x01(\x03R\x13visibilityTimeoutMs\x12\x1a\n" +
-	"\bconsumer\x18\x04 \x01(\tR\bconsumer\"I\n" +
+	"\bconsumer\x18\x04 \x01(\tR\bconsumer\x12\x1b\n" +
+	"\tmax_bytes\x18\x05 \x01(\x04R\bmaxBytes\"I\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\x04R\tmessageId\x12\x1f\n" +
