@@ -2,6 +2,8 @@
 # Build the raftq image (default tag raftq:dev) without pulling anything:
 # compile static binaries on the host, then `docker build` a FROM scratch
 # image from a throwaway context. Usage: docker/build-image.sh [TAG]
+# RAFTQ_PREBUILT=DIR takes raftq-node and raftq from DIR instead (they must
+# be static linux binaries for the engine's architecture).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,15 +17,21 @@ version=$(git -C "$root" describe --always --dirty 2>/dev/null || echo dev)
 ctx=$(mktemp -d "${TMPDIR:-/tmp}/raftq-image.XXXXXX")
 trap 'rm -rf "$ctx"' EXIT
 
-(
-	cd "$root"
-	# Same flags as `make build` (no -trimpath) so the compile cache is
-	# shared and only the link step reruns.
-	for pair in raftq-node:./cmd/node raftq:./cmd/raftq; do
-		CGO_ENABLED=0 GOOS=linux GOARCH="$arch" "$go" build \
-			-ldflags "-s -w" -o "$ctx/${pair%%:*}" "${pair#*:}"
-	done
-)
+if [[ -n ${RAFTQ_PREBUILT:-} ]]; then
+	# Reuse static binaries built for this architecture (make build), e.g.
+	# from the smoke test, instead of linking them again.
+	cp "$RAFTQ_PREBUILT/raftq-node" "$RAFTQ_PREBUILT/raftq" "$ctx/"
+else
+	(
+		cd "$root"
+		# Same flags as `make build` (no -trimpath) so the compile cache is
+		# shared and only the link step reruns.
+		for pair in raftq-node:./cmd/node raftq:./cmd/raftq; do
+			CGO_ENABLED=0 GOOS=linux GOARCH="$arch" "$go" build \
+				-ldflags "-s -w" -o "$ctx/${pair%%:*}" "${pair#*:}"
+		done
+	)
+fi
 mkdir -m 0755 "$ctx/data"
 mkdir -m 1777 "$ctx/tmp"
 cp "$root/docker/Dockerfile" "$ctx/Dockerfile"

@@ -93,7 +93,13 @@ trap 'exit 130' INT TERM
 
 log "building bin/raftq, bin/raftq-node and the raftq:dev image"
 timeout 300 make -s build
-timeout 420 "$root/docker/build-image.sh" raftq:dev
+# make build links static binaries (CGO_ENABLED=0); reuse them in the image
+# when the engine runs the host's architecture.
+prebuilt=""
+if [[ $(timeout 20 docker version --format '{{.Server.Arch}}') == $(go env GOARCH) ]]; then
+	prebuilt="$root/bin"
+fi
+RAFTQ_PREBUILT=$prebuilt timeout 420 "$root/docker/build-image.sh" raftq:dev
 cli_bin="$root/bin/raftq"
 
 # ---- start -------------------------------------------------------------------
