@@ -54,3 +54,17 @@ compose-down:
 # Prints "skipped: no Docker engine" and succeeds when no engine answers.
 compose-smoke:
 	timeout -k 30 300 docker/smoke.sh
+
+# jepsen-lite smoke (docs/jepsen.md): every workload under a mix of faults,
+# in private network namespaces (needs root, iproute2, iptables; installed
+# here when missing). Bounded to 5 minutes; SEED replays a schedule.
+# Prints "skipped: needs root" and succeeds when not root.
+JEPSEN_SEED ?= 1
+JEPSEN_TIME ?= 45s
+.PHONY: jepsen-smoke
+jepsen-smoke:
+	@if [ "$$(id -u)" != 0 ]; then echo "jepsen-smoke skipped: needs root (network namespaces)"; exit 0; fi; \
+	need=""; command -v ip >/dev/null || need="$$need iproute2"; command -v iptables >/dev/null || need="$$need iptables"; \
+	if [ -n "$$need" ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; fi; \
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq-node ./cmd/node && \
+	timeout -k 30 300 $(GO) run ./jepsen-lite --workload all --nemesis all --time $(JEPSEN_TIME) --seed $(JEPSEN_SEED) --bin $(BIN)/raftq-node

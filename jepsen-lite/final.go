@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
@@ -110,12 +111,8 @@ func drain(ctx context.Context, env *workload.Env, queue string) (int, error) {
 				allOK = false
 				continue
 			}
-			for _, d := range ds {
-				gotAny = true
-				if a := c.Ack(ctx, d); a.Type == history.OK {
-					total++
-				}
-			}
+			gotAny = gotAny || len(ds) > 0
+			total += ackAll(ctx, env, ds)
 		}
 		if gotAny || !allOK {
 			emptySince, rounds = time.Time{}, 0
@@ -133,6 +130,35 @@ func drain(ctx context.Context, env *workload.Env, queue string) (int, error) {
 		}
 	}
 	return total, fmt.Errorf("queue %s did not drain within 3 minutes", queue)
+}
+
+// ackAll acks ds with up to 16 clients at once (each its own process, one
+// ack at a time) and returns how many succeeded.
+func ackAll(ctx context.Context, env *workload.Env, ds []history.Delivery) int {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	ok := 0
+	work := make(chan history.Delivery)
+	for range min(16, len(ds)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := env.NewClient(0)
+			for d := range work {
+				if a := c.Ack(ctx, d); a.Type == history.OK {
+					mu.Lock()
+					ok++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, d := range ds {
+		work <- d
+	}
+	close(work)
+	wg.Wait()
+	return ok
 }
 
 // listDead records every DLQ entry of queue, asking every node (each

@@ -72,7 +72,7 @@ func (n *Nemesis) Run(ctx context.Context) {
 			n.Rec.Add(history.Op{Type: history.Fail, F: history.FNemesis, Process: history.NemesisProcess, Fault: kind, Error: err.Error()})
 			continue
 		}
-		n.counts[strings.Fields(desc)[0]]++
+		n.counts[shape(desc)]++
 		n.Log("nemesis: %s (hold %v)", desc, hold)
 		n.Rec.Add(history.Op{Type: history.Invoke, F: history.FNemesis, Process: history.NemesisProcess, Fault: desc})
 		sleep(ctx, hold)
@@ -89,6 +89,15 @@ func (n *Nemesis) Run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// shape names a fault for the counts: "kill", "partition-bridge", ...
+func shape(desc string) string {
+	f := strings.Fields(desc)
+	if f[0] == "partition" && len(f) > 1 {
+		return f[0] + "-" + f[1]
+	}
+	return f[0]
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
