@@ -1,0 +1,188 @@
+package netns
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as a helper run inside a namespace (`ip netns
+// exec`): JL_HELPER=listen:ADDR serves TCP until killed, JL_HELPER=dial:ADDR
+// exits 0 if it can connect within a second.
+func TestMain(m *testing.M) {
+	if h := os.Getenv("JL_HELPER"); h != "" {
+		mode, addr, _ := strings.Cut(h, ":")
+		switch mode {
+		case "listen":
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(3)
+			}
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					os.Exit(4)
+				}
+				_ = c.Close()
+			}
+		case "dial":
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err != nil {
+				os.Exit(1)
+			}
+			_ = c.Close()
+			os.Exit(0)
+		}
+		os.Exit(5)
+	}
+	os.Exit(m.Run())
+}
+
+func helper(ns, mode, addr string) *exec.Cmd {
+	self, _ := os.Executable()
+	cmd := exec.Command("ip", "netns", "exec", ns, self)
+	cmd.Env = append(os.Environ(), "JL_HELPER="+mode+":"+addr)
+	return cmd
+}
+
+func canDial(ns, addr string) bool { return helper(ns, "dial", addr).Run() == nil }
+
+func canDialFromRoot(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+func mustCreate(t *testing.T, n int) *Net {
+	t.Helper()
+	if err := Require(); err != nil {
+		t.Skipf("netns backend unavailable: %v", err)
+	}
+	nw, err := Create(context.Background(), n)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := nw.Destroy(context.Background()); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+	})
+	return nw
+}
+
+func namespaces(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatalf("ip netns list: %v", err)
+	}
+	return string(out)
+}
+
+func TestPartitionCutsNodesButNotTheHarness(t *testing.T) {
+	nw := mustCreate(t, 3)
+	addrs := make([]string, 3)
+	for i, ns := range nw.Nodes {
+		addrs[i] = ns.IP + ":7999"
+		l := helper(ns.Name, "listen", addrs[i])
+		if err := l.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Process.Kill(); _ = l.Wait() })
+	}
+	// Wait for the listeners.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, a := range addrs {
+		for !canDialFromRoot(a) {
+			if time.Now().After(deadline) {
+				t.Fatalf("listener %s never came up", a)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if !canDial(nw.Nodes[0].Name, addrs[1]) {
+		t.Fatal("n1 cannot reach n2 before any partition")
+	}
+	ctx := context.Background()
+	// Bridge: n1 sees both sides, n2 and n3 cannot see each other.
+	if err := nw.Partition(ctx, [][]int{{1}, {2}}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		from, to int
+		want     bool
+	}{
+		{1, 2, false}, {2, 1, false}, {0, 1, true}, {0, 2, true}, {1, 0, true},
+	}
+	for _, tt := range tests {
+		if got := canDial(nw.Nodes[tt.from].Name, addrs[tt.to]); got != tt.want {
+			t.Errorf("n%d -> n%d reachable = %v, want %v", tt.from+1, tt.to+1, got, tt.want)
+		}
+	}
+	for _, a := range addrs {
+		if !canDialFromRoot(a) {
+			t.Errorf("harness cannot reach %s during a partition", a)
+		}
+	}
+	if err := nw.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !canDial(nw.Nodes[1].Name, addrs[2]) {
+		t.Error("n2 cannot reach n3 after heal")
+	}
+}
+
+func TestDestroyAndSweepLeaveNothing(t *testing.T) {
+	if err := Require(); err != nil {
+		t.Skipf("netns backend unavailable: %v", err)
+	}
+	ctx := context.Background()
+	nw, err := Create(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(namespaces(t), nw.Hub) {
+		t.Fatalf("hub %s missing after create", nw.Hub)
+	}
+	// A run that died: its state file names a pid that is gone.
+	if err := os.WriteFile(nw.state, []byte(fmt.Sprintf("pid %d\nnetns %s\nnetns %s\nnetns %s\n", 1<<22+12345, nw.Hub, nw.Nodes[0].Name, nw.Nodes[1].Name)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	swept, err := Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, id := range swept {
+		found = found || id == nw.ID
+	}
+	if !found {
+		t.Fatalf("sweep removed %v, not %s", swept, nw.ID)
+	}
+	list := namespaces(t)
+	for _, name := range []string{nw.Hub, nw.Nodes[0].Name, nw.Nodes[1].Name} {
+		if strings.Contains(list, name) {
+			t.Errorf("namespace %s left after sweep", name)
+		}
+	}
+	if out, _ := exec.Command("ip", "link", "show", nw.uplink()).CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+		t.Errorf("uplink %s left after sweep: %s", nw.uplink(), out)
+	}
+	// A live run's network is left alone.
+	live := mustCreate(t, 1)
+	if _, err := Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(namespaces(t), live.Hub) {
+		t.Error("sweep removed a live run's network")
+	}
+}
