@@ -32,8 +32,11 @@ type load struct {
 	enqueue, claim, e2e, ack *latency
 
 	enqueued, processed, redelivered, duplicates atomic.Uint64
-	sendErrs, recvErrs, ackErrs                  atomic.Uint64
-	lastErr                                      atomic.Value // string
+	// Receive calls and those that returned nothing: a receive that comes
+	// back empty while a backlog waits shows the gather missing messages.
+	recvCalls, recvEmpty        atomic.Uint64
+	sendErrs, recvErrs, ackErrs atomic.Uint64
+	lastErr                     atomic.Value // string
 
 	prodWG, consWG sync.WaitGroup
 }
@@ -185,7 +188,9 @@ func (l *load) consume(ctx context.Context, name string) {
 			}
 			continue
 		}
+		l.recvCalls.Add(1)
 		if len(msgs) == 0 {
+			l.recvEmpty.Add(1)
 			continue
 		}
 		got := time.Now()

@@ -42,6 +42,8 @@ type steadyResult struct {
 	SendErrors    uint64  `json:"send_errors"`
 	ReceiveErrors uint64  `json:"receive_errors"`
 	AckErrors     uint64  `json:"ack_errors"`
+	ReceiveCalls  uint64  `json:"receive_calls"`
+	ReceiveEmpty  uint64  `json:"receive_empty"`
 	LastError     string  `json:"last_error,omitempty"`
 	DrainS        float64 `json:"drain_s"`
 	Ledger        tally   `json:"ledger"`
@@ -74,6 +76,7 @@ func (r *steadyResult) rows() [][2]string {
 		{"lost", u(r.Lost)},
 		{"unknown sends", u(r.Unknown)},
 		{"errors", fmt.Sprintf("send %d, receive %d, ack %d", r.SendErrors, r.ReceiveErrors, r.AckErrors)},
+		{"receive calls", fmt.Sprintf("%d, %d of them empty", r.ReceiveCalls, r.ReceiveEmpty)},
 		{"drain", fmt.Sprintf("%.1fs", r.DrainS)},
 	}
 	if r.Rate > 0 {
@@ -148,6 +151,7 @@ func steadyOnce(ctx context.Context, c *client.Client, cfg config, stderr io.Wri
 		Enqueue:       l.enqueue.summary(), Claim: l.claim.summary(), Ack: l.ack.summary(), E2E: l.e2e.summary(),
 		Redelivered: l.redelivered.Load(), Duplicates: t.Duplicates, Lost: t.Lost, Unknown: t.Unknown,
 		SendErrors: l.sendErrs.Load(), ReceiveErrors: l.recvErrs.Load(), AckErrors: l.ackErrs.Load(),
+		ReceiveCalls: l.recvCalls.Load(), ReceiveEmpty: l.recvEmpty.Load(),
 		LastError: lastError(l), DrainS: drainTook.Seconds(), Ledger: t,
 	}
 	r.EnqueueP50, r.EnqueueP99, r.EnqueueP999 = r.Enqueue.P50, r.Enqueue.P99, r.Enqueue.P999

@@ -21,6 +21,8 @@ type sweepRow struct {
 	ClaimP99      float64 `json:"claim_p99_ms"`
 	E2EP99        float64 `json:"e2e_p99_ms"`
 	Errors        uint64  `json:"errors"`
+	ReceiveCalls  uint64  `json:"receive_calls"`
+	ReceiveEmpty  uint64  `json:"receive_empty"`
 }
 
 type sweepResult struct {
@@ -35,12 +37,12 @@ type sweepResult struct {
 func (r *sweepResult) rows() [][2]string {
 	out := [][2]string{
 		{"workload", fmt.Sprintf("sweep (revision %s), %d consumers, %d B, %.0fs per cell", r.Revision, r.Consumers, r.Size, r.DurationS)},
-		{"in flight x batch", "enqueue/s  processed/s  enq p99  claim p50  claim p99  e2e p99 (ms)  errors"},
+		{"in flight x batch", "enqueue/s  processed/s  enq p99  claim p50  claim p99  e2e p99 (ms)  errors  empty receives"},
 	}
 	for _, w := range r.Rows {
 		out = append(out, [2]string{
 			fmt.Sprintf("%4d (%dx%d) x %d", w.Concurrency, w.Producers, w.Inflight, w.Batch),
-			fmt.Sprintf("%9.0f  %11.0f  %7.1f  %9.2f  %9.2f  %12.1f  %d", w.EnqueuePerS, w.ProcessedPerS, w.EnqueueP99, w.ClaimP50, w.ClaimP99, w.E2EP99, w.Errors),
+			fmt.Sprintf("%9.0f  %11.0f  %7.1f  %9.2f  %9.2f  %12.1f  %6d  %d/%d", w.EnqueuePerS, w.ProcessedPerS, w.EnqueueP99, w.ClaimP50, w.ClaimP99, w.E2EP99, w.Errors, w.ReceiveEmpty, w.ReceiveCalls),
 		})
 	}
 	return out
@@ -107,6 +109,7 @@ func sweepCell(ctx context.Context, c *client.Client, cfg config, stderr io.Writ
 		EnqueuePerS:   rate(a, b, func(c counters) uint64 { return c.enqueued }),
 		ProcessedPerS: rate(a, b, func(c counters) uint64 { return c.processed }),
 		EnqueueP99:    enq.P99, ClaimP50: claim.P50, ClaimP99: claim.P99, E2EP99: e2e.P99,
-		Errors: l.sendErrs.Load() + l.recvErrs.Load() + l.ackErrs.Load(),
+		Errors:       l.sendErrs.Load() + l.recvErrs.Load() + l.ackErrs.Load(),
+		ReceiveCalls: l.recvCalls.Load(), ReceiveEmpty: l.recvEmpty.Load(),
 	}, nil
 }
