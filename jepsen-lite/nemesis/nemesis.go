@@ -234,6 +234,12 @@ func (n *Nemesis) partition(ctx context.Context) (string, func(context.Context) 
 				b = append(b, i)
 			}
 		}
+		// Both sides non-empty, or it is no partition at all.
+		if len(a) == 0 {
+			a, b = b[:1], b[1:]
+		} else if len(b) == 0 {
+			a, b = a[1:], a[:1]
+		}
 		comps = [][]int{a, b}
 		desc = fmt.Sprintf("partition random %s | %s", n.ids(a), n.ids(b))
 	}
