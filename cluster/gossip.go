@@ -230,7 +230,8 @@ func (g *gossip) get(nodeID string) (Member, bool) {
 	return m.Member, true
 }
 
-// joinLoop retries the seeds with bounded backoff until one answers.
+// joinLoop retries the seeds with bounded backoff until one answers, then
+// keeps reconnecting to members declared dead.
 func (g *gossip) joinLoop(ctx context.Context, seeds []string) {
 	self := g.selfAddr
 	var others []string
@@ -240,6 +241,7 @@ func (g *gossip) joinLoop(ctx context.Context, seeds []string) {
 		}
 	}
 	if len(others) == 0 {
+		g.reconnectLoop(ctx)
 		return
 	}
 	backoff := 100 * time.Millisecond
@@ -247,6 +249,7 @@ func (g *gossip) joinLoop(ctx context.Context, seeds []string) {
 		n, err := g.ml.Join(others)
 		if n > 0 {
 			g.n.logger.Info("gossip: joined", "contacted", n, "attempt", attempt)
+			g.reconnectLoop(ctx)
 			return
 		}
 		g.n.logger.Debug("gossip: join failed, retrying", "seeds", others, "err", err, "in", backoff)
