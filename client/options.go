@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"google.golang.org/grpc/backoff"
 	"log/slog"
 	"time"
 
@@ -94,4 +95,10 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 		c.dialOpts = append(c.dialOpts, opts...)
 		return nil
 	}
+}
+
+// fastConnect bounds one connection attempt; see Client.conn.
+var fastConnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+	MinConnectTimeout: 2 * time.Second,
 }
