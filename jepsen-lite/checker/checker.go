@@ -298,7 +298,11 @@ func groupOrder(ix *index, ls map[string]map[uint64]*lease, opt Options) *Result
 		e       *enqueue
 		lo, hi  *lease
 		settled bool
+		// firstAckInvoke and firstAckDone bound the first successful ack.
+		firstAckInvoke, firstAckDone int64
+		acked                        bool
 	}
+	acks := ix.ackedEpochs()
 	groups := map[string][]item{}
 	var names []string
 	for _, e := range ix.enqOrder {
@@ -313,6 +317,11 @@ func groupOrder(ix *index, ls map[string]map[uint64]*lease, opt Options) *Result
 				}
 				if it.hi == nil || l.epoch > it.hi.epoch {
 					it.hi = l
+				}
+			}
+			for _, a := range acks[id] {
+				if !it.acked || a.complet < it.firstAckDone {
+					it.firstAckInvoke, it.firstAckDone, it.acked = a.invoke, a.complet, true
 				}
 			}
 			if rec := ix.finals[id]; rec != nil && (rec.State == history.StateAcked || rec.State == history.StateDead) {
@@ -342,6 +351,11 @@ func groupOrder(ix *index, ls map[string]map[uint64]*lease, opt Options) *Result
 				// acknowledged before b's was first sent.
 				if a.e.lastOK >= b.e.firstInvoke {
 					continue
+				}
+				// An ack of b that finished before any ack of a was sent was
+				// applied first, which one-in-flight order forbids.
+				if a.acked && b.acked && b.firstAckDone < a.firstAckInvoke {
+					r.violate("ack-reordered", "%s: %q acked (done %s) before earlier %q's ack was sent (%s)", k, b.e.value, ms(b.firstAckDone), a.e.value, ms(a.firstAckInvoke))
 				}
 				if a.hi == nil {
 					if !a.settled && ix.hasFinal {

@@ -217,6 +217,13 @@ func TestMutatedHistoriesAreFlagged(t *testing.T) {
 			}
 			return drop(b.ops, func(op history.Op) bool { return op.F == history.FAck && op.MessageID == "1-2" })
 		}, "order", "two-in-flight"},
+		{"group acks out of order", func(b *builder) []history.Op {
+			// a's only successful ack comes after c's.
+			ops := drop(b.ops, func(op history.Op) bool { return op.F == history.FAck && op.MessageID == "1-1" })
+			b.ops = ops
+			b.ack(9, "1-1", 1, history.OK)
+			return b.ops
+		}, "order", "ack-reordered"},
 		{"dedup break", func(b *builder) []history.Op {
 			// A retry of v1 with the same key got a second id.
 			b.enqueue(1, "q", "", "v1", history.OK, "0-77")
