@@ -231,6 +231,16 @@ func Sweep(ctx context.Context) ([]string, error) {
 		if pid > 0 && syscall.Kill(pid, 0) == nil {
 			continue // still running
 		}
+		// A run killed with -9 leaves its nodes running inside the
+		// namespaces (deleting a namespace does not stop its processes).
+		for _, ns := range n.Nodes {
+			out, _ := exec.CommandContext(ctx, "ip", "netns", "pids", ns.Name).Output()
+			for _, f := range strings.Fields(string(out)) {
+				if p, err := strconv.Atoi(f); err == nil && p > 1 {
+					_ = syscall.Kill(p, syscall.SIGKILL)
+				}
+			}
+		}
 		_ = n.Destroy(ctx)
 		swept = append(swept, n.ID)
 	}

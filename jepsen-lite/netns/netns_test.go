@@ -153,6 +153,19 @@ func TestDestroyAndSweepLeaveNothing(t *testing.T) {
 	if !strings.Contains(namespaces(t), nw.Hub) {
 		t.Fatalf("hub %s missing after create", nw.Hub)
 	}
+	// A process left running inside the dead run's namespace.
+	orphan := helper(nw.Nodes[0].Name, "listen", nw.Nodes[0].IP+":7998")
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = orphan.Wait(); close(exited) }()
+	for deadline := time.Now().Add(5 * time.Second); !canDialFromRoot(nw.Nodes[0].IP + ":7998"); {
+		if time.Now().After(deadline) {
+			t.Fatal("orphan listener never came up")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// A run that died: its state file names a pid that is gone.
 	if err := os.WriteFile(nw.state, []byte(fmt.Sprintf("pid %d\nnetns %s\nnetns %s\nnetns %s\n", 1<<22+12345, nw.Hub, nw.Nodes[0].Name, nw.Nodes[1].Name)), 0o644); err != nil {
 		t.Fatal(err)
@@ -167,6 +180,12 @@ func TestDestroyAndSweepLeaveNothing(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("sweep removed %v, not %s", swept, nw.ID)
+	}
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		_ = orphan.Process.Kill()
+		t.Error("sweep left a process running in a dead run's namespace")
 	}
 	list := namespaces(t)
 	for _, name := range []string{nw.Hub, nw.Nodes[0].Name, nw.Nodes[1].Name} {
