@@ -28,6 +28,7 @@ type Shards interface {
 type Metrics struct {
 	reg      *prometheus.Registry
 	latency  *prometheus.HistogramVec
+	propose  *prometheus.HistogramVec
 	messages *prometheus.CounterVec
 }
 
@@ -41,12 +42,17 @@ func New(shards Shards) *Metrics {
 			Help:    "gRPC request latency by method and status code.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 25},
 		}, []string{"method", "code"}),
+		propose: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "raftq_shard_propose_seconds",
+			Help:    "Latency of proposals made by this node as shard leader: hand-off to raft until applied (quorum fsync included).",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"shard"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raftq_messages_total",
 			Help: "Messages handled by this node's API, by queue and event (sent, received, acked, nacked, extended, dead_lettered, deduplicated).",
 		}, []string{"queue", "event"}),
 	}
-	reg.MustRegister(m.latency, m.messages,
+	reg.MustRegister(m.latency, m.propose, m.messages,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&shardCollector{shards: shards})
 	return m
@@ -59,6 +65,11 @@ func (m *Metrics) Count(queue, event string, n int) {
 		return
 	}
 	m.messages.WithLabelValues(queue, event).Add(float64(n))
+}
+
+// ObservePropose records one leader proposal's latency.
+func (m *Metrics) ObservePropose(shard uint32, d time.Duration) {
+	m.propose.WithLabelValues(strconv.FormatUint(uint64(shard), 10)).Observe(d.Seconds())
 }
 
 // UnaryInterceptor records latency of every unary call.

@@ -20,7 +20,7 @@ func (r *Router) Apply(ctx context.Context, id uint32, cmd *fsmpb.Command) (*fsm
 	}
 	return call(ctx, r, id,
 		func(ctx context.Context, sh *shard.Shard) (*fsmpb.Result, error) {
-			return sh.Propose(ctx, cmd)
+			return r.ProposeLocal(ctx, sh, cmd)
 		},
 		func(ctx context.Context, c raftqv1.NodeClient, opts ...grpc.CallOption) (*fsmpb.Result, error) {
 			resp, err := c.ShardApply(ctx, &raftqv1.ShardApplyRequest{ShardId: id, Command: cmd}, opts...)

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/shard"
 	"github.com/raftq/raftq/wire"
 )
@@ -36,6 +37,9 @@ type Options struct {
 	// election timeout, below client deadlines).
 	LeaderWait time.Duration
 	Logger     *slog.Logger
+	// ObservePropose, if set, receives the latency of every proposal this
+	// node makes as a shard leader (hand-off to raft until applied).
+	ObservePropose func(shard uint32, d time.Duration)
 }
 
 // Router is safe for concurrent use.
@@ -56,6 +60,18 @@ func New(topo Topology, opts Options) *Router {
 		opts.Logger = slog.Default()
 	}
 	return &Router{topo: topo, conns: newConnPool(), opts: opts, log: opts.Logger}
+}
+
+// ProposeLocal proposes on a shard this node hosts, recording latency.
+// Forwarded calls (the Node service) use it too, so every proposal a leader
+// makes is observed once.
+func (r *Router) ProposeLocal(ctx context.Context, sh *shard.Shard, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+	start := time.Now()
+	res, err := sh.Propose(ctx, cmd)
+	if r.opts.ObservePropose != nil && err == nil {
+		r.opts.ObservePropose(sh.ID(), time.Since(start))
+	}
+	return res, err
 }
 
 // Close releases forwarding connections.

@@ -40,7 +40,7 @@ func (n *nodeSvc) ShardApply(ctx context.Context, req *raftqv1.ShardApplyRequest
 	if req.GetCommand() == nil || req.GetCommand().GetCmd() == nil {
 		return nil, invalid("empty command")
 	}
-	res, err := sh.Propose(ctx, req.GetCommand())
+	res, err := n.router.ProposeLocal(ctx, sh, req.GetCommand())
 	if err != nil {
 		return nil, n.toStatus(ctx, err)
 	}

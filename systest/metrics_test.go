@@ -39,6 +39,7 @@ func TestCluster_MetricsExposeQueuesShardsAndLatency(t *testing.T) {
 		`raftq_messages_total{event="sent",queue="observed"} 5`,
 		`raftq_request_duration_seconds_bucket{code="OK",method="/raftq.v1.Messages/Send"`,
 		`process_resident_memory_bytes`,
+		`raftq_shard_propose_seconds_bucket{shard=`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %s", want)

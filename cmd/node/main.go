@@ -86,7 +86,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		return fmt.Errorf("start cluster node: %w", err)
 	}
 	met := metrics.New(node)
-	rt := router.New(node, router.Options{Logger: log})
+	rt := router.New(node, router.Options{Logger: log, ObservePropose: met.ObservePropose})
 	defer rt.Close()
 	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.MaxRecvMsgSize(64<<20))
 	server.New(node, rt, met, log).Register(gs)
