@@ -84,6 +84,13 @@ func (r *report) text() string {
 		for _, v := range res.Violations {
 			fmt.Fprintf(&b, "    %s\n", v)
 		}
+		for i, n := range res.Notes {
+			if i == 3 {
+				fmt.Fprintf(&b, "    note: ... %d more in report.json\n", len(res.Notes)-3)
+				break
+			}
+			fmt.Fprintf(&b, "    note: %s\n", n)
+		}
 	}
 	verdict := "VALID"
 	if !r.Valid {
@@ -124,6 +131,9 @@ func checkOnly(o *options) int {
 		fmt.Println(r.Summary())
 		for _, v := range r.Violations {
 			fmt.Println("   ", v)
+		}
+		for _, n := range r.Notes {
+			fmt.Println("    note:", n)
 		}
 	}
 	if !checker.Valid(rs) {

@@ -216,7 +216,47 @@ func leaseExclusive(ix *index, ls map[string]map[uint64]*lease) *Result {
 			}
 		}
 	}
+	realTimeEarly(ix, r)
 	return r
+}
+
+// realTimeEarly counts, as a note and not a violation, leases that ended
+// early in real time: a later epoch reached a client before the earlier
+// holder's receive was sent plus its visibility timeout, with no
+// extension or settlement in between. The contract is on the shard clock,
+// which a leader with a fast clock pushes ahead of real time; this shows
+// how often a worker could still have been busy when its message went to
+// another worker.
+func realTimeEarly(ix *index, r *Result) {
+	type key struct {
+		msg   string
+		epoch uint64
+	}
+	touched := map[key]bool{}
+	for _, o := range ix.leaseOps {
+		if o.typ != history.Fail {
+			touched[key{o.msg, o.epoch}] = true
+		}
+	}
+	byMsg := map[string][]delivery{}
+	for _, d := range ix.deliveries {
+		byMsg[d.MessageID] = append(byMsg[d.MessageID], d)
+	}
+	for id, ds := range byMsg {
+		sort.Slice(ds, func(i, j int) bool { return ds[i].Epoch < ds[j].Epoch })
+		for j := 1; j < len(ds); j++ {
+			a, b := ds[j-1], ds[j]
+			if touched[key{id, a.Epoch}] || a.visMs <= 0 {
+				continue
+			}
+			if early := a.invoke + a.visMs*1e6 - b.complet; early > 0 {
+				r.Count["early-expiry-realtime"]++
+				if len(r.Notes) < maxExamples {
+					r.Notes = append(r.Notes, fmt.Sprintf("%s: epoch %d reached process %d %s before epoch %d's holder (process %d) could have seen its lease run out in real time", id, b.Epoch, b.process, ms(early), a.Epoch, a.process))
+				}
+			}
+		}
+	}
 }
 
 // staleAck: an ack that names an epoch older than a later delivery's must

@@ -287,3 +287,22 @@ func TestHistoryRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A lease re-granted sooner in real time than the holder's visibility
+// timeout (a fast leader clock) is noted, not flagged: the contract is on
+// the shard clock, where the grants do not overlap.
+func TestRealTimeEarlyExpiryIsANoteNotAViolation(t *testing.T) {
+	b := &builder{}
+	b.enqueue(1, "q", "", "v", history.OK, "0-1")
+	b.receive(2, "q", dl("0-1", "v", 1, 1000, "")) // 500 ms lease, holder keeps working
+	b.receive(3, "q", dl("0-1", "v", 2, 1500, "")) // 1 ms later in real time
+	b.ack(3, "0-1", 2, history.OK)
+	rs := check(t, b.ops)
+	l := rs["lease"]
+	if !l.Valid {
+		t.Fatalf("lease flagged a shard-clock-clean history: %v", l.Violations)
+	}
+	if l.Count["early-expiry-realtime"] != 1 || len(l.Notes) != 1 {
+		t.Errorf("early expiry not noted: %s %v", l.Summary(), l.Notes)
+	}
+}
