@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -16,28 +15,14 @@ import (
 var nodeBin, cliBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "raftq-client-it-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	nodeBin, err = testcluster.Build(ctx, dir)
-	if err == nil {
+	testcluster.Main(m, &nodeBin, func(ctx context.Context, dir string) error {
 		cliBin = filepath.Join(dir, "raftq")
-		out, berr := exec.CommandContext(ctx, "go", "build", "-o", cliBin, "github.com/raftq/raftq/cmd/raftq").CombinedOutput()
-		if berr != nil {
-			err = fmt.Errorf("go build cmd/raftq: %w\n%s", berr, out)
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", cliBin, "github.com/raftq/raftq/cmd/raftq").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("go build cmd/raftq: %w\n%s", err, out)
 		}
-	}
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+		return nil
+	})
 }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
