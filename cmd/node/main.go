@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -101,6 +102,11 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	if cfg.HTTPBind != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", met.Handler())
+		// Profiles for operators (bound to loopback by default, like the
+		// metrics): how the ceiling in docs/benchmarks.md was found.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 			select {
 			case <-node.Ready():
@@ -150,8 +156,18 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	if hsrv != nil {
 		_ = hsrv.Shutdown(sctx)
 	}
-	if err := node.Shutdown(sctx); err != nil {
-		return fmt.Errorf("node shutdown: %w", err)
+	// raft's Shutdown waits for an in-progress snapshot to be persisted,
+	// which can outlast any deadline with a large backlog. Exiting then is
+	// safe: the log is fsync'd and a partial snapshot is discarded.
+	shut := make(chan error, 1)
+	go func() { shut <- node.Shutdown(sctx) }()
+	select {
+	case err := <-shut:
+		if err != nil {
+			return fmt.Errorf("node shutdown: %w", err)
+		}
+	case <-sctx.Done():
+		return fmt.Errorf("node shutdown did not finish within %v; exiting anyway (the raft log on disk is durable)", cfg.ShutdownTimeout)
 	}
 	log.Info("stopped cleanly")
 	return nil
