@@ -56,7 +56,7 @@ func (s *state) applyCommand(ctx *applyCtx, c *fsmpb.Command) *fsmpb.Result {
 	case *fsmpb.Command_Tick:
 		return countResult(ctx.due)
 	case *fsmpb.Command_LeaderGrace:
-		return s.leaderGrace(c.LeaderGrace)
+		return s.leaderGrace(ctx, c.LeaderGrace)
 	case *fsmpb.Command_Cancel:
 		return s.cancel(c.Cancel)
 	default:

@@ -137,28 +137,36 @@ func (s *state) deadLetter(c *fsmpb.DeadLetter) *fsmpb.Result {
 // would end within grace_ms, so a new leader does not expire leases whose
 // holders could not reach anyone during the election. The count is the leases
 // extended.
-func (s *state) leaderGrace(c *fsmpb.LeaderGrace) *fsmpb.Result {
+func (s *state) leaderGrace(ctx *applyCtx, c *fsmpb.LeaderGrace) *fsmpb.Result {
 	if g := c.GetGraceMs(); g <= 0 || g > MaxVisibilityMs {
 		return failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "grace_ms is %d, allowed 1..%d", g, int64(MaxVisibilityMs))
 	}
-	if c.GetTerm() <= s.graceTerm {
+	if sk := c.GetSkewMs(); sk < 0 || sk > MaxVisibilityMs {
+		return failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "skew_ms is %d, allowed 0..%d", sk, int64(MaxVisibilityMs))
+	}
+	// The entry's own term decides which leases are "earlier": the term
+	// in the command was read before proposing and may trail it.
+	term := max(c.GetTerm(), ctx.term)
+	if term <= s.graceTerm {
 		return countResult(0)
 	}
-	s.graceTerm = c.GetTerm()
-	target := s.clock + c.GetGraceMs()
+	s.graceTerm = term
+	target := max(s.clock, c.GetBaseMs()) + c.GetGraceMs()
 	var ids []uint64
-	s.leases.AscendLessThan(timeItem{t: target}, func(it timeItem) bool {
+	s.leases.Ascend(func(it timeItem) bool {
 		ids = append(ids, it.id)
 		return true
 	})
 	var n uint64
 	for _, id := range ids {
 		m, _ := s.get(id)
-		if m.leaseTerm >= c.GetTerm() || m.leaseDeadline <= s.clock {
+		if m.leaseTerm >= term || m.leaseDeadline <= s.clock {
 			continue
 		}
-		s.setDeadline(m, target)
-		n++
+		if d := max(target, m.leaseDeadline+c.GetSkewMs()); d != m.leaseDeadline {
+			s.setDeadline(m, d)
+			n++
+		}
 	}
 	return countResult(n)
 }

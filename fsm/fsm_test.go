@@ -854,3 +854,33 @@ func TestReceiveByteBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestLeaderGraceRunsFromNewLeaderTimeAndCoversSkew(t *testing.T) {
+	h := newHarness(t)
+	h.mustQueue("q", nil)
+	h.mustEnqueue("q", body("short"), body("long"))
+	short := h.mustReceive("q", 1, 1000)[0]
+	long := h.mustReceive("q", 1, 60_000)[0]
+	// The new leader (term 2) became ready 3 s after the last stamp: its
+	// grace must run from its own time, not be used up by the election.
+	h.term = 2
+	base := t0 + 3000
+	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_LeaderGrace{LeaderGrace: &fsmpb.LeaderGrace{Term: 2, GraceMs: 1000, BaseMs: base, SkewMs: 500}}}
+	if n := h.mustOK(cmd).GetCount().GetCount(); n != 2 {
+		t.Fatalf("extended %d leases, want 2", n)
+	}
+	if got := h.mustMessage(short.GetId()).GetLeaseDeadlineMs(); got != base+1000 {
+		t.Fatalf("short lease deadline %d, want %d (new leader's time + grace)", got, base+1000)
+	}
+	if got := h.mustMessage(long.GetId()).GetLeaseDeadlineMs(); got != t0+60_000+500 {
+		t.Fatalf("long lease deadline %d, want %d (+ skew bound)", got, t0+60_000+500)
+	}
+	// The holder of the short lease can still ack after the election.
+	h.now = base + 900
+	if codes := h.itemCodes(ackCmd(receipt(short))); codes[0] != fsmpb.Code_CODE_OK {
+		t.Fatalf("ack after failover: %v", codes)
+	}
+	if err := checkInvariants(h.f); err != nil {
+		t.Fatal(err)
+	}
+}

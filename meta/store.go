@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/raftq/raftq/shard"
 	"io"
 	"log/slog"
 	"slices"
@@ -259,11 +260,16 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 	}
 	f := s.raft.Apply(b, timeout)
 	if err := waitFuture(ctx, f); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			// ErrLeadershipLost leaves the outcome unknown; every meta
-			// command is safe to retry (create is idempotent, update sets,
-			// delete reports NotFound), so callers simply retry elsewhere.
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			// Refused before it reached the log: certainly not applied.
 			return nil, fmt.Errorf("%w: %w", s.notLeader(), err)
+		}
+		if errors.Is(err, raft.ErrLeadershipLost) {
+			// Appended by a leader that stepped down: a new leader may
+			// still commit it. Report it as unknown, not as a refusal, so
+			// nobody is told "nothing happened" (a retried delete would
+			// otherwise answer NotFound for a delete that took effect).
+			return nil, fmt.Errorf("%w: meta: %w", shard.ErrUnknownResult, err)
 		}
 		return nil, err
 	}

@@ -64,8 +64,17 @@ func call[T any](ctx context.Context, r *Router, id uint32,
 	local func(context.Context, *shard.Shard) (T, error),
 	remote func(context.Context, raftqv1.NodeClient, ...grpc.CallOption) (T, error),
 ) (T, error) {
+	return callWait(ctx, r, id, r.opts.LeaderWait, local, remote)
+}
+
+// callWait is call with its own bound on waiting for a leader; 0 means one
+// round of attempts without sleeping.
+func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.Duration,
+	local func(context.Context, *shard.Shard) (T, error),
+	remote func(context.Context, raftqv1.NodeClient, ...grpc.CallOption) (T, error),
+) (T, error) {
 	var zero T
-	wctx, cancel := context.WithTimeout(ctx, r.opts.LeaderWait)
+	wctx, cancel := context.WithTimeout(ctx, max(leaderWait, time.Millisecond))
 	defer cancel()
 	backoff := 20 * time.Millisecond
 	lastID, lastAddr := "", ""

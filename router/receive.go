@@ -68,7 +68,13 @@ func (r *Router) sweep(ctx context.Context, rq *fsmpb.Receive) ([]Leased, error)
 			budget = limit - bytes
 		}
 		sub := &fsmpb.Receive{Queue: rq.GetQueue(), Max: uint32(want), VisibilityTimeoutMs: rq.GetVisibilityTimeoutMs(), Consumer: rq.GetConsumer(), MaxBytes: budget}
-		res, err := r.receiveShard(ctx, id, sub, 0)
+		// Once leases are held, do not wait for an election elsewhere: the
+		// leases would age (or the caller give up) while we wait.
+		leaderWait := r.opts.LeaderWait
+		if len(out) > 0 {
+			leaderWait = 0
+		}
+		res, err := r.receiveShardWait(ctx, id, sub, 0, leaderWait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return out, ctx.Err()
@@ -96,7 +102,11 @@ func (r *Router) sweep(ctx context.Context, rq *fsmpb.Receive) ([]Leased, error)
 // receiveShard leases from one shard without waiting. A local leader
 // skips the raft write when its FSM shows nothing ready.
 func (r *Router) receiveShard(ctx context.Context, id uint32, rq *fsmpb.Receive, wait time.Duration) (*fsmpb.Result, error) {
-	return call(ctx, r, id,
+	return r.receiveShardWait(ctx, id, rq, wait, r.opts.LeaderWait)
+}
+
+func (r *Router) receiveShardWait(ctx context.Context, id uint32, rq *fsmpb.Receive, wait, leaderWait time.Duration) (*fsmpb.Result, error) {
+	return callWait(ctx, r, id, leaderWait,
 		func(ctx context.Context, sh *shard.Shard) (*fsmpb.Result, error) {
 			return ReceiveLocal(ctx, sh, rq, wait)
 		},

@@ -182,14 +182,18 @@ func (m *messages) Receive(ctx context.Context, req *raftqv1.ReceiveRequest) (*r
 	if v := req.GetVisibilityTimeoutMs(); v < 0 || v > fsm.MaxVisibilityMs {
 		return nil, invalid("visibility_timeout_ms must be within 0..%d", int64(fsm.MaxVisibilityMs))
 	}
-	if _, ok := m.node.Meta().Queue(req.GetQueue()); !ok && wait > 0 {
-		// Do not park a long poll on a queue nobody created.
-		if _, err := m.router.Receive(ctx, &fsmpb.Receive{Queue: req.GetQueue(), Max: 1}, 0); err != nil {
-			return nil, m.toStatus(ctx, err)
-		}
-	}
 	rq := &fsmpb.Receive{Queue: req.GetQueue(), Max: max, VisibilityTimeoutMs: req.GetVisibilityTimeoutMs(), Consumer: req.GetConsumer(), MaxBytes: receiveBodyBudget}
+	if _, ok := m.node.Meta().Queue(req.GetQueue()); !ok && wait > 0 {
+		// Do not park a long poll on a queue nobody created (this node's
+		// meta replica may lag, so ask the shards). The first sweep is the
+		// caller's real receive: whatever it leases is returned, never
+		// dropped.
+		wait = 0
+	}
 	leased, err := m.router.Receive(ctx, rq, wait)
+	if err == nil && len(leased) == 0 && wait == 0 && req.GetWaitMs() > 0 {
+		leased, err = m.router.Receive(ctx, rq, time.Duration(req.GetWaitMs())*time.Millisecond)
+	}
 	if err != nil && len(leased) == 0 {
 		return nil, m.toStatus(ctx, err)
 	}

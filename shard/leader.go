@@ -94,6 +94,7 @@ func (s *Shard) leaderDuties(ctx context.Context, st *leaderState) {
 	}
 	grace := &fsmpb.Command{Cmd: &fsmpb.Command_LeaderGrace{LeaderGrace: &fsmpb.LeaderGrace{
 		Term: st.term, GraceMs: s.cfg.LeaseGrace.Milliseconds(),
+		BaseMs: s.cfg.Now().UnixMilli(), SkewMs: MaxClockSkew.Milliseconds(),
 	}}}
 	for {
 		_, err := s.proposeReq(ctx, &proposal{cmd: grace, holdClock: true})

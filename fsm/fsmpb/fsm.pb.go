@@ -1677,9 +1677,17 @@ func (*Tick) Descriptor() ([]byte, []int) {
 // leases early. Applied once per term (term recorded), so flapping leaders do
 // not keep leases alive forever beyond one grace per election.
 type LeaderGrace struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Term          uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
-	GraceMs       int64                  `protobuf:"varint,2,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Term    uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
+	GraceMs int64                  `protobuf:"varint,2,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
+	// The new leader's wall time when it proposed (the entry itself is
+	// stamped with the FSM clock): the grace runs from the later of the two,
+	// so an election that took longer than the grace cannot use it up.
+	BaseMs int64 `protobuf:"varint,3,opt,name=base_ms,json=baseMs,proto3" json:"base_ms,omitempty"`
+	// Assumed bound on clock skew between nodes: every earlier-term lease
+	// also gets this much more time, so a new leader whose clock runs ahead
+	// by up to the bound cannot end a long lease early in real time.
+	SkewMs        int64 `protobuf:"varint,4,opt,name=skew_ms,json=skewMs,proto3" json:"skew_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1724,6 +1732,20 @@ func (x *LeaderGrace) GetTerm() uint64 {
 func (x *LeaderGrace) GetGraceMs() int64 {
 	if x != nil {
 		return x.GraceMs
+	}
+	return 0
+}
+
+func (x *LeaderGrace) GetBaseMs() int64 {
+	if x != nil {
+		return x.BaseMs
+	}
+	return 0
+}
+
+func (x *LeaderGrace) GetSkewMs() int64 {
+	if x != nil {
+		return x.SkewMs
 	}
 	return 0
 }
@@ -3049,10 +3071,12 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vmessage_ids\x18\x02 \x03(\x04R\n" +
 	"messageIds\x12\x10\n" +
 	"\x03max\x18\x03 \x01(\rR\x03max\"\x06\n" +
-	"\x04Tick\"<\n" +
+	"\x04Tick\"n\n" +
 	"\vLeaderGrace\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\x12\x19\n" +
-	"\bgrace_ms\x18\x02 \x01(\x03R\agraceMs\"?\n" +
+	"\bgrace_ms\x18\x02 \x01(\x03R\agraceMs\x12\x17\n" +
+	"\abase_ms\x18\x03 \x01(\x03R\x06baseMs\x12\x17\n" +
+	"\askew_ms\x18\x04 \x01(\x03R\x06skewMs\"?\n" +
 	"\x06Cancel\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1f\n" +
 	"\vmessage_ids\x18\x02 \x03(\x04R\n" +
