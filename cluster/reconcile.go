@@ -68,7 +68,18 @@ type reconciler struct {
 	absentSince map[string]time.Time
 }
 
+// metaMaxLag bounds how stale the local meta replica may be (time since it
+// last heard from the meta leader) for the reconciler to act on it.
+const metaMaxLag = time.Second
+
 func (r *reconciler) run(ctx context.Context) error {
+	if !r.n.meta.Current(ctx, metaMaxLag) {
+		// A stale replica (restarted, partitioned from the meta leader)
+		// could list too few queues or old policies; deleting or rolling
+		// back on its word would destroy acknowledged messages. Wait.
+		r.absentSince = map[string]time.Time{}
+		return nil
+	}
 	want := r.n.meta.QueuePolicies()
 	have := r.s.FSM().Queues()
 	for name, p := range want {
