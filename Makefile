@@ -35,7 +35,7 @@ lint:
 test-go:
 	$(GO) test -race -count=1 -timeout 25m ./...
 
-test: lint test-go compose-smoke
+test: lint test-go compose-smoke jepsen-smoke
 
 clean:
 	rm -rf $(BIN)
