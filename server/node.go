@@ -74,3 +74,18 @@ func (n *nodeSvc) ShardRead(ctx context.Context, req *raftqv1.ShardReadRequest) 
 	}
 	return resp, nil
 }
+
+func (n *nodeSvc) ShardDigest(ctx context.Context, req *raftqv1.ShardDigestRequest) (*raftqv1.ShardDigestResponse, error) {
+	if req.GetShardId() >= n.node.ShardCount() {
+		return nil, status.Errorf(codes.InvalidArgument, "shard %d out of range", req.GetShardId())
+	}
+	sh := n.node.LocalShard(req.GetShardId())
+	if sh == nil {
+		return nil, status.Errorf(codes.NotFound, "node %s holds no replica of shard %d", n.node.NodeID(), req.GetShardId())
+	}
+	sum, index, err := sh.FSM().Digest()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "digest of shard %d: %v", req.GetShardId(), err)
+	}
+	return &raftqv1.ShardDigestResponse{NodeId: n.node.NodeID(), AppliedIndex: index, Digest: sum[:]}, nil
+}

@@ -337,6 +337,45 @@ func TestCluster_KillLeaderUnderLoadLosesNothing(t *testing.T) {
 		t.Fatalf("restart: %v", err)
 	}
 	waitCaughtUp(t, c, victim)
+	waitSameDigests(t, c, 4)
+}
+
+// waitSameDigests waits until, for every shard, all nodes report the same
+// FSM digest at the same applied index: the replicas hold identical state.
+// Leader ticks may move the index meanwhile, so it retries until a quiet
+// moment (the queue is drained, so ticks stop).
+func waitSameDigests(t *testing.T, c *testcluster.Cluster, shards uint32) {
+	t.Helper()
+	ctx := ctxT(t, 60*time.Second)
+	for id := uint32(0); id < shards; id++ {
+		for {
+			var first *raftqv1.ShardDigestResponse
+			same := true
+			for i := range c.Nodes {
+				d, err := raftqv1.NewNodeClient(c.Conn(i)).ShardDigest(ctx, &raftqv1.ShardDigestRequest{ShardId: id})
+				if err != nil {
+					t.Fatalf("digest of shard %d on n%d: %v", id, i+1, err)
+				}
+				if first == nil {
+					first = d
+					continue
+				}
+				if d.GetAppliedIndex() != first.GetAppliedIndex() || string(d.GetDigest()) != string(first.GetDigest()) {
+					same = false
+					if d.GetAppliedIndex() == first.GetAppliedIndex() {
+						t.Fatalf("shard %d: replicas differ at applied index %d: %x vs %x", id, d.GetAppliedIndex(), d.GetDigest(), first.GetDigest())
+					}
+				}
+			}
+			if same {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("shard %d replicas never reached the same applied index", id)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }
 
 // waitCaughtUp waits until node i has applied, on every shard it hosts,

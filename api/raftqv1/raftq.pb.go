@@ -2791,6 +2791,110 @@ func (x *ShardReadResponse) GetDead() []*fsmpb.Message {
 	return nil
 }
 
+type ShardDigestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShardId       uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardDigestRequest) Reset() {
+	*x = ShardDigestRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardDigestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardDigestRequest) ProtoMessage() {}
+
+func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardDigestRequest.ProtoReflect.Descriptor instead.
+func (*ShardDigestRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ShardDigestRequest) GetShardId() uint32 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+type ShardDigestResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // the FSM's applied index the digest was taken at
+	Digest        []byte                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`                                  // sha256 of the replica's snapshot stream
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardDigestResponse) Reset() {
+	*x = ShardDigestResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardDigestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardDigestResponse) ProtoMessage() {}
+
+func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardDigestResponse.ProtoReflect.Descriptor instead.
+func (*ShardDigestResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ShardDigestResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ShardDigestResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *ShardDigestResponse) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
@@ -2990,7 +3094,13 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x11ShardReadResponse\x122\n" +
 	"\x05stats\x18\x01 \x01(\v2\x1c.raftq.v1.QueueStatsResponseR\x05stats\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.raftq.fsm.v1.MessageR\amessage\x12)\n" +
-	"\x04dead\x18\x03 \x03(\v2\x15.raftq.fsm.v1.MessageR\x04dead2\xef\x03\n" +
+	"\x04dead\x18\x03 \x03(\v2\x15.raftq.fsm.v1.MessageR\x04dead\"/\n" +
+	"\x12ShardDigestRequest\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\rR\ashardId\"k\n" +
+	"\x13ShardDigestResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\fR\x06digest2\xef\x03\n" +
 	"\x06Queues\x12@\n" +
 	"\vCreateQueue\x12\x1c.raftq.v1.CreateQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12:\n" +
 	"\bGetQueue\x12\x19.raftq.v1.GetQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12G\n" +
@@ -3020,12 +3130,13 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\x89\x01\n" +
 	"\aCluster\x12;\n" +
 	"\x06Status\x12\x17.raftq.v1.StatusRequest\x1a\x18.raftq.v1.StatusResponse\x12A\n" +
-	"\bShardMap\x12\x19.raftq.v1.ShardMapRequest\x1a\x1a.raftq.v1.ShardMapResponse2\xe2\x01\n" +
+	"\bShardMap\x12\x19.raftq.v1.ShardMapRequest\x1a\x1a.raftq.v1.ShardMapResponse2\xae\x02\n" +
 	"\x04Node\x12G\n" +
 	"\n" +
 	"ShardApply\x12\x1b.raftq.v1.ShardApplyRequest\x1a\x1c.raftq.v1.ShardApplyResponse\x12K\n" +
 	"\fShardReceive\x12\x1d.raftq.v1.ShardReceiveRequest\x1a\x1c.raftq.v1.ShardApplyResponse\x12D\n" +
-	"\tShardRead\x12\x1a.raftq.v1.ShardReadRequest\x1a\x1b.raftq.v1.ShardReadResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"\tShardRead\x12\x1a.raftq.v1.ShardReadRequest\x1a\x1b.raftq.v1.ShardReadResponse\x12J\n" +
+	"\vShardDigest\x12\x1c.raftq.v1.ShardDigestRequest\x1a\x1d.raftq.v1.ShardDigestResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -3039,7 +3150,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 	return file_api_raftqv1_raftq_proto_rawDescData
 }
 
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*QueueInfo)(nil),             // 0: raftq.v1.QueueInfo
 	(*CreateQueueRequest)(nil),    // 1: raftq.v1.CreateQueueRequest
@@ -3091,36 +3202,38 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*ShardReceiveRequest)(nil),   // 47: raftq.v1.ShardReceiveRequest
 	(*ShardReadRequest)(nil),      // 48: raftq.v1.ShardReadRequest
 	(*ShardReadResponse)(nil),     // 49: raftq.v1.ShardReadResponse
-	nil,                           // 50: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 51: raftq.v1.ReceivedMessage.AttributesEntry
-	(*fsmpb.QueuePolicy)(nil),     // 52: raftq.fsm.v1.QueuePolicy
-	(*fsmpb.Message)(nil),         // 53: raftq.fsm.v1.Message
-	(*fsmpb.Command)(nil),         // 54: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),          // 55: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),         // 56: raftq.fsm.v1.Receive
+	(*ShardDigestRequest)(nil),    // 50: raftq.v1.ShardDigestRequest
+	(*ShardDigestResponse)(nil),   // 51: raftq.v1.ShardDigestResponse
+	nil,                           // 52: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 53: raftq.v1.ReceivedMessage.AttributesEntry
+	(*fsmpb.QueuePolicy)(nil),     // 54: raftq.fsm.v1.QueuePolicy
+	(*fsmpb.Message)(nil),         // 55: raftq.fsm.v1.Message
+	(*fsmpb.Command)(nil),         // 56: raftq.fsm.v1.Command
+	(*fsmpb.Result)(nil),          // 57: raftq.fsm.v1.Result
+	(*fsmpb.Receive)(nil),         // 58: raftq.fsm.v1.Receive
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
-	52, // 0: raftq.v1.QueueInfo.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	52, // 1: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	54, // 0: raftq.v1.QueueInfo.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	54, // 1: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.fsm.v1.QueuePolicy
 	0,  // 2: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
-	52, // 3: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	50, // 4: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	54, // 3: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	52, // 4: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
 	12, // 5: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
 	15, // 6: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	51, // 7: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	53, // 7: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
 	18, // 8: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
 	20, // 9: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
-	53, // 10: raftq.v1.MessageInfo.message:type_name -> raftq.fsm.v1.Message
+	55, // 10: raftq.v1.MessageInfo.message:type_name -> raftq.fsm.v1.Message
 	30, // 11: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
 	40, // 12: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
 	41, // 13: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
 	41, // 14: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	54, // 15: raftq.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	55, // 16: raftq.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	56, // 17: raftq.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
+	56, // 15: raftq.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
+	57, // 16: raftq.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
+	58, // 17: raftq.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
 	11, // 18: raftq.v1.ShardReadResponse.stats:type_name -> raftq.v1.QueueStatsResponse
-	53, // 19: raftq.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	53, // 20: raftq.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
+	55, // 19: raftq.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
+	55, // 20: raftq.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
 	1,  // 21: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
 	2,  // 22: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
 	3,  // 23: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
@@ -3145,32 +3258,34 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	45, // 42: raftq.v1.Node.ShardApply:input_type -> raftq.v1.ShardApplyRequest
 	47, // 43: raftq.v1.Node.ShardReceive:input_type -> raftq.v1.ShardReceiveRequest
 	48, // 44: raftq.v1.Node.ShardRead:input_type -> raftq.v1.ShardReadRequest
-	0,  // 45: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	0,  // 46: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	4,  // 47: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	0,  // 48: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	7,  // 49: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	9,  // 50: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	11, // 51: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	13, // 52: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	16, // 53: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	19, // 54: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	22, // 55: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	24, // 56: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	26, // 57: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	28, // 58: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	30, // 59: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	32, // 60: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	34, // 61: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	36, // 62: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	38, // 63: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	42, // 64: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	44, // 65: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	46, // 66: raftq.v1.Node.ShardApply:output_type -> raftq.v1.ShardApplyResponse
-	46, // 67: raftq.v1.Node.ShardReceive:output_type -> raftq.v1.ShardApplyResponse
-	49, // 68: raftq.v1.Node.ShardRead:output_type -> raftq.v1.ShardReadResponse
-	45, // [45:69] is the sub-list for method output_type
-	21, // [21:45] is the sub-list for method input_type
+	50, // 45: raftq.v1.Node.ShardDigest:input_type -> raftq.v1.ShardDigestRequest
+	0,  // 46: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	0,  // 47: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	4,  // 48: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	0,  // 49: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	7,  // 50: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	9,  // 51: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	11, // 52: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	13, // 53: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	16, // 54: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	19, // 55: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	22, // 56: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	24, // 57: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	26, // 58: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	28, // 59: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	30, // 60: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	32, // 61: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	34, // 62: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	36, // 63: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	38, // 64: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	42, // 65: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	44, // 66: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	46, // 67: raftq.v1.Node.ShardApply:output_type -> raftq.v1.ShardApplyResponse
+	46, // 68: raftq.v1.Node.ShardReceive:output_type -> raftq.v1.ShardApplyResponse
+	49, // 69: raftq.v1.Node.ShardRead:output_type -> raftq.v1.ShardReadResponse
+	51, // 70: raftq.v1.Node.ShardDigest:output_type -> raftq.v1.ShardDigestResponse
+	46, // [46:71] is the sub-list for method output_type
+	21, // [21:46] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -3192,7 +3307,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   52,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -1087,6 +1087,7 @@ const (
 	Node_ShardApply_FullMethodName   = "/raftq.v1.Node/ShardApply"
 	Node_ShardReceive_FullMethodName = "/raftq.v1.Node/ShardReceive"
 	Node_ShardRead_FullMethodName    = "/raftq.v1.Node/ShardRead"
+	Node_ShardDigest_FullMethodName  = "/raftq.v1.Node/ShardDigest"
 )
 
 // NodeClient is the client API for Node service.
@@ -1101,6 +1102,9 @@ type NodeClient interface {
 	ShardReceive(ctx context.Context, in *ShardReceiveRequest, opts ...grpc.CallOption) (*ShardApplyResponse, error)
 	// Read answers a read-only query from a shard this node leads.
 	ShardRead(ctx context.Context, in *ShardReadRequest, opts ...grpc.CallOption) (*ShardReadResponse, error)
+	// Digest hashes this node's replica of a shard (any replica, leader or
+	// not), for tests and operators comparing replicas at equal applied index.
+	ShardDigest(ctx context.Context, in *ShardDigestRequest, opts ...grpc.CallOption) (*ShardDigestResponse, error)
 }
 
 type nodeClient struct {
@@ -1141,6 +1145,16 @@ func (c *nodeClient) ShardRead(ctx context.Context, in *ShardReadRequest, opts .
 	return out, nil
 }
 
+func (c *nodeClient) ShardDigest(ctx context.Context, in *ShardDigestRequest, opts ...grpc.CallOption) (*ShardDigestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShardDigestResponse)
+	err := c.cc.Invoke(ctx, Node_ShardDigest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -1153,6 +1167,9 @@ type NodeServer interface {
 	ShardReceive(context.Context, *ShardReceiveRequest) (*ShardApplyResponse, error)
 	// Read answers a read-only query from a shard this node leads.
 	ShardRead(context.Context, *ShardReadRequest) (*ShardReadResponse, error)
+	// Digest hashes this node's replica of a shard (any replica, leader or
+	// not), for tests and operators comparing replicas at equal applied index.
+	ShardDigest(context.Context, *ShardDigestRequest) (*ShardDigestResponse, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -1171,6 +1188,9 @@ func (UnimplementedNodeServer) ShardReceive(context.Context, *ShardReceiveReques
 }
 func (UnimplementedNodeServer) ShardRead(context.Context, *ShardReadRequest) (*ShardReadResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ShardRead not implemented")
+}
+func (UnimplementedNodeServer) ShardDigest(context.Context, *ShardDigestRequest) (*ShardDigestResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ShardDigest not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -1247,6 +1267,24 @@ func _Node_ShardRead_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_ShardDigest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardDigestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).ShardDigest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_ShardDigest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).ShardDigest(ctx, req.(*ShardDigestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1265,6 +1303,10 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ShardRead",
 			Handler:    _Node_ShardRead_Handler,
+		},
+		{
+			MethodName: "ShardDigest",
+			Handler:    _Node_ShardDigest_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
