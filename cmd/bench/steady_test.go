@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -13,24 +11,7 @@ import (
 
 var nodeBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "raftq-bench-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	nodeBin, err = testcluster.Build(ctx, dir)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testcluster.Main(m, &nodeBin) }
 
 // TestSteadyAgainstCluster runs the headline workload, shrunk, against real
 // node processes: the ledger must find every acknowledged send delivered.
