@@ -12,6 +12,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,6 +25,8 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	switch {
+	case errors.Is(err, flag.ErrHelp):
+		// Usage was printed on request: not an error.
 	case errors.Is(err, errUsage):
 		os.Exit(2)
 	case errors.Is(err, errFailed):
