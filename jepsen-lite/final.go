@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"sync"
@@ -27,7 +28,9 @@ type finalInfo struct {
 	Missing   []string       `json:"missing_records,omitempty"`
 	Replicas  []replicaState `json:"replicas"`
 	Converged bool           `json:"replicas_converged"`
-	Gaps      []string       `json:"gaps"`
+	Gaps      []string       `json:"gaps,omitempty"`
+	// Diverged lists replicas whose FSM state differs at one applied index.
+	Diverged []string `json:"diverged,omitempty"`
 }
 
 type replicaState struct {
@@ -35,6 +38,9 @@ type replicaState struct {
 	Leader  string            `json:"leader"`
 	Applied map[string]uint64 `json:"applied"` // node -> applied index
 	Commit  map[string]uint64 `json:"commit"`
+	// Digests is each replica's FSM digest (Node.ShardDigest) as
+	// "<applied index>:<sha256 hex>".
+	Digests map[string]string `json:"digests,omitempty"`
 }
 
 // finalPhase heals every fault, waits past the lease, drains every queue
@@ -78,9 +84,36 @@ func finalPhase(ctx context.Context, cl *nodes.Cluster, nem *nemesis.Nemesis, en
 	fin.Records, fin.Missing = fetchRecords(ctx, env)
 	logf("fetched %d server records (%d unavailable)", fin.Records, len(fin.Missing))
 	fin.Replicas, fin.Converged = compareReplicas(ctx, cl)
-	fin.Gaps = append(fin.Gaps,
-		"no RPC exposes a per-replica FSM digest: replicas are compared by applied/commit index only (Cluster.Status), not by state")
+	if err := compareDigests(ctx, cl, fin); err != nil {
+		fin.Gaps = append(fin.Gaps, "FSM digests not compared: "+err.Error())
+	}
 	return fin, nil
+}
+
+// compareDigests asks every replica for its FSM digest. Replicas at the
+// same applied index must have the same digest; a difference fails the run.
+func compareDigests(ctx context.Context, cl *nodes.Cluster, fin *finalInfo) error {
+	for k := range fin.Replicas {
+		rs := &fin.Replicas[k]
+		rs.Digests = map[string]string{}
+		byIndex := map[uint64]string{}
+		for node := range rs.Applied {
+			i := cl.Index(node)
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			resp, err := raftqv1.NewNodeClient(cl.Conn(i)).ShardDigest(cctx, &raftqv1.ShardDigestRequest{ShardId: rs.Shard})
+			cancel()
+			if err != nil {
+				return fmt.Errorf("shard %d on %s: %w", rs.Shard, node, err)
+			}
+			d := hex.EncodeToString(resp.GetDigest())
+			rs.Digests[node] = fmt.Sprintf("%d:%s", resp.GetAppliedIndex(), d)
+			if prev, ok := byIndex[resp.GetAppliedIndex()]; ok && prev != d {
+				fin.Diverged = append(fin.Diverged, fmt.Sprintf("shard %d: replicas at applied index %d have different FSM digests: %v", rs.Shard, resp.GetAppliedIndex(), rs.Digests))
+			}
+			byIndex[resp.GetAppliedIndex()] = d
+		}
+	}
+	return nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

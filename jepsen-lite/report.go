@@ -29,7 +29,7 @@ type report struct {
 
 func newReport(o *options, dir string, ops []history.Op, faults map[string]int, rs []checker.Result, fin *finalInfo) *report {
 	r := &report{Seed: o.seed, Workloads: o.workloads, Nemesis: o.nemeses, Time: o.duration.String(), Nodes: o.nodes, Shards: o.shards,
-		Dir: dir, Ops: map[string]int{}, Faults: faults, Results: rs, Final: fin, Valid: checker.Valid(rs)}
+		Dir: dir, Ops: map[string]int{}, Faults: faults, Results: rs, Final: fin, Valid: checker.Valid(rs) && len(fin.Diverged) == 0}
 	for _, op := range ops {
 		if op.Process >= 0 && op.Type != history.Invoke {
 			r.Ops[op.F+":"+op.Type]++
@@ -73,7 +73,10 @@ func (r *report) text() string {
 	if f := r.Final; f != nil {
 		fmt.Fprintf(&b, "final:      drained=%d dead=%d records=%d missing-records=%d replicas-converged=%v\n", f.Drained, f.Dead, f.Records, len(f.Missing), f.Converged)
 		for _, rs := range f.Replicas {
-			fmt.Fprintf(&b, "            shard %d leader %s applied %s\n", rs.Shard, rs.Leader, sortedCountsU(rs.Applied))
+			fmt.Fprintf(&b, "            shard %d leader %s applied %s digests-equal=%v\n", rs.Shard, rs.Leader, sortedCountsU(rs.Applied), sameDigest(rs.Digests))
+		}
+		for _, d := range f.Diverged {
+			fmt.Fprintf(&b, "DIVERGED:   %s\n", d)
 		}
 		for _, g := range f.Gaps {
 			fmt.Fprintf(&b, "gap:        %s\n", g)
@@ -140,4 +143,17 @@ func checkOnly(o *options) int {
 		return 1
 	}
 	return 0
+}
+
+// sameDigest reports whether every replica gave the same index and digest.
+func sameDigest(ds map[string]string) bool {
+	first := ""
+	for _, d := range ds {
+		if first == "" {
+			first = d
+		} else if d != first {
+			return false
+		}
+	}
+	return first != ""
 }
