@@ -12,7 +12,6 @@ import (
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/jepsen-lite/history"
 	"github.com/raftq/raftq/jepsen-lite/nemesis"
-	"github.com/raftq/raftq/jepsen-lite/nodes"
 	"github.com/raftq/raftq/jepsen-lite/workload"
 )
 
@@ -46,7 +45,7 @@ type replicaState struct {
 // finalPhase heals every fault, waits past the lease, drains every queue
 // and DLQ through every node, fetches the server's record of every message
 // the history names, and compares replicas.
-func finalPhase(ctx context.Context, cl *nodes.Cluster, nem *nemesis.Nemesis, env *workload.Env, wls []*workload.Workload, vis time.Duration) (*finalInfo, error) {
+func finalPhase(ctx context.Context, cl cluster, nem *nemesis.Nemesis, env *workload.Env, wls []*workload.Workload, vis time.Duration) (*finalInfo, error) {
 	fin := &finalInfo{}
 	env.Rec.Add(history.Op{Type: history.Info, F: history.FPhase, Process: history.NemesisProcess, Fault: "heal"})
 	if err := nem.HealAll(ctx); err != nil {
@@ -92,7 +91,7 @@ func finalPhase(ctx context.Context, cl *nodes.Cluster, nem *nemesis.Nemesis, en
 
 // compareDigests asks every replica for its FSM digest. Replicas at the
 // same applied index must have the same digest; a difference fails the run.
-func compareDigests(ctx context.Context, cl *nodes.Cluster, fin *finalInfo) error {
+func compareDigests(ctx context.Context, cl cluster, fin *finalInfo) error {
 	for k := range fin.Replicas {
 		rs := &fin.Replicas[k]
 		rs.Digests = map[string]string{}
@@ -291,12 +290,13 @@ func trim(s, prefix string) string {
 
 // compareReplicas polls Cluster.Status on every node until, for every
 // shard, all replicas report the same applied index (bounded wait).
-func compareReplicas(ctx context.Context, cl *nodes.Cluster) ([]replicaState, bool) {
+func compareReplicas(ctx context.Context, cl cluster) ([]replicaState, bool) {
 	var states []replicaState
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		byShard := map[uint32]*replicaState{}
-		for i, n := range cl.Nodes {
+		for i := range cl.Size() {
+			id := cl.NodeID(i)
 			st, err := cl.Status(ctx, i)
 			if err != nil {
 				continue
@@ -308,8 +308,8 @@ func compareReplicas(ctx context.Context, cl *nodes.Cluster) ([]replicaState, bo
 					byShard[s.GetShardId()] = rs
 				}
 				if s.GetAppliedIndex() > 0 {
-					rs.Applied[n.ID] = s.GetAppliedIndex()
-					rs.Commit[n.ID] = s.GetCommitIndex()
+					rs.Applied[id] = s.GetAppliedIndex()
+					rs.Commit[id] = s.GetCommitIndex()
 				}
 			}
 		}
@@ -325,7 +325,7 @@ func compareReplicas(ctx context.Context, cl *nodes.Cluster) ([]replicaState, bo
 					converged = false
 				}
 			}
-			if len(rs.Applied) < min(3, len(cl.Nodes)) {
+			if len(rs.Applied) < min(3, cl.Size()) {
 				converged = false
 			}
 		}

@@ -45,56 +45,48 @@ func runAll(ctx context.Context, o *options) (ok bool, err error) {
 	if len(wls) == 0 {
 		return false, fmt.Errorf("no workload")
 	}
-	if err := netns.Require(); err != nil {
-		return false, err
-	}
 	cleanup := context.WithoutCancel(ctx)
-	if swept, err := netns.Sweep(cleanup); err != nil {
-		return false, err
-	} else if len(swept) > 0 {
-		logf("removed networks left by dead runs: %v", swept)
+	if o.backend == "local" {
+		if err := netns.Require(); err != nil {
+			return false, err
+		}
+		if swept, err := netns.Sweep(cleanup); err != nil {
+			return false, err
+		} else if len(swept) > 0 {
+			logf("removed networks left by dead runs: %v", swept)
+		}
 	}
 	dir := filepath.Join(o.runsDir, fmt.Sprintf("%s-%d", time.Now().Format("20060102-150405"), o.seed))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return false, fmt.Errorf("run dir: %w", err)
 	}
-	logf("jepsen-lite seed %d workloads %v nemesis %v time %v -> %s", o.seed, o.workloads, o.nemeses, o.duration, dir)
-	logf("replay: go run ./jepsen-lite --workload %s --nemesis %s --time %v --seed %d --nodes %d --shards %d",
-		join(o.workloads), join(o.nemeses), o.duration, o.seed, o.nodes, o.shards)
+	logf("jepsen-lite seed %d backend %s workloads %v nemesis %v time %v -> %s", o.seed, o.backend, o.workloads, o.nemeses, o.duration, dir)
+	logf("replay: go run ./jepsen-lite --backend %s --workload %s --nemesis %s --time %v --seed %d --nodes %d --shards %d",
+		o.backend, join(o.workloads), join(o.nemeses), o.duration, o.seed, o.nodes, o.shards)
 
-	bin := o.bin
-	if bin == "" {
-		if bin, err = testcluster.Build(ctx, dir); err != nil {
-			return false, err
-		}
+	var (
+		cl       cluster
+		nw       nemesis.Network
+		teardown func()
+	)
+	if o.backend == "compose" {
+		cl, nw, teardown, err = setupCompose(ctx, o, dir)
+	} else {
+		cl, nw, teardown, err = setupLocal(ctx, o, dir)
 	}
-	nw, err := netns.Create(ctx, o.nodes)
+	if teardown != nil {
+		defer teardown()
+	}
 	if err != nil {
 		return false, err
 	}
-	defer func() {
-		if derr := nw.Destroy(cleanup); derr != nil {
-			logf("cleanup network: %v", derr)
-		}
-	}()
-	logf("network %s: hub namespace %s, %s.0/24", nw.ID, nw.Hub, nw.Subnet)
-	cl, err := nodes.New(bin, dir, nw, o.shards)
-	if err != nil {
-		return false, err
-	}
-	defer cl.KillAll(cleanup)
-	for i := range cl.Nodes {
-		if err := cl.Start(i, 0); err != nil {
-			return false, err
-		}
-	}
-	hctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	hctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 	err = cl.WaitHealthy(hctx)
 	cancel()
 	if err != nil {
 		return false, fmt.Errorf("cluster did not come up: %w", err)
 	}
-	logf("cluster up: %d nodes, %d shards", len(cl.Nodes), o.shards)
+	logf("cluster up: %d nodes, %d shards", cl.Size(), o.shards)
 
 	rec, err := history.NewRecorder(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
@@ -102,9 +94,9 @@ func runAll(ctx context.Context, o *options) (ok bool, err error) {
 	}
 	defer rec.Close()
 	env := &workload.Env{Rec: rec, CallTimeout: 3 * time.Second}
-	for i, n := range cl.Nodes {
+	for i := range cl.Size() {
 		env.Conns = append(env.Conns, cl.Conn(i))
-		env.Addrs = append(env.Addrs, n.GRPC)
+		env.Addrs = append(env.Addrs, cl.Addr(i))
 	}
 	var vis time.Duration
 	for _, w := range wls {
@@ -157,6 +149,44 @@ func runAll(ctx context.Context, o *options) (ok bool, err error) {
 	}
 	fmt.Print(rep.text())
 	return rep.Valid, nil
+}
+
+// setupLocal builds the node binary, creates the namespaces and starts
+// the nodes. teardown (set even on error once something exists) kills the
+// nodes and deletes the network.
+func setupLocal(ctx context.Context, o *options, dir string) (cluster, nemesis.Network, func(), error) {
+	cleanup := context.WithoutCancel(ctx)
+	bin := o.bin
+	if bin == "" {
+		var err error
+		if bin, err = testcluster.Build(ctx, dir); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	nw, err := netns.Create(ctx, o.nodes)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	destroy := func() {
+		if derr := nw.Destroy(cleanup); derr != nil {
+			logf("cleanup network: %v", derr)
+		}
+	}
+	logf("network %s: hub namespace %s, %s.0/24", nw.ID, nw.Hub, nw.Subnet)
+	cl, err := nodes.New(bin, dir, nw, o.shards)
+	if err != nil {
+		return nil, nil, destroy, err
+	}
+	teardown := func() {
+		cl.KillAll(cleanup)
+		destroy()
+	}
+	for i := range cl.Nodes {
+		if err := cl.Start(i, 0); err != nil {
+			return nil, nil, teardown, err
+		}
+	}
+	return cl, nw, teardown, nil
 }
 
 func join(s []string) string {

@@ -15,17 +15,38 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/jepsen-lite/history"
-	"github.com/raftq/raftq/jepsen-lite/netns"
-	"github.com/raftq/raftq/jepsen-lite/nodes"
 )
 
 // Kinds lists the fault families a run may enable.
 var Kinds = []string{"partition", "kill", "pause", "clock", "restart"}
 
+// Network is what the nemesis needs of a backend's network: cut the
+// cluster into components (nodes by slot) and undo every cut.
+type Network interface {
+	Partition(ctx context.Context, components [][]int) error
+	Heal(ctx context.Context) error
+}
+
+// Cluster is what the nemesis needs of a backend's nodes (slots 0..Size-1).
+// Start with a non-zero offset may fail on backends without clock skew.
+type Cluster interface {
+	Size() int
+	NodeID(i int) string
+	Leaders(ctx context.Context) map[uint32]int
+	Running(i int) bool
+	Offset(i int) time.Duration
+	Start(i int, offset time.Duration) error
+	Kill(ctx context.Context, i int) error
+	Stop(ctx context.Context, i int) error
+	Pause(i int) error
+	Resume(i int) error
+	WaitServing(ctx context.Context, i int) error
+}
+
 // Nemesis schedules faults.
 type Nemesis struct {
-	Net     *netns.Net
-	Cluster *nodes.Cluster
+	Net     Network
+	Cluster Cluster
 	Rec     *history.Recorder
 	Kinds   []string
 	// Visibility is the workload's lease; pauses outlast it.
@@ -38,7 +59,7 @@ type Nemesis struct {
 }
 
 // New validates kinds and seeds the schedule.
-func New(nw *netns.Net, c *nodes.Cluster, rec *history.Recorder, kinds []string, vis time.Duration, seed uint64) (*Nemesis, error) {
+func New(nw Network, c Cluster, rec *history.Recorder, kinds []string, vis time.Duration, seed uint64) (*Nemesis, error) {
 	for _, k := range kinds {
 		ok := false
 		for _, known := range Kinds {
@@ -126,10 +147,10 @@ func (n *Nemesis) target(ctx context.Context) (int, string) {
 			return ls[s], fmt.Sprintf("leader of shard %d", s)
 		}
 	}
-	return n.rng.IntN(len(n.Cluster.Nodes)), "node"
+	return n.rng.IntN(n.Cluster.Size()), "node"
 }
 
-func (n *Nemesis) id(i int) string { return n.Cluster.Nodes[i].ID }
+func (n *Nemesis) id(i int) string { return n.Cluster.NodeID(i) }
 
 // start begins one fault and returns its description and its undo.
 func (n *Nemesis) start(ctx context.Context, kind string, hold *time.Duration) (string, func(context.Context) error, error) {
@@ -166,7 +187,7 @@ func (n *Nemesis) start(ctx context.Context, kind string, hold *time.Duration) (
 		return fmt.Sprintf("clock %s offset %v (%s)", n.id(i), off, why), func(ctx context.Context) error { return n.restart(ctx, i, 0, true) }, nil
 	case "restart":
 		*hold = 0
-		for i := range c.Nodes {
+		for i := range c.Size() {
 			if err := n.restart(ctx, i, c.Offset(i), false); err != nil {
 				return "", nil, err
 			}
@@ -200,7 +221,7 @@ func (n *Nemesis) restart(ctx context.Context, i int, off time.Duration, hard bo
 }
 
 func (n *Nemesis) partition(ctx context.Context) (string, func(context.Context) error, error) {
-	nw, nn := n.Net, len(n.Cluster.Nodes)
+	nw, nn := n.Net, n.Cluster.Size()
 	perm := n.rng.Perm(nn)
 	var comps [][]int
 	var desc string
@@ -265,7 +286,7 @@ func (n *Nemesis) HealAll(ctx context.Context) error {
 		return err
 	}
 	c := n.Cluster
-	for i := range c.Nodes {
+	for i := range c.Size() {
 		switch {
 		case !c.Running(i):
 			if err := c.Start(i, 0); err != nil {
