@@ -21,6 +21,15 @@ func TestFollowerProposeReturnsNotLeaderWithHint(t *testing.T) {
 	leader := c.leader()
 	mustQueue(t, leader.sh, "q", standard(time.Minute))
 	for _, f := range c.followers(leader) {
+		// A follower learns the leader from its first AppendEntries of the
+		// term; one that has not heard yet rightly answers "unknown".
+		deadline := time.Now().Add(5 * time.Second)
+		for id, _ := f.sh.Leader(); string(id) != leader.id; id, _ = f.sh.Leader() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never learned the leader", f.id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		_, err := f.sh.Propose(context.Background(), enqueueCmd("q", &fsmpb.NewMessage{Body: []byte("x")}))
 		var nl *NotLeaderError
 		if !errors.As(err, &nl) || !errors.Is(err, ErrNotLeader) {
