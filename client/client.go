@@ -97,7 +97,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	// A node that died without closing its sockets (a killed host or
 	// container, a partition) would hold a call for gRPC's default 20 s
 	// connect timeout; fail the attempt sooner so the retry moves on.
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(c.cfg.creds), grpc.WithConnectParams(fastConnect)}, c.cfg.dialOpts...)
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(c.cfg.creds), grpc.WithConnectParams(fastConnect())}, c.cfg.dialOpts...)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("raftq: connect %s: %w", addr, err)

@@ -98,7 +98,9 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 }
 
 // fastConnect bounds one connection attempt; see Client.conn.
-var fastConnect = grpc.ConnectParams{
-	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
-	MinConnectTimeout: 2 * time.Second,
+func fastConnect() grpc.ConnectParams {
+	return grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+		MinConnectTimeout: 2 * time.Second,
+	}
 }
