@@ -35,6 +35,8 @@ type Client struct {
 	smap atomic.Pointer[shardMap]
 	rr   atomic.Uint64
 
+	streams sync.Map // coalesceKey -> *sendStream
+
 	refreshMu   sync.Mutex
 	lastRefresh time.Time // guarded by refreshMu
 }

@@ -257,17 +257,18 @@ func TestRoutingToShardLeaders(t *testing.T) {
 	}
 	ctx := testCtx(t)
 	createOn(t, "q", a, b)
-	before := len(a.Calls("Send"))
+	// Sends are coalesced (WithSendCoalescing), so each leaves as SendBatch.
+	before := len(a.Calls("SendBatch"))
 	for range 4 {
 		r := mustSend(t, c, "q", "x", Group(groupOn("q", 1)))
 		if id, _ := wire.ParseMessageID(r.ID); id.Shard != 1 {
 			t.Fatalf("grouped send for shard 1 answered by shard %d", id.Shard)
 		}
 	}
-	if got := len(a.Calls("Send")) - before; got != 0 {
+	if got := len(a.Calls("SendBatch")) - before; got != 0 {
 		t.Fatalf("node A got %d sends meant for shard 1's leader", got)
 	}
-	if n := len(b.Calls("Send")); n != 4 {
+	if n := len(b.Calls("SendBatch")); n != 4 {
 		t.Fatalf("node B got %d sends, want 4", n)
 	}
 	// A receipt of shard 1 is acked at B even though the client dialled A.
@@ -315,7 +316,7 @@ func TestLeaderHintRedirects(t *testing.T) {
 	a.SetShardMap(0, a.Addr, a.Addr)
 	c := mustDial(t, []string{a.Addr}, fastRetry(5))
 	createOn(t, "q", a, b)
-	a.Refuse("Send", 1, "nodeB="+b.Addr)
+	a.Refuse("SendBatch", 1, "nodeB="+b.Addr)
 	r := mustSend(t, c, "q", "x", Group(groupOn("q", 1)))
 	if id, _ := wire.ParseMessageID(r.ID); id.Shard != 1 {
 		t.Fatalf("send after hint landed on shard %d", id.Shard)
@@ -325,7 +326,7 @@ func TestLeaderHintRedirects(t *testing.T) {
 	}
 	// The learned leader is used directly next time.
 	mustSend(t, c, "q", "y", Group(groupOn("q", 1)))
-	if n := len(a.Calls("Send")); n != 1 {
+	if n := len(a.Calls("SendBatch")); n != 1 {
 		t.Fatalf("node A saw %d sends, want only the one it redirected", n)
 	}
 }
@@ -354,23 +355,41 @@ func TestRetryRules(t *testing.T) {
 		{"exists never retried", codes.AlreadyExists, false, 1, nil, nil, ErrExists, 1},
 		{"exhausted never retried", codes.ResourceExhausted, false, 1, nil, nil, ErrExhausted, 1},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			s := clienttest.NewServer(t)
-			cl := mustDial(t, []string{s.Addr}, append([]Option{fastRetry(4)}, c.opts...)...)
-			mustCreate(t, cl, "q", QueueOptions{})
-			if c.refuse {
-				s.Refuse("Send", c.fails, "")
-			} else {
-				s.Fail("Send", c.fails, c.code)
-			}
-			_, err := cl.Send(testCtx(t), "q", []byte("x"), c.sendOpts...)
-			if (c.wantErr == nil) != (err == nil) || (c.wantErr != nil && !errors.Is(err, c.wantErr)) {
-				t.Fatalf("Send = %v, want %v", err, c.wantErr)
-			}
-			if n := len(s.Calls("Send")); n != c.wantCalls {
-				t.Fatalf("server saw %d sends, want %d", n, c.wantCalls)
-			}
-		})
+		// The same rules hold whether a Send leaves alone or coalesced
+		// into a SendBatch call.
+		for _, mode := range []struct {
+			name, rpc string
+			opts      []Option
+		}{
+			{"coalesced", "SendBatch", nil},
+			{"single", "Send", []Option{WithSendCoalescing(0)}},
+		} {
+			t.Run(c.name+"/"+mode.name, func(t *testing.T) {
+				s := clienttest.NewServer(t)
+				opts := append(append([]Option{fastRetry(4)}, c.opts...), mode.opts...)
+				cl := mustDial(t, []string{s.Addr}, opts...)
+				mustCreate(t, cl, "q", QueueOptions{})
+				rpc := mode.rpc
+				if keyless := c.opts != nil && len(c.sendOpts) == 0; keyless {
+					// With AutoDedup off and no key or group the client
+					// cannot place the message on a shard: it is never
+					// coalesced.
+					rpc = "Send"
+				}
+				if c.refuse {
+					s.Refuse(rpc, c.fails, "")
+				} else {
+					s.Fail(rpc, c.fails, c.code)
+				}
+				_, err := cl.Send(testCtx(t), "q", []byte("x"), c.sendOpts...)
+				if (c.wantErr == nil) != (err == nil) || (c.wantErr != nil && !errors.Is(err, c.wantErr)) {
+					t.Fatalf("Send = %v, want %v", err, c.wantErr)
+				}
+				if n := len(s.Calls(rpc)); n != c.wantCalls {
+					t.Fatalf("server saw %d %s calls, want %d", n, rpc, c.wantCalls)
+				}
+			})
+		}
 	}
 }
 
@@ -378,7 +397,7 @@ func TestRetryStopsAtDeadline(t *testing.T) {
 	s := clienttest.NewServer(t)
 	c := mustDial(t, []string{s.Addr}, WithRetry(RetryPolicy{MaxAttempts: 100, BaseDelay: 500 * time.Millisecond, MaxDelay: 2 * time.Second}))
 	mustCreate(t, c, "q", QueueOptions{})
-	s.Fail("Send", 100, codes.Unavailable)
+	s.Fail("SendBatch", 100, codes.Unavailable)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -441,8 +460,8 @@ func TestKeyedSendsGoToTheKeysShard(t *testing.T) {
 			t.Fatalf("send with key %q landed on shard %d, the key places it on %d", info.DedupKey, id.Shard, want)
 		}
 	}
-	if len(a.Calls("Send")) == 0 || len(b.Calls("Send")) == 0 {
-		t.Fatalf("20 auto-keyed sends did not spread: A %d, B %d", len(a.Calls("Send")), len(b.Calls("Send")))
+	if len(a.Calls("SendBatch")) == 0 || len(b.Calls("SendBatch")) == 0 {
+		t.Fatalf("20 auto-keyed sends did not spread: A %d, B %d", len(a.Calls("SendBatch")), len(b.Calls("SendBatch")))
 	}
 }
 

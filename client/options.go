@@ -20,6 +20,7 @@ type config struct {
 	retry       RetryPolicy
 	logger      *slog.Logger
 	autoDedup   bool
+	coalesceMax int // messages per coalesced send call; <= 1: off
 	dialOpts    []grpc.DialOption
 }
 
@@ -30,6 +31,7 @@ func defaultConfig() config {
 		retry:       DefaultRetryPolicy(),
 		logger:      slog.New(slog.DiscardHandler),
 		autoDedup:   true,
+		coalesceMax: defaultCoalesceMax,
 	}
 }
 
@@ -85,6 +87,23 @@ func WithLogger(l *slog.Logger) Option {
 func WithAutoDedup(on bool) Option {
 	return func(c *config) error {
 		c.autoDedup = on
+		return nil
+	}
+}
+
+// WithSendCoalescing sets how many concurrent Send calls bound for one shard
+// may leave together as one SendBatch call (default 256; 0 or 1 turns
+// coalescing off, so every Send is its own call). Coalescing adds no delay
+// to a lone Send; it only groups sends that would otherwise wait for each
+// other, and each Send still returns its own result after its message is
+// committed. Sends whose shard the client cannot tell (no group and no
+// dedup key, with AutoDedup off) are never coalesced.
+func WithSendCoalescing(maxMessages int) Option {
+	return func(c *config) error {
+		if maxMessages < 0 {
+			return fmt.Errorf("WithSendCoalescing(%d): %w", maxMessages, errCoalesceOff)
+		}
+		c.coalesceMax = min(maxMessages, maxCoalesceMax)
 		return nil
 	}
 }

@@ -137,8 +137,16 @@ func (c *Client) Send(ctx context.Context, queue string, body []byte, opts ...Se
 	if err != nil {
 		return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
 	}
-	var resp *raftqv1.SendResponse
 	spec := callSpec{shard: c.shardOf(queue, o.Group, o.DedupKey), safe: o.DedupKey != ""}
+	if spec.shard != anyShard && c.cfg.coalesceMax > 1 {
+		req.Queue = "" // the batch names it
+		res, err := c.sendCoalesced(ctx, coalesceKey{queue: queue, shard: spec.shard, safe: spec.safe}, req)
+		if err != nil {
+			return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
+		}
+		return res, nil
+	}
+	var resp *raftqv1.SendResponse
 	err = c.invoke(ctx, spec, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewMessagesClient(cc).Send(ctx, req, co...)
 		return err

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -27,6 +28,9 @@ type shardSet struct {
 	local  map[uint32]*shard.Shard
 	hints  map[uint32]string
 	placed meta.ShardMap
+	// count caches placed.Count: the map is placed once and never changes,
+	// and every request asks for it.
+	count atomic.Uint32
 }
 
 func newShardSet(n *Node) *shardSet {
@@ -46,6 +50,7 @@ func (ss *shardSet) manageLoop(ctx context.Context) {
 			ss.mu.Lock()
 			ss.placed = m
 			ss.mu.Unlock()
+			ss.count.Store(m.Count)
 			if ss.openAssigned(ctx, m) {
 				ss.n.markReady()
 				ss.n.logger.Info("node ready", "local_shards", m.ShardsOf(ss.n.cfg.NodeID))
@@ -169,13 +174,23 @@ func (ss *shardSet) shutdownAll(ctx context.Context) error {
 }
 
 // ShardCount is the number of data shards (0 until the map is known).
-func (n *Node) ShardCount() uint32 { return n.meta.ShardMap().Count }
+func (n *Node) ShardCount() uint32 {
+	if c := n.shards.count.Load(); c > 0 {
+		return c
+	}
+	return n.meta.ShardMap().Count
+}
 
 // ShardMap is the placed shard map from the local meta replica.
 func (n *Node) ShardMap() meta.ShardMap { return n.meta.ShardMap() }
 
 // ShardReplicas lists a shard's replica node ids, preferred leader first.
 func (n *Node) ShardReplicas(id uint32) []string {
+	if n.shards.count.Load() > 0 {
+		n.shards.mu.RLock()
+		defer n.shards.mu.RUnlock()
+		return slices.Clone(n.shards.placed.Replicas[id])
+	}
 	return slices.Clone(n.meta.ShardMap().Replicas[id])
 }
 

@@ -39,11 +39,11 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage) *fsmpb.EnqueueItemRes
 		avail += nm.GetDelayMs()
 	}
 	if k := nm.GetDedupKey(); k != "" {
-		if e, ok := s.dedup.Get(&dedupEntry{queue: q.name, key: k}); ok {
+		if e, ok := q.dedup[k]; ok {
 			if e.expireMs > s.clock {
 				return &fsmpb.EnqueueItemResult{Status: okStatus(), MessageId: e.id, Deduplicated: true}
 			}
-			s.dropDedup(q.name, k)
+			s.dropDedup(q, k)
 		}
 	}
 	m := &msg{
@@ -73,9 +73,7 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage) *fsmpb.EnqueueItemRes
 	s.insert(m)
 	s.counters.Enqueued++
 	if m.dedupKey != "" {
-		e := &dedupEntry{queue: q.name, key: m.dedupKey, id: m.id, expireMs: s.clock + q.policy.GetDedupWindowMs()}
-		s.dedup.ReplaceOrInsert(e)
-		s.dedupExpiry.ReplaceOrInsert(dedupExpiry{e.expireMs, e.queue, e.key})
+		s.addDedup(q, m.dedupKey, m.id, s.clock+q.policy.GetDedupWindowMs())
 	}
 	return &fsmpb.EnqueueItemResult{Status: okStatus(), MessageId: m.id}
 }

@@ -69,16 +69,10 @@ func (s *state) deleteQueue(c *fsmpb.DeleteQueue) *fsmpb.Result {
 		}
 		s.remove(m)
 	}
-	var keys []string
-	s.dedup.AscendGreaterOrEqual(&dedupEntry{queue: q.name}, func(e *dedupEntry) bool {
-		if e.queue != q.name {
-			return false
-		}
-		keys = append(keys, e.key)
-		return true
-	})
-	for _, k := range keys {
-		s.dropDedup(q.name, k)
+	// Map order does not matter here: every key of the queue goes.
+	for k, e := range q.dedup {
+		s.dedupExpiry.Delete(dedupExpiry{t: e.expireMs, id: e.id})
+		delete(q.dedup, k)
 	}
 	delete(s.queues, q.name)
 	return countResult(n)

@@ -40,7 +40,7 @@ func (s *state) processDue() uint64 {
 		if !ok || it.t > s.clock {
 			break
 		}
-		s.dropDedup(it.queue, it.key)
+		s.dropDedup(s.queues[it.queue], it.key)
 	}
 	return n
 }
@@ -73,9 +73,14 @@ func (s *state) nextDue() (int64, bool) {
 	return best, found
 }
 
-func (s *state) dropDedup(queue, key string) {
-	e, ok := s.dedup.Delete(&dedupEntry{queue: queue, key: key})
-	if ok {
-		s.dedupExpiry.Delete(dedupExpiry{e.expireMs, queue, key})
+func (s *state) addDedup(q *queue, key string, id uint64, expireMs int64) {
+	q.dedup[key] = dedupRef{id: id, expireMs: expireMs}
+	s.dedupExpiry.ReplaceOrInsert(dedupExpiry{t: expireMs, id: id, queue: q.name, key: key})
+}
+
+func (s *state) dropDedup(q *queue, key string) {
+	if e, ok := q.dedup[key]; ok {
+		delete(q.dedup, key)
+		s.dedupExpiry.Delete(dedupExpiry{t: e.expireMs, id: e.id})
 	}
 }

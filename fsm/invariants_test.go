@@ -170,15 +170,23 @@ func checkInvariants(f *FSM) error {
 	if c.Enqueued < gone || c.Enqueued-gone != live {
 		return fmt.Errorf("counters %v: enqueued - gone = %d - %d, live messages %d", c, c.Enqueued, gone, live)
 	}
-	if s.dedup.Len() != s.dedupExpiry.Len() {
-		return fmt.Errorf("dedup %d entries, %d expiries", s.dedup.Len(), s.dedupExpiry.Len())
+	keys := 0
+	for _, q := range s.queues {
+		keys += len(q.dedup)
 	}
-	s.dedup.Ascend(func(e *dedupEntry) bool {
-		if e.expireMs <= s.clock {
-			return fail("dedup %q/%q expired %d <= %d", e.queue, e.key, e.expireMs, s.clock)
+	if keys != s.dedupExpiry.Len() {
+		return fmt.Errorf("dedup %d keys, %d expiries", keys, s.dedupExpiry.Len())
+	}
+	s.dedupExpiry.Ascend(func(e dedupExpiry) bool {
+		if e.t <= s.clock {
+			return fail("dedup %q/%q expired %d <= %d", e.queue, e.key, e.t, s.clock)
 		}
-		if _, ok := s.queues[e.queue]; !ok {
+		q, ok := s.queues[e.queue]
+		if !ok {
 			return fail("dedup %q/%q of a deleted queue", e.queue, e.key)
+		}
+		if ref, ok := q.dedup[e.key]; !ok || ref.id != e.id || ref.expireMs != e.t {
+			return fail("dedup %q/%q: index %+v, expiry (%d, %d)", e.queue, e.key, ref, e.t, e.id)
 		}
 		return true
 	})

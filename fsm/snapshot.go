@@ -19,7 +19,9 @@ import (
 //	"raftqfsm" | record* ; record = [type byte][uvarint len][proto bytes]
 //
 // in this order: one header, queues by name, messages by id, dedup keys by
-// (queue, key), one trailer with the counts.
+// (expiry, message id), one trailer with the counts. Restore accepts dedup
+// records in any order (snapshots before this change wrote them by queue
+// and key).
 const (
 	snapshotMagic   = "raftqfsm"
 	snapshotVersion = 1
@@ -43,7 +45,7 @@ type view struct {
 	header *fsmpb.SnapshotHeader
 	queues []*fsmpb.SnapshotQueue // by name
 	msgs   *btree.BTreeG[*msg]
-	dedup  *btree.BTreeG[*dedupEntry]
+	dedup  *btree.BTreeG[dedupExpiry]
 }
 
 func (s *state) view(clone bool) *view {
@@ -59,7 +61,7 @@ func (s *state) view(clone bool) *view {
 			Counters:     proto.Clone(s.counters).(*fsmpb.Counters),
 		},
 		msgs:  s.byID,
-		dedup: s.dedup,
+		dedup: s.dedupExpiry,
 	}
 	names := make(map[string]struct{}, len(s.queues))
 	for n := range s.queues {
@@ -71,7 +73,7 @@ func (s *state) view(clone bool) *view {
 	}
 	if clone {
 		v.msgs = s.byID.Clone()
-		v.dedup = s.dedup.Clone()
+		v.dedup = s.dedupExpiry.Clone()
 		s.gen++
 	}
 	return v
@@ -146,8 +148,8 @@ func (v *view) write(w io.Writer) error {
 		tr.Messages++
 		return r.err == nil
 	})
-	v.dedup.Ascend(func(e *dedupEntry) bool {
-		r.record(recDedup, &fsmpb.DedupRecord{Queue: e.queue, Key: e.key, MessageId: e.id, ExpireMs: e.expireMs})
+	v.dedup.Ascend(func(e dedupExpiry) bool {
+		r.record(recDedup, &fsmpb.DedupRecord{Queue: e.queue, Key: e.key, MessageId: e.id, ExpireMs: e.t})
 		tr.Dedup++
 		return r.err == nil
 	})
@@ -269,12 +271,14 @@ func readSnapshot(r io.Reader) (*state, error) {
 			if err := proto.Unmarshal(buf, d); err != nil {
 				return nil, fmt.Errorf("dedup record: %w", err)
 			}
-			if _, ok := s.queues[d.GetQueue()]; !ok {
+			q, ok := s.queues[d.GetQueue()]
+			if !ok {
 				return nil, fmt.Errorf("dedup key of unknown queue %q", d.GetQueue())
 			}
-			e := &dedupEntry{queue: d.GetQueue(), key: d.GetKey(), id: d.GetMessageId(), expireMs: d.GetExpireMs()}
-			s.dedup.ReplaceOrInsert(e)
-			s.dedupExpiry.ReplaceOrInsert(dedupExpiry{e.expireMs, e.queue, e.key})
+			if _, dup := q.dedup[d.GetKey()]; dup {
+				return nil, fmt.Errorf("dedup key %q of queue %q twice", d.GetKey(), d.GetQueue())
+			}
+			s.addDedup(q, d.GetKey(), d.GetMessageId(), d.GetExpireMs())
 			seen.Dedup++
 		case recTrailer:
 			if err := proto.Unmarshal(buf, &tr); err != nil {

@@ -109,21 +109,22 @@ func lessGroup(a, b groupItem) bool {
 	return a.id < b.id
 }
 
-type dedupEntry struct {
-	queue, key string
-	id         uint64
-	expireMs   int64
+// dedupRef is what a queue's dedup index keeps per key: the message the key
+// was first enqueued as, and when the key expires.
+type dedupRef struct {
+	id       uint64
+	expireMs int64
 }
 
-func lessDedup(a, b *dedupEntry) bool {
-	if a.queue != b.queue {
-		return a.queue < b.queue
-	}
-	return a.key < b.key
-}
-
+// dedupExpiry is one live dedup key, ordered by (expiry, message id): a
+// message has at most one key, so the pair is unique, and it is the same
+// on every replica. This tree is the source of truth for snapshots; the
+// per-queue maps are the look-up index (a hash look-up per enqueue instead
+// of a string-keyed tree walk, which profiling showed as the largest FSM
+// cost).
 type dedupExpiry struct {
 	t          int64
+	id         uint64
 	queue, key string
 }
 
@@ -131,10 +132,7 @@ func lessDedupExpiry(a, b dedupExpiry) bool {
 	if a.t != b.t {
 		return a.t < b.t
 	}
-	if a.queue != b.queue {
-		return a.queue < b.queue
-	}
-	return a.key < b.key
+	return a.id < b.id
 }
 
 func lessMsg(a, b *msg) bool { return a.id < b.id }
@@ -155,6 +153,9 @@ type queue struct {
 	groups    *btree.BTreeG[groupItem]
 	groupSize map[string]uint32
 	dead      *btree.BTreeG[timeItem] // (died ms, id)
+	// dedup maps live dedup keys to their message; only looked up by key,
+	// never iterated where order could matter.
+	dedup map[string]dedupRef
 
 	nReady, nDelayed, nLeased, nDead, nAcked uint64
 	dropped                                  uint64
@@ -169,6 +170,7 @@ func newQueue(name string, p *fsmpb.QueuePolicy) *queue {
 		groups:    btree.NewG(btreeDegree, lessGroup),
 		groupSize: map[string]uint32{},
 		dead:      btree.NewG(btreeDegree, lessTime),
+		dedup:     map[string]dedupRef{},
 	}
 }
 
@@ -196,8 +198,7 @@ type state struct {
 	retention *btree.BTreeG[timeItem] // ready and delayed: (expire ms, id)
 	completed *btree.BTreeG[timeItem] // acked records: (expire ms, id)
 
-	dedup       *btree.BTreeG[*dedupEntry]
-	dedupExpiry *btree.BTreeG[dedupExpiry]
+	dedupExpiry *btree.BTreeG[dedupExpiry] // every queue's live dedup keys
 
 	// gen is bumped by every Snapshot; records with an older gen are shared
 	// with a snapshot and must be copied before they change.
@@ -215,7 +216,6 @@ func newState() *state {
 		leases:      btree.NewG(btreeDegree, lessTime),
 		retention:   btree.NewG(btreeDegree, lessTime),
 		completed:   btree.NewG(btreeDegree, lessTime),
-		dedup:       btree.NewG(btreeDegree, lessDedup),
 		dedupExpiry: btree.NewG(btreeDegree, lessDedupExpiry),
 	}
 }

@@ -104,15 +104,23 @@ func (r *Router) ShardForSend(queue, group, dedupKey string) uint32 {
 }
 
 // rotation returns shard ids starting at a rotating offset, so concurrent
-// receivers spread over shards instead of all draining shard 0 first.
+// receivers spread over shards instead of all draining shard 0 first. The
+// shards this node leads come first: leasing from them costs no forwarding
+// hop, and clients spread receives over nodes, so every leader is drained.
 func (r *Router) rotation() []uint32 {
 	n := r.topo.ShardCount()
 	start := r.next.Add(1)
-	ids := make([]uint32, n)
-	for i := range ids {
-		ids[i] = (start + uint32(i)) % n
+	ids := make([]uint32, 0, n)
+	var remote []uint32
+	for i := range n {
+		id := (start + i) % n
+		if sh := r.topo.LocalShard(id); sh != nil && sh.IsLeader() {
+			ids = append(ids, id)
+		} else {
+			remote = append(remote, id)
+		}
 	}
-	return ids
+	return append(ids, remote...)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -26,7 +26,7 @@ for i in 1 2 3; do
 		--grpc-bind "127.0.0.1:710$i" --raft-bind "127.0.0.1:720$i" \
 		--gossip-bind "127.0.0.1:730$i" --http-bind "127.0.0.1:740$i" \
 		--join "127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303" \
-		--bootstrap-expect 3 > >(sed -u "s/^/[n$i] /") 2>&1 &
+		--bootstrap-expect 3 ${RAFTQ_NODE_ARGS:-} > >(sed -u "s/^/[n$i] /") 2>&1 &
 	pids+=($!)
 done
 echo "raftq: 3 nodes starting; clients use 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103 (Ctrl-C stops)" >&2

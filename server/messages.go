@@ -33,7 +33,7 @@ type messages struct {
 // newMessage validates one send and converts it to the FSM's form. The FSM
 // repeats the checks deterministically; checking here answers bad input
 // without a raft write.
-func (s *Server) newMessage(queue string, req *raftqv1.SendRequest) (*fsmpb.NewMessage, error) {
+func (s *Server) newMessage(policy *fsmpb.QueuePolicy, req *raftqv1.SendRequest) (*fsmpb.NewMessage, error) {
 	if req.GetDelayMs() < 0 || req.GetRunAtMs() < 0 {
 		return nil, invalid("delay_ms and run_at_ms must not be negative")
 	}
@@ -46,12 +46,23 @@ func (s *Server) newMessage(queue string, req *raftqv1.SendRequest) (*fsmpb.NewM
 		GroupId: req.GetGroupId(), DedupKey: req.GetDedupKey(), Priority: req.GetPriority(),
 		DelayMs: delay, RunAtMs: req.GetRunAtMs(),
 	}
-	if info, ok := s.node.Meta().Queue(queue); ok {
-		if err := fsm.ValidateMessage(nm, fsm.NormalizePolicy(info.GetPolicy())); err != nil {
+	if policy != nil {
+		if err := fsm.ValidateMessage(nm, policy); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
 	return nm, nil
+}
+
+// sendPolicy is the normalized policy of queue from the local meta replica
+// for validating sends, looked up once per call; nil when this node does not
+// know the queue yet (the shard's FSM then decides).
+func (s *Server) sendPolicy(queue string) *fsmpb.QueuePolicy {
+	info, ok := s.node.Meta().Queue(queue)
+	if !ok {
+		return nil
+	}
+	return fsm.NormalizePolicy(info.GetPolicy())
 }
 
 func enqueueCmd(queue string, msgs []*fsmpb.NewMessage) *fsmpb.Command {
@@ -62,7 +73,7 @@ func (m *messages) Send(ctx context.Context, req *raftqv1.SendRequest) (*raftqv1
 	if err := validateQueue(req.GetQueue(), nil); err != nil {
 		return nil, err
 	}
-	nm, err := m.newMessage(req.GetQueue(), req)
+	nm, err := m.newMessage(m.sendPolicy(req.GetQueue()), req)
 	if err != nil {
 		return nil, err
 	}
@@ -107,8 +118,9 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 	}
 	parts := map[uint32]*part{}
 	free := m.router.ShardForSend(req.GetQueue(), "", "") // one shard for all balanced messages of this batch
+	policy := m.sendPolicy(req.GetQueue())
 	for i, sr := range req.GetMessages() {
-		nm, err := m.newMessage(req.GetQueue(), sr)
+		nm, err := m.newMessage(policy, sr)
 		if err != nil {
 			st, _ := status.FromError(err)
 			results[i] = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message()}

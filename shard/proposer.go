@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -13,16 +14,33 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Group-commit limits. One entry holds at most maxEntryCommands commands or
-// about maxEntryBytes of encoded commands (a single larger command travels
-// alone). maxInFlight entries may be inside raft at once: while raft fsyncs
-// one batch, the next ones fill, and raft's leader loop writes all queued
-// entries with one StoreLogs (one fsync) — BatchApplyCh + MaxAppendEntries.
+// Group-commit limits. The proposer works in rounds: it takes what callers
+// have queued (up to maxRoundBytes) and hands it to raft as a burst of small
+// entries (each at most maxEntryCommands commands and about maxEntryBytes),
+// which raft's leader loop stores with one StoreLogs call — one bolt
+// transaction and one fsync — and replicates in one AppendEntries per
+// follower (BatchApplyCh, MaxAppendEntries).
+//
+// Small entries matter because of how bolt stores the log: values live
+// inline in leaf pages, so every commit rewrites the last leaf and with it
+// a few earlier entries. With one large entry per commit that rewrite is 5
+// to 8 times the new data (docs/benchmarks.md, "Write amplification");
+// with many small entries per commit it is about 1.2 times.
+//
+// At most maxInFlightRounds rounds and maxInFlightBytes are inside raft at
+// once (always at least one round): while raft stores and replicates them,
+// new requests pile up and the next round is larger. A backlog of sends waits in front of the proposer, where
+// consumer commands pass it (see runProposer's lanes), not inside raft,
+// where nothing can.
 const (
 	maxEntryCommands = 1024
-	maxEntryBytes    = 1 << 20
-	maxInFlight      = 16
-	proposeQueue     = 4096
+	maxEntryBytes    = 16 << 10
+	maxRoundBytes    = 1 << 20
+	maxInFlightBytes = 4 << 20
+	// Enough rounds to keep raft's pipeline busy (one being stored by the
+	// leader, one being replicated, one being applied, one filling).
+	maxInFlightRounds = 2
+	proposeQueue      = 4096
 )
 
 // Request hand-off states: a request is either cancelled by its caller or
@@ -44,6 +62,9 @@ type proposal struct {
 	holdClock bool
 	state     atomic.Int32
 	done      chan outcome // buffered 1
+	// split is set when a large enqueue travels as consecutive parts in
+	// consecutive entries; only the completer touches it.
+	split *splitState
 }
 
 type outcome struct {
@@ -51,9 +72,19 @@ type outcome struct {
 	err error
 }
 
+// part is one command inside an entry: a whole proposal, or part i of a
+// split one.
+type part struct {
+	p   *proposal
+	cmd *fsmpb.Command
+	i   int
+}
+
 // batch is one log entry in flight and the callers waiting on it.
 type batch struct {
-	reqs   []*proposal
+	parts  []part
+	bytes  int
+	last   bool // last entry of its round
 	future raft.ApplyFuture
 }
 
@@ -85,8 +116,12 @@ func (s *Shard) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result,
 func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, error) {
 	p.size = proto.Size(p.cmd)
 	p.done = make(chan outcome, 1)
+	lane := s.fastCh
+	if _, bulk := p.cmd.GetCmd().(*fsmpb.Command_Enqueue); bulk && !p.holdClock {
+		lane = s.propCh
+	}
 	select {
-	case s.propCh <- p:
+	case lane <- p:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-s.closing:
@@ -111,81 +146,203 @@ func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, err
 	}
 }
 
-// runProposer packs queued proposals into entries. It takes an in-flight
-// slot before collecting, so while raft is busy requests pile up and the
-// next entry is larger: batching grows exactly when it pays.
+// runProposer packs queued proposals into rounds of entries. It waits for
+// room in the in-flight window before collecting, so while raft is busy
+// requests pile up and the next round is larger: batching grows exactly
+// when it pays.
+//
+// Two lanes feed it: sends (bulk) and everything else (fast: receives,
+// acks, nacks, extends, ticks, leader duties). A round takes the fast lane
+// first, so consumers and leases are never queued behind a backlog of
+// sends: under overload producers wait, while the messages already
+// accepted keep flowing out. Fast commands are small and bounded by what
+// is leasable, so they cannot starve sends.
 func (s *Shard) runProposer() {
 	defer s.wg.Done()
 	defer close(s.proposerDone)
-	sem := make(chan struct{}, maxInFlight)
-	inflight := make(chan *batch, maxInFlight)
+	win := newWindow()
+	inflight := make(chan *batch, 4*maxInFlightBytes/maxEntryBytes)
 	s.wg.Add(1)
-	go s.runCompleter(inflight, sem)
+	go s.runCompleter(inflight, win)
 	defer close(inflight)
 
 	var carry *proposal
 	for {
-		select {
-		case sem <- struct{}{}:
-		case <-s.closing:
+		if !win.acquire(s.closing) {
 			s.failQueued(carry)
 			return
 		}
 		first := carry
 		carry = nil
 		if first == nil {
-			select {
-			case first = <-s.propCh:
-			case <-s.closing:
-				<-sem
+			if first = s.next(); first == nil {
 				s.failQueued(nil)
 				return
 			}
 		}
-		b := &batch{reqs: make([]*proposal, 0, 16)}
-		bytes := 0
-		take := func(p *proposal) {
-			if p.state.CompareAndSwap(reqQueued, reqHanded) {
-				b.reqs = append(b.reqs, p)
-				bytes += p.size
-			}
-		}
-		take(first)
-	drain:
-		for len(b.reqs) < maxEntryCommands && !first.holdClock {
+		r := &round{}
+		r.take(first)
+		for r.bytes < maxRoundBytes && !first.holdClock {
+			var p *proposal
 			select {
-			case p := <-s.propCh:
-				if p.holdClock || (len(b.reqs) > 0 && bytes+p.size > maxEntryBytes) {
-					carry = p
-					break drain
-				}
-				take(p)
+			case p = <-s.fastCh:
 			default:
-				break drain
+				select {
+				case p = <-s.propCh:
+				default:
+				}
 			}
+			if p == nil {
+				break
+			}
+			if p.holdClock {
+				carry = p
+				break
+			}
+			r.take(p)
 		}
-		if len(b.reqs) == 0 { // all cancelled
-			<-sem
+		r.close()
+		if len(r.entries) == 0 { // all cancelled
+			win.release(0, true)
 			continue
 		}
-		s.apply(b)
-		inflight <- b
+		win.add(r.bytes)
+		r.entries[len(r.entries)-1].last = true
+		hold := first.holdClock
+		for _, b := range r.entries {
+			s.apply(b, hold)
+			inflight <- b
+		}
 	}
 }
 
-func (s *Shard) apply(b *batch) {
+// round packs proposals into entries of at most maxEntryBytes and
+// maxEntryCommands, splitting an enqueue larger than an entry into parts.
+type round struct {
+	entries []*batch
+	cur     *batch
+	bytes   int
+}
+
+func (r *round) take(p *proposal) {
+	if !p.state.CompareAndSwap(reqQueued, reqHanded) {
+		return // cancelled while queued
+	}
+	cmds := []*fsmpb.Command{p.cmd}
+	if p.size > maxEntryBytes {
+		if parts := splitEnqueue(p.cmd, maxEntryBytes); len(parts) > 1 {
+			cmds = parts
+			p.split = newSplitState(len(parts))
+		}
+	}
+	for i, c := range cmds {
+		size := p.size
+		if len(cmds) > 1 {
+			size = proto.Size(c)
+		}
+		if r.cur != nil && (r.cur.bytes+size > maxEntryBytes || len(r.cur.parts) >= maxEntryCommands) {
+			r.entries = append(r.entries, r.cur)
+			r.cur = nil
+		}
+		if r.cur == nil {
+			r.cur = &batch{}
+		}
+		r.cur.parts = append(r.cur.parts, part{p: p, cmd: c, i: i})
+		r.cur.bytes += size
+		r.bytes += size
+	}
+}
+
+func (r *round) close() {
+	if r.cur != nil {
+		r.entries = append(r.entries, r.cur)
+		r.cur = nil
+	}
+}
+
+// next waits for the first proposal of an entry, fast lane first; nil once
+// the shard is closing.
+func (s *Shard) next() *proposal {
+	select {
+	case p := <-s.fastCh:
+		return p
+	default:
+	}
+	select {
+	case p := <-s.fastCh:
+		return p
+	case p := <-s.propCh:
+		return p
+	case <-s.closing:
+		return nil
+	}
+}
+
+// window bounds the rounds and bytes inside raft.
+type window struct {
+	mu     sync.Mutex
+	rounds int
+	bytes  int
+	freed  chan struct{} // cap 1: something was released
+}
+
+func newWindow() *window { return &window{freed: make(chan struct{}, 1)} }
+
+// acquire waits for room for one more round: fewer than maxInFlightRounds
+// rounds and maxInFlightBytes in flight. It returns false once closing is
+// closed.
+func (w *window) acquire(closing <-chan struct{}) bool {
+	for {
+		w.mu.Lock()
+		free := w.rounds < maxInFlightRounds && w.bytes < maxInFlightBytes
+		if free {
+			w.rounds++
+		}
+		w.mu.Unlock()
+		if free {
+			return true
+		}
+		select {
+		case <-w.freed:
+		case <-closing:
+			return false
+		}
+	}
+}
+
+// add charges the bytes of the round whose slot was acquired.
+func (w *window) add(n int) {
+	w.mu.Lock()
+	w.bytes += n
+	w.mu.Unlock()
+}
+
+// release frees n bytes and, at the end of a round, its slot.
+func (w *window) release(n int, roundEnd bool) {
+	w.mu.Lock()
+	w.bytes -= n
+	if roundEnd {
+		w.rounds--
+	}
+	w.mu.Unlock()
+	kick(w.freed)
+}
+
+// apply hands one entry to raft. A holdClock entry is stamped with the FSM
+// clock (see proposal.holdClock).
+func (s *Shard) apply(b *batch, holdClock bool) {
 	now := s.cfg.Now().UnixMilli()
-	if len(b.reqs) == 1 && b.reqs[0].holdClock {
+	if holdClock {
 		now = s.fsm.Clock()
 	}
 	e := &fsmpb.Entry{
 		Version:  fsm.EntryVersion,
 		NowMs:    now,
 		Seed:     rand.Uint64(),
-		Commands: make([]*fsmpb.Command, len(b.reqs)),
+		Commands: make([]*fsmpb.Command, len(b.parts)),
 	}
-	for i, p := range b.reqs {
-		e.Commands[i] = p.cmd
+	for i, pt := range b.parts {
+		e.Commands[i] = pt.cmd
 	}
 	data, err := fsm.EncodeEntry(e)
 	if err != nil {
@@ -193,16 +350,16 @@ func (s *Shard) apply(b *batch) {
 		return
 	}
 	s.stats.entries.Add(1)
-	s.stats.commands.Add(uint64(len(b.reqs)))
+	s.stats.commands.Add(uint64(len(b.parts)))
 	b.future = s.raft.Apply(data, 0)
 }
 
-// runCompleter resolves entries in log order and frees their slots.
-func (s *Shard) runCompleter(inflight <-chan *batch, sem <-chan struct{}) {
+// runCompleter resolves entries in log order and frees their bytes.
+func (s *Shard) runCompleter(inflight <-chan *batch, win *window) {
 	defer s.wg.Done()
 	for b := range inflight {
 		s.complete(b)
-		<-sem
+		win.release(b.bytes, b.last)
 	}
 }
 
@@ -221,39 +378,34 @@ func (s *Shard) complete(b *batch) {
 			err = raft.ErrRaftShutdown
 		}
 	}
-	if errors.Is(err, raft.ErrRaftShutdown) {
-		for _, p := range b.reqs {
-			p.done <- outcome{err: fmt.Errorf("%w: %w", ErrUnknownResult, ErrShutdown)}
+	fail := func(err error) {
+		for _, pt := range b.parts {
+			pt.resolve(outcome{err: err})
 		}
+	}
+	if errors.Is(err, raft.ErrRaftShutdown) {
+		fail(fmt.Errorf("%w: %w", ErrUnknownResult, ErrShutdown))
 		return
 	}
 	if _, local := b.future.(errFuture); local {
-		// Failed before raft saw it: definitely not applied.
-		for _, p := range b.reqs {
-			p.done <- outcome{err: err}
-		}
+		fail(err) // failed before raft saw it: definitely not applied
 		return
 	}
 	if err != nil {
-		err = s.applyError(err)
-		for _, p := range b.reqs {
-			p.done <- outcome{err: err}
-		}
+		fail(s.applyError(err))
 		return
 	}
 	resp, ok := b.future.Response().(*fsm.Response)
-	if !ok || resp == nil || len(resp.Results) != len(b.reqs) {
-		err := fmt.Errorf("shard: fsm response %T does not match %d commands", b.future.Response(), len(b.reqs))
+	if !ok || resp == nil || len(resp.Results) != len(b.parts) {
+		err := fmt.Errorf("shard: fsm response %T does not match %d commands", b.future.Response(), len(b.parts))
 		if rerr, isErr := b.future.Response().(error); isErr {
 			err = fmt.Errorf("shard: apply: %w", rerr)
 		}
-		for _, p := range b.reqs {
-			p.done <- outcome{err: err}
-		}
+		fail(err)
 		return
 	}
-	for i, p := range b.reqs {
-		p.done <- outcome{res: resp.Results[i]}
+	for i, pt := range b.parts {
+		pt.resolve(outcome{res: resp.Results[i]})
 	}
 }
 
@@ -287,6 +439,8 @@ func (s *Shard) failQueued(carry *proposal) {
 	fail(carry)
 	for {
 		select {
+		case p := <-s.fastCh:
+			fail(p)
 		case p := <-s.propCh:
 			fail(p)
 		default:

@@ -22,7 +22,7 @@ type RaftTuning struct {
 	ElectionTimeout    time.Duration // default 500 ms
 	LeaderLeaseTimeout time.Duration // default 250 ms
 	CommitTimeout      time.Duration // default 50 ms
-	MaxAppendEntries   int           // default 64 (raft max 1024)
+	MaxAppendEntries   int           // default 512 (raft max 1024)
 	SnapshotThreshold  uint64        // default 8192 entries
 	SnapshotInterval   time.Duration // default 30 s
 	TrailingLogs       uint64        // default 10240 entries
@@ -45,7 +45,7 @@ func (t RaftTuning) withDefaults() RaftTuning {
 		t.LeaderLeaseTimeout = t.HeartbeatTimeout
 	}
 	if t.MaxAppendEntries <= 0 {
-		t.MaxAppendEntries = 64
+		t.MaxAppendEntries = 512
 	}
 	t.MaxAppendEntries = min(t.MaxAppendEntries, 1024)
 	if t.SnapshotThreshold == 0 {

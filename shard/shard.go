@@ -51,7 +51,8 @@ type Shard struct {
 	stores io.Closer
 	fsm    *fsm.FSM
 
-	propCh       chan *proposal
+	propCh       chan *proposal // sends (bulk lane)
+	fastCh       chan *proposal // everything else (see runProposer)
 	proposerDone chan struct{}
 	closing      chan struct{}
 	raftDown     chan struct{} // closed once raft.Shutdown has returned
@@ -107,6 +108,7 @@ func Open(cfg Config) (*Shard, error) {
 		cfg:          cfg,
 		logger:       cfg.Logger.With("shard", cfg.ID, "node", cfg.NodeID),
 		propCh:       make(chan *proposal, proposeQueue),
+		fastCh:       make(chan *proposal, proposeQueue),
 		proposerDone: make(chan struct{}),
 		closing:      make(chan struct{}),
 		raftDown:     make(chan struct{}),

@@ -45,6 +45,8 @@ type Server struct {
 	calls      []Call
 	staleIDs   map[string]bool
 	dedup      map[string]uint64
+	stalls     map[string]chan struct{} // method -> closed on release
+	stalled    map[string]int           // calls waiting in a stall
 }
 
 type fault struct {
@@ -60,6 +62,7 @@ type Call struct {
 	HasDelay bool   // Nack
 	Delay    time.Duration
 	Error    string // Nack, DeadLetter
+	Items    int    // SendBatch: messages in the call
 	Code     codes.Code
 }
 
@@ -79,6 +82,8 @@ func NewServer(t testing.TB) *Server {
 		msgs:       map[uint64]*fsmpb.Message{},
 		faults:     map[string][]fault{},
 		staleIDs:   map[string]bool{},
+		stalls:     map[string]chan struct{}{},
+		stalled:    map[string]int{},
 		dedup:      map[string]uint64{},
 	}
 	s.leaders = []string{s.Addr}
@@ -126,6 +131,31 @@ func (s *Server) addFaults(method string, n int, f fault) {
 	for range n {
 		s.faults[method] = append(s.faults[method], f)
 	}
+}
+
+// Stall holds every call of method until the returned release is called
+// (tests of client-side batching use it to let calls pile up).
+func (s *Server) Stall(method string) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.stalls[method] = ch
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.stalls, method)
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// Stalled is how many calls of method wait in a Stall now.
+func (s *Server) Stalled(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stalled[method]
 }
 
 // StaleExtend makes every ExtendLease of message id answer
@@ -176,6 +206,18 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		}
 		return nil, status.Error(f.code, "injected "+f.code.String())
 	}
+	// Faults are decided on arrival, before a stall: a call held in a
+	// stall keeps the outcome it arrived to.
+	if ch, ok := s.stalls[method]; ok {
+		s.stalled[method]++
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		s.stalled[method]--
+	}
 	s.mu.Unlock()
 	resp, err := handler(ctx, req)
 	c := Call{Method: method, Code: status.Code(err)}
@@ -186,6 +228,8 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		c.Receipt = r.GetReceipt()
 	case *raftqv1.DeadLetterRequest:
 		c.Receipt, c.Error = r.GetReceipt(), r.GetError()
+	case *raftqv1.SendBatchRequest:
+		c.Items = len(r.GetMessages())
 	}
 	if method == "Ack" {
 		for _, r := range req.(*raftqv1.AckRequest).GetReceipts() {

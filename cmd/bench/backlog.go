@@ -103,7 +103,7 @@ func runBacklog(ctx context.Context, cfg config, stderr io.Writer) (result, erro
 
 	l := newLoad(c, queue, loadSpec{
 		producers: cfg.Producers, inflight: cfg.Inflight * cfg.SendBatch, sendBatch: cfg.SendBatch,
-		consumers: cfg.Consumers, batch: cfg.Batch, size: cfg.Size, seed: cfg.Seed, total: cfg.Backlog,
+		consumers: cfg.Consumers, batch: cfg.Batch, asyncAck: cfg.AckMode == "async", size: cfg.Size, seed: cfg.Seed, total: cfg.Backlog,
 	})
 	var rl rateLine
 	var phase atomic.Value // read by the progress goroutine

@@ -27,6 +27,7 @@ type config struct {
 	Inflight   int     // sends each producer keeps outstanding
 	SendBatch  int     // messages per Send call (1: Send, >1: SendBatch)
 	Batch      int     // most messages a consumer takes per receive
+	AckMode    string  // sync: wait for each batch's ack before receiving again; async: ack in the background
 	Rate       float64 // total enqueue rate cap in msgs/s; 0: unbounded
 	DrainLimit time.Duration
 
@@ -81,6 +82,8 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		fs.IntVar(&c.Producers, "producers", producers, "producer goroutines")
 		fs.IntVar(&c.Consumers, "consumers", consumers, "consumer goroutines")
 		fs.IntVar(&c.Batch, "batch", batch, "most messages a consumer takes per receive (1-1000)")
+		fs.StringVar(&c.AckMode, "ack", "async", "consumer acks: async (ack each batch in the background, up to 4 ack calls outstanding per consumer, and receive again at once; "+
+			"a message counts as processed when its ack is committed) or sync (wait for the ack before the next receive)")
 	}
 	timed := func() {
 		fs.DurationVar(&c.Duration, "duration", 20*time.Second, "measured duration")
@@ -175,6 +178,7 @@ func (c config) validate() error {
 	check(c.Producers >= 1 && c.Producers <= 1024, "--producers %d outside 1-1024", c.Producers)
 	check(c.Consumers >= 1 && c.Consumers <= 1024, "--consumers %d outside 1-1024", c.Consumers)
 	check(c.DrainLimit > 0 && c.DrainLimit <= time.Hour, "--drain-timeout %v outside (0, 1h]", c.DrainLimit)
+	check(c.AckMode == "sync" || c.AckMode == "async" || c.Workload == "mix", "--ack %q: want sync or async", c.AckMode)
 	if c.Workload != "sweep" {
 		check(c.Batch >= 1 && c.Batch <= 1000, "--batch %d outside 1-1000", c.Batch)
 	}

@@ -24,6 +24,7 @@ type load struct {
 
 	producers, perProducer, sendBatch int
 	consumers, batch                  int
+	asyncAck                          bool
 	wait                              time.Duration // receive long poll
 
 	measuring atomic.Bool // histograms record only inside the window
@@ -44,6 +45,7 @@ type load struct {
 type loadSpec struct {
 	producers, inflight, sendBatch int
 	consumers, batch               int
+	asyncAck                       bool
 	size                           int
 	seed                           uint64
 	rate                           float64
@@ -54,7 +56,7 @@ func newLoad(c *client.Client, queue string, s loadSpec) *load {
 	l := &load{
 		c: c, queue: queue, led: newLedger(s.producers), fill: filler(s.seed, s.size),
 		pace: newPacer(s.rate), producers: s.producers, perProducer: max(s.inflight/max(s.sendBatch, 1), 1),
-		sendBatch: max(s.sendBatch, 1), consumers: s.consumers, batch: s.batch, wait: 2 * time.Second,
+		sendBatch: max(s.sendBatch, 1), consumers: s.consumers, batch: s.batch, asyncAck: s.asyncAck, wait: 2 * time.Second,
 		enqueue: newLatency(), claim: newLatency(), e2e: newLatency(), ack: newLatency(),
 	}
 	l.limit.Store(-1)
@@ -176,8 +178,14 @@ func (l *load) startConsumers(ctx context.Context) {
 	}
 }
 
+// asyncAcks bounds the ack calls one consumer keeps outstanding in async
+// mode, so a slow cluster slows the consumer instead of piling up acks.
+const asyncAcks = 4
+
 func (l *load) consume(ctx context.Context, name string) {
-	receipts := make([]string, 0, l.batch)
+	var acks sync.WaitGroup
+	defer acks.Wait()
+	slots := make(chan struct{}, asyncAcks)
 	for ctx.Err() == nil {
 		start := time.Now()
 		msgs, err := l.c.Receive(ctx, l.queue, client.ReceiveOptions{Max: l.batch, Wait: l.wait, Consumer: name})
@@ -198,7 +206,7 @@ func (l *load) consume(ctx context.Context, name string) {
 		if measuring {
 			l.claim.recordN(got.Sub(start), len(msgs))
 		}
-		receipts = receipts[:0]
+		receipts := make([]string, 0, len(msgs))
 		for _, m := range msgs {
 			receipts = append(receipts, m.Receipt)
 			if m.ReceiveCount > 1 {
@@ -218,26 +226,39 @@ func (l *load) consume(ctx context.Context, name string) {
 				l.e2e.record(got.Sub(h.Sent))
 			}
 		}
-		// Acks are not cut short by the end of the run: a lease left behind
-		// would only come back as a redelivery after the drain.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		as := time.Now()
-		errs, err := l.c.Ack(actx, receipts...)
-		cancel()
-		if measuring {
-			l.ack.recordN(time.Since(as), len(receipts))
+		if !l.asyncAck {
+			l.ackBatch(ctx, receipts, measuring)
+			continue
 		}
-		ok := 0
-		for _, e := range errs {
-			if e == nil {
-				ok++
-			}
-		}
-		if err != nil || ok < len(receipts) {
-			l.fail(&l.ackErrs, errors.Join(err, firstErr(errs)))
-		}
-		l.processed.Add(uint64(ok))
+		slots <- struct{}{}
+		acks.Go(func() {
+			defer func() { <-slots }()
+			l.ackBatch(ctx, receipts, measuring)
+		})
 	}
+}
+
+// ackBatch acks one received batch and counts what was acked as processed.
+// Acks are not cut short by the end of the run: a lease left behind would
+// only come back as a redelivery after the drain.
+func (l *load) ackBatch(ctx context.Context, receipts []string, measuring bool) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	as := time.Now()
+	errs, err := l.c.Ack(actx, receipts...)
+	if measuring {
+		l.ack.recordN(time.Since(as), len(receipts))
+	}
+	ok := 0
+	for _, e := range errs {
+		if e == nil {
+			ok++
+		}
+	}
+	if err != nil || ok < len(receipts) {
+		l.fail(&l.ackErrs, errors.Join(err, firstErr(errs)))
+	}
+	l.processed.Add(uint64(ok))
 }
 
 func firstErr(errs []error) error {

@@ -66,7 +66,7 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 	r := &scheduledResult{Workload: "scheduled", Revision: revision(), Backlog: cfg.Backlog, Scheduled: cfg.Scheduled, DueS: cfg.Due.Seconds()}
 	bl := newLoad(c, bq, loadSpec{
 		producers: cfg.Producers, inflight: cfg.Inflight * cfg.SendBatch, sendBatch: cfg.SendBatch,
-		consumers: cfg.Consumers, batch: cfg.Batch, size: cfg.Size, seed: cfg.Seed, total: cfg.Backlog,
+		consumers: cfg.Consumers, batch: cfg.Batch, asyncAck: cfg.AckMode == "async", size: cfg.Size, seed: cfg.Seed, total: cfg.Backlog,
 	})
 	var rl rateLine
 	var phase atomic.Value

@@ -21,6 +21,7 @@ type steadyResult struct {
 	Inflight  int      `json:"inflight"`
 	SendBatch int      `json:"send_batch"`
 	Batch     int      `json:"batch"`
+	AckMode   string   `json:"ack_mode"`
 	Rate      float64  `json:"rate_limit,omitempty"`
 	WarmupS   float64  `json:"warmup_s"`
 	DurationS float64  `json:"duration_s"`
@@ -63,7 +64,7 @@ func (r *steadyResult) rows() [][2]string {
 	rows := [][2]string{
 		{"workload", fmt.Sprintf("steady (revision %s)", r.Revision)},
 		{"cluster", strings.Join(r.Addrs, ",")},
-		{"load", fmt.Sprintf("%d producers x %d in flight (%s), %d consumers x batch %d, %d B bodies", r.Producers, r.Inflight, mode, r.Consumers, r.Batch, r.Size)},
+		{"load", fmt.Sprintf("%d producers x %d in flight (%s), %d consumers x batch %d (%s acks), %d B bodies", r.Producers, r.Inflight, mode, r.Consumers, r.Batch, r.AckMode, r.Size)},
 		{"window", fmt.Sprintf("%.0fs after %.0fs warmup", r.DurationS, r.WarmupS)},
 		{"enqueue/s", f0(r.EnqueuePerS)},
 		{"processed/s", f0(r.ProcessedPerS) + "  (received and acked)"},
@@ -114,7 +115,7 @@ func steadyOnce(ctx context.Context, c *client.Client, cfg config, stderr io.Wri
 	defer deleteQueue(c, queue)
 	l := newLoad(c, queue, loadSpec{
 		producers: cfg.Producers, inflight: cfg.Inflight, sendBatch: cfg.SendBatch,
-		consumers: cfg.Consumers, batch: cfg.Batch, size: cfg.Size, seed: cfg.Seed, rate: cfg.Rate,
+		consumers: cfg.Consumers, batch: cfg.Batch, asyncAck: cfg.AckMode == "async", size: cfg.Size, seed: cfg.Seed, rate: cfg.Rate,
 	})
 	var rl rateLine
 	prog := startProgress(ctx, stderr, cfg.Quiet, func(e time.Duration) string {
@@ -144,7 +145,7 @@ func steadyOnce(ctx context.Context, c *client.Client, cfg config, stderr io.Wri
 	r := &steadyResult{
 		Workload: "steady", Revision: revision(), Addrs: cfg.Addrs,
 		Producers: cfg.Producers, Consumers: cfg.Consumers, Size: cfg.Size, Inflight: cfg.Inflight,
-		SendBatch: cfg.SendBatch, Batch: cfg.Batch, Rate: cfg.Rate,
+		SendBatch: cfg.SendBatch, Batch: cfg.Batch, AckMode: cfg.AckMode, Rate: cfg.Rate,
 		WarmupS: cfg.Warmup.Seconds(), DurationS: b.at.Sub(a.at).Seconds(),
 		EnqueuePerS:   rate(a, b, func(c counters) uint64 { return c.enqueued }),
 		ProcessedPerS: rate(a, b, func(c counters) uint64 { return c.processed }),

@@ -80,7 +80,7 @@ func sweepCell(ctx context.Context, c *client.Client, cfg config, stderr io.Writ
 	}
 	defer deleteQueue(c, queue)
 	l := newLoad(c, queue, loadSpec{producers: producers, inflight: inflight, sendBatch: 1,
-		consumers: cfg.Consumers, batch: batch, size: cfg.Size, seed: cfg.Seed})
+		consumers: cfg.Consumers, batch: batch, asyncAck: cfg.AckMode == "async", size: cfg.Size, seed: cfg.Seed})
 	var rl rateLine
 	phase := fmt.Sprintf("sweep %dx%d b%d", producers, inflight, batch)
 	prog := startProgress(ctx, stderr, cfg.Quiet, func(e time.Duration) string {

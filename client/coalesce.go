@@ -1,0 +1,213 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+)
+
+// Send coalescing: concurrent Send calls bound for the same shard leave as
+// one SendBatch call, the way a Kafka producer or a NATS connection batches
+// what is in flight. There is no linger timer: a lone Send goes out at once;
+// sends that arrive while a shard's calls are in flight wait for a free
+// call slot and leave together. Every Send still returns only after the
+// server has committed its message, with its own id or error.
+const (
+	// defaultCoalesceMax caps messages per coalesced call.
+	defaultCoalesceMax = 256
+	// maxCoalesceMax is the server's SendBatch limit (fsm.MaxEnqueueBatch).
+	maxCoalesceMax = 1000
+	// coalesceBytes caps the bodies of one coalesced call, well inside
+	// gRPC's default 4 MiB message limit and the proposer's entry size.
+	coalesceBytes = 1 << 20
+	// coalesceCalls is how many coalesced calls one shard may have in
+	// flight: enough to keep a leader's pipeline full, few enough that
+	// waiting sends form large batches.
+	coalesceCalls = 4
+)
+
+// coalesceKey names one stream of sends: a queue's shard, and whether its
+// messages carry dedup keys (only then may the batch be retried).
+type coalesceKey struct {
+	queue string
+	shard int
+	safe  bool
+}
+
+// sendStream holds the sends waiting for one coalesceKey.
+type sendStream struct {
+	c   *Client
+	key coalesceKey
+
+	mu      sync.Mutex
+	pending []*pendingSend
+	running int // calls in flight
+}
+
+type pendingSend struct {
+	ctx  context.Context
+	req  *raftqv1.SendRequest
+	size int
+	// state moves once, under sendStream.mu: waiting -> taken | cancelled.
+	state int
+	done  chan sendOutcome // buffered 1
+}
+
+const (
+	sendWaiting = iota
+	sendTaken
+	sendCancelled
+)
+
+type sendOutcome struct {
+	res SendResult
+	err error
+}
+
+// stream returns the coalescing stream for key, creating it on first use.
+func (c *Client) stream(key coalesceKey) *sendStream {
+	if s, ok := c.streams.Load(key); ok {
+		return s.(*sendStream)
+	}
+	s, _ := c.streams.LoadOrStore(key, &sendStream{c: c, key: key})
+	return s.(*sendStream)
+}
+
+// sendCoalesced queues req on its shard's stream and waits for its result.
+// If ctx ends before the message left, nothing was sent; after, the outcome
+// is unknown, as for any call cut short.
+func (c *Client) sendCoalesced(ctx context.Context, key coalesceKey, req *raftqv1.SendRequest) (SendResult, error) {
+	p := &pendingSend{ctx: ctx, req: req, size: len(req.GetBody()), done: make(chan sendOutcome, 1)}
+	s := c.stream(key)
+	s.add(p)
+	select {
+	case o := <-p.done:
+		return o.res, o.err
+	case <-ctx.Done():
+		if s.cancel(p) {
+			return SendResult{}, fromStatus(status.FromContextError(ctx.Err()).Err())
+		}
+		return SendResult{}, fmt.Errorf("outcome unknown: %w", fromStatus(status.FromContextError(ctx.Err()).Err()))
+	}
+}
+
+func (s *sendStream) add(p *pendingSend) {
+	s.mu.Lock()
+	s.pending = append(s.pending, p)
+	start := s.running < coalesceCalls
+	if start {
+		s.running++
+	}
+	s.mu.Unlock()
+	if start {
+		go s.run()
+	}
+}
+
+// cancel withdraws p if it has not been taken into a call.
+func (s *sendStream) cancel(p *pendingSend) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.state != sendWaiting {
+		return false
+	}
+	p.state = sendCancelled
+	return true
+}
+
+// run sends batches until nothing waits, then gives its call slot back.
+func (s *sendStream) run() {
+	for {
+		batch := s.take()
+		if batch == nil {
+			return
+		}
+		s.send(batch)
+	}
+}
+
+// take removes the next batch from the queue; nil (and the slot released)
+// when nothing waits.
+func (s *sendStream) take() []*pendingSend {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var batch []*pendingSend
+	bytes, i := 0, 0
+	for ; i < len(s.pending) && len(batch) < s.c.cfg.coalesceMax; i++ {
+		p := s.pending[i]
+		if p.state != sendWaiting {
+			continue
+		}
+		if len(batch) > 0 && bytes+p.size > coalesceBytes {
+			break
+		}
+		p.state = sendTaken
+		batch = append(batch, p)
+		bytes += p.size
+	}
+	rest := copy(s.pending, s.pending[i:])
+	clear(s.pending[rest:])
+	s.pending = s.pending[:rest]
+	if len(batch) == 0 {
+		s.running--
+	}
+	return batch
+}
+
+// send makes one SendBatch call for batch and answers every sender. The
+// call is not bound to any one sender's context: it lives until the latest
+// sender deadline (or the retry budget, if a sender has none).
+func (s *sendStream) send(batch []*pendingSend) {
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	req := &raftqv1.SendBatchRequest{Queue: s.key.queue, Messages: make([]*raftqv1.SendRequest, len(batch))}
+	for i, p := range batch {
+		req.Messages[i] = p.req
+	}
+	var resp *raftqv1.SendBatchResponse
+	err := s.c.invoke(ctx, callSpec{shard: s.key.shard, safe: s.key.safe}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(ctx, req, co...)
+		return err
+	})
+	if err == nil && len(resp.GetResults()) != len(batch) {
+		err = fmt.Errorf("server returned %d results for %d messages", len(resp.GetResults()), len(batch))
+	}
+	for i, p := range batch {
+		if err != nil {
+			p.done <- sendOutcome{err: err}
+			continue
+		}
+		r := resp.GetResults()[i]
+		if ierr := itemError(r.GetCode(), r.GetError()); ierr != nil {
+			p.done <- sendOutcome{err: ierr}
+			continue
+		}
+		p.done <- sendOutcome{res: SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated()}}
+	}
+}
+
+// batchContext lasts until the latest deadline among the senders, so no
+// sender's call is cut shorter than it asked; without any deadline it is
+// bounded only by the retry policy.
+func batchContext(batch []*pendingSend) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, p := range batch {
+		dl, ok := p.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.Background())
+		}
+		if dl.After(latest) {
+			latest = dl
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
+}
+
+// errCoalesceOff is returned by WithSendCoalescing for a negative size.
+var errCoalesceOff = errors.New("max messages per coalesced call must be 0 (off) or more")

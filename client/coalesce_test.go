@@ -1,0 +1,232 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/raftq/raftq/client/clienttest"
+)
+
+// waitFor polls cond until it holds or the test's patience ends.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// pendingSends counts the sends queued (not yet in a call) on c's streams.
+func pendingSends(c *Client) int {
+	n := 0
+	c.streams.Range(func(_, v any) bool {
+		s := v.(*sendStream)
+		s.mu.Lock()
+		for _, p := range s.pending {
+			if p.state == sendWaiting {
+				n++
+			}
+		}
+		s.mu.Unlock()
+		return true
+	})
+	return n
+}
+
+type sent struct {
+	body string
+	res  SendResult
+	err  error
+}
+
+// sendAll starts one Send per body and returns a function that waits for
+// them all.
+func sendAll(ctx context.Context, c *Client, bodies []string, opts ...SendOption) func() []sent {
+	out := make([]sent, len(bodies))
+	var wg sync.WaitGroup
+	for i, b := range bodies {
+		wg.Go(func() {
+			res, err := c.Send(ctx, "q", []byte(b), opts...)
+			out[i] = sent{body: b, res: res, err: err}
+		})
+	}
+	return func() []sent { wg.Wait(); return out }
+}
+
+func bodies(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+// stallCalls makes the server hold SendBatch and fills every call slot of
+// the client's stream with one send each, so later sends must queue.
+func stallCalls(t *testing.T, s *clienttest.Server, c *Client) (release func(), first func() []sent) {
+	t.Helper()
+	release = s.Stall("SendBatch")
+	t.Cleanup(release)
+	// One at a time, so each takes a call of its own.
+	var waits []func() []sent
+	for i := range coalesceCalls {
+		waits = append(waits, sendAll(testCtx(t), c, []string{fmt.Sprintf("first-%d", i)}))
+		waitFor(t, "a call slot in use", func() bool { return s.Stalled("SendBatch") == i+1 })
+	}
+	first = func() []sent {
+		var out []sent
+		for _, w := range waits {
+			out = append(out, w()...)
+		}
+		return out
+	}
+	return release, first
+}
+
+func TestConcurrentSendsLeaveTogether(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr})
+	mustCreate(t, c, "q", QueueOptions{})
+	release, first := stallCalls(t, s, c)
+
+	const queued = 100
+	rest := sendAll(testCtx(t), c, bodies("queued", queued))
+	waitFor(t, "sends to queue behind the busy calls", func() bool { return pendingSends(c) == queued })
+	release()
+
+	all := append(first(), rest()...)
+	ids := map[string]bool{}
+	for _, r := range all {
+		if r.err != nil {
+			t.Fatalf("Send(%s): %v", r.body, r.err)
+		}
+		if ids[r.res.ID] {
+			t.Fatalf("id %s returned twice", r.res.ID)
+		}
+		ids[r.res.ID] = true
+		// Each sender got the id of its own message, not a neighbour's.
+		m, err := c.GetMessage(testCtx(t), r.res.ID)
+		if err != nil || string(m.Body) != r.body {
+			t.Fatalf("message %s holds %q (%v), sent %q", r.res.ID, m.Body, err, r.body)
+		}
+	}
+	calls := s.Calls("SendBatch")
+	items := 0
+	for _, call := range calls {
+		items += call.Items
+	}
+	if items != coalesceCalls+queued {
+		t.Fatalf("calls carried %d messages, sent %d", items, coalesceCalls+queued)
+	}
+	// The queued sends left as one call (the first free slot takes them
+	// all); allow a second in case a slot freed while they were taken.
+	if len(calls) > coalesceCalls+2 {
+		t.Fatalf("%d SendBatch calls for %d sends: not coalesced", len(calls), coalesceCalls+queued)
+	}
+}
+
+func TestCoalescedItemErrorsReachTheirSender(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr})
+	mustCreate(t, c, "q", QueueOptions{})
+	release, first := stallCalls(t, s, c)
+
+	ctx := testCtx(t)
+	good := sendAll(ctx, c, bodies("good", 5))
+	var badErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { _, badErr = c.Send(ctx, "q", []byte("bad"), Priority(10)) })
+	waitFor(t, "sends to queue", func() bool { return pendingSends(c) == 6 })
+	release()
+	wg.Wait()
+
+	if !errors.Is(badErr, ErrInvalid) {
+		t.Fatalf("send with priority 10 = %v, want ErrInvalid", badErr)
+	}
+	for _, r := range append(first(), good()...) {
+		if r.err != nil {
+			t.Fatalf("Send(%s) batched with an invalid message: %v", r.body, r.err)
+		}
+	}
+}
+
+func TestCoalescedCallFailureReachesEverySender(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr}, fastRetry(2))
+	mustCreate(t, c, "q", QueueOptions{})
+	release, first := stallCalls(t, s, c)
+
+	queued := sendAll(testCtx(t), c, bodies("queued", 10))
+	waitFor(t, "sends to queue", func() bool { return pendingSends(c) == 10 })
+	// The stalled calls succeed; the next call (all ten queued) is refused
+	// as invalid, which is never retried.
+	s.Fail("SendBatch", 1, codes.InvalidArgument)
+	release()
+	for _, r := range first() {
+		if r.err != nil {
+			t.Fatalf("Send(%s): %v", r.body, r.err)
+		}
+	}
+	for _, r := range queued() {
+		if !errors.Is(r.err, ErrInvalid) {
+			t.Fatalf("Send(%s) in a failed call = %v, want ErrInvalid", r.body, r.err)
+		}
+	}
+}
+
+func TestSendCancelledWhileQueuedIsNotSent(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr})
+	mustCreate(t, c, "q", QueueOptions{})
+	release, first := stallCalls(t, s, c)
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Send(ctx, "q", []byte("cancelled"))
+		done <- err
+	}()
+	waitFor(t, "the send to queue", func() bool { return pendingSends(c) == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled queued send = %v, want context.Canceled", err)
+	}
+	release()
+	for _, r := range first() {
+		if r.err != nil {
+			t.Fatalf("Send(%s): %v", r.body, r.err)
+		}
+	}
+	// A send after the release starts a call of its own; the cancelled
+	// message must not ride along.
+	mustSend(t, c, "q", "after")
+	items := 0
+	for _, call := range s.Calls("SendBatch") {
+		items += call.Items
+	}
+	if items != coalesceCalls+1 {
+		t.Fatalf("server received %d messages, want %d (the cancelled one was sent)", items, coalesceCalls+1)
+	}
+}
+
+func TestSendCoalescingOption(t *testing.T) {
+	if _, err := Dial(testCtx(t), []string{"127.0.0.1:1"}, WithSendCoalescing(-1)); !errors.Is(err, errCoalesceOff) {
+		t.Fatalf("WithSendCoalescing(-1) = %v, want a refusal", err)
+	}
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr}, WithSendCoalescing(0))
+	mustCreate(t, c, "q", QueueOptions{})
+	mustSend(t, c, "q", "x")
+	if n, b := len(s.Calls("Send")), len(s.Calls("SendBatch")); n != 1 || b != 0 {
+		t.Fatalf("with coalescing off: %d Send and %d SendBatch calls, want 1 and 0", n, b)
+	}
+}

@@ -1,0 +1,177 @@
+package shard
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"google.golang.org/protobuf/proto"
+)
+
+func bigEnqueue(n, size int) *fsmpb.Command {
+	msgs := make([]*fsmpb.NewMessage, n)
+	for i := range msgs {
+		body := bytes.Repeat([]byte{byte(i)}, size)
+		msgs[i] = &fsmpb.NewMessage{Body: body, DedupKey: fmt.Sprintf("k%d", i), GroupId: fmt.Sprintf("g%d", i%3)}
+	}
+	return enqueueCmd("q", msgs...)
+}
+
+func TestSplitEnqueueKeepsOrderWithinTheBound(t *testing.T) {
+	cmd := bigEnqueue(100, 1000)
+	parts := splitEnqueue(cmd, 16<<10)
+	if len(parts) < 2 {
+		t.Fatalf("%d parts for %d bytes", len(parts), proto.Size(cmd))
+	}
+	var joined []*fsmpb.NewMessage
+	for i, p := range parts {
+		if p.GetEnqueue().GetQueue() != "q" {
+			t.Fatalf("part %d names queue %q", i, p.GetEnqueue().GetQueue())
+		}
+		if n := proto.Size(p); n > 16<<10+100 && len(p.GetEnqueue().GetMessages()) > 1 {
+			t.Fatalf("part %d is %d bytes", i, n)
+		}
+		joined = append(joined, p.GetEnqueue().GetMessages()...)
+	}
+	want := cmd.GetEnqueue().GetMessages()
+	if len(joined) != len(want) {
+		t.Fatalf("parts hold %d messages, want %d", len(joined), len(want))
+	}
+	for i := range want {
+		if joined[i] != want[i] {
+			t.Fatalf("message %d out of order", i)
+		}
+	}
+	// Not split: other commands, one message, and batches the FSM must
+	// refuse whole.
+	for name, c := range map[string]*fsmpb.Command{
+		"ack":         ackCmd(&fsmpb.Receipt{MessageId: 1}),
+		"one message": bigEnqueue(1, 100<<10),
+		"over limit":  bigEnqueue(fsm.MaxEnqueueBatch+1, 100),
+	} {
+		if p := splitEnqueue(c, 16<<10); p != nil {
+			t.Fatalf("%s split into %d parts", name, len(p))
+		}
+	}
+}
+
+func enqueueResult(ids ...uint64) *fsmpb.Result {
+	r := &fsmpb.EnqueueResult{}
+	for _, id := range ids {
+		r.Items = append(r.Items, &fsmpb.EnqueueItemResult{Status: &fsmpb.Status{}, MessageId: id})
+	}
+	return &fsmpb.Result{Status: &fsmpb.Status{}, Body: &fsmpb.Result_Enqueue{Enqueue: r}}
+}
+
+func TestJoinParts(t *testing.T) {
+	notFound := &fsmpb.Result{Status: &fsmpb.Status{Code: fsmpb.Code_CODE_QUEUE_NOT_FOUND, Message: "no q"}}
+	refused := &NotLeaderError{LeaderID: "n2"}
+	lost := fmt.Errorf("%w: leadership lost", ErrUnknownResult)
+	for _, c := range []struct {
+		name    string
+		outs    []outcome
+		ids     []uint64
+		code    fsmpb.Code
+		wantErr error
+	}{
+		{"all applied", []outcome{{res: enqueueResult(1, 2)}, {res: enqueueResult(3)}}, []uint64{1, 2, 3}, fsmpb.Code_CODE_OK, nil},
+		{"all refused alike", []outcome{{res: notFound}, {res: notFound}}, nil, fsmpb.Code_CODE_QUEUE_NOT_FOUND, nil},
+		{"all not leader", []outcome{{err: refused}, {err: refused}}, nil, 0, ErrNotLeader},
+		{"one part lost", []outcome{{res: enqueueResult(1)}, {err: lost}}, nil, 0, ErrUnknownResult},
+		{"refused after applied", []outcome{{res: enqueueResult(1)}, {err: refused}}, nil, 0, ErrUnknownResult},
+		{"parts disagree", []outcome{{res: enqueueResult(1)}, {res: notFound}}, nil, 0, ErrUnknownResult},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := joinParts(c.outs)
+			if c.wantErr != nil {
+				if !errors.Is(o.err, c.wantErr) {
+					t.Fatalf("err = %v, want %v", o.err, c.wantErr)
+				}
+				if errors.Is(c.wantErr, ErrUnknownResult) && errors.Is(o.err, ErrNotLeader) {
+					t.Fatalf("a partly applied enqueue reported as a refusal: %v", o.err)
+				}
+				return
+			}
+			if o.err != nil {
+				t.Fatalf("err = %v", o.err)
+			}
+			if got := o.res.GetStatus().GetCode(); got != c.code {
+				t.Fatalf("status %v, want %v", got, c.code)
+			}
+			var ids []uint64
+			for _, it := range o.res.GetEnqueue().GetItems() {
+				ids = append(ids, it.GetMessageId())
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(c.ids) {
+				t.Fatalf("ids %v, want %v", ids, c.ids)
+			}
+		})
+	}
+}
+
+func TestLargeEnqueueTravelsAsSmallEntries(t *testing.T) {
+	c := newCluster(t, 3, true, fastTuning())
+	leader := c.leader()
+	mustQueue(t, leader.sh, "q", &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_FIFO, VisibilityTimeoutMs: time.Minute.Milliseconds()})
+	before := leader.sh.Raft().LastIndex()
+
+	const n = 200
+	cmd := bigEnqueue(n, 1000)
+	res := mustPropose(t, leader.sh, cmd)
+	items := res.GetEnqueue().GetItems()
+	if len(items) != n {
+		t.Fatalf("%d results for %d messages", len(items), n)
+	}
+	for i, it := range items {
+		if it.GetStatus().GetCode() != fsmpb.Code_CODE_OK || it.GetMessageId() == 0 {
+			t.Fatalf("item %d: %v", i, it)
+		}
+		if i > 0 && it.GetMessageId() != items[i-1].GetMessageId()+1 {
+			t.Fatalf("ids not consecutive at %d: %d after %d", i, it.GetMessageId(), items[i-1].GetMessageId())
+		}
+		m, ok := leader.sh.FSM().Message(it.GetMessageId())
+		if !ok || !bytes.Equal(m.GetBody(), cmd.GetEnqueue().GetMessages()[i].GetBody()) {
+			t.Fatalf("message %d holds the wrong body", i)
+		}
+	}
+	if entries := leader.sh.Raft().LastIndex() - before; entries < 200*1000/maxEntryBytes {
+		t.Fatalf("%d KB enqueue went into %d log entries: not split", n, entries)
+	}
+	// Dedup across the parts and a repeat of the whole batch: every
+	// message comes back deduplicated, with its first id.
+	again := mustPropose(t, leader.sh, cmd).GetEnqueue().GetItems()
+	for i, it := range again {
+		if !it.GetDeduplicated() || it.GetMessageId() != items[i].GetMessageId() {
+			t.Fatalf("repeat of message %d: %v, first id %d", i, it, items[i].GetMessageId())
+		}
+	}
+	// Per-group order survives the split: each group's messages lease in
+	// enqueue order.
+	last := map[string]uint64{}
+	for range n {
+		got := mustReceive(t, leader.sh, "q", 3, time.Minute)
+		for _, m := range got {
+			if m.GetId() <= last[m.GetGroupId()] {
+				t.Fatalf("group %s: message %d after %d", m.GetGroupId(), m.GetId(), last[m.GetGroupId()])
+			}
+			last[m.GetGroupId()] = m.GetId()
+		}
+		mustPropose(t, leader.sh, ackCmd(receipts(got)...))
+		if len(got) == 0 {
+			break
+		}
+	}
+	c.converge()
+}
+
+func receipts(ms []*fsmpb.Message) []*fsmpb.Receipt {
+	out := make([]*fsmpb.Receipt, len(ms))
+	for i, m := range ms {
+		out[i] = receiptOf(m)
+	}
+	return out
+}
