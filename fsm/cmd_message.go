@@ -136,7 +136,7 @@ func (s *state) receive(ctx *applyCtx, c *fsmpb.Receive) *fsmpb.Result {
 			m.lastReceivedMs = s.clock
 			m.addAttempt(attempt{epoch: m.leaseEpoch, receivedMs: s.clock, consumer: consumer})
 		})
-		out = append(out, m.toProto(true))
+		out = append(out, m.leasedProto())
 	}
 	return &fsmpb.Result{Status: okStatus(), Body: &fsmpb.Result_Receive{Receive: &fsmpb.ReceiveResult{Messages: out}}}
 }

@@ -9,6 +9,30 @@ import (
 // toProto converts a record for reads and snapshots. The body slice is shared
 // (bodies are never mutated).
 func (m *msg) toProto(withBody bool) *fsmpb.Message {
+	p := m.leasedProto()
+	if !withBody {
+		p.Body = nil
+	}
+	if len(m.history) > 0 {
+		p.History = make([]*fsmpb.Attempt, len(m.history))
+		for i, a := range m.history {
+			p.History[i] = &fsmpb.Attempt{
+				LeaseEpoch: a.epoch,
+				ReceivedMs: a.receivedMs,
+				EndedMs:    a.endedMs,
+				Outcome:    a.outcome,
+				Error:      a.err,
+				Consumer:   a.consumer,
+			}
+		}
+	}
+	return p
+}
+
+// leasedProto is the record with its body and without its delivery
+// history: what a receive returns. Every replica builds receive results
+// and only the leader's are read, so they are kept lean.
+func (m *msg) leasedProto() *fsmpb.Message {
 	p := &fsmpb.Message{
 		Id:              m.id,
 		Queue:           m.q.name,
@@ -30,27 +54,12 @@ func (m *msg) toProto(withBody bool) *fsmpb.Message {
 		DeadReason:      m.deadReason,
 		StateChangedMs:  m.stateChangedMs,
 		ExpireMs:        m.expireMs,
-	}
-	if withBody {
-		p.Body = m.body
+		Body:            m.body,
 	}
 	if len(m.attrs) > 0 {
 		p.Attributes = make(map[string]string, len(m.attrs))
 		for _, a := range m.attrs {
 			p.Attributes[a.k] = a.v
-		}
-	}
-	if len(m.history) > 0 {
-		p.History = make([]*fsmpb.Attempt, len(m.history))
-		for i, a := range m.history {
-			p.History[i] = &fsmpb.Attempt{
-				LeaseEpoch: a.epoch,
-				ReceivedMs: a.receivedMs,
-				EndedMs:    a.endedMs,
-				Outcome:    a.outcome,
-				Error:      a.err,
-				Consumer:   a.consumer,
-			}
 		}
 	}
 	return p

@@ -444,7 +444,11 @@ func TestLeaseExpiryRedelivery(t *testing.T) {
 	if !slices.Equal(h.woken, []string{"q"}) {
 		t.Fatalf("notify %v after expiry", h.woken)
 	}
-	hist := second[0].GetHistory()
+	if len(second[0].GetHistory()) != 0 {
+		t.Fatalf("receive returned a history: %v", second[0].GetHistory())
+	}
+	full, _ := h.f.Message(second[0].GetId())
+	hist := full.GetHistory()
 	if len(hist) != 2 || hist[0].GetOutcome() != fsmpb.Reason_REASON_EXPIRED || hist[0].GetEndedMs() != t0+1000 || hist[1].GetConsumer() != "c1" {
 		t.Fatalf("history %v", hist)
 	}

@@ -27,7 +27,11 @@ func checkInvariants(f *FSM) error {
 	epochs := map[uint64]uint64{}
 	leasedInGroup := map[*queue]map[string]uint64{}
 	var live uint64
-	s.byID.Ascend(func(m *msg) bool {
+	s.byID.Ascend(func(it msgRef) bool {
+		m := it.m
+		if m.id != it.id {
+			return fail("byID item %d holds message %d", it.id, m.id)
+		}
 		c, ok := per[m.q]
 		if !ok || s.queues[m.q.name] != m.q {
 			return fail("message %d belongs to a queue not in the shard", m.id)

@@ -44,7 +44,7 @@ const (
 type view struct {
 	header *fsmpb.SnapshotHeader
 	queues []*fsmpb.SnapshotQueue // by name
-	msgs   *btree.BTreeG[*msg]
+	msgs   *btree.BTreeG[msgRef]
 	dedup  *btree.BTreeG[dedupExpiry]
 }
 
@@ -143,8 +143,8 @@ func (v *view) write(w io.Writer) error {
 		r.record(recQueue, q)
 	}
 	tr := &fsmpb.SnapshotTrailer{Queues: uint64(len(v.queues))}
-	v.msgs.Ascend(func(m *msg) bool {
-		r.record(recMessage, m.toProto(true))
+	v.msgs.Ascend(func(it msgRef) bool {
+		r.record(recMessage, it.m.toProto(true))
 		tr.Messages++
 		return r.err == nil
 	})
@@ -257,7 +257,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 			if err != nil {
 				return nil, fmt.Errorf("message record: %w", err)
 			}
-			if _, dup := s.byID.ReplaceOrInsert(m); dup {
+			if _, dup := s.byID.ReplaceOrInsert(msgRef{m.id, m}); dup {
 				return nil, fmt.Errorf("message %d twice", m.id)
 			}
 			q.members.ReplaceOrInsert(m.id)

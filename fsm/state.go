@@ -135,7 +135,14 @@ func lessDedupExpiry(a, b dedupExpiry) bool {
 	return a.id < b.id
 }
 
-func lessMsg(a, b *msg) bool { return a.id < b.id }
+// msgRef is byID's item: the id is inline so a look-up probe is a plain
+// value (a *msg probe would be a heap allocation per look-up).
+type msgRef struct {
+	id uint64
+	m  *msg
+}
+
+func lessMsg(a, b msgRef) bool { return a.id < b.id }
 
 func lessID(a, b uint64) bool { return a < b }
 
@@ -192,7 +199,7 @@ type state struct {
 
 	queues map[string]*queue // iterated only in sorted order
 
-	byID      *btree.BTreeG[*msg]
+	byID      *btree.BTreeG[msgRef]
 	delayed   *btree.BTreeG[timeItem] // (available ms, id)
 	leases    *btree.BTreeG[timeItem] // (deadline, id)
 	retention *btree.BTreeG[timeItem] // ready and delayed: (expire ms, id)
@@ -221,7 +228,8 @@ func newState() *state {
 }
 
 func (s *state) get(id uint64) (*msg, bool) {
-	return s.byID.Get(&msg{id: id})
+	r, ok := s.byID.Get(msgRef{id: id})
+	return r.m, ok
 }
 
 // own returns a record that may be changed: m itself if no snapshot can see
@@ -235,6 +243,6 @@ func (s *state) own(m *msg) *msg {
 	if m.history != nil {
 		c.history = append([]attempt(nil), m.history...)
 	}
-	s.byID.ReplaceOrInsert(&c)
+	s.byID.ReplaceOrInsert(msgRef{c.id, &c})
 	return &c
 }

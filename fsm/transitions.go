@@ -155,7 +155,7 @@ func (s *state) remove(m *msg) {
 		s.leaveGroup(m)
 	}
 	m.q.members.Delete(m.id)
-	s.byID.Delete(m)
+	s.byID.Delete(msgRef{id: m.id})
 	if grouped {
 		s.refreshHead(m.q, m.group)
 	}
@@ -164,7 +164,7 @@ func (s *state) remove(m *msg) {
 // insert adds a new message in the state already set on m.
 func (s *state) insert(m *msg) {
 	m.gen = s.gen
-	s.byID.ReplaceOrInsert(m)
+	s.byID.ReplaceOrInsert(msgRef{m.id, m})
 	m.q.members.ReplaceOrInsert(m.id)
 	if s.inGroups(m) {
 		s.joinGroup(m)

@@ -18,6 +18,9 @@ type config struct {
 	JSON     bool
 	Quiet    bool
 	Queue    string // queue name prefix; a unique suffix is added per run
+	// CPUProfile, if set, receives the load generator's own CPU profile:
+	// the bench shares the machine with the cluster, so its cost counts.
+	CPUProfile string
 
 	Producers  int
 	Consumers  int
@@ -76,6 +79,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.JSON, "json", false, "print the result as one JSON object on stdout")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress line on stderr")
 	fs.StringVar(&c.Queue, "queue", "bench", "queue name prefix (a unique suffix is added per run)")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write the load generator's CPU profile to this file")
 	fs.IntVar(&c.Size, "size", 1024, "message body bytes (at least 24: the ledger header)")
 	fs.DurationVar(&c.DrainLimit, "drain-timeout", 3*time.Minute, "bound for draining after producers stop")
 	load := func(producers, consumers, batch int) {

@@ -50,6 +50,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
+	if cfg.CPUProfile != "" {
+		stopProfile, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	var res result
 	switch cfg.Workload {
 	case "steady":

@@ -2082,6 +2082,8 @@ func (x *EnqueueResult) GetItems() []*EnqueueItemResult {
 	return nil
 }
 
+// Leased messages with their bodies and without their delivery history
+// (GetMessage reads the history).
 type ReceiveResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Messages      []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
