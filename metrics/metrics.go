@@ -99,10 +99,16 @@ var (
 	descDepth    = prometheus.NewDesc("raftq_queue_messages", "Messages by state, on the shards this node leads (sum over nodes for the queue total).", []string{"queue", "shard", "state"}, nil)
 	descOldest   = prometheus.NewDesc("raftq_queue_oldest_ready_age_seconds", "Age of the oldest ready message on a led shard.", []string{"queue", "shard"}, nil)
 	descBlockedG = prometheus.NewDesc("raftq_queue_blocked_groups", "FIFO groups with a message in flight on a led shard.", []string{"queue", "shard"}, nil)
+	// Group commit as the leader's proposer saw it: commands/rounds is
+	// the mean batch per fsync, bytes/rounds the mean bytes per fsync.
+	descRounds   = prometheus.NewDesc("raftq_shard_proposer_rounds_total", "Group commits (bursts of log entries handed to raft together) proposed as leader.", []string{"shard"}, nil)
+	descEntries  = prometheus.NewDesc("raftq_shard_proposer_entries_total", "Raft log entries proposed as leader.", []string{"shard"}, nil)
+	descCommands = prometheus.NewDesc("raftq_shard_proposer_commands_total", "Commands proposed as leader (inside the entries).", []string{"shard"}, nil)
+	descBytes    = prometheus.NewDesc("raftq_shard_proposer_bytes_total", "Encoded command bytes proposed as leader.", []string{"shard"}, nil)
 )
 
 func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLeader, descTerm, descCommit, descApplied, descDepth, descOldest, descBlockedG} {
+	for _, d := range []*prometheus.Desc{descLeader, descTerm, descCommit, descApplied, descDepth, descOldest, descBlockedG, descRounds, descEntries, descCommands, descBytes} {
 		ch <- d
 	}
 }
@@ -120,6 +126,11 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(info.Term), id)
 		ch <- prometheus.MustNewConstMetric(descCommit, prometheus.GaugeValue, float64(info.CommitIndex), id)
 		ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(info.AppliedIndex), id)
+		ps := sh.ProposerStats()
+		ch <- prometheus.MustNewConstMetric(descRounds, prometheus.CounterValue, float64(ps.Rounds), id)
+		ch <- prometheus.MustNewConstMetric(descEntries, prometheus.CounterValue, float64(ps.Entries), id)
+		ch <- prometheus.MustNewConstMetric(descCommands, prometheus.CounterValue, float64(ps.Commands), id)
+		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(ps.Bytes), id)
 		if leader == 0 {
 			continue
 		}

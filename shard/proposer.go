@@ -207,6 +207,8 @@ func (s *Shard) runProposer() {
 			continue
 		}
 		win.add(r.bytes)
+		s.stats.rounds.Add(1)
+		s.stats.bytes.Add(uint64(r.bytes))
 		r.entries[len(r.entries)-1].last = true
 		hold := first.holdClock
 		for _, b := range r.entries {

@@ -74,7 +74,7 @@ type Shard struct {
 	waiters map[string]map[chan struct{}]struct{}
 
 	stats struct {
-		entries, commands, ticks atomic.Uint64
+		rounds, entries, commands, bytes, ticks atomic.Uint64
 	}
 }
 
@@ -197,8 +197,10 @@ func (s *Shard) Info() Info {
 
 // ProposerStats counts what the proposer sent to raft on this replica.
 type ProposerStats struct {
+	Rounds   uint64 // group commits: bursts of entries handed to raft together
 	Entries  uint64 // log entries proposed
 	Commands uint64 // commands inside them
+	Bytes    uint64 // encoded command bytes inside them
 	Ticks    uint64 // Tick commands proposed by the leader timer
 }
 
@@ -206,8 +208,10 @@ type ProposerStats struct {
 // group-commit batch).
 func (s *Shard) ProposerStats() ProposerStats {
 	return ProposerStats{
+		Rounds:   s.stats.rounds.Load(),
 		Entries:  s.stats.entries.Load(),
 		Commands: s.stats.commands.Load(),
+		Bytes:    s.stats.bytes.Load(),
 		Ticks:    s.stats.ticks.Load(),
 	}
 }
