@@ -38,12 +38,14 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage) *fsmpb.EnqueueItemRes
 	default:
 		avail += nm.GetDelayMs()
 	}
+	var dh dedupHash
 	if k := nm.GetDedupKey(); k != "" {
-		if e, ok := q.dedup[k]; ok {
-			if e.expireMs > s.clock {
+		dh = hashDedup(q.name, k)
+		if e, ok := s.dedup[dh]; ok {
+			if e.expireMs > s.clock && e.id >= q.firstID {
 				return &fsmpb.EnqueueItemResult{Status: okStatus(), MessageId: e.id, Deduplicated: true}
 			}
-			s.dropDedup(q, k)
+			s.dropDedup(dh)
 		}
 	}
 	m := &msg{
@@ -73,7 +75,7 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage) *fsmpb.EnqueueItemRes
 	s.insert(m)
 	s.counters.Enqueued++
 	if m.dedupKey != "" {
-		s.addDedup(q, m.dedupKey, m.id, s.clock+q.policy.GetDedupWindowMs())
+		s.addDedup(dh, m.id, s.clock+q.policy.GetDedupWindowMs())
 	}
 	return &fsmpb.EnqueueItemResult{Status: okStatus(), MessageId: m.id}
 }

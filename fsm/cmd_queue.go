@@ -17,7 +17,9 @@ func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
 	p := NormalizePolicy(c.GetPolicy())
 	q, ok := s.queues[c.GetQueue()]
 	if !ok {
-		s.queues[c.GetQueue()] = newQueue(c.GetQueue(), p)
+		q := newQueue(c.GetQueue(), p)
+		q.firstID = s.nextID
+		s.queues[c.GetQueue()] = q
 		return &fsmpb.Result{Status: okStatus()}
 	}
 	if p.GetMode() != q.policy.GetMode() && q.members.Len() > 0 {
@@ -53,8 +55,8 @@ func (s *state) shiftRetention(q *queue, d int64) {
 	}
 }
 
-// deleteQueue removes the queue with all its messages, records and dedup
-// keys; the count is the messages removed.
+// deleteQueue removes the queue with all its messages and records; the count
+// is the messages removed.
 func (s *state) deleteQueue(c *fsmpb.DeleteQueue) *fsmpb.Result {
 	q, res := s.queueOf(c.GetQueue())
 	if res != nil {
@@ -69,11 +71,9 @@ func (s *state) deleteQueue(c *fsmpb.DeleteQueue) *fsmpb.Result {
 		}
 		s.remove(m)
 	}
-	// Map order does not matter here: every key of the queue goes.
-	for k, e := range q.dedup {
-		s.dedupExpiry.Delete(dedupExpiry{t: e.expireMs, id: e.id})
-		delete(q.dedup, k)
-	}
+	// Its dedup keys stay until they expire (finding them would cost a
+	// walk over every key of the shard); a new queue of the same name
+	// ignores them (queue.firstID).
 	delete(s.queues, q.name)
 	return countResult(n)
 }

@@ -40,7 +40,7 @@ func (s *state) processDue() uint64 {
 		if !ok || it.t > s.clock {
 			break
 		}
-		s.dropDedup(s.queues[it.queue], it.key)
+		s.dropDedup(it.h)
 	}
 	return n
 }
@@ -73,14 +73,14 @@ func (s *state) nextDue() (int64, bool) {
 	return best, found
 }
 
-func (s *state) addDedup(q *queue, key string, id uint64, expireMs int64) {
-	q.dedup[key] = dedupRef{id: id, expireMs: expireMs}
-	s.dedupExpiry.ReplaceOrInsert(dedupExpiry{t: expireMs, id: id, queue: q.name, key: key})
+func (s *state) addDedup(h dedupHash, id uint64, expireMs int64) {
+	s.dedup[h] = dedupRef{id: id, expireMs: expireMs}
+	s.dedupExpiry.ReplaceOrInsert(dedupExpiry{t: expireMs, id: id, h: h})
 }
 
-func (s *state) dropDedup(q *queue, key string) {
-	if e, ok := q.dedup[key]; ok {
-		delete(q.dedup, key)
+func (s *state) dropDedup(h dedupHash) {
+	if e, ok := s.dedup[h]; ok {
+		delete(s.dedup, h)
 		s.dedupExpiry.Delete(dedupExpiry{t: e.expireMs, id: e.id})
 	}
 }

@@ -174,23 +174,15 @@ func checkInvariants(f *FSM) error {
 	if c.Enqueued < gone || c.Enqueued-gone != live {
 		return fmt.Errorf("counters %v: enqueued - gone = %d - %d, live messages %d", c, c.Enqueued, gone, live)
 	}
-	keys := 0
-	for _, q := range s.queues {
-		keys += len(q.dedup)
-	}
-	if keys != s.dedupExpiry.Len() {
-		return fmt.Errorf("dedup %d keys, %d expiries", keys, s.dedupExpiry.Len())
+	if len(s.dedup) != s.dedupExpiry.Len() {
+		return fmt.Errorf("dedup %d keys, %d expiries", len(s.dedup), s.dedupExpiry.Len())
 	}
 	s.dedupExpiry.Ascend(func(e dedupExpiry) bool {
 		if e.t <= s.clock {
-			return fail("dedup %q/%q expired %d <= %d", e.queue, e.key, e.t, s.clock)
+			return fail("dedup %x expired %d <= %d", e.h, e.t, s.clock)
 		}
-		q, ok := s.queues[e.queue]
-		if !ok {
-			return fail("dedup %q/%q of a deleted queue", e.queue, e.key)
-		}
-		if ref, ok := q.dedup[e.key]; !ok || ref.id != e.id || ref.expireMs != e.t {
-			return fail("dedup %q/%q: index %+v, expiry (%d, %d)", e.queue, e.key, ref, e.t, e.id)
+		if ref, ok := s.dedup[e.h]; !ok || ref.id != e.id || ref.expireMs != e.t {
+			return fail("dedup %x: index %+v, expiry (%d, %d)", e.h, ref, e.t, e.id)
 		}
 		return true
 	})

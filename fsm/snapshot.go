@@ -69,7 +69,7 @@ func (s *state) view(clone bool) *view {
 	}
 	for _, n := range sortedKeys(names) {
 		q := s.queues[n]
-		v.queues = append(v.queues, &fsmpb.SnapshotQueue{Name: n, Policy: clonePolicy(q.policy), Dropped: q.dropped})
+		v.queues = append(v.queues, &fsmpb.SnapshotQueue{Name: n, Policy: clonePolicy(q.policy), Dropped: q.dropped, FirstId: q.firstID})
 	}
 	if clone {
 		v.msgs = s.byID.Clone()
@@ -149,7 +149,7 @@ func (v *view) write(w io.Writer) error {
 		return r.err == nil
 	})
 	v.dedup.Ascend(func(e dedupExpiry) bool {
-		r.record(recDedup, &fsmpb.DedupRecord{Queue: e.queue, Key: e.key, MessageId: e.id, ExpireMs: e.t})
+		r.record(recDedup, &fsmpb.DedupRecord{KeyHash: e.h[:], MessageId: e.id, ExpireMs: e.t})
 		tr.Dedup++
 		return r.err == nil
 	})
@@ -242,6 +242,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 			}
 			q := newQueue(sq.GetName(), NormalizePolicy(sq.GetPolicy()))
 			q.dropped = sq.GetDropped()
+			q.firstID = sq.GetFirstId()
 			s.queues[q.name] = q
 			seen.Queues++
 		case recMessage:
@@ -271,14 +272,22 @@ func readSnapshot(r io.Reader) (*state, error) {
 			if err := proto.Unmarshal(buf, d); err != nil {
 				return nil, fmt.Errorf("dedup record: %w", err)
 			}
-			q, ok := s.queues[d.GetQueue()]
-			if !ok {
-				return nil, fmt.Errorf("dedup key of unknown queue %q", d.GetQueue())
+			var h dedupHash
+			switch {
+			case len(d.GetKeyHash()) == len(h):
+				copy(h[:], d.GetKeyHash())
+			case len(d.GetKeyHash()) == 0: // a snapshot from before key hashes
+				if _, ok := s.queues[d.GetQueue()]; !ok {
+					return nil, fmt.Errorf("dedup key of unknown queue %q", d.GetQueue())
+				}
+				h = hashDedup(d.GetQueue(), d.GetKey())
+			default:
+				return nil, fmt.Errorf("dedup record: key hash of %d bytes", len(d.GetKeyHash()))
 			}
-			if _, dup := q.dedup[d.GetKey()]; dup {
-				return nil, fmt.Errorf("dedup key %q of queue %q twice", d.GetKey(), d.GetQueue())
+			if _, dup := s.dedup[h]; dup {
+				return nil, fmt.Errorf("dedup key hash %x twice", h)
 			}
-			s.addDedup(q, d.GetKey(), d.GetMessageId(), d.GetExpireMs())
+			s.addDedup(h, d.GetMessageId(), d.GetExpireMs())
 			seen.Dedup++
 		case recTrailer:
 			if err := proto.Unmarshal(buf, &tr); err != nil {

@@ -1,6 +1,9 @@
 package fsm
 
 import (
+	"crypto/sha256"
+	"io"
+
 	"github.com/google/btree"
 	"github.com/raftq/raftq/fsm/fsmpb"
 )
@@ -109,8 +112,29 @@ func lessGroup(a, b groupItem) bool {
 	return a.id < b.id
 }
 
-// dedupRef is what a queue's dedup index keeps per key: the message the key
-// was first enqueued as, and when the key expires.
+// dedupHash identifies a dedup key of a queue: the first 16 bytes of
+// SHA-256(queue name, 0, key). A hash instead of the
+// strings keeps the index small and free of pointers (the garbage
+// collector never scans it): with every Go-client send carrying a key, the
+// index holds every message of the last dedup window, and as strings it
+// was the largest FSM cost and most of the heap. At 128 bits an accidental
+// collision is as likely as a UUID collision, and SHA-256 makes a crafted
+// one infeasible.
+type dedupHash [16]byte
+
+func hashDedup(queue, key string) dedupHash {
+	h := sha256.New()
+	_, _ = io.WriteString(h, queue)
+	_, _ = h.Write([]byte{0}) // names never hold a 0 byte: this ends it
+	_, _ = io.WriteString(h, key)
+	var sum [sha256.Size]byte
+	var out dedupHash
+	copy(out[:], h.Sum(sum[:0]))
+	return out
+}
+
+// dedupRef is what the dedup index keeps per key: the message the key was
+// first enqueued as, and when the key expires.
 type dedupRef struct {
 	id       uint64
 	expireMs int64
@@ -119,13 +143,11 @@ type dedupRef struct {
 // dedupExpiry is one live dedup key, ordered by (expiry, message id): a
 // message has at most one key, so the pair is unique, and it is the same
 // on every replica. This tree is the source of truth for snapshots; the
-// per-queue maps are the look-up index (a hash look-up per enqueue instead
-// of a string-keyed tree walk, which profiling showed as the largest FSM
-// cost).
+// map is the look-up index.
 type dedupExpiry struct {
-	t          int64
-	id         uint64
-	queue, key string
+	t  int64
+	id uint64
+	h  dedupHash
 }
 
 func lessDedupExpiry(a, b dedupExpiry) bool {
@@ -160,9 +182,10 @@ type queue struct {
 	groups    *btree.BTreeG[groupItem]
 	groupSize map[string]uint32
 	dead      *btree.BTreeG[timeItem] // (died ms, id)
-	// dedup maps live dedup keys to their message; only looked up by key,
-	// never iterated where order could matter.
-	dedup map[string]dedupRef
+	// firstID is the shard's next message id when the queue was created.
+	// A deleted queue's dedup keys stay until they expire; those pointing
+	// below firstID are an earlier queue's and are ignored.
+	firstID uint64
 
 	nReady, nDelayed, nLeased, nDead, nAcked uint64
 	dropped                                  uint64
@@ -177,7 +200,6 @@ func newQueue(name string, p *fsmpb.QueuePolicy) *queue {
 		groups:    btree.NewG(btreeDegree, lessGroup),
 		groupSize: map[string]uint32{},
 		dead:      btree.NewG(btreeDegree, lessTime),
-		dedup:     map[string]dedupRef{},
 	}
 }
 
@@ -205,7 +227,10 @@ type state struct {
 	retention *btree.BTreeG[timeItem] // ready and delayed: (expire ms, id)
 	completed *btree.BTreeG[timeItem] // acked records: (expire ms, id)
 
-	dedupExpiry *btree.BTreeG[dedupExpiry] // every queue's live dedup keys
+	// dedup maps live dedup keys to their message; it is only looked up by
+	// key, never iterated where order could matter.
+	dedup       map[dedupHash]dedupRef
+	dedupExpiry *btree.BTreeG[dedupExpiry] // every live dedup key
 
 	// gen is bumped by every Snapshot; records with an older gen are shared
 	// with a snapshot and must be copied before they change.
@@ -223,6 +248,7 @@ func newState() *state {
 		leases:      btree.NewG(btreeDegree, lessTime),
 		retention:   btree.NewG(btreeDegree, lessTime),
 		completed:   btree.NewG(btreeDegree, lessTime),
+		dedup:       map[dedupHash]dedupRef{},
 		dedupExpiry: btree.NewG(btreeDegree, lessDedupExpiry),
 	}
 }

@@ -2776,10 +2776,14 @@ func (x *Counters) GetDeleted() uint64 {
 }
 
 type SnapshotQueue struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Policy        *QueuePolicy           `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
-	Dropped       uint64                 `protobuf:"varint,3,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Policy  *QueuePolicy           `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	Dropped uint64                 `protobuf:"varint,3,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// The shard's next message id when this queue was created: a dedup key
+	// pointing at an older message belongs to a deleted queue of the same
+	// name and does not count. 0 in snapshots from before it existed.
+	FirstId       uint64 `protobuf:"varint,4,opt,name=first_id,json=firstId,proto3" json:"first_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2835,12 +2839,22 @@ func (x *SnapshotQueue) GetDropped() uint64 {
 	return 0
 }
 
+func (x *SnapshotQueue) GetFirstId() uint64 {
+	if x != nil {
+		return x.FirstId
+	}
+	return 0
+}
+
+// DedupRecord is one live dedup key. Snapshots write key_hash (the index
+// keeps only the hash); queue and key are read from older snapshots.
 type DedupRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	MessageId     uint64                 `protobuf:"varint,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	ExpireMs      int64                  `protobuf:"varint,4,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
+	KeyHash       []byte                 `protobuf:"bytes,5,opt,name=key_hash,json=keyHash,proto3" json:"key_hash,omitempty"` // 16 bytes
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2901,6 +2915,13 @@ func (x *DedupRecord) GetExpireMs() int64 {
 		return x.ExpireMs
 	}
 	return 0
+}
+
+func (x *DedupRecord) GetKeyHash() []byte {
+	if x != nil {
+		return x.KeyHash
+	}
+	return nil
 }
 
 type SnapshotTrailer struct {
@@ -3172,17 +3193,19 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x06purged\x18\x04 \x01(\x04R\x06purged\x12\x1c\n" +
 	"\tcancelled\x18\x05 \x01(\x04R\tcancelled\x12\x18\n" +
 	"\adropped\x18\x06 \x01(\x04R\adropped\x12\x18\n" +
-	"\adeleted\x18\a \x01(\x04R\adeleted\"p\n" +
+	"\adeleted\x18\a \x01(\x04R\adeleted\"\x8b\x01\n" +
 	"\rSnapshotQueue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\x12\x18\n" +
-	"\adropped\x18\x03 \x01(\x04R\adropped\"q\n" +
+	"\adropped\x18\x03 \x01(\x04R\adropped\x12\x19\n" +
+	"\bfirst_id\x18\x04 \x01(\x04R\afirstId\"\x8c\x01\n" +
 	"\vDedupRecord\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x03 \x01(\x04R\tmessageId\x12\x1b\n" +
-	"\texpire_ms\x18\x04 \x01(\x03R\bexpireMs\"[\n" +
+	"\texpire_ms\x18\x04 \x01(\x03R\bexpireMs\x12\x19\n" +
+	"\bkey_hash\x18\x05 \x01(\fR\akeyHash\"[\n" +
 	"\x0fSnapshotTrailer\x12\x16\n" +
 	"\x06queues\x18\x01 \x01(\x04R\x06queues\x12\x1a\n" +
 	"\bmessages\x18\x02 \x01(\x04R\bmessages\x12\x14\n" +
