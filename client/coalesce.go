@@ -9,6 +9,7 @@ import (
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -55,8 +56,9 @@ type pendingSend struct {
 	req  *raftqv1.SendRequest
 	size int
 	// state moves once, under sendStream.mu: waiting -> taken | cancelled.
-	state int
-	done  chan sendOutcome // buffered 1
+	state   int
+	done    chan sendOutcome // buffered 1
+	lastErr error            // send's retries only
 }
 
 const (
@@ -90,6 +92,11 @@ func (c *Client) sendCoalesced(ctx context.Context, key coalesceKey, req *raftqv
 	case o := <-p.done:
 		return o.res, o.err
 	case <-ctx.Done():
+		select {
+		case o := <-p.done: // answered as the context ended: keep the answer
+			return o.res, o.err
+		default:
+		}
 		if s.cancel(p) {
 			return SendResult{}, fromStatus(status.FromContextError(ctx.Err()).Err())
 		}
@@ -141,6 +148,9 @@ func (s *sendStream) take() []*pendingSend {
 	bytes, i := 0, 0
 	for ; i < len(s.pending) && len(batch) < s.c.cfg.coalesceMax; i++ {
 		p := s.pending[i]
+		if p.state == sendWaiting && p.ctx.Err() != nil {
+			p.state = sendCancelled // its sender is returning; do not send it
+		}
 		if p.state != sendWaiting {
 			continue
 		}
@@ -160,12 +170,58 @@ func (s *sendStream) take() []*pendingSend {
 	return batch
 }
 
-// send makes one SendBatch call for batch and answers every sender. The
-// call is not bound to any one sender's context: it lives until the latest
-// sender deadline (or the retry budget, if a sender has none).
+// send makes SendBatch calls for batch and answers every sender. A call
+// that fails as a whole is retried by invoke. Items the server could not
+// commit (a shard without a leader, a split batch cut by a leadership
+// change: UNAVAILABLE per item) are sent again, when every message carries
+// a dedup key, with backoff and within the retry budget, like a single
+// Send would be. The calls are not bound to any one sender's context: they
+// live until the latest sender deadline (or the retry budget, if a sender
+// has none).
 func (s *sendStream) send(batch []*pendingSend) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
+	retry := s.c.cfg.retry
+	for attempt := 1; len(batch) > 0; attempt++ {
+		results, err := s.call(ctx, batch)
+		if err != nil {
+			for _, p := range batch {
+				p.done <- sendOutcome{err: err}
+			}
+			return
+		}
+		var again []*pendingSend
+		for i, p := range batch {
+			r := results[i]
+			ierr := itemError(r.GetCode(), r.GetError())
+			switch {
+			case ierr == nil:
+				p.done <- sendOutcome{res: SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated()}}
+			case s.key.safe && attempt < retry.MaxAttempts && p.ctx.Err() == nil && retryableItem(codes.Code(r.GetCode())):
+				again = append(again, p)
+				p.lastErr = ierr
+			default:
+				p.done <- sendOutcome{err: ierr}
+			}
+		}
+		if len(again) > 0 {
+			if err := s.c.refresh(ctx, false); err != nil {
+				s.c.cfg.logger.Debug("raftq shard map refresh failed", "err", err)
+			}
+			if serr := sleepCtx(ctx, retry.backoff(attempt)); serr != nil {
+				for _, p := range again {
+					p.done <- sendOutcome{err: fmt.Errorf("%w (retry stopped: %v)", p.lastErr, serr)}
+				}
+				return
+			}
+		}
+		batch = again
+	}
+}
+
+// call makes one SendBatch call (retried by invoke as a whole) and returns
+// one result per message.
+func (s *sendStream) call(ctx context.Context, batch []*pendingSend) ([]*raftqv1.SendResult, error) {
 	req := &raftqv1.SendBatchRequest{Queue: s.key.queue, Messages: make([]*raftqv1.SendRequest, len(batch))}
 	for i, p := range batch {
 		req.Messages[i] = p.req
@@ -178,18 +234,17 @@ func (s *sendStream) send(batch []*pendingSend) {
 	if err == nil && len(resp.GetResults()) != len(batch) {
 		err = fmt.Errorf("server returned %d results for %d messages", len(resp.GetResults()), len(batch))
 	}
-	for i, p := range batch {
-		if err != nil {
-			p.done <- sendOutcome{err: err}
-			continue
-		}
-		r := resp.GetResults()[i]
-		if ierr := itemError(r.GetCode(), r.GetError()); ierr != nil {
-			p.done <- sendOutcome{err: ierr}
-			continue
-		}
-		p.done <- sendOutcome{res: SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated()}}
+	return resp.GetResults(), err
+}
+
+// retryableItem reports whether an item's code leaves it uncommitted or
+// unknown (never a definite refusal such as an invalid message).
+func retryableItem(c codes.Code) bool {
+	switch c {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.Internal, codes.Unknown:
+		return true
 	}
+	return false
 }
 
 // batchContext lasts until the latest deadline among the senders, so no

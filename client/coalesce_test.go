@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/raftq/raftq/client/clienttest"
 )
@@ -228,5 +229,64 @@ func TestSendCoalescingOption(t *testing.T) {
 	mustSend(t, c, "q", "x")
 	if n, b := len(s.Calls("Send")), len(s.Calls("SendBatch")); n != 1 || b != 0 {
 		t.Fatalf("with coalescing off: %d Send and %d SendBatch calls, want 1 and 0", n, b)
+	}
+}
+
+// A node answers the items of a batch its shard could not commit with
+// UNAVAILABLE (no leader in time, a split batch cut by a leadership
+// change) while the call succeeds. A coalesced Send is retried like a
+// single Send would be: with its dedup key, within the retry budget.
+func TestCoalescedUncommittedItemsAreRetried(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr}, fastRetry(4))
+	mustCreate(t, c, "q", QueueOptions{})
+
+	s.FailItems(2, codes.Unavailable)
+	r := mustSend(t, c, "q", "retried")
+	if m, err := c.GetMessage(testCtx(t), r.ID); err != nil || string(m.Body) != "retried" {
+		t.Fatalf("message %s: %v %v", r.ID, m, err)
+	}
+	if n := len(s.Calls("SendBatch")); n != 3 {
+		t.Fatalf("%d calls, want 3 (two failed items, then success)", n)
+	}
+
+	// The budget bounds it.
+	s.FailItems(4, codes.Unavailable) // exactly the budget: every attempt fails
+	if _, err := c.Send(testCtx(t), "q", []byte("x")); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Send after the budget = %v, want ErrUnavailable", err)
+	}
+	// A definite item refusal is not retried.
+	before := len(s.Calls("SendBatch"))
+	s.FailItems(1, codes.InvalidArgument)
+	if _, err := c.Send(testCtx(t), "q", []byte("x")); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Send = %v, want ErrInvalid", err)
+	}
+	if n := len(s.Calls("SendBatch")) - before; n != 1 {
+		t.Fatalf("an invalid item was sent %d times", n)
+	}
+	// Without a dedup key a retry could enqueue twice: not retried.
+	nokey := mustDial(t, []string{s.Addr}, fastRetry(4), WithAutoDedup(false))
+	before = len(s.Calls("SendBatch"))
+	s.FailItems(1, codes.Unavailable)
+	if _, err := nokey.Send(testCtx(t), "q", []byte("x"), Group("g")); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("keyless Send = %v, want ErrUnavailable", err)
+	}
+	if n := len(s.Calls("SendBatch")) - before; n != 1 {
+		t.Fatalf("a keyless item was sent %d times", n)
+	}
+}
+
+// A send carrying its own gRPC metadata (auth, tenant, tracing) is not
+// coalesced: a batch goes out under one set of metadata.
+func TestSendWithMetadataIsNotCoalesced(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr})
+	mustCreate(t, c, "q", QueueOptions{})
+	ctx := metadata.AppendToOutgoingContext(testCtx(t), "tenant", "a")
+	if _, err := c.Send(ctx, "q", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if n, b := len(s.Calls("Send")), len(s.Calls("SendBatch")); n != 1 || b != 0 {
+		t.Fatalf("%d Send and %d SendBatch calls, want 1 and 0", n, b)
 	}
 }

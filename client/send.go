@@ -12,6 +12,7 @@ import (
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/wire"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // Outgoing is one message to send. Send builds it from SendOptions; SendBatch
@@ -138,7 +139,7 @@ func (c *Client) Send(ctx context.Context, queue string, body []byte, opts ...Se
 		return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
 	}
 	spec := callSpec{shard: c.shardOf(queue, o.Group, o.DedupKey), safe: o.DedupKey != ""}
-	if spec.shard != anyShard && c.cfg.coalesceMax > 1 {
+	if spec.shard != anyShard && c.cfg.coalesceMax > 1 && !hasOutgoingMetadata(ctx) {
 		req.Queue = "" // the batch names it
 		res, err := c.sendCoalesced(ctx, coalesceKey{queue: queue, shard: spec.shard, safe: spec.safe}, req)
 		if err != nil {
@@ -216,4 +217,12 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 		out[i] = SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated(), Err: itemError(r.GetCode(), r.GetError())}
 	}
 	return out, nil
+}
+
+// hasOutgoingMetadata reports whether ctx carries gRPC metadata for the
+// call (auth, tenant, tracing): such a send is not coalesced with others,
+// which would send it under their metadata.
+func hasOutgoingMetadata(ctx context.Context) bool {
+	md, ok := metadata.FromOutgoingContext(ctx)
+	return ok && md.Len() > 0
 }

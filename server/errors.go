@@ -86,6 +86,8 @@ func grpcCode(c fsmpb.Code) codes.Code {
 		return codes.FailedPrecondition
 	case fsmpb.Code_CODE_RESOURCE_EXHAUSTED:
 		return codes.ResourceExhausted
+	case fsmpb.Code_CODE_UNAVAILABLE:
+		return codes.Unavailable
 	}
 	return codes.Internal
 }

@@ -37,8 +37,9 @@ const (
 	maxEntryBytes    = 16 << 10
 	maxRoundBytes    = 1 << 20
 	maxInFlightBytes = 4 << 20
-	// Enough rounds to keep raft's pipeline busy (one being stored by the
-	// leader, one being replicated, one being applied, one filling).
+	// Enough rounds to keep raft's pipeline busy (one being stored and
+	// replicated while the next fills); more only queue consumer commands
+	// behind more sends.
 	maxInFlightRounds = 2
 	proposeQueue      = 4096
 )
@@ -70,6 +71,7 @@ type proposal struct {
 type outcome struct {
 	res *fsmpb.Result
 	err error
+	n   int // split parts: messages in the part
 }
 
 // part is one command inside an entry: a whole proposal, or part i of a

@@ -1,8 +1,6 @@
 package shard
 
 import (
-	"fmt"
-
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"google.golang.org/protobuf/proto"
@@ -11,19 +9,31 @@ import (
 // A large enqueue (a SendBatch of many messages) is split into parts of at
 // most about maxBytes each so the proposer can keep entries small (see the
 // group-commit limits). The parts are consecutive commands in consecutive
-// entries of one round, so every replica applies them back to back in the
-// same order as the whole command: group order, dedup within the batch and
-// ids come out the same. Only the completion differs: the caller's result
-// is the parts' results joined.
+// entries of one round, so normally every replica applies them back to
+// back, exactly as the whole command: dedup within the batch and ids come
+// out the same, and the caller's result is the parts' results joined.
+//
+// Raft answers each entry on its own, though: during a leadership transfer
+// or a lost-and-regained leadership some parts may be refused or left
+// unknown while later ones commit. Each item then carries its own outcome
+// (joinParts), and the caller retries the failed ones with their dedup
+// keys, after the rest. That reorders a batch, so batches holding any
+// message group are never split: a group's order is a guarantee.
 
 // splitEnqueue returns the parts of an Enqueue command, or nil when it is
-// not an enqueue, is one message, or is refused as a whole by the FSM (over
-// MaxEnqueueBatch: the FSM must see it whole to refuse it).
+// not an enqueue, is one message, holds a grouped message, or is refused
+// as a whole by the FSM (over MaxEnqueueBatch: the FSM must see it whole
+// to refuse it).
 func splitEnqueue(cmd *fsmpb.Command, maxBytes int) []*fsmpb.Command {
 	enq := cmd.GetEnqueue()
 	msgs := enq.GetMessages()
 	if enq == nil || len(msgs) < 2 || len(msgs) > fsm.MaxEnqueueBatch {
 		return nil
+	}
+	for _, m := range msgs {
+		if m.GetGroupId() != "" {
+			return nil
+		}
 	}
 	var parts []*fsmpb.Command
 	start, size := 0, 0
@@ -61,6 +71,7 @@ func (pt part) resolve(o outcome) {
 		pt.p.done <- o
 		return
 	}
+	o.n = len(pt.cmd.GetEnqueue().GetMessages())
 	st.outs[pt.i] = o
 	st.left--
 	if st.left == 0 {
@@ -68,11 +79,13 @@ func (pt part) resolve(o outcome) {
 	}
 }
 
-// joinParts merges the parts of a split enqueue. All parts applied: their
-// items in order. All parts failed with the same error: that error (a
-// not-leader refusal stays a refusal). Anything mixed: some parts may have
-// applied and others not, so the outcome is unknown — the caller retries
-// with dedup keys, which makes the applied messages come back deduplicated.
+// joinParts merges the parts of a split enqueue. All parts failed with the
+// same error: that error (a not-leader refusal stays a refusal, so the
+// router retries at the leader). A whole-command refusal (queue not found)
+// that every part got alike: that result. Otherwise one result with an
+// item per message: applied parts' items as the FSM returned them, and
+// CODE_UNAVAILABLE for the items of parts that were refused or whose
+// outcome is unknown (retried by the client with their dedup keys).
 func joinParts(outs []outcome) outcome {
 	failed := 0
 	for _, o := range outs {
@@ -80,39 +93,36 @@ func joinParts(outs []outcome) outcome {
 			failed++
 		}
 	}
-	switch {
-	case failed == len(outs) && sameErrors(outs):
+	if failed == len(outs) && sameErrors(outs) {
 		return outs[0]
-	case failed > 0:
-		for _, o := range outs {
-			if o.err != nil {
-				// %v, not %w: a part's not-leader refusal must not make the
-				// whole look refused (callers would retry without dedup).
-				return outcome{err: fmt.Errorf("%w: part of a split enqueue failed: %v", ErrUnknownResult, o.err)}
-			}
-		}
 	}
-	first := outs[0].res
-	if first.GetStatus().GetCode() != fsmpb.Code_CODE_OK {
-		// A whole-command refusal (e.g. queue not found) applies to every
-		// part alike, since the parts are consecutive in the log.
-		for _, o := range outs[1:] {
-			if o.res.GetStatus().GetCode() != first.GetStatus().GetCode() {
-				return outcome{err: fmt.Errorf("%w: parts of a split enqueue disagree (%v, %v)", ErrUnknownResult,
-					first.GetStatus().GetCode(), o.res.GetStatus().GetCode())}
-			}
-		}
+	if failed == 0 && outs[0].res.GetStatus().GetCode() != fsmpb.Code_CODE_OK && sameStatus(outs) {
 		return outs[0]
 	}
 	var items []*fsmpb.EnqueueItemResult
 	for _, o := range outs {
-		if o.res.GetStatus().GetCode() != fsmpb.Code_CODE_OK {
-			return outcome{err: fmt.Errorf("%w: parts of a split enqueue disagree (%v, %v)", ErrUnknownResult,
-				fsmpb.Code_CODE_OK, o.res.GetStatus().GetCode())}
+		st := o.res.GetStatus()
+		switch {
+		case o.err != nil:
+			st = &fsmpb.Status{Code: fsmpb.Code_CODE_UNAVAILABLE, Message: "not committed (part of a split batch): " + o.err.Error()}
+		case st.GetCode() == fsmpb.Code_CODE_OK:
+			items = append(items, o.res.GetEnqueue().GetItems()...)
+			continue
 		}
-		items = append(items, o.res.GetEnqueue().GetItems()...)
+		for range o.n {
+			items = append(items, &fsmpb.EnqueueItemResult{Status: st})
+		}
 	}
-	return outcome{res: &fsmpb.Result{Status: first.GetStatus(), Body: &fsmpb.Result_Enqueue{Enqueue: &fsmpb.EnqueueResult{Items: items}}}}
+	return outcome{res: &fsmpb.Result{Status: &fsmpb.Status{}, Body: &fsmpb.Result_Enqueue{Enqueue: &fsmpb.EnqueueResult{Items: items}}}}
+}
+
+func sameStatus(outs []outcome) bool {
+	for _, o := range outs[1:] {
+		if o.res.GetStatus().GetCode() != outs[0].res.GetStatus().GetCode() {
+			return false
+		}
+	}
+	return true
 }
 
 func sameErrors(outs []outcome) bool {

@@ -77,6 +77,14 @@ func (ms *messagesSvc) SendBatch(_ context.Context, r *raftqv1.SendBatchRequest)
 	}
 	resp := &raftqv1.SendBatchResponse{}
 	for _, m := range r.GetMessages() {
+		if len(s.itemFaults) > 0 {
+			// As a real node answers items of a batch its shard could not
+			// commit: nothing enqueued, the item marked.
+			code := s.itemFaults[0]
+			s.itemFaults = s.itemFaults[1:]
+			resp.Results = append(resp.Results, &raftqv1.SendResult{Code: int32(code), Error: "injected item " + code.String()})
+			continue
+		}
 		one, err := s.enqueue(r.GetQueue(), m)
 		if err != nil {
 			st := status.Convert(err)

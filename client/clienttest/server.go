@@ -45,6 +45,7 @@ type Server struct {
 	calls      []Call
 	staleIDs   map[string]bool
 	dedup      map[string]uint64
+	itemFaults []codes.Code             // SendBatch: next items' outcomes
 	stalls     map[string]chan struct{} // method -> closed on release
 	stalled    map[string]int           // calls waiting in a stall
 }
@@ -130,6 +131,17 @@ func (s *Server) addFaults(method string, n int, f fault) {
 	defer s.mu.Unlock()
 	for range n {
 		s.faults[method] = append(s.faults[method], f)
+	}
+}
+
+// FailItems makes the next n messages of SendBatch calls fail with code as
+// items (the call itself succeeds), enqueueing nothing: how a node reports
+// messages its shard could not commit.
+func (s *Server) FailItems(n int, code codes.Code) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.itemFaults = append(s.itemFaults, code)
 	}
 }
 

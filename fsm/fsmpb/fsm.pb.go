@@ -88,6 +88,10 @@ const (
 	Code_CODE_STALE_RECEIPT       Code = 4 // maps to gRPC FailedPrecondition
 	Code_CODE_FAILED_PRECONDITION Code = 5
 	Code_CODE_RESOURCE_EXHAUSTED  Code = 6
+	// Never written by the FSM: the shard layer marks items of a split
+	// enqueue whose part was not committed (refused or outcome unknown);
+	// maps to gRPC Unavailable, retried with the item's dedup key.
+	Code_CODE_UNAVAILABLE Code = 7
 )
 
 // Enum value maps for Code.
@@ -100,6 +104,7 @@ var (
 		4: "CODE_STALE_RECEIPT",
 		5: "CODE_FAILED_PRECONDITION",
 		6: "CODE_RESOURCE_EXHAUSTED",
+		7: "CODE_UNAVAILABLE",
 	}
 	Code_value = map[string]int32{
 		"CODE_OK":                  0,
@@ -109,6 +114,7 @@ var (
 		"CODE_STALE_RECEIPT":       4,
 		"CODE_FAILED_PRECONDITION": 5,
 		"CODE_RESOURCE_EXHAUSTED":  6,
+		"CODE_UNAVAILABLE":         7,
 	}
 )
 
@@ -3213,7 +3219,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
-	"\x0fQUEUE_MODE_FIFO\x10\x02*\xb7\x01\n" +
+	"\x0fQUEUE_MODE_FIFO\x10\x02*\xcd\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x19\n" +
 	"\x15CODE_INVALID_ARGUMENT\x10\x01\x12\x18\n" +
@@ -3221,7 +3227,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x16CODE_MESSAGE_NOT_FOUND\x10\x03\x12\x16\n" +
 	"\x12CODE_STALE_RECEIPT\x10\x04\x12\x1c\n" +
 	"\x18CODE_FAILED_PRECONDITION\x10\x05\x12\x1b\n" +
-	"\x17CODE_RESOURCE_EXHAUSTED\x10\x06*u\n" +
+	"\x17CODE_RESOURCE_EXHAUSTED\x10\x06\x12\x14\n" +
+	"\x10CODE_UNAVAILABLE\x10\a*u\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_DELAYED\x10\x01\x12\x0f\n" +
