@@ -25,7 +25,13 @@ type Config struct {
 	// value: they bootstrap the meta group once exactly that many of them
 	// see each other. 0: never bootstrap (join an existing cluster).
 	BootstrapExpect int
-	// Shards is the number of data shards, fixed at bootstrap (default 8).
+	// Shards is the number of data shards, fixed at bootstrap. Default: one
+	// per bootstrap voter (at least Replication), so each node leads one.
+	// Every raft group has fixed costs (an fsync and a bolt transaction per
+	// commit, heartbeats, goroutines) and groups do not share commits, so
+	// a few busy groups beat many idle ones: on a 3-node cluster on one
+	// 2-core machine 3 shards carry about 1.5x the messages of 8
+	// (docs/benchmarks.md). More shards pay on nodes with many cores.
 	Shards uint32
 	// Replication is the number of replicas per shard (default 3).
 	Replication int
@@ -61,11 +67,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BootstrapExpect < 0 {
 		return c, fmt.Errorf("cluster: BootstrapExpect %d < 0", c.BootstrapExpect)
 	}
-	if c.Shards == 0 {
-		c.Shards = 8
-	}
 	if c.Replication <= 0 {
 		c.Replication = 3
+	}
+	if c.Shards == 0 {
+		c.Shards = uint32(max(c.BootstrapExpect, c.Replication))
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -7,6 +7,9 @@
 #   n1    127.0.0.1:7101   :7201       :7301       http://127.0.0.1:7401/metrics
 #   n2    127.0.0.1:7102   :7202       :7302       :7402
 #   n3    127.0.0.1:7103   :7203       :7303       :7403
+#
+# RAFTQ_NODE_ARGS adds flags to every node (e.g. "--shards 8"; shard count
+# and other bootstrap settings only count on a fresh data directory).
 set -euo pipefail
 BIN=${BIN:-bin}
 DATA=${DATA:-data}

@@ -21,7 +21,7 @@ func TestParseConfigDefaultsAndAdvertise(t *testing.T) {
 	if c.DataDir != "data/n1" || c.GRPCAdvertise != c.GRPCBind || c.RaftAdvertise != c.RaftBind || c.GossipAdvertise != c.GossipBind {
 		t.Fatalf("defaults not derived: %+v", c)
 	}
-	if c.Shards != 8 || c.Replication != 3 || c.BootstrapExpect != 3 {
+	if c.Shards != 0 || c.Replication != 3 || c.BootstrapExpect != 3 {
 		t.Fatalf("cluster defaults: %+v", c)
 	}
 }
@@ -46,7 +46,6 @@ func TestParseConfigRejects(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{[]string{"--node-id", "n", "--shards", "0"}, nil, "--shards"},
 		{[]string{"--node-id", "n", "--shards", "1000"}, nil, "--shards"},
 		{[]string{"--node-id", "n", "--replication", "0"}, nil, "--replication"},
 		{[]string{"--node-id", "n", "--bootstrap-expect", "2"}, nil, "below --replication"},
