@@ -6,25 +6,12 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/raftq/raftq/client/clienttest"
 )
-
-// waitFor polls cond until it holds or the test's patience ends.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // pendingSends counts the sends queued (not yet in a call) on c's streams.
 func pendingSends(c *Client) int {
@@ -81,7 +68,7 @@ func stallCalls(t *testing.T, s *clienttest.Server, c *Client) (release func(), 
 	var waits []func() []sent
 	for i := range coalesceCalls {
 		waits = append(waits, sendAll(testCtx(t), c, []string{fmt.Sprintf("first-%d", i)}))
-		waitFor(t, "a call slot in use", func() bool { return s.Stalled("SendBatch") == i+1 })
+		clienttest.WaitFor(t, "a call slot in use", func() bool { return s.Stalled("SendBatch") == i+1 })
 	}
 	first = func() []sent {
 		var out []sent
@@ -101,7 +88,7 @@ func TestConcurrentSendsLeaveTogether(t *testing.T) {
 
 	const queued = 100
 	rest := sendAll(testCtx(t), c, bodies("queued", queued))
-	waitFor(t, "sends to queue behind the busy calls", func() bool { return pendingSends(c) == queued })
+	clienttest.WaitFor(t, "sends to queue behind the busy calls", func() bool { return pendingSends(c) == queued })
 	release()
 
 	all := append(first(), rest()...)
@@ -146,7 +133,7 @@ func TestCoalescedItemErrorsReachTheirSender(t *testing.T) {
 	var badErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { _, badErr = c.Send(ctx, "q", []byte("bad"), Priority(10)) })
-	waitFor(t, "sends to queue", func() bool { return pendingSends(c) == 6 })
+	clienttest.WaitFor(t, "sends to queue", func() bool { return pendingSends(c) == 6 })
 	release()
 	wg.Wait()
 
@@ -167,7 +154,7 @@ func TestCoalescedCallFailureReachesEverySender(t *testing.T) {
 	release, first := stallCalls(t, s, c)
 
 	queued := sendAll(testCtx(t), c, bodies("queued", 10))
-	waitFor(t, "sends to queue", func() bool { return pendingSends(c) == 10 })
+	clienttest.WaitFor(t, "sends to queue", func() bool { return pendingSends(c) == 10 })
 	// The stalled calls succeed; the next call (all ten queued) is refused
 	// as invalid, which is never retried.
 	s.Fail("SendBatch", 1, codes.InvalidArgument)
@@ -196,7 +183,7 @@ func TestSendCancelledWhileQueuedIsNotSent(t *testing.T) {
 		_, err := c.Send(ctx, "q", []byte("cancelled"))
 		done <- err
 	}()
-	waitFor(t, "the send to queue", func() bool { return pendingSends(c) == 1 })
+	clienttest.WaitFor(t, "the send to queue", func() bool { return pendingSends(c) == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled queued send = %v, want context.Canceled", err)

@@ -73,17 +73,6 @@ func start(t *testing.T, w *Worker) (stop func() error) {
 	return stop
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func fast(o Options) Options {
 	if o.Wait == 0 {
 		o.Wait = 100 * time.Millisecond
@@ -104,7 +93,7 @@ func TestAckOnSuccess(t *testing.T) {
 		return nil
 	})
 	stop := start(t, w)
-	waitFor(t, "5 acks", func() bool { return f.s.Count("q", fsmpb.State_STATE_ACKED) == 5 })
+	clienttest.WaitFor(t, "5 acks", func() bool { return f.s.Count("q", fsmpb.State_STATE_ACKED) == 5 })
 	if err := stop(); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
@@ -168,7 +157,7 @@ func TestDispatchByType(t *testing.T) {
 	w.Register("email", func(_ context.Context, m *Message) error { got <- "email:" + m.Type; return nil })
 	stop := start(t, w)
 	<-got
-	waitFor(t, "the unhandled type nacked", func() bool { return len(f.s.Calls("Nack")) == 1 })
+	clienttest.WaitFor(t, "the unhandled type nacked", func() bool { return len(f.s.Calls("Nack")) == 1 })
 	_ = stop()
 	if c := f.s.Calls("Nack")[0]; !strings.Contains(c.Error, `no handler registered for message type "sms"`) {
 		t.Fatalf("nack error = %q", c.Error)
@@ -190,7 +179,7 @@ func TestLongHandlerKeepsLease(t *testing.T) {
 		}
 	})
 	stop := start(t, w)
-	waitFor(t, "the ack", func() bool { return f.s.Count("q", fsmpb.State_STATE_ACKED) == 1 })
+	clienttest.WaitFor(t, "the ack", func() bool { return f.s.Count("q", fsmpb.State_STATE_ACKED) == 1 })
 	_ = stop()
 	if n := len(f.s.Calls("ExtendLease")); n < 5 {
 		t.Fatalf("%d extensions in 1s at an 80ms period", n)
@@ -247,7 +236,7 @@ func TestConcurrencyNeverExceeded(t *testing.T) {
 		return nil
 	})
 	stop := start(t, w)
-	waitFor(t, "all acked", func() bool { return f.s.Count("q", fsmpb.State_STATE_ACKED) == total })
+	clienttest.WaitFor(t, "all acked", func() bool { return f.s.Count("q", fsmpb.State_STATE_ACKED) == total })
 	_ = stop()
 	if p := peak.Load(); p > conc || p < 2 {
 		t.Fatalf("peak concurrency %d, want 2..%d", p, conc)
