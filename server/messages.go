@@ -166,13 +166,20 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 		}()
 	}
 	wg.Wait()
-	sent := 0
+	sent, deduplicated := 0, 0
 	for _, r := range results {
-		if r.GetCode() == 0 && !r.GetDeduplicated() {
+		switch {
+		case r.GetCode() != 0:
+		case r.GetDeduplicated():
+			deduplicated++
+		default:
 			sent++
 		}
 	}
 	m.events.Count(req.GetQueue(), "sent", sent)
+	if deduplicated > 0 {
+		m.events.Count(req.GetQueue(), "deduplicated", deduplicated)
+	}
 	return &raftqv1.SendBatchResponse{Results: results}, nil
 }
 

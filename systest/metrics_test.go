@@ -20,6 +20,22 @@ func TestCluster_MetricsExposeQueuesShardsAndLatency(t *testing.T) {
 			t.Fatalf("send: %v", err)
 		}
 	}
+	// SendBatch counts like Send: the Go client coalesces Sends into it.
+	for _, keys := range [][]string{{"a", "b"}, {"a", "c"}} {
+		batch := &raftqv1.SendBatchRequest{Queue: "observed"}
+		for _, k := range keys {
+			batch.Messages = append(batch.Messages, &raftqv1.SendRequest{Body: []byte("y"), DedupKey: k})
+		}
+		resp, err := msgs(c, 0).SendBatch(ctx, batch)
+		if err != nil {
+			t.Fatalf("send batch %v: %v", keys, err)
+		}
+		for i, r := range resp.GetResults() {
+			if r.GetCode() != 0 {
+				t.Fatalf("send batch %v item %d: code %d %s", keys, i, r.GetCode(), r.GetError())
+			}
+		}
+	}
 	var all strings.Builder
 	for _, n := range c.Nodes {
 		resp, err := http.Get("http://" + n.HTTP + "/metrics")
@@ -36,7 +52,9 @@ func TestCluster_MetricsExposeQueuesShardsAndLatency(t *testing.T) {
 		`raftq_shard_applied_index{shard="0"}`,
 		`raftq_queue_messages{queue="observed",shard=`,
 		`raftq_queue_oldest_ready_age_seconds{queue="observed"`,
-		`raftq_messages_total{event="sent",queue="observed"} 5`,
+		`raftq_messages_total{event="sent",queue="observed"} 8`,
+		`raftq_messages_total{event="deduplicated",queue="observed"} 1`,
+		`raftq_shard_proposer_rounds_total{shard=`,
 		`raftq_request_duration_seconds_bucket{code="OK",method="/raftq.v1.Messages/Send"`,
 		`process_resident_memory_bytes`,
 		`raftq_shard_propose_seconds_bucket{shard=`,
