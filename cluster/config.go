@@ -26,7 +26,8 @@ type Config struct {
 	// see each other. 0: never bootstrap (join an existing cluster).
 	BootstrapExpect int
 	// Shards is the number of data shards, fixed at bootstrap. Default: one
-	// per bootstrap voter (at least Replication), so each node leads one.
+	// per bootstrap voter (at least Replication), so each node is the
+	// preferred leader of about one (placement balances on average).
 	// Every raft group has fixed costs (an fsync and a bolt transaction per
 	// commit, heartbeats, goroutines) and groups do not share commits, so
 	// a few busy groups beat many idle ones: on a 3-node cluster on one
