@@ -100,8 +100,13 @@ func Start(t testing.TB, bin string, opts Options) *Cluster {
 	c := &Cluster{t: t, bin: bin, opts: opts, conns: map[string]*grpc.ClientConn{}}
 	dir := t.TempDir()
 	var gossip []string
+	// One call for every node's ports: the listeners of one call are open
+	// together, so its ports are distinct; ports from separate calls are
+	// not (the kernel can hand a just-closed port out again), and two nodes
+	// sharing one failed a test run.
+	all := freePorts(t, 4*opts.Nodes)
 	for i := 1; i <= opts.Nodes; i++ {
-		ports := freePorts(t, 4)
+		ports := all[4*(i-1) : 4*i]
 		n := &Node{
 			ID:     "n" + strconv.Itoa(i),
 			Dir:    filepath.Join(dir, "n"+strconv.Itoa(i)),
