@@ -51,7 +51,7 @@ type config struct {
 	Batches     []int
 }
 
-var errUsage = errors.New("usage")
+var errUsage = errors.New("invalid arguments")
 
 const usage = `raftq-bench <workload> [flags]
 

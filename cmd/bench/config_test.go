@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -123,5 +125,28 @@ func TestMemoryParsers(t *testing.T) {
 	}
 	if _, err := newMemorySource("1,x", ""); err == nil {
 		t.Error("bad --pids accepted")
+	}
+}
+
+// A flag value out of range exits 2 with a message naming the flag; only the
+// bare usage error (usage already printed) is silent.
+func TestReportNamesInvalidFlags(t *testing.T) {
+	var stderr strings.Builder
+	err := run(context.Background(), []string{"steady", "--consumers", "0"}, io.Discard, &stderr)
+	if code := report(err, &stderr); code != 2 {
+		t.Fatalf("exit %d for --consumers 0, want 2 (err %v)", code, err)
+	}
+	if !strings.Contains(stderr.String(), "--consumers 0 outside 1-1024") {
+		t.Errorf("stderr %q does not name the bad flag", stderr.String())
+	}
+	stderr.Reset()
+	if code := report(errUsage, &stderr); code != 2 || stderr.Len() != 0 {
+		t.Errorf("bare usage error: exit %d, stderr %q; want 2 and nothing", code, stderr.String())
+	}
+	if code := report(nil, &stderr); code != 0 {
+		t.Errorf("success: exit %d", code)
+	}
+	if code := report(fmt.Errorf("lost 3: %w", errFailed), &stderr); code != 1 {
+		t.Errorf("failed checks: exit %d, want 1", code)
 	}
 }

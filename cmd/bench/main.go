@@ -24,17 +24,27 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	if code := report(err, os.Stderr); code != 0 {
+		os.Exit(code)
+	}
+}
+
+// report prints what went wrong and returns the exit status: 0 for success
+// or help on request, 1 for a run whose checks failed, 2 for bad input or a
+// run that could not be made. Only the bare errUsage stays silent: the usage
+// text was printed already; a flag value that fails validation is named.
+func report(err error, stderr io.Writer) int {
 	switch {
-	case errors.Is(err, flag.ErrHelp):
-		// Usage was printed on request: not an error.
-	case errors.Is(err, errUsage):
-		os.Exit(2)
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
 	case errors.Is(err, errFailed):
-		fmt.Fprintln(os.Stderr, "raftq-bench:", err)
-		os.Exit(1)
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "raftq-bench:", err)
-		os.Exit(2)
+		fmt.Fprintln(stderr, "raftq-bench:", err)
+		return 1
+	case err == errUsage:
+		return 2
+	default:
+		fmt.Fprintln(stderr, "raftq-bench:", err)
+		return 2
 	}
 }
 
