@@ -27,6 +27,7 @@ type config struct {
 	GossipBind      string
 	GossipAdvertise string
 	HTTPBind        string
+	RaftMetrics     bool
 	Join            string
 	BootstrapExpect int
 	Shards          uint
@@ -50,6 +51,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.GossipBind, "gossip-bind", "127.0.0.1:7301", "memberlist gossip listen address (TCP and UDP)")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "gossip address peers use (default: gossip-bind)")
 	fs.StringVar(&c.HTTPBind, "http-bind", "127.0.0.1:7401", "HTTP listen address for /metrics and /healthz (empty disables)")
+	fs.BoolVar(&c.RaftMetrics, "raft-metrics", false, "serve hashicorp/raft's internal timings (commit, bolt StoreLogs, AppendEntries, FSM apply) at /debug/raft-metrics on --http-bind")
 	fs.StringVar(&c.Join, "join", "", "comma-separated gossip addresses of nodes to join (retried until one answers)")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 3, "form a new cluster once this many nodes with the same value have met; set 0 on nodes added to an existing cluster")
 	fs.UintVar(&c.Shards, "shards", 0, "number of data shards, fixed when the cluster is bootstrapped; 0: one per bootstrap voter (--bootstrap-expect), so leaders spread about one per node (docs/benchmarks.md, \"Shard count\")")

@@ -107,6 +107,13 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		if cfg.RaftMetrics {
+			h, err := raftMetrics()
+			if err != nil {
+				return err
+			}
+			mux.HandleFunc("/debug/raft-metrics", h)
+		}
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 			select {
 			case <-node.Ready():
