@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
@@ -67,6 +68,34 @@ func TestRestoreStringKeyedDedupRecords(t *testing.T) {
 	bad := rewriteDedupRecords(t, mustSnapshot(t, h.f), func(d *fsmpb.DedupRecord) { d.KeyHash = []byte{1, 2, 3} })
 	if err := New(Options{}).Restore(io.NopCloser(bytes.NewReader(bad))); err == nil {
 		t.Fatal("restored a dedup record with a 3-byte hash")
+	}
+}
+
+// Two dedup records naming the same message and expiry cannot both sit in
+// the expiry index; restore refuses them instead of keeping a key that
+// would never expire.
+func TestRestoreRefusesDedupRecordsSharingAnExpiry(t *testing.T) {
+	h := loaded(t)
+	h.mustOK(enqueueCmd("std", keyed("k2", "x")))
+	var id uint64
+	var exp int64
+	b := rewriteDedupRecords(t, mustSnapshot(t, h.f), func(d *fsmpb.DedupRecord) {
+		if id == 0 {
+			id, exp = d.GetMessageId(), d.GetExpireMs()
+			return
+		}
+		d.MessageId, d.ExpireMs = id, exp
+	})
+	err := New(Options{}).Restore(io.NopCloser(bytes.NewReader(b)))
+	if err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("restore of two records for message %d at %d: %v, want refused", id, exp, err)
+	}
+}
+
+func BenchmarkHashDedup(b *testing.B) {
+	b.ReportAllocs()
+	for range b.N {
+		_ = hashDedup("orders.eu-west", "auto-0123456789abcdef0123456789abcdef")
 	}
 }
 

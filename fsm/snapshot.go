@@ -287,6 +287,11 @@ func readSnapshot(r io.Reader) (*state, error) {
 			if _, dup := s.dedup[h]; dup {
 				return nil, fmt.Errorf("dedup key hash %x twice", h)
 			}
+			// The expiry index is keyed by (expiry, id): a second record with
+			// both would replace the first there and leave its key unexpirable.
+			if s.dedupExpiry.Has(dedupExpiry{t: d.GetExpireMs(), id: d.GetMessageId()}) {
+				return nil, fmt.Errorf("dedup records for message %d expiring at %d twice", d.GetMessageId(), d.GetExpireMs())
+			}
 			s.addDedup(h, d.GetMessageId(), d.GetExpireMs())
 			seen.Dedup++
 		case recTrailer:

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"crypto/sha256"
-	"io"
 
 	"github.com/google/btree"
 	"github.com/raftq/raftq/fsm/fsmpb"
@@ -123,14 +122,16 @@ func lessGroup(a, b groupItem) bool {
 type dedupHash [16]byte
 
 func hashDedup(queue, key string) dedupHash {
-	h := sha256.New()
-	_, _ = io.WriteString(h, queue)
-	_, _ = h.Write([]byte{0}) // names never hold a 0 byte: this ends it
-	_, _ = io.WriteString(h, key)
-	var sum [sha256.Size]byte
-	var out dedupHash
-	copy(out[:], h.Sum(sum[:0]))
-	return out
+	// One stack buffer and Sum256: every replica hashes every keyed
+	// enqueue, and the streaming hasher cost 3 allocations each. Longer
+	// inputs than the limits allow (only restore of a bad snapshot) spill
+	// to the heap and still hash correctly.
+	var buf [MaxQueueNameLen + 1 + MaxDedupKeyLen]byte
+	in := append(buf[:0], queue...)
+	in = append(in, 0) // names never hold a 0 byte: this ends it
+	in = append(in, key...)
+	sum := sha256.Sum256(in)
+	return dedupHash(sum[:16])
 }
 
 // dedupRef is what the dedup index keeps per key: the message the key was
