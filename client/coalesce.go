@@ -121,11 +121,14 @@ func (s *sendStream) add(p *pendingSend) {
 func (s *sendStream) cancel(p *pendingSend) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p.state != sendWaiting {
-		return false
+	switch p.state {
+	case sendWaiting:
+		p.state = sendCancelled
+		return true
+	case sendCancelled: // take() dropped it: never sent
+		return true
 	}
-	p.state = sendCancelled
-	return true
+	return false
 }
 
 // run sends batches until nothing waits, then gives its call slot back.
@@ -214,9 +217,26 @@ func (s *sendStream) send(batch []*pendingSend) {
 				}
 				return
 			}
+			again = dropEnded(again)
 		}
 		batch = again
 	}
+}
+
+// dropEnded answers and removes the items whose sender's context has ended.
+// Such a sender has returned "outcome unknown" and may send the next message
+// of its group: resending its item after that could commit it second. A
+// lone Send retries on its caller's context and stops the same way.
+func dropEnded(items []*pendingSend) []*pendingSend {
+	kept := items[:0]
+	for _, p := range items {
+		if err := p.ctx.Err(); err != nil {
+			p.done <- sendOutcome{err: fmt.Errorf("%w (retry stopped: %v)", p.lastErr, err)}
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept
 }
 
 // call makes one SendBatch call (retried by invoke as a whole) and returns

@@ -277,3 +277,30 @@ func TestSendWithMetadataIsNotCoalesced(t *testing.T) {
 		t.Fatalf("%d Send and %d SendBatch calls, want 1 and 0", n, b)
 	}
 }
+
+// An item waiting to be retried is dropped once its sender has gone (its
+// Send returned "outcome unknown"): sent later it could land after the next
+// message the sender sends to the same group.
+func TestCoalescedRetryDropsItemsOfEndedSenders(t *testing.T) {
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	ended := &pendingSend{ctx: gone, done: make(chan sendOutcome, 1), lastErr: ErrUnavailable}
+	live := &pendingSend{ctx: context.Background(), done: make(chan sendOutcome, 1), lastErr: ErrUnavailable}
+	kept := dropEnded([]*pendingSend{ended, live})
+	if len(kept) != 1 || kept[0] != live {
+		t.Fatalf("kept %d items, want only the live sender's", len(kept))
+	}
+	select {
+	case o := <-ended.done:
+		if !errors.Is(o.err, ErrUnavailable) {
+			t.Fatalf("ended sender answered %v, want its last item error", o.err)
+		}
+	default:
+		t.Fatal("ended sender got no answer")
+	}
+	select {
+	case o := <-live.done:
+		t.Fatalf("live sender answered early: %+v", o)
+	default:
+	}
+}
