@@ -114,8 +114,10 @@ func (r *Router) rotation() []uint32 {
 	start := r.next.Add(1)
 	ids := make([]uint32, 0, n)
 	if start%4 == 0 {
+		// start/4, not start: start is a multiple of 4 here, which with a
+		// shard count divisible by 4 would always begin at shard 0.
 		for i := range n {
-			ids = append(ids, (start+i)%n)
+			ids = append(ids, (start/4+i)%n)
 		}
 		return ids
 	}

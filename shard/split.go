@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"errors"
+
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"google.golang.org/protobuf/proto"
@@ -103,6 +105,8 @@ func joinParts(outs []outcome) outcome {
 	for _, o := range outs {
 		st := o.res.GetStatus()
 		switch {
+		case o.err != nil && errors.Is(o.err, ErrUnknownResult):
+			st = &fsmpb.Status{Code: fsmpb.Code_CODE_UNAVAILABLE, Message: "outcome unknown, may have been applied (part of a split batch): " + o.err.Error()}
 		case o.err != nil:
 			st = &fsmpb.Status{Code: fsmpb.Code_CODE_UNAVAILABLE, Message: "not committed (part of a split batch): " + o.err.Error()}
 		case st.GetCode() == fsmpb.Code_CODE_OK:
