@@ -29,9 +29,9 @@ import (
 //
 // At most maxInFlightRounds rounds and maxInFlightBytes are inside raft at
 // once (always at least one round): while raft stores and replicates them,
-// new requests pile up and the next round is larger. A backlog of sends waits in front of the proposer, where
-// consumer commands pass it (see runProposer's lanes), not inside raft,
-// where nothing can.
+// new requests pile up and the next round is larger. A backlog of sends
+// waits in front of the proposer, where consumer commands pass it (see
+// runProposer's lanes and admit), not inside raft, where nothing can.
 const (
 	maxEntryCommands = 1024
 	maxEntryBytes    = 16 << 10
@@ -41,7 +41,10 @@ const (
 	// replicated while the next fills); more only queue consumer commands
 	// behind more sends.
 	maxInFlightRounds = 2
-	proposeQueue      = 4096
+	// One more round may be in flight if it holds fast-lane commands only
+	// (see admit); they are small, so it is not charged against the bytes.
+	reservedFastRounds = 1
+	proposeQueue       = 4096
 )
 
 // Request hand-off states: a request is either cancelled by its caller or
@@ -170,17 +173,11 @@ func (s *Shard) runProposer() {
 
 	var carry *proposal
 	for {
-		if !win.acquire(s.closing) {
-			s.failQueued(carry)
-			return
-		}
-		first := carry
+		first, fastOnly, ok := s.admit(win, carry)
 		carry = nil
-		if first == nil {
-			if first = s.next(); first == nil {
-				s.failQueued(nil)
-				return
-			}
+		if !ok {
+			s.failQueued(first)
+			return
 		}
 		r := &round{}
 		r.take(first)
@@ -189,9 +186,11 @@ func (s *Shard) runProposer() {
 			select {
 			case p = <-s.fastCh:
 			default:
-				select {
-				case p = <-s.propCh:
-				default:
+				if !fastOnly {
+					select {
+					case p = <-s.propCh:
+					default:
+					}
 				}
 			}
 			if p == nil {
@@ -264,6 +263,44 @@ func (r *round) close() {
 	}
 }
 
+// admit returns the first proposal of the next round once there is room
+// for the round. Any round may start while fewer than maxInFlightRounds
+// are in flight. When they are all taken (by sends, under load), a round
+// of fast-lane commands alone may still take one reserved slot: a receive
+// or an ack then waits for the entries already inside raft, not also for
+// a round of sends to finish before it may join them. That wait is most of
+// a consumer's receive latency under load, and a consumer that waits less
+// takes more of the shard's capacity from producers (docs/shard.md).
+//
+// pending is a proposal the previous round left over (a holdClock one,
+// always fast-lane). ok is false once the shard is closing; first is then
+// a proposal the caller must fail.
+func (s *Shard) admit(win *window, pending *proposal) (first *proposal, fastOnly, ok bool) {
+	for {
+		if win.tryAcquire(maxInFlightRounds, true) {
+			if pending != nil {
+				return pending, false, true
+			}
+			p := s.next()
+			return p, false, p != nil
+		}
+		if pending != nil && win.tryAcquire(maxInFlightRounds+reservedFastRounds, false) {
+			return pending, true, true
+		}
+		var fast <-chan *proposal
+		if pending == nil {
+			fast = s.fastCh
+		}
+		select {
+		case <-win.freed:
+		case p := <-fast:
+			pending = p
+		case <-s.closing:
+			return pending, false, false
+		}
+	}
+}
+
 // next waits for the first proposal of an entry, fast lane first; nil once
 // the shard is closing.
 func (s *Shard) next() *proposal {
@@ -292,26 +329,16 @@ type window struct {
 
 func newWindow() *window { return &window{freed: make(chan struct{}, 1)} }
 
-// acquire waits for room for one more round: fewer than maxInFlightRounds
-// rounds and maxInFlightBytes in flight. It returns false once closing is
-// closed.
-func (w *window) acquire(closing <-chan struct{}) bool {
-	for {
-		w.mu.Lock()
-		free := w.rounds < maxInFlightRounds && w.bytes < maxInFlightBytes
-		if free {
-			w.rounds++
-		}
-		w.mu.Unlock()
-		if free {
-			return true
-		}
-		select {
-		case <-w.freed:
-		case <-closing:
-			return false
-		}
+// tryAcquire takes a round slot if fewer than rounds are in flight and,
+// when checkBytes, fewer than maxInFlightBytes. Waiters retry on freed.
+func (w *window) tryAcquire(rounds int, checkBytes bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rounds >= rounds || (checkBytes && w.bytes >= maxInFlightBytes) {
+		return false
 	}
+	w.rounds++
+	return true
 }
 
 // add charges the bytes of the round whose slot was acquired.
