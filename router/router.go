@@ -121,9 +121,13 @@ func (r *Router) rotation() []uint32 {
 		}
 		return ids
 	}
+	// The other three calls in four count from start - start/4, which runs
+	// through every integer: from start itself they would never begin at
+	// a shard whose id is a multiple of 4 when n is.
+	off := start - start/4
 	var remote []uint32
 	for i := range n {
-		id := (start + i) % n
+		id := (off + i) % n
 		if sh := r.topo.LocalShard(id); sh != nil && sh.IsLeader() {
 			ids = append(ids, id)
 		} else {
