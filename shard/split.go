@@ -87,7 +87,9 @@ func (pt part) resolve(o outcome) {
 // that every part got alike: that result. Otherwise one result with an
 // item per message: applied parts' items as the FSM returned them, and
 // CODE_UNAVAILABLE for the items of parts that were refused or whose
-// outcome is unknown (retried by the client with their dedup keys).
+// outcome is unknown (retried by the client with their dedup keys). Parts
+// all refused as not leader with different hints join into one refusal
+// (allNotLeader).
 func joinParts(outs []outcome) outcome {
 	failed := 0
 	for _, o := range outs {
@@ -97,6 +99,11 @@ func joinParts(outs []outcome) outcome {
 	}
 	if failed == len(outs) && sameErrors(outs) {
 		return outs[0]
+	}
+	if failed == len(outs) {
+		if nl := allNotLeader(outs); nl != nil {
+			return outcome{err: nl}
+		}
 	}
 	if failed == 0 && outs[0].res.GetStatus().GetCode() != fsmpb.Code_CODE_OK && sameStatus(outs) {
 		return outs[0]
@@ -118,6 +125,26 @@ func joinParts(outs []outcome) outcome {
 		}
 	}
 	return outcome{res: &fsmpb.Result{Status: &fsmpb.Status{}, Body: &fsmpb.Result_Enqueue{Enqueue: &fsmpb.EnqueueResult{Items: items}}}}
+}
+
+// allNotLeader returns one refusal for parts that were all refused as
+// not leader (none reached the log) but with different leader hints, as
+// when leadership moved while the parts were being refused: the router
+// then retries the whole batch at the leader instead of the caller getting
+// an UNAVAILABLE per item. The hint is the last part's that names a
+// leader, being the freshest; nil if any part failed otherwise.
+func allNotLeader(outs []outcome) *NotLeaderError {
+	var best *NotLeaderError
+	for _, o := range outs {
+		var nl *NotLeaderError
+		if errors.Is(o.err, ErrUnknownResult) || !errors.As(o.err, &nl) {
+			return nil
+		}
+		if best == nil || nl.LeaderID != "" || nl.LeaderAddr != "" {
+			best = nl
+		}
+	}
+	return best
 }
 
 func sameStatus(outs []outcome) bool {

@@ -91,6 +91,8 @@ func TestJoinParts(t *testing.T) {
 		{"all refused alike", []outcome{{res: notFound, n: 2}, {res: notFound, n: 1}}, nil, nil, missing, nil},
 		{"all not leader", []outcome{{err: refused, n: 1}, {err: refused, n: 2}}, nil, nil, ok, ErrNotLeader},
 		{"all lost", []outcome{{err: lost, n: 1}, {err: lost, n: 2}}, nil, nil, ok, ErrUnknownResult},
+		{"not leader, hints differ", []outcome{{err: &NotLeaderError{}, n: 1}, {err: refused, n: 2}, {err: &NotLeaderError{LeaderID: "n3", LeaderAddr: "a3"}, n: 1}, {err: &NotLeaderError{}, n: 1}}, nil, nil, ok, ErrNotLeader},
+		{"not leader and lost", []outcome{{err: refused, n: 1}, {err: lost, n: 1}}, []uint64{0, 0}, []fsmpb.Code{unavail, unavail}, ok, nil},
 		{"one part lost", []outcome{{res: enqueueResult(1), n: 1}, {err: lost, n: 2}}, []uint64{1, 0, 0}, []fsmpb.Code{ok, unavail, unavail}, ok, nil},
 		{"gap", []outcome{{res: enqueueResult(1), n: 1}, {err: refused, n: 1}, {res: enqueueResult(2), n: 1}}, []uint64{1, 0, 2}, []fsmpb.Code{ok, unavail, ok}, ok, nil},
 		{"parts disagree", []outcome{{res: enqueueResult(1), n: 1}, {res: notFound, n: 2}}, []uint64{1, 0, 0}, []fsmpb.Code{ok, missing, missing}, ok, nil},
@@ -100,6 +102,12 @@ func TestJoinParts(t *testing.T) {
 			if c.wantErr != nil {
 				if !errors.Is(o.err, c.wantErr) {
 					t.Fatalf("err = %v, want %v", o.err, c.wantErr)
+				}
+				if c.name == "not leader, hints differ" {
+					var nl *NotLeaderError
+					if !errors.As(o.err, &nl) || nl.LeaderID != "n3" || nl.LeaderAddr != "a3" {
+						t.Fatalf("err = %v, want the last hint naming a leader (n3 at a3)", o.err)
+					}
 				}
 				return
 			}
