@@ -59,6 +59,14 @@ func mustWait(t *testing.T, ch <-chan admitted) {
 	}
 }
 
+// wantAdmitted checks that admit handed back p, in a fast-only round or not.
+func wantAdmitted(t *testing.T, a admitted, p *proposal, fastOnly bool) {
+	t.Helper()
+	if !a.ok || a.p != p || a.fastOnly != fastOnly {
+		t.Fatalf("admit = %+v, want proposal %p with fastOnly=%v", a, p, fastOnly)
+	}
+}
+
 // fullWindow is a window whose send rounds are all in flight.
 func fullWindow(t *testing.T) *window {
 	t.Helper()
@@ -76,21 +84,16 @@ func TestAdmitFastRoundPassesFullWindowOfSends(t *testing.T) {
 	win := fullWindow(t)
 	ack := ackProposal()
 	s.fastCh <- ack
-	a := mustAdmit(t, admitAsync(s, win, nil))
-	if !a.ok || a.p != ack || !a.fastOnly {
-		t.Fatalf("admit = %+v, want the ack in a fast-only round", a)
-	}
+	wantAdmitted(t, mustAdmit(t, admitAsync(s, win, nil)), ack, true)
 	// The reserved slot is now taken: the next fast command waits for a
-	// round to finish, and then takes an ordinary slot.
+	// round to finish, and then takes the slot it freed, still above the
+	// send rounds' limit, so again as a fast-only round.
 	ack2 := ackProposal()
 	s.fastCh <- ack2
 	ch := admitAsync(s, win, nil)
 	mustWait(t, ch)
 	win.release(0, true)
-	a = mustAdmit(t, ch)
-	if !a.ok || a.p != ack2 {
-		t.Fatalf("admit after a release = %+v, want the second ack", a)
-	}
+	wantAdmitted(t, mustAdmit(t, ch), ack2, true)
 }
 
 func TestAdmitSendWaitsForFullWindow(t *testing.T) {
@@ -101,10 +104,7 @@ func TestAdmitSendWaitsForFullWindow(t *testing.T) {
 	ch := admitAsync(s, win, nil)
 	mustWait(t, ch)
 	win.release(0, true)
-	a := mustAdmit(t, ch)
-	if !a.ok || a.p != send || a.fastOnly {
-		t.Fatalf("admit = %+v, want the send in an ordinary round", a)
-	}
+	wantAdmitted(t, mustAdmit(t, ch), send, false)
 }
 
 func TestAdmitFastRoundIgnoresByteLimit(t *testing.T) {
@@ -120,10 +120,7 @@ func TestAdmitFastRoundIgnoresByteLimit(t *testing.T) {
 	mustWait(t, ch)
 	ack := ackProposal()
 	s.fastCh <- ack
-	a := mustAdmit(t, ch)
-	if !a.ok || a.p != ack || !a.fastOnly {
-		t.Fatalf("admit = %+v, want the ack in a fast-only round", a)
-	}
+	wantAdmitted(t, mustAdmit(t, ch), ack, true)
 }
 
 func TestAdmitPendingAndClose(t *testing.T) {
@@ -131,17 +128,14 @@ func TestAdmitPendingAndClose(t *testing.T) {
 	win := fullWindow(t)
 	hold := ackProposal()
 	hold.holdClock = true
-	a := mustAdmit(t, admitAsync(s, win, hold))
-	if !a.ok || a.p != hold || !a.fastOnly {
-		t.Fatalf("admit(pending) = %+v, want the pending proposal in a fast-only round", a)
-	}
+	wantAdmitted(t, mustAdmit(t, admitAsync(s, win, hold)), hold, true)
 	// Every slot taken, one fast command picked up: closing hands it back.
 	ack := ackProposal()
 	s.fastCh <- ack
 	ch := admitAsync(s, win, nil)
 	mustWait(t, ch)
 	close(s.closing)
-	a = mustAdmit(t, ch)
+	a := mustAdmit(t, ch)
 	if a.ok || a.p != ack {
 		t.Fatalf("admit on close = %+v, want !ok with the picked-up ack to fail", a)
 	}
