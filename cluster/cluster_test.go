@@ -461,3 +461,31 @@ func TestCluster_CrashAndRestartOnNewAddress(t *testing.T) {
 		return tc.shardDigestsMatch(n2)
 	})
 }
+
+// A node with another cluster name that gossips to this cluster (a seed
+// list naming it, or a reused address the cluster still probes) is ignored:
+// it neither joins the member list nor gets meta state.
+func TestCluster_OtherClusterNameNeverJoins(t *testing.T) {
+	tc := newTestCluster(t)
+	cfg := tc.define("one", 1)
+	cfg.Replication = 1
+	tc.cfgs["one"] = cfg
+	one := tc.start("one")
+	tc.waitReady(20 * time.Second)
+
+	other := newTestCluster(t)
+	stray := other.define("stray", 0)
+	stray.Join = []string{cfg.GossipBind}
+	other.cfgs["stray"] = stray
+	s := other.start("stray")
+	time.Sleep(1500 * time.Millisecond)
+	if s.Meta().HasState() {
+		t.Fatal("a node named for another cluster was added to this one's meta group")
+	}
+	if m := one.Members(); len(m) != 1 {
+		t.Fatalf("members %+v, want only one", m)
+	}
+	if m := s.Members(); len(m) != 1 {
+		t.Fatalf("stray sees members %+v, want only itself", m)
+	}
+}

@@ -10,6 +10,9 @@ import (
 )
 
 // Config configures one node.
+// MaxClusterNameLen is memberlist's limit on a label.
+const MaxClusterNameLen = 255
+
 type Config struct {
 	NodeID  string
 	DataDir string
@@ -21,6 +24,12 @@ type Config struct {
 	GossipBind, GossipAdvertise string
 	// Join lists seed gossip addresses; the node retries until one answers.
 	Join []string
+	// ClusterName, if set, labels every gossip message (memberlist's
+	// Label): nodes with different names ignore each other, so a node can
+	// never be pulled into another cluster whose members still gossip to
+	// an address it now holds (a reused port or IP). Empty: no label,
+	// which only talks to other unlabelled nodes.
+	ClusterName string
 	// BootstrapExpect is set only on the initial voters, all to the same
 	// value: they bootstrap the meta group once exactly that many of them
 	// see each other. 0: never bootstrap (join an existing cluster).
@@ -67,6 +76,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BootstrapExpect < 0 {
 		return c, fmt.Errorf("cluster: BootstrapExpect %d < 0", c.BootstrapExpect)
+	}
+	if len(c.ClusterName) > MaxClusterNameLen {
+		return c, fmt.Errorf("cluster: ClusterName is %d bytes, at most %d", len(c.ClusterName), MaxClusterNameLen)
 	}
 	if c.Replication <= 0 {
 		c.Replication = 3

@@ -49,6 +49,7 @@ type gossip struct {
 func newGossipConfig(cfg Config, d *gossipDelegate) (*memberlist.Config, error) {
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.NodeID
+	mc.Label = cfg.ClusterName
 	host, port, err := splitHostPort(cfg.GossipBind)
 	if err != nil {
 		return nil, fmt.Errorf("gossip bind: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -37,12 +38,13 @@ func freeAddr(t *testing.T) string {
 
 type testCluster struct {
 	t     *testing.T
+	name  string // gossip label: other tests' clusters cannot pull these nodes in
 	cfgs  map[string]Config
 	nodes map[string]*Node
 }
 
 func newTestCluster(t *testing.T) *testCluster {
-	tc := &testCluster{t: t, cfgs: map[string]Config{}, nodes: map[string]*Node{}}
+	tc := &testCluster{t: t, name: fmt.Sprintf("test-%d-%d", os.Getpid(), rand.Uint64()), cfgs: map[string]Config{}, nodes: map[string]*Node{}}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -71,6 +73,7 @@ func (tc *testCluster) define(id string, expect int, join ...string) Config {
 		GossipBind:      gossipAddr,
 		GossipAdvertise: gossipAddr,
 		Join:            seeds,
+		ClusterName:     tc.name,
 		BootstrapExpect: expect,
 		Shards:          4,
 		Replication:     3,

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/raftq/raftq/cluster"
 )
 
 // flagHelp is returned when --help was asked for; usage is already printed.
@@ -29,6 +31,7 @@ type config struct {
 	HTTPBind        string
 	RaftMetrics     bool
 	Join            string
+	ClusterName     string
 	BootstrapExpect int
 	Shards          uint
 	Replication     int
@@ -53,6 +56,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.HTTPBind, "http-bind", "127.0.0.1:7401", "HTTP listen address for /metrics and /healthz (empty disables)")
 	fs.BoolVar(&c.RaftMetrics, "raft-metrics", false, "serve hashicorp/raft's internal timings (commit, bolt StoreLogs, AppendEntries, FSM apply) at /debug/raft-metrics on --http-bind")
 	fs.StringVar(&c.Join, "join", "", "comma-separated gossip addresses of nodes to join (retried until one answers)")
+	fs.StringVar(&c.ClusterName, "cluster-name", "", "label on every gossip message; nodes with a different name (or none) are ignored, so clusters sharing a network never merge (set the same on every node; changing it on a running cluster splits it)")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 3, "form a new cluster once this many nodes with the same value have met; set 0 on nodes added to an existing cluster")
 	fs.UintVar(&c.Shards, "shards", 0, "number of data shards, fixed when the cluster is bootstrapped; 0: one per bootstrap voter (--bootstrap-expect), so leaders spread about one per node (docs/benchmarks.md, \"Shard count\")")
 	fs.IntVar(&c.Replication, "replication", 3, "replicas per data shard")
@@ -118,6 +122,8 @@ func (c *config) finish() error {
 		return fmt.Errorf("--bootstrap-expect must be within 0..7, got %d", c.BootstrapExpect)
 	case c.BootstrapExpect > 0 && c.BootstrapExpect < c.Replication:
 		return fmt.Errorf("--bootstrap-expect %d is below --replication %d: shards could not be placed", c.BootstrapExpect, c.Replication)
+	case len(c.ClusterName) > cluster.MaxClusterNameLen:
+		return fmt.Errorf("--cluster-name is %d bytes, at most %d", len(c.ClusterName), cluster.MaxClusterNameLen)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout must be positive")
 	}

@@ -49,6 +49,7 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--node-id", "n", "--shards", "1000"}, nil, "--shards"},
 		{[]string{"--node-id", "n", "--replication", "0"}, nil, "--replication"},
 		{[]string{"--node-id", "n", "--bootstrap-expect", "2"}, nil, "below --replication"},
+		{[]string{"--node-id", "n", "--cluster-name", strings.Repeat("x", 256)}, nil, "--cluster-name is 256 bytes"},
 		{[]string{"--node-id", "n", "--grpc-bind", "0.0.0.0:7101"}, nil, "grpc-advertise"},
 		{[]string{"--node-id", "n", "--log-level", "loud"}, nil, "--log-level"},
 		{[]string{"--node-id", "n", "extra"}, nil, "unexpected argument"},
@@ -69,7 +70,7 @@ func TestParseConfigHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "bootstrap-expect", "shards", "replication", "clock-offset", "shutdown-timeout", "log-level", "RAFTQ_"} {
+	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "shutdown-timeout", "log-level", "RAFTQ_"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}

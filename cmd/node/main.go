@@ -79,7 +79,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, GRPCAddr: cfg.GRPCAdvertise,
 		RaftBind: cfg.RaftBind, RaftAdvertise: cfg.RaftAdvertise,
 		GossipBind: cfg.GossipBind, GossipAdvertise: cfg.GossipAdvertise,
-		Join: cfg.joinList(), BootstrapExpect: cfg.BootstrapExpect,
+		Join: cfg.joinList(), ClusterName: cfg.ClusterName, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, Logger: log,
 	})
 	if err != nil {

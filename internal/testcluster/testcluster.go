@@ -6,6 +6,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -82,6 +83,7 @@ type Cluster struct {
 	opts  Options
 	Nodes []*Node
 	join  string
+	name  string
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -120,6 +122,9 @@ func Start(t testing.TB, bin string, opts Options) *Cluster {
 		c.Nodes = append(c.Nodes, n)
 	}
 	c.join = strings.Join(gossip, ",")
+	// A name of its own, so no other test's cluster that still gossips to
+	// a port this one reuses can pull these nodes in.
+	c.name = fmt.Sprintf("test-%d-%d", os.Getpid(), rand.Uint64())
 	t.Cleanup(c.killAll)
 	for i := range c.Nodes {
 		c.Restart(i)
@@ -169,7 +174,7 @@ func (c *Cluster) Restart(i int) {
 	args := []string{
 		"--node-id", n.ID, "--data-dir", n.Dir,
 		"--grpc-bind", n.GRPC, "--raft-bind", n.Raft, "--gossip-bind", n.Gossip, "--http-bind", n.HTTP,
-		"--join", c.join, "--bootstrap-expect", strconv.Itoa(c.opts.Nodes), "--shards", strconv.Itoa(c.opts.Shards),
+		"--join", c.join, "--cluster-name", c.name, "--bootstrap-expect", strconv.Itoa(c.opts.Nodes), "--shards", strconv.Itoa(c.opts.Shards),
 		"--replication", strconv.Itoa(min(3, c.opts.Nodes)), "--shutdown-timeout", "10s",
 	}
 	args = append(args, c.opts.Args...)
