@@ -10,7 +10,7 @@ import (
 
 // QueueOptions is a queue's policy. Zero fields take the server's defaults
 // (visibility 30 s, max receives 10, backoff 1 s..5 min, dedup window 5 min,
-// retention 4 days, no delay, 256 KiB messages).
+// retention 4 days, no delay, 256 KiB messages, no capacity limit).
 type QueueOptions struct {
 	FIFO               bool
 	Visibility         time.Duration
@@ -23,6 +23,12 @@ type QueueOptions struct {
 	MaxMessageBytes    uint32
 	CompletedRetention time.Duration
 	DisableDLQ         bool
+	// MaxMessagesPerShard and MaxBytesPerShard bound the live (ready,
+	// delayed, leased) messages and their body bytes that each shard holds
+	// for this queue; a send past either fails with ErrExhausted. A queue
+	// spread over N shards holds at most N times as much. 0 = no limit.
+	MaxMessagesPerShard uint64
+	MaxBytesPerShard    uint64
 }
 
 func (o QueueOptions) policy() *fsmpb.QueuePolicy {
@@ -42,22 +48,26 @@ func (o QueueOptions) policy() *fsmpb.QueuePolicy {
 		MaxMessageBytes:      o.MaxMessageBytes,
 		CompletedRetentionMs: o.CompletedRetention.Milliseconds(),
 		DlqDisabled:          o.DisableDLQ,
+		MaxMessagesPerShard:  o.MaxMessagesPerShard,
+		MaxBytesPerShard:     o.MaxBytesPerShard,
 	}
 }
 
 func optionsFrom(p *fsmpb.QueuePolicy) QueueOptions {
 	return QueueOptions{
-		FIFO:               p.GetMode() == fsmpb.QueueMode_QUEUE_MODE_FIFO,
-		Visibility:         ms(p.GetVisibilityTimeoutMs()),
-		MaxReceives:        p.GetMaxReceiveCount(),
-		BackoffBase:        ms(p.GetBackoffBaseMs()),
-		BackoffMax:         ms(p.GetBackoffMaxMs()),
-		DedupWindow:        ms(p.GetDedupWindowMs()),
-		Retention:          ms(p.GetRetentionMs()),
-		Delay:              ms(p.GetDelayMs()),
-		MaxMessageBytes:    p.GetMaxMessageBytes(),
-		CompletedRetention: ms(p.GetCompletedRetentionMs()),
-		DisableDLQ:         p.GetDlqDisabled(),
+		FIFO:                p.GetMode() == fsmpb.QueueMode_QUEUE_MODE_FIFO,
+		Visibility:          ms(p.GetVisibilityTimeoutMs()),
+		MaxReceives:         p.GetMaxReceiveCount(),
+		BackoffBase:         ms(p.GetBackoffBaseMs()),
+		BackoffMax:          ms(p.GetBackoffMaxMs()),
+		DedupWindow:         ms(p.GetDedupWindowMs()),
+		Retention:           ms(p.GetRetentionMs()),
+		Delay:               ms(p.GetDelayMs()),
+		MaxMessageBytes:     p.GetMaxMessageBytes(),
+		CompletedRetention:  ms(p.GetCompletedRetentionMs()),
+		DisableDLQ:          p.GetDlqDisabled(),
+		MaxMessagesPerShard: p.GetMaxMessagesPerShard(),
+		MaxBytesPerShard:    p.GetMaxBytesPerShard(),
 	}
 }
 

@@ -15,13 +15,20 @@ func (s *state) enqueue(c *fsmpb.Enqueue) *fsmpb.Result {
 		return failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "%d messages in one enqueue, limit %d", n, MaxEnqueueBatch)
 	}
 	items := make([]*fsmpb.EnqueueItemResult, len(c.GetMessages()))
+	full := false
 	for i, nm := range c.GetMessages() {
-		items[i] = s.enqueueOne(q, nm)
+		items[i] = s.enqueueOne(q, nm, &full)
 	}
 	return &fsmpb.Result{Status: okStatus(), Body: &fsmpb.Result_Enqueue{Enqueue: &fsmpb.EnqueueResult{Items: items}}}
 }
 
-func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage) *fsmpb.EnqueueItemResult {
+// enqueueOne adds one message. *full is set once the queue refused an item
+// for capacity, and every later new message of the same command is refused
+// too: otherwise a smaller message could get in behind a refused one of its
+// FIFO group. A retry of a message already in the queue (a dedup hit) is
+// answered as such even when the queue is full, so a producer that lost an
+// answer learns its message is in.
+func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage, full *bool) *fsmpb.EnqueueItemResult {
 	if err := ValidateMessage(nm, q.policy); err != nil {
 		return &fsmpb.EnqueueItemResult{Status: invalid(err)}
 	}
@@ -47,6 +54,10 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage) *fsmpb.EnqueueItemRes
 			}
 			s.dropDedup(dh)
 		}
+	}
+	if st := s.checkCapacity(q, len(nm.GetBody()), *full); st != nil {
+		*full = true
+		return &fsmpb.EnqueueItemResult{Status: st}
 	}
 	m := &msg{
 		id:          s.nextID,
@@ -78,6 +89,22 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage) *fsmpb.EnqueueItemRes
 		s.addDedup(dh, m.id, s.clock+q.policy.GetDedupWindowMs())
 	}
 	return &fsmpb.EnqueueItemResult{Status: okStatus(), MessageId: m.id}
+}
+
+// checkCapacity refuses a body of n bytes when it would take the queue past
+// either per-shard limit, or when an earlier item of the command was refused.
+func (s *state) checkCapacity(q *queue, n int, full bool) *fsmpb.Status {
+	p := q.policy
+	switch lim := p.GetMaxMessagesPerShard(); {
+	case full:
+		return status(fsmpb.Code_CODE_RESOURCE_EXHAUSTED, "queue %q is full on this shard: an earlier message of this batch was refused", q.name)
+	case lim > 0 && q.liveCount() >= lim:
+		return status(fsmpb.Code_CODE_RESOURCE_EXHAUSTED, "queue %q is full on this shard: %d live messages, max_messages_per_shard %d", q.name, q.liveCount(), lim)
+	}
+	if lim := p.GetMaxBytesPerShard(); lim > 0 && q.liveBytes+uint64(n) > lim {
+		return status(fsmpb.Code_CODE_RESOURCE_EXHAUSTED, "queue %q is full on this shard: %d live body bytes + %d would pass max_bytes_per_shard %d", q.name, q.liveBytes, n, lim)
+	}
+	return nil
 }
 
 func sortedAttrs(a map[string]string) []kv {

@@ -12,7 +12,7 @@ func checkInvariants(f *FSM) error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := f.s
-	type counts struct{ ready, delayed, leased, dead, acked, members uint64 }
+	type counts struct{ ready, delayed, leased, dead, acked, members, liveBytes uint64 }
 	per := map[*queue]*counts{}
 	for _, q := range s.queues {
 		per[q] = &counts{}
@@ -43,6 +43,9 @@ func checkInvariants(f *FSM) error {
 			return fail("message %d not in members of %q", m.id, m.q.name)
 		}
 		c.members++
+		if isLive(m.state) {
+			c.liveBytes += uint64(len(m.body))
+		}
 		if len(m.history) > MaxHistory {
 			return fail("message %d history %d > %d", m.id, len(m.history), MaxHistory)
 		}
@@ -138,6 +141,9 @@ func checkInvariants(f *FSM) error {
 		if c.ready != q.nReady || c.delayed != q.nDelayed || c.leased != q.nLeased || c.dead != q.nDead || c.acked != q.nAcked {
 			return fmt.Errorf("queue %q counts r%d d%d l%d x%d a%d, records r%d d%d l%d x%d a%d", q.name,
 				q.nReady, q.nDelayed, q.nLeased, q.nDead, q.nAcked, c.ready, c.delayed, c.leased, c.dead, c.acked)
+		}
+		if c.liveBytes != q.liveBytes {
+			return fmt.Errorf("queue %q: %d live body bytes counted, records hold %d", q.name, q.liveBytes, c.liveBytes)
 		}
 		if uint64(q.members.Len()) != c.members || uint64(q.dead.Len()) != c.dead {
 			return fmt.Errorf("queue %q: %d members, %d dead indexed; records %d, %d dead", q.name, q.members.Len(), q.dead.Len(), c.members, c.dead)

@@ -45,4 +45,9 @@ const (
 	MaxErrorLen = 1024
 	// MaxConsumerLen caps a consumer name kept in history.
 	MaxConsumerLen = 128
+	// MaxMessagesPerShardLimit and MaxBytesPerShardLimit cap a queue's
+	// capacity settings; they only catch nonsense (a negative number wrapped
+	// to uint64), far above what a node's memory holds.
+	MaxMessagesPerShardLimit = 1 << 40
+	MaxBytesPerShardLimit    = 1 << 50
 )

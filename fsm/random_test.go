@@ -182,6 +182,11 @@ func (r *randomRun) policy(q string) *fsmpb.QueuePolicy {
 	if r.rng.IntN(40) == 0 {
 		p.VisibilityTimeoutMs = -1
 	}
+	if r.rng.IntN(3) == 0 { // small enough that sends hit them
+		p.MaxMessagesPerShard = uint64(r.rng.IntN(12))
+		p.MaxMessageBytes = 8
+		p.MaxBytesPerShard = uint64(r.rng.IntN(2) * (8 + r.rng.IntN(30)))
+	}
 	return p
 }
 

@@ -190,7 +190,13 @@ type queue struct {
 
 	nReady, nDelayed, nLeased, nDead, nAcked uint64
 	dropped                                  uint64
+	// liveBytes is the sum of the bodies of ready, delayed and leased
+	// messages: what max_bytes_per_shard limits.
+	liveBytes uint64
 }
+
+// liveCount is what max_messages_per_shard limits.
+func (q *queue) liveCount() uint64 { return q.nReady + q.nDelayed + q.nLeased }
 
 func newQueue(name string, p *fsmpb.QueuePolicy) *queue {
 	return &queue{

@@ -23,6 +23,9 @@ func (s *state) inGroups(m *msg) bool { return m.q.fifo() && live(m.state) }
 // detach removes m from the index of its current state.
 func (s *state) detach(m *msg) {
 	q := m.q
+	if live(m.state) {
+		q.liveBytes -= uint64(len(m.body))
+	}
 	switch m.state {
 	case fsmpb.State_STATE_READY:
 		q.nReady--
@@ -47,6 +50,9 @@ func (s *state) detach(m *msg) {
 // attach adds m to the index of its current state.
 func (s *state) attach(m *msg) {
 	q := m.q
+	if live(m.state) {
+		q.liveBytes += uint64(len(m.body))
+	}
 	switch m.state {
 	case fsmpb.State_STATE_READY:
 		q.nReady++

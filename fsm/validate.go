@@ -78,8 +78,32 @@ func ValidatePolicy(p *fsmpb.QueuePolicy) error {
 			return err
 		}
 	}
+	if err := validateCapacity(p); err != nil {
+		return err
+	}
 	if p.GetBackoffBaseMs() > 0 && p.GetBackoffMaxMs() > 0 && p.GetBackoffMaxMs() < p.GetBackoffBaseMs() {
 		return fmt.Errorf("%w: backoff_max_ms %d is below backoff_base_ms %d", ErrInvalidArgument, p.GetBackoffMaxMs(), p.GetBackoffBaseMs())
+	}
+	return nil
+}
+
+// validateCapacity checks the per-shard capacity limits. A byte limit below
+// the largest allowed body would refuse that body on an empty queue, which
+// is a configuration mistake, not a limit.
+func validateCapacity(p *fsmpb.QueuePolicy) error {
+	if n := p.GetMaxMessagesPerShard(); n > MaxMessagesPerShardLimit {
+		return fmt.Errorf("%w: max_messages_per_shard is %d, allowed 0..%d", ErrInvalidArgument, n, uint64(MaxMessagesPerShardLimit))
+	}
+	b := p.GetMaxBytesPerShard()
+	if b > MaxBytesPerShardLimit {
+		return fmt.Errorf("%w: max_bytes_per_shard is %d, allowed 0..%d", ErrInvalidArgument, b, uint64(MaxBytesPerShardLimit))
+	}
+	body := uint64(p.GetMaxMessageBytes())
+	if body == 0 {
+		body = DefaultMaxMessageBytes
+	}
+	if b > 0 && b < body {
+		return fmt.Errorf("%w: max_bytes_per_shard %d is below max_message_bytes %d", ErrInvalidArgument, b, body)
 	}
 	return nil
 }

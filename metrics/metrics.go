@@ -49,7 +49,7 @@ func New(shards Shards) *Metrics {
 		}, []string{"shard"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raftq_messages_total",
-			Help: "Messages handled by this node's API, by queue and event (sent, received, acked, nacked, extended, dead_lettered, deduplicated).",
+			Help: "Messages handled by this node's API, by queue and event (sent, received, acked, nacked, extended, dead_lettered, deduplicated, refused_full).",
 		}, []string{"queue", "event"}),
 	}
 	reg.MustRegister(m.latency, m.propose, m.messages,

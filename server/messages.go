@@ -90,6 +90,9 @@ func (m *messages) Send(ctx context.Context, req *raftqv1.SendRequest) (*raftqv1
 		return nil, status.Errorf(codes.Internal, "enqueue returned %d results for 1 message", len(items))
 	}
 	if err := resultStatus(items[0].GetStatus()); err != nil {
+		if status.Code(err) == codes.ResourceExhausted {
+			m.events.Count(req.GetQueue(), "refused_full", 1)
+		}
 		return nil, err
 	}
 	if items[0].GetDeduplicated() {
@@ -166,9 +169,11 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 		}()
 	}
 	wg.Wait()
-	sent, deduplicated := 0, 0
+	sent, deduplicated, full := 0, 0, 0
 	for _, r := range results {
 		switch {
+		case codes.Code(r.GetCode()) == codes.ResourceExhausted:
+			full++
 		case r.GetCode() != 0:
 		case r.GetDeduplicated():
 			deduplicated++
@@ -179,6 +184,9 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 	m.events.Count(req.GetQueue(), "sent", sent)
 	if deduplicated > 0 {
 		m.events.Count(req.GetQueue(), "deduplicated", deduplicated)
+	}
+	if full > 0 {
+		m.events.Count(req.GetQueue(), "refused_full", full)
 	}
 	return &raftqv1.SendBatchResponse{Results: results}, nil
 }

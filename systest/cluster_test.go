@@ -103,6 +103,10 @@ func TestCluster_BadInputGetsClearStatus(t *testing.T) {
 			_, err := msgs(c, 1).GetMessage(ctx, &raftqv1.GetMessageRequest{MessageId: "0-fffff"})
 			return err
 		}, codes.NotFound},
+		{"byte capacity below the body limit", func() error {
+			_, err := queues(c, 1).CreateQueue(ctx, &raftqv1.CreateQueueRequest{Name: "tiny", Policy: &fsmpb.QueuePolicy{MaxBytesPerShard: 1024}})
+			return err
+		}, codes.InvalidArgument},
 		{"create with conflicting policy", func() error {
 			_, err := queues(c, 2).CreateQueue(ctx, &raftqv1.CreateQueueRequest{Name: "strict", Policy: &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_STANDARD}})
 			return err

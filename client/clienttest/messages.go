@@ -40,6 +40,9 @@ func (s *Server) enqueue(queue string, r *raftqv1.SendRequest) (*raftqv1.SendRes
 			return &raftqv1.SendResponse{MessageId: s.publicID(id), Deduplicated: true}, nil
 		}
 	}
+	if err := s.checkCapacity(queue, info.GetPolicy(), len(r.GetBody())); err != nil {
+		return nil, err
+	}
 	s.nextID++
 	now := time.Now().UnixMilli()
 	m := &fsmpb.Message{
@@ -60,6 +63,32 @@ func (s *Server) enqueue(queue string, r *raftqv1.SendRequest) (*raftqv1.SendRes
 	}
 	s.notify()
 	return &raftqv1.SendResponse{MessageId: s.publicID(m.Id)}, nil
+}
+
+// checkCapacity refuses a send past the queue's capacity limits as a node
+// does (this server is one shard, so the per-shard limits are the queue's).
+func (s *Server) checkCapacity(queue string, p *fsmpb.QueuePolicy, n int) error {
+	maxN, maxB := p.GetMaxMessagesPerShard(), p.GetMaxBytesPerShard()
+	if maxN == 0 && maxB == 0 {
+		return nil
+	}
+	var live, bytes uint64
+	for _, m := range s.msgs {
+		switch m.GetState() {
+		case fsmpb.State_STATE_READY, fsmpb.State_STATE_DELAYED, fsmpb.State_STATE_LEASED:
+			if m.GetQueue() == queue {
+				live++
+				bytes += uint64(len(m.GetBody()))
+			}
+		}
+	}
+	if maxN > 0 && live >= maxN {
+		return errorf(codes.ResourceExhausted, "queue %q is full on this shard: %d live messages, max_messages_per_shard %d", queue, live, maxN)
+	}
+	if maxB > 0 && bytes+uint64(n) > maxB {
+		return errorf(codes.ResourceExhausted, "queue %q is full on this shard: %d live body bytes + %d would pass max_bytes_per_shard %d", queue, bytes, n, maxB)
+	}
+	return nil
 }
 
 func (ms *messagesSvc) Send(_ context.Context, r *raftqv1.SendRequest) (*raftqv1.SendResponse, error) {

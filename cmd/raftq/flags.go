@@ -108,6 +108,7 @@ type policyFlags struct {
 	fifo                                                         bool
 	visibility, backoffBase, backoffMax, dedup, retention, delay time.Duration
 	maxReceives, maxSize                                         uint
+	maxMessagesPerShard, maxBytesPerShard                        uint64
 }
 
 func (p *policyFlags) register(fs *flag.FlagSet) {
@@ -120,6 +121,8 @@ func (p *policyFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&p.retention, "retention", 0, "ready/delayed message retention (default 96h)")
 	fs.DurationVar(&p.delay, "delay", 0, "default delay of new messages")
 	fs.UintVar(&p.maxSize, "max-size", 0, "largest message body in bytes (default and cap 262144)")
+	fs.Uint64Var(&p.maxMessagesPerShard, "max-messages-per-shard", 0, "most live (ready, delayed, leased) messages per shard; sends past it fail (default 0: no limit)")
+	fs.Uint64Var(&p.maxBytesPerShard, "max-bytes-per-shard", 0, "most live message body bytes per shard, at least --max-size; sends past it fail (default 0: no limit)")
 }
 
 // apply copies the flags that were set on the command line onto o (all of
@@ -146,6 +149,10 @@ func (p *policyFlags) apply(fs *flag.FlagSet, o *client.QueueOptions) error {
 			o.Delay = p.delay
 		case "max-size":
 			o.MaxMessageBytes, err = toU32(f.Name, p.maxSize, err)
+		case "max-messages-per-shard":
+			o.MaxMessagesPerShard = p.maxMessagesPerShard
+		case "max-bytes-per-shard":
+			o.MaxBytesPerShard = p.maxBytesPerShard
 		}
 	})
 	if err != nil {

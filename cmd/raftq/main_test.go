@@ -137,11 +137,43 @@ func TestServerErrorsAreOneLine(t *testing.T) {
 	}
 }
 
+// hasRow reports whether a FIELD/VALUE table has the row, whatever the
+// column width.
+func hasRow(table, field, value string) bool {
+	for _, line := range strings.Split(table, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == field && f[1] == value {
+			return true
+		}
+	}
+	return false
+}
+
+func TestFullQueue(t *testing.T) {
+	s := clienttest.NewServer(t)
+	out := mustRun(t, s.Addr, "queue", "create", "capped", "--max-messages-per-shard", "1", "--max-bytes-per-shard", "300000")
+	if !hasRow(out, "max-messages-per-shard", "1") || !hasRow(out, "max-bytes-per-shard", "300000") {
+		t.Fatalf("queue create output:\n%s", out)
+	}
+	mustRun(t, s.Addr, "send", "capped", "one")
+	r := raftq(t, s.Addr, "", "send", "capped", "two")
+	want := "raftq: queue \"capped\" is full on this shard: 1 live messages, max_messages_per_shard 1\n"
+	if r.code != exitServer || r.stderr != want {
+		t.Fatalf("send to a full queue: exit %d, stderr %q; want exit 1, %q", r.code, r.stderr, want)
+	}
+	// update lifts the limit; the other flags keep their values.
+	out = mustRun(t, s.Addr, "queue", "update", "capped", "--max-messages-per-shard", "0", "--json")
+	var q map[string]any
+	if err := json.Unmarshal([]byte(out), &q); err != nil || q["max_messages_per_shard"] != float64(0) || q["max_bytes_per_shard"] != float64(300000) {
+		t.Fatalf("queue update --json = %v, %v", q, err)
+	}
+	mustRun(t, s.Addr, "send", "capped", "two")
+}
+
 func TestWorkflow(t *testing.T) {
 	s := clienttest.NewServer(t)
 	a := s.Addr
 	out := mustRun(t, a, "queue", "create", "jobs", "--max-receives", "2", "--visibility", "45s")
-	if !strings.Contains(out, "max-receives  2") || !strings.Contains(out, "visibility    45s") {
+	if !hasRow(out, "max-receives", "2") || !hasRow(out, "visibility", "45s") {
 		t.Fatalf("queue create output:\n%s", out)
 	}
 	// update changes only the flags given.

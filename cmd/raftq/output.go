@@ -93,6 +93,7 @@ func queueJSON(q client.QueueInfo) map[string]any {
 		"dedup_window_ms": p.DedupWindow.Milliseconds(), "retention_ms": p.Retention.Milliseconds(),
 		"delay_ms": p.Delay.Milliseconds(), "max_message_bytes": p.MaxMessageBytes,
 		"completed_retention_ms": p.CompletedRetention.Milliseconds(), "dlq_disabled": p.DisableDLQ,
+		"max_messages_per_shard": p.MaxMessagesPerShard, "max_bytes_per_shard": p.MaxBytesPerShard,
 	}
 }
 
@@ -115,7 +116,16 @@ func (o *output) queue(q client.QueueInfo) error {
 		{"dedup-window", p.DedupWindow.String()}, {"retention", p.Retention.String()},
 		{"delay", p.Delay.String()}, {"max-size", strconv.Itoa(int(p.MaxMessageBytes))},
 		{"dlq", strconv.FormatBool(!p.DisableDLQ)},
+		{"max-messages-per-shard", limit(p.MaxMessagesPerShard)}, {"max-bytes-per-shard", limit(p.MaxBytesPerShard)},
 	})
+}
+
+// limit renders a capacity setting, where 0 means none.
+func limit(n uint64) string {
+	if n == 0 {
+		return "none"
+	}
+	return strconv.FormatUint(n, 10)
 }
 
 func (o *output) queues(qs []client.QueueInfo) error {

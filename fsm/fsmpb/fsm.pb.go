@@ -632,8 +632,16 @@ type QueuePolicy struct {
 	MaxMessageBytes      uint32                 `protobuf:"varint,9,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`                 // default and cap 256 KiB
 	CompletedRetentionMs int64                  `protobuf:"varint,10,opt,name=completed_retention_ms,json=completedRetentionMs,proto3" json:"completed_retention_ms,omitempty"` // how long acked records stay for status look-ups, default 1 h
 	DlqDisabled          bool                   `protobuf:"varint,11,opt,name=dlq_disabled,json=dlqDisabled,proto3" json:"dlq_disabled,omitempty"`                              // true: messages at max receive count are dropped (counted), not kept
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Capacity, enforced by each shard on its own part of the queue (a queue
+	// spread over N shards holds at most N times as much). Live messages are
+	// ready, delayed and leased ones; dead and acked records do not count.
+	// An enqueue that would exceed either limit is refused with
+	// CODE_RESOURCE_EXHAUSTED (discard new, as NATS's max_msgs or RabbitMQ's
+	// reject-publish). 0 = unlimited (the default).
+	MaxMessagesPerShard uint64 `protobuf:"varint,12,opt,name=max_messages_per_shard,json=maxMessagesPerShard,proto3" json:"max_messages_per_shard,omitempty"`
+	MaxBytesPerShard    uint64 `protobuf:"varint,13,opt,name=max_bytes_per_shard,json=maxBytesPerShard,proto3" json:"max_bytes_per_shard,omitempty"` // sum of live bodies; at least max_message_bytes
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
@@ -741,6 +749,20 @@ func (x *QueuePolicy) GetDlqDisabled() bool {
 		return x.DlqDisabled
 	}
 	return false
+}
+
+func (x *QueuePolicy) GetMaxMessagesPerShard() uint64 {
+	if x != nil {
+		return x.MaxMessagesPerShard
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetMaxBytesPerShard() uint64 {
+	if x != nil {
+		return x.MaxBytesPerShard
+	}
+	return 0
 }
 
 type UpsertQueue struct {
@@ -3018,7 +3040,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x04tick\x18\f \x01(\v2\x12.raftq.fsm.v1.TickH\x00R\x04tick\x12>\n" +
 	"\fleader_grace\x18\r \x01(\v2\x19.raftq.fsm.v1.LeaderGraceH\x00R\vleaderGrace\x12.\n" +
 	"\x06cancel\x18\x0e \x01(\v2\x14.raftq.fsm.v1.CancelH\x00R\x06cancelB\x05\n" +
-	"\x03cmd\"\xd3\x03\n" +
+	"\x03cmd\"\xb7\x04\n" +
 	"\vQueuePolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.raftq.fsm.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -3031,7 +3053,9 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x11max_message_bytes\x18\t \x01(\rR\x0fmaxMessageBytes\x124\n" +
 	"\x16completed_retention_ms\x18\n" +
 	" \x01(\x03R\x14completedRetentionMs\x12!\n" +
-	"\fdlq_disabled\x18\v \x01(\bR\vdlqDisabled\"V\n" +
+	"\fdlq_disabled\x18\v \x01(\bR\vdlqDisabled\x123\n" +
+	"\x16max_messages_per_shard\x18\f \x01(\x04R\x13maxMessagesPerShard\x12-\n" +
+	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\"V\n" +
 	"\vUpsertQueue\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x121\n" +
 	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\"#\n" +
