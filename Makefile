@@ -14,7 +14,9 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq-node ./cmd/node
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq ./cmd/raftq
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq-bench ./cmd/bench
+	# -buildvcs=auto overrides a GOFLAGS=-buildvcs=false in the environment so
+	# bench reports name the commit they measured (auto: none outside git).
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN)/raftq-bench ./cmd/bench
 
 run: build
 	./scripts/run-cluster.sh

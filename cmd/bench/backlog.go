@@ -9,20 +9,21 @@ import (
 )
 
 type backlogResult struct {
-	Workload  string  `json:"workload"`
-	Revision  string  `json:"revision,omitempty"`
-	Messages  int     `json:"messages"`
-	Size      int     `json:"size"`
-	Producers int     `json:"producers"`
-	SendBatch int     `json:"send_batch"`
-	Consumers int     `json:"consumers"`
-	Batch     int     `json:"batch"`
-	SeedS     float64 `json:"seed_s"`
-	SeedPerS  float64 `json:"seed_per_s"`
-	DrainS    float64 `json:"drain_s"`
-	DrainPerS float64 `json:"drain_per_s"`
-	ClaimP50  float64 `json:"claim_p50_ms"`
-	ClaimP99  float64 `json:"claim_p99_ms"`
+	Workload  string    `json:"workload"`
+	Revision  string    `json:"revision,omitempty"`
+	Placement placement `json:"placement"`
+	Messages  int       `json:"messages"`
+	Size      int       `json:"size"`
+	Producers int       `json:"producers"`
+	SendBatch int       `json:"send_batch"`
+	Consumers int       `json:"consumers"`
+	Batch     int       `json:"batch"`
+	SeedS     float64   `json:"seed_s"`
+	SeedPerS  float64   `json:"seed_per_s"`
+	DrainS    float64   `json:"drain_s"`
+	DrainPerS float64   `json:"drain_per_s"`
+	ClaimP50  float64   `json:"claim_p50_ms"`
+	ClaimP99  float64   `json:"claim_p99_ms"`
 
 	// Resident memory of each node: before seeding, with the backlog
 	// queued, after the drain; bytes per queued message is the growth over
@@ -54,6 +55,7 @@ func (r *backlogResult) rows() [][2]string {
 	}
 	rows := [][2]string{
 		{"workload", fmt.Sprintf("backlog (revision %s)", r.Revision)},
+		{"leaders", r.Placement.row()},
 		{"backlog", fmt.Sprintf("%d x %d B, seeded by %d producers with SendBatch of %d", r.Messages, r.Size, r.Producers, r.SendBatch)},
 		{"seed", fmt.Sprintf("%.1fs, %.0f msgs/s", r.SeedS, r.SeedPerS)},
 		{"drain", fmt.Sprintf("%.1fs, %.0f msgs/s (%d consumers x batch %d)", r.DrainS, r.DrainPerS, r.Consumers, r.Batch)},
@@ -81,7 +83,7 @@ func runBacklog(ctx context.Context, cfg config, stderr io.Writer) (result, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
-	c, err := dial(ctx, cfg)
+	c, where, err := dial(ctx, cfg, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +93,7 @@ func runBacklog(ctx context.Context, cfg config, stderr io.Writer) (result, erro
 		return nil, err
 	}
 	defer deleteQueue(c, queue)
-	r := &backlogResult{Workload: "backlog", Revision: revision(), Messages: cfg.Backlog, Size: cfg.Size,
+	r := &backlogResult{Workload: "backlog", Revision: revision(), Placement: where, Messages: cfg.Backlog, Size: cfg.Size,
 		Producers: cfg.Producers, SendBatch: cfg.SendBatch, Consumers: cfg.Consumers, Batch: cfg.Batch}
 	noteMem := func(v []uint64, err error) []uint64 {
 		if err != nil && r.MemoryError == "" {

@@ -3,20 +3,23 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/raftq/raftq/client"
 )
 
-func dial(ctx context.Context, cfg config) (*client.Client, error) {
+// dial connects to the cluster and waits for its leaders to settle
+// (--settle), returning where they are.
+func dial(ctx context.Context, cfg config, stderr io.Writer) (*client.Client, placement, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(dctx, cfg.Addrs)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", strings.Join(cfg.Addrs, ","), err)
+		return nil, placement{}, fmt.Errorf("dial %s: %w", strings.Join(cfg.Addrs, ","), err)
 	}
-	return c, nil
+	return c, settle(ctx, c, cfg.Settle, stderr), nil
 }
 
 // queueName makes a fresh queue per run so runs never see each other's

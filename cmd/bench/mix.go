@@ -48,6 +48,7 @@ func mixKind(seed uint64, i uint64) (string, time.Duration) {
 type mixResult struct {
 	Workload    string         `json:"workload"`
 	Revision    string         `json:"revision,omitempty"`
+	Placement   placement      `json:"placement"`
 	Messages    int            `json:"messages"`
 	Sent        map[string]int `json:"sent"`
 	Concurrency int            `json:"concurrency"`
@@ -77,6 +78,7 @@ type mixResult struct {
 func (r *mixResult) rows() [][2]string {
 	return [][2]string{
 		{"workload", fmt.Sprintf("mix (revision %s)", r.Revision)},
+		{"leaders", r.Placement.row()},
 		{"sent", fmt.Sprintf("%d: fast %d, slow %d, flapping %d, poison %d", r.Messages, r.Sent[kindFast], r.Sent[kindSlow], r.Sent[kindFlap], r.Sent[kindPoison])},
 		{"worker", fmt.Sprintf("concurrency %d, lease %.1fs (extended every third), max receives %d", r.Concurrency, r.VisibilityS, r.MaxReceives)},
 		{"took", fmt.Sprintf("%.1fs (%.0f settled msgs/s)", r.TookS, r.PerS)},
@@ -91,7 +93,7 @@ func (r *mixResult) rows() [][2]string {
 }
 
 func runMix(ctx context.Context, cfg config, stderr io.Writer) (result, error) {
-	c, err := dial(ctx, cfg)
+	c, where, err := dial(ctx, cfg, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +108,7 @@ func runMix(ctx context.Context, cfg config, stderr io.Writer) (result, error) {
 	}
 	defer deleteQueue(c, queue)
 
-	r := &mixResult{Workload: "mix", Revision: revision(), Messages: cfg.Messages, Sent: map[string]int{},
+	r := &mixResult{Workload: "mix", Revision: revision(), Placement: where, Messages: cfg.Messages, Sent: map[string]int{},
 		Concurrency: cfg.Consumers, VisibilityS: cfg.Visibility.Seconds(), MaxReceives: cfg.MaxReceives, Outcomes: map[string]int{}}
 	led := newLedger(cfg.Producers)
 	fill := filler(cfg.Seed, cfg.Size)

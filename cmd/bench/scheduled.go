@@ -12,28 +12,30 @@ import (
 )
 
 type scheduledResult struct {
-	Workload     string  `json:"workload"`
-	Revision     string  `json:"revision,omitempty"`
-	Backlog      int     `json:"backlog"`
-	SeedPerS     float64 `json:"seed_per_s"`
-	ChurnPerS    float64 `json:"churn_processed_per_s"`
-	Scheduled    int     `json:"scheduled"`
-	DueS         float64 `json:"due_s"`
-	LatenessP50  float64 `json:"lateness_p50_ms"`
-	LatenessP99  float64 `json:"lateness_p99_ms"`
-	LatenessP999 float64 `json:"lateness_p999_ms"`
-	LatenessMax  float64 `json:"lateness_max_ms"`
-	Early        uint64  `json:"early"`
-	Lost         uint64  `json:"lost"`
-	Unknown      uint64  `json:"unknown_sends"`
-	Errors       string  `json:"errors"`
-	LastError    string  `json:"last_error,omitempty"`
+	Workload     string    `json:"workload"`
+	Revision     string    `json:"revision,omitempty"`
+	Placement    placement `json:"placement"`
+	Backlog      int       `json:"backlog"`
+	SeedPerS     float64   `json:"seed_per_s"`
+	ChurnPerS    float64   `json:"churn_processed_per_s"`
+	Scheduled    int       `json:"scheduled"`
+	DueS         float64   `json:"due_s"`
+	LatenessP50  float64   `json:"lateness_p50_ms"`
+	LatenessP99  float64   `json:"lateness_p99_ms"`
+	LatenessP999 float64   `json:"lateness_p999_ms"`
+	LatenessMax  float64   `json:"lateness_max_ms"`
+	Early        uint64    `json:"early"`
+	Lost         uint64    `json:"lost"`
+	Unknown      uint64    `json:"unknown_sends"`
+	Errors       string    `json:"errors"`
+	LastError    string    `json:"last_error,omitempty"`
 	lateness     summary
 }
 
 func (r *scheduledResult) rows() [][2]string {
 	return [][2]string{
 		{"workload", fmt.Sprintf("scheduled (revision %s)", r.Revision)},
+		{"leaders", r.Placement.row()},
 		{"backlog", fmt.Sprintf("%d seeded at %.0f msgs/s, drained by consumers at %.0f msgs/s during the run", r.Backlog, r.SeedPerS, r.ChurnPerS)},
 		{"scheduled", fmt.Sprintf("%d messages, each due %.0fs after its send, on their own queue", r.Scheduled, r.DueS)},
 		{"lateness past due", lat(r.lateness)},
@@ -51,7 +53,7 @@ func (r *scheduledResult) rows() [][2]string {
 // the two queues share every shard, so the scheduler must find due
 // messages among the backlog's state.
 func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, error) {
-	c, err := dial(ctx, cfg)
+	c, where, err := dial(ctx, cfg, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +65,7 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 		}
 		defer deleteQueue(c, q)
 	}
-	r := &scheduledResult{Workload: "scheduled", Revision: revision(), Backlog: cfg.Backlog, Scheduled: cfg.Scheduled, DueS: cfg.Due.Seconds()}
+	r := &scheduledResult{Workload: "scheduled", Revision: revision(), Placement: where, Backlog: cfg.Backlog, Scheduled: cfg.Scheduled, DueS: cfg.Due.Seconds()}
 	bl := newLoad(c, bq, loadSpec{
 		producers: cfg.Producers, inflight: cfg.Inflight * cfg.SendBatch, sendBatch: cfg.SendBatch,
 		consumers: cfg.Consumers, batch: cfg.Batch, asyncAck: cfg.AckMode == "async", size: cfg.Size, seed: cfg.Seed, total: cfg.Backlog,

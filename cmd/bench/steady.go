@@ -12,19 +12,20 @@ import (
 // steadyResult is the steady workload's report. The flat *_ms and *_per_s
 // fields are the stable interface for scripts.
 type steadyResult struct {
-	Workload  string   `json:"workload"`
-	Revision  string   `json:"revision,omitempty"`
-	Addrs     []string `json:"addrs"`
-	Producers int      `json:"producers"`
-	Consumers int      `json:"consumers"`
-	Size      int      `json:"size"`
-	Inflight  int      `json:"inflight"`
-	SendBatch int      `json:"send_batch"`
-	Batch     int      `json:"batch"`
-	AckMode   string   `json:"ack_mode"`
-	Rate      float64  `json:"rate_limit,omitempty"`
-	WarmupS   float64  `json:"warmup_s"`
-	DurationS float64  `json:"duration_s"`
+	Workload  string    `json:"workload"`
+	Revision  string    `json:"revision,omitempty"`
+	Placement placement `json:"placement"`
+	Addrs     []string  `json:"addrs"`
+	Producers int       `json:"producers"`
+	Consumers int       `json:"consumers"`
+	Size      int       `json:"size"`
+	Inflight  int       `json:"inflight"`
+	SendBatch int       `json:"send_batch"`
+	Batch     int       `json:"batch"`
+	AckMode   string    `json:"ack_mode"`
+	Rate      float64   `json:"rate_limit,omitempty"`
+	WarmupS   float64   `json:"warmup_s"`
+	DurationS float64   `json:"duration_s"`
 
 	EnqueuePerS   float64 `json:"enqueue_per_s"`
 	ProcessedPerS float64 `json:"processed_per_s"`
@@ -64,6 +65,7 @@ func (r *steadyResult) rows() [][2]string {
 	rows := [][2]string{
 		{"workload", fmt.Sprintf("steady (revision %s)", r.Revision)},
 		{"cluster", strings.Join(r.Addrs, ",")},
+		{"leaders", r.Placement.row()},
 		{"load", fmt.Sprintf("%d producers x %d in flight (%s), %d consumers x batch %d (%s acks), %d B bodies", r.Producers, r.Inflight, mode, r.Consumers, r.Batch, r.AckMode, r.Size)},
 		{"window", fmt.Sprintf("%.0fs after %.0fs warmup", r.DurationS, r.WarmupS)},
 		{"enqueue/s", f0(r.EnqueuePerS)},
@@ -93,7 +95,7 @@ func (r *steadyResult) rows() [][2]string {
 }
 
 func runSteady(ctx context.Context, cfg config, stderr io.Writer) (result, error) {
-	c, err := dial(ctx, cfg)
+	c, where, err := dial(ctx, cfg, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +104,7 @@ func runSteady(ctx context.Context, cfg config, stderr io.Writer) (result, error
 	if r == nil {
 		return nil, err
 	}
+	r.Placement = where
 	return r, err
 }
 

@@ -28,6 +28,7 @@ type sweepRow struct {
 type sweepResult struct {
 	Workload  string     `json:"workload"`
 	Revision  string     `json:"revision,omitempty"`
+	Placement placement  `json:"placement"`
 	Consumers int        `json:"consumers"`
 	Size      int        `json:"size"`
 	DurationS float64    `json:"duration_s"`
@@ -37,6 +38,7 @@ type sweepResult struct {
 func (r *sweepResult) rows() [][2]string {
 	out := [][2]string{
 		{"workload", fmt.Sprintf("sweep (revision %s), %d consumers, %d B, %.0fs per cell", r.Revision, r.Consumers, r.Size, r.DurationS)},
+		{"leaders", r.Placement.row()},
 		{"in flight x batch", "enqueue/s  processed/s  enq p99  claim p50  claim p99  e2e p99 (ms)  errors  empty receives"},
 	}
 	for _, w := range r.Rows {
@@ -53,12 +55,12 @@ func (r *sweepResult) rows() [][2]string {
 // dominate the run; the queue is deleted instead, and loss is checked by
 // the steady workload.
 func runSweep(ctx context.Context, cfg config, stderr io.Writer) (result, error) {
-	c, err := dial(ctx, cfg)
+	c, where, err := dial(ctx, cfg, stderr)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	res := &sweepResult{Workload: "sweep", Revision: revision(), Consumers: cfg.Consumers, Size: cfg.Size, DurationS: cfg.Duration.Seconds()}
+	res := &sweepResult{Workload: "sweep", Revision: revision(), Placement: where, Consumers: cfg.Consumers, Size: cfg.Size, DurationS: cfg.Duration.Seconds()}
 	for _, conc := range cfg.Concurrency {
 		for _, batch := range cfg.Batches {
 			producers := min(cfg.Producers, conc)
