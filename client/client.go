@@ -139,6 +139,21 @@ func (c *Client) refresh(ctx context.Context, force bool) error {
 	return fmt.Errorf("load shard map: %w: %w", ErrUnavailable, errors.Join(errs...))
 }
 
+// loadMap reloads the shard map, at most every minRefreshGap, while it has
+// no shards. A client dialled while the cluster was still placing its
+// shards gets an empty map; nothing else reloads it until a call fails, and
+// with no shards every send goes to any node unrouted and uncoalesced, which
+// works but costs several times the CPU per message for as long as the
+// client lives.
+func (c *Client) loadMap(ctx context.Context) {
+	if c.smap.Load().count > 0 {
+		return
+	}
+	if err := c.refresh(ctx, false); err != nil {
+		c.cfg.logger.Debug("raftq shard map refresh failed", "err", err)
+	}
+}
+
 // pick chooses the node for an attempt: the shard's leader when known and not
 // the node to avoid, else the next node in round-robin order.
 func (c *Client) pick(shard int, avoid string) string {

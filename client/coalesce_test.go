@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -216,6 +217,28 @@ func TestSendCoalescingOption(t *testing.T) {
 	mustSend(t, c, "q", "x")
 	if n, b := len(s.Calls("Send")), len(s.Calls("SendBatch")); n != 1 || b != 0 {
 		t.Fatalf("with coalescing off: %d Send and %d SendBatch calls, want 1 and 0", n, b)
+	}
+}
+
+// A client dialled before the cluster placed its shards learns the map on
+// its next sends instead of sending unrouted, one call per message, for
+// good.
+func TestEmptyShardMapIsReloaded(t *testing.T) {
+	s := clienttest.NewServer(t)
+	s.SetShardMap(0) // no shards yet
+	c := mustDial(t, []string{s.Addr})
+	if n := c.ShardCount(); n != 0 {
+		t.Fatalf("shard count %d at dial, want 0", n)
+	}
+	mustCreate(t, c, "q", QueueOptions{})
+	s.SetShardMap(0, s.Addr)
+	time.Sleep(minRefreshGap + 50*time.Millisecond)
+	mustSend(t, c, "q", "x")
+	if n := c.ShardCount(); n != 1 {
+		t.Fatalf("shard count %d after a send, want 1", n)
+	}
+	if n, b := len(s.Calls("Send")), len(s.Calls("SendBatch")); n != 0 || b != 1 {
+		t.Fatalf("%d Send and %d SendBatch calls, want the send coalesced (0 and 1)", n, b)
 	}
 }
 

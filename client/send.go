@@ -138,6 +138,7 @@ func (c *Client) Send(ctx context.Context, queue string, body []byte, opts ...Se
 	if err != nil {
 		return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
 	}
+	c.loadMap(ctx)
 	spec := callSpec{shard: c.shardOf(queue, o.Group, o.DedupKey), safe: o.DedupKey != ""}
 	if spec.shard != anyShard && c.cfg.coalesceMax > 1 && !hasOutgoingMetadata(ctx) {
 		req.Queue = "" // the batch names it
@@ -167,6 +168,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 		return nil, nil
 	}
 	req := &raftqv1.SendBatchRequest{Queue: queue, Messages: make([]*raftqv1.SendRequest, len(items))}
+	c.loadMap(ctx)
 	n := c.smap.Load().count
 	// Keyless ungrouped messages get auto keys placing them with the first
 	// message whose shard is fixed, or on a round-robin shard: a batch that
