@@ -89,7 +89,7 @@ func runBacklog(ctx context.Context, cfg config, stderr io.Writer) (result, erro
 	}
 	defer c.Close()
 	queue := queueName(cfg, "backlog")
-	if err := createQueue(ctx, c, queue, defaultQueue()); err != nil {
+	if err := createQueue(ctx, c, queue, defaultQueue(cfg)); err != nil {
 		return nil, err
 	}
 	defer deleteQueue(c, queue)

@@ -46,5 +46,8 @@ func deleteQueue(c *client.Client, name string) {
 }
 
 // defaultQueue is the policy of the throughput workloads: the server's
-// defaults (30 s visibility, 10 receives), a standard queue.
-func defaultQueue() client.QueueOptions { return client.QueueOptions{} }
+// defaults (30 s visibility, 10 receives, 5 min dedup window), a standard
+// queue, with --dedup-window if given.
+func defaultQueue(cfg config) client.QueueOptions {
+	return client.QueueOptions{DedupWindow: cfg.DedupWindow}
+}

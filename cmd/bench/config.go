@@ -24,6 +24,10 @@ type config struct {
 	// Settle bounds the wait for shard leaders to reach their preferred
 	// replicas before a run (0: do not wait).
 	Settle time.Duration
+	// DedupWindow is the bench queue's dedup window (0: the server's
+	// default). Every send carries a key (the client's AutoDedup), so the
+	// window sets how many keys each replica holds.
+	DedupWindow time.Duration
 
 	Producers  int
 	Consumers  int
@@ -83,6 +87,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress line on stderr")
 	fs.StringVar(&c.Queue, "queue", "bench", "queue name prefix (a unique suffix is added per run)")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write the load generator's CPU profile to this file")
+	fs.DurationVar(&c.DedupWindow, "dedup-window", 0, "dedup window of the bench queue (0: the server's default, 5m); every send carries a dedup key, so this sets how many keys each replica keeps")
 	fs.DurationVar(&c.Settle, "settle", 15*time.Second, "wait up to this long for every shard to be led by its preferred replica before the run (a fresh cluster moves leaders in its first seconds); 0: do not wait")
 	fs.IntVar(&c.Size, "size", 1024, "message body bytes (at least 24: the ledger header)")
 	fs.DurationVar(&c.DrainLimit, "drain-timeout", 3*time.Minute, "bound for draining after producers stop")
@@ -187,6 +192,7 @@ func (c config) validate() error {
 	check(c.Consumers >= 1 && c.Consumers <= 1024, "--consumers %d outside 1-1024", c.Consumers)
 	check(c.DrainLimit > 0 && c.DrainLimit <= time.Hour, "--drain-timeout %v outside (0, 1h]", c.DrainLimit)
 	check(c.Settle >= 0 && c.Settle <= 5*time.Minute, "--settle %v outside [0, 5m]", c.Settle)
+	check(c.DedupWindow == 0 || (c.DedupWindow >= time.Millisecond && c.DedupWindow <= 14*24*time.Hour), "--dedup-window %v outside [1ms, 336h] (0: server default)", c.DedupWindow)
 	check(c.AckMode == "sync" || c.AckMode == "async" || c.Workload == "mix", "--ack %q: want sync or async", c.AckMode)
 	if c.Workload != "sweep" {
 		check(c.Batch >= 1 && c.Batch <= 1000, "--batch %d outside 1-1000", c.Batch)

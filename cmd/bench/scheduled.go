@@ -60,7 +60,7 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 	defer c.Close()
 	bq, sq := queueName(cfg, "churn"), queueName(cfg, "sched")
 	for _, q := range []string{bq, sq} {
-		if err := createQueue(ctx, c, q, defaultQueue()); err != nil {
+		if err := createQueue(ctx, c, q, defaultQueue(cfg)); err != nil {
 			return nil, err
 		}
 		defer deleteQueue(c, q)

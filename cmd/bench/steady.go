@@ -24,8 +24,10 @@ type steadyResult struct {
 	Batch     int       `json:"batch"`
 	AckMode   string    `json:"ack_mode"`
 	Rate      float64   `json:"rate_limit,omitempty"`
-	WarmupS   float64   `json:"warmup_s"`
-	DurationS float64   `json:"duration_s"`
+	// DedupWindowS is the queue's dedup window when --dedup-window set it.
+	DedupWindowS float64 `json:"dedup_window_s,omitempty"`
+	WarmupS      float64 `json:"warmup_s"`
+	DurationS    float64 `json:"duration_s"`
 
 	EnqueuePerS   float64 `json:"enqueue_per_s"`
 	ProcessedPerS float64 `json:"processed_per_s"`
@@ -85,6 +87,9 @@ func (r *steadyResult) rows() [][2]string {
 	if r.Rate > 0 {
 		rows = append(rows[:4], append([][2]string{{"rate cap", f0(r.Rate) + " msgs/s"}}, rows[4:]...)...)
 	}
+	if r.DedupWindowS > 0 {
+		rows = append(rows[:4], append([][2]string{{"dedup window", fmt.Sprintf("%gs", r.DedupWindowS)}}, rows[4:]...)...)
+	}
 	if r.LastError != "" {
 		rows = append(rows, [2]string{"last error", r.LastError})
 	}
@@ -105,6 +110,7 @@ func runSteady(ctx context.Context, cfg config, stderr io.Writer) (result, error
 		return nil, err
 	}
 	r.Placement = where
+	r.DedupWindowS = cfg.DedupWindow.Seconds()
 	return r, err
 }
 
@@ -112,7 +118,7 @@ func runSteady(ctx context.Context, cfg config, stderr io.Writer) (result, error
 // producers, drain (when verify) and the ledger check.
 func steadyOnce(ctx context.Context, c *client.Client, cfg config, stderr io.Writer, phase string) (*steadyResult, error) {
 	queue := queueName(cfg, phase)
-	if err := createQueue(ctx, c, queue, defaultQueue()); err != nil {
+	if err := createQueue(ctx, c, queue, defaultQueue(cfg)); err != nil {
 		return nil, err
 	}
 	defer deleteQueue(c, queue)

@@ -77,7 +77,7 @@ func runSweep(ctx context.Context, cfg config, stderr io.Writer) (result, error)
 
 func sweepCell(ctx context.Context, c *client.Client, cfg config, stderr io.Writer, producers, inflight, batch int) (sweepRow, error) {
 	queue := queueName(cfg, "sweep")
-	if err := createQueue(ctx, c, queue, defaultQueue()); err != nil {
+	if err := createQueue(ctx, c, queue, defaultQueue(cfg)); err != nil {
 		return sweepRow{}, err
 	}
 	defer deleteQueue(c, queue)
