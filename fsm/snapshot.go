@@ -11,6 +11,7 @@ import (
 	"github.com/google/btree"
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -121,7 +122,10 @@ func (r *recWriter) record(typ byte, m proto.Message) {
 	var err error
 	r.buf = append(r.buf[:0], typ)
 	r.buf = binary.AppendUvarint(r.buf, uint64(r.mo.Size(m)))
-	r.buf, err = r.mo.MarshalAppend(r.buf, m)
+	// Size just walked m; marshal reuses its sizes instead of a second walk.
+	mo := r.mo
+	mo.UseCachedSize = true
+	r.buf, err = mo.MarshalAppend(r.buf, m)
 	if err != nil {
 		r.err = fmt.Errorf("marshal snapshot record %d: %w", typ, err)
 		return
@@ -129,6 +133,40 @@ func (r *recWriter) record(typ byte, m proto.Message) {
 	if _, err := r.w.Write(r.buf); err != nil {
 		r.err = fmt.Errorf("write snapshot record %d: %w", typ, err)
 	}
+}
+
+// dedup writes one dedup key as a DedupRecord. It encodes by hand because
+// a busy shard holds millions of keys and proto.Marshal of each (a message
+// allocated per key) was most of a snapshot's cost. The bytes are the ones
+// deterministic proto.Marshal writes (fields in number order, zero values
+// left out), so the stream and Digest do not change (TestDedupRecordEncoding).
+func (r *recWriter) dedup(e dedupExpiry) {
+	if r.err != nil {
+		return
+	}
+	var rec [1 + 1 + dedupRecordMax]byte
+	b := appendDedupRecord(rec[:2], e)
+	rec[0], rec[1] = recDedup, byte(len(b)-2) // < 128: one uvarint byte
+	if _, err := r.w.Write(b); err != nil {
+		r.err = fmt.Errorf("write snapshot record %d: %w", recDedup, err)
+	}
+}
+
+// dedupRecordMax is the longest DedupRecord appendDedupRecord writes:
+// two tagged 10-byte varints and a tagged, length-prefixed 16-byte hash.
+const dedupRecordMax = 2*(1+binary.MaxVarintLen64) + 1 + 1 + len(dedupHash{})
+
+func appendDedupRecord(b []byte, e dedupExpiry) []byte {
+	if e.id != 0 {
+		b = protowire.AppendTag(b, 3, protowire.VarintType) // message_id
+		b = protowire.AppendVarint(b, e.id)
+	}
+	if e.t != 0 {
+		b = protowire.AppendTag(b, 4, protowire.VarintType) // expire_ms
+		b = protowire.AppendVarint(b, uint64(e.t))
+	}
+	b = protowire.AppendTag(b, 5, protowire.BytesType) // key_hash
+	return protowire.AppendBytes(b, e.h[:])
 }
 
 func (v *view) write(w io.Writer) error {
@@ -149,7 +187,7 @@ func (v *view) write(w io.Writer) error {
 		return r.err == nil
 	})
 	v.dedup.Ascend(func(e dedupExpiry) bool {
-		r.record(recDedup, &fsmpb.DedupRecord{KeyHash: e.h[:], MessageId: e.id, ExpireMs: e.t})
+		r.dedup(e)
 		tr.Dedup++
 		return r.err == nil
 	})

@@ -3,9 +3,12 @@ package fsm
 import (
 	"bytes"
 	"io"
+	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // loaded builds a shard with messages in every state, both queue modes,
@@ -144,5 +147,44 @@ func TestPersistCancelsOnWriteError(t *testing.T) {
 	sink := &failSink{}
 	if err := snap.Persist(sink); err == nil || !sink.cancelled || sink.closed {
 		t.Fatalf("Persist = %v, cancelled %v, closed %v; want an error and a cancelled sink", err, sink.cancelled, sink.closed)
+	}
+}
+
+// The hand-written dedup record must be byte for byte what deterministic
+// proto.Marshal writes, so snapshots and digests match replicas that
+// marshal it (and earlier builds).
+func TestDedupRecordEncoding(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	cases := []dedupExpiry{
+		{}, // zero id and expiry: both fields left out
+		{t: 1, id: 1},
+		{t: -1, id: 0},
+		{t: math.MaxInt64, id: math.MaxUint64},
+		{t: math.MinInt64, id: 1 << 63},
+	}
+	for range 1000 {
+		var e dedupExpiry
+		e.t, e.id = int64(rng.Uint64()>>rng.IntN(64)), rng.Uint64()>>rng.IntN(64)
+		for i := range e.h {
+			e.h[i] = byte(rng.Uint32())
+		}
+		cases = append(cases, e)
+	}
+	mo := proto.MarshalOptions{Deterministic: true}
+	for _, e := range cases {
+		want, err := mo.Marshal(&fsmpb.DedupRecord{KeyHash: e.h[:], MessageId: e.id, ExpireMs: e.t})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		r := &recWriter{w: &buf}
+		r.dedup(e)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		got := buf.Bytes()
+		if got[0] != recDedup || int(got[1]) != len(want) || !bytes.Equal(got[2:], want) {
+			t.Fatalf("%+v: wrote % x, proto.Marshal gives record % x", e, got, want)
+		}
 	}
 }
