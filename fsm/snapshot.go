@@ -144,17 +144,15 @@ func (r *recWriter) dedup(e dedupExpiry) {
 	if r.err != nil {
 		return
 	}
-	var rec [1 + 1 + dedupRecordMax]byte
-	b := appendDedupRecord(rec[:2], e)
-	rec[0], rec[1] = recDedup, byte(len(b)-2) // < 128: one uvarint byte
+	// r.buf, not a stack array: a buffer passed to the io.Writer escapes,
+	// which would cost an allocation per key.
+	b := appendDedupRecord(append(r.buf[:0], recDedup, 0), e)
+	b[1] = byte(len(b) - 2) // at most 40 bytes: a one-byte uvarint
+	r.buf = b
 	if _, err := r.w.Write(b); err != nil {
 		r.err = fmt.Errorf("write snapshot record %d: %w", recDedup, err)
 	}
 }
-
-// dedupRecordMax is the longest DedupRecord appendDedupRecord writes:
-// two tagged 10-byte varints and a tagged, length-prefixed 16-byte hash.
-const dedupRecordMax = 2*(1+binary.MaxVarintLen64) + 1 + 1 + len(dedupHash{})
 
 func appendDedupRecord(b []byte, e dedupExpiry) []byte {
 	if e.id != 0 {
