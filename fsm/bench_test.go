@@ -176,17 +176,23 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		snap, err := bf.f.Snapshot()
-		if err != nil {
-			b.Fatal(err)
-		}
-		var sink countSink
-		if err := snap.Persist(&sink); err != nil {
-			b.Fatal(err)
-		}
-		b.SetBytes(int64(sink.n))
+		b.SetBytes(int64(bf.persist()))
 	}
 	b.ReportMetric(float64(n), "msgs")
+}
+
+// persist takes a snapshot and streams it to a counting sink; it returns
+// the snapshot's size.
+func (bf *benchFSM) persist() int {
+	snap, err := bf.f.Snapshot()
+	if err != nil {
+		bf.b.Fatal(err)
+	}
+	var sink countSink
+	if err := snap.Persist(&sink); err != nil {
+		bf.b.Fatal(err)
+	}
+	return sink.n
 }
 
 type countSink struct{ n int }
@@ -267,15 +273,7 @@ func BenchmarkSnapshotSteady(b *testing.B) {
 	b.ResetTimer()
 	var bytes int
 	for i := 0; i < b.N; i++ {
-		snap, err := bf.f.Snapshot()
-		if err != nil {
-			b.Fatal(err)
-		}
-		var sink countSink
-		if err := snap.Persist(&sink); err != nil {
-			b.Fatal(err)
-		}
-		bytes = sink.n
+		bytes = bf.persist()
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(bytes)/(1<<20), "MiB/snap")
