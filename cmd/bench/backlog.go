@@ -79,7 +79,7 @@ func (r *backlogResult) rows() [][2]string {
 }
 
 func runBacklog(ctx context.Context, cfg config, stderr io.Writer) (result, error) {
-	mem, err := newMemorySource(cfg.Pids, cfg.Metrics)
+	mem, err := newNodeSource(cfg.Pids, cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}

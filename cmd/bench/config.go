@@ -98,6 +98,10 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		fs.StringVar(&c.AckMode, "ack", "async", "consumer acks: async (ack each batch in the background, up to 4 ack calls outstanding per consumer, and receive again at once; "+
 			"a message counts as processed when its ack is committed) or sync (wait for the ack before the next receive)")
 	}
+	nodes := func() {
+		fs.StringVar(&c.Pids, "pids", "", "comma-separated node PIDs: node memory and CPU from /proc (same host)")
+		fs.StringVar(&c.Metrics, "metrics", "http://127.0.0.1:7401/metrics,http://127.0.0.1:7402/metrics,http://127.0.0.1:7403/metrics", "node metrics URLs, for node memory and CPU when --pids is empty")
+	}
 	timed := func() {
 		fs.DurationVar(&c.Duration, "duration", 20*time.Second, "measured duration")
 		fs.DurationVar(&c.Warmup, "warmup", 3*time.Second, "warmup before measuring (not counted)")
@@ -107,14 +111,14 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	}
 	withBacklog := func(def int) {
 		fs.IntVar(&c.Backlog, "backlog", def, "messages to seed (at most 5,000,000)")
-		fs.StringVar(&c.Pids, "pids", "", "comma-separated node PIDs: memory from /proc/<pid>/status (VmRSS)")
-		fs.StringVar(&c.Metrics, "metrics", "http://127.0.0.1:7401/metrics,http://127.0.0.1:7402/metrics,http://127.0.0.1:7403/metrics", "node metrics URLs, used for memory when --pids is empty")
+		nodes()
 	}
 	after := func() {}
 	switch c.Workload {
 	case "steady":
 		load(16, 8, 256)
 		timed()
+		nodes()
 	case "mix":
 		load(4, 64, 32)
 		fs.IntVar(&c.Messages, "messages", 2000, "messages to send (70% fast, 20% slow, 5% flapping, 5% poison)")

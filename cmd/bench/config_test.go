@@ -129,7 +129,7 @@ func TestMemoryParsers(t *testing.T) {
 	if err != nil || m != 1.5e8 {
 		t.Fatalf("parseMetric = %v, %v; want 1.5e8", m, err)
 	}
-	if _, err := newMemorySource("1,x", ""); err == nil {
+	if _, err := newNodeSource("1,x", ""); err == nil {
 		t.Error("bad --pids accepted")
 	}
 }

@@ -12,16 +12,16 @@ import (
 	"time"
 )
 
-// memorySource reads the resident memory of each node: from
-// /proc/<pid>/status when PIDs are given (exact, same host), else from the
-// nodes' process_resident_memory_bytes metric.
-type memorySource struct {
+// nodeSource reads each node's resident memory (here) and CPU (cpu.go):
+// from /proc when PIDs are given (exact, same host), else from the nodes'
+// process metrics.
+type nodeSource struct {
 	pids []int
 	urls []string
 }
 
-func newMemorySource(pids, urls string) (memorySource, error) {
-	var m memorySource
+func newNodeSource(pids, urls string) (nodeSource, error) {
+	var m nodeSource
 	for _, f := range strings.Split(pids, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
@@ -44,7 +44,7 @@ func newMemorySource(pids, urls string) (memorySource, error) {
 
 // read returns each node's RSS in bytes (0 where unreadable) and the first
 // error.
-func (m memorySource) read(ctx context.Context) ([]uint64, error) {
+func (m nodeSource) read(ctx context.Context) ([]uint64, error) {
 	var firstErr error
 	note := func(err error) {
 		if firstErr == nil {
@@ -98,22 +98,27 @@ func parseVmRSS(r io.Reader) (uint64, error) {
 }
 
 func metricRSS(ctx context.Context, url string) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, fmt.Errorf("node memory from %s: %w", url, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("node memory from %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	v, err := parseMetric(resp.Body, "process_resident_memory_bytes")
+	v, err := metricValue(ctx, url, "process_resident_memory_bytes")
 	if err != nil {
 		return 0, fmt.Errorf("node memory from %s: %w", url, err)
 	}
 	return uint64(v), nil
+}
+
+// metricValue scrapes one unlabelled metric from a node.
+func metricValue(ctx context.Context, url, name string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return parseMetric(resp.Body, name)
 }
 
 // parseMetric returns the value of an unlabelled metric in Prometheus text

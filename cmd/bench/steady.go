@@ -51,6 +51,8 @@ type steadyResult struct {
 	LastError     string  `json:"last_error,omitempty"`
 	DrainS        float64 `json:"drain_s"`
 	Ledger        tally   `json:"ledger"`
+	// CPU is what the measured window cost the nodes and this client.
+	CPU cpuUse `json:"cpu"`
 
 	Enqueue summary  `json:"enqueue"`
 	Claim   summary  `json:"claim"`
@@ -83,6 +85,7 @@ func (r *steadyResult) rows() [][2]string {
 		{"errors", fmt.Sprintf("send %d, receive %d, ack %d", r.SendErrors, r.ReceiveErrors, r.AckErrors)},
 		{"receive calls", fmt.Sprintf("%d, %d of them empty", r.ReceiveCalls, r.ReceiveEmpty)},
 		{"drain", fmt.Sprintf("%.1fs", r.DrainS)},
+		{"cpu in window", r.CPU.row()},
 	}
 	if r.Rate > 0 {
 		rows = append(rows[:4], append([][2]string{{"rate cap", f0(r.Rate) + " msgs/s"}}, rows[4:]...)...)
@@ -122,6 +125,10 @@ func steadyOnce(ctx context.Context, c *client.Client, cfg config, stderr io.Wri
 		return nil, err
 	}
 	defer deleteQueue(c, queue)
+	nodes, err := newNodeSource(cfg.Pids, cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
 	l := newLoad(c, queue, loadSpec{
 		producers: cfg.Producers, inflight: cfg.Inflight, sendBatch: cfg.SendBatch,
 		consumers: cfg.Consumers, batch: cfg.Batch, asyncAck: cfg.AckMode == "async", size: cfg.Size, seed: cfg.Seed, rate: cfg.Rate,
@@ -139,9 +146,9 @@ func steadyOnce(ctx context.Context, c *client.Client, cfg config, stderr io.Wri
 
 	sleep(ctx, cfg.Warmup)
 	l.measuring.Store(true)
-	a := l.snapshot()
+	a, cpuA := l.snapshot(), nodes.cpu(ctx)
 	sleep(ctx, cfg.Duration)
-	b := l.snapshot()
+	b, cpuB := l.snapshot(), nodes.cpu(ctx)
 	l.measuring.Store(false)
 	l.stopProducers()
 
@@ -163,6 +170,7 @@ func steadyOnce(ctx context.Context, c *client.Client, cfg config, stderr io.Wri
 		SendErrors: l.sendErrs.Load(), ReceiveErrors: l.recvErrs.Load(), AckErrors: l.ackErrs.Load(),
 		ReceiveCalls: l.recvCalls.Load(), ReceiveEmpty: l.recvEmpty.Load(),
 		LastError: lastError(l), DrainS: drainTook.Seconds(), Ledger: t,
+		CPU: cpuA.use(cpuB, b.processed-a.processed),
 	}
 	r.EnqueueP50, r.EnqueueP99, r.EnqueueP999 = r.Enqueue.P50, r.Enqueue.P99, r.Enqueue.P999
 	r.ClaimP50, r.ClaimP99, r.AckP99 = r.Claim.P50, r.Claim.P99, r.Ack.P99

@@ -18,8 +18,13 @@ func TestMain(m *testing.M) { testcluster.Main(m, &nodeBin) }
 // node processes: the ledger must find every acknowledged send delivered.
 func TestSteadyAgainstCluster(t *testing.T) {
 	c := testcluster.Start(t, nodeBin, testcluster.Options{})
+	var metrics []string
+	for _, n := range c.Nodes {
+		metrics = append(metrics, "http://"+n.HTTP+"/metrics")
+	}
 	cfg := mustParse(t, "steady", "--producers", "4", "--consumers", "2", "--inflight", "8",
-		"--batch", "32", "--duration", "2s", "--warmup", "500ms", "--drain-timeout", "60s", "--quiet")
+		"--batch", "32", "--duration", "2s", "--warmup", "500ms", "--drain-timeout", "60s", "--quiet",
+		"--metrics", strings.Join(metrics, ","))
 	cfg.Addrs = c.Addrs()
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
@@ -41,6 +46,11 @@ func TestSteadyAgainstCluster(t *testing.T) {
 	}
 	if r.ProcessedPerS <= 0 || r.Ledger.Delivered == 0 {
 		t.Errorf("nothing processed: %+v", r)
+	}
+	// Every node works for every message (replication 3), so each window
+	// costs the nodes CPU; the client spends some too.
+	if r.CPU.ServerUnreadErr != "" || r.CPU.ServerS <= 0 || r.CPU.ServerUsPerMsg <= 0 || r.CPU.ClientS <= 0 || r.CPU.ClientUsPerMsg <= 0 {
+		t.Errorf("cpu figures missing: %+v", r.CPU)
 	}
 	if r.Ledger.Acked == 0 || r.Enqueue.Count == 0 || r.Claim.Count == 0 || r.E2E.Count == 0 {
 		t.Errorf("empty measurements: ledger %+v, enqueue %+v, claim %+v, e2e %+v", r.Ledger, r.Enqueue, r.Claim, r.E2E)
