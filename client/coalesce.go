@@ -85,9 +85,7 @@ func (c *Client) stream(key coalesceKey) *sendStream {
 // If ctx ends before the message left, nothing was sent; after, the outcome
 // is unknown, as for any call cut short.
 func (c *Client) sendCoalesced(ctx context.Context, key coalesceKey, req *raftqv1.SendRequest) (SendResult, error) {
-	p := &pendingSend{ctx: ctx, req: req, size: len(req.GetBody()), done: make(chan sendOutcome, 1)}
-	s := c.stream(key)
-	s.add(p)
+	p, s := c.queueCoalesced(ctx, key, req)
 	select {
 	case o := <-p.done:
 		return o.res, o.err
@@ -102,6 +100,16 @@ func (c *Client) sendCoalesced(ctx context.Context, key coalesceKey, req *raftqv
 		}
 		return SendResult{}, fmt.Errorf("outcome unknown: %w", fromStatus(status.FromContextError(ctx.Err()).Err()))
 	}
+}
+
+// queueCoalesced puts req on its shard's stream. Exactly one outcome
+// reaches p.done: the call's, or "not sent" if ctx ends before the message
+// is taken into a call.
+func (c *Client) queueCoalesced(ctx context.Context, key coalesceKey, req *raftqv1.SendRequest) (*pendingSend, *sendStream) {
+	p := &pendingSend{ctx: ctx, req: req, size: len(req.GetBody()), done: make(chan sendOutcome, 1)}
+	s := c.stream(key)
+	s.add(p)
+	return p, s
 }
 
 func (s *sendStream) add(p *pendingSend) {
@@ -152,7 +160,10 @@ func (s *sendStream) take() []*pendingSend {
 	for ; i < len(s.pending) && len(batch) < s.c.cfg.coalesceMax; i++ {
 		p := s.pending[i]
 		if p.state == sendWaiting && p.ctx.Err() != nil {
-			p.state = sendCancelled // its sender is returning; do not send it
+			// Its sender is returning; do not send it. An asynchronous
+			// sender is not watching its context, so it learns here.
+			p.state = sendCancelled
+			p.done <- sendOutcome{err: fromStatus(status.FromContextError(p.ctx.Err()).Err())}
 		}
 		if p.state != sendWaiting {
 			continue

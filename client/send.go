@@ -127,6 +127,35 @@ func (c *Client) shardOf(queue, group, dedupKey string) int {
 // comment), so a retry cannot enqueue the message twice within the dedup
 // window.
 func (c *Client) Send(ctx context.Context, queue string, body []byte, opts ...SendOption) (SendResult, error) {
+	ps, err := c.prepareSend(ctx, queue, body, opts)
+	if err != nil {
+		return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
+	}
+	var res SendResult
+	if ps.coalesce {
+		res, err = c.sendCoalesced(ctx, ps.key, ps.req)
+	} else {
+		res, err = c.sendAlone(ctx, ps)
+	}
+	if err != nil {
+		return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
+	}
+	return res, nil
+}
+
+// preparedSend is one message ready to leave: its request and where it goes.
+type preparedSend struct {
+	req      *raftqv1.SendRequest
+	spec     callSpec
+	coalesce bool
+	key      coalesceKey
+}
+
+// prepareSend applies the options, gives the message its automatic dedup
+// key and picks its shard. A message bound for a known shard leaves with the
+// other sends to that shard, unless the caller attached gRPC metadata, which
+// only a call of its own can carry.
+func (c *Client) prepareSend(ctx context.Context, queue string, body []byte, opts []SendOption) (preparedSend, error) {
 	o := Outgoing{Body: body}
 	for _, opt := range opts {
 		opt(&o)
@@ -136,25 +165,27 @@ func (c *Client) Send(ctx context.Context, queue string, body []byte, opts ...Se
 	}
 	req, err := o.request(queue)
 	if err != nil {
-		return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
+		return preparedSend{}, err
 	}
 	c.loadMap(ctx)
-	spec := callSpec{shard: c.shardOf(queue, o.Group, o.DedupKey), safe: o.DedupKey != ""}
-	if spec.shard != anyShard && c.cfg.coalesceMax > 1 && !hasOutgoingMetadata(ctx) {
+	ps := preparedSend{req: req, spec: callSpec{shard: c.shardOf(queue, o.Group, o.DedupKey), safe: o.DedupKey != ""}}
+	if ps.spec.shard != anyShard && c.cfg.coalesceMax > 1 && !hasOutgoingMetadata(ctx) {
 		req.Queue = "" // the batch names it
-		res, err := c.sendCoalesced(ctx, coalesceKey{queue: queue, shard: spec.shard, safe: spec.safe}, req)
-		if err != nil {
-			return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
-		}
-		return res, nil
+		ps.coalesce = true
+		ps.key = coalesceKey{queue: queue, shard: ps.spec.shard, safe: ps.spec.safe}
 	}
+	return ps, nil
+}
+
+// sendAlone sends one message in a Send call of its own.
+func (c *Client) sendAlone(ctx context.Context, ps preparedSend) (SendResult, error) {
 	var resp *raftqv1.SendResponse
-	err = c.invoke(ctx, spec, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
-		resp, err = raftqv1.NewMessagesClient(cc).Send(ctx, req, co...)
+	err := c.invoke(ctx, ps.spec, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewMessagesClient(cc).Send(ctx, ps.req, co...)
 		return err
 	})
 	if err != nil {
-		return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
+		return SendResult{}, err
 	}
 	return SendResult{ID: resp.GetMessageId(), Deduplicated: resp.GetDeduplicated()}, nil
 }
