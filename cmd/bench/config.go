@@ -36,6 +36,7 @@ type config struct {
 	Warmup     time.Duration
 	Inflight   int     // sends each producer keeps outstanding
 	SendBatch  int     // messages per Send call (1: Send, >1: SendBatch)
+	SendMode   string  // sync: a goroutine per send in flight; async: SendAsync
 	Batch      int     // most messages a consumer takes per receive
 	AckMode    string  // sync: wait for each batch's ack before receiving again; async: ack in the background
 	Rate       float64 // total enqueue rate cap in msgs/s; 0: unbounded
@@ -107,6 +108,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		fs.DurationVar(&c.Warmup, "warmup", 3*time.Second, "warmup before measuring (not counted)")
 		fs.IntVar(&c.Inflight, "inflight", 256, "sends each producer keeps outstanding (1: synchronous)")
 		fs.IntVar(&c.SendBatch, "send-batch", 1, "messages per send call: 1 uses Send (one RPC per message), >1 SendBatch; must divide --inflight")
+		fs.StringVar(&c.SendMode, "send-mode", "sync", "sync: each producer runs --inflight goroutines, each blocked in Send; async: one goroutine per producer keeps --inflight SendAsync calls outstanding (as NATS's PublishAsync)")
 		fs.Float64Var(&c.Rate, "rate", 0, "cap on the total enqueue rate in msgs/s (0: as fast as the cluster takes them)")
 	}
 	withBacklog := func(def int) {
@@ -212,6 +214,8 @@ func (c config) validate() error {
 		check(c.SendBatch >= 1 && c.SendBatch <= 1000, "--send-batch %d outside 1-1000", c.SendBatch)
 		check(c.SendBatch <= c.Inflight && c.Inflight%max(c.SendBatch, 1) == 0, "--send-batch %d must divide --inflight %d", c.SendBatch, c.Inflight)
 		check(c.Rate >= 0, "--rate %v is negative", c.Rate)
+		check(c.SendMode == "sync" || c.SendMode == "async", "--send-mode %q: want sync or async", c.SendMode)
+		check(c.SendMode != "async" || c.SendBatch == 1, "--send-mode async sends one message per call: --send-batch must be 1, not %d", c.SendBatch)
 	case "mix":
 		check(c.Messages >= 20 && c.Messages <= 1_000_000, "--messages %d outside 20-1000000", c.Messages)
 		check(c.Visibility >= 100*time.Millisecond && c.Visibility <= time.Minute, "--visibility %v outside 100ms-1m", c.Visibility)

@@ -23,6 +23,8 @@ type load struct {
 	capped bool
 
 	producers, perProducer, sendBatch int
+	inflight                          int  // sends per producer in flight
+	asyncSend                         bool // one goroutine per producer, SendAsync
 	consumers, batch                  int
 	asyncAck                          bool
 	wait                              time.Duration // receive long poll
@@ -44,6 +46,7 @@ type load struct {
 
 type loadSpec struct {
 	producers, inflight, sendBatch int
+	asyncSend                      bool
 	consumers, batch               int
 	asyncAck                       bool
 	size                           int
@@ -56,6 +59,7 @@ func newLoad(c *client.Client, queue string, s loadSpec) *load {
 	l := &load{
 		c: c, queue: queue, led: newLedger(s.producers), fill: filler(s.seed, s.size),
 		pace: newPacer(s.rate), producers: s.producers, perProducer: max(s.inflight/max(s.sendBatch, 1), 1),
+		inflight: max(s.inflight, 1), asyncSend: s.asyncSend,
 		sendBatch: max(s.sendBatch, 1), consumers: s.consumers, batch: s.batch, asyncAck: s.asyncAck, wait: 2 * time.Second,
 		enqueue: newLatency(), claim: newLatency(), e2e: newLatency(), ack: newLatency(),
 	}
@@ -94,6 +98,10 @@ func (l *load) take(n int) int {
 // stopProducers or the cap.
 func (l *load) startProducers(ctx context.Context) {
 	for p := range l.producers {
+		if l.asyncSend {
+			l.prodWG.Go(func() { l.produceAsync(ctx, p) })
+			continue
+		}
 		for range l.perProducer {
 			l.prodWG.Go(func() { l.produce(ctx, p) })
 		}

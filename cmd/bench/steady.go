@@ -21,6 +21,7 @@ type steadyResult struct {
 	Size      int       `json:"size"`
 	Inflight  int       `json:"inflight"`
 	SendBatch int       `json:"send_batch"`
+	SendMode  string    `json:"send_mode"`
 	Batch     int       `json:"batch"`
 	AckMode   string    `json:"ack_mode"`
 	Rate      float64   `json:"rate_limit,omitempty"`
@@ -63,6 +64,9 @@ type steadyResult struct {
 
 func (r *steadyResult) rows() [][2]string {
 	mode := "Send (one message per call)"
+	if r.SendMode == "async" {
+		mode = "SendAsync, one goroutine per producer"
+	}
 	if r.SendBatch > 1 {
 		mode = fmt.Sprintf("SendBatch of %d", r.SendBatch)
 	}
@@ -130,7 +134,7 @@ func steadyOnce(ctx context.Context, c *client.Client, cfg config, stderr io.Wri
 		return nil, err
 	}
 	l := newLoad(c, queue, loadSpec{
-		producers: cfg.Producers, inflight: cfg.Inflight, sendBatch: cfg.SendBatch,
+		producers: cfg.Producers, inflight: cfg.Inflight, sendBatch: cfg.SendBatch, asyncSend: cfg.SendMode == "async",
 		consumers: cfg.Consumers, batch: cfg.Batch, asyncAck: cfg.AckMode == "async", size: cfg.Size, seed: cfg.Seed, rate: cfg.Rate,
 	})
 	var rl rateLine
@@ -161,7 +165,7 @@ func steadyOnce(ctx context.Context, c *client.Client, cfg config, stderr io.Wri
 	r := &steadyResult{
 		Workload: "steady", Revision: revision(), Addrs: cfg.Addrs,
 		Producers: cfg.Producers, Consumers: cfg.Consumers, Size: cfg.Size, Inflight: cfg.Inflight,
-		SendBatch: cfg.SendBatch, Batch: cfg.Batch, AckMode: cfg.AckMode, Rate: cfg.Rate,
+		SendBatch: cfg.SendBatch, SendMode: cfg.SendMode, Batch: cfg.Batch, AckMode: cfg.AckMode, Rate: cfg.Rate,
 		WarmupS: cfg.Warmup.Seconds(), DurationS: b.at.Sub(a.at).Seconds(),
 		EnqueuePerS:   rate(a, b, func(c counters) uint64 { return c.enqueued }),
 		ProcessedPerS: rate(a, b, func(c counters) uint64 { return c.processed }),
