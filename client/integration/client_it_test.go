@@ -75,6 +75,18 @@ func TestClient_RoutesAndSettlesAcrossShards(t *testing.T) {
 }
 
 func TestClient_LeaderKillSendsLoseNothingAndDuplicateNothing(t *testing.T) {
+	// Blocking Sends, and SendAsync with a window per producer: both ride
+	// the same coalescing and retries across the kill.
+	for _, async := range []bool{false, true} {
+		name := "Send"
+		if async {
+			name = "SendAsync"
+		}
+		t.Run(name, func(t *testing.T) { leaderKillSends(t, async) })
+	}
+}
+
+func leaderKillSends(t *testing.T, async bool) {
 	c := testcluster.Start(t, nodeBin, testcluster.Options{})
 	cl := mustDial(t, c, client.WithCallTimeout(3*time.Second))
 	ctx := ctxT(t, 2*time.Minute)
@@ -89,8 +101,33 @@ func TestClient_LeaderKillSendsLoseNothingAndDuplicateNothing(t *testing.T) {
 		wg     sync.WaitGroup
 		stop   = make(chan struct{})
 	)
+	settle := func(body string, err error) {
+		if err != nil {
+			failed.Add(1)
+			return
+		}
+		mu.Lock()
+		acked[body] = true
+		mu.Unlock()
+	}
+	type inFlight struct {
+		body   string
+		p      *client.PendingSend
+		cancel context.CancelFunc
+	}
+	wait := func(f inFlight) {
+		_, err := f.p.Wait(ctx)
+		f.cancel()
+		settle(f.body, err)
+	}
 	for p := range 4 {
 		wg.Go(func() {
+			var window []inFlight // async only: oldest first
+			defer func() {
+				for _, f := range window {
+					wait(f)
+				}
+			}()
 			for k := 0; ; k++ {
 				select {
 				case <-stop:
@@ -99,15 +136,17 @@ func TestClient_LeaderKillSendsLoseNothingAndDuplicateNothing(t *testing.T) {
 				}
 				body := fmt.Sprintf("p%d-%d", p, k)
 				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				_, err := cl.Send(sctx, "kill", []byte(body), client.Group(fmt.Sprint(k%16)))
-				cancel()
-				if err != nil {
-					failed.Add(1)
+				if !async {
+					_, err := cl.Send(sctx, "kill", []byte(body), client.Group(fmt.Sprint(k%16)))
+					cancel()
+					settle(body, err)
 					continue
 				}
-				mu.Lock()
-				acked[body] = true
-				mu.Unlock()
+				window = append(window, inFlight{body, cl.SendAsync(sctx, "kill", []byte(body), client.Group(fmt.Sprint(k%16))), cancel})
+				if len(window) == 32 {
+					wait(window[0])
+					window = window[1:]
+				}
 			}
 		})
 	}
@@ -136,6 +175,9 @@ func TestClient_LeaderKillSendsLoseNothingAndDuplicateNothing(t *testing.T) {
 		if _, err := cl.Ack(ctx, rs...); err != nil {
 			t.Fatalf("Ack: %v", err)
 		}
+	}
+	if len(acked) == 0 {
+		t.Fatal("no send was acknowledged")
 	}
 	for b := range acked {
 		if seen[b] == 0 {
