@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"google.golang.org/grpc/status"
 )
@@ -12,9 +11,9 @@ import (
 type PendingSend struct {
 	queue string
 	ch    <-chan sendOutcome // one outcome, then nothing
-
-	mu  sync.Mutex
-	got bool
+	// fin is closed by the Wait that received the outcome, after it set
+	// out, so any number of Waits can watch it and their own contexts.
+	fin chan struct{}
 	out sendOutcome
 }
 
@@ -33,7 +32,7 @@ func (c *Client) SendAsync(ctx context.Context, queue string, body []byte, opts 
 	}
 	if ps.coalesce {
 		p, _ := c.queueCoalesced(ctx, ps.key, ps.req)
-		return &PendingSend{queue: queue, ch: p.done}
+		return newPending(queue, p.done)
 	}
 	// A message without a fixed shard, or with gRPC metadata, needs a call
 	// of its own.
@@ -42,28 +41,30 @@ func (c *Client) SendAsync(ctx context.Context, queue string, body []byte, opts 
 		res, err := c.sendAlone(ctx, ps)
 		ch <- sendOutcome{res: res, err: err}
 	}()
-	return &PendingSend{queue: queue, ch: ch}
+	return newPending(queue, ch)
+}
+
+func newPending(queue string, ch <-chan sendOutcome) *PendingSend {
+	return &PendingSend{queue: queue, ch: ch, fin: make(chan struct{})}
 }
 
 func settled(queue string, o sendOutcome) *PendingSend {
 	ch := make(chan sendOutcome, 1)
 	ch <- o
-	return &PendingSend{queue: queue, ch: ch}
+	return newPending(queue, ch)
 }
 
 // Wait returns the send's outcome once it is known: its id, or its error,
 // as Send returns them. If ctx ends first, Wait returns ctx's error and the
 // send goes on; Wait may be called again.
 func (p *PendingSend) Wait(ctx context.Context) (SendResult, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.got {
-		select {
-		case p.out = <-p.ch:
-			p.got = true
-		case <-ctx.Done():
-			return SendResult{}, fmt.Errorf("wait for send to %q: %w", p.queue, fromStatus(status.FromContextError(ctx.Err()).Err()))
-		}
+	select {
+	case o := <-p.ch:
+		p.out = o
+		close(p.fin)
+	case <-p.fin:
+	case <-ctx.Done():
+		return SendResult{}, fmt.Errorf("wait for send to %q: %w", p.queue, fromStatus(status.FromContextError(ctx.Err()).Err()))
 	}
 	if p.out.err != nil {
 		return SendResult{}, fmt.Errorf("send to %q: %w", p.queue, p.out.err)

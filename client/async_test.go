@@ -98,6 +98,17 @@ func TestSendAsyncWaitContextEndsOnlyTheWait(t *testing.T) {
 	release, first := stallCalls(t, s, c)
 
 	p := c.SendAsync(testCtx(t), "q", []byte("slow"))
+	// Another goroutine already waiting does not hold this Wait past its
+	// own deadline.
+	type waited struct {
+		res SendResult
+		err error
+	}
+	other := make(chan waited, 1)
+	go func() {
+		res, err := p.Wait(testCtx(t))
+		other <- waited{res, err}
+	}()
 	short, cancel := context.WithTimeout(testCtx(t), 50*time.Millisecond)
 	defer cancel()
 	if _, err := p.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
@@ -107,6 +118,9 @@ func TestSendAsyncWaitContextEndsOnlyTheWait(t *testing.T) {
 	res, err := p.Wait(testCtx(t))
 	if err != nil {
 		t.Fatalf("Wait after the release: %v", err)
+	}
+	if o := <-other; o.err != nil || o.res != res {
+		t.Fatalf("the other Wait = %+v, %v; want %+v", o.res, o.err, res)
 	}
 	if m, err := c.GetMessage(testCtx(t), res.ID); err != nil || string(m.Body) != "slow" {
 		t.Fatalf("message %s holds %q (%v)", res.ID, m.Body, err)
