@@ -22,7 +22,10 @@ type PendingSend struct {
 // messages in flight without a goroutine for each. The message leaves with
 // the other sends bound for its shard; Wait returns what Send would have.
 // ctx bounds the send itself, as for Send: if it ends before the message
-// left, nothing was sent; after, the outcome is unknown. Sends in flight
+// left, nothing was sent and Wait's error wraps ErrNotSent; after, the
+// outcome is unknown. SendAsync blocks only to load the shard map when the
+// client has none yet (its first send); it does not bound how many sends
+// are outstanding, so a producer keeps its own window, as the bench does. Sends in flight
 // together may commit in any order, as concurrent Sends may: a producer
 // that needs a FIFO group's order waits for each before the group's next.
 func (c *Client) SendAsync(ctx context.Context, queue string, body []byte, opts ...SendOption) *PendingSend {
@@ -64,7 +67,15 @@ func (p *PendingSend) Wait(ctx context.Context) (SendResult, error) {
 		close(p.fin)
 	case <-p.fin:
 	case <-ctx.Done():
-		return SendResult{}, fmt.Errorf("wait for send to %q: %w", p.queue, fromStatus(status.FromContextError(ctx.Err()).Err()))
+		// An answer that is already here wins over the ended wait.
+		select {
+		case o := <-p.ch:
+			p.out = o
+			close(p.fin)
+		case <-p.fin:
+		default:
+			return SendResult{}, fmt.Errorf("wait for send to %q: %w", p.queue, fromStatus(status.FromContextError(ctx.Err()).Err()))
+		}
 	}
 	if p.out.err != nil {
 		return SendResult{}, fmt.Errorf("send to %q: %w", p.queue, p.out.err)

@@ -72,8 +72,8 @@ func TestSendAsyncCancelledWhileQueuedIsNotSent(t *testing.T) {
 	release()
 	wctx, wcancel := context.WithTimeout(testCtx(t), 10*time.Second)
 	defer wcancel()
-	if _, err := p.Wait(wctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled queued async send = %v, want context.Canceled", err)
+	if _, err := p.Wait(wctx); !errors.Is(err, context.Canceled) || !errors.Is(err, ErrNotSent) {
+		t.Fatalf("cancelled queued async send = %v, want ErrNotSent and context.Canceled", err)
 	}
 	for _, r := range first() {
 		if r.err != nil {
@@ -151,5 +151,24 @@ func TestSendAsyncErrors(t *testing.T) {
 	}
 	if n := len(s.Calls("Send")); n != 1 {
 		t.Fatalf("%d Send calls for the async send with metadata, want 1", n)
+	}
+}
+
+// A send whose deadline passes after it left is never reported as not
+// sent: the call may have committed it (or a retry under its dedup key
+// did, and it succeeds).
+func TestSendAsyncDeadlineAfterLeavingIsNotNotSent(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr})
+	mustCreate(t, c, "q", QueueOptions{})
+	release := s.Stall("SendBatch")
+	t.Cleanup(release)
+
+	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
+	defer cancel()
+	p := c.SendAsync(ctx, "q", []byte("late"))
+	clienttest.WaitFor(t, "the call to reach the server", func() bool { return s.Stalled("SendBatch") == 1 })
+	if _, err := p.Wait(testCtx(t)); errors.Is(err, ErrNotSent) {
+		t.Fatalf("send cut short after it left = %v: it may have committed, so it must not say ErrNotSent", err)
 	}
 }

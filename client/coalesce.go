@@ -96,15 +96,16 @@ func (c *Client) sendCoalesced(ctx context.Context, key coalesceKey, req *raftqv
 		default:
 		}
 		if s.cancel(p) {
-			return SendResult{}, fromStatus(status.FromContextError(ctx.Err()).Err())
+			return SendResult{}, notSent(ctx)
 		}
 		return SendResult{}, fmt.Errorf("outcome unknown: %w", fromStatus(status.FromContextError(ctx.Err()).Err()))
 	}
 }
 
-// queueCoalesced puts req on its shard's stream. Exactly one outcome
-// reaches p.done: the call's, or "not sent" if ctx ends before the message
-// is taken into a call.
+// queueCoalesced puts req on its shard's stream. At most one outcome
+// reaches p.done: the call's, or ErrNotSent if ctx ends before the message
+// is taken into a call. Only a sync sender that withdraws its message
+// itself (cancel) gets none there, and it does not read p.done again.
 func (c *Client) queueCoalesced(ctx context.Context, key coalesceKey, req *raftqv1.SendRequest) (*pendingSend, *sendStream) {
 	p := &pendingSend{ctx: ctx, req: req, size: len(req.GetBody()), done: make(chan sendOutcome, 1)}
 	s := c.stream(key)
@@ -163,7 +164,7 @@ func (s *sendStream) take() []*pendingSend {
 			// Its sender is returning; do not send it. An asynchronous
 			// sender is not watching its context, so it learns here.
 			p.state = sendCancelled
-			p.done <- sendOutcome{err: fromStatus(status.FromContextError(p.ctx.Err()).Err())}
+			p.done <- sendOutcome{err: notSent(p.ctx)}
 		}
 		if p.state != sendWaiting {
 			continue
@@ -235,7 +236,8 @@ func (s *sendStream) send(batch []*pendingSend) {
 }
 
 // dropEnded answers and removes the items whose sender's context has ended.
-// Such a sender has returned "outcome unknown" and may send the next message
+// Such a sender has returned (or, async, will be told) that the outcome is
+// unknown, and may send the next message
 // of its group: resending its item after that could commit it second. A
 // lone Send retries on its caller's context and stops the same way.
 func dropEnded(items []*pendingSend) []*pendingSend {
@@ -266,6 +268,11 @@ func (s *sendStream) call(ctx context.Context, batch []*pendingSend) ([]*raftqv1
 		err = fmt.Errorf("server returned %d results for %d messages", len(resp.GetResults()), len(batch))
 	}
 	return resp.GetResults(), err
+}
+
+// notSent is the answer for a message withdrawn before it left.
+func notSent(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", ErrNotSent, fromStatus(status.FromContextError(ctx.Err()).Err()))
 }
 
 // retryableItem reports whether an item's code leaves it uncommitted or

@@ -186,8 +186,8 @@ func TestSendCancelledWhileQueuedIsNotSent(t *testing.T) {
 	}()
 	clienttest.WaitFor(t, "the send to queue", func() bool { return pendingSends(c) == 1 })
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled queued send = %v, want context.Canceled", err)
+	if err := <-done; !errors.Is(err, context.Canceled) || !errors.Is(err, ErrNotSent) {
+		t.Fatalf("cancelled queued send = %v, want ErrNotSent and context.Canceled", err)
 	}
 	release()
 	for _, r := range first() {

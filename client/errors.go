@@ -27,6 +27,10 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrExhausted: RESOURCE_EXHAUSTED. A limit or quota was hit.
 	ErrExhausted = errors.New("resource exhausted")
+	// ErrNotSent: a coalesced send whose context ended while it waited for
+	// a call; it never left the client, so sending it again cannot
+	// duplicate it. The error also wraps the context's.
+	ErrNotSent = errors.New("not sent")
 )
 
 // Error is a server status as the client reports it. Error() is the server's

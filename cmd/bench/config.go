@@ -101,7 +101,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	}
 	nodes := func() {
 		fs.StringVar(&c.Pids, "pids", "", "comma-separated node PIDs: node memory and CPU from /proc (same host)")
-		fs.StringVar(&c.Metrics, "metrics", "http://127.0.0.1:7401/metrics,http://127.0.0.1:7402/metrics,http://127.0.0.1:7403/metrics", "node metrics URLs, for node memory and CPU when --pids is empty")
+		fs.StringVar(&c.Metrics, "metrics", "http://127.0.0.1:7401/metrics,http://127.0.0.1:7402/metrics,http://127.0.0.1:7403/metrics", "node metrics URLs, for node memory and CPU when --pids is empty (point them at the cluster under test)")
 	}
 	timed := func() {
 		fs.DurationVar(&c.Duration, "duration", 20*time.Second, "measured duration")

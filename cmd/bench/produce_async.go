@@ -30,8 +30,11 @@ func (l *load) produceAsync(ctx context.Context, p int) {
 		l.led.sent(p, s.seq, err == nil)
 		if err != nil {
 			l.fail(&l.sendErrs, err)
-			// Back off a little so a refusing cluster is not hammered.
-			time.Sleep(20 * time.Millisecond)
+			if ctx.Err() == nil && !l.stopSend.Load() {
+				// Back off a little so a refusing cluster is not hammered
+				// (not while collecting what is left at the end).
+				time.Sleep(20 * time.Millisecond)
+			}
 			return
 		}
 		l.enqueued.Add(1)
