@@ -24,10 +24,11 @@ type PendingSend struct {
 // ctx bounds the send itself, as for Send: if it ends before the message
 // left, nothing was sent and Wait's error wraps ErrNotSent; after, the
 // outcome is unknown. SendAsync blocks only to load the shard map when the
-// client has none yet (its first send); it does not bound how many sends
-// are outstanding, so a producer keeps its own window, as the bench does. Sends in flight
-// together may commit in any order, as concurrent Sends may: a producer
-// that needs a FIFO group's order waits for each before the group's next.
+// client has none yet (its first send). It does not bound how many sends
+// are outstanding: a producer keeps its own window, as the bench does.
+// Sends in flight together may commit in any order, as concurrent Sends
+// may: a producer that needs a FIFO group's order waits for each before
+// the group's next.
 func (c *Client) SendAsync(ctx context.Context, queue string, body []byte, opts ...SendOption) *PendingSend {
 	ps, err := c.prepareSend(ctx, queue, body, opts)
 	if err != nil {

@@ -82,8 +82,8 @@ func (c *Client) stream(key coalesceKey) *sendStream {
 }
 
 // sendCoalesced queues req on its shard's stream and waits for its result.
-// If ctx ends before the message left, nothing was sent; after, the outcome
-// is unknown, as for any call cut short.
+// If ctx ends before the message left, nothing was sent (ErrNotSent);
+// after, the outcome is unknown, as for any call cut short.
 func (c *Client) sendCoalesced(ctx context.Context, key coalesceKey, req *raftqv1.SendRequest) (SendResult, error) {
 	p, s := c.queueCoalesced(ctx, key, req)
 	select {

@@ -190,13 +190,20 @@ func TestSendCancelledWhileQueuedIsNotSent(t *testing.T) {
 		t.Fatalf("cancelled queued send = %v, want ErrNotSent and context.Canceled", err)
 	}
 	release()
+	cancelledNeverSent(t, s, c, first)
+}
+
+// cancelledNeverSent checks, after stallCalls' calls are released, that
+// they succeeded and that the one cancelled send never reached the server:
+// a send after the release starts a call of its own, and the cancelled
+// message must not ride along.
+func cancelledNeverSent(t *testing.T, s *clienttest.Server, c *Client, first func() []sent) {
+	t.Helper()
 	for _, r := range first() {
 		if r.err != nil {
 			t.Fatalf("Send(%s): %v", r.body, r.err)
 		}
 	}
-	// A send after the release starts a call of its own; the cancelled
-	// message must not ride along.
 	mustSend(t, c, "q", "after")
 	items := 0
 	for _, call := range s.Calls("SendBatch") {
