@@ -180,6 +180,18 @@ func (f *FSM) Stats(queue string) (Stats, bool) {
 	return st, true
 }
 
+// Leasable is Stats(queue).Leasable without the other counts, for the
+// receive path, which asks on every call.
+func (f *FSM) Leasable(queue string) (uint64, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	q, ok := f.s.queues[queue]
+	if !ok {
+		return 0, false
+	}
+	return uint64(q.ready.Len()), true
+}
+
 // oldestReady is the enqueue time of the oldest leasable message: the first of
 // each priority band of a standard queue, the first ready head of a FIFO one.
 func (s *state) oldestReady(q *queue) int64 {

@@ -215,8 +215,9 @@ func shareOf(rq *fsmpb.Receive, n int, maxBytes uint64) *fsmpb.Receive {
 	return &fsmpb.Receive{Queue: rq.GetQueue(), Max: uint32(n), VisibilityTimeoutMs: rq.GetVisibilityTimeoutMs(), Consumer: rq.GetConsumer(), MaxBytes: maxBytes}
 }
 
-// receiveShard leases from one shard without waiting. A local leader
-// skips the raft write when its FSM shows nothing ready.
+// receiveShard leases from one shard without waiting. The leader skips the
+// raft write when nothing is leasable that other receives have not claimed
+// (shard.Receive).
 func (r *Router) receiveShard(ctx context.Context, id uint32, rq *fsmpb.Receive, wait time.Duration) (*fsmpb.Result, error) {
 	return r.receiveShardWait(ctx, id, rq, wait, r.opts.LeaderWait)
 }
@@ -251,9 +252,6 @@ func ReceiveLocal(ctx context.Context, sh *shard.Shard, rq *fsmpb.Receive, wait 
 			err = nil // waited the full time: an empty answer, not a failure
 		}
 		return &fsmpb.Result{Body: &fsmpb.Result_Receive{Receive: &fsmpb.ReceiveResult{}}}, err
-	}
-	if st, ok := sh.FSM().Stats(rq.GetQueue()); ok && st.Leasable == 0 && wait == 0 {
-		return &fsmpb.Result{Body: &fsmpb.Result_Receive{Receive: &fsmpb.ReceiveResult{}}}, nil
 	}
 	return sh.Receive(ctx, rq, wait)
 }

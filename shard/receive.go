@@ -7,38 +7,99 @@ import (
 	"github.com/raftq/raftq/fsm/fsmpb"
 )
 
-// Receive proposes r and, when it finds no message and wait > 0, waits for
-// the FSM to report new ready messages in the queue, the wait to elapse or
-// ctx to end, then proposes again. Interest is registered before the first
-// proposal, so an enqueue applied in between is not missed. An empty result
-// after the wait is a normal outcome. Only on the leader.
+// Receive leases up to r.Max messages of r.Queue. When it finds none and
+// wait > 0, it waits for the FSM to report new ready messages in the queue,
+// the wait to elapse or ctx to end, then tries again. Interest is
+// registered before the first try, so an enqueue applied in between is not
+// missed. An empty result is a normal outcome. Only on the leader.
+//
+// A receive is proposed only while the queue holds more leasable messages
+// than the receives already in flight on this leader asked for (see
+// claim); otherwise it waits, or with wait 0 answers empty at once.
 func (s *Shard) Receive(ctx context.Context, r *fsmpb.Receive, wait time.Duration) (*fsmpb.Result, error) {
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_Receive{Receive: r}}
-	if wait <= 0 {
-		return s.Propose(ctx, cmd)
+	var wake <-chan struct{}
+	var expired <-chan time.Time
+	if wait > 0 {
+		w, unwatch := s.watch(r.GetQueue())
+		defer unwatch()
+		deadline := time.NewTimer(wait)
+		defer deadline.Stop()
+		wake, expired = w, deadline.C
 	}
-	wake, unwatch := s.watch(r.GetQueue())
-	defer unwatch()
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
 	for {
-		res, err := s.Propose(ctx, cmd)
-		if err != nil {
-			return nil, err
+		if release, ok := s.claim(r.GetQueue(), r.GetMax()); ok {
+			res, err := s.Propose(ctx, cmd)
+			release()
+			if err != nil {
+				return nil, err
+			}
+			if res.GetStatus().GetCode() != fsmpb.Code_CODE_OK || len(res.GetReceive().GetMessages()) > 0 {
+				return res, nil
+			}
 		}
-		if res.GetStatus().GetCode() != fsmpb.Code_CODE_OK || len(res.GetReceive().GetMessages()) > 0 {
-			return res, nil
+		if wait <= 0 {
+			return emptyReceive(), nil
 		}
 		select {
 		case <-wake:
-		case <-deadline.C:
-			return res, nil
+		case <-expired:
+			return emptyReceive(), nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-s.closing:
-			return res, nil
+			return emptyReceive(), nil
 		}
 	}
+}
+
+func emptyReceive() *fsmpb.Result {
+	return &fsmpb.Result{Body: &fsmpb.Result_Receive{Receive: &fsmpb.ReceiveResult{}}}
+}
+
+// claim reserves want messages of queue for a receive about to be proposed,
+// and refuses while the receives in flight on this leader already ask for
+// every message the queue can lease now. Such a receive could only commit
+// empty, a raft round on every replica for nothing: with 8 consumers
+// long-polling one queue, each enqueue woke them all and each proposed, so
+// a message cost 8 receive commands and about 4 rounds instead of 1
+// (docs/benchmarks.md, "Consumer herd"). The release wakes the queue's
+// waiters to look again at what the finished receive left.
+//
+// It only decides whether to propose; leases are still granted by the FSM
+// alone, so a stale count can delay a receive, never lease twice. A queue
+// this replica does not hold passes, for the FSM to refuse it.
+func (s *Shard) claim(queue string, want uint32) (release func(), ok bool) {
+	leasable, known := s.fsm.Leasable(queue)
+	n := uint64(max(want, 1))
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	if known && leasable <= s.claimed[queue] {
+		return nil, false
+	}
+	s.claimed[queue] += n
+	return func() {
+		s.waitMu.Lock()
+		defer s.waitMu.Unlock()
+		if s.claimed[queue] -= n; s.claimed[queue] == 0 {
+			delete(s.claimed, queue)
+		}
+		for ch := range s.waiters[queue] {
+			kick(ch)
+		}
+	}, true
+}
+
+// unclaimed reports whether queue holds leasable messages that no receive
+// in flight has asked for.
+func (s *Shard) unclaimed(queue string) bool {
+	leasable, known := s.fsm.Leasable(queue)
+	if !known {
+		return false
+	}
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	return leasable > s.claimed[queue]
 }
 
 // watch registers interest in queue. The channel holds one pending wake-up,

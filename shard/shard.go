@@ -72,6 +72,7 @@ type Shard struct {
 
 	waitMu  sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
+	claimed map[string]uint64 // messages asked for by receives in flight (claim)
 
 	stats struct {
 		rounds, entries, commands, bytes, ticks atomic.Uint64
@@ -117,6 +118,7 @@ func Open(cfg Config) (*Shard, error) {
 		applyKick:    make(chan struct{}, 1),
 		subs:         make(map[uint64]chan bool),
 		waiters:      make(map[string]map[chan struct{}]struct{}),
+		claimed:      make(map[string]uint64),
 	}
 	s.lead.Store(notLeaderState)
 	s.fsm = fsm.New(fsm.Options{Notify: s.notify})

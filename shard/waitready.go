@@ -7,7 +7,8 @@ import (
 // ID is the shard id.
 func (s *Shard) ID() uint32 { return s.cfg.ID }
 
-// WaitReady blocks until the queue has ready messages on this leader, ctx
+// WaitReady blocks until the queue has leasable messages on this leader
+// that no receive in flight has claimed, ctx
 // ends, or this replica stops leading. It leases nothing: the router uses it
 // to long-poll many shards at once and then leases from the one that woke,
 // so an abandoned wait never strands a lease.
@@ -20,7 +21,7 @@ func (s *Shard) WaitReady(ctx context.Context, queue string) error {
 	for {
 		// Interest is registered before the check, so a notification
 		// between the check and the select is kept, not lost.
-		if st, ok := s.fsm.Stats(queue); ok && st.Leasable > 0 {
+		if s.unclaimed(queue) {
 			return nil
 		}
 		select {

@@ -1,0 +1,109 @@
+package shard
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/raftq/raftq/fsm/fsmpb"
+)
+
+// Eight consumers long-poll one queue and one message arrives: one receive
+// is proposed, not eight (seven of which could only commit empty).
+func TestWaitingReceiversDoNotProposeForClaimedMessages(t *testing.T) {
+	c := newCluster(t, 3, true, fastTuning())
+	leader := c.leader()
+	mustQueue(t, leader.sh, "q", standard(time.Minute))
+
+	const consumers = 8
+	type got struct {
+		msgs []*fsmpb.Message
+		err  error
+	}
+	done := make(chan got, consumers)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range consumers {
+		go func() {
+			res, err := leader.sh.Receive(ctx, &fsmpb.Receive{Queue: "q", Max: 256}, 5*time.Second)
+			done <- got{res.GetReceive().GetMessages(), err}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // all registered and waiting
+	before := leader.sh.ProposerStats().Commands
+	if idle := before; idle == 0 {
+		t.Fatal("no commands before the receives: the queue was not created")
+	}
+	id := mustEnqueue(t, leader.sh, "q", &fsmpb.NewMessage{Body: []byte("one")})
+	select {
+	case g := <-done:
+		if g.err != nil || len(g.msgs) != 1 || g.msgs[0].GetId() != id {
+			t.Fatalf("first receiver got %v, %v; want message %d", g.msgs, g.err, id)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("no receiver woke for the message")
+	}
+	time.Sleep(300 * time.Millisecond) // let any losing receive commit
+	// The enqueue and one receive; a tick may ride along.
+	if n := leader.sh.ProposerStats().Commands - before; n > 3 {
+		t.Fatalf("%d commands for one enqueue received by one of %d waiting consumers: the waiters all proposed", n, consumers)
+	}
+	select {
+	case g := <-done:
+		t.Fatalf("a second receiver returned (%v, %v) with nothing left to lease", g.msgs, g.err)
+	default:
+	}
+	// The others are still waiting, and the next message reaches one.
+	id2 := mustEnqueue(t, leader.sh, "q", &fsmpb.NewMessage{Body: []byte("two")})
+	select {
+	case g := <-done:
+		if g.err != nil || len(g.msgs) != 1 || g.msgs[0].GetId() != id2 {
+			t.Fatalf("second receiver got %v, %v; want message %d", g.msgs, g.err, id2)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the remaining receivers did not wake for the second message")
+	}
+}
+
+// Receives proceed while the queue holds more than the ones in flight asked
+// for, and an empty queue answers a receive without a raft round.
+func TestReceiveClaimsOnlyWhatIsLeasable(t *testing.T) {
+	c := newCluster(t, 3, true, fastTuning())
+	leader := c.leader()
+	mustQueue(t, leader.sh, "q", standard(time.Minute))
+	for i := range 10 {
+		mustEnqueue(t, leader.sh, "q", &fsmpb.NewMessage{Body: []byte{byte(i)}})
+	}
+	counts := make(chan int, 2)
+	for range 2 {
+		go func() {
+			res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 4}, 0)
+			if err != nil {
+				t.Error(err)
+			}
+			counts <- len(res.GetReceive().GetMessages())
+		}()
+	}
+	for range 2 {
+		if n := <-counts; n != 4 {
+			t.Fatalf("a concurrent receive of 4 from 10 got %d", n)
+		}
+	}
+	res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 4}, 0)
+	if err != nil || len(res.GetReceive().GetMessages()) != 2 {
+		t.Fatalf("third receive = %v, %v; want the 2 left", res, err)
+	}
+	before := leader.sh.ProposerStats().Commands
+	res, err = leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 4}, 0)
+	if err != nil || len(res.GetReceive().GetMessages()) != 0 {
+		t.Fatalf("receive on an empty queue = %v, %v", res, err)
+	}
+	if n := leader.sh.ProposerStats().Commands - before; n != 0 {
+		t.Fatalf("a receive on an empty queue proposed %d commands", n)
+	}
+	// A queue this shard does not hold still reaches the FSM, which refuses it.
+	res, err = leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "nope", Max: 1}, 0)
+	if err != nil || res.GetStatus().GetCode() != fsmpb.Code_CODE_QUEUE_NOT_FOUND {
+		t.Fatalf("receive on an unknown queue = %v, %v; want QUEUE_NOT_FOUND", res, err)
+	}
+}
