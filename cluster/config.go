@@ -34,14 +34,17 @@ type Config struct {
 	// value: they bootstrap the meta group once exactly that many of them
 	// see each other. 0: never bootstrap (join an existing cluster).
 	BootstrapExpect int
-	// Shards is the number of data shards, fixed at bootstrap. Default: one
-	// per bootstrap voter (at least Replication), so each node is the
-	// preferred leader of about one (placement balances on average).
-	// Every raft group has fixed costs (an fsync and a bolt transaction per
-	// commit, heartbeats, goroutines) and groups do not share commits, so
-	// a few busy groups beat many idle ones: on a 3-node cluster on one
-	// 2-core machine 3 shards carry about 1.5x the messages of 8
-	// (docs/benchmarks.md). More shards pay on nodes with many cores.
+	// Shards is the number of data shards, fixed at bootstrap. Default:
+	// one per Replication bootstrap voters, rounded up (1 on a 3-node
+	// cluster), so each node holds one replica. Every raft group has fixed
+	// costs (a bolt commit with two fsyncs per round on every replica,
+	// heartbeats, goroutines) and groups do not share commits, so a few
+	// busy groups beat many quiet ones: on a 3-node cluster on one 2-core
+	// machine 1 shard carries about 1.2x the messages of 3, at half the
+	// enqueue p99, and 3 carry 1.5x those of 8 (docs/benchmarks.md, "Shard
+	// count"). On a 3-node cluster every node holds every shard anyway;
+	// more shards only spread leadership, which pays when each node has
+	// cores of its own to spare.
 	Shards uint32
 	// Replication is the number of replicas per shard (default 3).
 	Replication int
@@ -67,6 +70,15 @@ type Config struct {
 	Version string
 }
 
+// DefaultShards is the shard count a cluster bootstrapped by voters nodes
+// with replication replicas per shard gets when none is set: one shard per
+// replication voters, rounded up, at least 1.
+func DefaultShards(voters, replication int) uint32 {
+	replication = max(replication, 1)
+	voters = max(voters, replication)
+	return uint32((voters + replication - 1) / replication)
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.NodeID == "" || c.DataDir == "" {
 		return c, errors.New("cluster: NodeID and DataDir are required")
@@ -84,7 +96,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Replication = 3
 	}
 	if c.Shards == 0 {
-		c.Shards = uint32(max(c.BootstrapExpect, c.Replication))
+		c.Shards = DefaultShards(c.BootstrapExpect, c.Replication)
 	}
 	if c.Now == nil {
 		c.Now = time.Now

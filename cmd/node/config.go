@@ -58,7 +58,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.Join, "join", "", "comma-separated gossip addresses of nodes to join (retried until one answers)")
 	fs.StringVar(&c.ClusterName, "cluster-name", "", "label on every gossip message; nodes with a different name (or none) are ignored, so clusters sharing a network never merge (set the same on every node; changing it on a running cluster splits it)")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 3, "form a new cluster once this many nodes with the same value have met; set 0 on nodes added to an existing cluster")
-	fs.UintVar(&c.Shards, "shards", 0, "number of data shards, fixed when the cluster is bootstrapped; 0: one per bootstrap voter (--bootstrap-expect), so leaders spread about one per node (docs/benchmarks.md, \"Shard count\")")
+	fs.UintVar(&c.Shards, "shards", 0, "number of data shards, fixed when the cluster is bootstrapped; 0: one per --replication bootstrap voters, rounded up (1 on a 3-node cluster: few busy raft groups beat many quiet ones; docs/benchmarks.md, \"Shard count\")")
 	fs.IntVar(&c.Replication, "replication", 3, "replicas per data shard")
 	fs.DurationVar(&c.ClockOffset, "clock-offset", 0, "TESTING ONLY: offset this node's clock (jepsen-lite clock skew)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM: bound for draining calls and handing off leadership")
@@ -115,7 +115,7 @@ func (c *config) finish() error {
 	}
 	switch {
 	case c.Shards > 256:
-		return fmt.Errorf("--shards must be within 0..256 (0: one per bootstrap voter), got %d", c.Shards)
+		return fmt.Errorf("--shards must be within 0..256 (0: one per --replication bootstrap voters), got %d", c.Shards)
 	case c.Replication < 1 || c.Replication > 7:
 		return fmt.Errorf("--replication must be within 1..7, got %d", c.Replication)
 	case c.BootstrapExpect < 0 || c.BootstrapExpect > 7:
