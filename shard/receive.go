@@ -28,6 +28,12 @@ func (s *Shard) Receive(ctx context.Context, r *fsmpb.Receive, wait time.Duratio
 		wake, expired = w, deadline.C
 	}
 	for {
+		// The leadership gate Propose applies, before the claim check
+		// reads the FSM: a follower (or a leader that lost its term, which
+		// wakeAll reports) answers with the hint, not with "nothing here".
+		if err := s.waitReady(ctx); err != nil {
+			return nil, err
+		}
 		if release, ok := s.claim(r.GetQueue(), r.GetMax()); ok {
 			res, err := s.Propose(ctx, cmd)
 			release()

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -105,5 +106,36 @@ func TestReceiveClaimsOnlyWhatIsLeasable(t *testing.T) {
 	res, err = leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "nope", Max: 1}, 0)
 	if err != nil || res.GetStatus().GetCode() != fsmpb.Code_CODE_QUEUE_NOT_FOUND {
 		t.Fatalf("receive on an unknown queue = %v, %v; want QUEUE_NOT_FOUND", res, err)
+	}
+}
+
+// A follower that holds the queue (empty) still answers a receive with the
+// leader's hint, not with an empty result after the wait: the claim check
+// must not stand in for the leadership check.
+func TestFollowerReceiveOnEmptyQueueReturnsNotLeader(t *testing.T) {
+	c := newCluster(t, 3, true, fastTuning())
+	leader := c.leader()
+	mustQueue(t, leader.sh, "q", standard(time.Minute))
+	for _, f := range c.followers(leader) {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			if _, ok := f.sh.FSM().Leasable("q"); ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never applied the queue", f.id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for _, wait := range []time.Duration{0, time.Second} {
+			start := time.Now()
+			_, err := f.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 1}, wait)
+			if !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("%s: follower Receive (wait %v) err = %v, want ErrNotLeader", f.id, wait, err)
+			}
+			if d := time.Since(start); d > 500*time.Millisecond {
+				t.Fatalf("%s: follower Receive (wait %v) took %v before refusing", f.id, wait, d)
+			}
+		}
 	}
 }
