@@ -69,7 +69,7 @@ func emptyReceive() *fsmpb.Result {
 // empty, a raft round on every replica for nothing: with 8 consumers
 // long-polling one queue, each enqueue woke them all and each proposed, so
 // a message cost 8 receive commands and about 4 rounds instead of 1
-// (docs/benchmarks.md, "Consumer herd"). The release wakes the queue's
+// (docs/benchmarks.md, "One shard by default, and no receive herd"). The release wakes the queue's
 // waiters to look again at what the finished receive left.
 //
 // It only decides whether to propose; leases are still granted by the FSM

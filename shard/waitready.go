@@ -8,10 +8,10 @@ import (
 func (s *Shard) ID() uint32 { return s.cfg.ID }
 
 // WaitReady blocks until the queue has leasable messages on this leader
-// that no receive in flight has claimed, ctx
-// ends, or this replica stops leading. It leases nothing: the router uses it
-// to long-poll many shards at once and then leases from the one that woke,
-// so an abandoned wait never strands a lease.
+// that no receive in flight has claimed, ctx ends, or this replica stops
+// leading. It leases nothing: the router uses it to long-poll many shards
+// at once and then leases from the one that woke, so an abandoned wait
+// never strands a lease.
 func (s *Shard) WaitReady(ctx context.Context, queue string) error {
 	if err := s.waitReady(ctx); err != nil {
 		return err
