@@ -139,3 +139,29 @@ func TestFollowerReceiveOnEmptyQueueReturnsNotLeader(t *testing.T) {
 		}
 	}
 }
+
+// A receive that fails (here: its context is already cancelled) gives its
+// claim back; a leaked claim would refuse every later receive of the queue.
+func TestFailedReceiveReleasesItsClaim(t *testing.T) {
+	c := newCluster(t, 3, true, fastTuning())
+	leader := c.leader()
+	mustQueue(t, leader.sh, "q", standard(time.Minute))
+	id := mustEnqueue(t, leader.sh, "q", &fsmpb.NewMessage{Body: []byte("kept")})
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 20 {
+		if _, err := leader.sh.Receive(cancelled, &fsmpb.Receive{Queue: "q", Max: 1}, 0); err == nil {
+			t.Fatal("a receive with a cancelled context succeeded")
+		}
+	}
+	leader.sh.waitMu.Lock()
+	left := leader.sh.claimed["q"]
+	leader.sh.waitMu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d messages still claimed after the failed receives", left)
+	}
+	res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 1}, 0)
+	if err != nil || len(res.GetReceive().GetMessages()) != 1 || res.GetReceive().GetMessages()[0].GetId() != id {
+		t.Fatalf("receive after the failed ones = %v, %v; want message %d", res, err, id)
+	}
+}
