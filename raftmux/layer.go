@@ -22,6 +22,31 @@ type layer struct {
 	ch        chan net.Conn
 	done      chan struct{}
 	closeOnce sync.Once
+
+	// accepted holds the connections Accept handed to raft. raft's
+	// NetworkTransport.Close stops its listener but not the handlers of
+	// established connections: each keeps reading commands and races its
+	// shutdown channel against the consumer channel. Closing them here
+	// makes a closed group refuse every RPC, not a random share of them.
+	mu       sync.Mutex
+	accepted map[*trackedConn]struct{}
+	closed   bool
+}
+
+// trackedConn removes itself from its layer's set when raft closes it.
+type trackedConn struct {
+	net.Conn
+	l    *layer
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.accepted, c)
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 var _ raft.StreamLayer = (*layer)(nil)
@@ -42,7 +67,15 @@ func (l *layer) Accept() (net.Conn, error) {
 	case <-l.done:
 		return nil, fmt.Errorf("raftmux: group %q: %w", l.group, ErrClosed)
 	case c := <-l.ch:
-		return c, nil
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.closed {
+			_ = c.Close()
+			return nil, fmt.Errorf("raftmux: group %q: %w", l.group, ErrClosed)
+		}
+		tc := &trackedConn{Conn: c, l: l}
+		l.accepted[tc] = struct{}{}
+		return tc, nil
 	}
 }
 
@@ -51,6 +84,14 @@ func (l *layer) Close() error {
 	l.closeOnce.Do(func() {
 		l.mux.unregister(l)
 		close(l.done)
+		l.mu.Lock()
+		l.closed = true
+		conns := l.accepted
+		l.accepted = nil
+		l.mu.Unlock()
+		for c := range conns {
+			_ = c.Conn.Close()
+		}
 	})
 	return nil
 }

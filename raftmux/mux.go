@@ -232,11 +232,12 @@ func (m *Mux) Layer(group string) (raft.StreamLayer, error) {
 		return nil, fmt.Errorf("raftmux: group %q already registered", group)
 	}
 	l := &layer{
-		mux:    m,
-		group:  group,
-		header: hdr,
-		ch:     make(chan net.Conn),
-		done:   make(chan struct{}),
+		mux:      m,
+		group:    group,
+		header:   hdr,
+		ch:       make(chan net.Conn),
+		done:     make(chan struct{}),
+		accepted: make(map[*trackedConn]struct{}),
 	}
 	m.groups[group] = l
 	return l, nil

@@ -177,6 +177,43 @@ func TestClosingOneGroupLeavesOthers(t *testing.T) {
 	}
 }
 
+// A closed group must cut the connections it already accepted: raft's own
+// Close leaves their handlers running, and they would keep answering.
+func TestClosingLayerCutsAcceptedConns(t *testing.T) {
+	a, b := mustListen(t), mustListen(t)
+	aLayer, err := a.Layer("shard-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bLayer, err := b.Layer("shard-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := bLayer.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	client, err := aLayer.Dial(raft.ServerAddress(b.Addr()), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	select {
+	case <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("connection never reached the group's Accept")
+	}
+	if err := bLayer.Close(); err != nil {
+		t.Fatal(err)
+	}
+	expectClosed(t, client)
+	if _, err := bLayer.Accept(); err == nil {
+		t.Fatal("Accept on a closed layer succeeded")
+	}
+}
+
 func TestRegistration(t *testing.T) {
 	m := mustListen(t)
 	mustTransport(t, m, "meta")
