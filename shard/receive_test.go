@@ -26,7 +26,9 @@ func TestWaitingReceiversDoNotProposeForClaimedMessages(t *testing.T) {
 	defer cancel()
 	for range consumers {
 		go func() {
-			res, err := leader.sh.Receive(ctx, &fsmpb.Receive{Queue: "q", Max: 256}, 5*time.Second)
+			// 30 s: the waits must outlast both messages below even on a
+			// loaded machine (the test's cancel ends them).
+			res, err := leader.sh.Receive(ctx, &fsmpb.Receive{Queue: "q", Max: 256}, 30*time.Second)
 			done <- got{res.GetReceive().GetMessages(), err}
 		}()
 	}
@@ -41,7 +43,7 @@ func TestWaitingReceiversDoNotProposeForClaimedMessages(t *testing.T) {
 		if g.err != nil || len(g.msgs) != 1 || g.msgs[0].GetId() != id {
 			t.Fatalf("first receiver got %v, %v; want message %d", g.msgs, g.err, id)
 		}
-	case <-time.After(3 * time.Second):
+	case <-time.After(10 * time.Second): // two raft commits, with room for a loaded machine
 		t.Fatal("no receiver woke for the message")
 	}
 	time.Sleep(300 * time.Millisecond) // let any losing receive commit
@@ -61,7 +63,7 @@ func TestWaitingReceiversDoNotProposeForClaimedMessages(t *testing.T) {
 		if g.err != nil || len(g.msgs) != 1 || g.msgs[0].GetId() != id2 {
 			t.Fatalf("second receiver got %v, %v; want message %d", g.msgs, g.err, id2)
 		}
-	case <-time.After(3 * time.Second):
+	case <-time.After(10 * time.Second): // as above
 		t.Fatal("the remaining receivers did not wake for the second message")
 	}
 }
@@ -127,13 +129,14 @@ func TestFollowerReceiveOnEmptyQueueReturnsNotLeader(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		for _, wait := range []time.Duration{0, time.Second} {
+		// A follower that waited out the long poll would take 10 s.
+		for _, wait := range []time.Duration{0, 10 * time.Second} {
 			start := time.Now()
 			_, err := f.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 1}, wait)
 			if !errors.Is(err, ErrNotLeader) {
 				t.Fatalf("%s: follower Receive (wait %v) err = %v, want ErrNotLeader", f.id, wait, err)
 			}
-			if d := time.Since(start); d > 500*time.Millisecond {
+			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("%s: follower Receive (wait %v) took %v before refusing", f.id, wait, d)
 			}
 		}

@@ -125,7 +125,9 @@ func TestLongPollWakesOnEnqueueWithoutSpinning(t *testing.T) {
 	}
 	done := make(chan got, 1)
 	go func() {
-		res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 10}, 10*time.Second)
+		// 30 s: a long poll not woken by the enqueue returns only then,
+		// far beyond the bounds below.
+		res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 10}, 30*time.Second)
 		done <- got{res, err, time.Now()}
 	}()
 	time.Sleep(100 * time.Millisecond) // let the first (empty) receive apply
@@ -145,10 +147,12 @@ func TestLongPollWakesOnEnqueueWithoutSpinning(t *testing.T) {
 		if len(msgs) != 1 || msgs[0].GetId() != id {
 			t.Fatalf("received %v, want message %d", msgs, id)
 		}
-		if lat := g.at.Sub(sent); lat > time.Second {
+		// Two raft commits (the enqueue, then the receive); 4 s leaves room
+		// for a loaded machine and is still far below the 30 s wait.
+		if lat := g.at.Sub(sent); lat > 4*time.Second {
 			t.Fatalf("long poll woke %v after the enqueue", lat)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("long poll did not wake on enqueue")
 	}
 
@@ -158,7 +162,9 @@ func TestLongPollWakesOnEnqueueWithoutSpinning(t *testing.T) {
 	if err != nil || len(res.GetReceive().GetMessages()) != 0 {
 		t.Fatalf("empty long poll = %v, %v", res, err)
 	}
-	if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
+	// The wait's timer cannot fire early; 10 s only catches a wait that
+	// does not end on time, with room for a loaded machine.
+	if d := time.Since(start); d < 250*time.Millisecond || d > 10*time.Second {
 		t.Fatalf("empty long poll took %v, want about 300 ms", d)
 	}
 }
@@ -177,7 +183,7 @@ func TestDelayedMessageDeliveredByLeaderTick(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].GetId() != id {
 		t.Fatalf("received %v, want delayed message %d", msgs, id)
 	}
-	if d := time.Since(start); d < 300*time.Millisecond || d > 2*time.Second {
+	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
 		t.Fatalf("delayed message arrived after %v, want about 400 ms", d)
 	}
 	// Idle, nothing due: the timer must not propose ticks.
