@@ -32,8 +32,9 @@ type Client struct {
 	conns  map[string]*grpc.ClientConn
 	closed bool
 
-	smap atomic.Pointer[shardMap]
-	rr   atomic.Uint64
+	smap   atomic.Pointer[shardMap]
+	rr     atomic.Uint64 // round robin over nodes
+	recvRR atomic.Uint64 // round robin over shard leaders for receives
 
 	streams sync.Map // coalesceKey -> *sendStream
 

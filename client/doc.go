@@ -8,8 +8,9 @@
 //   - A send whose shard is fixed goes to that shard's leader:
 //     wire.ShardForMessage places a grouped message by its group and an
 //     ungrouped one by its dedup key (with AutoDedup, every send has one).
-//     A send with neither, and a receive, go to the next node in round-robin
-//     order (the server places or gathers across shards).
+//     A send with neither goes to the next node in round-robin order (the
+//     server places it). A receive goes to the leader of the next shard in
+//     rotation, whose router gathers across shards, its own first.
 //   - Ack, Nack, Extend and DeadLetter go to the leader of the receipt's shard;
 //     GetMessage and Cancel to the leader of the message id's shard.
 //   - UNAVAILABLE with the "raftq-leader" trailer is a refusal: nothing was

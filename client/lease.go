@@ -47,7 +47,7 @@ func (c *Client) Receive(ctx context.Context, queue string, o ReceiveOptions) ([
 		Consumer:            o.Consumer,
 	}
 	var resp *raftqv1.ReceiveResponse
-	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true, extra: o.Wait}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+	err := c.invoke(ctx, callSpec{shard: c.receiveShard(), safe: true, extra: o.Wait}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewMessagesClient(cc).Receive(ctx, req, co...)
 		return err
 	})
@@ -59,6 +59,21 @@ func (c *Client) Receive(ctx context.Context, queue string, o ReceiveOptions) ([
 		out[i] = messageFrom(m)
 	}
 	return out, nil
+}
+
+// receiveShard picks the shard whose leader takes the next receive, in
+// rotation. Any node can serve a receive, but a node's router asks the
+// shards it leads first: at a follower, a receive on a shallow queue cost
+// a forwarded long poll and a forwarded lease, two more gRPC hops on both
+// nodes, for 2 of 3 receives on a one-shard cluster (docs/benchmarks.md,
+// "Receives at a leader"). The router still sweeps every shard, so the
+// choice moves only where the first try is made.
+func (c *Client) receiveShard() int {
+	n := c.smap.Load().count
+	if n == 0 {
+		return anyShard
+	}
+	return int(c.recvRR.Add(1) % uint64(n))
 }
 
 // receiptShard parses a receipt for routing.
