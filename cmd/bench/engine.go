@@ -111,6 +111,10 @@ func (l *load) startProducers(ctx context.Context) {
 func (l *load) produce(ctx context.Context, p int) {
 	items := make([]client.Outgoing, 0, l.sendBatch)
 	seqs := make([]uint64, 0, l.sendBatch)
+	// Bodies are reused once a call has answered for all of them; after a
+	// failure a body may still be in a call the client gave up waiting
+	// for, so new ones are made.
+	bodies := make([][]byte, l.sendBatch)
 	for !l.stopSend.Load() && ctx.Err() == nil {
 		n := l.take(l.sendBatch)
 		if n == 0 {
@@ -121,12 +125,16 @@ func (l *load) produce(ctx context.Context, p int) {
 		}
 		items, seqs = items[:0], seqs[:0]
 		now := time.Now()
-		for range n {
+		for i := range n {
 			s := l.led.next(p)
 			seqs = append(seqs, s)
-			items = append(items, client.Outgoing{Body: encode(header{Producer: uint32(p), Seq: s, Sent: now}, l.fill)})
+			bodies[i] = encodeInto(bodies[i], header{Producer: uint32(p), Seq: s, Sent: now}, l.fill)
+			items = append(items, client.Outgoing{Body: bodies[i]})
 		}
 		ok := l.send(ctx, p, items, seqs)
+		if ok < n {
+			clear(bodies)
+		}
 		took := time.Since(now)
 		if ok > 0 && l.measuring.Load() {
 			l.enqueue.recordN(took, ok)

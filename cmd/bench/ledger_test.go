@@ -125,3 +125,25 @@ func TestPayloadRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestEncodeIntoReusesOnlyABodyOfThisRun(t *testing.T) {
+	fill := filler(7, 1024)
+	first := encode(header{Producer: 1, Seq: 1, Sent: time.Unix(0, 10)}, fill)
+	h := header{Producer: 2, Seq: 99, Sent: time.Unix(0, 20)}
+	again := encodeInto(first, h, fill)
+	if &again[0] != &first[0] {
+		t.Fatal("a body of this run's size was not reused")
+	}
+	if want := encode(h, fill); !slices.Equal(again, want) {
+		t.Fatal("a reused body differs from a new one with the same header")
+	}
+	for _, buf := range [][]byte{nil, make([]byte, 512), make([]byte, 2048)} {
+		b := encodeInto(buf, h, fill)
+		if len(b) != 1024 || (len(buf) > 0 && &b[0] == &buf[0]) {
+			t.Fatalf("encodeInto on a %d-byte buffer gave %d bytes (reused %v)", len(buf), len(b), len(buf) > 0 && &b[0] == &buf[0])
+		}
+		if got, err := decode(b); err != nil || got.Seq != 99 {
+			t.Fatalf("decode = %+v, %v", got, err)
+		}
+	}
+}

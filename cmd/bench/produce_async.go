@@ -9,9 +9,10 @@ import (
 
 // asyncSend is one SendAsync a producer has outstanding.
 type asyncSend struct {
-	p   *client.PendingSend
-	seq uint64
-	at  time.Time
+	p    *client.PendingSend
+	seq  uint64
+	at   time.Time
+	body []byte
 }
 
 // produceAsync is one producer keeping up to l.inflight sends outstanding
@@ -22,12 +23,16 @@ type asyncSend struct {
 func (l *load) produceAsync(ctx context.Context, p int) {
 	ring := make([]asyncSend, l.inflight) // ring[first:first+n], oldest first
 	first, n := 0, 0
+	// spare is the body of the last send collected, for the next send to
+	// reuse: that send takes the slot just freed.
+	var spare []byte
 	collectOldest := func() {
 		s := ring[first]
 		ring[first] = asyncSend{}
 		first, n = (first+1)%len(ring), n-1
 		_, err := s.p.Wait(ctx)
 		l.led.sent(p, s.seq, err == nil)
+		spare = nil
 		if err != nil {
 			l.fail(&l.sendErrs, err)
 			if ctx.Err() == nil && !l.stopSend.Load() {
@@ -41,6 +46,8 @@ func (l *load) produceAsync(ctx context.Context, p int) {
 		if l.measuring.Load() {
 			l.enqueue.recordN(time.Since(s.at), 1)
 		}
+		// Answered: the client holds the body no longer.
+		spare = s.body
 	}
 	for !l.stopSend.Load() && ctx.Err() == nil {
 		if n == len(ring) {
@@ -54,8 +61,9 @@ func (l *load) produceAsync(ctx context.Context, p int) {
 		}
 		seq := l.led.next(p)
 		now := time.Now()
-		body := encode(header{Producer: uint32(p), Seq: seq, Sent: now}, l.fill)
-		ring[(first+n)%len(ring)] = asyncSend{p: l.c.SendAsync(ctx, l.queue, body), seq: seq, at: now}
+		body := encodeInto(spare, header{Producer: uint32(p), Seq: seq, Sent: now}, l.fill)
+		spare = nil
+		ring[(first+n)%len(ring)] = asyncSend{p: l.c.SendAsync(ctx, l.queue, body), seq: seq, at: now, body: body}
 		n++
 	}
 	// Every send started is booked, whatever stopped the loop.
