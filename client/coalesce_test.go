@@ -67,7 +67,7 @@ func stallCalls(t *testing.T, s *clienttest.Server, c *Client) (release func(), 
 	t.Cleanup(release)
 	// One at a time, so each takes a call of its own.
 	var waits []func() []sent
-	for i := range coalesceCalls {
+	for i := range c.streamCalls() {
 		waits = append(waits, sendAll(testCtx(t), c, []string{fmt.Sprintf("first-%d", i)}))
 		clienttest.WaitFor(t, "a call slot in use", func() bool { return s.Stalled("SendBatch") == i+1 })
 	}
@@ -113,13 +113,13 @@ func TestConcurrentSendsLeaveTogether(t *testing.T) {
 	for _, call := range calls {
 		items += call.Items
 	}
-	if items != coalesceCalls+queued {
-		t.Fatalf("calls carried %d messages, sent %d", items, coalesceCalls+queued)
+	if items != c.streamCalls()+queued {
+		t.Fatalf("calls carried %d messages, sent %d", items, c.streamCalls()+queued)
 	}
 	// The queued sends left as one call (the first free slot takes them
 	// all); allow a second in case a slot freed while they were taken.
-	if len(calls) > coalesceCalls+2 {
-		t.Fatalf("%d SendBatch calls for %d sends: not coalesced", len(calls), coalesceCalls+queued)
+	if len(calls) > c.streamCalls()+2 {
+		t.Fatalf("%d SendBatch calls for %d sends: not coalesced", len(calls), c.streamCalls()+queued)
 	}
 }
 
@@ -209,8 +209,8 @@ func cancelledNeverSent(t *testing.T, s *clienttest.Server, c *Client, first fun
 	for _, call := range s.Calls("SendBatch") {
 		items += call.Items
 	}
-	if items != coalesceCalls+1 {
-		t.Fatalf("server received %d messages, want %d (the cancelled one was sent)", items, coalesceCalls+1)
+	if items != c.streamCalls()+1 {
+		t.Fatalf("server received %d messages, want %d (the cancelled one was sent)", items, c.streamCalls()+1)
 	}
 }
 
@@ -332,5 +332,46 @@ func TestCoalescedRetryDropsItemsOfEndedSenders(t *testing.T) {
 	case o := <-live.done:
 		t.Fatalf("live sender answered early: %+v", o)
 	default:
+	}
+}
+
+// A stream keeps 8 calls in flight on a one-shard cluster and 4 per shard
+// on a larger one, where deeper send pipelines let producers outrun
+// consumers.
+func TestStreamCallsFollowTheShardCount(t *testing.T) {
+	for _, c := range []struct {
+		shards int
+		want   int
+	}{{1, coalesceCallsOneShard}, {2, coalesceCallsPerShard}} {
+		s := clienttest.NewServer(t)
+		leaders := make([]string, c.shards)
+		for i := range leaders {
+			leaders[i] = s.Addr
+		}
+		s.SetShardMap(0, leaders...)
+		cl := mustDial(t, []string{s.Addr})
+		mustCreate(t, cl, "q", QueueOptions{})
+		release := s.Stall("SendBatch")
+		t.Cleanup(release)
+		// One at a time, so each takes a free call slot if there is one.
+		var waits []func() []sent
+		for i := range c.want + 2 {
+			waits = append(waits, sendAll(testCtx(t), cl, []string{fmt.Sprintf("m-%d", i)}, Group(groupOn("q", 0))))
+			if i < c.want {
+				clienttest.WaitFor(t, "a call slot in use", func() bool { return s.Stalled("SendBatch") == i+1 })
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // room for a call that should not start
+		if n := s.Stalled("SendBatch"); n != c.want {
+			t.Fatalf("%d shards: %d calls in flight, want %d", c.shards, n, c.want)
+		}
+		release()
+		for _, w := range waits {
+			for _, r := range w() {
+				if r.err != nil {
+					t.Fatalf("%d shards: Send(%s): %v", c.shards, r.body, r.err)
+				}
+			}
+		}
 	}
 }
