@@ -81,8 +81,10 @@ func (tc *testCluster) define(id string, expect int, join ...string) Config {
 		Raft:            shard.RaftTuning{SnapshotInterval: time.Hour},
 		NonvoterGrace:   300 * time.Millisecond,
 		DeleteGrace:     300 * time.Millisecond,
-		// Short, yet longer than the shutdown checks below (400 ms), so a
-		// hand-off back cannot be mistaken for a transfer on shutdown.
+		// Short, so tests see shards settle on their preferred replicas.
+		// The shutdown check in TestCluster_FormServeJoinRestart needs no
+		// margin over it: the stopped node is those shards' preferred
+		// replica, so no hand-off follows the transfer it checks for.
 		PreferredLeaderDelay: time.Second,
 	}
 	tc.cfgs[id] = cfg
