@@ -59,19 +59,38 @@ func TestLeaderKillUnderLoadTCP(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(400 * time.Millisecond)
+	defer func() { stopLoad(); wg.Wait() }() // a failure below must not leave the load running
+	// Poll for acknowledged load instead of sleeping: a loaded machine may
+	// commit slowly. 20 s is far above the ms a commit takes.
+	waitAcked := func(n int, when string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			mu.Lock()
+			got := len(acked)
+			mu.Unlock()
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d enqueues acknowledged %s, want %d: load did not run", got, when, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitAcked(50, "before the kill")
 	killed := leader
 	killStart := time.Now()
 	c.kill(killed)
 	next := c.leader()
 	t.Logf("new leader %s ready %v after the kill", next.id, time.Since(killStart))
-	time.Sleep(400 * time.Millisecond)
+	mu.Lock()
+	atFailover := len(acked)
+	mu.Unlock()
+	waitAcked(atFailover+50, "after the failover")
 	stopLoad()
 	wg.Wait()
 	t.Logf("load: %d acknowledged enqueues, %d indeterminate", len(acked), unsure)
-	if len(acked) < 50 {
-		t.Fatalf("only %d enqueues acknowledged: load did not run", len(acked))
-	}
 
 	next = c.leader()
 	for _, id := range acked {

@@ -13,8 +13,11 @@ import (
 // new leader's first entry: the grace entry does not advance the clock, so
 // the lease is extended to clock+grace and its holder can still ack.
 func TestLeaseSurvivesFailoverToFastClock(t *testing.T) {
-	// Grace = election + skew allowance, as the production default.
-	c := newCluster(t, 3, true, fastTuning(), func(c *cluster) { c.grace = 2 * time.Second })
+	// The grace extends the lease to the new leader's clock + grace: the
+	// ack below must apply within it. 5 s leaves room for a loaded machine;
+	// without the clock hold the grace entry itself expires the lease,
+	// whatever the grace.
+	c := newCluster(t, 3, true, fastTuning(), func(c *cluster) { c.grace = 5 * time.Second })
 	old := c.leader()
 	for _, f := range c.followers(old) {
 		f.skew.Store(400)
