@@ -22,6 +22,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, client.QueueOptions{})
+}
+
+// newFixtureWith creates queue "q" with opts.
+func newFixtureWith(t *testing.T, opts client.QueueOptions) *fixture {
+	t.Helper()
 	s := clienttest.NewServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -30,7 +36,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("Dial: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	if _, err := c.CreateQueue(ctx, "q", client.QueueOptions{}); err != nil {
+	if _, err := c.CreateQueue(ctx, "q", opts); err != nil {
 		t.Fatalf("CreateQueue: %v", err)
 	}
 	return &fixture{s: s, c: c}
@@ -124,7 +130,10 @@ func TestSettleByHandlerResult(t *testing.T) {
 			"DeadLetter", func(c clienttest.Call) bool { return c.Error == "parse: poison message" }, fsmpb.State_STATE_DEAD},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t)
+			// A nacked message stays delayed for the queue's backoff; with the
+			// fake's 1 s default a slow stop() would let the worker receive
+			// and settle it again before the checks. A minute cannot elapse.
+			f := newFixtureWith(t, client.QueueOptions{BackoffBase: time.Minute})
 			f.mustSend(t, 1)
 			outcomes := make(chan Outcome, 4)
 			w := New(f.c, "q", fast(Options{Hooks: Hooks{Settled: func(_ *Message, o Outcome, _ time.Duration) { outcomes <- o }}}))
@@ -167,12 +176,15 @@ func TestDispatchByType(t *testing.T) {
 func TestLongHandlerKeepsLease(t *testing.T) {
 	f := newFixture(t)
 	f.mustSend(t, 1)
-	w := New(f.c, "q", fast(Options{Visibility: 300 * time.Millisecond, ExtendEvery: 80 * time.Millisecond}))
+	// The handler outlasts two visibility timeouts, so without extensions
+	// the lease lapses (at 2 s) and the message is delivered again; with
+	// them, a heartbeat may stall up to 1.8 s on a loaded machine first.
+	w := New(f.c, "q", fast(Options{Visibility: 2 * time.Second, ExtendEvery: 200 * time.Millisecond}))
 	var handled atomic.Int32
 	w.Default(func(ctx context.Context, m *Message) error {
 		handled.Add(1)
 		select {
-		case <-time.After(time.Second): // over three visibility timeouts
+		case <-time.After(5 * time.Second): // over two visibility timeouts
 			return nil
 		case <-ctx.Done():
 			return context.Cause(ctx)
@@ -182,7 +194,7 @@ func TestLongHandlerKeepsLease(t *testing.T) {
 	clienttest.WaitFor(t, "the ack", func() bool { return f.s.Count("q", fsmpb.State_STATE_ACKED) == 1 })
 	_ = stop()
 	if n := len(f.s.Calls("ExtendLease")); n < 5 {
-		t.Fatalf("%d extensions in 1s at an 80ms period", n)
+		t.Fatalf("%d extensions in 5s at a 200ms period", n)
 	}
 	if handled.Load() != 1 {
 		t.Fatalf("handled %d times: the lease expired and the message was redelivered", handled.Load())
@@ -254,13 +266,15 @@ func TestGracefulDrain(t *testing.T) {
 	f.mustSend(t, 2)
 	started := make(chan struct{}, 2)
 	outcomes := make(chan Outcome, 2)
-	w := New(f.c, "q", fast(Options{Concurrency: 2, DrainTimeout: 300 * time.Millisecond,
+	// The first handler ends about 100 ms into a 3 s drain window: a
+	// loaded machine would need to stall it 2.9 s to release it instead.
+	w := New(f.c, "q", fast(Options{Concurrency: 2, DrainTimeout: 3 * time.Second,
 		Hooks: Hooks{Settled: func(_ *Message, o Outcome, _ time.Duration) { outcomes <- o }}}))
 	var first atomic.Bool
 	w.Default(func(ctx context.Context, m *Message) error {
 		started <- struct{}{}
 		if first.CompareAndSwap(false, true) {
-			time.Sleep(150 * time.Millisecond) // finishes inside the drain window
+			time.Sleep(100 * time.Millisecond) // finishes inside the drain window
 			return nil
 		}
 		<-ctx.Done() // only the drain timeout ends this one
@@ -274,8 +288,11 @@ func TestGracefulDrain(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 	took := time.Since(began)
-	if took < 250*time.Millisecond || took > 3*time.Second {
-		t.Fatalf("shutdown took %v with a 300ms drain timeout", took)
+	// The drain timer starts after began, so a correct drain takes at least
+	// 3 s; one that did not wait returns at once. The upper bound is the
+	// drain plus the release call with room for a loaded machine.
+	if took < 3*time.Second || took > 10*time.Second {
+		t.Fatalf("shutdown took %v with a 3s drain timeout", took)
 	}
 	got := map[Outcome]int{<-outcomes: 1}
 	got[<-outcomes]++
