@@ -48,7 +48,7 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage, full *bool) *fsmpb.En
 	var dh dedupHash
 	if k := nm.GetDedupKey(); k != "" {
 		dh = hashDedup(q.name, k)
-		if e, ok := s.dedup[dh]; ok {
+		if e, ok := s.dedup.get(dh); ok {
 			if e.expireMs > s.clock && e.id >= q.firstID {
 				return &fsmpb.EnqueueItemResult{Status: okStatus(), MessageId: e.id, Deduplicated: true}
 			}

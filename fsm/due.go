@@ -74,13 +74,12 @@ func (s *state) nextDue() (int64, bool) {
 }
 
 func (s *state) addDedup(h dedupHash, id uint64, expireMs int64) {
-	s.dedup[h] = dedupRef{id: id, expireMs: expireMs}
+	s.dedup.put(h, dedupRef{id: id, expireMs: expireMs})
 	s.dedupExpiry.ReplaceOrInsert(dedupExpiry{t: expireMs, id: id, h: h})
 }
 
 func (s *state) dropDedup(h dedupHash) {
-	if e, ok := s.dedup[h]; ok {
-		delete(s.dedup, h)
+	if e, ok := s.dedup.del(h); ok {
 		s.dedupExpiry.Delete(dedupExpiry{t: e.expireMs, id: e.id})
 	}
 }

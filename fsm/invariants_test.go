@@ -180,14 +180,14 @@ func checkInvariants(f *FSM) error {
 	if c.Enqueued < gone || c.Enqueued-gone != live {
 		return fmt.Errorf("counters %v: enqueued - gone = %d - %d, live messages %d", c, c.Enqueued, gone, live)
 	}
-	if len(s.dedup) != s.dedupExpiry.Len() {
-		return fmt.Errorf("dedup %d keys, %d expiries", len(s.dedup), s.dedupExpiry.Len())
+	if s.dedup.len() != s.dedupExpiry.Len() {
+		return fmt.Errorf("dedup %d keys, %d expiries", s.dedup.len(), s.dedupExpiry.Len())
 	}
 	s.dedupExpiry.Ascend(func(e dedupExpiry) bool {
 		if e.t <= s.clock {
 			return fail("dedup %x expired %d <= %d", e.h, e.t, s.clock)
 		}
-		if ref, ok := s.dedup[e.h]; !ok || ref.id != e.id || ref.expireMs != e.t {
+		if ref, ok := s.dedup.get(e.h); !ok || ref.id != e.id || ref.expireMs != e.t {
 			return fail("dedup %x: index %+v, expiry (%d, %d)", e.h, ref, e.t, e.id)
 		}
 		return true

@@ -221,6 +221,12 @@ func readSnapshot(r io.Reader) (*state, error) {
 		return nil, fmt.Errorf("not an fsm snapshot (magic %q)", magic)
 	}
 	s := newState()
+	done := false
+	defer func() {
+		if !done { // give a half-read state's off-heap index back now
+			s.free()
+		}
+	}()
 	var (
 		buf       []byte
 		gotHeader bool
@@ -320,7 +326,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 			default:
 				return nil, fmt.Errorf("dedup record: key hash of %d bytes", len(d.GetKeyHash()))
 			}
-			if _, dup := s.dedup[h]; dup {
+			if _, dup := s.dedup.get(h); dup {
 				return nil, fmt.Errorf("dedup key hash %x twice", h)
 			}
 			// The expiry index is keyed by (expiry, id): a second record with
@@ -342,6 +348,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 			for _, m := range msgs {
 				s.attach(m)
 			}
+			done = true
 			return s, nil
 		default:
 			return nil, fmt.Errorf("unknown record type %d", typ)

@@ -235,8 +235,8 @@ type state struct {
 	completed *btree.BTreeG[timeItem] // acked records: (expire ms, id)
 
 	// dedup maps live dedup keys to their message; it is only looked up by
-	// key, never iterated where order could matter.
-	dedup       map[dedupHash]dedupRef
+	// key, never iterated (dedupindex.go).
+	dedup       *dedupIndex
 	dedupExpiry *btree.BTreeG[dedupExpiry] // every live dedup key
 
 	// gen is bumped by every Snapshot; records with an older gen are shared
@@ -255,10 +255,14 @@ func newState() *state {
 		leases:      btree.NewG(btreeDegree, lessTime),
 		retention:   btree.NewG(btreeDegree, lessTime),
 		completed:   btree.NewG(btreeDegree, lessTime),
-		dedup:       map[dedupHash]dedupRef{},
+		dedup:       newDedupIndex(),
 		dedupExpiry: btree.NewG(btreeDegree, lessDedupExpiry),
 	}
 }
+
+// free frees what the garbage collector does not manage (the dedup
+// index's mapped tables). The state must not be used after.
+func (s *state) free() { s.dedup.release() }
 
 func (s *state) get(id uint64) (*msg, bool) {
 	r, ok := s.byID.Get(msgRef{id: id})
