@@ -54,7 +54,6 @@ func checkIndex(t *testing.T, x *dedupIndex, ref map[dedupHash]dedupRef) {
 func TestDedupIndexMatchesAMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	x := newDedupIndex()
-	defer x.release()
 	ref := map[dedupHash]dedupRef{}
 	var keys []dedupHash
 	nextID := uint64(1)
@@ -106,9 +105,8 @@ func TestDedupIndexMatchesAMap(t *testing.T) {
 		}
 	}
 	checkIndex(t, x, ref)
-	// 131,072 slots is 4 MB, where Linux maps tables off the heap.
-	if grows < 6 || len(x.cur.slots) < 131_072 {
-		t.Fatalf("table grew %d times to %d slots; the test must cover several moves and a mapped table", grows, len(x.cur.slots))
+	if grows < 6 {
+		t.Fatalf("table grew %d times; the test must cover several moves", grows)
 	}
 	if x.cur.used > x.cur.limit() {
 		t.Fatalf("table %d/%d full, over its limit", x.cur.used, len(x.cur.slots))
@@ -119,7 +117,6 @@ func TestDedupIndexMatchesAMap(t *testing.T) {
 // also when the run wraps past the table's end.
 func TestDedupIndexDeleteInWrappedRun(t *testing.T) {
 	x := newDedupIndex()
-	defer x.release()
 	n := uint64(len(x.cur.slots))
 	ref := map[dedupHash]dedupRef{}
 	// A run starting 3 slots before the end, with keys homed at its start,
@@ -166,7 +163,6 @@ func BenchmarkDedupIndex(b *testing.B) {
 	for _, n := range []int{100_000, 4_000_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			x := newDedupIndex()
-			defer x.release()
 			benchDedupChurn(b, n, func(h dedupHash, id uint64) bool {
 				if _, ok := x.get(h); ok {
 					return false

@@ -262,8 +262,6 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore fsm snapshot: %w", err)
 	}
 	f.mu.Lock()
-	// Readers take f.mu, so nothing holds the old state once it is swapped.
-	f.s.free()
 	f.s = s
 	var ready []string
 	for name, q := range s.queues {

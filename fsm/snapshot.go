@@ -221,12 +221,6 @@ func readSnapshot(r io.Reader) (*state, error) {
 		return nil, fmt.Errorf("not an fsm snapshot (magic %q)", magic)
 	}
 	s := newState()
-	done := false
-	defer func() {
-		if !done { // give a half-read state's off-heap index back now
-			s.free()
-		}
-	}()
 	var (
 		buf       []byte
 		gotHeader bool
@@ -348,7 +342,6 @@ func readSnapshot(r io.Reader) (*state, error) {
 			for _, m := range msgs {
 				s.attach(m)
 			}
-			done = true
 			return s, nil
 		default:
 			return nil, fmt.Errorf("unknown record type %d", typ)

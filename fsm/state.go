@@ -260,10 +260,6 @@ func newState() *state {
 	}
 }
 
-// free frees what the garbage collector does not manage (the dedup
-// index's mapped tables). The state must not be used after.
-func (s *state) free() { s.dedup.release() }
-
 func (s *state) get(id uint64) (*msg, bool) {
 	r, ok := s.byID.Get(msgRef{id: id})
 	return r.m, ok
