@@ -71,6 +71,21 @@ func TestRestoreStringKeyedDedupRecords(t *testing.T) {
 	}
 }
 
+// A dedup record names a message the snapshot's shard had numbered: id 0,
+// an id at or past the header's next id, and the largest id (which the
+// index reserves) are corruption and refused, not a panic.
+func TestRestoreRefusesDedupRecordsOutsideTheIDs(t *testing.T) {
+	h := loaded(t)
+	h.mustOK(enqueueCmd("std", keyed("k3", "x")))
+	for _, id := range []uint64{0, h.f.s.nextID, tombID} {
+		b := rewriteDedupRecords(t, mustSnapshot(t, h.f), func(d *fsmpb.DedupRecord) { d.MessageId = id })
+		err := New(Options{}).Restore(io.NopCloser(bytes.NewReader(b)))
+		if err == nil || !strings.Contains(err.Error(), "outside this snapshot's ids") {
+			t.Fatalf("restore of a dedup record for message %d: %v, want refused", id, err)
+		}
+	}
+}
+
 // Two dedup records naming the same message and expiry cannot both sit in
 // the expiry index; restore refuses them instead of keeping a key that
 // would never expire.

@@ -320,6 +320,11 @@ func readSnapshot(r io.Reader) (*state, error) {
 			default:
 				return nil, fmt.Errorf("dedup record: key hash of %d bytes", len(d.GetKeyHash()))
 			}
+			// A key names a message the shard already numbered; the index
+			// also reserves 0 and the largest id, and would panic on them.
+			if id := d.GetMessageId(); id == 0 || id >= s.nextID {
+				return nil, fmt.Errorf("dedup record for message %d, outside this snapshot's ids 1..%d", id, s.nextID-1)
+			}
 			if _, dup := s.dedup.get(h); dup {
 				return nil, fmt.Errorf("dedup key hash %x twice", h)
 			}
