@@ -86,6 +86,22 @@ func TestRestoreRefusesDedupRecordsOutsideTheIDs(t *testing.T) {
 	}
 }
 
+// The header's next id is where the shard numbers its next message; the
+// dedup index reserves 0 and the largest id, so a header that would hand
+// them out is corruption and refused (applying it would panic later).
+func TestRestoreRefusesAHeaderWithReservedNextID(t *testing.T) {
+	h := loaded(t)
+	for _, next := range []uint64{0, tombID} {
+		b := rewriteRecords(t, mustSnapshot(t, h.f), recHeader,
+			func() *fsmpb.SnapshotHeader { return &fsmpb.SnapshotHeader{} },
+			func(hd *fsmpb.SnapshotHeader) { hd.NextId = next })
+		err := New(Options{}).Restore(io.NopCloser(bytes.NewReader(b)))
+		if err == nil || !strings.Contains(err.Error(), "next id") {
+			t.Fatalf("restore of a header with next id %d: %v, want refused", next, err)
+		}
+	}
+}
+
 // Two dedup records naming the same message and expiry cannot both sit in
 // the expiry index; restore refuses them instead of keeping a key that
 // would never expire.
@@ -118,11 +134,18 @@ func BenchmarkHashDedup(b *testing.B) {
 // every dedup record.
 func rewriteDedupRecords(t *testing.T, snap []byte, edit func(*fsmpb.DedupRecord)) []byte {
 	t.Helper()
+	return rewriteRecords(t, snap, recDedup, func() *fsmpb.DedupRecord { return &fsmpb.DedupRecord{} }, edit)
+}
+
+// rewriteRecords re-encodes a snapshot stream with edit applied to every
+// record of type typ.
+func rewriteRecords[M proto.Message](t *testing.T, snap []byte, typ byte, fresh func() M, edit func(M)) []byte {
+	t.Helper()
 	in := bufio.NewReader(bytes.NewReader(snap[len(snapshotMagic):]))
 	out := bytes.NewBufferString(snapshotMagic)
 	edited := 0
 	for {
-		typ, err := in.ReadByte()
+		got, err := in.ReadByte()
 		if err == io.EOF {
 			break
 		}
@@ -134,8 +157,8 @@ func rewriteDedupRecords(t *testing.T, snap []byte, edit func(*fsmpb.DedupRecord
 		if _, err := io.ReadFull(in, buf); err != nil {
 			t.Fatal(err)
 		}
-		if typ == recDedup {
-			d := &fsmpb.DedupRecord{}
+		if got == typ {
+			d := fresh()
 			if err := proto.Unmarshal(buf, d); err != nil {
 				t.Fatal(err)
 			}
@@ -145,12 +168,12 @@ func rewriteDedupRecords(t *testing.T, snap []byte, edit func(*fsmpb.DedupRecord
 			}
 			edited++
 		}
-		out.WriteByte(typ)
+		out.WriteByte(got)
 		out.Write(binary.AppendUvarint(nil, uint64(len(buf))))
 		out.Write(buf)
 	}
 	if edited == 0 {
-		t.Fatal("snapshot holds no dedup record")
+		t.Fatalf("snapshot holds no record of type %d", typ)
 	}
 	return out.Bytes()
 }

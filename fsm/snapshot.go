@@ -263,6 +263,10 @@ func readSnapshot(r io.Reader) (*state, error) {
 				return nil, errors.New("second header")
 			}
 			gotHeader = true
+			// Ids start at 1 and the dedup index reserves the largest.
+			if n := h.GetNextId(); n == 0 || n == tombID {
+				return nil, fmt.Errorf("snapshot header: next id %d is reserved", n)
+			}
 			s.clock, s.applied, s.nextID, s.nextSeq = h.GetClockMs(), h.GetAppliedIndex(), h.GetNextId(), h.GetNextSeq()
 			s.leaseEpoch, s.graceTerm = h.GetLeaseEpoch(), h.GetGraceTerm()
 			if h.GetCounters() != nil {
