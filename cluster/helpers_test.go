@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,10 +42,12 @@ type testCluster struct {
 	name  string // gossip label: other tests' clusters cannot pull these nodes in
 	cfgs  map[string]Config
 	nodes map[string]*Node
+	// started names the nodes that ran at least once.
+	started map[string]bool
 }
 
 func newTestCluster(t *testing.T) *testCluster {
-	tc := &testCluster{t: t, name: fmt.Sprintf("test-%d-%d", os.Getpid(), rand.Uint64()), cfgs: map[string]Config{}, nodes: map[string]*Node{}}
+	tc := &testCluster{t: t, name: fmt.Sprintf("test-%d-%d", os.Getpid(), rand.Uint64()), cfgs: map[string]Config{}, nodes: map[string]*Node{}, started: map[string]bool{}}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -94,10 +97,23 @@ func (tc *testCluster) define(id string, expect int, join ...string) Config {
 func (tc *testCluster) start(id string) *Node {
 	tc.t.Helper()
 	n, err := Start(context.Background(), tc.cfgs[id])
+	// freeAddr's ports are free only until something else binds them:
+	// another test package or an outgoing connection can take one first.
+	// A node that never ran has no address others depend on (seeds only
+	// need one live peer), so it moves to new ports.
+	for try := 0; err != nil && strings.Contains(err.Error(), "address already in use") && !tc.started[id] && try < 3; try++ {
+		tc.t.Logf("start %s: %v; retrying on new ports", id, err)
+		cfg := tc.cfgs[id]
+		cfg.RaftBind, cfg.GossipBind = freeAddr(tc.t), freeAddr(tc.t)
+		cfg.RaftAdvertise, cfg.GossipAdvertise = cfg.RaftBind, cfg.GossipBind
+		tc.cfgs[id] = cfg
+		n, err = Start(context.Background(), cfg)
+	}
 	if err != nil {
 		tc.t.Fatalf("start %s: %v", id, err)
 	}
 	tc.nodes[id] = n
+	tc.started[id] = true
 	return n
 }
 
