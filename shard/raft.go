@@ -6,13 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/raftq/raftq/raftmux"
-	"go.etcd.io/bbolt"
 )
 
 // RaftTuning overrides raft settings; zero fields take the defaults below,
@@ -28,6 +25,14 @@ type RaftTuning struct {
 	TrailingLogs       uint64        // default 10240 entries
 	LogCacheSize       int           // default 512 entries
 	SnapshotRetain     int           // default 2
+	// LogStore is LogStoreWAL (default) or LogStoreBolt; it applies to
+	// groups created from now on (a group keeps the store it has).
+	LogStore string
+	// WALSegmentBytes is the size of a LogStoreWAL segment file (default
+	// 64 MiB, raft-wal's). Segments are preallocated, and compaction
+	// frees whole segments only: entries stay readable until their
+	// segment goes.
+	WALSegmentBytes int
 }
 
 func (t RaftTuning) withDefaults() RaftTuning {
@@ -81,8 +86,9 @@ type RaftOptions struct {
 	NotifyCh chan<- bool
 }
 
-// OpenRaft opens (or creates) the raft state in o.Dir — raft.db for the log
-// and stable store, snapshots/ for the file snapshot store — bootstraps when
+// OpenRaft opens (or creates) the raft state in o.Dir — wal/ (or raft.db,
+// LogStoreBolt) for the log, raft.db for the stable store, snapshots/ for
+// the file snapshot store — bootstraps when
 // asked and no state exists, and starts raft on f. The returned Closer closes
 // the stores; call it after raft.Shutdown has completed.
 func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
@@ -96,29 +102,19 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("shard: create raft dir: %w", err)
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(o.Dir, "raft.db"),
-		// NoFreelistSync + map freelist: the freelist is rebuilt at open
-		// instead of rewritten on every commit (consul#5181); fsync of the
-		// data itself stays on (NoSync false) — durability before ack.
-		BoltOptions: &bbolt.Options{
-			Timeout:        time.Second,
-			NoFreelistSync: true,
-			FreelistType:   bbolt.FreelistMapType,
-		},
-	})
+	st, err := openStores(o.Dir, tun.LogStore, tun.WALSegmentBytes, o.Logger)
 	if err != nil {
-		return nil, nil, fmt.Errorf("shard: open raft.db in %s: %w", o.Dir, err)
+		return nil, nil, fmt.Errorf("shard: %w", err)
 	}
-	logs, err := raft.NewLogCache(tun.LogCacheSize, bolt)
+	logs, err := raft.NewLogCache(tun.LogCacheSize, st.logs)
 	if err != nil {
-		_ = bolt.Close()
+		_ = st.Close()
 		return nil, nil, fmt.Errorf("shard: log cache: %w", err)
 	}
 	hlog := raftmux.HCLogger(o.Logger, "raft")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(o.Dir, tun.SnapshotRetain, hlog)
 	if err != nil {
-		_ = bolt.Close()
+		_ = st.Close()
 		return nil, nil, fmt.Errorf("shard: snapshot store: %w", err)
 	}
 
@@ -139,29 +135,29 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 	cfg.NoSnapshotRestoreOnStart = false
 	cfg.NotifyCh = o.NotifyCh
 	if err := raft.ValidateConfig(cfg); err != nil {
-		_ = bolt.Close()
+		_ = st.Close()
 		return nil, nil, fmt.Errorf("shard: raft config: %w", err)
 	}
 
 	if len(o.Bootstrap) > 0 {
-		has, err := raft.HasExistingState(logs, bolt, snaps)
+		has, err := raft.HasExistingState(logs, st.stable, snaps)
 		if err != nil {
-			_ = bolt.Close()
+			_ = st.Close()
 			return nil, nil, fmt.Errorf("shard: check existing raft state: %w", err)
 		}
 		if !has {
-			err := raft.BootstrapCluster(cfg, logs, bolt, snaps, o.Transport,
+			err := raft.BootstrapCluster(cfg, logs, st.stable, snaps, o.Transport,
 				raft.Configuration{Servers: o.Bootstrap})
 			if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-				_ = bolt.Close()
+				_ = st.Close()
 				return nil, nil, fmt.Errorf("shard: bootstrap: %w", err)
 			}
 		}
 	}
-	r, err := raft.NewRaft(cfg, f, logs, bolt, snaps, o.Transport)
+	r, err := raft.NewRaft(cfg, f, logs, st.stable, snaps, o.Transport)
 	if err != nil {
-		_ = bolt.Close()
+		_ = st.Close()
 		return nil, nil, fmt.Errorf("shard: start raft: %w", err)
 	}
-	return r, bolt, nil
+	return r, st, nil
 }
