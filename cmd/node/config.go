@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/cluster"
+	"github.com/raftq/raftq/shard"
 )
 
 // flagHelp is returned when --help was asked for; usage is already printed.
@@ -30,6 +31,7 @@ type config struct {
 	GossipAdvertise string
 	HTTPBind        string
 	RaftMetrics     bool
+	LogStore        string
 	Join            string
 	ClusterName     string
 	BootstrapExpect int
@@ -55,6 +57,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "gossip address peers use (default: gossip-bind)")
 	fs.StringVar(&c.HTTPBind, "http-bind", "127.0.0.1:7401", "HTTP listen address for /metrics and /healthz (empty disables)")
 	fs.BoolVar(&c.RaftMetrics, "raft-metrics", false, "serve hashicorp/raft's internal timings (commit, bolt StoreLogs, AppendEntries, FSM apply) at /debug/raft-metrics on --http-bind")
+	fs.StringVar(&c.LogStore, "log-store", shard.LogStoreWAL, "raft log store of raft groups this node creates: wal (segment files, one fdatasync per append) or bolt (raft-boltdb); a group keeps the store it was created with")
 	fs.StringVar(&c.Join, "join", "", "comma-separated gossip addresses of nodes to join (retried until one answers)")
 	fs.StringVar(&c.ClusterName, "cluster-name", "", "label on every gossip message; nodes with a different name (or none) are ignored, so clusters sharing a network never merge (set the same on every node; changing it on a running cluster splits it)")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 3, "form a new cluster once this many nodes with the same value have met; set 0 on nodes added to an existing cluster")
@@ -124,6 +127,8 @@ func (c *config) finish() error {
 		return fmt.Errorf("--bootstrap-expect %d is below --replication %d: shards could not be placed", c.BootstrapExpect, c.Replication)
 	case len(c.ClusterName) > cluster.MaxClusterNameLen:
 		return fmt.Errorf("--cluster-name is %d bytes, at most %d", len(c.ClusterName), cluster.MaxClusterNameLen)
+	case c.LogStore != shard.LogStoreWAL && c.LogStore != shard.LogStoreBolt:
+		return fmt.Errorf("--log-store must be %s or %s, got %q", shard.LogStoreWAL, shard.LogStoreBolt, c.LogStore)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout must be positive")
 	}

@@ -21,7 +21,7 @@ func TestParseConfigDefaultsAndAdvertise(t *testing.T) {
 	if c.DataDir != "data/n1" || c.GRPCAdvertise != c.GRPCBind || c.RaftAdvertise != c.RaftBind || c.GossipAdvertise != c.GossipBind {
 		t.Fatalf("defaults not derived: %+v", c)
 	}
-	if c.Shards != 0 || c.Replication != 3 || c.BootstrapExpect != 3 {
+	if c.Shards != 0 || c.Replication != 3 || c.BootstrapExpect != 3 || c.LogStore != "wal" {
 		t.Fatalf("cluster defaults: %+v", c)
 	}
 }
@@ -52,6 +52,7 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--node-id", "n", "--cluster-name", strings.Repeat("x", 256)}, nil, "--cluster-name is 256 bytes"},
 		{[]string{"--node-id", "n", "--grpc-bind", "0.0.0.0:7101"}, nil, "grpc-advertise"},
 		{[]string{"--node-id", "n", "--log-level", "loud"}, nil, "--log-level"},
+		{[]string{"--node-id", "n", "--log-store", "rocks"}, nil, `--log-store must be wal or bolt, got "rocks"`},
 		{[]string{"--node-id", "n", "extra"}, nil, "unexpected argument"},
 		{[]string{"--node-id", "n"}, map[string]string{"RAFTQ_SHARDS": "many"}, "RAFTQ_SHARDS"},
 		{[]string{"--no-such-flag"}, nil, "not defined"},
@@ -70,7 +71,7 @@ func TestParseConfigHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "shutdown-timeout", "log-level", "RAFTQ_"} {
+	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "shutdown-timeout", "log-level", "log-store", "RAFTQ_"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/raftq/raftq/metrics"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/server"
+	"github.com/raftq/raftq/shard"
 )
 
 func main() {
@@ -81,6 +82,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		GossipBind: cfg.GossipBind, GossipAdvertise: cfg.GossipAdvertise,
 		Join: cfg.joinList(), ClusterName: cfg.ClusterName, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, Logger: log,
+		Raft: shard.RaftTuning{LogStore: cfg.LogStore},
 	})
 	if err != nil {
 		_ = lis.Close()
