@@ -89,9 +89,24 @@ func (q *queues) GetQueue(ctx context.Context, req *raftqv1.GetQueueRequest) (*r
 	if err := validateQueue(req.GetName(), nil); err != nil {
 		return nil, err
 	}
-	info, ok := q.node.Meta().Queue(req.GetName())
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "queue %q not found", req.GetName())
+	if info, ok := q.node.Meta().Queue(req.GetName()); ok {
+		return info, nil
+	}
+	notFound := status.Errorf(codes.NotFound, "queue %q not found", req.GetName())
+	if q.node.Meta().IsLeader() {
+		return nil, notFound
+	}
+	// A follower applies a meta entry only once the leader tells it the
+	// entry committed (its next append, up to a commit timeout later), so a
+	// queue created a moment ago, even through this node, may not be here
+	// yet. Only the leader may say a queue does not exist; if it cannot be
+	// asked, this replica's answer stands.
+	info, err := forwardMeta(ctx, q.Server, meta.NotLeaderError{LeaderID: q.node.Meta().LeaderID()},
+		func(ctx context.Context, c raftqv1.QueuesClient) (*raftqv1.QueueInfo, error) {
+			return c.GetQueue(ctx, req)
+		})
+	if err != nil {
+		return nil, notFound
 	}
 	return info, nil
 }

@@ -419,3 +419,32 @@ func waitCaughtUp(t *testing.T, c *testcluster.Cluster, i int) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// A queue exists everywhere as soon as CreateQueue returns: a follower of
+// the meta group has not applied the create yet (it learns the commit with
+// the leader's next append), so it must ask the leader before it answers
+// NotFound. Each round creates through another node and reads through all
+// three at once.
+func TestCluster_QueueVisibleOnEveryNodeOnceCreated(t *testing.T) {
+	c := startCluster(t, testcluster.Options{})
+	ctx := ctxT(t, time.Minute)
+	for round := range 9 {
+		q := fmt.Sprintf("visible%d", round)
+		mustCreateQueueVia(t, c, round%3, q)
+		for i := range 3 {
+			if _, err := queues(c, i).GetQueue(ctx, &raftqv1.GetQueueRequest{Name: q}); err != nil {
+				t.Fatalf("round %d: GetQueue %s on node %d right after create: %v", round, q, i, err)
+			}
+			if _, err := queues(c, i).QueueStats(ctx, &raftqv1.QueueStatsRequest{Name: q}); err != nil {
+				t.Fatalf("round %d: QueueStats %s on node %d right after create: %v", round, q, i, err)
+			}
+		}
+	}
+	// NotFound still means not found, on the leader and followers alike.
+	for i := range 3 {
+		_, err := queues(c, i).GetQueue(ctx, &raftqv1.GetQueueRequest{Name: "never-created"})
+		if status.Code(err) != codes.NotFound {
+			t.Fatalf("GetQueue of a queue nobody created on node %d: %v, want NotFound", i, err)
+		}
+	}
+}

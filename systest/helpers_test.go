@@ -35,9 +35,20 @@ func msgs(c *testcluster.Cluster, i int) raftqv1.MessagesClient {
 
 func mustCreateQueue(t *testing.T, c *testcluster.Cluster, name string, p *fsmpb.QueuePolicy) {
 	t.Helper()
+	createQueueVia(t, c, 0, name, p)
+}
+
+// mustCreateQueueVia creates name with the default policy through node i.
+func mustCreateQueueVia(t *testing.T, c *testcluster.Cluster, i int, name string) {
+	t.Helper()
+	createQueueVia(t, c, i, name, nil)
+}
+
+func createQueueVia(t *testing.T, c *testcluster.Cluster, i int, name string, p *fsmpb.QueuePolicy) {
+	t.Helper()
 	ctx := ctxT(t, 30*time.Second)
 	for {
-		_, err := queues(c, 0).CreateQueue(ctx, &raftqv1.CreateQueueRequest{Name: name, Policy: p})
+		_, err := queues(c, i).CreateQueue(ctx, &raftqv1.CreateQueueRequest{Name: name, Policy: p})
 		if err == nil {
 			return
 		}

@@ -1,5 +1,5 @@
 // Package systest runs end-to-end tests against real raftq-node processes
-// on loopback: real TCP, real bolt files, real signals.
+// on loopback: real TCP, real raft logs on disk, real signals.
 package systest
 
 import (
