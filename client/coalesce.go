@@ -232,6 +232,8 @@ func (s *sendStream) send(batch []*pendingSend) {
 			case s.key.safe && attempt < retry.MaxAttempts && p.ctx.Err() == nil && retryableItem(codes.Code(r.GetCode())):
 				again = append(again, p)
 				p.lastErr = ierr
+			case s.key.safe && attempt >= retry.MaxAttempts && retryableItem(codes.Code(r.GetCode())):
+				p.done <- sendOutcome{err: fmt.Errorf("%w (gave up after %d attempts)", ierr, attempt)}
 			default:
 				p.done <- sendOutcome{err: ierr}
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -269,8 +270,8 @@ func TestCoalescedUncommittedItemsAreRetried(t *testing.T) {
 
 	// The budget bounds it.
 	s.FailItems(4, codes.Unavailable) // exactly the budget: every attempt fails
-	if _, err := c.Send(testCtx(t), "q", []byte("x")); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Send after the budget = %v, want ErrUnavailable", err)
+	if _, err := c.Send(testCtx(t), "q", []byte("x")); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "gave up after 4 attempts") {
+		t.Fatalf("Send after the budget = %v, want ErrUnavailable after 4 attempts", err)
 	}
 	// A definite item refusal is not retried.
 	before := len(s.Calls("SendBatch"))

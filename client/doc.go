@@ -19,8 +19,10 @@
 //   - UNAVAILABLE without the trailer, connection failures and an attempt's
 //     own timeout leave the outcome unknown: the call is retried on another
 //     node after a backoff only if repeating it cannot duplicate work.
-//   - Backoff is exponential with full jitter, bounded by the context
-//     deadline and the retry budget (WithRetry).
+//   - Backoff is exponential with equal jitter (half of each step fixed,
+//     so the default budget retries for at least 3.3 s, longer than a
+//     failover), bounded by the context deadline and the retry budget
+//     (WithRetry).
 //   - INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, ALREADY_EXISTS and
 //     RESOURCE_EXHAUSTED are never retried.
 //   - A send is retried after an unknown outcome only when it carries a dedup

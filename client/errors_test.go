@@ -61,16 +61,38 @@ func TestRetryPolicyBackoffBounds(t *testing.T) {
 		if got := p.ceiling(n); got != want {
 			t.Errorf("ceiling(%d) = %v, want %v", n, got, want)
 		}
-		var top time.Duration
+		bottom, top := want, time.Duration(0)
 		for range 500 {
 			d := p.backoff(n)
-			if d < 0 || d > want {
-				t.Fatalf("backoff(%d) = %v outside [0, %v]", n, d, want)
+			if d < want/2 || d > want {
+				t.Fatalf("backoff(%d) = %v outside [%v, %v]", n, d, want/2, want)
 			}
-			top = max(top, d)
+			bottom, top = min(bottom, d), max(top, d)
 		}
-		if top < want/2 {
-			t.Errorf("backoff(%d) never above %v in 500 draws: jitter not spread", n, top)
+		if top-bottom < want/4 {
+			t.Errorf("backoff(%d) stayed within %v-%v in 500 draws: jitter not spread", n, bottom, top)
+		}
+	}
+}
+
+// The default budget must outlast a leader election (the failover bar is
+// 3 s) however the jitter falls: a send to a shard whose leader was just
+// killed waits for the next one instead of failing.
+func TestDefaultRetryPolicyOutlastsAnElection(t *testing.T) {
+	p := DefaultRetryPolicy()
+	if err := p.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if least := p.leastWait(); least < 3*time.Second {
+		t.Fatalf("default retries may all be spent in %v, less than a 3 s failover", least)
+	}
+	for range 200 {
+		var total time.Duration
+		for n := 1; n < p.MaxAttempts; n++ {
+			total += p.backoff(n)
+		}
+		if total < p.leastWait() || total > 2*p.leastWait()+time.Duration(p.MaxAttempts) {
+			t.Fatalf("default retries slept %v in all, outside [%v, %v]", total, p.leastWait(), 2*p.leastWait())
 		}
 	}
 }

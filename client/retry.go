@@ -22,19 +22,23 @@ const LeaderTrailer = "raftq-leader"
 type RetryPolicy struct {
 	// MaxAttempts is the total number of attempts per call, first included.
 	MaxAttempts int
-	// BaseDelay and MaxDelay shape the exponential backoff with full jitter:
-	// before retry n (n >= 1) the client sleeps a uniform random duration in
-	// [0, min(MaxDelay, BaseDelay*2^(n-1))]. A leader hint skips the sleep
-	// the first time it names a new node.
+	// BaseDelay and MaxDelay shape the exponential backoff with equal
+	// jitter: before retry n (n >= 1) the client sleeps a uniform random
+	// duration in [c/2, c], c = min(MaxDelay, BaseDelay*2^(n-1)). Half of
+	// each step is fixed so the budget lasts a known least time (full
+	// jitter, [0, c], let 10 attempts end within a second now and then,
+	// before a new leader was elected). A leader hint skips the sleep the
+	// first time it names a new node.
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
 }
 
-// DefaultRetryPolicy allows 10 attempts with backoff from 25 ms up to 1 s:
-// enough to ride out a leader election (about 1-3 s) without stalling a
-// caller much longer than that.
+// DefaultRetryPolicy allows 12 attempts with backoff from 25 ms up to 1 s:
+// its sleeps add up to 3.3-6.6 s, so a call rides out a leader election
+// (the failover bar is 3 s, typically 1-2) without stalling a caller much
+// longer than that.
 func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{MaxAttempts: 10, BaseDelay: 25 * time.Millisecond, MaxDelay: time.Second}
+	return RetryPolicy{MaxAttempts: 12, BaseDelay: 25 * time.Millisecond, MaxDelay: time.Second}
 }
 
 func (p RetryPolicy) validate() error {
@@ -60,7 +64,18 @@ func (p RetryPolicy) ceiling(n int) time.Duration {
 
 // backoff draws the jittered sleep before retry n (n >= 1).
 func (p RetryPolicy) backoff(n int) time.Duration {
-	return rand.N(p.ceiling(n) + 1)
+	c := p.ceiling(n)
+	return c/2 + rand.N(c-c/2+1)
+}
+
+// leastWait is the shortest total the sleeps of a call that uses every
+// attempt can add up to.
+func (p RetryPolicy) leastWait() time.Duration {
+	var d time.Duration
+	for n := 1; n < p.MaxAttempts; n++ {
+		d += p.ceiling(n) / 2
+	}
+	return d
 }
 
 // retryClass says what a failed attempt allows.
