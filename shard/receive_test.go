@@ -168,3 +168,36 @@ func TestFailedReceiveReleasesItsClaim(t *testing.T) {
 		t.Fatalf("receive after the failed ones = %v, %v; want message %d", res, err, id)
 	}
 }
+
+// A receive claims what is leasable and unclaimed, not its whole batch, so
+// a second receive can propose for messages that arrive while the first is
+// in flight instead of waiting for a full batch more.
+func TestClaimTakesWhatIsThere(t *testing.T) {
+	c := newCluster(t, 3, true, fastTuning())
+	leader := c.leader()
+	mustQueue(t, leader.sh, "q", standard(time.Minute))
+	for i := range 3 {
+		mustEnqueue(t, leader.sh, "q", &fsmpb.NewMessage{Body: []byte{byte(i)}})
+	}
+	release1, n, ok := leader.sh.claim("q", 256)
+	if !ok || n != 3 {
+		t.Fatalf("first claim of 256 with 3 leasable: %d, %v; want 3", n, ok)
+	}
+	if _, _, ok := leader.sh.claim("q", 256); ok {
+		t.Fatal("a second claim passed with every leasable message claimed")
+	}
+	for i := range 2 {
+		mustEnqueue(t, leader.sh, "q", &fsmpb.NewMessage{Body: []byte{byte(i)}})
+	}
+	release2, n, ok := leader.sh.claim("q", 256)
+	if !ok || n != 2 {
+		t.Fatalf("claim after 2 more arrived: %d, %v; want 2", n, ok)
+	}
+	release1()
+	release2()
+	// The receive leases what it claimed: all 5, in one call of 256.
+	res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 256}, 0)
+	if err != nil || len(res.GetReceive().GetMessages()) != 5 {
+		t.Fatalf("receive: %v, %d messages; want 5", err, len(res.GetReceive().GetMessages()))
+	}
+}
