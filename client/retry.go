@@ -68,16 +68,6 @@ func (p RetryPolicy) backoff(n int) time.Duration {
 	return c/2 + rand.N(c-c/2+1)
 }
 
-// leastWait is the shortest total the sleeps of a call that uses every
-// attempt can add up to.
-func (p RetryPolicy) leastWait() time.Duration {
-	var d time.Duration
-	for n := 1; n < p.MaxAttempts; n++ {
-		d += p.ceiling(n) / 2
-	}
-	return d
-}
-
 // retryClass says what a failed attempt allows.
 type retryClass int
 

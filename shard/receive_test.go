@@ -74,9 +74,7 @@ func TestReceiveClaimsOnlyWhatIsLeasable(t *testing.T) {
 	c := newCluster(t, 3, true, fastTuning())
 	leader := c.leader()
 	mustQueue(t, leader.sh, "q", standard(time.Minute))
-	for i := range 10 {
-		mustEnqueue(t, leader.sh, "q", &fsmpb.NewMessage{Body: []byte{byte(i)}})
-	}
+	enqueueN(t, leader.sh, "q", 10)
 	counts := make(chan int, 2)
 	for range 2 {
 		go func() {
@@ -176,9 +174,7 @@ func TestClaimTakesWhatIsThere(t *testing.T) {
 	c := newCluster(t, 3, true, fastTuning())
 	leader := c.leader()
 	mustQueue(t, leader.sh, "q", standard(time.Minute))
-	for i := range 3 {
-		mustEnqueue(t, leader.sh, "q", &fsmpb.NewMessage{Body: []byte{byte(i)}})
-	}
+	enqueueN(t, leader.sh, "q", 3)
 	release1, n, ok := leader.sh.claim("q", 256)
 	if !ok || n != 3 {
 		t.Fatalf("first claim of 256 with 3 leasable: %d, %v; want 3", n, ok)
@@ -186,9 +182,7 @@ func TestClaimTakesWhatIsThere(t *testing.T) {
 	if _, _, ok := leader.sh.claim("q", 256); ok {
 		t.Fatal("a second claim passed with every leasable message claimed")
 	}
-	for i := range 2 {
-		mustEnqueue(t, leader.sh, "q", &fsmpb.NewMessage{Body: []byte{byte(i)}})
-	}
+	enqueueN(t, leader.sh, "q", 2)
 	release2, n, ok := leader.sh.claim("q", 256)
 	if !ok || n != 2 {
 		t.Fatalf("claim after 2 more arrived: %d, %v; want 2", n, ok)
@@ -199,5 +193,13 @@ func TestClaimTakesWhatIsThere(t *testing.T) {
 	res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 256}, 0)
 	if err != nil || len(res.GetReceive().GetMessages()) != 5 {
 		t.Fatalf("receive: %v, %d messages; want 5", err, len(res.GetReceive().GetMessages()))
+	}
+}
+
+// enqueueN enqueues n one-byte messages to queue.
+func enqueueN(t testing.TB, s *Shard, queue string, n int) {
+	t.Helper()
+	for i := range n {
+		mustEnqueue(t, s, queue, &fsmpb.NewMessage{Body: []byte{byte(i)}})
 	}
 }
