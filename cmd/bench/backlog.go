@@ -110,7 +110,7 @@ func runBacklog(ctx context.Context, cfg config, stderr io.Writer) (result, erro
 	var rl rateLine
 	var phase atomic.Value // read by the progress goroutine
 	phase.Store("seed")
-	prog := startProgress(ctx, stderr, cfg.Quiet, func(e time.Duration) string {
+	prog := startProgress(ctx, stderr, cfg.Quiet, cfg.ProgressEvery, func(e time.Duration) string {
 		return rl.format(phase.Load().(string), e, l.enqueued.Load(), l.processed.Load())
 	})
 	defer prog.done()

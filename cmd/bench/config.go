@@ -17,7 +17,10 @@ type config struct {
 	Seed     uint64
 	JSON     bool
 	Quiet    bool
-	Queue    string // queue name prefix; a unique suffix is added per run
+	// ProgressEvery is the progress line's interval (0: 1 s on a terminal,
+	// 5 s otherwise).
+	ProgressEvery time.Duration
+	Queue         string // queue name prefix; a unique suffix is added per run
 	// CPUProfile, if set, receives the load generator's own CPU profile:
 	// the bench shares the machine with the cluster, so its cost counts.
 	CPUProfile string
@@ -86,6 +89,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed for bodies, the mix and jitter: the same seed gives the same workload")
 	fs.BoolVar(&c.JSON, "json", false, "print the result as one JSON object on stdout")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress line on stderr")
+	fs.DurationVar(&c.ProgressEvery, "progress-every", 0, "progress line interval (0: 1s on a terminal, 5s otherwise); steady's line carries the interval's p99s")
 	fs.StringVar(&c.Queue, "queue", "bench", "queue name prefix (a unique suffix is added per run)")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write the load generator's CPU profile to this file")
 	fs.DurationVar(&c.DedupWindow, "dedup-window", 0, "dedup window of the bench queue (0: the server's default, 5m); every send carries a dedup key, so this sets how many keys each replica keeps")
@@ -198,6 +202,7 @@ func (c config) validate() error {
 	check(c.Consumers >= 1 && c.Consumers <= 1024, "--consumers %d outside 1-1024", c.Consumers)
 	check(c.DrainLimit > 0 && c.DrainLimit <= time.Hour, "--drain-timeout %v outside (0, 1h]", c.DrainLimit)
 	check(c.Settle >= 0 && c.Settle <= 5*time.Minute, "--settle %v outside [0, 5m]", c.Settle)
+	check(c.ProgressEvery == 0 || (c.ProgressEvery >= 100*time.Millisecond && c.ProgressEvery <= time.Hour), "--progress-every %v outside [100ms, 1h] (0: automatic)", c.ProgressEvery)
 	check(c.DedupWindow == 0 || (c.DedupWindow >= time.Millisecond && c.DedupWindow <= 14*24*time.Hour), "--dedup-window %v outside [1ms, 336h] (0: server default)", c.DedupWindow)
 	check(c.AckMode == "sync" || c.AckMode == "async" || c.Workload == "mix", "--ack %q: want sync or async", c.AckMode)
 	if c.Workload != "sweep" {

@@ -327,3 +327,15 @@ func lastError(l *load) string {
 	}
 	return ""
 }
+
+// intervalTails formats the p99s booked since the previous progress line
+// (empty outside the measured window, where nothing is booked).
+func (l *load) intervalTails() string {
+	enq, n := l.enqueue.interval()
+	claim, _ := l.claim.interval()
+	e2e, _ := l.e2e.interval()
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  p99 enqueue %.0f ms claim %.0f ms e2e %.0f ms", enq, claim, e2e)
+}

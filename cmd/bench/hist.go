@@ -8,14 +8,19 @@ import (
 )
 
 // latency is a concurrency-safe HDR histogram of durations in microseconds,
-// 1 us to 10 min at 3 significant digits.
+// 1 us to 10 min at 3 significant digits. Beside the run's histogram it
+// keeps one for the current progress interval, so a live line can show the
+// tail as it moves: a run's p99 alone cannot tell a steady tail from a few
+// bad seconds (a snapshot, a GC cycle, an election).
 type latency struct {
-	mu sync.Mutex
-	h  *hdrhistogram.Histogram
+	mu  sync.Mutex
+	h   *hdrhistogram.Histogram
+	win *hdrhistogram.Histogram
 }
 
 func newLatency() *latency {
-	return &latency{h: hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)}
+	top := int64(10 * time.Minute / time.Microsecond)
+	return &latency{h: hdrhistogram.New(1, top, 3), win: hdrhistogram.New(1, top, 3)}
 }
 
 func (l *latency) record(d time.Duration) {
@@ -34,6 +39,17 @@ func (l *latency) recordN(d time.Duration, n int) {
 		us = l.h.HighestTrackableValue()
 	}
 	_ = l.h.RecordValues(us, int64(n))
+	_ = l.win.RecordValues(us, int64(n))
+}
+
+// interval returns the p99 (ms) and count of what was booked since the
+// previous call, and starts a new interval.
+func (l *latency) interval() (p99 float64, n int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p99, n = float64(l.win.ValueAtQuantile(99))/1000, l.win.TotalCount()
+	l.win.Reset()
+	return p99, n
 }
 
 // summary is a histogram as the report prints it, in milliseconds.

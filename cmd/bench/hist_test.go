@@ -51,6 +51,24 @@ func TestLatencyBatchAndClamp(t *testing.T) {
 	}
 }
 
+func TestLatencyIntervalResetsButRunKeepsAll(t *testing.T) {
+	l := newLatency()
+	if p, n := l.interval(); p != 0 || n != 0 {
+		t.Fatalf("empty interval = %.3f ms over %d, want nothing", p, n)
+	}
+	l.recordN(200*time.Millisecond, 10) // a bad first second
+	if p, n := l.interval(); n != 10 || p < 199 || p > 201 {
+		t.Fatalf("first interval p99 = %.3f ms over %d, want 200 ms over 10", p, n)
+	}
+	l.recordN(3*time.Millisecond, 90)
+	if p, n := l.interval(); n != 90 || p < 2.99 || p > 3.01 {
+		t.Fatalf("second interval p99 = %.3f ms over %d, want 3 ms over 90: the first interval leaked in", p, n)
+	}
+	if s := l.summary(); s.Count != 100 || s.Max < 199 {
+		t.Fatalf("run summary = %+v, want all 100 samples with the 200 ms max", s)
+	}
+}
+
 func TestSteadyJSONHasHeadlineFields(t *testing.T) {
 	var b bytes.Buffer
 	r := &steadyResult{Workload: "steady", EnqueuePerS: 1234, Lost: 0, ClaimP99: 3.5}

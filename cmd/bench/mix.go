@@ -201,7 +201,7 @@ func runMix(ctx context.Context, cfg config, stderr io.Writer) (result, error) {
 
 	// Done when every acked non-poison message was acked by a handler and
 	// every poison message is dead.
-	prog := startProgress(ctx, stderr, cfg.Quiet, func(e time.Duration) string {
+	prog := startProgress(ctx, stderr, cfg.Quiet, cfg.ProgressEvery, func(e time.Duration) string {
 		mu.Lock()
 		defer mu.Unlock()
 		return fmt.Sprintf("[mix %5.0fs] acked %d  outcomes %v", e.Seconds(), len(ackedUnique), r.Outcomes)

@@ -10,13 +10,14 @@ import (
 )
 
 // progress prints a live status line on stderr: rewritten in place on a
-// terminal, one line every 5 s otherwise (logs stay readable).
+// terminal, one line every 5 s otherwise (logs stay readable), or every
+// `every` when that is set.
 type progress struct {
 	wg   sync.WaitGroup
 	stop context.CancelFunc
 }
 
-func startProgress(ctx context.Context, w io.Writer, quiet bool, line func(elapsed time.Duration) string) *progress {
+func startProgress(ctx context.Context, w io.Writer, quiet bool, every time.Duration, line func(elapsed time.Duration) string) *progress {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &progress{stop: cancel}
 	if quiet {
@@ -28,9 +29,12 @@ func startProgress(ctx context.Context, w io.Writer, quiet bool, line func(elaps
 			tty = st.Mode()&os.ModeCharDevice != 0
 		}
 	}
-	every := 5 * time.Second
-	if tty {
+	switch {
+	case every > 0:
+	case tty:
 		every = time.Second
+	default:
+		every = 5 * time.Second
 	}
 	start := time.Now()
 	p.wg.Go(func() {

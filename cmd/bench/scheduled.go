@@ -73,7 +73,7 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 	var rl rateLine
 	var phase atomic.Value
 	phase.Store("seed")
-	prog := startProgress(ctx, stderr, cfg.Quiet, func(e time.Duration) string {
+	prog := startProgress(ctx, stderr, cfg.Quiet, cfg.ProgressEvery, func(e time.Duration) string {
 		return rl.format(phase.Load().(string), e, bl.enqueued.Load(), bl.processed.Load())
 	})
 	defer prog.done()

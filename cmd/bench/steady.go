@@ -138,8 +138,8 @@ func steadyOnce(ctx context.Context, c *client.Client, cfg config, stderr io.Wri
 		consumers: cfg.Consumers, batch: cfg.Batch, asyncAck: cfg.AckMode == "async", size: cfg.Size, seed: cfg.Seed, rate: cfg.Rate,
 	})
 	var rl rateLine
-	prog := startProgress(ctx, stderr, cfg.Quiet, func(e time.Duration) string {
-		return rl.format(phase, e, l.enqueued.Load(), l.processed.Load())
+	prog := startProgress(ctx, stderr, cfg.Quiet, cfg.ProgressEvery, func(e time.Duration) string {
+		return rl.format(phase, e, l.enqueued.Load(), l.processed.Load()) + l.intervalTails()
 	})
 	defer prog.done()
 

@@ -85,7 +85,7 @@ func sweepCell(ctx context.Context, c *client.Client, cfg config, stderr io.Writ
 		consumers: cfg.Consumers, batch: batch, asyncAck: cfg.AckMode == "async", size: cfg.Size, seed: cfg.Seed})
 	var rl rateLine
 	phase := fmt.Sprintf("sweep %dx%d b%d", producers, inflight, batch)
-	prog := startProgress(ctx, stderr, cfg.Quiet, func(e time.Duration) string {
+	prog := startProgress(ctx, stderr, cfg.Quiet, cfg.ProgressEvery, func(e time.Duration) string {
 		return rl.format(phase, e, l.enqueued.Load(), l.processed.Load())
 	})
 	defer prog.done()
