@@ -29,23 +29,31 @@ type Leased struct {
 // missing that add up to no more than that (see sweep), and it waits with wait-only calls that lease nothing (a cancelled
 // leasing long-poll could commit leases nobody receives, which burns a
 // receive count and delays the message by a visibility timeout).
-func (r *Router) Receive(ctx context.Context, rq *fsmpb.Receive, wait time.Duration) ([]Leased, error) {
-	deadline := time.Now().Add(wait)
+//
+// waited is how long the receive went before the sweep that found
+// messages began: the long-poll part, which says how idle the consumer
+// was, not how slow the claim. The sweep itself, one raft round when a
+// shard holds enough, is the claim. With nothing returned, waited is the
+// whole call.
+func (r *Router) Receive(ctx context.Context, rq *fsmpb.Receive, wait time.Duration) (leased []Leased, waited time.Duration, err error) {
+	start := time.Now()
+	deadline := start.Add(wait)
 	for {
+		sweepStart := time.Now()
 		got, err := r.sweep(ctx, rq)
 		if len(got) > 0 {
-			return got, nil
+			return got, sweepStart.Sub(start), nil
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
 			// Empty and out of time: an error only if every shard failed.
-			return nil, err
+			return nil, time.Since(start), err
 		}
 		if werr := r.waitAny(ctx, rq.GetQueue(), remaining); werr != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, time.Since(start), ctx.Err()
 			}
-			return nil, nil
+			return nil, time.Since(start), nil
 		}
 	}
 }

@@ -217,18 +217,24 @@ func (m *messages) Receive(ctx context.Context, req *raftqv1.ReceiveRequest) (*r
 		// dropped.
 		wait = 0
 	}
-	leased, err := m.router.Receive(ctx, rq, wait)
+	start := time.Now()
+	leased, waited, err := m.router.Receive(ctx, rq, wait)
 	if err == nil && len(leased) == 0 && wait == 0 && req.GetWaitMs() > 0 {
-		leased, err = m.router.Receive(ctx, rq, time.Duration(req.GetWaitMs())*time.Millisecond)
+		first := time.Since(start)
+		leased, waited, err = m.router.Receive(ctx, rq, time.Duration(req.GetWaitMs())*time.Millisecond)
+		waited += first
 	}
 	if err != nil && len(leased) == 0 {
 		return nil, m.toStatus(ctx, err)
 	}
-	out := &raftqv1.ReceiveResponse{Messages: make([]*raftqv1.ReceivedMessage, 0, len(leased))}
+	out := &raftqv1.ReceiveResponse{Messages: make([]*raftqv1.ReceivedMessage, 0, len(leased)), WaitedUs: waited.Microseconds()}
 	for _, l := range leased {
 		out.Messages = append(out.Messages, received(l))
 	}
 	m.events.Count(req.GetQueue(), "received", len(out.Messages))
+	if len(leased) > 0 {
+		m.events.ObserveReceive(waited, time.Since(start)-waited)
+	}
 	return out, nil
 }
 

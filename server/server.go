@@ -6,6 +6,7 @@ package server
 
 import (
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -23,31 +24,35 @@ type Node interface {
 	Members() []cluster.Member
 }
 
-// Counter receives message events for metrics; *metrics.Metrics
-// implements it.
-type Counter interface {
+// Events receives message events and receive timings for metrics;
+// *metrics.Metrics implements it.
+type Events interface {
 	Count(queue, event string, n int)
+	// ObserveReceive times a receive that returned messages: how long it
+	// waited for one to be ready, and the claim after that.
+	ObserveReceive(waited, claim time.Duration)
 }
 
-type nopCounter struct{}
+type nopEvents struct{}
 
-func (nopCounter) Count(string, string, int) {}
+func (nopEvents) Count(string, string, int)                   {}
+func (nopEvents) ObserveReceive(time.Duration, time.Duration) {}
 
 // Server holds the service implementations.
 type Server struct {
 	node   Node
 	router *router.Router
 	log    *slog.Logger
-	events Counter
+	events Events
 }
 
 // New returns the services of one node. events may be nil.
-func New(node Node, rt *router.Router, events Counter, logger *slog.Logger) *Server {
+func New(node Node, rt *router.Router, events Events, logger *slog.Logger) *Server {
 	if logger == nil {
 		logger = slog.Default()
 	}
 	if events == nil {
-		events = nopCounter{}
+		events = nopEvents{}
 	}
 	return &Server{node: node, router: rt, log: logger, events: events}
 }

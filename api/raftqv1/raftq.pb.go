@@ -1158,8 +1158,13 @@ func (x *ReceivedMessage) GetLastError() string {
 }
 
 type ReceiveResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Messages      []*ReceivedMessage     `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Messages []*ReceivedMessage     `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// How long the server held the call before it found a message ready to
+	// lease (the long-poll wait), in microseconds; the rest of the call was
+	// the claim: leasing what it returns, a raft round. With no messages it
+	// is the whole call.
+	WaitedUs      int64 `protobuf:"varint,2,opt,name=waited_us,json=waitedUs,proto3" json:"waited_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1199,6 +1204,13 @@ func (x *ReceiveResponse) GetMessages() []*ReceivedMessage {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *ReceiveResponse) GetWaitedUs() int64 {
+	if x != nil {
+		return x.WaitedUs
+	}
+	return 0
 }
 
 type ItemStatus struct {
@@ -2992,9 +3004,10 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"last_error\x18\f \x01(\tR\tlastError\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
 	"\x0fReceiveResponse\x125\n" +
-	"\bmessages\x18\x01 \x03(\v2\x19.raftq.v1.ReceivedMessageR\bmessages\"6\n" +
+	"\bmessages\x18\x01 \x03(\v2\x19.raftq.v1.ReceivedMessageR\bmessages\x12\x1b\n" +
+	"\twaited_us\x18\x02 \x01(\x03R\bwaitedUs\"6\n" +
 	"\n" +
 	"ItemStatus\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x14\n" +
