@@ -31,6 +31,27 @@ type ReceiveOptions struct {
 // stay invisible until their lease expires, then are delivered again
 // (at-least-once).
 func (c *Client) Receive(ctx context.Context, queue string, o ReceiveOptions) ([]*Message, error) {
+	r, err := c.ReceiveTimed(ctx, queue, o)
+	if err != nil {
+		return nil, err
+	}
+	return r.Messages, nil
+}
+
+// Received is one receive's answer with the server's timing.
+type Received struct {
+	Messages []*Message
+	// Waited is how long the server held the call before it found a
+	// message ready (the long poll); the rest of the call was the claim
+	// and the trip. It tells an idle consumer from a slow lease: a
+	// consumer whose receives mostly wait has more capacity than work.
+	// With no messages it is the whole call.
+	Waited time.Duration
+}
+
+// ReceiveTimed is Receive that also reports how long the server waited
+// for a ready message (see Received).
+func (c *Client) ReceiveTimed(ctx context.Context, queue string, o ReceiveOptions) (*Received, error) {
 	switch {
 	case o.Max < 0 || o.Max > 1000:
 		return nil, fmt.Errorf("receive from %q: %w", queue, invalid(fmt.Sprintf("max %d outside 1-1000", o.Max)))
@@ -54,9 +75,9 @@ func (c *Client) Receive(ctx context.Context, queue string, o ReceiveOptions) ([
 	if err != nil {
 		return nil, fmt.Errorf("receive from %q: %w", queue, err)
 	}
-	out := make([]*Message, len(resp.GetMessages()))
+	out := &Received{Messages: make([]*Message, len(resp.GetMessages())), Waited: time.Duration(resp.GetWaitedUs()) * time.Microsecond}
 	for i, m := range resp.GetMessages() {
-		out[i] = messageFrom(m)
+		out.Messages[i] = messageFrom(m)
 	}
 	return out, nil
 }
