@@ -77,6 +77,17 @@ func TestSteadyAgainstCluster(t *testing.T) {
 			if tc.name == "async-capped" && r.Enqueue.P50 >= 160 {
 				t.Errorf("enqueue p50 %.1f ms under a 200/s cap with 64 in flight: the window's residence time (320 ms), not the answer time", r.Enqueue.P50)
 			}
+			// The claim once ready is each receive call less the server's
+			// wait, so it is booked for every message the call is and is
+			// never longer. At 200/s two consumers mostly wait, so if the
+			// server's wait were lost the two medians would be equal.
+			if r.ReadyClaim.Count != r.Claim.Count || r.ReadyClaim.P99 > r.Claim.P99 {
+				t.Errorf("claim once ready %+v against receive call %+v: want the same count, never longer", r.ReadyClaim, r.Claim)
+			}
+			t.Logf("receive call p50/p99 %.2f/%.2f ms, claim once ready %.2f/%.2f ms", r.Claim.P50, r.Claim.P99, r.ReadyClaim.P50, r.ReadyClaim.P99)
+			if tc.name == "async-capped" && r.ReadyClaim.P50 >= r.Claim.P50 {
+				t.Errorf("claim once ready p50 %.2f ms, receive call p50 %.2f ms: consumers at 200/s wait, so the call must be longer", r.ReadyClaim.P50, r.Claim.P50)
+			}
 		})
 	}
 }

@@ -19,6 +19,7 @@ type sweepRow struct {
 	EnqueueP99    float64 `json:"enqueue_p99_ms"`
 	ClaimP50      float64 `json:"claim_p50_ms"`
 	ClaimP99      float64 `json:"claim_p99_ms"`
+	ReadyClaimP99 float64 `json:"ready_claim_p99_ms"`
 	E2EP99        float64 `json:"e2e_p99_ms"`
 	Errors        uint64  `json:"errors"`
 	ReceiveCalls  uint64  `json:"receive_calls"`
@@ -39,12 +40,12 @@ func (r *sweepResult) rows() [][2]string {
 	out := [][2]string{
 		{"workload", fmt.Sprintf("sweep (revision %s), %d consumers, %d B, %.0fs per cell", r.Revision, r.Consumers, r.Size, r.DurationS)},
 		{"leaders", r.Placement.row()},
-		{"in flight x batch", "enqueue/s  processed/s  enq p99  claim p50  claim p99  e2e p99 (ms)  errors  empty receives"},
+		{"in flight x batch", "enqueue/s  processed/s  enq p99  claim p50  claim p99  ready p99  e2e p99 (ms)  errors  empty receives"},
 	}
 	for _, w := range r.Rows {
 		out = append(out, [2]string{
 			fmt.Sprintf("%4d (%dx%d) x %d", w.Concurrency, w.Producers, w.Inflight, w.Batch),
-			fmt.Sprintf("%9.0f  %11.0f  %7.1f  %9.2f  %9.2f  %12.1f  %6d  %d/%d", w.EnqueuePerS, w.ProcessedPerS, w.EnqueueP99, w.ClaimP50, w.ClaimP99, w.E2EP99, w.Errors, w.ReceiveEmpty, w.ReceiveCalls),
+			fmt.Sprintf("%9.0f  %11.0f  %7.1f  %9.2f  %9.2f  %9.2f  %12.1f  %6d  %d/%d", w.EnqueuePerS, w.ProcessedPerS, w.EnqueueP99, w.ClaimP50, w.ClaimP99, w.ReadyClaimP99, w.E2EP99, w.Errors, w.ReceiveEmpty, w.ReceiveCalls),
 		})
 	}
 	return out
@@ -105,12 +106,12 @@ func sweepCell(ctx context.Context, c *client.Client, cfg config, stderr io.Writ
 	if ctx.Err() != nil {
 		return sweepRow{}, fmt.Errorf("sweep: interrupted: %w", ctx.Err())
 	}
-	enq, claim, e2e := l.enqueue.summary(), l.claim.summary(), l.e2e.summary()
+	enq, claim, ready, e2e := l.enqueue.summary(), l.claim.summary(), l.readyClaim.summary(), l.e2e.summary()
 	return sweepRow{
 		Producers: producers, Inflight: inflight, Batch: batch,
 		EnqueuePerS:   rate(a, b, func(c counters) uint64 { return c.enqueued }),
 		ProcessedPerS: rate(a, b, func(c counters) uint64 { return c.processed }),
-		EnqueueP99:    enq.P99, ClaimP50: claim.P50, ClaimP99: claim.P99, E2EP99: e2e.P99,
+		EnqueueP99:    enq.P99, ClaimP50: claim.P50, ClaimP99: claim.P99, ReadyClaimP99: ready.P99, E2EP99: e2e.P99,
 		Errors:       l.sendErrs.Load() + l.recvErrs.Load() + l.ackErrs.Load(),
 		ReceiveCalls: l.recvCalls.Load(), ReceiveEmpty: l.recvEmpty.Load(),
 	}, nil
