@@ -22,6 +22,20 @@ import (
 // so it is safe to retry elsewhere.
 const LeaderTrailer = "raftq-leader"
 
+// ShardLeaderTrailer is the gRPC trailer a node adds to a call it served by
+// forwarding to a shard's leader: "shard:nodeID=grpcAddr", one value per
+// shard forwarded to. The forward succeeded, so that node led the shard.
+// A client that caches leaders learns from it that its cache is stale:
+// nodes forward rather than refuse, so without it a client dialled before
+// a leadership change kept sending every call through the old leader, an
+// extra hop on two nodes for as long as it lived.
+const ShardLeaderTrailer = "raftq-shard-leader"
+
+// FormatShardLeader renders one ShardLeaderTrailer value.
+func FormatShardLeader(id uint32, nodeID, addr string) string {
+	return fmt.Sprintf("%d:%s", id, FormatLeaderHint(nodeID, addr))
+}
+
 // ErrNoLeader means no leader could be found for a shard within the wait.
 var ErrNoLeader = errors.New("no leader for shard")
 
@@ -124,6 +138,8 @@ func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.
 			var trailer metadata.MD
 			v, err := remote(ctx, nc, grpc.Trailer(&trailer))
 			if err == nil {
+				// Outside a gRPC handler (no stream in ctx) this is a no-op.
+				_ = grpc.SetTrailer(ctx, metadata.Pairs(ShardLeaderTrailer, FormatShardLeader(id, leaderID, addr)))
 				return v, nil
 			}
 			hint, refused := trailer[LeaderTrailer]

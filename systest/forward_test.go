@@ -1,0 +1,52 @@
+package systest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/internal/testcluster"
+	"github.com/raftq/raftq/router"
+)
+
+// A node serves a call for a shard it does not lead by forwarding it, and
+// says where it went: the trailer names the shard's leader, so a client
+// that cached an old leader moves to the new one instead of sending every
+// call through the old one for as long as it lives.
+func TestCluster_ForwardedCallNamesTheShardLeader(t *testing.T) {
+	c := startCluster(t, testcluster.Options{Shards: 1})
+	mustCreateQueue(t, c, "fwd", nil)
+	ctx := ctxT(t, time.Minute)
+	for attempt := 0; ; attempt++ {
+		leader := shardLeader(t, c, 0, 0)
+		via := (leader + 1) % len(c.Nodes)
+		var send, recv metadata.MD
+		if _, err := msgs(c, via).Send(ctx, &raftqv1.SendRequest{Queue: "fwd", Body: []byte("x")}, grpc.Trailer(&send)); err != nil {
+			t.Fatalf("send via %s: %v", c.Nodes[via].ID, err)
+		}
+		if _, err := msgs(c, via).Receive(ctx, &raftqv1.ReceiveRequest{Queue: "fwd", MaxMessages: 1, WaitMs: 1000}, grpc.Trailer(&recv)); err != nil {
+			t.Fatalf("receive via %s: %v", c.Nodes[via].ID, err)
+		}
+		now := shardLeader(t, c, 0, 0)
+		if now != leader {
+			// Leadership moved under the calls (a fresh cluster hands
+			// shards to their preferred replicas): ask again.
+			if attempt >= 5 {
+				t.Fatalf("shard 0 changed leader on each of %d attempts", attempt+1)
+			}
+			continue
+		}
+		want := fmt.Sprintf("0:%s=%s", c.Nodes[leader].ID, c.Nodes[leader].GRPC)
+		for name, md := range map[string]metadata.MD{"send": send, "receive": recv} {
+			got := md.Get(router.ShardLeaderTrailer)
+			if len(got) == 0 || got[0] != want {
+				t.Errorf("%s via follower %s: trailer %s = %q, want %q first", name, c.Nodes[via].ID, router.ShardLeaderTrailer, got, want)
+			}
+		}
+		return
+	}
+}
