@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,6 +184,27 @@ func (c *Client) noteLeader(shard int, addr string) {
 	}
 }
 
+// learnLeaders notes the shard leaders a node forwarded a successful call
+// to (ShardLeaderTrailer). Nodes forward rather than refuse, so this is how
+// a cached leader that lost its term, in a failover or a hand-off to the
+// preferred replica, gets replaced: until then every call took an extra
+// hop through it (docs/benchmarks.md, "Calls through a follower").
+func (c *Client) learnLeaders(trailer metadata.MD) {
+	for _, v := range trailer.Get(ShardLeaderTrailer) {
+		id, hint, ok := strings.Cut(v, ":")
+		if !ok {
+			continue
+		}
+		shard, err := strconv.ParseUint(id, 10, 32)
+		if err != nil {
+			continue
+		}
+		if _, addr, err := parseHint(hint); err == nil {
+			c.noteLeader(int(shard), addr)
+		}
+	}
+}
+
 // rpc is one attempt of a call on a connection.
 type rpc func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) error
 
@@ -207,6 +229,7 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 		err = fn(actx, cc, grpc.Header(&header), grpc.Trailer(&trailer))
 		cancel()
 		if err == nil {
+			c.learnLeaders(trailer)
 			return nil
 		}
 		refused, hint := refusal(trailer, header)

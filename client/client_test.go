@@ -11,6 +11,7 @@ import (
 	"github.com/raftq/raftq/client/clienttest"
 	"github.com/raftq/raftq/wire"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -382,6 +383,48 @@ func TestLeaderHintRedirects(t *testing.T) {
 	mustSend(t, c, "q", "y", Group(groupOn("q", 1)))
 	if n := len(a.Calls("SendBatch")); n != 1 {
 		t.Fatalf("node A saw %d sends, want only the one it redirected", n)
+	}
+}
+
+// A node that forwarded a call to a shard's leader names it in a trailer;
+// the client then calls that leader directly. Without this, a client whose
+// cached leader handed its shard on kept every call going through it.
+func TestForwardedCallTeachesTheLeader(t *testing.T) {
+	a, b := twoNodes(t)
+	// The client believes A leads shard 1 too: a stale map that A, still
+	// up and forwarding, would never correct by refusing.
+	a.SetShardMap(0, a.Addr, a.Addr)
+	c := mustDial(t, []string{a.Addr}, fastRetry(5))
+	createOn(t, "q", a, b)
+	a.Forward("SendBatch", 1, "1:nodeB="+b.Addr)
+	mustSend(t, c, "q", "x", Group(groupOn("q", 1)))
+	if got := c.smap.Load().leader(1); got != b.Addr {
+		t.Fatalf("leader of shard 1 after a forwarded send = %q, want %q", got, b.Addr)
+	}
+	mustSend(t, c, "q", "y", Group(groupOn("q", 1)))
+	if na, nb := len(a.Calls("SendBatch")), len(b.Calls("SendBatch")); na != 1 || nb != 1 {
+		t.Fatalf("SendBatch calls: A %d, B %d; want the first at A and the next at B", na, nb)
+	}
+	if got := c.smap.Load().leader(0); got != a.Addr {
+		t.Fatalf("leader of shard 0 = %q, want %q untouched", got, a.Addr)
+	}
+}
+
+// Trailer values that do not name a shard and a well-formed leader change
+// nothing.
+func TestLearnLeadersIgnoresMalformedValues(t *testing.T) {
+	a, b := twoNodes(t)
+	c := mustDial(t, []string{a.Addr})
+	before := c.smap.Load()
+	c.learnLeaders(metadata.Pairs(ShardLeaderTrailer, "nodeB="+b.Addr,
+		ShardLeaderTrailer, "x:nodeB="+b.Addr, ShardLeaderTrailer, "1:"+b.Addr,
+		ShardLeaderTrailer, "1:nodeB=", ShardLeaderTrailer, "7:nodeB="+b.Addr))
+	if c.smap.Load() != before {
+		t.Fatalf("shard map changed: leaders %v, want %v", c.smap.Load().leaders, before.leaders)
+	}
+	c.learnLeaders(metadata.Pairs(ShardLeaderTrailer, "0:nodeB="+b.Addr))
+	if got := c.smap.Load().leader(0); got != b.Addr {
+		t.Fatalf("leader of shard 0 = %q after a valid value, want %q", got, b.Addr)
 	}
 }
 

@@ -17,6 +17,11 @@ import (
 // the outcome is unknown: the call may have been applied.
 const LeaderTrailer = "raftq-leader"
 
+// ShardLeaderTrailer is the trailer a node adds to a call it served by
+// forwarding to a shard's leader: "shard:nodeID=grpcAddr" per shard. The
+// client notes those leaders (see Client.learnLeaders).
+const ShardLeaderTrailer = "raftq-shard-leader"
+
 // RetryPolicy bounds how a call is retried. The caller's context deadline
 // bounds it too: a backoff that would end past the deadline is not slept.
 type RetryPolicy struct {

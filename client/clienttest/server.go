@@ -42,6 +42,7 @@ type Server struct {
 	nextID     uint64
 	nextEpoch  uint64
 	faults     map[string][]fault
+	forwards   map[string][]string // method -> trailers of the next answers
 	calls      []Call
 	staleIDs   map[string]bool
 	dedup      map[string]uint64
@@ -82,6 +83,7 @@ func NewServer(t testing.TB) *Server {
 		queues:     map[string]*raftqv1.QueueInfo{},
 		msgs:       map[uint64]*fsmpb.Message{},
 		faults:     map[string][]fault{},
+		forwards:   map[string][]string{},
 		staleIDs:   map[string]bool{},
 		stalls:     map[string]chan struct{}{},
 		stalled:    map[string]int{},
@@ -124,6 +126,18 @@ func (s *Server) Fail(method string, n int, code codes.Code) {
 // or "" when no leader is known), meaning nothing was applied.
 func (s *Server) Refuse(method string, n int, hint string) {
 	s.addFaults(method, n, fault{code: codes.Unavailable, refuse: true, hint: hint})
+}
+
+// Forward makes the next n successful answers of method carry the
+// "raftq-shard-leader" trailer with value ("shard:nodeID=addr"), as a
+// node does when it served the call by forwarding it to that leader. The
+// call itself is served here as usual.
+func (s *Server) Forward(method string, n int, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.forwards[method] = append(s.forwards[method], value)
+	}
 }
 
 func (s *Server) addFaults(method string, n int, f fault) {
@@ -230,8 +244,15 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		s.mu.Lock()
 		s.stalled[method]--
 	}
+	var forward string
+	if fw := s.forwards[method]; len(fw) > 0 {
+		forward, s.forwards[method] = fw[0], fw[1:]
+	}
 	s.mu.Unlock()
 	resp, err := handler(ctx, req)
+	if err == nil && forward != "" {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("raftq-shard-leader", forward))
+	}
 	c := Call{Method: method, Code: status.Code(err)}
 	switch r := req.(type) {
 	case *raftqv1.NackRequest:
