@@ -45,7 +45,9 @@ func TestClient_ReceiveTimedSplitsWaitFromClaim(t *testing.T) {
 	if res.err != nil || len(res.r.Messages) != 1 {
 		t.Fatalf("long poll: %v, %+v", res.err, res.r)
 	}
-	if w := res.r.Waited; w < delay-100*time.Millisecond || w > call {
+	// Half the delay: the call may reach the node late on a loaded machine,
+	// but a lost wait reads 0.
+	if w := res.r.Waited; w < delay/2 || w > call {
 		t.Errorf("long poll woken by a send %v in: server waited %v of a %v call", delay, w, call)
 	}
 
@@ -78,8 +80,8 @@ func TestClient_ReceiveTimedSplitsWaitFromClaim(t *testing.T) {
 	if sums[0] != 2 || sums[1] != 2 {
 		t.Errorf("receives booked: wait %v, claim %v; want 2 each", sums[0], sums[1])
 	}
-	if waited := time.Duration(sums[2] * float64(time.Second)); waited < delay-100*time.Millisecond {
-		t.Errorf("raftq_receive_wait_seconds_sum %v, want at least the long poll's %v", waited, delay-100*time.Millisecond)
+	if waited := time.Duration(sums[2] * float64(time.Second)); waited < delay/2 {
+		t.Errorf("raftq_receive_wait_seconds_sum %v, want at least half the long poll's %v", waited, delay)
 	}
 }
 
