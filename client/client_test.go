@@ -365,12 +365,20 @@ func mustReceiveFrom(t *testing.T, s *clienttest.Server, n int) []string {
 	return out
 }
 
-func TestLeaderHintRedirects(t *testing.T) {
-	a, b := twoNodes(t)
-	// The client believes A leads shard 1 too: a stale map.
+// staleMap starts two nodes, each leading one shard, and a client dialled
+// through A whose map says A leads both: what a client holds after shard
+// 1's leader moved to B. Queue "q" exists on both.
+func staleMap(t *testing.T) (a, b *clienttest.Server, c *Client) {
+	t.Helper()
+	a, b = twoNodes(t)
 	a.SetShardMap(0, a.Addr, a.Addr)
-	c := mustDial(t, []string{a.Addr}, fastRetry(5))
+	c = mustDial(t, []string{a.Addr}, fastRetry(5))
 	createOn(t, "q", a, b)
+	return a, b, c
+}
+
+func TestLeaderHintRedirects(t *testing.T) {
+	a, b, c := staleMap(t)
 	a.Refuse("SendBatch", 1, "nodeB="+b.Addr)
 	r := mustSend(t, c, "q", "x", Group(groupOn("q", 1)))
 	if id, _ := wire.ParseMessageID(r.ID); id.Shard != 1 {
@@ -390,12 +398,8 @@ func TestLeaderHintRedirects(t *testing.T) {
 // the client then calls that leader directly. Without this, a client whose
 // cached leader handed its shard on kept every call going through it.
 func TestForwardedCallTeachesTheLeader(t *testing.T) {
-	a, b := twoNodes(t)
-	// The client believes A leads shard 1 too: a stale map that A, still
-	// up and forwarding, would never correct by refusing.
-	a.SetShardMap(0, a.Addr, a.Addr)
-	c := mustDial(t, []string{a.Addr}, fastRetry(5))
-	createOn(t, "q", a, b)
+	// A, still up and forwarding, would never correct the map by refusing.
+	a, b, c := staleMap(t)
 	a.Forward("SendBatch", 1, "1:nodeB="+b.Addr)
 	mustSend(t, c, "q", "x", Group(groupOn("q", 1)))
 	if got := c.smap.Load().leader(1); got != b.Addr {
