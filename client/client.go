@@ -12,6 +12,7 @@ import (
 	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/internal/bufpool"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -101,7 +102,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	// A node that died without closing its sockets (a killed host or
 	// container, a partition) would hold a call for gRPC's default 20 s
 	// connect timeout; fail the attempt sooner so the retry moves on.
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(c.cfg.creds), grpc.WithConnectParams(fastConnect())}, c.cfg.dialOpts...)
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(c.cfg.creds), grpc.WithConnectParams(fastConnect()), bufpool.DialOption()}, c.cfg.dialOpts...)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("raftq: connect %s: %w", addr, err)

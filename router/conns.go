@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/internal/bufpool"
 )
 
 // connPool keeps one gRPC client connection per peer address; gRPC
@@ -42,7 +43,8 @@ func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
 			MinConnectTimeout: 2 * time.Second,
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		bufpool.DialOption())
 	if err != nil {
 		return nil, fmt.Errorf("dial peer %s: %w", addr, err)
 	}

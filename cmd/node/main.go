@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/raftq/raftq/cluster"
+	"github.com/raftq/raftq/internal/bufpool"
 	"github.com/raftq/raftq/metrics"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/server"
@@ -91,7 +92,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	met := metrics.New(node)
 	rt := router.New(node, router.Options{Logger: log, ObservePropose: met.ObservePropose})
 	defer rt.Close()
-	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.MaxRecvMsgSize(64<<20))
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.MaxRecvMsgSize(64<<20), bufpool.ServerOption())
 	server.New(node, rt, met, log).Register(gs)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
