@@ -57,7 +57,7 @@ func TestDedupIndexMatchesAMap(t *testing.T) {
 	ref := map[dedupHash]dedupRef{}
 	var keys []dedupHash
 	nextID := uint64(1)
-	grows := 0
+	grows, midMove := 0, 0
 	// 400 k operations, mostly inserts: the table grows from 1,024 slots
 	// past the size that is mapped off the heap, with deletes and
 	// replacements throughout, including while a move is under way.
@@ -100,13 +100,19 @@ func TestDedupIndexMatchesAMap(t *testing.T) {
 		if len(x.cur.slots) != before {
 			grows++
 		}
-		if op%20_000 == 0 || (x.old.slots != nil && op%997 == 0) {
+		if x.old.slots != nil && op%499 == 0 {
+			midMove++
+			checkIndex(t, x, ref)
+		} else if op%20_000 == 0 {
 			checkIndex(t, x, ref)
 		}
 	}
 	checkIndex(t, x, ref)
 	if grows < 6 {
 		t.Fatalf("table grew %d times; the test must cover several moves", grows)
+	}
+	if midMove < 5 {
+		t.Fatalf("checked the index %d times while a move was under way; want several", midMove)
 	}
 	if x.cur.used > x.cur.limit() {
 		t.Fatalf("table %d/%d full, over its limit", x.cur.used, len(x.cur.slots))
