@@ -47,17 +47,8 @@ const (
 	dedupMinSlots = 1024
 	// dedupMoveStep is how many old slots each insert moves while growing.
 	// A table grows at 3/4 full into one twice its size, so the move ends
-	// after cap/64 inserts, with the new table under 2/5 full.
-	//
-	// Short moves pay: until a move ends every look-up probes both tables,
-	// a cache miss each in tables of tens of megabytes, while the moves
-	// themselves walk the old table in order and write the new one in two
-	// ascending runs. Three interleaved pairs at 39,000 msgs/s on a
-	// three-node cluster, 64 against 8: enqueue p99 72-95 against
-	// 98-153 ms, claim p99 37-46 against 52-61 ms; 2 against 8 was worse
-	// (docs/benchmarks.md, "Bursts at 80 %, and gRPC's buffer clearing").
-	// At most 64 slots per insert is about a microsecond.
-	dedupMoveStep = 64
+	// after cap/8 inserts, with the new table at most 7/16 full.
+	dedupMoveStep = 8
 )
 
 func newDedupIndex() *dedupIndex {
