@@ -43,6 +43,7 @@ type config struct {
 	Batch      int     // most messages a consumer takes per receive
 	AckMode    string  // sync: wait for each batch's ack before receiving again; async: ack in the background
 	Rate       float64 // total enqueue rate cap in msgs/s; 0: unbounded
+	ChurnRate  float64 // scheduled: cap on the backlog's churn in msgs/s; 0: unbounded
 	DrainLimit time.Duration
 
 	// mix
@@ -143,6 +144,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		fs.IntVar(&c.Scheduled, "scheduled", 5000, "delayed messages to send, spread over --duration")
 		fs.DurationVar(&c.Due, "due", 5*time.Second, "delay of each scheduled message")
 		fs.DurationVar(&c.Duration, "duration", 20*time.Second, "how long scheduled messages are sent while the backlog churns")
+		fs.Float64Var(&c.ChurnRate, "churn-rate", 0, "cap on the backlog's churn in msgs/s: what the consumers take, which the producers put back (0: as fast as the cluster goes)")
 	case "sweep":
 		load(16, 8, 0)
 		fs.DurationVar(&c.Duration, "duration", 6*time.Second, "measured duration per cell")
@@ -233,6 +235,7 @@ func (c config) validate() error {
 			check(c.Scheduled >= 1 && c.Scheduled <= 1_000_000, "--scheduled %d outside 1-1000000", c.Scheduled)
 			check(c.Due >= time.Second && c.Due <= 10*time.Minute, "--due %v outside 1s-10m", c.Due)
 			check(c.Duration > 0 && c.Duration <= time.Hour, "--duration %v outside (0, 1h]", c.Duration)
+			check(c.ChurnRate >= 0, "--churn-rate %v is negative", c.ChurnRate)
 		}
 	case "sweep":
 		check(len(c.Concurrency) > 0, "--concurrency: need a comma-separated list of integers")

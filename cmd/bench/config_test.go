@@ -69,6 +69,7 @@ func TestFlagValidation(t *testing.T) {
 		{"backlog --backlog 5000001", "--backlog"},
 		{"scheduled --due 100ms", "--due"},
 		{"scheduled --scheduled 0", "--scheduled"},
+		{"scheduled --churn-rate -1", "--churn-rate"},
 		{"sweep", ""},
 		{"sweep --concurrency 16,x", "--concurrency"},
 		{"sweep --batches 0", "--batches"},

@@ -14,13 +14,18 @@ import (
 // load is one producer/consumer run against one queue: the machinery the
 // steady, sweep, backlog and scheduled workloads share.
 type load struct {
-	c      *client.Client
-	queue  string
-	led    *ledger
-	fill   []byte
-	pace   *pacer
-	limit  atomic.Int64 // messages left to send when capped; <0: no cap
-	capped bool
+	c     *client.Client
+	queue string
+	led   *ledger
+	fill  []byte
+	pace  *pacer
+	// consumePace caps what the consumers take, shared like pace; nil: no cap.
+	consumePace *pacer
+	limit       atomic.Int64 // messages left to send when capped; <0: no cap
+	capped      bool
+	// refill keeps producers waiting for topUp when the cap is spent,
+	// instead of ending: how a workload holds a backlog level.
+	refill atomic.Bool
 
 	producers, perProducer, sendBatch int
 	inflight                          int  // sends per producer in flight
@@ -57,12 +62,13 @@ type loadSpec struct {
 	seed                           uint64
 	rate                           float64
 	total                          int // 0: no cap on messages sent
+	consumeRate                    float64
 }
 
 func newLoad(c *client.Client, queue string, s loadSpec) *load {
 	l := &load{
 		c: c, queue: queue, led: newLedger(s.producers), fill: filler(s.seed, s.size),
-		pace: newPacer(s.rate), producers: s.producers, perProducer: max(s.inflight/max(s.sendBatch, 1), 1),
+		pace: newPacer(s.rate), consumePace: newPacer(s.consumeRate), producers: s.producers, perProducer: max(s.inflight/max(s.sendBatch, 1), 1),
 		inflight: max(s.inflight, 1), asyncSend: s.asyncSend,
 		sendBatch: max(s.sendBatch, 1), consumers: s.consumers, batch: s.batch, asyncAck: s.asyncAck, wait: 2 * time.Second,
 		enqueue: newLatency(), claim: newLatency(), e2e: newLatency(), ack: newLatency(), readyClaim: newLatency(),
@@ -97,6 +103,28 @@ func (l *load) take(n int) int {
 	}
 }
 
+// topUp adds n messages to a capped load's allowance.
+func (l *load) topUp(n int) {
+	l.limit.Add(int64(n))
+}
+
+// allowance reserves up to n messages of the cap like take; with refill
+// set it waits for topUp while the cap is spent. 0 means stop sending.
+func (l *load) allowance(ctx context.Context, n int) int {
+	for {
+		if k := l.take(n); k > 0 || !l.refill.Load() {
+			return k
+		}
+		if l.stopSend.Load() {
+			return 0
+		}
+		sleep(ctx, 5*time.Millisecond)
+		if ctx.Err() != nil {
+			return 0
+		}
+	}
+}
+
 // startProducers runs perProducer goroutines for each producer, each
 // keeping one send call (of sendBatch messages) outstanding, until
 // stopProducers or the cap.
@@ -120,7 +148,7 @@ func (l *load) produce(ctx context.Context, p int) {
 	// for, so new ones are made.
 	bodies := make([][]byte, l.sendBatch)
 	for !l.stopSend.Load() && ctx.Err() == nil {
-		n := l.take(l.sendBatch)
+		n := l.allowance(ctx, l.sendBatch)
 		if n == 0 {
 			return
 		}
@@ -248,15 +276,20 @@ func (l *load) consume(ctx context.Context, name string) {
 				l.e2e.record(got.Sub(h.Sent))
 			}
 		}
-		if !l.asyncAck {
+		if l.asyncAck {
+			slots <- struct{}{}
+			acks.Go(func() {
+				defer func() { <-slots }()
+				l.ackBatch(ctx, receipts, measuring)
+			})
+		} else {
 			l.ackBatch(ctx, receipts, measuring)
-			continue
 		}
-		slots <- struct{}{}
-		acks.Go(func() {
-			defer func() { <-slots }()
-			l.ackBatch(ctx, receipts, measuring)
-		})
+		// Paid after the receive, so a capped consumer still takes whole
+		// batches and the rate holds over time.
+		if err := l.consumePace.wait(ctx, len(msgs)); err != nil {
+			return
+		}
 	}
 }
 

@@ -45,7 +45,7 @@ func (l *load) produceAsync(ctx context.Context, p int) {
 	defer wg.Wait()
 	defer close(window)
 	for !l.stopSend.Load() && ctx.Err() == nil {
-		if l.take(1) == 0 {
+		if l.allowance(ctx, 1) == 0 {
 			return
 		}
 		if err := l.pace.wait(ctx, 1); err != nil {

@@ -17,7 +17,10 @@ type scheduledResult struct {
 	Placement    placement `json:"placement"`
 	Backlog      int       `json:"backlog"`
 	SeedPerS     float64   `json:"seed_per_s"`
+	ChurnRate    float64   `json:"churn_rate_limit,omitempty"`
 	ChurnPerS    float64   `json:"churn_processed_per_s"`
+	RefillPerS   float64   `json:"refill_per_s"`
+	BacklogLow   int64     `json:"backlog_low"`
 	Scheduled    int       `json:"scheduled"`
 	DueS         float64   `json:"due_s"`
 	LatenessP50  float64   `json:"lateness_p50_ms"`
@@ -36,7 +39,7 @@ func (r *scheduledResult) rows() [][2]string {
 	return [][2]string{
 		{"workload", fmt.Sprintf("scheduled (revision %s)", r.Revision)},
 		{"leaders", r.Placement.row()},
-		{"backlog", fmt.Sprintf("%d seeded at %.0f msgs/s, drained by consumers at %.0f msgs/s during the run", r.Backlog, r.SeedPerS, r.ChurnPerS)},
+		{"backlog", fmt.Sprintf("%d seeded at %.0f msgs/s; during the run consumers drained %.0f msgs/s (cap %s), producers refilled %.0f msgs/s, lowest %d", r.Backlog, r.SeedPerS, r.ChurnPerS, capText(r.ChurnRate), r.RefillPerS, r.BacklogLow)},
 		{"scheduled", fmt.Sprintf("%d messages, each due %.0fs after its send, on their own queue", r.Scheduled, r.DueS)},
 		{"lateness past due", lat(r.lateness)},
 		{"delivered early", u(r.Early)},
@@ -46,8 +49,9 @@ func (r *scheduledResult) rows() [][2]string {
 	}
 }
 
-// runScheduled seeds a backlog, keeps consumers draining it (the churn:
-// every receive and ack is a Raft write on the same shards), and meanwhile
+// runScheduled seeds a backlog, keeps consumers draining it while
+// producers refill it to its seeded size (the churn: every send, receive
+// and ack is a Raft write on the same shards), and meanwhile
 // sends messages due at send time + --due on a second queue, read by two
 // idle long-polling consumers. Lateness is receive time minus due time;
 // the two queues share every shard, so the scheduler must find due
@@ -65,10 +69,11 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 		}
 		defer deleteQueue(c, q)
 	}
-	r := &scheduledResult{Workload: "scheduled", Revision: revision(), Placement: where, Backlog: cfg.Backlog, Scheduled: cfg.Scheduled, DueS: cfg.Due.Seconds()}
+	r := &scheduledResult{Workload: "scheduled", Revision: revision(), Placement: where, Backlog: cfg.Backlog, ChurnRate: cfg.ChurnRate, Scheduled: cfg.Scheduled, DueS: cfg.Due.Seconds()}
 	bl := newLoad(c, bq, loadSpec{
 		producers: cfg.Producers, inflight: cfg.Inflight * cfg.SendBatch, sendBatch: cfg.SendBatch,
 		consumers: cfg.Consumers, batch: cfg.Batch, asyncAck: cfg.AckMode == "async", size: cfg.Size, seed: cfg.Seed, total: cfg.Backlog,
+		consumeRate: cfg.ChurnRate,
 	})
 	var rl rateLine
 	var phase atomic.Value
@@ -89,6 +94,9 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 	cctx, stopChurn := context.WithCancel(ctx)
 	defer stopChurn()
 	bl.startConsumers(cctx)
+	bl.refill.Store(true)
+	bl.startProducers(ctx) // stopped by stopProducers, so no send is cut off
+	hold := holdBacklog(cctx, bl, cfg.Backlog, 20*time.Millisecond)
 
 	led := newLedger(1)
 	late := newLatency()
@@ -135,6 +143,25 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 		})
 	}
 	churnStart := bl.snapshot()
+	// The sends go out asynchronously so they keep their pace over
+	// --duration however long each takes to commit under the churn; one
+	// goroutine books the answers in order.
+	type scheduledSend struct {
+		seq uint64
+		p   *client.PendingSend
+	}
+	sent := make(chan scheduledSend, min(cfg.Scheduled, 10_000))
+	var bwg sync.WaitGroup
+	bwg.Go(func() {
+		for s := range sent {
+			_, err := s.p.Wait(context.WithoutCancel(ctx))
+			led.sent(0, s.seq, err == nil)
+			if err != nil {
+				sendErrs.Add(1)
+				lastErr.Store(err.Error())
+			}
+		}
+	})
 	pace := newPacer(float64(cfg.Scheduled) / cfg.Duration.Seconds())
 	for range cfg.Scheduled {
 		if err := pace.wait(ctx, 1); err != nil {
@@ -142,13 +169,10 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 		}
 		seq := led.next(0)
 		due := time.Now().Add(cfg.Due).Truncate(time.Millisecond) // the server keeps ms
-		_, err := c.Send(ctx, sq, encode(header{Seq: seq, Sent: due}, fill), client.RunAt(due))
-		led.sent(0, seq, err == nil)
-		if err != nil {
-			sendErrs.Add(1)
-			lastErr.Store(err.Error())
-		}
+		sent <- scheduledSend{seq: seq, p: c.SendAsync(ctx, sq, encode(header{Seq: seq, Sent: due}, fill), client.RunAt(due))}
 	}
+	close(sent)
+	bwg.Wait()
 	phase.Store("due")
 	deadline := time.Now().Add(cfg.Due + cfg.DrainLimit)
 	for led.outstanding() > 0 && ctx.Err() == nil && time.Now().Before(deadline) {
@@ -156,12 +180,15 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 	}
 	churnEnd := bl.snapshot()
 	stopSched()
+	bl.stopProducers()
 	stopChurn()
+	r.BacklogLow = hold.lowest()
 	swg.Wait()
 	bl.consWG.Wait()
 	prog.done()
 
 	r.ChurnPerS = rate(churnStart, churnEnd, func(c counters) uint64 { return c.processed })
+	r.RefillPerS = rate(churnStart, churnEnd, func(c counters) uint64 { return c.enqueued })
 	r.lateness = late.summary()
 	r.LatenessP50, r.LatenessP99, r.LatenessP999, r.LatenessMax = r.lateness.P50, r.lateness.P99, r.lateness.P999, r.lateness.Max
 	t := led.tally()
@@ -180,4 +207,12 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 		return r, fmt.Errorf("%w: %d acknowledged scheduled sends never delivered", errFailed, t.Lost)
 	}
 	return r, nil
+}
+
+// capText names a rate cap, 0 being none.
+func capText(rate float64) string {
+	if rate <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.0f/s", rate)
 }

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/raftq/raftq/internal/testcluster"
+)
+
+// TestScheduledAgainstCluster runs the scheduled workload, shrunk, against
+// real node processes. The scheduled messages must all arrive, none before
+// they were due, and the backlog must stay near its seeded size while they
+// come due: two consumers drain 2,000 messages in well under the window,
+// so without the refill the window would end on an empty queue. With
+// --churn-rate the consumers, and so the refill, keep to the cap.
+func TestScheduledAgainstCluster(t *testing.T) {
+	c := testcluster.Start(t, nodeBin, testcluster.Options{})
+	for _, tc := range []struct {
+		name      string
+		churnRate float64
+	}{{"full speed", 0}, {"capped", 500}} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"scheduled", "--backlog", "2000", "--scheduled", "40", "--duration", "2s", "--due", "1s",
+				"--producers", "2", "--inflight", "4", "--consumers", "2", "--batch", "32", "--drain-timeout", "60s", "--quiet"}
+			if tc.churnRate > 0 {
+				args = append(args, "--churn-rate", "500")
+			}
+			cfg := mustParse(t, args...)
+			cfg.Addrs = c.Addrs()
+			if err := cfg.validate(); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			res, err := runScheduled(ctx, cfg, io.Discard)
+			if err != nil {
+				t.Fatalf("scheduled: %v (result %+v)", err, res)
+			}
+			r := res.(*scheduledResult)
+			if r.Lost != 0 || r.Unknown != 0 || r.Early != 0 {
+				t.Errorf("lost %d, unknown %d, early %d; want none (%s, last error %q)", r.Lost, r.Unknown, r.Early, r.Errors, r.LastError)
+			}
+			if r.lateness.Count != 40 {
+				t.Errorf("lateness booked for %d messages, want all 40", r.lateness.Count)
+			}
+			if r.ChurnPerS <= 0 || r.RefillPerS <= 0 {
+				t.Errorf("churn %.0f/s, refill %.0f/s: the backlog must be drained and refilled during the window", r.ChurnPerS, r.RefillPerS)
+			}
+			// The pacer allows a 50 ms burst after a stall; a window of a
+			// few seconds stays well inside a fifth over the cap.
+			if tc.churnRate > 0 && r.ChurnPerS > tc.churnRate*1.2 {
+				t.Errorf("churn %.0f/s over the %.0f/s cap", r.ChurnPerS, tc.churnRate)
+			}
+			if r.BacklogLow < 500 {
+				t.Errorf("backlog fell to %d of 2000 while the scheduled messages came due; it must be held near its size", r.BacklogLow)
+			}
+			t.Logf("lateness p50/p99 %.1f/%.1f ms; churn %.0f/s, refill %.0f/s, lowest backlog %d", r.LatenessP50, r.LatenessP99, r.ChurnPerS, r.RefillPerS, r.BacklogLow)
+		})
+	}
+}
