@@ -112,11 +112,12 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 		return nil, nil, fmt.Errorf("shard: log cache: %w", err)
 	}
 	hlog := raftmux.HCLogger(o.Logger, "raft")
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(o.Dir, tun.SnapshotRetain, hlog)
+	files, err := raft.NewFileSnapshotStoreWithLogger(o.Dir, tun.SnapshotRetain, hlog)
 	if err != nil {
 		_ = st.Close()
 		return nil, nil, fmt.Errorf("shard: snapshot store: %w", err)
 	}
+	snaps := newWritebackStore(files, o.Dir, snapshotWritebackEvery)
 
 	cfg := raft.DefaultConfig()
 	cfg.LocalID = raft.ServerID(o.NodeID)
