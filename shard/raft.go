@@ -117,7 +117,7 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 		_ = st.Close()
 		return nil, nil, fmt.Errorf("shard: snapshot store: %w", err)
 	}
-	snaps := newWritebackStore(files, o.Dir, snapshotWritebackEvery)
+	snaps := newWritebackStore(files, o.Dir, snapshotDirtyWindow, snapshotWritebackStep)
 
 	cfg := raft.DefaultConfig()
 	cfg.LocalID = raft.ServerID(o.NodeID)

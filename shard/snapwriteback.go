@@ -7,25 +7,32 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// snapshotWritebackEvery is how much of a snapshot may sit dirty in the page
-// cache before its writeback is started. raft's file sink fsyncs only at
-// Close, and the kernel's own writeback starts at a share of RAM (10 % by
-// default: gigabytes), so a 1 GB snapshot (a 1 M-message backlog of 1 KiB
-// bodies) went to disk in one burst at its end, and the log's fdatasync
-// queued behind it for a second or more (docs/benchmarks.md, "Scheduled
-// lateness").
-const snapshotWritebackEvery = 32 << 20
+// A snapshot may keep snapshotDirtyWindow bytes in the page cache; beyond
+// that its older pages are sent to disk in steps of snapshotWritebackStep.
+// raft's file sink fsyncs only at Close, and the kernel's own writeback
+// starts at a share of RAM (10 % by default: gigabytes), so a 1 GB snapshot
+// (a 1 M-message backlog of 1 KiB bodies) went to disk in one burst at its
+// end, and the log's fdatasync queued behind it for a second or more
+// (docs/benchmarks.md, "Scheduled lateness"). Snapshots within the window
+// (a steady shard's dedup keys and in-flight messages: tens of MB) are
+// written exactly as before: writing them back early, in 32 MiB steps from
+// the start, made the enqueue tail under steady load longer in three
+// interleaved pairs.
+const (
+	snapshotDirtyWindow   = 128 << 20
+	snapshotWritebackStep = 8 << 20
+)
 
 // writebackStore is raft's file snapshot store whose sinks push their pages
 // to disk as they are written.
 type writebackStore struct {
 	*raft.FileSnapshotStore
-	dir   string // the store's base directory, as given to raft
-	every int64
+	dir          string // the store's base directory, as given to raft
+	window, step int64
 }
 
-func newWritebackStore(store *raft.FileSnapshotStore, dir string, every int64) *writebackStore {
-	return &writebackStore{FileSnapshotStore: store, dir: dir, every: every}
+func newWritebackStore(store *raft.FileSnapshotStore, dir string, window, step int64) *writebackStore {
+	return &writebackStore{FileSnapshotStore: store, dir: dir, window: window, step: step}
 }
 
 func (s *writebackStore) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
@@ -39,32 +46,33 @@ func (s *writebackStore) Create(version raft.SnapshotVersion, index, term uint64
 	// Writeback works on the file, not the descriptor, so a second
 	// descriptor of our own can start it.
 	path := filepath.Join(s.dir, "snapshots", sink.ID()+".tmp", "state.bin")
-	return &writebackSink{SnapshotSink: sink, path: path, every: s.every}, nil
+	return &writebackSink{SnapshotSink: sink, path: path, window: s.window, step: s.step}, nil
 }
 
-// writebackSink starts the writeback of what it has written every `every`
-// bytes. It is best effort: if the file cannot be opened (raft changed its
-// layout) the snapshot is written exactly as before.
+// writebackSink sends what it wrote more than window bytes ago to disk, a
+// step at a time. It is best effort: if the file cannot be opened (raft
+// changed its layout) the snapshot is written exactly as before.
 type writebackSink struct {
 	raft.SnapshotSink
-	path             string
-	every            int64
-	written, started int64
-	f                *os.File
-	unavailable      bool
+	path         string
+	window, step int64
+	written      int64
+	started      int64 // writeback has been started for [0, started)
+	f            *os.File
+	unavailable  bool
 }
 
 func (w *writebackSink) Write(p []byte) (int, error) {
 	n, err := w.SnapshotSink.Write(p)
 	w.written += int64(n)
-	if w.written-w.started >= w.every {
-		w.started = w.written
-		w.startWriteback()
+	if end := w.written - w.window; end-w.started >= w.step {
+		w.startWriteback(w.started, end)
+		w.started = end
 	}
 	return n, err
 }
 
-func (w *writebackSink) startWriteback() {
+func (w *writebackSink) startWriteback(from, to int64) {
 	if w.unavailable {
 		return
 	}
@@ -78,7 +86,7 @@ func (w *writebackSink) startWriteback() {
 	}
 	// Errors here change nothing: the sink's own fsync at Close is what
 	// makes the snapshot durable.
-	_ = startWriteback(w.f)
+	_ = startWriteback(w.f, from, to-from)
 }
 
 func (w *writebackSink) Close() error {

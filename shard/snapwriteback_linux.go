@@ -6,8 +6,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// startWriteback asks the kernel to begin writing f's dirty pages without
-// waiting for them.
-func startWriteback(f *os.File) error {
-	return unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+// startWriteback asks the kernel to begin writing f's dirty pages in
+// [off, off+n) without waiting for them.
+func startWriteback(f *os.File, off, n int64) error {
+	return unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
