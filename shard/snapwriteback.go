@@ -23,8 +23,8 @@ const (
 	snapshotWritebackStep = 8 << 20
 )
 
-// writebackStore is raft's file snapshot store whose sinks push their pages
-// to disk as they are written.
+// writebackStore is raft's file snapshot store whose sinks keep at most a
+// window of their pages dirty.
 type writebackStore struct {
 	*raft.FileSnapshotStore
 	dir          string // the store's base directory, as given to raft
