@@ -9,21 +9,29 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// The sink must find the file raft writes the snapshot to (or the writeback
-// silently stops working when raft changes its layout), start writeback up
-// to a window behind what it wrote, and the snapshot must read back byte
-// for byte.
-func TestWritebackSinkWritesRaftsSnapshotFile(t *testing.T) {
+// newTestSink opens a writeback store in a fresh directory and starts one
+// snapshot in it.
+func newTestSink(t *testing.T, window, step int64) (*writebackStore, raft.SnapshotSink) {
+	t.Helper()
 	dir := t.TempDir()
 	files, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := newWritebackStore(files, dir, 1<<20, 256<<10)
+	store := newWritebackStore(files, dir, window, step)
 	sink, err := store.Create(raft.SnapshotVersionMax, 10, 2, raft.Configuration{}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return store, sink
+}
+
+// The sink must find the file raft writes the snapshot to (or the writeback
+// silently stops working when raft changes its layout), start writeback up
+// to a window behind what it wrote, and the snapshot must read back byte
+// for byte.
+func TestWritebackSinkWritesRaftsSnapshotFile(t *testing.T) {
+	store, sink := newTestSink(t, 1<<20, 256<<10)
 	want := make([]byte, 3<<20+12345)
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range want {
@@ -67,16 +75,7 @@ func TestWritebackSinkWritesRaftsSnapshotFile(t *testing.T) {
 
 // A cancelled snapshot leaves nothing behind and closes the extra descriptor.
 func TestWritebackSinkCancel(t *testing.T) {
-	dir := t.TempDir()
-	files, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := newWritebackStore(files, dir, 1<<10, 1<<10)
-	sink, err := store.Create(raft.SnapshotVersionMax, 10, 2, raft.Configuration{}, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, sink := newTestSink(t, 1<<10, 1<<10)
 	if _, err := sink.Write(make([]byte, 4<<10)); err != nil {
 		t.Fatal(err)
 	}
@@ -98,16 +97,7 @@ func TestWritebackSinkCancel(t *testing.T) {
 // A snapshot within the window is left to raft's fsync at Close, as before
 // the writeback existed: the file is never opened.
 func TestWritebackSinkLeavesSmallSnapshotsAlone(t *testing.T) {
-	dir := t.TempDir()
-	files, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := newWritebackStore(files, dir, 1<<20, 256<<10)
-	sink, err := store.Create(raft.SnapshotVersionMax, 10, 2, raft.Configuration{}, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sink := newTestSink(t, 1<<20, 256<<10)
 	if _, err := sink.Write(make([]byte, 1<<20+128<<10)); err != nil {
 		t.Fatal(err)
 	}
