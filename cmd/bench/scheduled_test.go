@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestScheduledAgainstCluster(t *testing.T) {
 			args := []string{"scheduled", "--backlog", "2000", "--scheduled", "40", "--duration", "2s", "--due", "1s",
 				"--producers", "2", "--inflight", "4", "--consumers", "2", "--batch", "32", "--drain-timeout", "60s", "--quiet"}
 			if tc.churnRate > 0 {
-				args = append(args, "--churn-rate", "500")
+				args = append(args, "--churn-rate", strconv.FormatFloat(tc.churnRate, 'f', -1, 64))
 			}
 			cfg := mustParse(t, args...)
 			cfg.Addrs = c.Addrs()
