@@ -109,10 +109,11 @@ func (v *view) Persist(sink raft.SnapshotSink) error {
 func (v *view) Release() {}
 
 type recWriter struct {
-	w   io.Writer
-	buf []byte
-	err error
-	mo  proto.MarshalOptions
+	w    io.Writer
+	buf  []byte
+	mbuf []byte // a message record's body, reused
+	err  error
+	mo   proto.MarshalOptions
 }
 
 func (r *recWriter) record(typ byte, m proto.Message) {
@@ -132,6 +133,27 @@ func (r *recWriter) record(typ byte, m proto.Message) {
 	}
 	if _, err := r.w.Write(r.buf); err != nil {
 		r.err = fmt.Errorf("write snapshot record %d: %w", typ, err)
+	}
+}
+
+// message writes one message record, encoded by hand
+// (appendMessageRecord).
+func (r *recWriter) message(m *msg) {
+	if r.err != nil {
+		return
+	}
+	var err error
+	if r.mbuf, err = appendMessageRecord(r.mbuf[:0], m); err != nil {
+		r.err = fmt.Errorf("marshal snapshot record %d (message %d): %w", recMessage, m.id, err)
+		return
+	}
+	r.buf = binary.AppendUvarint(append(r.buf[:0], recMessage), uint64(len(r.mbuf)))
+	if _, err := r.w.Write(r.buf); err != nil {
+		r.err = fmt.Errorf("write snapshot record %d: %w", recMessage, err)
+		return
+	}
+	if _, err := r.w.Write(r.mbuf); err != nil {
+		r.err = fmt.Errorf("write snapshot record %d: %w", recMessage, err)
 	}
 }
 
@@ -180,7 +202,7 @@ func (v *view) write(w io.Writer) error {
 	}
 	tr := &fsmpb.SnapshotTrailer{Queues: uint64(len(v.queues))}
 	v.msgs.Ascend(func(it msgRef) bool {
-		r.record(recMessage, it.m.toProto(true))
+		r.message(it.m)
 		tr.Messages++
 		return r.err == nil
 	})
