@@ -112,12 +112,13 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 		return nil, nil, fmt.Errorf("shard: log cache: %w", err)
 	}
 	hlog := raftmux.HCLogger(o.Logger, "raft")
-	files, err := raft.NewFileSnapshotStoreWithLogger(o.Dir, tun.SnapshotRetain, hlog)
+	files, err := raft.NewFileSnapshotStoreWithLogger(o.Dir, raftNeverReaps, hlog)
 	if err != nil {
 		_ = st.Close()
 		return nil, nil, fmt.Errorf("shard: snapshot store: %w", err)
 	}
-	snaps := newWritebackStore(files, o.Dir, snapshotDirtyWindow, snapshotWritebackStep)
+	snaps := newWritebackStore(files, o.Dir, snapshotDirtyWindow, snapshotWritebackStep, tun.SnapshotRetain)
+	closeAll := func() { _ = snaps.Close(); _ = st.Close() }
 
 	cfg := raft.DefaultConfig()
 	cfg.LocalID = raft.ServerID(o.NodeID)
@@ -136,29 +137,42 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 	cfg.NoSnapshotRestoreOnStart = false
 	cfg.NotifyCh = o.NotifyCh
 	if err := raft.ValidateConfig(cfg); err != nil {
-		_ = st.Close()
+		closeAll()
 		return nil, nil, fmt.Errorf("shard: raft config: %w", err)
 	}
 
 	if len(o.Bootstrap) > 0 {
 		has, err := raft.HasExistingState(logs, st.stable, snaps)
 		if err != nil {
-			_ = st.Close()
+			closeAll()
 			return nil, nil, fmt.Errorf("shard: check existing raft state: %w", err)
 		}
 		if !has {
 			err := raft.BootstrapCluster(cfg, logs, st.stable, snaps, o.Transport,
 				raft.Configuration{Servers: o.Bootstrap})
 			if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-				_ = st.Close()
+				closeAll()
 				return nil, nil, fmt.Errorf("shard: bootstrap: %w", err)
 			}
 		}
 	}
 	r, err := raft.NewRaft(cfg, f, logs, st.stable, snaps, o.Transport)
 	if err != nil {
-		_ = st.Close()
+		closeAll()
 		return nil, nil, fmt.Errorf("shard: start raft: %w", err)
 	}
-	return r, st, nil
+	return r, closers{snaps, st}, nil
+}
+
+// closers closes each in order and returns the first error.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var first error
+	for _, c := range cs {
+		if err := c.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }

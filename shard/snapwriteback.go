@@ -3,6 +3,7 @@ package shard
 import (
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/hashicorp/raft"
 )
@@ -24,16 +25,27 @@ const (
 )
 
 // writebackStore is raft's file snapshot store whose sinks keep at most a
-// window of their pages dirty.
+// window of their pages dirty, and which deletes old snapshots itself, a
+// step at a time (snapreap.go): raft's store must be opened with
+// raftNeverReaps.
 type writebackStore struct {
 	*raft.FileSnapshotStore
 	dir          string // the store's base directory, as given to raft
 	window, step int64
+	retain       int
+	reapMu       sync.Mutex
+	trash        *trash
 }
 
-func newWritebackStore(store *raft.FileSnapshotStore, dir string, window, step int64) *writebackStore {
-	return &writebackStore{FileSnapshotStore: store, dir: dir, window: window, step: step}
+func newWritebackStore(store *raft.FileSnapshotStore, dir string, window, step int64, retain int) *writebackStore {
+	return &writebackStore{
+		FileSnapshotStore: store, dir: dir, window: window, step: step, retain: retain,
+		trash: newTrash(filepath.Join(dir, "snapshots-reaped"), snapshotReapStep, snapshotReapPause),
+	}
 }
+
+// Close stops the background deletion of reaped snapshots.
+func (s *writebackStore) Close() error { return s.trash.Close() }
 
 func (s *writebackStore) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
 	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
@@ -46,7 +58,7 @@ func (s *writebackStore) Create(version raft.SnapshotVersion, index, term uint64
 	// Writeback works on the file, not the descriptor, so a second
 	// descriptor of our own can start it.
 	path := filepath.Join(s.dir, "snapshots", sink.ID()+".tmp", "state.bin")
-	return &writebackSink{SnapshotSink: sink, path: path, window: s.window, step: s.step}, nil
+	return &writebackSink{SnapshotSink: sink, store: s, path: path, window: s.window, step: s.step}, nil
 }
 
 // writebackSink sends what it wrote more than window bytes ago to disk, a
@@ -54,6 +66,7 @@ func (s *writebackStore) Create(version raft.SnapshotVersion, index, term uint64
 // changed its layout) the snapshot is written exactly as before.
 type writebackSink struct {
 	raft.SnapshotSink
+	store        *writebackStore
 	path         string
 	window, step int64
 	written      int64
@@ -91,7 +104,12 @@ func (w *writebackSink) startWriteback(from, to int64) {
 
 func (w *writebackSink) Close() error {
 	w.closeFile()
-	return w.SnapshotSink.Close()
+	if err := w.SnapshotSink.Close(); err != nil {
+		return err
+	}
+	// As raft's own sink does, a snapshot whose predecessors could not be
+	// reaped reports the error.
+	return w.store.reap()
 }
 
 func (w *writebackSink) Cancel() error {

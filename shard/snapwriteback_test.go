@@ -14,11 +14,12 @@ import (
 func newTestSink(t *testing.T, window, step int64) (*writebackStore, raft.SnapshotSink) {
 	t.Helper()
 	dir := t.TempDir()
-	files, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
+	files, err := raft.NewFileSnapshotStore(dir, raftNeverReaps, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := newWritebackStore(files, dir, window, step)
+	store := newWritebackStore(files, dir, window, step, 2)
+	t.Cleanup(func() { _ = store.Close() })
 	sink, err := store.Create(raft.SnapshotVersionMax, 10, 2, raft.Configuration{}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
