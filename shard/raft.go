@@ -118,7 +118,7 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 		return nil, nil, fmt.Errorf("shard: snapshot store: %w", err)
 	}
 	snaps := newWritebackStore(files, o.Dir, snapshotDirtyWindow, snapshotWritebackStep, tun.SnapshotRetain)
-	closeAll := func() { _ = snaps.Close(); _ = st.Close() }
+	closeAll := func() { _ = closers{snaps, st}.Close() }
 
 	cfg := raft.DefaultConfig()
 	cfg.LocalID = raft.ServerID(o.NodeID)
