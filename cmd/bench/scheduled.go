@@ -78,8 +78,15 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 	var rl rateLine
 	var phase atomic.Value
 	phase.Store("seed")
+	// The interval's lateness shows when due messages arrive late: a run's
+	// p99 cannot tell a steady tail from one stall of a few seconds.
+	late := newLatency()
 	prog := startProgress(ctx, stderr, cfg.Quiet, cfg.ProgressEvery, func(e time.Duration) string {
-		return rl.format(phase.Load().(string), e, bl.enqueued.Load(), bl.processed.Load())
+		line := rl.format(phase.Load().(string), e, bl.enqueued.Load(), bl.processed.Load())
+		if p99, n := late.interval(); n > 0 {
+			line += fmt.Sprintf("  due received %d, lateness p99 %.0f ms", n, p99)
+		}
+		return line
 	})
 	defer prog.done()
 	start := time.Now()
@@ -99,7 +106,6 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 	hold := holdBacklog(cctx, bl, cfg.Backlog, 20*time.Millisecond)
 
 	led := newLedger(1)
-	late := newLatency()
 	var early, sendErrs, recvErrs atomic.Uint64
 	var lastErr atomic.Value
 	fill := filler(cfg.Seed+1, cfg.Size)

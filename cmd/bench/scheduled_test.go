@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"io"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +26,7 @@ func TestScheduledAgainstCluster(t *testing.T) {
 	}{{"full speed", 0}, {"capped", 500}} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"scheduled", "--backlog", "2000", "--scheduled", "40", "--duration", "2s", "--due", "1s",
-				"--producers", "2", "--inflight", "4", "--consumers", "2", "--batch", "32", "--drain-timeout", "60s", "--quiet"}
+				"--producers", "2", "--inflight", "4", "--consumers", "2", "--batch", "32", "--drain-timeout", "60s", "--progress-every", "100ms"}
 			if tc.churnRate > 0 {
 				args = append(args, "--churn-rate", strconv.FormatFloat(tc.churnRate, 'f', -1, 64))
 			}
@@ -35,7 +37,8 @@ func TestScheduledAgainstCluster(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			res, err := runScheduled(ctx, cfg, io.Discard)
+			var progress lockedBuffer
+			res, err := runScheduled(ctx, cfg, &progress)
 			if err != nil {
 				t.Fatalf("scheduled: %v (result %+v)", err, res)
 			}
@@ -57,7 +60,31 @@ func TestScheduledAgainstCluster(t *testing.T) {
 			if r.BacklogLow < 500 {
 				t.Errorf("backlog fell to %d of 2000 while the scheduled messages came due; it must be held near its size", r.BacklogLow)
 			}
+			// The live line carries each interval's lateness, so a stall
+			// can be placed in time.
+			if n := strings.Count(progress.String(), "lateness p99"); n == 0 {
+				t.Errorf("no progress line showed lateness:\n%s", progress.String())
+			}
 			t.Logf("lateness p50/p99 %.1f/%.1f ms; churn %.0f/s, refill %.0f/s, lowest backlog %d", r.LatenessP50, r.LatenessP99, r.ChurnPerS, r.RefillPerS, r.BacklogLow)
 		})
 	}
+}
+
+// lockedBuffer is an io.Writer the progress goroutine and the run may
+// share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
