@@ -496,19 +496,24 @@ func TestRetryRules(t *testing.T) {
 
 func TestRetryStopsAtDeadline(t *testing.T) {
 	s := clienttest.NewServer(t)
-	c := mustDial(t, []string{s.Addr}, WithRetry(RetryPolicy{MaxAttempts: 100, BaseDelay: 500 * time.Millisecond, MaxDelay: 2 * time.Second}))
+	// Every backoff (2-8 s) outlasts the deadline, so the client must give
+	// up after the first refusal with that refusal. The deadline leaves the
+	// first attempt a second to answer: with 300 ms and 0.25-0.5 s backoffs
+	// a loaded CI machine sometimes had an attempt in flight at the
+	// deadline, which is rightly "outcome unknown".
+	c := mustDial(t, []string{s.Addr}, WithRetry(RetryPolicy{MaxAttempts: 100, BaseDelay: 4 * time.Second, MaxDelay: 8 * time.Second}))
 	mustCreate(t, c, "q", QueueOptions{})
 	s.Fail("SendBatch", 100, codes.Unavailable)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
 	_, err := c.Send(ctx, "q", []byte("x"))
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Send = %v, want ErrUnavailable", err)
 	}
-	// Ignoring the deadline would run up to 100 attempts 0.5-2 s apart.
+	// Ignoring the deadline would run up to 100 attempts 2-8 s apart.
 	if el := time.Since(start); el > 3*time.Second {
-		t.Fatalf("retries ran %v past a 300ms deadline", el)
+		t.Fatalf("retries ran %v past a 1 s deadline", el)
 	}
 }
 
