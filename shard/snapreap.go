@@ -30,6 +30,12 @@ const (
 // caller (raft's snapshot goroutine, or a follower's main loop installing
 // a snapshot) is not held up. Only finalized snapshots are listed, so the
 // one just closed is always among those kept.
+//
+// Unlike raft's unlink, truncation reaches a reader that still holds the
+// file open: a leader streaming this snapshot to a follower for longer
+// than two snapshot intervals would send a short stream. The follower
+// refuses a snapshot shorter than its announced size and the leader sends
+// its latest one instead, so that costs a retry, never a wrong state.
 func (s *writebackStore) reap() error {
 	s.reapMu.Lock()
 	defer s.reapMu.Unlock()
