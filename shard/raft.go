@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"time"
 
@@ -20,11 +21,14 @@ type RaftTuning struct {
 	LeaderLeaseTimeout time.Duration // default 500 ms (the heartbeat timeout)
 	CommitTimeout      time.Duration // default 50 ms
 	MaxAppendEntries   int           // default 512 (raft max 1024)
-	SnapshotThreshold  uint64        // default 8192 entries
-	SnapshotInterval   time.Duration // default 30 s
-	TrailingLogs       uint64        // default 10240 entries
-	LogCacheSize       int           // default 512 entries
-	SnapshotRetain     int           // default 2
+	// A snapshot is due after SnapshotThreshold entries (default 8192) and
+	// a log as large as the last snapshot (snapsched.go); replicas take
+	// turns in slots of SnapshotInterval (default 30 s) over the voters.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64 // default 10240 entries
+	LogCacheSize      int    // default 512 entries
+	SnapshotRetain    int    // default 2
 	// LogStore is LogStoreWAL (default) or LogStoreBolt; it applies to
 	// groups created from now on (a group keeps the store it has).
 	LogStore string
@@ -89,8 +93,9 @@ type RaftOptions struct {
 // OpenRaft opens (or creates) the raft state in o.Dir — wal/ (or raft.db,
 // LogStoreBolt) for the log, raft.db for the stable store, snapshots/ for
 // the file snapshot store — bootstraps when
-// asked and no state exists, and starts raft on f. The returned Closer closes
-// the stores; call it after raft.Shutdown has completed.
+// asked and no state exists, and starts raft on f and its snapshot
+// scheduler. The returned Closer stops the scheduler and closes the stores;
+// call it after raft.Shutdown has completed.
 func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 	if o.NodeID == "" || o.Dir == "" || o.Transport == nil {
 		return nil, nil, errors.New("shard: OpenRaft needs NodeID, Dir and Transport")
@@ -129,7 +134,9 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 	cfg.CommitTimeout = tun.CommitTimeout
 	cfg.MaxAppendEntries = tun.MaxAppendEntries
 	cfg.BatchApplyCh = true
-	cfg.SnapshotThreshold = tun.SnapshotThreshold
+	// Snapshots are started by our scheduler (snapsched.go), never by
+	// raft's own trigger.
+	cfg.SnapshotThreshold = math.MaxUint64
 	cfg.SnapshotInterval = tun.SnapshotInterval
 	cfg.TrailingLogs = tun.TrailingLogs
 	// The FSM lives in memory: it must be rebuilt from the latest snapshot
@@ -156,12 +163,17 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 			}
 		}
 	}
-	r, err := raft.NewRaft(cfg, f, logs, st.stable, snaps, o.Transport)
+	applied := &logBytes{}
+	r, err := raft.NewRaft(cfg, countLogBytes(f, applied), logs, st.stable, snaps, o.Transport)
 	if err != nil {
 		closeAll()
 		return nil, nil, fmt.Errorf("shard: start raft: %w", err)
 	}
-	return r, closers{snaps, st}, nil
+	sched := startSnapshotScheduler(&snapshotScheduler{
+		r: r, store: snaps, applied: applied, self: cfg.LocalID,
+		threshold: tun.SnapshotThreshold, interval: tun.SnapshotInterval, logger: o.Logger,
+	})
+	return r, closers{sched, snaps, st}, nil
 }
 
 // closers closes each in order and returns the first error.
