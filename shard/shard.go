@@ -107,7 +107,7 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	s := &Shard{
 		cfg:          cfg,
-		logger:       cfg.Logger.With("shard", cfg.ID, "node", cfg.NodeID),
+		logger:       cfg.Logger.With("shard", cfg.ID), // the caller's logger names the node
 		propCh:       make(chan *proposal, proposeQueue),
 		fastCh:       make(chan *proposal, proposeQueue),
 		proposerDone: make(chan struct{}),

@@ -65,7 +65,10 @@ func parseLevel(s string) (slog.Level, error) {
 // drain in-flight ones, hand off leadership, close raft.
 func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
-	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})).With("node", cfg.NodeID)
+	// cluster.Start tags its own lines (and its shards') with the node; the
+	// rest of this binary's lines get the tag here, so no line has it twice.
+	base := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	log := base.With("node", cfg.NodeID)
 
 	lis, err := net.Listen("tcp", cfg.GRPCBind)
 	if err != nil {
@@ -82,7 +85,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		RaftBind: cfg.RaftBind, RaftAdvertise: cfg.RaftAdvertise,
 		GossipBind: cfg.GossipBind, GossipAdvertise: cfg.GossipAdvertise,
 		Join: cfg.joinList(), ClusterName: cfg.ClusterName, BootstrapExpect: cfg.BootstrapExpect,
-		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, Logger: log,
+		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, Logger: base,
 		Raft: shard.RaftTuning{LogStore: cfg.LogStore},
 	})
 	if err != nil {
