@@ -163,7 +163,7 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 			}
 		}
 	}
-	applied := &logBytes{}
+	applied := newLogBytes()
 	r, err := raft.NewRaft(cfg, countLogBytes(f, applied), logs, st.stable, snaps, o.Transport)
 	if err != nil {
 		closeAll()

@@ -120,7 +120,6 @@ func (s *snapshotScheduler) Close() error {
 func (s *snapshotScheduler) run() {
 	defer close(s.done)
 	var took time.Duration
-	last := time.Now() // the last snapshot, as far as the age rule goes
 	for {
 		pos, n := voterPosition(s.r.GetConfiguration().Configuration(), s.self)
 		w := snapshotSlotWidth(s.interval, n, took)
@@ -132,7 +131,7 @@ func (s *snapshotScheduler) run() {
 			return
 		case <-t.C:
 		}
-		if !inSnapshotSlot(time.Now(), pos, n, w) || !s.due(time.Since(last)) {
+		if !inSnapshotSlot(time.Now(), pos, n, w) || !s.due() {
 			continue
 		}
 		applied := s.applied.since()
@@ -140,8 +139,7 @@ func (s *snapshotScheduler) run() {
 		err := s.r.Snapshot().Error()
 		switch {
 		case err == nil:
-			s.applied.snapshotted(applied)
-			last, took = began, time.Since(began)
+			took = time.Since(began)
 			s.logger.Info("snapshot taken in this replica's slot", "took", took.Round(time.Millisecond),
 				"log_bytes", applied, "slot", w, "position", pos, "voters", n)
 		case errors.Is(err, raft.ErrRaftShutdown):
@@ -153,13 +151,14 @@ func (s *snapshotScheduler) run() {
 	}
 }
 
-// due reports whether a snapshot is due by snapshotDue, age after the last.
-func (s *snapshotScheduler) due(age time.Duration) bool {
+// due reports whether a snapshot is due by snapshotDue.
+func (s *snapshotScheduler) due() bool {
 	last, err := strconv.ParseUint(s.r.Stats()["last_snapshot_index"], 10, 64)
 	if err != nil {
 		return false
 	}
-	entries := s.r.LastIndex() - min(last, s.r.LastIndex())
+	li := s.r.LastIndex()
+	entries := li - min(last, li)
 	if entries < s.threshold {
 		return false
 	}
@@ -172,5 +171,5 @@ func (s *snapshotScheduler) due(age time.Duration) bool {
 	if len(metas) > 0 {
 		size = uint64(max(metas[0].Size, 0))
 	}
-	return snapshotDue(entries, s.threshold, s.applied.since(), size, age, snapshotMaxAge*s.interval)
+	return snapshotDue(entries, s.threshold, s.applied.since(), size, s.applied.age(), snapshotMaxAge*s.interval)
 }

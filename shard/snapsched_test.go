@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -136,7 +137,7 @@ func (plainFSM) Restore(io.ReadCloser) error         { return nil }
 
 func TestLogBytesCountsAppliedEntries(t *testing.T) {
 	inner := &recordingFSM{}
-	b := &logBytes{}
+	b := newLogBytes()
 	f := countLogBytes(inner, b)
 	bf, ok := f.(raft.BatchingFSM)
 	if !ok {
@@ -147,22 +148,63 @@ func TestLogBytesCountsAppliedEntries(t *testing.T) {
 	if got := b.since(); got != 157 || inner.applied != 3 {
 		t.Fatalf("after 157 bytes in 3 entries: counted %d bytes, FSM applied %d", got, inner.applied)
 	}
-	b.snapshotted(150) // a snapshot asked for after 150 bytes
-	if got := b.since(); got != 7 {
-		t.Fatalf("after a snapshot of the first 150 bytes: %d, want the 7 applied since", got)
+	b.at.Store(time.Now().Add(-time.Hour).UnixNano())
+	if _, err := f.Snapshot(); err != nil {
+		t.Fatal(err)
 	}
+	if got, age := b.since(), b.age(); got != 0 || age > time.Minute {
+		t.Fatalf("after a snapshot: %d bytes, age %v; want 0 and fresh", got, age)
+	}
+	f.Apply(&raft.Log{Data: make([]byte, 9)})
+	b.at.Store(time.Now().Add(-time.Hour).UnixNano())
 	if err := f.Restore(io.NopCloser(strings.NewReader(""))); err != nil || !inner.restored {
 		t.Fatalf("restore did not reach the FSM: %v", err)
 	}
-	if got := b.since(); got != 0 {
-		t.Fatalf("after a restore: %d, want 0", got)
-	}
-	b.snapshotted(150) // a snapshot that raced with the restore
-	if got := b.since(); got != 0 {
-		t.Fatalf("deducting past zero: %d, want 0", got)
+	if got, age := b.since(), b.age(); got != 0 || age > time.Minute {
+		t.Fatalf("after a restore: %d bytes, age %v; want 0 and fresh", got, age)
 	}
 	if _, ok := countLogBytes(plainFSM{}, b).(raft.BatchingFSM); ok {
 		t.Fatal("an FSM without batching gained raft.BatchingFSM when wrapped")
+	}
+}
+
+// The size rule in a real group: after a snapshot of a large state, many
+// small entries do not bring the next one, a log as large as the snapshot
+// does.
+func TestSnapshotWaitsForALogAsLargeAsItself(t *testing.T) {
+	tun := fastTuning()
+	tun.SnapshotThreshold = 4
+	tun.SnapshotInterval = time.Second // one voter: its slot is always open
+	c := newCluster(t, 1, true, tun)
+	sh := c.leader().sh
+	mustQueue(t, sh, "q", &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_STANDARD, DedupWindowMs: 600_000})
+	big := make([]byte, 64<<10)
+	for i := range 16 { // a 1 MiB state
+		mustEnqueue(t, sh, "q", &fsmpb.NewMessage{Body: big, DedupKey: fmt.Sprintf("big%d", i)})
+	}
+	if err := sh.Raft().Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		t.Fatal(err)
+	}
+	snapIndex := func() string { return sh.Raft().Stats()["last_snapshot_index"] }
+	first := snapIndex()
+
+	for i := range 40 { // ten times the threshold in entries, a few KB
+		mustEnqueue(t, sh, "q", &fsmpb.NewMessage{Body: []byte("s"), DedupKey: fmt.Sprintf("small%d", i)})
+	}
+	time.Sleep(1500 * time.Millisecond) // a dozen scheduler looks
+	if got := snapIndex(); got != first {
+		t.Fatalf("a snapshot at index %s after a log far smaller than the last snapshot (at %s)", got, first)
+	}
+
+	for i := range 20 { // more log than the snapshot holds
+		mustEnqueue(t, sh, "q", &fsmpb.NewMessage{Body: big, DedupKey: fmt.Sprintf("more%d", i)})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for snapIndex() == first {
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot after a log larger than the last snapshot (still at %s)", first)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
