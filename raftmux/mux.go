@@ -184,6 +184,9 @@ type TransportOptions struct {
 	// Logger receives raft transport logs at warn level or above; nil means
 	// the Mux's logger.
 	Logger *slog.Logger
+	// Gate, if set, lets the group's owner hold back this replica's raft
+	// traffic (GatedTransport).
+	Gate *Gate
 }
 
 // Transport registers group and returns a raft transport whose connections
@@ -204,13 +207,17 @@ func (m *Mux) Transport(group string, opts TransportOptions) (raft.Transport, er
 	if logger == nil {
 		logger = m.logger
 	}
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:          l,
 		MaxPool:         opts.MaxPool,
 		MaxRPCsInFlight: opts.MaxRPCsInFlight,
 		Timeout:         opts.Timeout,
 		Logger:          HCLogger(logger.With("group", group), "raft-net"),
-	}), nil
+	})
+	if opts.Gate != nil {
+		return GatedTransport(tr, opts.Gate), nil
+	}
+	return tr, nil
 }
 
 // Layer registers group and returns its raw raft.StreamLayer, for callers

@@ -1,0 +1,231 @@
+package raftmux
+
+import (
+	"errors"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+)
+
+// ErrGated is what a gated raft RPC fails with: the replica holds back this
+// traffic on purpose (see Gate).
+var ErrGated = errors.New("raftmux: raft traffic held back by this replica")
+
+// Hold is what a Gate holds back.
+type Hold int
+
+const (
+	// HoldCampaign drops this replica's outgoing vote and pre-vote
+	// requests and refuses incoming TimeoutNow (a leadership transfer to
+	// it), so it can never become leader; it still replicates and votes
+	// for others. A replica that must not lead (its clock is off) holds
+	// this. With pre-vote on, a campaign that gets no answers does not
+	// raise the term, so holding it disturbs nobody.
+	HoldCampaign Hold = iota + 1
+	// HoldAll drops every outgoing RPC: heartbeats, appends, votes,
+	// snapshots, TimeoutNow. A leader whose own log writes have stalled
+	// holds this so its followers stop hearing from it and elect a leader
+	// that can write, although its raft loop is stuck and cannot step
+	// down on its own.
+	HoldAll
+)
+
+func (h Hold) String() string {
+	switch h {
+	case HoldCampaign:
+		return "campaign"
+	case HoldAll:
+		return "all"
+	}
+	return "unknown"
+}
+
+// Gate holds back parts of one replica's raft traffic. Several reasons may
+// hold at once; traffic flows again when the last reason is released. The
+// zero Gate holds nothing. Safe for concurrent use.
+type Gate struct {
+	mu      sync.Mutex
+	reasons map[string]Hold
+	// campaign and all are the union of reasons, read on every RPC.
+	campaign, all atomic.Bool
+}
+
+// Hold starts holding back h for reason (a short label shown in logs and
+// metrics); holding the same reason again replaces its kind.
+func (g *Gate) Hold(reason string, h Hold) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.reasons == nil {
+		g.reasons = map[string]Hold{}
+	}
+	g.reasons[reason] = h
+	g.refresh()
+}
+
+// Release stops holding for reason; releasing a reason not held is a no-op.
+func (g *Gate) Release(reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.reasons, reason)
+	g.refresh()
+}
+
+// Reasons lists the reasons held, sorted.
+func (g *Gate) Reasons() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Sorted(maps.Keys(g.reasons))
+}
+
+// Holding reports whether h (or a stronger hold) is in force.
+func (g *Gate) Holding(h Hold) bool {
+	if g.all.Load() {
+		return true
+	}
+	return h == HoldCampaign && g.campaign.Load()
+}
+
+func (g *Gate) refresh() {
+	var campaign, all bool
+	for _, h := range g.reasons {
+		switch h {
+		case HoldCampaign:
+			campaign = true
+		case HoldAll:
+			all = true
+		}
+	}
+	g.campaign.Store(campaign)
+	g.all.Store(all)
+}
+
+// GatedTransport wraps a raft transport so that g can hold back its
+// traffic. It keeps the optional interfaces raft looks for (pre-vote,
+// close, peers) when inner has them.
+func GatedTransport(inner raft.Transport, g *Gate) raft.Transport {
+	t := &gatedTransport{Transport: inner, g: g, consumer: make(chan raft.RPC), done: make(chan struct{})}
+	go t.filter()
+	return t
+}
+
+type gatedTransport struct {
+	raft.Transport
+	g        *Gate
+	consumer chan raft.RPC
+	done     chan struct{}
+	once     sync.Once
+}
+
+// filter passes incoming RPCs on to raft, refusing a TimeoutNow while
+// campaigning is held: a replica that must not lead must not start the
+// election a leadership transfer asks for (it would raise its term and
+// depose the leader for nothing). Heartbeats do not come through here:
+// the inner transport hands them to raft's heartbeat handler directly.
+func (t *gatedTransport) filter() {
+	in := t.Transport.Consumer()
+	for {
+		select {
+		case rpc, ok := <-in:
+			if !ok {
+				close(t.consumer)
+				return
+			}
+			if _, isTimeout := rpc.Command.(*raft.TimeoutNowRequest); isTimeout && t.g.Holding(HoldCampaign) {
+				rpc.Respond(nil, ErrGated)
+				continue
+			}
+			select {
+			case t.consumer <- rpc:
+			case <-t.done:
+				rpc.Respond(nil, ErrGated)
+				return
+			}
+		case <-t.done:
+			return
+		}
+	}
+}
+
+func (t *gatedTransport) Consumer() <-chan raft.RPC { return t.consumer }
+
+func (t *gatedTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	if t.g.Holding(HoldAll) {
+		return nil, ErrGated
+	}
+	p, err := t.Transport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedPipeline{AppendPipeline: p, g: t.g}, nil
+}
+
+func (t *gatedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if t.g.Holding(HoldAll) {
+		return ErrGated
+	}
+	return t.Transport.AppendEntries(id, target, args, resp)
+}
+
+func (t *gatedTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if t.g.Holding(HoldCampaign) {
+		return ErrGated
+	}
+	return t.Transport.RequestVote(id, target, args, resp)
+}
+
+func (t *gatedTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	if t.g.Holding(HoldAll) {
+		return ErrGated
+	}
+	return t.Transport.InstallSnapshot(id, target, args, resp, data)
+}
+
+func (t *gatedTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	if t.g.Holding(HoldAll) {
+		return ErrGated
+	}
+	return t.Transport.TimeoutNow(id, target, args, resp)
+}
+
+// RequestPreVote implements raft.WithPreVote; an inner transport without
+// pre-vote makes raft fall back to plain votes, which this refuses too.
+func (t *gatedTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if t.g.Holding(HoldCampaign) {
+		return ErrGated
+	}
+	pv, ok := t.Transport.(raft.WithPreVote)
+	if !ok {
+		return errors.New("raftmux: inner transport has no pre-vote")
+	}
+	return pv.RequestPreVote(id, target, args, resp)
+}
+
+// Close stops the filter and closes the inner transport when it can be.
+func (t *gatedTransport) Close() error {
+	t.once.Do(func() { close(t.done) })
+	if c, ok := t.Transport.(raft.WithClose); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+type gatedPipeline struct {
+	raft.AppendPipeline
+	g *Gate
+}
+
+func (p *gatedPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	if p.g.Holding(HoldAll) {
+		return nil, ErrGated
+	}
+	return p.AppendPipeline.AppendEntries(args, resp)
+}
+
+var (
+	_ raft.WithPreVote = (*gatedTransport)(nil)
+	_ raft.WithClose   = (*gatedTransport)(nil)
+)
