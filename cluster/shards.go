@@ -108,7 +108,8 @@ func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 		}
 		return 0
 	})
-	tr, err := ss.n.mux.Transport(shard.GroupName(id), raftmux.TransportOptions{})
+	gate := &raftmux.Gate{}
+	tr, err := ss.n.mux.Transport(shard.GroupName(id), raftmux.TransportOptions{Gate: gate})
 	if err != nil {
 		return nil, fmt.Errorf("transport: %w", err)
 	}
@@ -121,6 +122,7 @@ func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 		Now:       ss.n.cfg.Now,
 		Logger:    ss.n.logger,
 		Raft:      ss.n.cfg.Raft,
+		Gate:      gate,
 	})
 	if err != nil {
 		if c, ok := tr.(interface{ Close() error }); ok {

@@ -135,19 +135,39 @@ func (t *gatedTransport) filter() {
 				return
 			}
 			if _, isTimeout := rpc.Command.(*raft.TimeoutNowRequest); isTimeout && t.g.Holding(HoldCampaign) {
-				rpc.Respond(nil, ErrGated)
+				refuse(rpc)
 				continue
 			}
 			select {
 			case t.consumer <- rpc:
 			case <-t.done:
-				rpc.Respond(nil, ErrGated)
+				refuse(rpc)
 				return
 			}
 		case <-t.done:
 			return
 		}
 	}
+}
+
+// refuse answers rpc with ErrGated and a zero response of its own type:
+// some transports read the response before the error (raft's in-memory
+// pipeline does).
+func refuse(rpc raft.RPC) {
+	var resp interface{}
+	switch rpc.Command.(type) {
+	case *raft.AppendEntriesRequest:
+		resp = &raft.AppendEntriesResponse{}
+	case *raft.RequestVoteRequest:
+		resp = &raft.RequestVoteResponse{}
+	case *raft.RequestPreVoteRequest:
+		resp = &raft.RequestPreVoteResponse{}
+	case *raft.InstallSnapshotRequest:
+		resp = &raft.InstallSnapshotResponse{}
+	case *raft.TimeoutNowRequest:
+		resp = &raft.TimeoutNowResponse{}
+	}
+	rpc.Respond(resp, ErrGated)
 }
 
 func (t *gatedTransport) Consumer() <-chan raft.RPC { return t.consumer }

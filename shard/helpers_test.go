@@ -46,6 +46,7 @@ type node struct {
 	mux  *raftmux.Mux         // tcp clusters
 	mem  *raft.InmemTransport // inmem clusters
 	skew atomic.Int64         // added to this replica's clock, in ms
+	gate *raftmux.Gate        // the gate of its current transport
 }
 
 type cluster struct {
@@ -101,8 +102,9 @@ func newCluster(t testing.TB, n int, inmem bool, tuning RaftTuning, opts ...func
 
 func (c *cluster) transport(nd *node) raft.Transport {
 	c.t.Helper()
+	nd.gate = &raftmux.Gate{}
 	if !c.inmem {
-		tr, err := nd.mux.Transport(GroupName(c.shardID), raftmux.TransportOptions{Timeout: 2 * time.Second})
+		tr, err := nd.mux.Transport(GroupName(c.shardID), raftmux.TransportOptions{Timeout: 2 * time.Second, Gate: nd.gate})
 		if err != nil {
 			c.t.Fatal(err)
 		}
@@ -118,7 +120,7 @@ func (c *cluster) transport(nd *node) raft.Transport {
 			o.mem.Connect(nd.addr, tr)
 		}
 	}
-	return tr
+	return raftmux.GatedTransport(tr, nd.gate)
 }
 
 func (c *cluster) start(nd *node, bootstrap []raft.Server) {
@@ -133,6 +135,7 @@ func (c *cluster) start(nd *node, bootstrap []raft.Server) {
 		Logger:     testLogger().With("node", nd.id),
 		Raft:       c.tuning,
 		LeaseGrace: c.grace,
+		Gate:       nd.gate,
 	})
 	if err != nil {
 		c.t.Fatalf("open %s: %v", nd.id, err)

@@ -59,7 +59,9 @@ func (s *Shard) manageLeadership() {
 			end()
 			return
 		}
-		want := s.wantLeader.Load()
+		// A sidelined replica ends its duties even while raft still names
+		// it leader (it may be stuck, or transferring leadership away).
+		want := s.wantLeader.Load() && !s.sidelined.Load()
 		term := s.raft.CurrentTerm()
 		if cur.leader && (!want || term != cur.term) {
 			end()

@@ -121,6 +121,10 @@ func (s *Shard) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result,
 func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, error) {
 	p.size = proto.Size(p.cmd)
 	p.done = make(chan outcome, 1)
+	// lost ends the wait when this replica stops leading. raft answers the
+	// futures of a leader that steps down itself, but not of one whose
+	// loop is stuck (a stalled disk) and was sidelined (sideline.go).
+	lost := s.lead.Load().lost
 	lane := s.fastCh
 	if _, bulk := p.cmd.GetCmd().(*fsmpb.Command_Enqueue); bulk && !p.holdClock {
 		lane = s.propCh
@@ -140,6 +144,16 @@ func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, err
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("%w: %w", ErrUnknownResult, ctx.Err())
+	case <-lost:
+		if p.state.CompareAndSwap(reqQueued, reqCancelled) {
+			return nil, s.notLeader()
+		}
+		select {
+		case o := <-p.done:
+			return o.res, o.err
+		default:
+			return nil, fmt.Errorf("%w: leadership lost", ErrUnknownResult)
+		}
 	case <-s.proposerDone:
 		// The proposer exited; a request it never took is dropped here,
 		// one it took is answered by the completer.

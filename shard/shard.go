@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/raftmux"
 )
 
 // MaxClockSkew is the clock skew between nodes the default lease grace
@@ -38,6 +39,10 @@ type Config struct {
 	// LeaseGrace is proposed by every new leader in LeaderGrace; default
 	// election timeout + MaxClockSkew.
 	LeaseGrace time.Duration
+	// Gate is the raftmux.Gate that Transport was built with, so Sideline
+	// can hold back this replica's raft traffic. Nil: Sideline still ends
+	// leader duties, but raft's own traffic flows.
+	Gate *raftmux.Gate
 }
 
 // GroupName is the raft group id of shard id on the raft mux.
@@ -69,6 +74,11 @@ type Shard struct {
 	subs    map[uint64]chan bool
 	nextSub uint64
 	ready   bool // last published leadership value
+
+	gate      *raftmux.Gate
+	sideMu    sync.Mutex
+	sidelines map[string]raftmux.Hold // reasons this replica must not lead
+	sidelined atomic.Bool             // len(sidelines) > 0
 
 	waitMu  sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
@@ -119,6 +129,11 @@ func Open(cfg Config) (*Shard, error) {
 		subs:         make(map[uint64]chan bool),
 		waiters:      make(map[string]map[chan struct{}]struct{}),
 		claimed:      make(map[string]uint64),
+		gate:         cfg.Gate,
+		sidelines:    make(map[string]raftmux.Hold),
+	}
+	if s.gate == nil {
+		s.gate = &raftmux.Gate{}
 	}
 	s.lead.Store(notLeaderState)
 	s.fsm = fsm.New(fsm.Options{Notify: s.notify})
@@ -153,7 +168,7 @@ func (s *Shard) Raft() *raft.Raft { return s.raft }
 // duties' preamble (barrier and grace), i.e. accepts proposals.
 func (s *Shard) IsLeader() bool {
 	st := s.lead.Load()
-	if !st.leader {
+	if !st.leader || s.sidelined.Load() {
 		return false
 	}
 	select {
@@ -258,7 +273,7 @@ func (s *Shard) waitReady(ctx context.Context) error {
 	default:
 	}
 	st := s.lead.Load()
-	if !st.leader {
+	if !st.leader || s.sidelined.Load() {
 		return s.notLeader()
 	}
 	select {
