@@ -68,6 +68,14 @@ func (e *Estimator) Add(peer string, s Sample) {
 	e.peers[peer] = w
 }
 
+// Forget drops peer's samples (it left or died: a restarted process may
+// come back with another clock).
+func (e *Estimator) Forget(peer string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.peers, peer)
+}
+
 // Estimates returns the peers with at least one sample younger than the
 // ttl at now, each as the median of those samples: one probe delayed by a
 // pause or a retransmit does not move it, and a clock that stepped is

@@ -65,6 +65,7 @@ type clockGuard struct {
 	status   clockskew.Status
 
 	transferred map[string]time.Time // loop goroutine only
+	heldAt      time.Time            // loop goroutine only: when the last change to a holding state was applied
 }
 
 func newClockGuard(n *Node) *clockGuard {
@@ -202,6 +203,7 @@ func (g *clockGuard) step() clockskew.Verdict {
 	}
 	g.applyMu.Unlock()
 	g.n.gossip.announce()
+	g.heldAt = now
 	attrs := []any{"offset", v.Offset, "bound", g.bound, "members", v.Members, "measured", v.Measured, "peers", offsetsOf(live)}
 	switch v.State {
 	case clockskew.Beyond:
@@ -243,6 +245,11 @@ func (g *clockGuard) moveLeadershipAway(ctx context.Context) {
 		groups = append(groups, group{shard.GroupName(s.ID()), s.Raft()})
 	}
 	now := time.Now()
+	if now.Sub(g.heldAt) < clockTransferEvery {
+		// Sideline has just asked raft for a transfer of its own; give
+		// it time rather than race it.
+		return
+	}
 	for _, gr := range groups {
 		if gr.r.State() != raft.Leader || now.Sub(g.transferred[gr.name]) < clockTransferEvery {
 			continue

@@ -184,6 +184,7 @@ func (g *gossip) markGone(node *memberlist.Node) {
 		}
 	}
 	g.mu.Unlock()
+	g.n.clock.est.Forget(node.Name)
 	g.notify()
 }
 
