@@ -48,9 +48,15 @@ type Config struct {
 	Shards uint32
 	// Replication is the number of replicas per shard (default 3).
 	Replication int
-	// Now is the clock handed to the shards (tests inject skew).
-	Now    func() time.Time
-	Logger *slog.Logger
+	// Now is the node's clock: it stamps shard and meta entries and is the
+	// clock the clock check compares with the peers' (tests inject skew).
+	Now func() time.Time
+	// MaxClockOffset bounds this node's clock offset from the median
+	// clock of the live members: beyond it the node does not lead
+	// (docs/fsm.md, "Clock bound"); default shard.MaxClockSkew. Set the
+	// same on every node.
+	MaxClockOffset time.Duration
+	Logger         *slog.Logger
 
 	// Raft tunes every raft group of the node (meta and shards).
 	Raft shard.RaftTuning
@@ -100,6 +106,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.MaxClockOffset < 0 {
+		return c, fmt.Errorf("cluster: MaxClockOffset %v < 0", c.MaxClockOffset)
+	}
+	if c.MaxClockOffset == 0 {
+		c.MaxClockOffset = shard.MaxClockSkew
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

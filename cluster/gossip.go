@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftq/raftq/clockskew"
 	"github.com/raftq/raftq/meta/metapb"
 )
 
@@ -76,6 +77,8 @@ func newGossipConfig(cfg Config, d *gossipDelegate) (*memberlist.Config, error) 
 	mc.DeadNodeReclaimTime = 2 * time.Second
 	mc.Delegate = d
 	mc.Events = d
+	// Probe acks carry the responder's clock: the clock check's samples.
+	mc.Ping = d
 	mc.Logger = log.New(logBridge{logger: cfg.Logger.With("component", "memberlist")}, "", 0)
 	return mc, nil
 }
@@ -101,7 +104,24 @@ func (g *gossip) localMeta() *metapb.NodeMeta {
 		Version:         cfg.Version,
 		BootstrapExpect: uint32(cfg.BootstrapExpect),
 		HasState:        g.hasState.Load(),
+		ClockHold:       g.n.clock.holds(),
 	}
+}
+
+// announce republishes this node's metadata (after a clock check change).
+func (g *gossip) announce() {
+	if err := g.ml.UpdateNode(5 * time.Second); err != nil {
+		g.n.logger.Warn("gossip: announce metadata", "err", err)
+	}
+}
+
+// mayLead reports whether nodeID is alive and its clock check lets it lead
+// (as it last announced).
+func (g *gossip) mayLead(nodeID string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	m, ok := g.members[nodeID]
+	return ok && m.State == "alive" && !m.meta.GetClockHold()
 }
 
 // announceState publishes has_state once the meta group has state, so a
@@ -164,6 +184,7 @@ func (g *gossip) markGone(node *memberlist.Node) {
 		}
 	}
 	g.mu.Unlock()
+	g.n.clock.est.Forget(node.Name)
 	g.notify()
 }
 
@@ -242,6 +263,7 @@ func (g *gossip) joinLoop(ctx context.Context, seeds []string) {
 		}
 	}
 	if len(others) == 0 {
+		g.n.clock.joined.Store(true)
 		g.reconnectLoop(ctx)
 		return
 	}
@@ -249,6 +271,7 @@ func (g *gossip) joinLoop(ctx context.Context, seeds []string) {
 	for attempt := 1; ; attempt++ {
 		n, err := g.ml.Join(others)
 		if n > 0 {
+			g.n.clock.joined.Store(true)
 			g.n.logger.Info("gossip: joined", "contacted", n, "attempt", attempt)
 			g.reconnectLoop(ctx)
 			return
@@ -281,6 +304,14 @@ func (d *gossipDelegate) NotifyMsg([]byte)                           {}
 func (d *gossipDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *gossipDelegate) LocalState(join bool) []byte                { return nil }
 func (d *gossipDelegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// AckPayload puts this node's clock into its probe acks.
+func (d *gossipDelegate) AckPayload() []byte { return clockskew.EncodeClock(d.g.n.clock.now()) }
+
+// NotifyPingComplete feeds a direct probe's ack to the clock check.
+func (d *gossipDelegate) NotifyPingComplete(other *memberlist.Node, rtt time.Duration, payload []byte) {
+	d.g.n.clock.observe(other.Name, payload, rtt)
+}
 
 func (d *gossipDelegate) NotifyJoin(n *memberlist.Node)   { d.g.upsert(n, "alive") }
 func (d *gossipDelegate) NotifyUpdate(n *memberlist.Node) { d.g.upsert(n, "alive") }

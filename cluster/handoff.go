@@ -55,7 +55,9 @@ func (h *handOff) maybe(ctx context.Context) bool {
 			addr = srv.Address
 		}
 	}
-	if addr == "" || !h.n.gossip.aliveFor(target, h.n.cfg.NonvoterGrace) {
+	// A target held by its clock check would refuse the transfer
+	// (TimeoutNow), and must not lead anyway.
+	if addr == "" || !h.n.gossip.aliveFor(target, h.n.cfg.NonvoterGrace) || !h.n.gossip.mayLead(target) {
 		return false
 	}
 	h.notBefore = now.Add(handOffBackoff)

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftq/raftq/clockskew"
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/raftmux"
 )
@@ -29,9 +30,10 @@ type Node struct {
 	cfg    Config
 	logger *slog.Logger
 
-	mux    *raftmux.Mux
-	meta   *meta.Store
-	gossip *gossip
+	mux      *raftmux.Mux
+	meta     *meta.Store
+	metaGate *raftmux.Gate // the meta transport's, held by the clock check
+	gossip   *gossip
 
 	ctx    context.Context // background loops; cancelled by Shutdown
 	cancel context.CancelFunc
@@ -40,7 +42,9 @@ type Node struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 
-	shards *shardSet
+	shards  *shardSet
+	clock   *clockGuard
+	leaders *leaderCounts
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -62,6 +66,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, logger: logger, ready: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.shards = newShardSet(n)
+	n.clock = newClockGuard(n)
+	n.leaders = &leaderCounts{}
 	ok := false
 	defer func() {
 		if !ok {
@@ -73,7 +79,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.mux, err = raftmux.Listen(cfg.RaftBind, cfg.RaftAdvertise, logger); err != nil {
 		return nil, fmt.Errorf("cluster: raft listener: %w", err)
 	}
-	tr, err := n.mux.Transport(metaGroup, raftmux.TransportOptions{})
+	// The meta group starts held by the clock check (Unchecked) like
+	// every shard, so it cannot win an election before the clock is known.
+	n.metaGate = &raftmux.Gate{}
+	n.clock.holdGate(n.metaGate)
+	tr, err := n.mux.Transport(metaGroup, raftmux.TransportOptions{Gate: n.metaGate})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: meta transport: %w", err)
 	}
@@ -81,12 +91,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		NodeID:    cfg.NodeID,
 		Dir:       filepath.Join(cfg.DataDir, "meta"),
 		Transport: tr,
+		Gate:      n.metaGate,
 		Now:       cfg.Now,
 		Logger:    logger,
 		Tuning:    cfg.Raft,
 	}); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	n.leaders.watch(metaGroup, n.meta.Raft(), cfg.NodeID)
 
 	n.gossip = &gossip{n: n, members: map[string]*member{}, events: make(chan struct{}, 1)}
 	n.gossip.hasState.Store(n.meta.HasState())
@@ -109,6 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.BootstrapExpect > 0 {
 		n.goLoop(n.bootstrapLoop)
 	}
+	n.goLoop(n.clock.loop)
 	n.goLoop(n.metaDutiesLoop)
 	n.goLoop(n.shards.manageLoop)
 	logger.Info("node started", "raft", n.mux.Addr(), "gossip", n.gossip.selfAddr,
@@ -154,6 +167,14 @@ func (n *Node) MemberGRPC(nodeID string) (string, bool) {
 	}
 	return m.GRPCAddr, true
 }
+
+// ClockStatus is the clock check's latest verdict (docs/fsm.md, "Clock
+// bound").
+func (n *Node) ClockStatus() clockskew.Status { return n.clock.Status() }
+
+// LeaderElections counts, per raft group ("meta", "shard-N"), how often
+// this node became its leader since it started.
+func (n *Node) LeaderElections() map[string]uint64 { return n.leaders.snapshot() }
 
 // Shutdown hands off leadership of every group this node leads (bounded by
 // ctx), shuts the shards and meta down, leaves gossip and closes listeners.

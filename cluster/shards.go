@@ -80,9 +80,13 @@ func (ss *shardSet) openAssigned(ctx context.Context, m meta.ShardMap) bool {
 			all = false
 			continue
 		}
+		ss.n.leaders.watch(shard.GroupName(id), s.Raft(), ss.n.cfg.NodeID)
+		ss.n.clock.applyMu.Lock()
 		ss.mu.Lock()
 		ss.local[id] = s
 		ss.mu.Unlock()
+		ss.n.clock.applyShard(s)
+		ss.n.clock.applyMu.Unlock()
 		ss.n.goLoop(func(ctx context.Context) { ss.n.reconcileLoop(ctx, id, s) })
 	}
 	return all
@@ -109,6 +113,11 @@ func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 		return 0
 	})
 	gate := &raftmux.Gate{}
+	// Held from the start while the clock check holds this node; the
+	// state it has once the shard is listed is applied in openAssigned.
+	ss.n.clock.applyMu.Lock()
+	ss.n.clock.holdGate(gate)
+	ss.n.clock.applyMu.Unlock()
 	tr, err := ss.n.mux.Transport(shard.GroupName(id), raftmux.TransportOptions{Gate: gate})
 	if err != nil {
 		return nil, fmt.Errorf("transport: %w", err)
@@ -123,6 +132,8 @@ func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 		Logger:    ss.n.logger,
 		Raft:      ss.n.cfg.Raft,
 		Gate:      gate,
+
+		MaxClockOffset: ss.n.cfg.MaxClockOffset,
 	})
 	if err != nil {
 		if c, ok := tr.(interface{ Close() error }); ok {

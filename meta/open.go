@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftq/raftq/raftmux"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -17,9 +18,12 @@ type Config struct {
 	Dir string
 	// Transport is the "meta" group of the node's raftmux.
 	Transport raft.Transport
-	Now       func() time.Time
-	Logger    *slog.Logger
-	Tuning    shard.RaftTuning
+	// Gate is the raftmux.Gate Transport was built with, so Sideline can
+	// hold this replica's campaigns; nil: Sideline only refuses writes.
+	Gate   *raftmux.Gate
+	Now    func() time.Time
+	Logger *slog.Logger
+	Tuning shard.RaftTuning
 }
 
 // Open starts the meta group from Dir: a node with state resumes it; a node
@@ -36,6 +40,9 @@ func Open(cfg Config) (*Store, error) {
 	f := NewFSM(func() { s.notify() })
 	leaderCh := make(chan bool, 16)
 	s = newStore(cfg.NodeID, nil, nil, f, cfg.Now, logger)
+	if cfg.Gate != nil {
+		s.gate = cfg.Gate
+	}
 	r, closer, err := shard.OpenRaft(shard.RaftOptions{
 		NodeID:    cfg.NodeID,
 		Dir:       cfg.Dir,

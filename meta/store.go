@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -18,6 +19,7 @@ import (
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta/metapb"
+	"github.com/raftq/raftq/raftmux"
 )
 
 // Store is this node's member of the meta raft group: a local replica of
@@ -34,6 +36,11 @@ type Store struct {
 	subs   map[int]chan struct{}
 	nextID int
 
+	gate      *raftmux.Gate
+	sideMu    sync.Mutex
+	sidelines map[string]bool // reasons this replica must not lead
+	sidelined atomic.Bool     // len(sidelines) > 0
+
 	stopped      chan struct{} // closed by Shutdown
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -48,7 +55,8 @@ func newStore(nodeID string, r *raft.Raft, closer io.Closer, f *FSM, now func() 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{nodeID: nodeID, raft: r, closer: closer, fsm: f, now: now, logger: logger, subs: map[int]chan struct{}{}, stopped: make(chan struct{})}
+	return &Store{nodeID: nodeID, raft: r, closer: closer, fsm: f, now: now, logger: logger, subs: map[int]chan struct{}{}, stopped: make(chan struct{}),
+		gate: &raftmux.Gate{}, sidelines: map[string]bool{}}
 }
 
 // notify wakes every subscriber without blocking; a pending wake-up already
@@ -86,8 +94,9 @@ func (s *Store) Raft() *raft.Raft { return s.raft }
 // FSM exposes the local replica.
 func (s *Store) FSM() *FSM { return s.fsm }
 
-// IsLeader reports whether this node leads the meta group.
-func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
+// IsLeader reports whether this node leads the meta group and may act as
+// its leader (it is not sidelined).
+func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader && !s.sidelined.Load() }
 
 // LeaderID is the meta leader's node id as this node sees it ("" if none).
 func (s *Store) LeaderID() string {
@@ -232,8 +241,16 @@ func (s *Store) PlaceShards(ctx context.Context, count uint32, replication int) 
 	return s.ShardMap(), nil
 }
 
+// notLeader names the leader as this replica sees it, except itself: a
+// sidelined leader is handing leadership away (its clock may be the
+// reason, so it stamps nothing), and naming itself would send the caller
+// straight back.
 func (s *Store) notLeader() error {
-	return NotLeaderError{LeaderID: s.LeaderID()}
+	id := s.LeaderID()
+	if id == s.nodeID {
+		id = ""
+	}
+	return NotLeaderError{LeaderID: id}
 }
 
 // apply proposes cmd through the meta leader and maps the FSM's result code
@@ -242,7 +259,7 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if s.raft.State() != raft.Leader {
+	if !s.IsLeader() {
 		return nil, s.notLeader()
 	}
 	cmd.Version = CommandVersion

@@ -96,7 +96,7 @@ func (s *Shard) leaderDuties(ctx context.Context, st *leaderState) {
 	}
 	grace := &fsmpb.Command{Cmd: &fsmpb.Command_LeaderGrace{LeaderGrace: &fsmpb.LeaderGrace{
 		Term: st.term, GraceMs: s.cfg.LeaseGrace.Milliseconds(),
-		BaseMs: s.cfg.Now().UnixMilli(), SkewMs: MaxClockSkew.Milliseconds(),
+		BaseMs: s.cfg.Now().UnixMilli(), SkewMs: (2 * s.cfg.MaxClockOffset).Milliseconds(),
 	}}}
 	for {
 		_, err := s.proposeReq(ctx, &proposal{cmd: grace, holdClock: true})

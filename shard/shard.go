@@ -19,8 +19,10 @@ import (
 	"github.com/raftq/raftq/raftmux"
 )
 
-// MaxClockSkew is the clock skew between nodes the default lease grace
-// assumes (docs/shard.md, "Leader duties").
+// MaxClockSkew is the default bound on a node's clock offset from the
+// cluster's median clock (raftq-node --max-clock-offset): a node beyond it
+// does not lead (cluster's clock check), so the clocks of any two leaders
+// differ by at most twice the bound (docs/fsm.md, "Clock bound").
 const MaxClockSkew = 500 * time.Millisecond
 
 // Config configures one shard replica.
@@ -36,8 +38,13 @@ type Config struct {
 	Now    func() time.Time
 	Logger *slog.Logger
 	Raft   RaftTuning
+	// MaxClockOffset is the clock bound the cluster enforces (default
+	// MaxClockSkew). A new leader adds twice it to every earlier-term
+	// lease (LeaderGrace.skew_ms), the most by which its clock can run
+	// ahead of an earlier leader's.
+	MaxClockOffset time.Duration
 	// LeaseGrace is proposed by every new leader in LeaderGrace; default
-	// election timeout + MaxClockSkew.
+	// election timeout + 2 × MaxClockOffset.
 	LeaseGrace time.Duration
 	// Gate is the raftmux.Gate that Transport was built with, so Sideline
 	// can hold back this replica's raft traffic. Nil: Sideline still ends
@@ -112,8 +119,11 @@ func Open(cfg Config) (*Shard, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Raft = cfg.Raft.withDefaults()
+	if cfg.MaxClockOffset <= 0 {
+		cfg.MaxClockOffset = MaxClockSkew
+	}
 	if cfg.LeaseGrace <= 0 {
-		cfg.LeaseGrace = cfg.Raft.ElectionTimeout + MaxClockSkew
+		cfg.LeaseGrace = cfg.Raft.ElectionTimeout + 2*cfg.MaxClockOffset
 	}
 	s := &Shard{
 		cfg:          cfg,

@@ -14,6 +14,11 @@ import (
 	"github.com/raftq/raftq/shard"
 )
 
+// maxClockOffsetLimit caps --max-clock-offset: the bound lengthens every
+// lease by twice it at each leader change, and a clock a minute off is
+// broken, not skewed.
+const maxClockOffsetLimit = time.Minute
+
 // flagHelp is returned when --help was asked for; usage is already printed.
 var flagHelp = flag.ErrHelp
 
@@ -38,6 +43,7 @@ type config struct {
 	Shards          uint
 	Replication     int
 	ClockOffset     time.Duration
+	MaxClockOffset  time.Duration
 	ShutdownTimeout time.Duration
 	LogLevel        string
 }
@@ -64,6 +70,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.UintVar(&c.Shards, "shards", 0, "number of data shards, fixed when the cluster is bootstrapped; 0: one per --replication bootstrap voters, rounded up (1 on a 3-node cluster: few busy raft groups beat many quiet ones; docs/benchmarks.md, \"Shard count\")")
 	fs.IntVar(&c.Replication, "replication", 3, "replicas per data shard")
 	fs.DurationVar(&c.ClockOffset, "clock-offset", 0, "TESTING ONLY: offset this node's clock (jepsen-lite clock skew)")
+	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", shard.MaxClockSkew, "largest offset of this node's clock from the median clock of the live members that still lets it lead; beyond it the node hands leadership away and refuses to lead until its clock is back (docs/fsm.md, \"Clock bound\"); set the same on every node")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM: bound for draining calls and handing off leadership")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
@@ -129,6 +136,8 @@ func (c *config) finish() error {
 		return fmt.Errorf("--cluster-name is %d bytes, at most %d", len(c.ClusterName), cluster.MaxClusterNameLen)
 	case c.LogStore != shard.LogStoreWAL && c.LogStore != shard.LogStoreBolt:
 		return fmt.Errorf("--log-store must be %s or %s, got %q", shard.LogStoreWAL, shard.LogStoreBolt, c.LogStore)
+	case c.MaxClockOffset < time.Millisecond || c.MaxClockOffset > maxClockOffsetLimit:
+		return fmt.Errorf("--max-clock-offset must be within 1ms..%v, got %v", maxClockOffsetLimit, c.MaxClockOffset)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout must be positive")
 	}

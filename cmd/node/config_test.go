@@ -21,7 +21,7 @@ func TestParseConfigDefaultsAndAdvertise(t *testing.T) {
 	if c.DataDir != "data/n1" || c.GRPCAdvertise != c.GRPCBind || c.RaftAdvertise != c.RaftBind || c.GossipAdvertise != c.GossipBind {
 		t.Fatalf("defaults not derived: %+v", c)
 	}
-	if c.Shards != 0 || c.Replication != 3 || c.BootstrapExpect != 3 || c.LogStore != "wal" {
+	if c.Shards != 0 || c.Replication != 3 || c.BootstrapExpect != 3 || c.LogStore != "wal" || c.MaxClockOffset != 500*time.Millisecond {
 		t.Fatalf("cluster defaults: %+v", c)
 	}
 }
@@ -54,6 +54,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--node-id", "n", "--log-level", "loud"}, nil, "--log-level"},
 		{[]string{"--node-id", "n", "--log-store", "rocks"}, nil, `--log-store must be wal or bolt, got "rocks"`},
 		{[]string{"--node-id", "n", "extra"}, nil, "unexpected argument"},
+		{[]string{"--node-id", "n", "--max-clock-offset", "0s"}, nil, "--max-clock-offset must be within 1ms..1m0s"},
+		{[]string{"--node-id", "n", "--max-clock-offset", "2m"}, nil, "--max-clock-offset"},
 		{[]string{"--node-id", "n"}, map[string]string{"RAFTQ_SHARDS": "many"}, "RAFTQ_SHARDS"},
 		{[]string{"--no-such-flag"}, nil, "not defined"},
 	}
@@ -71,7 +73,7 @@ func TestParseConfigHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "shutdown-timeout", "log-level", "log-store", "RAFTQ_"} {
+	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "RAFTQ_"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}

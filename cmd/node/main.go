@@ -85,7 +85,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		RaftBind: cfg.RaftBind, RaftAdvertise: cfg.RaftAdvertise,
 		GossipBind: cfg.GossipBind, GossipAdvertise: cfg.GossipAdvertise,
 		Join: cfg.joinList(), ClusterName: cfg.ClusterName, BootstrapExpect: cfg.BootstrapExpect,
-		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, Logger: base,
+		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, MaxClockOffset: cfg.MaxClockOffset, Logger: base,
 		Raft: shard.RaftTuning{LogStore: cfg.LogStore},
 	})
 	if err != nil {

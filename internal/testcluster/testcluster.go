@@ -62,6 +62,10 @@ type Options struct {
 	Nodes  int      // default 3
 	Shards int      // default 4 (fewer groups keep tests light on 2 cores)
 	Args   []string // extra flags for every node
+	// NodeArgs[i] are extra flags for node i only (after Args, so they
+	// win), e.g. --clock-offset; they become its ExtraArgs, which later
+	// restarts keep unless the test changes them.
+	NodeArgs [][]string
 }
 
 // Node is one raftq-node process.
@@ -118,6 +122,9 @@ func Start(t testing.TB, bin string, opts Options) *Cluster {
 			HTTP:   "127.0.0.1:" + ports[3],
 		}
 		n.LogPath = filepath.Join(dir, n.ID+".log")
+		if i-1 < len(opts.NodeArgs) {
+			n.ExtraArgs = append([]string(nil), opts.NodeArgs[i-1]...)
+		}
 		gossip = append(gossip, n.Gossip)
 		c.Nodes = append(c.Nodes, n)
 	}

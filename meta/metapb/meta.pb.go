@@ -803,7 +803,8 @@ func (x *ShardMap) GetNodes() []*NodeAddr {
 }
 
 // NodeMeta is a node's gossip metadata (memberlist caps it at 512 bytes): its
-// static identity, and whether it held meta raft state when last announced.
+// static identity, whether it held meta raft state when last announced, and
+// whether its clock check keeps it from leading.
 type NodeMeta struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	NodeId          string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -812,8 +813,12 @@ type NodeMeta struct {
 	Version         string                 `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
 	BootstrapExpect uint32                 `protobuf:"varint,5,opt,name=bootstrap_expect,json=bootstrapExpect,proto3" json:"bootstrap_expect,omitempty"`
 	HasState        bool                   `protobuf:"varint,6,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// clock_hold: the node refuses to lead any raft group, because its clock
+	// is beyond --max-clock-offset from the cluster's or not yet compared
+	// (docs/fsm.md, "Clock bound"); leaders do not hand leadership to it.
+	ClockHold     bool `protobuf:"varint,7,opt,name=clock_hold,json=clockHold,proto3" json:"clock_hold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeMeta) Reset() {
@@ -888,6 +893,13 @@ func (x *NodeMeta) GetHasState() bool {
 	return false
 }
 
+func (x *NodeMeta) GetClockHold() bool {
+	if x != nil {
+		return x.ClockHold
+	}
+	return false
+}
+
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
@@ -939,14 +951,16 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x124\n" +
 	"\x06shards\x18\x03 \x03(\v2\x1c.raftq.meta.v1.ShardReplicasR\x06shards\x12-\n" +
-	"\x05nodes\x18\x04 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\"\xbf\x01\n" +
+	"\x05nodes\x18\x04 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\"\xde\x01\n" +
 	"\bNodeMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\tR\aversion\x12)\n" +
 	"\x10bootstrap_expect\x18\x05 \x01(\rR\x0fbootstrapExpect\x12\x1b\n" +
-	"\thas_state\x18\x06 \x01(\bR\bhasState*c\n" +
+	"\thas_state\x18\x06 \x01(\bR\bhasState\x12\x1d\n" +
+	"\n" +
+	"clock_hold\x18\a \x01(\bR\tclockHold*c\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x0f\n" +
 	"\vCODE_EXISTS\x10\x01\x12\x12\n" +
