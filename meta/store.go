@@ -18,6 +18,7 @@ import (
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta/metapb"
+	"github.com/raftq/raftq/raftstore"
 )
 
 // Store is this node's member of the meta raft group: a local replica of
@@ -258,7 +259,7 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 			return nil, ctx.Err()
 		}
 	}
-	f := s.raft.Apply(b, timeout)
+	f := s.raft.ApplyLog(raftstore.Command(b), timeout)
 	if err := waitFuture(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 			// Refused before it reached the log: certainly not applied.

@@ -735,11 +735,15 @@ func (x *Snapshot) GetShardMap() *ShardMap {
 }
 
 type ShardMap struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"` // 0: not placed
-	Count         uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
-	Shards        []*ShardReplicas       `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"` // sorted by shard
-	Nodes         []*NodeAddr            `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`   // sorted by node id
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"` // 0: not placed
+	Count   uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Shards  []*ShardReplicas       `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"` // sorted by shard
+	Nodes   []*NodeAddr            `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`   // sorted by node id
+	// cluster_id names the cluster: random, chosen when the map is placed.
+	// Every node records it in its node.json; a data directory of another
+	// cluster is refused.
+	ClusterId     string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -802,6 +806,13 @@ func (x *ShardMap) GetNodes() []*NodeAddr {
 	return nil
 }
 
+func (x *ShardMap) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
 // NodeMeta is a node's gossip metadata (memberlist caps it at 512 bytes): its
 // static identity, and whether it held meta raft state when last announced.
 type NodeMeta struct {
@@ -812,8 +823,11 @@ type NodeMeta struct {
 	Version         string                 `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
 	BootstrapExpect uint32                 `protobuf:"varint,5,opt,name=bootstrap_expect,json=bootstrapExpect,proto3" json:"bootstrap_expect,omitempty"`
 	HasState        bool                   `protobuf:"varint,6,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// verified: the node's identity is settled (it is new, or was repaired);
+	// until then it takes no part in any raft group.
+	Verified      bool `protobuf:"varint,7,opt,name=verified,proto3" json:"verified,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeMeta) Reset() {
@@ -888,6 +902,13 @@ func (x *NodeMeta) GetHasState() bool {
 	return false
 }
 
+func (x *NodeMeta) GetVerified() bool {
+	if x != nil {
+		return x.Verified
+	}
+	return false
+}
+
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
@@ -934,19 +955,22 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x06queues\x18\x03 \x03(\v2\x14.raftq.meta.v1.QueueR\x06queues\x124\n" +
-	"\tshard_map\x18\x04 \x01(\v2\x17.raftq.meta.v1.ShardMapR\bshardMap\"\x9f\x01\n" +
+	"\tshard_map\x18\x04 \x01(\v2\x17.raftq.meta.v1.ShardMapR\bshardMap\"\xbe\x01\n" +
 	"\bShardMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x124\n" +
 	"\x06shards\x18\x03 \x03(\v2\x1c.raftq.meta.v1.ShardReplicasR\x06shards\x12-\n" +
-	"\x05nodes\x18\x04 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\"\xbf\x01\n" +
+	"\x05nodes\x18\x04 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\"\xdb\x01\n" +
 	"\bNodeMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\tR\aversion\x12)\n" +
 	"\x10bootstrap_expect\x18\x05 \x01(\rR\x0fbootstrapExpect\x12\x1b\n" +
-	"\thas_state\x18\x06 \x01(\bR\bhasState*c\n" +
+	"\thas_state\x18\x06 \x01(\bR\bhasState\x12\x1a\n" +
+	"\bverified\x18\a \x01(\bR\bverified*c\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x0f\n" +
 	"\vCODE_EXISTS\x10\x01\x12\x12\n" +
