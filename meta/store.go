@@ -2,6 +2,8 @@ package meta
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/raftq/raftq/shard"
@@ -27,9 +29,11 @@ type Store struct {
 	nodeID string
 	raft   *raft.Raft
 	closer io.Closer
-	fsm    *FSM
-	now    func() time.Time
-	logger *slog.Logger
+	// replica is the group's checked stores (raftstore).
+	replica *raftstore.Replica
+	fsm     *FSM
+	now     func() time.Time
+	logger  *slog.Logger
 
 	mu     sync.Mutex
 	subs   map[int]chan struct{}
@@ -105,6 +109,18 @@ func (s *Store) HasState() bool {
 	f := s.raft.GetConfiguration()
 	return f.Error() == nil && len(f.Configuration().Servers) > 0
 }
+
+// Incarnation names this node's meta replica (raftstore.ReplicaIdentity).
+func (s *Store) Incarnation() string {
+	if s.replica == nil {
+		return ""
+	}
+	return s.replica.Identity().Incarnation
+}
+
+// Fresh reports whether this node's meta replica was created when it was
+// opened (it has never been part of the group).
+func (s *Store) Fresh() bool { return s.replica != nil && s.replica.Fresh() }
 
 // Bootstrap starts the group with servers as its voters. Every initial node
 // calls it with the identical list; raft.ErrCantBootstrap (state exists) is
@@ -226,11 +242,18 @@ func (s *Store) PlaceShards(ctx context.Context, count uint32, replication int) 
 		return ShardMap{}, errors.New("place shards: no voters in the meta configuration")
 	}
 	slices.Sort(voters)
-	cmd := placeCommand(count, Place(count, replication, voters), addrs)
+	cmd := placeCommand(count, Place(count, replication, voters), addrs, newClusterID())
 	if _, err := s.apply(ctx, &metapb.Command{Cmd: &metapb.Command_PlaceShards{PlaceShards: cmd}}); err != nil {
 		return ShardMap{}, fmt.Errorf("place shards: %w", err)
 	}
 	return s.ShardMap(), nil
+}
+
+// newClusterID is a random cluster name, fixed by the first placement.
+func newClusterID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand does not fail on Linux
+	return hex.EncodeToString(b[:])
 }
 
 func (s *Store) notLeader() error {

@@ -28,17 +28,24 @@ const (
 type GroupEntry struct {
 	State       string `json:"state"`
 	Incarnation string `json:"incarnation,omitempty"`
+	// Voter is, for a group being rejoined, whether the replica was a
+	// voter before: it is promoted back once it has caught up.
+	Voter bool `json:"voter,omitempty"`
 }
 
 // NodeIdentity is who a node is and which raft groups it has created, so a
 // group directory that disappeared is noticed instead of recreated.
 type NodeIdentity struct {
-	Format      int                   `json:"format"`
-	NodeID      string                `json:"node_id"`
-	Incarnation string                `json:"incarnation"`
-	ClusterID   string                `json:"cluster_id,omitempty"`
-	CreatedAt   time.Time             `json:"created_at"`
-	Groups      map[string]GroupEntry `json:"groups"`
+	Format      int       `json:"format"`
+	NodeID      string    `json:"node_id"`
+	Incarnation string    `json:"incarnation"`
+	ClusterID   string    `json:"cluster_id,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	// Verified is set once the node knows it is not a member that lost its
+	// state: it is new to its cluster, or its lost replicas were removed
+	// from their groups. Until then it takes no part in raft.
+	Verified bool                  `json:"verified"`
+	Groups   map[string]GroupEntry `json:"groups"`
 }
 
 // Node is the identity of one node's data directory. Safe for concurrent
@@ -171,6 +178,74 @@ func (n *Node) SetClusterID(clusterID string) error {
 	return nil
 }
 
+// Verified reports whether the node's identity is settled (NodeIdentity).
+func (n *Node) Verified() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.id != nil && n.id.Verified
+}
+
+// SetVerified records whether the node's identity is settled.
+func (n *Node) SetVerified(v bool) error {
+	return n.update(func(id *NodeIdentity) { id.Verified = v })
+}
+
+// Rejoin records that group's replica on this node was (or is being)
+// removed from its raft group and must come back as a new replica joining
+// through raft: incarnation names it ("" for a new one, to be created
+// fresh; the incarnation of a replica already created empty to keep it).
+// voter says whether to promote it once it has caught up.
+func (n *Node) Rejoin(group, incarnation string, voter bool) error {
+	if incarnation == "" {
+		incarnation = newIncarnation()
+	}
+	return n.update(func(id *NodeIdentity) {
+		id.Groups[group] = GroupEntry{State: GroupRejoin, Incarnation: incarnation, Voter: voter}
+	})
+}
+
+// Rejoined records that group's replica is back in its raft group with the
+// suffrage it had.
+func (n *Node) Rejoined(group string) error {
+	return n.update(func(id *NodeIdentity) {
+		e := id.Groups[group]
+		e.State, e.Voter = GroupReady, false
+		id.Groups[group] = e
+	})
+}
+
+// Rejoining lists the groups being rejoined and whether each was a voter.
+func (n *Node) Rejoining() map[string]bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := map[string]bool{}
+	if n.id == nil {
+		return out
+	}
+	for g, e := range n.id.Groups {
+		if e.State == GroupRejoin {
+			out[g] = e.Voter
+		}
+	}
+	return out
+}
+
+func (n *Node) update(edit func(*NodeIdentity)) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.id == nil {
+		return fmt.Errorf("node identity not created")
+	}
+	c := *n.id
+	c.Groups = maps.Clone(n.id.Groups)
+	edit(&c)
+	if err := n.writeLocked(&c); err != nil {
+		return err
+	}
+	n.id = &c
+	return nil
+}
+
 // group returns the registry entry of group.
 func (n *Node) group(group string) (GroupEntry, bool) {
 	n.mu.Lock()
@@ -193,22 +268,19 @@ func (n *Node) Groups() []string {
 }
 
 func (n *Node) setGroup(group string, e GroupEntry) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.id == nil {
-		return fmt.Errorf("node identity not created")
-	}
-	if cur, ok := n.id.Groups[group]; ok && cur == e {
+	if cur, ok := n.group(group); ok && cur == e {
 		return nil
 	}
-	c := *n.id
-	c.Groups = maps.Clone(n.id.Groups)
-	c.Groups[group] = e
-	if err := n.writeLocked(&c); err != nil {
-		return err
+	return n.update(func(id *NodeIdentity) { id.Groups[group] = e })
+}
+
+// markCreated records that group's replica directory now exists; a group
+// being rejoined keeps its rejoin entry until it is promoted (Rejoined).
+func (n *Node) markCreated(group, incarnation string) error {
+	if cur, ok := n.group(group); ok && cur.State == GroupRejoin && cur.Incarnation == incarnation {
+		return nil
 	}
-	n.id = &c
-	return nil
+	return n.setGroup(group, GroupEntry{State: GroupReady, Incarnation: incarnation})
 }
 
 func (n *Node) writeLocked(id *NodeIdentity) error {
@@ -217,4 +289,21 @@ func (n *Node) writeLocked(id *NodeIdentity) error {
 		return fmt.Errorf("encode node identity: %w", err)
 	}
 	return writeFileSync(filepath.Join(n.dir, nodeFileName), append(b, '\n'))
+}
+
+// Discard moves a damaged replica's directory aside (dir.damaged-<time>),
+// keeping its bytes for a post-mortem, so the group can be re-created
+// empty. It returns where the directory went ("" if there was none).
+func Discard(dir string) (string, error) {
+	if ok, err := exists(dir); err != nil || !ok {
+		return "", err
+	}
+	to := fmt.Sprintf("%s.damaged-%s", dir, time.Now().UTC().Format("20060102T150405.000000000"))
+	if err := os.Rename(dir, to); err != nil {
+		return "", fmt.Errorf("move damaged replica aside: %w", err)
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return "", err
+	}
+	return to, nil
 }

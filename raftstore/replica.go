@@ -372,7 +372,7 @@ func (r *Replica) MarkReady() error {
 		r.id = &id
 	}
 	if r.o.Node != nil {
-		return r.o.Node.setGroup(r.o.Group, GroupEntry{State: GroupReady, Incarnation: r.id.Incarnation})
+		return r.o.Node.markCreated(r.o.Group, r.id.Incarnation)
 	}
 	return nil
 }

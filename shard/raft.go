@@ -109,16 +109,26 @@ type RaftOptions struct {
 	NotifyCh chan<- bool
 }
 
+// Group is one opened raft replica: raft, its checked stores, and what
+// closes them.
+type Group struct {
+	Raft    *raft.Raft
+	Replica *raftstore.Replica
+	closer  io.Closer
+}
+
+// Close stops the snapshot scheduler and closes the stores; call it after
+// raft.Shutdown has completed.
+func (g *Group) Close() error { return g.closer.Close() }
+
 // OpenRaft opens (or creates) the replica in o.Dir through raftstore, which
 // refuses a replica with less than it had (a *raftstore.DamageError:
 // missing or shortened stores, checksum mismatches, another node's
 // directory), bootstraps when asked and the replica is new, and starts
-// raft on f and its snapshot scheduler. The returned Closer stops the
-// scheduler and closes the stores; call it after raft.Shutdown has
-// completed.
-func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
+// raft on f and its snapshot scheduler.
+func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 	if o.NodeID == "" || o.Dir == "" || o.Transport == nil {
-		return nil, nil, errors.New("shard: OpenRaft needs NodeID, Dir and Transport")
+		return nil, errors.New("shard: OpenRaft needs NodeID, Dir and Transport")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -133,18 +143,18 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 		Logger: o.Logger, Damaged: o.Damaged,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("shard: %w", err)
+		return nil, fmt.Errorf("shard: %w", err)
 	}
 	logs, err := raft.NewLogCache(tun.LogCacheSize, rep.Logs())
 	if err != nil {
 		_ = rep.Close()
-		return nil, nil, fmt.Errorf("shard: log cache: %w", err)
+		return nil, fmt.Errorf("shard: log cache: %w", err)
 	}
 	hlog := raftmux.HCLogger(o.Logger, "raft")
 	files, err := raft.NewFileSnapshotStoreWithLogger(o.Dir, raftNeverReaps, hlog)
 	if err != nil {
 		_ = rep.Close()
-		return nil, nil, fmt.Errorf("shard: snapshot store: %w", err)
+		return nil, fmt.Errorf("shard: snapshot store: %w", err)
 	}
 	snaps := newWritebackStore(files, o.Dir, snapshotDirtyWindow, snapshotWritebackStep, tun.SnapshotRetain)
 	closeAll := func() { _ = closers{snaps, rep}.Close() }
@@ -153,11 +163,11 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 		snapIndex = metas[0].Index
 	} else if err != nil {
 		closeAll()
-		return nil, nil, fmt.Errorf("shard: list snapshots: %w", err)
+		return nil, fmt.Errorf("shard: list snapshots: %w", err)
 	}
 	if err := rep.CheckCovered(snapIndex); err != nil {
 		closeAll()
-		return nil, nil, fmt.Errorf("shard: %w", err)
+		return nil, fmt.Errorf("shard: %w", err)
 	}
 
 	cfg := raft.DefaultConfig()
@@ -180,7 +190,7 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 	cfg.NotifyCh = o.NotifyCh
 	if err := raft.ValidateConfig(cfg); err != nil {
 		closeAll()
-		return nil, nil, fmt.Errorf("shard: raft config: %w", err)
+		return nil, fmt.Errorf("shard: raft config: %w", err)
 	}
 
 	// Only a replica the node never had may take part in bootstrapping
@@ -190,25 +200,25 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 			raft.Configuration{Servers: o.Bootstrap})
 		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			closeAll()
-			return nil, nil, fmt.Errorf("shard: bootstrap: %w", err)
+			return nil, fmt.Errorf("shard: bootstrap: %w", err)
 		}
 	}
 	if err := rep.MarkReady(); err != nil {
 		closeAll()
-		return nil, nil, fmt.Errorf("shard: %w", err)
+		return nil, fmt.Errorf("shard: %w", err)
 	}
 	applied := newLogBytes()
 	guarded := raftstore.GuardFSM(countLogBytes(f, applied), rep)
 	r, err := raft.NewRaft(cfg, guarded, logs, rep.Stable(), snaps, o.Transport)
 	if err != nil {
 		closeAll()
-		return nil, nil, fmt.Errorf("shard: start raft: %w", err)
+		return nil, fmt.Errorf("shard: start raft: %w", err)
 	}
 	sched := startSnapshotScheduler(&snapshotScheduler{
 		r: r, store: snaps, applied: applied, self: cfg.LocalID,
 		threshold: tun.SnapshotThreshold, interval: tun.SnapshotInterval, logger: o.Logger,
 	})
-	return r, closers{sched, snaps, rep}, nil
+	return &Group{Raft: r, Replica: rep, closer: closers{sched, snaps, rep}}, nil
 }
 
 // closers closes each in order and returns the first error.

@@ -40,6 +40,7 @@ type config struct {
 	ClockOffset     time.Duration
 	ShutdownTimeout time.Duration
 	LogLevel        string
+	Repair          bool
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
@@ -66,6 +67,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.DurationVar(&c.ClockOffset, "clock-offset", 0, "TESTING ONLY: offset this node's clock (jepsen-lite clock skew)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM: bound for draining calls and handing off leadership")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.Repair, "repair", false, "repair this node's damaged or lost replicas: each is removed from its raft group and re-added empty through raft (docs/operations.md); without it such a node refuses to start or leaves them out")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: raftq-node [flags]\n\nRuns one node of a raftq cluster. Every flag may also be set as RAFTQ_<FLAG>,\ne.g. RAFTQ_NODE_ID=n1, RAFTQ_JOIN=127.0.0.1:7301.\n\nFlags:\n")
 		fs.PrintDefaults()

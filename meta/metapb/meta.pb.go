@@ -376,6 +376,7 @@ type PlaceShards struct {
 	// Raft addresses of the nodes named in shards, as the meta configuration
 	// knew them at placement; every replica bootstraps a shard from these.
 	Nodes         []*NodeAddr `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	ClusterId     string      `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // random; names the cluster (ShardMap.cluster_id)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -429,6 +430,13 @@ func (x *PlaceShards) GetNodes() []*NodeAddr {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *PlaceShards) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 type ShardReplicas struct {
@@ -823,11 +831,8 @@ type NodeMeta struct {
 	Version         string                 `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
 	BootstrapExpect uint32                 `protobuf:"varint,5,opt,name=bootstrap_expect,json=bootstrapExpect,proto3" json:"bootstrap_expect,omitempty"`
 	HasState        bool                   `protobuf:"varint,6,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`
-	// verified: the node's identity is settled (it is new, or was repaired);
-	// until then it takes no part in any raft group.
-	Verified      bool `protobuf:"varint,7,opt,name=verified,proto3" json:"verified,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NodeMeta) Reset() {
@@ -902,13 +907,6 @@ func (x *NodeMeta) GetHasState() bool {
 	return false
 }
 
-func (x *NodeMeta) GetVerified() bool {
-	if x != nil {
-		return x.Verified
-	}
-	return false
-}
-
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
@@ -929,11 +927,13 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\"!\n" +
 	"\vDeleteQueue\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x88\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xa7\x01\n" +
 	"\vPlaceShards\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x124\n" +
 	"\x06shards\x18\x02 \x03(\v2\x1c.raftq.meta.v1.ShardReplicasR\x06shards\x12-\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\";\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x04 \x01(\tR\tclusterId\";\n" +
 	"\rShardReplicas\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x14\n" +
 	"\x05nodes\x18\x02 \x03(\tR\x05nodes\"@\n" +
@@ -962,15 +962,14 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x06shards\x18\x03 \x03(\v2\x1c.raftq.meta.v1.ShardReplicasR\x06shards\x12-\n" +
 	"\x05nodes\x18\x04 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\tR\tclusterId\"\xdb\x01\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\"\xbf\x01\n" +
 	"\bNodeMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\tR\aversion\x12)\n" +
 	"\x10bootstrap_expect\x18\x05 \x01(\rR\x0fbootstrapExpect\x12\x1b\n" +
-	"\thas_state\x18\x06 \x01(\bR\bhasState\x12\x1a\n" +
-	"\bverified\x18\a \x01(\bR\bverified*c\n" +
+	"\thas_state\x18\x06 \x01(\bR\bhasState*c\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x0f\n" +
 	"\vCODE_EXISTS\x10\x01\x12\x12\n" +
