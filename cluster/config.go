@@ -74,6 +74,10 @@ type Config struct {
 	// empty while the cluster lists it, refuses to start (it says why),
 	// and damaged shard replicas wait for `raftq cluster repair`.
 	Repair bool
+	// DigestInterval is how often a shard leader compares its replicas'
+	// state digests (cluster/digests.go): default 2 min, stretched so the
+	// hashing takes at most ~2 % of the time; negative disables.
+	DigestInterval time.Duration
 	// Peers reaches other nodes for identity checks and repair; default:
 	// their Node gRPC service at their advertised gRPC address.
 	Peers PeerClient
@@ -128,6 +132,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Version == "" {
 		c.Version = "dev"
+	}
+	if c.DigestInterval == 0 {
+		c.DigestInterval = 2 * time.Minute
 	}
 	if c.Peers == nil {
 		c.Peers = &grpcPeers{}

@@ -266,4 +266,12 @@ func (p testPeers) GroupChange(ctx context.Context, to Member, req *raftqv1.Grou
 	return &raftqv1.GroupChangeResponse{LeaderId: to.NodeID, LeaderLastIndex: last}, "", nil
 }
 
+func (p testPeers) ShardDigest(ctx context.Context, to Member, req *raftqv1.ShardDigestRequest) (*raftqv1.ShardDigestResponse, error) {
+	n, err := p.node(to.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	return n.ShardDigest(ctx, req)
+}
+
 func (testPeers) Close() {}

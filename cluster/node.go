@@ -49,6 +49,7 @@ type Node struct {
 	verified     chan struct{}
 	verifiedOnce sync.Once
 	fatalOnce    sync.Once
+	digests      digestCounters
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -119,6 +120,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.goLoop(n.verifyLoop)
 	}
 	n.goLoop(n.rejoinLoop)
+	n.goLoop(n.digestLoop)
 	if cfg.Repair {
 		n.goLoop(n.repairAtStart)
 	}

@@ -21,6 +21,8 @@ type PeerClient interface {
 	Known(ctx context.Context, to Member, req *raftqv1.KnownRequest) (*raftqv1.KnownResponse, error)
 	// GroupChange returns the leader hint ("" if none) when refused.
 	GroupChange(ctx context.Context, to Member, req *raftqv1.GroupChangeRequest) (*raftqv1.GroupChangeResponse, string, error)
+	// ShardDigest asks for a replica's state digest (replica comparison).
+	ShardDigest(ctx context.Context, to Member, req *raftqv1.ShardDigestRequest) (*raftqv1.ShardDigestResponse, error)
 	Close()
 }
 
@@ -79,6 +81,14 @@ func (p *grpcPeers) GroupChange(ctx context.Context, to Member, req *raftqv1.Gro
 		return nil, hint, err
 	}
 	return resp, "", nil
+}
+
+func (p *grpcPeers) ShardDigest(ctx context.Context, to Member, req *raftqv1.ShardDigestRequest) (*raftqv1.ShardDigestResponse, error) {
+	nc, err := p.node(to.GRPCAddr)
+	if err != nil {
+		return nil, err
+	}
+	return nc.ShardDigest(ctx, req)
 }
 
 func (p *grpcPeers) Close() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/raftstore"
 )
@@ -276,6 +277,112 @@ func TestForgetfulReplicaCannotElectALeaderWithoutTheWrites(t *testing.T) {
 		}
 		if m := missing(n1, append(base, acked...)); len(m) > 0 {
 			return fmt.Errorf("n1 lacks %d", len(m))
+		}
+		return nil
+	})
+}
+
+// diverge changes a replica's state behind raft's back, as a bug or a bad
+// memory bit would: an enqueue applied to its FSM alone.
+func diverge(t *testing.T, n *Node) {
+	t.Helper()
+	s := n.LocalShard(0)
+	data, err := fsm.EncodeEntry(&fsmpb.Entry{Version: fsm.EntryVersion, NowMs: time.Now().UnixMilli(), Commands: []*fsmpb.Command{
+		{Cmd: &fsmpb.Command_Enqueue{Enqueue: &fsmpb.Enqueue{Queue: "q", Messages: []*fsmpb.NewMessage{{Body: []byte("only here")}}}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.FSM().Apply(&raft.Log{Index: s.Raft().AppliedIndex(), Term: s.Raft().CurrentTerm(), Type: raft.LogCommand, Data: data})
+}
+
+// Leaders compare their replicas' state digests continuously: a follower
+// whose state diverged is told and stops; a leader that is the odd one out
+// stops itself; repair brings either back.
+func TestDivergedReplicasAreFenced(t *testing.T) {
+	tc := newTestCluster(t)
+	for i, id := range []string{"n1", "n2", "n3"} {
+		var join []string
+		if i > 0 {
+			join = []string{"n1"}
+		}
+		cfg := tc.define(id, 3, join...)
+		cfg.Shards, cfg.DigestInterval = 1, 300*time.Millisecond
+		tc.cfgs[id] = cfg
+		tc.start(id)
+	}
+	tc.waitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tc.mustCreateQueue(ctx, "q", pol(60_000))
+	waitFor(t, 15*time.Second, "queue in every shard", tc.queuesReconciled)
+	ids := tc.enqueue(t, "a", 10)
+
+	leaderOf := func() *Node {
+		var l *Node
+		waitFor(t, 15*time.Second, "shard leader", func() error {
+			leaders, err := tc.shardLeaders()
+			if err != nil {
+				return err
+			}
+			l = tc.nodes[leaders[0]]
+			return nil
+		})
+		return l
+	}
+	leader := leaderOf()
+	waitFor(t, 20*time.Second, "a comparison that matched", func() error {
+		if st := leader.DigestStats(); st.Matched == 0 {
+			return fmt.Errorf("stats %+v", st)
+		}
+		return nil
+	})
+
+	for _, who := range []string{"follower", "leader"} {
+		leader = leaderOf()
+		victim := leader
+		if who == "follower" {
+			for _, n := range tc.nodes {
+				if n != leader {
+					victim = n
+					break
+				}
+			}
+		}
+		diverge(t, victim)
+		waitFor(t, 20*time.Second, who+" fenced", func() error {
+			d, ok := victim.Damaged()["shard-0"]
+			if !ok {
+				return errors.New("not yet")
+			}
+			if d.Reason != raftstore.ReasonDiverged {
+				return fmt.Errorf("reason %s", d.Reason)
+			}
+			if victim.LocalShard(0) != nil {
+				return errors.New("still open")
+			}
+			return nil
+		})
+		ids = append(ids, tc.enqueue(t, "after-"+who, 5)...)
+		res := victim.Repair(ctx)
+		if len(res) != 1 || !strings.Contains(res[0].GetOutcome(), "re-created empty") {
+			t.Fatalf("repair of the %s: %v", who, res)
+		}
+		waitFor(t, 40*time.Second, who+" back with every message", func() error {
+			if len(victim.ident.Rejoining()) > 0 || victim.LocalShard(0) == nil {
+				return errors.New("rejoining")
+			}
+			if m := missing(victim, ids); len(m) > 0 {
+				return fmt.Errorf("lacks %d", len(m))
+			}
+			return nil
+		})
+	}
+	waitFor(t, 20*time.Second, "replicas agree again", func() error {
+		for _, n := range tc.nodes {
+			if err := tc.shardDigestsMatch(n); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

@@ -340,6 +340,13 @@ func (r *Replica) Damage(d *DamageError) {
 	})
 }
 
+// Diverged is the damage of replica r whose state digest at index (own)
+// differs from the one a quorum of its group recorded there (quorum).
+func Diverged(r *Replica, index uint64, own, quorum []byte) *DamageError {
+	return damage(r.o.Dir, r.o.Group, ReasonDiverged, "", index,
+		"its state digest after index %d is %x, a quorum of its group has %x: its state diverged", index, own[:8], quorum[:min(8, len(quorum))])
+}
+
 // Fresh reports whether Open created the replica.
 func (r *Replica) Fresh() bool { return r.fresh }
 

@@ -19,6 +19,8 @@ type Repairer interface {
 	ChangeGroup(ctx context.Context, group string, op raftqv1.GroupChangeRequest_Op, nodeID, raftAddr string) (uint64, error)
 	Repair(ctx context.Context) []*raftqv1.GroupRepair
 	Damaged() map[string]*raftstore.DamageError
+	// ShardDigest answers a replica comparison (a checkpoint digest).
+	ShardDigest(ctx context.Context, req *raftqv1.ShardDigestRequest) (*raftqv1.ShardDigestResponse, error)
 }
 
 func (n *nodeSvc) Known(ctx context.Context, req *raftqv1.KnownRequest) (*raftqv1.KnownResponse, error) {

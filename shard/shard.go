@@ -91,6 +91,8 @@ type Shard struct {
 	sidelines map[string]raftmux.Hold // reasons this replica must not lead
 	sidelined atomic.Bool             // len(sidelines) > 0
 
+	checkpoints checkpoints // digests for replica comparison
+
 	waitMu  sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
 	claimed map[string]uint64 // messages asked for by receives in flight (claim)
@@ -147,7 +149,7 @@ func Open(cfg Config) (*Shard, error) {
 		s.gate = &raftmux.Gate{}
 	}
 	s.lead.Store(notLeaderState)
-	s.fsm = fsm.New(fsm.Options{Notify: s.notify})
+	s.fsm = fsm.New(fsm.Options{Notify: s.notify, Checkpoint: s.checkpoints.record})
 	g, err := OpenRaft(RaftOptions{
 		NodeID:    cfg.NodeID,
 		Dir:       cfg.Dir,

@@ -3074,8 +3074,16 @@ func (x *ShardReadResponse) GetDead() []*fsmpb.Message {
 }
 
 type ShardDigestRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ShardId       uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	ShardId uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	// checkpoint, when set, asks for the digest this replica recorded at that
+	// replica comparison (a Tick checkpoint) instead of its current state's;
+	// NOT_FOUND while it has not applied it.
+	Checkpoint uint64 `protobuf:"varint,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// quorum_digest, with checkpoint: the digest a quorum of the group's
+	// replicas recorded there. A replica whose own differs is marked damaged
+	// (it stops voting and serving until repaired) and says so in diverged.
+	QuorumDigest  []byte `protobuf:"bytes,3,opt,name=quorum_digest,json=quorumDigest,proto3" json:"quorum_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3115,6 +3123,20 @@ func (x *ShardDigestRequest) GetShardId() uint32 {
 		return x.ShardId
 	}
 	return 0
+}
+
+func (x *ShardDigestRequest) GetCheckpoint() uint64 {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return 0
+}
+
+func (x *ShardDigestRequest) GetQuorumDigest() []byte {
+	if x != nil {
+		return x.QuorumDigest
+	}
+	return nil
 }
 
 type KnownRequest struct {
@@ -3398,6 +3420,7 @@ type ShardDigestResponse struct {
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // the FSM's applied index the digest was taken at
 	Digest        []byte                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`                                  // sha256 of the replica's snapshot stream
+	Diverged      bool                   `protobuf:"varint,4,opt,name=diverged,proto3" json:"diverged,omitempty"`                             // differed from quorum_digest: marked damaged
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3451,6 +3474,13 @@ func (x *ShardDigestResponse) GetDigest() []byte {
 		return x.Digest
 	}
 	return nil
+}
+
+func (x *ShardDigestResponse) GetDiverged() bool {
+	if x != nil {
+		return x.Diverged
+	}
+	return false
 }
 
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
@@ -3666,9 +3696,13 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x11ShardReadResponse\x122\n" +
 	"\x05stats\x18\x01 \x01(\v2\x1c.raftq.v1.QueueStatsResponseR\x05stats\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.raftq.fsm.v1.MessageR\amessage\x12)\n" +
-	"\x04dead\x18\x03 \x03(\v2\x15.raftq.fsm.v1.MessageR\x04dead\"/\n" +
+	"\x04dead\x18\x03 \x03(\v2\x15.raftq.fsm.v1.MessageR\x04dead\"t\n" +
 	"\x12ShardDigestRequest\x12\x19\n" +
-	"\bshard_id\x18\x01 \x01(\rR\ashardId\"'\n" +
+	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x02 \x01(\x04R\n" +
+	"checkpoint\x12#\n" +
+	"\rquorum_digest\x18\x03 \x01(\fR\fquorumDigest\"'\n" +
 	"\fKnownRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"z\n" +
 	"\rKnownResponse\x12\x1d\n" +
@@ -3692,11 +3726,12 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"OP_PROMOTE\x10\x03\"^\n" +
 	"\x13GroupChangeResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12*\n" +
-	"\x11leader_last_index\x18\x02 \x01(\x04R\x0fleaderLastIndex\"k\n" +
+	"\x11leader_last_index\x18\x02 \x01(\x04R\x0fleaderLastIndex\"\x87\x01\n" +
 	"\x13ShardDigestResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\fR\x06digest2\xef\x03\n" +
+	"\x06digest\x18\x03 \x01(\fR\x06digest\x12\x1a\n" +
+	"\bdiverged\x18\x04 \x01(\bR\bdiverged2\xef\x03\n" +
 	"\x06Queues\x12@\n" +
 	"\vCreateQueue\x12\x1c.raftq.v1.CreateQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12:\n" +
 	"\bGetQueue\x12\x19.raftq.v1.GetQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12G\n" +
