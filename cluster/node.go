@@ -312,6 +312,10 @@ func (n *Node) repairAtStart(ctx context.Context) {
 	}
 }
 
+// Verified reports whether the node's identity is settled: until then it
+// takes no part in raft (identity.go).
+func (n *Node) Verified() bool { return isDone(n.verified) }
+
 // Damaged lists this node's damaged replicas.
 func (n *Node) Damaged() map[string]*raftstore.DamageError {
 	out := map[string]*raftstore.DamageError{}
