@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,14 +36,19 @@ type Facts struct {
 }
 
 // factsWriter keeps the facts file of one replica. Raising the index is
-// cheap and written in the background (flushEvery); raising the term and
-// lowering the index are written at once, before the caller goes on.
+// an atomic store on the append path, written in the background
+// (flushEvery), so an append never waits for the facts file's fsync;
+// raising the term and lowering the index are written at once, before the
+// caller goes on.
 type factsWriter struct {
-	mu      sync.Mutex
+	// index is the durable log index to record (noteIndex, lowerIndex).
+	index atomic.Uint64
+
+	mu      sync.Mutex // held while writing the file
 	f       *os.File
 	seq     uint64
 	written Facts // on disk
-	want    Facts // to be written
+	term    Facts // want.Term; Index unused
 	err     error // first write error; later writes are refused
 
 	stop chan struct{}
@@ -106,7 +112,8 @@ func openFacts(path string, flushEvery time.Duration) (*factsWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open facts: %w", err)
 	}
-	w := &factsWriter{f: f, seq: seq, written: cur, want: cur, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &factsWriter{f: f, seq: seq, written: cur, term: cur, stop: make(chan struct{}), done: make(chan struct{})}
+	w.index.Store(cur.Index)
 	go w.flushLoop(flushEvery)
 	return w, nil
 }
@@ -120,45 +127,44 @@ func (w *factsWriter) current() Facts {
 
 // noteIndex records that the log is durable up to index; it reaches the
 // file within flushEvery.
-func (w *factsWriter) noteIndex(index uint64) {
-	w.mu.Lock()
-	w.want.Index = index
-	w.mu.Unlock()
-}
+func (w *factsWriter) noteIndex(index uint64) { w.index.Store(index) }
 
 // noteTerm records a term raft has just stored, durably, before returning.
 func (w *factsWriter) noteTerm(term uint64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if term <= w.want.Term {
+	if term <= w.term.Term {
 		return w.err
 	}
-	w.want.Term = term
+	w.term.Term = term
 	return w.writeLocked()
 }
 
 // lowerIndex records, durably and before the caller deletes anything, that
 // the log is about to end at index (raft is removing a conflicting tail).
+// The caller orders it against noteIndex (checkedLogs.mu).
 func (w *factsWriter) lowerIndex(index uint64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if index >= w.want.Index && index >= w.written.Index {
+	if index >= w.index.Load() && index >= w.written.Index {
 		return w.err
 	}
-	w.want.Index = index
+	w.index.Store(index)
 	return w.writeLocked()
 }
 
+// writeLocked writes the wanted facts if they differ from the file's.
 func (w *factsWriter) writeLocked() error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.want == w.written {
+	want := Facts{Index: w.index.Load(), Term: w.term.Term}
+	if want == w.written {
 		return nil
 	}
 	w.seq++
 	off := int64(w.seq%2) * factsSlot
-	if _, err := w.f.WriteAt(encodeFacts(w.seq, w.want), off); err != nil {
+	if _, err := w.f.WriteAt(encodeFacts(w.seq, want), off); err != nil {
 		w.err = fmt.Errorf("write facts: %w", err)
 		return w.err
 	}
@@ -166,7 +172,7 @@ func (w *factsWriter) writeLocked() error {
 		w.err = fmt.Errorf("sync facts: %w", err)
 		return w.err
 	}
-	w.written = w.want
+	w.written = want
 	return nil
 }
 
