@@ -94,6 +94,21 @@ type ClusterStatus struct {
 	MetaLeaderID string
 	Members      []Member
 	Shards       []ShardInfo
+	// Damaged lists the answering node's replicas found damaged: they do
+	// not vote or serve until repaired (Client.Repair).
+	Damaged []DamagedReplica
+}
+
+// DamagedReplica is a replica that was found damaged.
+type DamagedReplica struct {
+	Group  string // "meta" or "shard-N"
+	Reason string // e.g. "checksum", "log-short", "store-missing"
+	Detail string
+}
+
+// GroupRepair is what Repair did to one replica.
+type GroupRepair struct {
+	Group, Reason, Outcome string
 }
 
 // Status asks any node for its view of the cluster.
@@ -107,6 +122,9 @@ func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
 		return nil, fmt.Errorf("cluster status: %w", err)
 	}
 	out := &ClusterStatus{NodeID: resp.GetNodeId(), MetaLeaderID: resp.GetMetaLeaderId()}
+	for _, d := range resp.GetDamaged() {
+		out.Damaged = append(out.Damaged, DamagedReplica{Group: d.GetGroup(), Reason: d.GetReason(), Detail: d.GetDetail()})
+	}
 	for _, m := range resp.GetMembers() {
 		out.Members = append(out.Members, Member{NodeID: m.GetNodeId(), GRPCAddr: m.GetGrpcAddr(), RaftAddr: m.GetRaftAddr(), State: m.GetState()})
 	}
@@ -115,6 +133,26 @@ func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
 			ID: s.GetShardId(), Replicas: s.GetReplicas(), LeaderID: s.GetLeaderId(), LeaderAddr: s.GetLeaderGrpcAddr(),
 			Term: s.GetTerm(), CommitIndex: s.GetCommitIndex(), AppliedIndex: s.GetAppliedIndex(),
 		})
+	}
+	return out, nil
+}
+
+// Repair removes node's damaged replicas from their raft groups and
+// re-adds them empty, through raft (docs/operations.md). It returns what
+// happened to each; a replica re-added catches up and is promoted in the
+// background.
+func (c *Client) Repair(ctx context.Context, node string) ([]GroupRepair, error) {
+	var resp *raftqv1.RepairResponse
+	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewClusterClient(cc).Repair(ctx, &raftqv1.RepairRequest{NodeId: node}, co...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("repair %s: %w", node, err)
+	}
+	out := make([]GroupRepair, 0, len(resp.GetGroups()))
+	for _, g := range resp.GetGroups() {
+		out = append(out, GroupRepair{Group: g.GetGroup(), Reason: g.GetReason(), Outcome: g.GetOutcome()})
 	}
 	return out, nil
 }

@@ -21,6 +21,13 @@ const bootstrapStable = 500 * time.Millisecond
 // so raft accepts it from each, and ErrCantBootstrap is normal. Members with
 // expect 0 are joiners: they never count and never bootstrap.
 func (n *Node) bootstrapLoop(ctx context.Context) {
+	// A node that may have lost its state must not bootstrap anything
+	// before it knows (identity.go).
+	select {
+	case <-ctx.Done():
+		return
+	case <-n.verifiedCh():
+	}
 	expect := n.cfg.BootstrapExpect
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()

@@ -74,6 +74,23 @@ type Config struct {
 	PreferredLeaderDelay time.Duration
 	// Version is advertised in gossip metadata.
 	Version string
+	// Repair lets the node repair its damaged or lost replicas: each is
+	// removed from its raft group and re-added empty, through raft. Off,
+	// a node that finds its meta replica damaged, or its data directory
+	// empty while the cluster lists it, refuses to start (it says why),
+	// and damaged shard replicas wait for `raftq cluster repair`.
+	Repair bool
+	// DigestInterval is how often a shard leader compares its replicas'
+	// state digests (cluster/digests.go): default 2 min, stretched so the
+	// hashing takes at most ~2 % of the time; negative disables.
+	DigestInterval time.Duration
+	// Peers reaches other nodes for identity checks and repair; default:
+	// their Node gRPC service at their advertised gRPC address.
+	Peers PeerClient
+	// Fatal is called when the node must stop (its meta replica found
+	// damaged bytes, it lost its state, it belongs to another cluster);
+	// the process should exit with err. Default: log it.
+	Fatal func(error)
 }
 
 // DefaultShards is the shard count a cluster bootstrapped by voters nodes
@@ -127,6 +144,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Version == "" {
 		c.Version = "dev"
+	}
+	if c.DigestInterval == 0 {
+		c.DigestInterval = 2 * time.Minute
+	}
+	if c.Peers == nil {
+		c.Peers = &grpcPeers{}
+	}
+	if c.Fatal == nil {
+		logger := c.Logger
+		c.Fatal = func(err error) { logger.Error("node must stop", "err", err) }
 	}
 	return c, nil
 }

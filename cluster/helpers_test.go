@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -9,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -38,16 +41,21 @@ func freeAddr(t *testing.T) string {
 }
 
 type testCluster struct {
-	t     *testing.T
-	name  string // gossip label: other tests' clusters cannot pull these nodes in
-	cfgs  map[string]Config
-	nodes map[string]*Node
+	t *testing.T
+	// live is what in-process peers (testPeers) reach; nodes is the test
+	// goroutine's own view.
+	liveMu sync.Mutex
+	live   map[string]*Node
+	name   string // gossip label: other tests' clusters cannot pull these nodes in
+	cfgs   map[string]Config
+	nodes  map[string]*Node
 	// started names the nodes that ran at least once.
 	started map[string]bool
 }
 
 func newTestCluster(t *testing.T) *testCluster {
-	tc := &testCluster{t: t, name: fmt.Sprintf("test-%d-%d", os.Getpid(), rand.Uint64()), cfgs: map[string]Config{}, nodes: map[string]*Node{}, started: map[string]bool{}}
+	tc := &testCluster{t: t, name: fmt.Sprintf("test-%d-%d", os.Getpid(), rand.Uint64()), cfgs: map[string]Config{}, nodes: map[string]*Node{}, started: map[string]bool{},
+		live: map[string]*Node{}}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -81,6 +89,7 @@ func (tc *testCluster) define(id string, expect int, join ...string) Config {
 		Shards:          4,
 		Replication:     3,
 		Logger:          testLogger(),
+		Peers:           testPeers{tc},
 		Raft:            shard.RaftTuning{SnapshotInterval: time.Hour},
 		NonvoterGrace:   300 * time.Millisecond,
 		DeleteGrace:     300 * time.Millisecond,
@@ -114,6 +123,9 @@ func (tc *testCluster) start(id string) *Node {
 	}
 	tc.nodes[id] = n
 	tc.started[id] = true
+	tc.liveMu.Lock()
+	tc.live[id] = n
+	tc.liveMu.Unlock()
 	return n
 }
 
@@ -121,6 +133,9 @@ func (tc *testCluster) stop(id string) {
 	tc.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	tc.liveMu.Lock()
+	delete(tc.live, id)
+	tc.liveMu.Unlock()
 	if err := tc.nodes[id].Shutdown(ctx); err != nil {
 		tc.t.Errorf("shutdown %s: %v", id, err)
 	}
@@ -195,6 +210,9 @@ func (tc *testCluster) kill(id string) {
 	tc.t.Helper()
 	n := tc.nodes[id]
 	delete(tc.nodes, id)
+	tc.liveMu.Lock()
+	delete(tc.live, id)
+	tc.liveMu.Unlock()
 	n.shutdownOnce.Do(func() {
 		n.cancel()
 		n.wg.Wait()
@@ -209,3 +227,51 @@ func (tc *testCluster) kill(id string) {
 		_ = n.mux.Close()
 	})
 }
+
+// testPeers answers a node's identity and repair calls from the other
+// nodes of the test cluster in-process, as their Node gRPC service would.
+type testPeers struct{ tc *testCluster }
+
+func (p testPeers) node(id string) (*Node, error) {
+	p.tc.liveMu.Lock()
+	defer p.tc.liveMu.Unlock()
+	n, ok := p.tc.live[id]
+	if !ok {
+		return nil, fmt.Errorf("node %s is not running", id)
+	}
+	return n, nil
+}
+
+func (p testPeers) Known(ctx context.Context, to Member, req *raftqv1.KnownRequest) (*raftqv1.KnownResponse, error) {
+	n, err := p.node(to.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	return n.Known(req.GetNodeId()), nil
+}
+
+func (p testPeers) GroupChange(ctx context.Context, to Member, req *raftqv1.GroupChangeRequest) (*raftqv1.GroupChangeResponse, string, error) {
+	n, err := p.node(to.NodeID)
+	if err != nil {
+		return nil, "", err
+	}
+	last, err := n.ChangeGroup(ctx, req.GetGroup(), req.GetOp(), req.GetNodeId(), req.GetRaftAddr())
+	if err != nil {
+		var nl *shard.NotLeaderError
+		if errors.As(err, &nl) {
+			return nil, nl.LeaderID, err
+		}
+		return nil, "", err
+	}
+	return &raftqv1.GroupChangeResponse{LeaderId: to.NodeID, LeaderLastIndex: last}, "", nil
+}
+
+func (p testPeers) ShardDigest(ctx context.Context, to Member, req *raftqv1.ShardDigestRequest) (*raftqv1.ShardDigestResponse, error) {
+	n, err := p.node(to.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	return n.ShardDigest(ctx, req)
+}
+
+func (testPeers) Close() {}

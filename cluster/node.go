@@ -9,17 +9,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raftq/raftq/clockskew"
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/raftmux"
+	"github.com/raftq/raftq/raftstore"
 )
 
 // metaGroup is the raftmux group id of the meta raft group.
@@ -46,6 +47,14 @@ type Node struct {
 	clock   *clockGuard
 	leaders *leaderCounts
 
+	// ident is the node's identity (node.json); verified is closed once
+	// it is settled (identity.go), until then raft traffic is isolated.
+	ident        *raftstore.Node
+	verified     chan struct{}
+	verifiedOnce sync.Once
+	fatalOnce    sync.Once
+	digests      digestCounters
+
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
@@ -60,10 +69,16 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	logger := cfg.Logger.With("node", cfg.NodeID)
 	cfg.Logger = logger
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("cluster: data dir: %w", err)
+	ident, err := raftstore.OpenNode(cfg.DataDir, cfg.NodeID)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	n := &Node{cfg: cfg, logger: logger, ready: make(chan struct{})}
+	if ident.Fresh() {
+		if err := ident.Create(cfg.NodeID); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+	}
+	n := &Node{cfg: cfg, logger: logger, ready: make(chan struct{}), ident: ident, verified: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.shards = newShardSet(n)
 	n.clock = newClockGuard(n)
@@ -79,24 +94,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.mux, err = raftmux.Listen(cfg.RaftBind, cfg.RaftAdvertise, logger); err != nil {
 		return nil, fmt.Errorf("cluster: raft listener: %w", err)
 	}
-	// The meta group starts held by the clock check (Unchecked) like
-	// every shard, so it cannot win an election before the clock is known.
-	n.metaGate = &raftmux.Gate{}
-	n.clock.holdGate(n.metaGate)
-	tr, err := n.mux.Transport(metaGroup, raftmux.TransportOptions{Gate: n.metaGate})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: meta transport: %w", err)
+	if !ident.Verified() {
+		n.mux.SetIsolated(true)
 	}
-	if n.meta, err = meta.Open(meta.Config{
-		NodeID:    cfg.NodeID,
-		Dir:       filepath.Join(cfg.DataDir, "meta"),
-		Transport: tr,
-		Gate:      n.metaGate,
-		Now:       cfg.Now,
-		Logger:    logger,
-		Tuning:    cfg.Raft,
-	}); err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
+	if err := n.openMeta(); err != nil {
+		return nil, err
+	}
+	if ident.Verified() {
+		n.verifiedOnce.Do(func() { close(n.verified) })
 	}
 	n.leaders.watch(metaGroup, n.meta.Raft(), cfg.NodeID)
 
@@ -118,6 +123,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.gossip.upsert(n.gossip.ml.LocalNode(), "alive")
 
 	n.goLoop(func(ctx context.Context) { n.gossip.joinLoop(ctx, cfg.Join) })
+	if !ident.Verified() {
+		n.goLoop(n.verifyLoop)
+	}
+	n.goLoop(n.rejoinLoop)
+	n.goLoop(n.digestLoop)
+	if cfg.Repair {
+		n.goLoop(n.repairAtStart)
+	}
 	if cfg.BootstrapExpect > 0 {
 		n.goLoop(n.bootstrapLoop)
 	}
@@ -125,7 +138,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.goLoop(n.metaDutiesLoop)
 	n.goLoop(n.shards.manageLoop)
 	logger.Info("node started", "raft", n.mux.Addr(), "gossip", n.gossip.selfAddr,
-		"grpc", cfg.GRPCAddr, "bootstrap_expect", cfg.BootstrapExpect, "has_state", n.meta.HasState())
+		"grpc", cfg.GRPCAddr, "bootstrap_expect", cfg.BootstrapExpect, "has_state", n.meta.HasState(), "verified", ident.Verified())
 	ok = true
 	return n, nil
 }
@@ -240,5 +253,95 @@ func (n *Node) closeAll() error {
 	if n.mux != nil {
 		errs = append(errs, n.mux.Close())
 	}
+	n.cfg.Peers.Close()
 	return errors.Join(errs...)
+}
+
+// openMeta opens the meta replica. A damaged one stops the start unless
+// the node may repair it: then it is moved aside and re-created empty, and
+// the node must be verified again (identity.go), which removes it from
+// the meta group before it takes part.
+func (n *Node) openMeta() error {
+	// The meta group starts held by the clock check (Unchecked) like
+	// every shard, so it cannot win an election before the clock is known.
+	n.metaGate = &raftmux.Gate{}
+	n.clock.holdGate(n.metaGate)
+	tr, err := n.mux.Transport(metaGroup, raftmux.TransportOptions{Gate: n.metaGate})
+	if err != nil {
+		return fmt.Errorf("cluster: meta transport: %w", err)
+	}
+	dir := filepath.Join(n.cfg.DataDir, "meta")
+	open := func() (*meta.Store, error) {
+		return meta.Open(meta.Config{
+			NodeID:    n.cfg.NodeID,
+			Dir:       dir,
+			Transport: tr,
+			Gate:      n.metaGate,
+			Now:       n.cfg.Now,
+			Logger:    n.logger,
+			Tuning:    n.cfg.Raft,
+			Node:      n.ident,
+			Damaged:   n.metaDamaged,
+		})
+	}
+	n.meta, err = open()
+	d, damaged := raftstore.IsDamage(err)
+	if damaged && n.cfg.Repair {
+		n.logger.Warn("meta replica damaged; repairing: moving it aside, re-creating it empty, and removing it from the meta group before it takes part",
+			"reason", d.Reason, "detail", d.Detail)
+		if _, err := raftstore.Discard(dir); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		if err := n.ident.Rejoin(metaGroup, "", false); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		if err := n.ident.SetVerified(false); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		n.mux.SetIsolated(true)
+		n.meta, err = open()
+	}
+	if err != nil {
+		if c, ok := tr.(raft.WithClose); ok {
+			_ = c.Close()
+		}
+		return fmt.Errorf("cluster: %w", err)
+	}
+	return nil
+}
+
+// metaDamaged stops the node: it cannot run without its meta replica.
+func (n *Node) metaDamaged(d *raftstore.DamageError) {
+	n.fatal(fmt.Errorf("the meta replica found damaged bytes while running; restart the node with --repair: %w", d))
+}
+
+// fatal reports, once, that the node must stop.
+func (n *Node) fatal(err error) {
+	n.fatalOnce.Do(func() { n.cfg.Fatal(err) })
+}
+
+// repairAtStart repairs damaged shard replicas once the node is ready
+// (--repair).
+func (n *Node) repairAtStart(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-n.ready:
+	}
+	for _, r := range n.Repair(ctx) {
+		n.logger.Info("repair", "group", r.GetGroup(), "reason", r.GetReason(), "outcome", r.GetOutcome())
+	}
+}
+
+// Verified reports whether the node's identity is settled: until then it
+// takes no part in raft (identity.go).
+func (n *Node) Verified() bool { return isDone(n.verified) }
+
+// Damaged lists this node's damaged replicas.
+func (n *Node) Damaged() map[string]*raftstore.DamageError {
+	out := map[string]*raftstore.DamageError{}
+	for id, d := range n.shards.damagedReplicas() {
+		out[shardGroup(id)] = d
+	}
+	return out
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/raftmux"
+	"github.com/raftq/raftq/raftstore"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -28,18 +29,31 @@ type shardSet struct {
 	local  map[uint32]*shard.Shard
 	hints  map[uint32]string
 	placed meta.ShardMap
+	// damaged holds the replicas found damaged (at open or while running):
+	// they are not opened again until repaired (Node.Repair).
+	damaged map[uint32]*raftstore.DamageError
+	wake    chan struct{} // cap 1: open what is assigned again
 	// count caches placed.Count: the map is placed once and never changes,
 	// and every request asks for it.
 	count atomic.Uint32
 }
 
 func newShardSet(n *Node) *shardSet {
-	return &shardSet{n: n, local: map[uint32]*shard.Shard{}, hints: map[uint32]string{}}
+	return &shardSet{n: n, local: map[uint32]*shard.Shard{}, hints: map[uint32]string{},
+		damaged: map[uint32]*raftstore.DamageError{}, wake: make(chan struct{}, 1)}
 }
 
-// manageLoop waits for the shard map, opens this node's shards (retrying
-// failures) and starts their reconcilers; then it marks the node ready.
+// manageLoop waits until the node's identity is settled and the shard map
+// is known, then keeps this node's shards open: it opens each assigned
+// replica (retrying failures), skips damaged ones until they are repaired,
+// and marks the node ready once every assigned replica is open or known
+// damaged.
 func (ss *shardSet) manageLoop(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-ss.n.verifiedCh():
+	}
 	changes, stop := ss.n.meta.Changes()
 	defer stop()
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -47,14 +61,14 @@ func (ss *shardSet) manageLoop(ctx context.Context) {
 	for {
 		m := ss.n.meta.ShardMap()
 		if m.Placed() {
+			ss.n.recordClusterID(m)
 			ss.mu.Lock()
 			ss.placed = m
 			ss.mu.Unlock()
 			ss.count.Store(m.Count)
-			if ss.openAssigned(ctx, m) {
+			if ss.openAssigned(ctx, m) && !isDone(ss.n.ready) {
 				ss.n.markReady()
-				ss.n.logger.Info("node ready", "local_shards", m.ShardsOf(ss.n.cfg.NodeID))
-				return
+				ss.n.logger.Info("node ready", "local_shards", m.ShardsOf(ss.n.cfg.NodeID), "damaged", ss.damagedIDs())
 			}
 		}
 		select {
@@ -62,19 +76,41 @@ func (ss *shardSet) manageLoop(ctx context.Context) {
 			return
 		case <-changes:
 		case <-tick.C:
+		case <-ss.wake:
 		}
 	}
 }
 
-// openAssigned opens every assigned shard not open yet; it reports whether
-// all are open.
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// kick makes manageLoop look at the assigned replicas again now.
+func (ss *shardSet) kick() {
+	select {
+	case ss.wake <- struct{}{}:
+	default:
+	}
+}
+
+// openAssigned opens every assigned shard not open yet and not damaged; it
+// reports whether each is open or damaged.
 func (ss *shardSet) openAssigned(ctx context.Context, m meta.ShardMap) bool {
 	all := true
 	for _, id := range m.ShardsOf(ss.n.cfg.NodeID) {
-		if ss.get(id) != nil {
+		if ss.get(id) != nil || ss.damage(id) != nil {
 			continue
 		}
 		s, err := ss.open(id, m)
+		if d, ok := raftstore.IsDamage(err); ok {
+			ss.setDamaged(id, d)
+			continue
+		}
 		if err != nil {
 			ss.n.logger.Error("opening shard; will retry", "shard", id, "err", err)
 			all = false
@@ -90,6 +126,62 @@ func (ss *shardSet) openAssigned(ctx context.Context, m meta.ShardMap) bool {
 		ss.n.goLoop(func(ctx context.Context) { ss.n.reconcileLoop(ctx, id, s) })
 	}
 	return all
+}
+
+// setDamaged records a damaged replica (once) and says so.
+func (ss *shardSet) setDamaged(id uint32, d *raftstore.DamageError) {
+	ss.mu.Lock()
+	_, seen := ss.damaged[id]
+	ss.damaged[id] = d
+	ss.mu.Unlock()
+	if !seen {
+		ss.n.logger.Error("shard replica damaged: it does not vote or serve until repaired",
+			"shard", id, "reason", d.Reason, "detail", d.Detail, "file", d.File, "index", d.Index,
+			"repair", "raftq cluster repair "+ss.n.cfg.NodeID+" (or restart with --repair); docs/operations.md")
+	}
+}
+
+func (ss *shardSet) damage(id uint32) *raftstore.DamageError {
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	return ss.damaged[id]
+}
+
+func (ss *shardSet) clearDamage(id uint32) {
+	ss.mu.Lock()
+	delete(ss.damaged, id)
+	ss.mu.Unlock()
+}
+
+func (ss *shardSet) damagedReplicas() map[uint32]*raftstore.DamageError {
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	return maps.Clone(ss.damaged)
+}
+
+func (ss *shardSet) damagedIDs() []uint32 {
+	return slices.Sorted(maps.Keys(ss.damagedReplicas()))
+}
+
+// damagedWhileRunning stops a replica that found damaged bytes: it is shut
+// down (from its own goroutine: raft calls this from its own) and not
+// opened again until repaired.
+func (ss *shardSet) damagedWhileRunning(id uint32, d *raftstore.DamageError) {
+	ss.setDamaged(id, d)
+	go func() {
+		ss.mu.Lock()
+		s := ss.local[id]
+		delete(ss.local, id)
+		ss.mu.Unlock()
+		if s == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ss.n.ctx), 30*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			ss.n.logger.Warn("shutting down a damaged shard replica", "shard", id, "err", err)
+		}
+	}()
 }
 
 func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
@@ -123,17 +215,18 @@ func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 		return nil, fmt.Errorf("transport: %w", err)
 	}
 	s, err := shard.Open(shard.Config{
-		ID:        id,
-		NodeID:    ss.n.cfg.NodeID,
-		Dir:       filepath.Join(ss.n.cfg.DataDir, "shards", strconv.FormatUint(uint64(id), 10)),
-		Transport: tr,
-		Bootstrap: boot,
-		Now:       ss.n.cfg.Now,
-		Logger:    ss.n.logger,
-		Raft:      ss.n.cfg.Raft,
-		Gate:      gate,
-
+		ID:             id,
+		NodeID:         ss.n.cfg.NodeID,
+		Dir:            filepath.Join(ss.n.cfg.DataDir, "shards", strconv.FormatUint(uint64(id), 10)),
+		Transport:      tr,
+		Bootstrap:      boot,
+		Now:            ss.n.cfg.Now,
+		Logger:         ss.n.logger,
+		Raft:           ss.n.cfg.Raft,
+		Gate:           gate,
 		MaxClockOffset: ss.n.cfg.MaxClockOffset,
+		Node:           ss.n.ident,
+		Damaged:        func(d *raftstore.DamageError) { ss.damagedWhileRunning(id, d) },
 	})
 	if err != nil {
 		if c, ok := tr.(interface{ Close() error }); ok {

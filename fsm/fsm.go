@@ -20,6 +20,12 @@ type Options struct {
 	// Notify is called after an entry is applied, outside the FSM lock, once per queue
 	// that gained ready messages (enqueue, nack, lease expiry, delayed->ready, redrive). Must not block.
 	Notify func(queue string)
+	// Checkpoint is called, outside the FSM lock, for every applied entry
+	// holding a Tick with a checkpoint id: digest computes the sha256 of
+	// the state as it stood right after that entry (the same bytes Digest
+	// hashes), from a copy-on-write view, so it may run later and
+	// concurrently with Apply. Must not block.
+	Checkpoint func(id, index uint64, digest func() ([32]byte, error))
 }
 
 // FSM is the queue state machine of one shard. Apply and Restore take the
@@ -90,6 +96,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		entries[i] = e
 	}
 	out := make([]interface{}, len(logs))
+	var checkpoints []checkpoint
 	f.mu.Lock()
 	s := f.s
 	s.touched = map[string]struct{}{}
@@ -99,6 +106,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		if entries[i] != nil {
 			out[i] = s.applyEntry(entries[i], l.Term)
+			if id := checkpointOf(entries[i]); id != 0 && f.opts.Checkpoint != nil {
+				checkpoints = append(checkpoints, checkpoint{id: id, index: l.Index, v: s.view(true)})
+			}
 		}
 	}
 	touched := sortedKeys(s.touched)
@@ -108,6 +118,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		for _, q := range touched {
 			f.opts.Notify(q)
 		}
+	}
+	for _, c := range checkpoints {
+		f.opts.Checkpoint(c.id, c.index, c.v.digest)
 	}
 	return out
 }

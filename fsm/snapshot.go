@@ -223,13 +223,35 @@ func (f *FSM) Digest() ([32]byte, uint64, error) {
 	f.mu.Lock()
 	v := f.s.view(true)
 	f.mu.Unlock()
+	sum, err := v.digest()
+	return sum, v.header.GetAppliedIndex(), err
+}
+
+// digest is the sha256 of the snapshot stream of v.
+func (v *view) digest() ([32]byte, error) {
 	h := sha256.New()
 	if err := v.write(h); err != nil {
-		return [32]byte{}, 0, fmt.Errorf("digest: %w", err)
+		return [32]byte{}, fmt.Errorf("digest: %w", err)
 	}
 	var sum [32]byte
 	copy(sum[:], h.Sum(nil))
-	return sum, v.header.GetAppliedIndex(), nil
+	return sum, nil
+}
+
+// checkpoint is a view taken for a replica comparison (Options.Checkpoint).
+type checkpoint struct {
+	id, index uint64
+	v         *view
+}
+
+// checkpointOf is the checkpoint id of an entry's Tick, or 0.
+func checkpointOf(e *fsmpb.Entry) uint64 {
+	for _, c := range e.GetCommands() {
+		if t := c.GetTick(); t != nil && t.GetCheckpoint() != 0 {
+			return t.GetCheckpoint()
+		}
+	}
+	return 0
 }
 
 // readSnapshot builds a fresh state from a snapshot stream.

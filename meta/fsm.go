@@ -134,10 +134,11 @@ func (f *FSM) placeShards(c *metapb.PlaceShards) *metapb.Result {
 		seen[s.GetShard()] = true
 	}
 	m := &metapb.ShardMap{
-		Version: 1,
-		Count:   c.GetCount(),
-		Shards:  cloneAll(c.GetShards()),
-		Nodes:   cloneAll(c.GetNodes()),
+		Version:   1,
+		Count:     c.GetCount(),
+		Shards:    cloneAll(c.GetShards()),
+		Nodes:     cloneAll(c.GetNodes()),
+		ClusterId: c.GetClusterId(),
 	}
 	slices.SortFunc(m.Shards, func(a, b *metapb.ShardReplicas) int { return int(a.GetShard()) - int(b.GetShard()) })
 	slices.SortFunc(m.Nodes, func(a, b *metapb.NodeAddr) int {

@@ -42,7 +42,7 @@ func placeCmd(count uint32, nodes []string) *metapb.Command {
 	for _, n := range nodes {
 		addrs[n] = n + ":7000"
 	}
-	return &metapb.Command{Cmd: &metapb.Command_PlaceShards{PlaceShards: placeCommand(count, Place(count, 3, nodes), addrs)}}
+	return &metapb.Command{Cmd: &metapb.Command_PlaceShards{PlaceShards: placeCommand(count, Place(count, 3, nodes), addrs, "test-cluster")}}
 }
 
 func policy(vis int64) *fsmpb.QueuePolicy {

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftq/raftq/raftmux"
+	"github.com/raftq/raftq/raftstore"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -24,6 +25,11 @@ type Config struct {
 	Now    func() time.Time
 	Logger *slog.Logger
 	Tuning shard.RaftTuning
+	// Node is the node's identity (raftstore.OpenNode).
+	Node *raftstore.Node
+	// Damaged is called if the replica finds damaged bytes while running
+	// (shard.RaftOptions.Damaged); the node must stop.
+	Damaged func(*raftstore.DamageError)
 }
 
 // Open starts the meta group from Dir: a node with state resumes it; a node
@@ -43,18 +49,21 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Gate != nil {
 		s.gate = cfg.Gate
 	}
-	r, closer, err := shard.OpenRaft(shard.RaftOptions{
+	g, err := shard.OpenRaft(shard.RaftOptions{
 		NodeID:    cfg.NodeID,
 		Dir:       cfg.Dir,
 		Transport: cfg.Transport,
 		Logger:    logger,
 		Tuning:    cfg.Tuning,
 		NotifyCh:  leaderCh,
+		Group:     "meta",
+		Node:      cfg.Node,
+		Damaged:   cfg.Damaged,
 	}, f)
 	if err != nil {
 		return nil, fmt.Errorf("open meta raft: %w", err)
 	}
-	s.raft, s.closer = r, closer
+	s.raft, s.closer, s.replica = g.Raft, g, g.Replica
 	go func() {
 		// Raft blocks on NotifyCh, so this reader never stops before raft
 		// does: it exits when Shutdown closes the stopped channel.

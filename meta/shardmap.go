@@ -19,6 +19,9 @@ type ShardMap struct {
 	// RaftAddrs holds each replica node's raft address at placement time;
 	// replicas bootstrap shard groups from it.
 	RaftAddrs map[string]string
+	// ClusterID names the cluster; chosen at random when the map is placed
+	// (empty in maps placed before it existed).
+	ClusterID string
 }
 
 // Placed reports whether the map has been written.
@@ -43,7 +46,7 @@ func (m ShardMap) ShardsOf(node string) []uint32 {
 
 // Clone returns a deep copy.
 func (m ShardMap) Clone() ShardMap {
-	out := ShardMap{Version: m.Version, Count: m.Count, RaftAddrs: maps.Clone(m.RaftAddrs)}
+	out := ShardMap{Version: m.Version, Count: m.Count, RaftAddrs: maps.Clone(m.RaftAddrs), ClusterID: m.ClusterID}
 	if m.Replicas != nil {
 		out.Replicas = make(map[uint32][]string, len(m.Replicas))
 		for id, nodes := range m.Replicas {
@@ -62,6 +65,7 @@ func shardMapFromProto(p *metapb.ShardMap) ShardMap {
 		Count:     p.GetCount(),
 		Replicas:  make(map[uint32][]string, len(p.GetShards())),
 		RaftAddrs: make(map[string]string, len(p.GetNodes())),
+		ClusterID: p.GetClusterId(),
 	}
 	for _, s := range p.GetShards() {
 		m.Replicas[s.GetShard()] = slices.Clone(s.GetNodes())
@@ -72,8 +76,8 @@ func shardMapFromProto(p *metapb.ShardMap) ShardMap {
 	return m
 }
 
-func placeCommand(count uint32, replicas map[uint32][]string, addrs map[string]string) *metapb.PlaceShards {
-	c := &metapb.PlaceShards{Count: count}
+func placeCommand(count uint32, replicas map[uint32][]string, addrs map[string]string, clusterID string) *metapb.PlaceShards {
+	c := &metapb.PlaceShards{Count: count, ClusterId: clusterID}
 	used := map[string]bool{}
 	for id := uint32(0); id < count; id++ {
 		c.Shards = append(c.Shards, &metapb.ShardReplicas{Shard: id, Nodes: slices.Clone(replicas[id])})

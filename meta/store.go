@@ -2,9 +2,10 @@ package meta
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/raftq/raftq/shard"
 	"io"
 	"log/slog"
 	"slices"
@@ -20,6 +21,8 @@ import (
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta/metapb"
 	"github.com/raftq/raftq/raftmux"
+	"github.com/raftq/raftq/raftstore"
+	"github.com/raftq/raftq/shard"
 )
 
 // Store is this node's member of the meta raft group: a local replica of
@@ -28,9 +31,11 @@ type Store struct {
 	nodeID string
 	raft   *raft.Raft
 	closer io.Closer
-	fsm    *FSM
-	now    func() time.Time
-	logger *slog.Logger
+	// replica is the group's checked stores (raftstore).
+	replica *raftstore.Replica
+	fsm     *FSM
+	now     func() time.Time
+	logger  *slog.Logger
 
 	mu     sync.Mutex
 	subs   map[int]chan struct{}
@@ -113,6 +118,18 @@ func (s *Store) HasState() bool {
 	f := s.raft.GetConfiguration()
 	return f.Error() == nil && len(f.Configuration().Servers) > 0
 }
+
+// Incarnation names this node's meta replica (raftstore.ReplicaIdentity).
+func (s *Store) Incarnation() string {
+	if s.replica == nil {
+		return ""
+	}
+	return s.replica.Identity().Incarnation
+}
+
+// Fresh reports whether this node's meta replica was created when it was
+// opened (it has never been part of the group).
+func (s *Store) Fresh() bool { return s.replica != nil && s.replica.Fresh() }
 
 // Bootstrap starts the group with servers as its voters. Every initial node
 // calls it with the identical list; raft.ErrCantBootstrap (state exists) is
@@ -234,11 +251,18 @@ func (s *Store) PlaceShards(ctx context.Context, count uint32, replication int) 
 		return ShardMap{}, errors.New("place shards: no voters in the meta configuration")
 	}
 	slices.Sort(voters)
-	cmd := placeCommand(count, Place(count, replication, voters), addrs)
+	cmd := placeCommand(count, Place(count, replication, voters), addrs, newClusterID())
 	if _, err := s.apply(ctx, &metapb.Command{Cmd: &metapb.Command_PlaceShards{PlaceShards: cmd}}); err != nil {
 		return ShardMap{}, fmt.Errorf("place shards: %w", err)
 	}
 	return s.ShardMap(), nil
+}
+
+// newClusterID is a random cluster name, fixed by the first placement.
+func newClusterID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand does not fail on Linux
+	return hex.EncodeToString(b[:])
 }
 
 // notLeader names the leader as this replica sees it, except itself: a
@@ -275,7 +299,7 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 			return nil, ctx.Err()
 		}
 	}
-	f := s.raft.Apply(b, timeout)
+	f := s.raft.ApplyLog(raftstore.Command(b), timeout)
 	if err := waitFuture(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 			// Refused before it reached the log: certainly not applied.

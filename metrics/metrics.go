@@ -73,6 +73,9 @@ func New(shards Shards) *Metrics {
 	if c, ok := shards.(Clock); ok {
 		reg.MustRegister(&clockCollector{c: c})
 	}
+	if in, ok := shards.(Integrity); ok {
+		reg.MustRegister(integrityCollector{node: in})
+	}
 	return m
 }
 

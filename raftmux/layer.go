@@ -73,7 +73,7 @@ func (l *layer) Accept() (net.Conn, error) {
 			_ = c.Close()
 			return nil, fmt.Errorf("raftmux: group %q: %w", l.group, ErrClosed)
 		}
-		tc := &trackedConn{Conn: c, l: l}
+		tc := &trackedConn{Conn: &isoConn{Conn: c, mux: l.mux}, l: l}
 		l.accepted[tc] = struct{}{}
 		return tc, nil
 	}
@@ -101,6 +101,9 @@ func (l *layer) Addr() net.Addr { return advertisedAddr(l.mux.advertise) }
 
 // Dial connects to a peer's Mux and writes this group's header.
 func (l *layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if l.mux.isolated.Load() {
+		return nil, fmt.Errorf("raftmux: dial %s for %q: %w", address, l.group, ErrIsolated)
+	}
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.Dial("tcp", string(address))
 	if err != nil {
@@ -114,7 +117,31 @@ func (l *layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 		return nil, fmt.Errorf("raftmux: write header to %s for %q: %w", address, l.group, err)
 	}
 	_ = conn.SetWriteDeadline(time.Time{})
-	return conn, nil
+	return &isoConn{Conn: conn, mux: l.mux}, nil
+}
+
+// isoConn fails every read and write once its mux is isolated, so raft
+// connections already open (pooled outbound ones included) stop carrying
+// anything the moment SetIsolated(true) returns.
+type isoConn struct {
+	net.Conn
+	mux *Mux
+}
+
+func (c *isoConn) Read(b []byte) (int, error) {
+	if c.mux.isolated.Load() {
+		_ = c.Conn.Close()
+		return 0, ErrIsolated
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *isoConn) Write(b []byte) (int, error) {
+	if c.mux.isolated.Load() {
+		_ = c.Conn.Close()
+		return 0, ErrIsolated
+	}
+	return c.Conn.Write(b)
 }
 
 type advertisedAddr string

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -37,8 +38,10 @@ type Mux struct {
 	// cut them off instead of waiting out headerTimeout.
 	pending map[net.Conn]struct{}
 	closed  bool
-	done    chan struct{}
-	wg      sync.WaitGroup
+	// isolated: every raft connection in or out is refused (SetIsolated).
+	isolated atomic.Bool
+	done     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // Listen binds bindAddr and starts accepting. advertiseAddr is the address
@@ -157,6 +160,10 @@ func (m *Mux) handshake(conn net.Conn) {
 		return
 	}
 	_ = conn.SetReadDeadline(time.Time{})
+	if m.isolated.Load() {
+		_ = conn.Close()
+		return
+	}
 	m.mu.Lock()
 	l := m.groups[group]
 	m.mu.Unlock()
@@ -169,6 +176,21 @@ func (m *Mux) handshake(conn net.Conn) {
 	}
 	l.deliver(conn, m.done)
 }
+
+// ErrIsolated is what a raft dial fails with while the node is isolated.
+var ErrIsolated = errors.New("raftmux: this node takes no part in raft yet")
+
+// SetIsolated cuts (or restores) every raft group of the node off from its
+// peers: connections in and out are refused, and open ones fail at their
+// next read or write. A node whose identity is not
+// settled yet (it may have lost its state) is isolated so that none of its
+// replicas votes or acknowledges anything.
+func (m *Mux) SetIsolated(on bool) {
+	m.isolated.Store(on)
+}
+
+// Isolated reports whether SetIsolated(true) is in force.
+func (m *Mux) Isolated() bool { return m.isolated.Load() }
 
 // TransportOptions tunes the raft.NetworkTransport of one group.
 type TransportOptions struct {

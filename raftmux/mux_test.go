@@ -258,3 +258,32 @@ func TestCloseCutsSilentHandshake(t *testing.T) {
 		t.Fatalf("Close waited %v for a silent peer", d)
 	}
 }
+
+// An isolated mux carries no raft traffic either way, on new or pooled
+// connections, and carries it again once released.
+func TestIsolatedMuxCarriesNothing(t *testing.T) {
+	a, b := mustListen(t), mustListen(t)
+	ta, tb := mustTransport(t, a, "g"), mustTransport(t, b, "g")
+	serve(ta, 1)
+	serve(tb, 2)
+	if term, err := appendTo(ta, b.Addr()); err != nil || term != 2 {
+		t.Fatalf("before isolation: term %d err %v", term, err)
+	}
+	for _, iso := range []*Mux{a, b} {
+		iso.SetIsolated(true)
+		if !iso.Isolated() {
+			t.Fatal("Isolated() false after SetIsolated(true)")
+		}
+		// The pooled connection from the first call must not carry this.
+		if _, err := appendTo(ta, b.Addr()); err == nil {
+			t.Fatalf("a->b got through with %s isolated", iso.Addr())
+		}
+		if _, err := appendTo(tb, a.Addr()); err == nil {
+			t.Fatalf("b->a got through with %s isolated", iso.Addr())
+		}
+		iso.SetIsolated(false)
+		if term, err := appendTo(ta, b.Addr()); err != nil || term != 2 {
+			t.Fatalf("after release of %s: term %d err %v", iso.Addr(), term, err)
+		}
+	}
+}

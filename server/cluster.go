@@ -29,7 +29,7 @@ func (c *clusterSvc) shards() []*raftqv1.ShardInfo {
 }
 
 func (c *clusterSvc) Status(ctx context.Context, _ *raftqv1.StatusRequest) (*raftqv1.StatusResponse, error) {
-	resp := &raftqv1.StatusResponse{NodeId: c.node.NodeID(), Shards: c.shards(), MetaLeaderId: c.node.Meta().LeaderID()}
+	resp := &raftqv1.StatusResponse{NodeId: c.node.NodeID(), Shards: c.shards(), MetaLeaderId: c.node.Meta().LeaderID(), Damaged: c.damaged()}
 	for _, m := range c.node.Members() {
 		resp.Members = append(resp.Members, &raftqv1.Member{NodeId: m.NodeID, GrpcAddr: m.GRPCAddr, RaftAddr: m.RaftAddr, State: m.State})
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -82,6 +83,16 @@ func (n *nodeSvc) ShardDigest(ctx context.Context, req *raftqv1.ShardDigestReque
 	sh := n.node.LocalShard(req.GetShardId())
 	if sh == nil {
 		return nil, status.Errorf(codes.NotFound, "node %s holds no replica of shard %d", n.node.NodeID(), req.GetShardId())
+	}
+	if req.GetCheckpoint() != 0 {
+		resp, err := n.node.ShardDigest(ctx, req)
+		if errors.Is(err, shard.ErrNoCheckpoint) {
+			return nil, status.Errorf(codes.NotFound, "shard %d on %s: %v", req.GetShardId(), n.node.NodeID(), err)
+		}
+		if err != nil {
+			return nil, n.toStatus(ctx, err)
+		}
+		return resp, nil
 	}
 	sum, index, err := sh.FSM().Digest()
 	if err != nil {

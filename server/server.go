@@ -22,6 +22,7 @@ type Node interface {
 	router.Topology
 	Meta() *meta.Store
 	Members() []cluster.Member
+	Repairer
 }
 
 // Events receives message events and receive timings for metrics;

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftstore"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -396,7 +397,7 @@ func (s *Shard) apply(b *batch, holdClock bool) {
 	}
 	s.stats.entries.Add(1)
 	s.stats.commands.Add(uint64(len(b.parts)))
-	b.future = s.raft.Apply(data, 0)
+	b.future = s.raft.ApplyLog(raftstore.Command(data), 0)
 }
 
 // runCompleter resolves entries in log order and frees their bytes.

@@ -6,11 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/raftmux"
+	"github.com/raftq/raftq/raftstore"
 )
 
 // RaftTuning overrides raft settings; zero fields take the defaults below,
@@ -76,54 +77,98 @@ func (t RaftTuning) withDefaults() RaftTuning {
 	return t
 }
 
+// Log store kinds, as raftstore names them.
+const (
+	LogStoreWAL  = raftstore.LogStoreWAL
+	LogStoreBolt = raftstore.LogStoreBolt
+)
+
 // RaftOptions is the generic wiring of one raft group on this node; the
 // shard and the meta group share it.
 type RaftOptions struct {
-	NodeID    string
+	NodeID string
+	// Group is the raft group's name ("meta", "shard-0"); it is recorded in
+	// the replica's identity.
+	Group     string
 	Dir       string
 	Transport raft.Transport
 	Bootstrap []raft.Server
 	Logger    *slog.Logger
 	Tuning    RaftTuning
+	// Node is the node's identity (raftstore.OpenNode); nil only in tests
+	// of a lone group.
+	Node *raftstore.Node
+	// Damaged is called once if the replica finds damaged bytes while it
+	// runs (a checksum mismatch on read or before apply). The damage is
+	// recorded in the replica's directory first, so it stays closed; the
+	// owner must shut the group down. It must not block raft: shut down
+	// from another goroutine.
+	Damaged func(*raftstore.DamageError)
 	// NotifyCh, if set, receives leadership changes (raft Config.NotifyCh).
 	// Raft blocks on it: the reader must never block (raft-notes trap 7).
 	NotifyCh chan<- bool
 }
 
-// OpenRaft opens (or creates) the raft state in o.Dir — wal/ (or raft.db,
-// LogStoreBolt) for the log, raft.db for the stable store, snapshots/ for
-// the file snapshot store — bootstraps when
-// asked and no state exists, and starts raft on f and its snapshot
-// scheduler. The returned Closer stops the scheduler and closes the stores;
-// call it after raft.Shutdown has completed.
-func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
+// Group is one opened raft replica: raft, its checked stores, and what
+// closes them.
+type Group struct {
+	Raft    *raft.Raft
+	Replica *raftstore.Replica
+	closer  io.Closer
+}
+
+// Close stops the snapshot scheduler and closes the stores; call it after
+// raft.Shutdown has completed.
+func (g *Group) Close() error { return g.closer.Close() }
+
+// OpenRaft opens (or creates) the replica in o.Dir through raftstore, which
+// refuses a replica with less than it had (a *raftstore.DamageError:
+// missing or shortened stores, checksum mismatches, another node's
+// directory), bootstraps when asked and the replica is new, and starts
+// raft on f and its snapshot scheduler.
+func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 	if o.NodeID == "" || o.Dir == "" || o.Transport == nil {
-		return nil, nil, errors.New("shard: OpenRaft needs NodeID, Dir and Transport")
+		return nil, errors.New("shard: OpenRaft needs NodeID, Dir and Transport")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Group == "" {
+		o.Group = filepath.Base(o.Dir)
+	}
 	tun := o.Tuning.withDefaults()
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("shard: create raft dir: %w", err)
-	}
-	st, err := openStores(o.Dir, tun.LogStore, tun.WALSegmentBytes, o.Logger)
+	rep, err := raftstore.Open(raftstore.Options{
+		Dir: o.Dir, NodeID: o.NodeID, Group: o.Group, Node: o.Node,
+		LogStore: tun.LogStore, WALSegmentBytes: tun.WALSegmentBytes,
+		Logger: o.Logger, Damaged: o.Damaged,
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("shard: %w", err)
+		return nil, fmt.Errorf("shard: %w", err)
 	}
-	logs, err := raft.NewLogCache(tun.LogCacheSize, st.logs)
+	logs, err := raft.NewLogCache(tun.LogCacheSize, rep.Logs())
 	if err != nil {
-		_ = st.Close()
-		return nil, nil, fmt.Errorf("shard: log cache: %w", err)
+		_ = rep.Close()
+		return nil, fmt.Errorf("shard: log cache: %w", err)
 	}
 	hlog := raftmux.HCLogger(o.Logger, "raft")
 	files, err := raft.NewFileSnapshotStoreWithLogger(o.Dir, raftNeverReaps, hlog)
 	if err != nil {
-		_ = st.Close()
-		return nil, nil, fmt.Errorf("shard: snapshot store: %w", err)
+		_ = rep.Close()
+		return nil, fmt.Errorf("shard: snapshot store: %w", err)
 	}
 	snaps := newWritebackStore(files, o.Dir, snapshotDirtyWindow, snapshotWritebackStep, tun.SnapshotRetain)
-	closeAll := func() { _ = closers{snaps, st}.Close() }
+	closeAll := func() { _ = closers{snaps, rep}.Close() }
+	var snapIndex uint64
+	if metas, err := snaps.List(); err == nil && len(metas) > 0 {
+		snapIndex = metas[0].Index
+	} else if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("shard: list snapshots: %w", err)
+	}
+	if err := rep.CheckCovered(snapIndex); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("shard: %w", err)
+	}
 
 	cfg := raft.DefaultConfig()
 	cfg.LocalID = raft.ServerID(o.NodeID)
@@ -145,35 +190,35 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 	cfg.NotifyCh = o.NotifyCh
 	if err := raft.ValidateConfig(cfg); err != nil {
 		closeAll()
-		return nil, nil, fmt.Errorf("shard: raft config: %w", err)
+		return nil, fmt.Errorf("shard: raft config: %w", err)
 	}
 
-	if len(o.Bootstrap) > 0 {
-		has, err := raft.HasExistingState(logs, st.stable, snaps)
-		if err != nil {
+	// Only a replica the node never had may take part in bootstrapping
+	// its group: one that lost its state must not start the group afresh.
+	if len(o.Bootstrap) > 0 && rep.MayBootstrap() {
+		err := raft.BootstrapCluster(cfg, logs, rep.Stable(), snaps, o.Transport,
+			raft.Configuration{Servers: o.Bootstrap})
+		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			closeAll()
-			return nil, nil, fmt.Errorf("shard: check existing raft state: %w", err)
-		}
-		if !has {
-			err := raft.BootstrapCluster(cfg, logs, st.stable, snaps, o.Transport,
-				raft.Configuration{Servers: o.Bootstrap})
-			if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-				closeAll()
-				return nil, nil, fmt.Errorf("shard: bootstrap: %w", err)
-			}
+			return nil, fmt.Errorf("shard: bootstrap: %w", err)
 		}
 	}
+	if err := rep.MarkReady(); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("shard: %w", err)
+	}
 	applied := newLogBytes()
-	r, err := raft.NewRaft(cfg, countLogBytes(f, applied), logs, st.stable, snaps, o.Transport)
+	guarded := raftstore.GuardFSM(countLogBytes(f, applied), rep)
+	r, err := raft.NewRaft(cfg, guarded, logs, rep.Stable(), snaps, o.Transport)
 	if err != nil {
 		closeAll()
-		return nil, nil, fmt.Errorf("shard: start raft: %w", err)
+		return nil, fmt.Errorf("shard: start raft: %w", err)
 	}
 	sched := startSnapshotScheduler(&snapshotScheduler{
 		r: r, store: snaps, applied: applied, self: cfg.LocalID,
 		threshold: tun.SnapshotThreshold, interval: tun.SnapshotInterval, logger: o.Logger,
 	})
-	return r, closers{sched, snaps, st}, nil
+	return &Group{Raft: r, Replica: rep, closer: closers{sched, snaps, rep}}, nil
 }
 
 // closers closes each in order and returns the first error.

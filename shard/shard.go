@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/raftmux"
+	"github.com/raftq/raftq/raftstore"
 )
 
 // MaxClockSkew is the default bound on a node's clock offset from the
@@ -46,6 +47,13 @@ type Config struct {
 	// LeaseGrace is proposed by every new leader in LeaderGrace; default
 	// election timeout + 2 × MaxClockOffset.
 	LeaseGrace time.Duration
+	// Node is the node's identity (raftstore.OpenNode); nil in tests of a
+	// lone shard.
+	Node *raftstore.Node
+	// Damaged is called once if the replica finds damaged bytes while it
+	// runs (RaftOptions.Damaged): the owner must shut the shard down, from
+	// another goroutine.
+	Damaged func(*raftstore.DamageError)
 	// Gate is the raftmux.Gate that Transport was built with, so Sideline
 	// can hold back this replica's raft traffic. Nil: Sideline still ends
 	// leader duties, but raft's own traffic flows.
@@ -61,7 +69,10 @@ type Shard struct {
 	logger *slog.Logger
 	raft   *raft.Raft
 	stores io.Closer
-	fsm    *fsm.FSM
+	// replica is the checked stores (raftstore): it records damage found
+	// by comparing this replica with others.
+	replica *raftstore.Replica
+	fsm     *fsm.FSM
 
 	propCh       chan *proposal // sends (bulk lane)
 	fastCh       chan *proposal // everything else (see runProposer)
@@ -86,6 +97,8 @@ type Shard struct {
 	sideMu    sync.Mutex
 	sidelines map[string]raftmux.Hold // reasons this replica must not lead
 	sidelined atomic.Bool             // len(sidelines) > 0
+
+	checkpoints checkpoints // digests for replica comparison
 
 	waitMu  sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
@@ -146,8 +159,8 @@ func Open(cfg Config) (*Shard, error) {
 		s.gate = &raftmux.Gate{}
 	}
 	s.lead.Store(notLeaderState)
-	s.fsm = fsm.New(fsm.Options{Notify: s.notify})
-	r, stores, err := OpenRaft(RaftOptions{
+	s.fsm = fsm.New(fsm.Options{Notify: s.notify, Checkpoint: s.checkpoints.record})
+	g, err := OpenRaft(RaftOptions{
 		NodeID:    cfg.NodeID,
 		Dir:       cfg.Dir,
 		Transport: cfg.Transport,
@@ -155,17 +168,23 @@ func Open(cfg Config) (*Shard, error) {
 		Logger:    s.logger,
 		Tuning:    cfg.Raft,
 		NotifyCh:  s.notifyCh,
+		Group:     GroupName(cfg.ID),
+		Node:      cfg.Node,
+		Damaged:   cfg.Damaged,
 	}, &appliedHook{FSM: s.fsm, after: s.kickApplied})
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: %w", cfg.ID, err)
 	}
-	s.raft, s.stores = r, stores
+	s.raft, s.stores, s.replica = g.Raft, g, g.Replica
 	s.wg.Add(3)
 	go s.watchLeadership()
 	go s.manageLeadership()
 	go s.runProposer()
 	return s, nil
 }
+
+// Replica is the replica's checked stores (raftstore).
+func (s *Shard) Replica() *raftstore.Replica { return s.replica }
 
 // FSM is the replica's state machine (reads are local and may be stale on
 // a follower; use VerifyLeader first for linearizable reads).

@@ -946,6 +946,7 @@ var DeadLetters_ServiceDesc = grpc.ServiceDesc{
 const (
 	Cluster_Status_FullMethodName   = "/raftq.v1.Cluster/Status"
 	Cluster_ShardMap_FullMethodName = "/raftq.v1.Cluster/ShardMap"
+	Cluster_Repair_FullMethodName   = "/raftq.v1.Cluster/Repair"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -954,6 +955,10 @@ const (
 type ClusterClient interface {
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	ShardMap(ctx context.Context, in *ShardMapRequest, opts ...grpc.CallOption) (*ShardMapResponse, error)
+	// Repair removes a node's damaged replicas from their raft groups and
+	// re-adds them empty, through raft (docs/operations.md). Any node takes
+	// it and passes it to the node named.
+	Repair(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (*RepairResponse, error)
 }
 
 type clusterClient struct {
@@ -984,12 +989,26 @@ func (c *clusterClient) ShardMap(ctx context.Context, in *ShardMapRequest, opts 
 	return out, nil
 }
 
+func (c *clusterClient) Repair(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (*RepairResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepairResponse)
+	err := c.cc.Invoke(ctx, Cluster_Repair_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
 type ClusterServer interface {
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	ShardMap(context.Context, *ShardMapRequest) (*ShardMapResponse, error)
+	// Repair removes a node's damaged replicas from their raft groups and
+	// re-adds them empty, through raft (docs/operations.md). Any node takes
+	// it and passes it to the node named.
+	Repair(context.Context, *RepairRequest) (*RepairResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1005,6 +1024,9 @@ func (UnimplementedClusterServer) Status(context.Context, *StatusRequest) (*Stat
 }
 func (UnimplementedClusterServer) ShardMap(context.Context, *ShardMapRequest) (*ShardMapResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ShardMap not implemented")
+}
+func (UnimplementedClusterServer) Repair(context.Context, *RepairRequest) (*RepairResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Repair not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1063,6 +1085,24 @@ func _Cluster_ShardMap_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Repair_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RepairRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Repair(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Repair_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Repair(ctx, req.(*RepairRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1078,6 +1118,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ShardMap",
 			Handler:    _Cluster_ShardMap_Handler,
 		},
+		{
+			MethodName: "Repair",
+			Handler:    _Cluster_Repair_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "api/raftqv1/raftq.proto",
@@ -1088,6 +1132,9 @@ const (
 	Node_ShardReceive_FullMethodName = "/raftq.v1.Node/ShardReceive"
 	Node_ShardRead_FullMethodName    = "/raftq.v1.Node/ShardRead"
 	Node_ShardDigest_FullMethodName  = "/raftq.v1.Node/ShardDigest"
+	Node_Known_FullMethodName        = "/raftq.v1.Node/Known"
+	Node_GroupChange_FullMethodName  = "/raftq.v1.Node/GroupChange"
+	Node_RepairLocal_FullMethodName  = "/raftq.v1.Node/RepairLocal"
 )
 
 // NodeClient is the client API for Node service.
@@ -1105,6 +1152,14 @@ type NodeClient interface {
 	// Digest hashes this node's replica of a shard (any replica, leader or
 	// not), for tests and operators comparing replicas at equal applied index.
 	ShardDigest(ctx context.Context, in *ShardDigestRequest, opts ...grpc.CallOption) (*ShardDigestResponse, error)
+	// Known says which raft groups list a node id, so a node that finds its
+	// data directory empty learns whether it is new or lost its state.
+	Known(ctx context.Context, in *KnownRequest, opts ...grpc.CallOption) (*KnownResponse, error)
+	// GroupChange changes a raft group's membership; only the group's
+	// leader serves it (others refuse with the raftq-leader trailer).
+	GroupChange(ctx context.Context, in *GroupChangeRequest, opts ...grpc.CallOption) (*GroupChangeResponse, error)
+	// RepairLocal repairs this node's damaged replicas (Cluster.Repair).
+	RepairLocal(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (*RepairResponse, error)
 }
 
 type nodeClient struct {
@@ -1155,6 +1210,36 @@ func (c *nodeClient) ShardDigest(ctx context.Context, in *ShardDigestRequest, op
 	return out, nil
 }
 
+func (c *nodeClient) Known(ctx context.Context, in *KnownRequest, opts ...grpc.CallOption) (*KnownResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KnownResponse)
+	err := c.cc.Invoke(ctx, Node_Known_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeClient) GroupChange(ctx context.Context, in *GroupChangeRequest, opts ...grpc.CallOption) (*GroupChangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GroupChangeResponse)
+	err := c.cc.Invoke(ctx, Node_GroupChange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeClient) RepairLocal(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (*RepairResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepairResponse)
+	err := c.cc.Invoke(ctx, Node_RepairLocal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -1170,6 +1255,14 @@ type NodeServer interface {
 	// Digest hashes this node's replica of a shard (any replica, leader or
 	// not), for tests and operators comparing replicas at equal applied index.
 	ShardDigest(context.Context, *ShardDigestRequest) (*ShardDigestResponse, error)
+	// Known says which raft groups list a node id, so a node that finds its
+	// data directory empty learns whether it is new or lost its state.
+	Known(context.Context, *KnownRequest) (*KnownResponse, error)
+	// GroupChange changes a raft group's membership; only the group's
+	// leader serves it (others refuse with the raftq-leader trailer).
+	GroupChange(context.Context, *GroupChangeRequest) (*GroupChangeResponse, error)
+	// RepairLocal repairs this node's damaged replicas (Cluster.Repair).
+	RepairLocal(context.Context, *RepairRequest) (*RepairResponse, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -1191,6 +1284,15 @@ func (UnimplementedNodeServer) ShardRead(context.Context, *ShardReadRequest) (*S
 }
 func (UnimplementedNodeServer) ShardDigest(context.Context, *ShardDigestRequest) (*ShardDigestResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ShardDigest not implemented")
+}
+func (UnimplementedNodeServer) Known(context.Context, *KnownRequest) (*KnownResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Known not implemented")
+}
+func (UnimplementedNodeServer) GroupChange(context.Context, *GroupChangeRequest) (*GroupChangeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GroupChange not implemented")
+}
+func (UnimplementedNodeServer) RepairLocal(context.Context, *RepairRequest) (*RepairResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RepairLocal not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -1285,6 +1387,60 @@ func _Node_ShardDigest_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_Known_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KnownRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).Known(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_Known_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).Known(ctx, req.(*KnownRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Node_GroupChange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GroupChangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).GroupChange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_GroupChange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).GroupChange(ctx, req.(*GroupChangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Node_RepairLocal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RepairRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).RepairLocal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_RepairLocal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).RepairLocal(ctx, req.(*RepairRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1307,6 +1463,18 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ShardDigest",
 			Handler:    _Node_ShardDigest_Handler,
+		},
+		{
+			MethodName: "Known",
+			Handler:    _Node_Known_Handler,
+		},
+		{
+			MethodName: "GroupChange",
+			Handler:    _Node_GroupChange_Handler,
+		},
+		{
+			MethodName: "RepairLocal",
+			Handler:    _Node_RepairLocal_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -80,13 +80,23 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		off := cfg.ClockOffset
 		now = func() time.Time { return time.Now().Add(off) }
 	}
+	// fatal carries the reason a node must stop (a damaged meta replica, a
+	// node that lost its state); run returns it and the process exits 1.
+	fatal := make(chan error, 1)
 	node, err := cluster.Start(ctx, cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, GRPCAddr: cfg.GRPCAdvertise,
 		RaftBind: cfg.RaftBind, RaftAdvertise: cfg.RaftAdvertise,
 		GossipBind: cfg.GossipBind, GossipAdvertise: cfg.GossipAdvertise,
 		Join: cfg.joinList(), ClusterName: cfg.ClusterName, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, MaxClockOffset: cfg.MaxClockOffset, Logger: base,
-		Raft: shard.RaftTuning{LogStore: cfg.LogStore},
+		Raft:   shard.RaftTuning{LogStore: cfg.LogStore},
+		Repair: cfg.Repair,
+		Fatal: func(err error) {
+			select {
+			case fatal <- err:
+			default:
+			}
+		},
 	})
 	if err != nil {
 		_ = lis.Close()
@@ -138,18 +148,26 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	log.Info("raftq-node started", "grpc", cfg.GRPCAdvertise, "raft", cfg.RaftAdvertise, "gossip", cfg.GossipAdvertise,
 		"http", cfg.HTTPBind, "data", cfg.DataDir, "join", strings.Join(cfg.joinList(), ","), "bootstrap_expect", cfg.BootstrapExpect)
 
+	var stopErr error
 	select {
 	case <-node.Ready():
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		log.Info("cluster ready: shards open, serving")
 	case <-ctx.Done():
+	case stopErr = <-fatal:
 	case err := <-serveErr:
 		return fmt.Errorf("gRPC server: %w", err)
 	}
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		return fmt.Errorf("gRPC server: %w", err)
+	if stopErr == nil {
+		select {
+		case <-ctx.Done():
+		case stopErr = <-fatal:
+		case err := <-serveErr:
+			return fmt.Errorf("gRPC server: %w", err)
+		}
+	}
+	if stopErr != nil {
+		log.Error("stopping", "err", stopErr)
 	}
 
 	log.Info("shutting down: draining calls, handing off leadership")
@@ -181,6 +199,9 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		}
 	case <-sctx.Done():
 		return fmt.Errorf("node shutdown did not finish within %v; exiting anyway (the raft log on disk is durable)", cfg.ShutdownTimeout)
+	}
+	if stopErr != nil {
+		return stopErr
 	}
 	log.Info("stopped cleanly")
 	return nil

@@ -61,6 +61,20 @@ func commands() []command {
 				}, nil
 			}
 		}},
+		{"cluster repair", "NODE", "remove NODE's damaged replicas from their raft groups and re-add them empty (docs/operations.md)", func(a *app, fs *flag.FlagSet) binder {
+			return func(pos []string) (action, error) {
+				if err := exactly(pos, "NODE"); err != nil {
+					return nil, err
+				}
+				return func(ctx context.Context, c *client.Client, o *output) error {
+					rs, err := c.Repair(ctx, pos[0])
+					if err != nil {
+						return err
+					}
+					return o.repairs(pos[0], rs)
+				}, nil
+			}
+		}},
 		queueCreateOrUpdate("create"),
 		{"queue list", "", "list queues", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {

@@ -283,5 +283,26 @@ func (o *output) status(st *client.ClusterStatus) error {
 		rows[i] = []string{strconv.Itoa(int(s.ID)), dash(s.LeaderID), dash(s.LeaderAddr), strconv.FormatUint(s.Term, 10),
 			strconv.FormatUint(s.CommitIndex, 10), strconv.FormatUint(s.AppliedIndex, 10), dash(strings.Join(s.Replicas, ","))}
 	}
-	return o.table("SHARD\tLEADER\tADDR\tTERM\tCOMMIT\tAPPLIED\tREPLICAS", rows)
+	if err := o.table("SHARD\tLEADER\tADDR\tTERM\tCOMMIT\tAPPLIED\tREPLICAS", rows); err != nil {
+		return err
+	}
+	for _, d := range st.Damaged {
+		fmt.Fprintf(o.w, "\nDAMAGED replica %s on node %s (%s): %s\n", d.Group, st.NodeID, d.Reason, d.Detail)
+	}
+	return nil
+}
+
+func (o *output) repairs(node string, rs []client.GroupRepair) error {
+	if o.json {
+		return o.emit(rs)
+	}
+	if len(rs) == 0 {
+		fmt.Fprintf(o.w, "node %s has no damaged replicas\n", node)
+		return nil
+	}
+	rows := make([][]string, len(rs))
+	for i, r := range rs {
+		rows[i] = []string{r.Group, r.Reason, r.Outcome}
+	}
+	return o.table("GROUP\tREASON\tOUTCOME", rows)
 }

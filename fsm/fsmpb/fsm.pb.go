@@ -1664,7 +1664,12 @@ func (x *DiscardDead) GetMax() uint32 {
 // delayed messages, dedup and completed-record expiry. The leader proposes it
 // when the FSM reports work due; receives also do this lazily for their queue.
 type Tick struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// checkpoint, when non-zero, names a replica comparison: every replica
+	// records a digest of its state as it stands after this entry, under
+	// this id, and the leader compares them (docs/fsm.md, "Replicas
+	// compared"). It changes no state.
+	Checkpoint    uint64 `protobuf:"varint,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1697,6 +1702,13 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
 	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Tick) GetCheckpoint() uint64 {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return 0
 }
 
 // LeaderGrace is proposed by a new leader once it is established. Every lease
@@ -3123,8 +3135,11 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1f\n" +
 	"\vmessage_ids\x18\x02 \x03(\x04R\n" +
 	"messageIds\x12\x10\n" +
-	"\x03max\x18\x03 \x01(\rR\x03max\"\x06\n" +
-	"\x04Tick\"n\n" +
+	"\x03max\x18\x03 \x01(\rR\x03max\"&\n" +
+	"\x04Tick\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\x04R\n" +
+	"checkpoint\"n\n" +
 	"\vLeaderGrace\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\x12\x19\n" +
 	"\bgrace_ms\x18\x02 \x01(\x03R\agraceMs\x12\x17\n" +

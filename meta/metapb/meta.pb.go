@@ -376,6 +376,7 @@ type PlaceShards struct {
 	// Raft addresses of the nodes named in shards, as the meta configuration
 	// knew them at placement; every replica bootstraps a shard from these.
 	Nodes         []*NodeAddr `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	ClusterId     string      `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // random; names the cluster (ShardMap.cluster_id)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -429,6 +430,13 @@ func (x *PlaceShards) GetNodes() []*NodeAddr {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *PlaceShards) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 type ShardReplicas struct {
@@ -735,11 +743,15 @@ func (x *Snapshot) GetShardMap() *ShardMap {
 }
 
 type ShardMap struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"` // 0: not placed
-	Count         uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
-	Shards        []*ShardReplicas       `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"` // sorted by shard
-	Nodes         []*NodeAddr            `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`   // sorted by node id
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"` // 0: not placed
+	Count   uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Shards  []*ShardReplicas       `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"` // sorted by shard
+	Nodes   []*NodeAddr            `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`   // sorted by node id
+	// cluster_id names the cluster: random, chosen when the map is placed.
+	// Every node records it in its node.json; a data directory of another
+	// cluster is refused.
+	ClusterId     string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -800,6 +812,13 @@ func (x *ShardMap) GetNodes() []*NodeAddr {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *ShardMap) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 // NodeMeta is a node's gossip metadata (memberlist caps it at 512 bytes): its
@@ -920,11 +939,13 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\"!\n" +
 	"\vDeleteQueue\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x88\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xa7\x01\n" +
 	"\vPlaceShards\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x124\n" +
 	"\x06shards\x18\x02 \x03(\v2\x1c.raftq.meta.v1.ShardReplicasR\x06shards\x12-\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\";\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x04 \x01(\tR\tclusterId\";\n" +
 	"\rShardReplicas\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x14\n" +
 	"\x05nodes\x18\x02 \x03(\tR\x05nodes\"@\n" +
@@ -946,12 +967,14 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x06queues\x18\x03 \x03(\v2\x14.raftq.meta.v1.QueueR\x06queues\x124\n" +
-	"\tshard_map\x18\x04 \x01(\v2\x17.raftq.meta.v1.ShardMapR\bshardMap\"\x9f\x01\n" +
+	"\tshard_map\x18\x04 \x01(\v2\x17.raftq.meta.v1.ShardMapR\bshardMap\"\xbe\x01\n" +
 	"\bShardMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x124\n" +
 	"\x06shards\x18\x03 \x03(\v2\x1c.raftq.meta.v1.ShardReplicasR\x06shards\x12-\n" +
-	"\x05nodes\x18\x04 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\"\xde\x01\n" +
+	"\x05nodes\x18\x04 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\"\xde\x01\n" +
 	"\bNodeMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +

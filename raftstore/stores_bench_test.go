@@ -1,7 +1,9 @@
-package shard
+package raftstore
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"syscall"
 	"testing"
 	"time"
@@ -15,7 +17,7 @@ import (
 // ns/op (wall) it reports cpu-ns/op: the process's user+system CPU per
 // call, which is what a node on two cores runs out of.
 //
-//	go test -run XXX -bench BenchmarkLogStoreAppend -benchtime 2000x ./shard/
+//	go test -run XXX -bench BenchmarkLogStoreAppend -benchtime 2000x ./raftstore/
 func BenchmarkLogStoreAppend(b *testing.B) {
 	shapes := []struct{ entries, bytes int }{{1, 2 << 10}, {8, 2 << 10}, {64, 16 << 10}}
 	for _, kind := range []string{LogStoreWAL, LogStoreBolt} {
@@ -28,7 +30,7 @@ func BenchmarkLogStoreAppend(b *testing.B) {
 }
 
 func benchmarkAppend(b *testing.B, kind string, entries, size int) {
-	st, err := openStores(b.TempDir(), kind, 0, testLogger())
+	st, err := openStores(b.TempDir(), kind, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
 	}

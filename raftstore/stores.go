@@ -1,4 +1,4 @@
-package shard
+package raftstore
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// Log store kinds (RaftTuning.LogStore, raftq-node --log-store).
+// Log store kinds (replica.json's log_store, raftq-node --log-store).
 const (
 	// LogStoreWAL keeps the raft log in raft-wal segment files under
 	// <dir>/wal: one write and one fdatasync per append, and truncation
@@ -30,7 +30,12 @@ const (
 	LogStoreBolt = "bolt"
 )
 
-const walDirName = "wal"
+const (
+	walDirName    = "wal"
+	walMetaName   = "wal-meta.db"
+	boltFileName  = "raft.db"
+	boltOpenLimit = time.Second
+)
 
 // stores is one raft group's persistent state: the log, the stable store
 // (current term and vote, always raft-boltdb in raft.db) and what closes them.
@@ -42,50 +47,44 @@ type stores struct {
 	wal    *wal.WAL // nil unless kind is LogStoreWAL
 }
 
-// openStores opens the stores of the group in dir. A group keeps the log
-// store it was created with: switching would orphan its log, so want only
-// chooses for a directory that has none yet, and a mismatch is logged.
-func openStores(dir, want string, segmentBytes int, logger *slog.Logger) (*stores, error) {
-	if want == "" {
-		want = LogStoreWAL
+func validKind(kind string) error {
+	if kind != LogStoreWAL && kind != LogStoreBolt {
+		return fmt.Errorf("log store %q: want %q or %q", kind, LogStoreWAL, LogStoreBolt)
 	}
-	if want != LogStoreWAL && want != LogStoreBolt {
-		return nil, fmt.Errorf("log store %q: want %q or %q", want, LogStoreWAL, LogStoreBolt)
-	}
-	kind, err := existingLogStore(dir)
-	if err != nil {
+	return nil
+}
+
+// openStores opens the stores of the group in dir with the log store kind
+// its identity records; a group never changes kind (switching would orphan
+// its log), and a missing store is never recreated here: the caller has
+// checked they exist, or is creating the group.
+func openStores(dir, kind string, segmentBytes int, logger *slog.Logger) (*stores, error) {
+	if err := validKind(kind); err != nil {
 		return nil, err
-	}
-	switch {
-	case kind == "":
-		kind = want
-	case kind != want:
-		logger.Warn("raft group keeps the log store it was created with", "dir", dir, "log_store", kind, "asked", want)
 	}
 	st := &stores{kind: kind}
 	walDir := filepath.Join(dir, walDirName)
 	if kind == LogStoreWAL {
-		// wal/ exists before raft.db does, so a directory with raft.db
-		// and no wal/ is always a bolt group.
-		if err := os.MkdirAll(walDir, 0o755); err != nil {
+		if err := os.MkdirAll(walDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create raft log dir: %w", err)
 		}
 	}
+	var err error
 	// raft.db first: its open times out when another process holds the
 	// directory, where raft-wal's meta store would wait forever.
 	st.bolt, err = raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(dir, "raft.db"),
+		Path: filepath.Join(dir, boltFileName),
 		// NoFreelistSync + map freelist: the freelist is rebuilt at open
 		// instead of rewritten on every commit (consul#5181); fsync of the
 		// data itself stays on (NoSync false) — durability before ack.
 		BoltOptions: &bbolt.Options{
-			Timeout:        time.Second,
+			Timeout:        boltOpenLimit,
 			NoFreelistSync: true,
 			FreelistType:   bbolt.FreelistMapType,
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open raft.db in %s: %w", dir, err)
+		return nil, fmt.Errorf("open %s in %s: %w", boltFileName, dir, err)
 	}
 	if kind == LogStoreWAL {
 		if segmentBytes <= 0 {
@@ -102,21 +101,6 @@ func openStores(dir, want string, segmentBytes int, logger *slog.Logger) (*store
 		st.logs = st.wal
 	}
 	return st, nil
-}
-
-// existingLogStore names the log store a group directory was created with,
-// or "" for a directory without raft state.
-func existingLogStore(dir string) (string, error) {
-	for _, c := range []struct{ name, kind string }{{walDirName, LogStoreWAL}, {"raft.db", LogStoreBolt}} {
-		_, err := os.Stat(filepath.Join(dir, c.name))
-		switch {
-		case err == nil:
-			return c.kind, nil
-		case !errors.Is(err, os.ErrNotExist):
-			return "", fmt.Errorf("look for raft state in %s: %w", dir, err)
-		}
-	}
-	return "", nil
 }
 
 // Close closes the log store, then the stable store.
