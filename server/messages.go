@@ -331,14 +331,14 @@ func (m *messages) Ack(ctx context.Context, req *raftqv1.AckRequest) (*raftqv1.A
 					continue
 				}
 				code, msg := itemStatus(items[k].GetStatus())
-				out[i] = &raftqv1.ItemStatus{Code: code, Error: msg}
+				out[i] = &raftqv1.ItemStatus{Code: code, Error: leaseError(parsed[i], msg), AlreadyAcked: items[k].GetAlreadyAcked()}
 			}
 		}()
 	}
 	wg.Wait()
 	acked := 0
 	for _, r := range out {
-		if r.GetCode() == 0 {
+		if r.GetCode() == 0 && !r.GetAlreadyAcked() { // a repeat was counted when it first committed
 			acked++
 		}
 	}
@@ -362,6 +362,27 @@ func (s *Server) one(ctx context.Context, shard uint32, cmd *fsmpb.Command) (*fs
 	return items[0], resultStatus(items[0].GetStatus())
 }
 
+// settle applies a single-receipt lease command (nack, extend,
+// dead-letter). A refusal of the item names the message as clients know it.
+func (s *Server) settle(ctx context.Context, r wire.Receipt, cmd *fsmpb.Command) (*fsmpb.ItemResult, error) {
+	item, err := s.one(ctx, r.Shard, cmd)
+	if err != nil && item != nil {
+		st := item.GetStatus()
+		return item, status.Error(grpcCode(st.GetCode()), leaseError(r, st.GetMessage()))
+	}
+	return item, err
+}
+
+// leaseError renders the FSM's reason for refusing a receipt with the
+// message id in the form clients print (wire.MessageID), which the FSM does
+// not know; "" stays "".
+func leaseError(r wire.Receipt, reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return fmt.Sprintf("message %s: %s", wire.MessageID{Shard: r.Shard, ID: r.ID}, reason)
+}
+
 func (m *messages) Nack(ctx context.Context, req *raftqv1.NackRequest) (*raftqv1.NackResponse, error) {
 	if err := m.ready(ctx); err != nil {
 		return nil, err
@@ -379,7 +400,7 @@ func (m *messages) Nack(ctx context.Context, req *raftqv1.NackRequest) (*raftqv1
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_Nack{Nack: &fsmpb.Nack{Items: []*fsmpb.NackItem{{
 		Receipt: fsmReceipt(r), HasDelay: req.GetHasDelay(), DelayMs: req.GetDelayMs(), Error: req.GetError(),
 	}}}}}
-	if _, err := m.one(ctx, r.Shard, cmd); err != nil {
+	if _, err := m.settle(ctx, r, cmd); err != nil {
 		return nil, err
 	}
 	m.events.Count("", "nacked", 1)
@@ -400,7 +421,7 @@ func (m *messages) ExtendLease(ctx context.Context, req *raftqv1.ExtendLeaseRequ
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_Extend{Extend: &fsmpb.Extend{Items: []*fsmpb.ExtendItem{{
 		Receipt: fsmReceipt(r), VisibilityTimeoutMs: req.GetVisibilityTimeoutMs(),
 	}}}}}
-	item, err := m.one(ctx, r.Shard, cmd)
+	item, err := m.settle(ctx, r, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +443,7 @@ func (m *messages) DeadLetter(ctx context.Context, req *raftqv1.DeadLetterReques
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_DeadLetter{DeadLetter: &fsmpb.DeadLetter{Items: []*fsmpb.DeadLetterItem{{
 		Receipt: fsmReceipt(r), Error: req.GetError(),
 	}}}}}
-	if _, err := m.one(ctx, r.Shard, cmd); err != nil {
+	if _, err := m.settle(ctx, r, cmd); err != nil {
 		return nil, err
 	}
 	m.events.Count("", "dead_lettered", 1)
