@@ -121,6 +121,7 @@ func (c *Client) refresh(ctx context.Context, force bool) error {
 	}
 	c.lastRefresh = time.Now()
 	var errs []error
+	var empty *raftqv1.ShardMapResponse
 	for _, addr := range nodeList(c.smap.Load().nodes, c.seeds) {
 		cc, err := c.conn(addr)
 		if err != nil {
@@ -129,6 +130,14 @@ func (c *Client) refresh(ctx context.Context, force bool) error {
 		actx, cancel := context.WithTimeout(ctx, c.cfg.callTimeout)
 		resp, err := raftqv1.NewClusterClient(cc).ShardMap(actx, &raftqv1.ShardMapRequest{})
 		cancel()
+		if err == nil && resp.GetShardCount() == 0 {
+			// A node that is starting has no map yet; another may. Taking
+			// its empty answer would drop every leader this client knew
+			// (the refresh after a failed call often asks the very node
+			// that is restarting).
+			empty = resp
+			continue
+		}
 		if err == nil {
 			c.smap.Store(newShardMap(resp, c.seeds))
 			c.cfg.logger.Debug("raftq shard map", "from", addr, "version", resp.GetVersion(), "shards", resp.GetShardCount())
@@ -138,6 +147,14 @@ func (c *Client) refresh(ctx context.Context, force bool) error {
 		if ctx.Err() != nil {
 			break
 		}
+	}
+	if empty != nil {
+		// Nobody has a map (a cluster still placing its shards): an empty
+		// one replaces only an empty one.
+		if c.smap.Load().count == 0 {
+			c.smap.Store(newShardMap(empty, c.seeds))
+		}
+		return nil
 	}
 	return fmt.Errorf("load shard map: %w: %w", ErrUnavailable, errors.Join(errs...))
 }

@@ -145,7 +145,8 @@ func TestSendReceiveAckNackExtend(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Ack: %v", err)
 	}
-	if itemErrs[0] != nil || !errors.Is(itemErrs[1], ErrInvalid) || !errors.Is(itemErrs[2], ErrStaleReceipt) {
+	// The second ack of one receipt is a repeat of the first: success.
+	if itemErrs[0] != nil || !errors.Is(itemErrs[1], ErrInvalid) || itemErrs[2] != nil {
 		t.Fatalf("Ack item errors = %v", itemErrs)
 	}
 	if _, err := c.Extend(ctx, m.Receipt, time.Minute); !errors.Is(err, ErrStaleReceipt) {

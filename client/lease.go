@@ -109,11 +109,16 @@ func receiptShard(receipt string) (int, error) {
 // Ack acknowledges leased messages: they are done. Receipts are grouped by
 // shard and each group goes to its shard's leader in parallel. The slice has
 // one error per receipt, in order (nil: acked; ErrStaleReceipt: the lease was
-// lost and the message will be or was delivered again). The error reports
-// whole calls that failed; their receipts carry that error too.
+// lost and the message will be or was delivered again, or another delivery
+// of it was acked; ErrNotFound: the message's record is gone, so the outcome
+// cannot be confirmed). The error reports whole calls that failed; their
+// receipts carry that error too.
 //
-// An ack retried after an ambiguous failure can report ErrStaleReceipt for a
-// message the first attempt did ack.
+// Acks are idempotent: an ack of a receipt whose message was already acked
+// with that same receipt succeeds (nil). So an ack the client retried after
+// an ambiguous failure, whose first attempt committed, reports nil, not
+// ErrStaleReceipt, as long as the server still keeps the acked record (the
+// queue's completed retention, default 1 h).
 func (c *Client) Ack(ctx context.Context, receipts ...string) ([]error, error) {
 	itemErrs := make([]error, len(receipts))
 	byShard := map[int][]int{}

@@ -4,11 +4,6 @@ import (
 	"github.com/raftq/raftq/fsm/fsmpb"
 )
 
-func staleItem(r *fsmpb.Receipt) *fsmpb.ItemResult {
-	return &fsmpb.ItemResult{Status: status(fsmpb.Code_CODE_STALE_RECEIPT,
-		"receipt (message %d, epoch %d) is not a live lease: it expired, was redelivered or was already settled", r.GetMessageId(), r.GetLeaseEpoch())}
-}
-
 func invalidItem(format string, args ...any) *fsmpb.ItemResult {
 	return &fsmpb.ItemResult{Status: status(fsmpb.Code_CODE_INVALID_ARGUMENT, format, args...)}
 }
@@ -17,6 +12,10 @@ func tooMany(n int) *fsmpb.Result {
 	return failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "%d items in one command, limit %d", n, maxItemsPerLeaseCommandBatch)
 }
 
+// ack settles live leases. An ack of a lease that already ended in an ack
+// succeeds again, marked already_acked: it is a retry whose first answer was
+// lost, and the caller must not take it for a lost message. Any other
+// receipt that is not a live lease is refused and says why (notLive).
 func (s *state) ack(c *fsmpb.Ack) *fsmpb.Result {
 	if n := len(c.GetReceipts()); n > maxItemsPerLeaseCommandBatch {
 		return tooMany(n)
@@ -25,7 +24,11 @@ func (s *state) ack(c *fsmpb.Ack) *fsmpb.Result {
 	for i, r := range c.GetReceipts() {
 		m, ok := s.liveLease(r)
 		if !ok {
-			items[i] = staleItem(r)
+			if done, ok := s.get(r.GetMessageId()); ok && ackedWith(done, r.GetLeaseEpoch()) {
+				items[i] = ackRepeat()
+				continue
+			}
+			items[i] = s.notLive(r)
 			continue
 		}
 		m = s.own(m)
@@ -57,7 +60,7 @@ func (s *state) nack(ctx *applyCtx, c *fsmpb.Nack) *fsmpb.Result {
 		}
 		m, ok := s.liveLease(it.GetReceipt())
 		if !ok {
-			items[i] = staleItem(it.GetReceipt())
+			items[i] = s.notLive(it.GetReceipt())
 			continue
 		}
 		m = s.own(m)
@@ -92,7 +95,7 @@ func (s *state) extend(c *fsmpb.Extend) *fsmpb.Result {
 		}
 		m, ok := s.liveLease(it.GetReceipt())
 		if !ok {
-			items[i] = staleItem(it.GetReceipt())
+			items[i] = s.notLive(it.GetReceipt())
 			continue
 		}
 		if vis == 0 {
@@ -122,7 +125,7 @@ func (s *state) deadLetter(c *fsmpb.DeadLetter) *fsmpb.Result {
 	for i, it := range c.GetItems() {
 		m, ok := s.liveLease(it.GetReceipt())
 		if !ok {
-			items[i] = staleItem(it.GetReceipt())
+			items[i] = s.notLive(it.GetReceipt())
 			continue
 		}
 		m = s.own(m)

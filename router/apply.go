@@ -14,9 +14,15 @@ import (
 // Apply proposes cmd on shard id through its leader and returns the FSM's
 // result. A returned error means the outcome is unknown or certainly
 // failed as the error says; FSM-level refusals are in the Result.
+// A *NotReadyError means the shard map is not loaded and nothing was
+// proposed.
 func (r *Router) Apply(ctx context.Context, id uint32, cmd *fsmpb.Command) (*fsmpb.Result, error) {
-	if id >= r.topo.ShardCount() {
-		return nil, fmt.Errorf("shard %d out of range [0,%d)", id, r.topo.ShardCount())
+	n, err := r.shards()
+	if err != nil {
+		return nil, err
+	}
+	if id >= n {
+		return nil, fmt.Errorf("shard %d out of range [0,%d)", id, n)
 	}
 	return call(ctx, r, id,
 		func(ctx context.Context, sh *shard.Shard) (*fsmpb.Result, error) {
@@ -33,8 +39,13 @@ func (r *Router) Apply(ctx context.Context, id uint32, cmd *fsmpb.Command) (*fsm
 
 // ApplyAll proposes cmd on every shard in parallel and returns the results
 // in shard order; the first error wins (the others may have applied).
+// Without a shard map it fails with a *NotReadyError instead of reporting
+// success over no shards.
 func (r *Router) ApplyAll(ctx context.Context, cmd *fsmpb.Command) ([]*fsmpb.Result, error) {
-	n := r.topo.ShardCount()
+	n, err := r.shards()
+	if err != nil {
+		return nil, err
+	}
 	results := make([]*fsmpb.Result, n)
 	errs := make([]error, n)
 	done := make(chan struct{}, n)

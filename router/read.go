@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -14,6 +15,13 @@ import (
 // confirms it still leads before answering, so a deposed leader cut off by
 // a partition cannot serve a stale message state.
 func (r *Router) Read(ctx context.Context, req *raftqv1.ShardReadRequest) (*raftqv1.ShardReadResponse, error) {
+	n, err := r.shards()
+	if err != nil {
+		return nil, err
+	}
+	if id := req.GetShardId(); id >= n {
+		return nil, fmt.Errorf("shard %d out of range [0,%d)", id, n)
+	}
 	return call(ctx, r, req.GetShardId(),
 		func(ctx context.Context, sh *shard.Shard) (*raftqv1.ShardReadResponse, error) {
 			return ReadLocal(ctx, sh, req)

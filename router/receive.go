@@ -35,7 +35,12 @@ type Leased struct {
 // was, not how slow the claim. The sweep itself, one raft round when a
 // shard holds enough, is the claim. With nothing returned, waited is the
 // whole call.
+//
+// Without a shard map it fails at once with a *NotReadyError.
 func (r *Router) Receive(ctx context.Context, rq *fsmpb.Receive, wait time.Duration) (leased []Leased, waited time.Duration, err error) {
+	if err := r.Ready(); err != nil {
+		return nil, 0, err
+	}
 	start := time.Now()
 	deadline := start.Add(wait)
 	for {

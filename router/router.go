@@ -81,26 +81,31 @@ func (r *Router) Close() error { return r.conns.close() }
 // forwarding calls that are not shard calls (control-plane writes).
 func (r *Router) Conn(addr string) (*grpc.ClientConn, error) { return r.conns.conn(addr) }
 
-// ShardCount is the fixed number of data shards.
+// ShardCount is the fixed number of data shards, 0 while the shard map is
+// not loaded (see Ready).
 func (r *Router) ShardCount() uint32 { return r.topo.ShardCount() }
 
 // ShardForSend chooses the shard for a new message. Grouped and
 // dedup-keyed messages have a fixed shard (wire.ShardForMessage); the rest
 // go to a shard this node leads when there is one, so a send costs no extra
-// hop, rotating for balance; else to any shard in rotation.
-func (r *Router) ShardForSend(queue, group, dedupKey string) uint32 {
-	n := r.topo.ShardCount()
+// hop, rotating for balance; else to any shard in rotation. It fails with a
+// *NotReadyError while the shard map is not loaded.
+func (r *Router) ShardForSend(queue, group, dedupKey string) (uint32, error) {
+	n, err := r.shards()
+	if err != nil {
+		return 0, err
+	}
 	if s, ok := wire.ShardForMessage(queue, group, dedupKey, n); ok {
-		return s
+		return s, nil
 	}
 	start := r.next.Add(1)
 	for i := uint32(0); i < n; i++ {
 		id := (start + i) % n
 		if sh := r.topo.LocalShard(id); sh != nil && sh.IsLeader() {
-			return id
+			return id, nil
 		}
 	}
-	return start % n
+	return start % n, nil
 }
 
 // rotation returns shard ids starting at a rotating offset, so concurrent
@@ -109,6 +114,7 @@ func (r *Router) ShardForSend(queue, group, dedupKey string) uint32 {
 // them costs no forwarding hop, and clients spread receives over nodes.
 // The fourth keeps plain rotation, so shards led by nodes that no consumer
 // talks to are still drained, at no less than a quarter of the calls.
+// With no shard map (n == 0) it is empty; callers check Ready first.
 func (r *Router) rotation() []uint32 {
 	n := r.topo.ShardCount()
 	start := r.next.Add(1)

@@ -35,6 +35,9 @@ func (d *deadLetters) ListDead(ctx context.Context, req *raftqv1.ListDeadRequest
 	if limit > 1000 {
 		return nil, invalid("limit %d above 1000", limit)
 	}
+	if err := d.ready(ctx); err != nil {
+		return nil, err
+	}
 	var all []*raftqv1.MessageInfo
 	for id := uint32(0); id < d.router.ShardCount(); id++ {
 		resp, err := d.router.Read(ctx, &raftqv1.ShardReadRequest{ShardId: id, Query: &raftqv1.ShardReadRequest_ListDeadQueue{ListDeadQueue: req.GetQueue()}, Limit: limit})
@@ -55,16 +58,18 @@ func (d *deadLetters) ListDead(ctx context.Context, req *raftqv1.ListDeadRequest
 	return &raftqv1.ListDeadResponse{Messages: all}, nil
 }
 
-// byShard groups public message ids per shard.
+// byShard groups public message ids per shard. Callers check ready
+// first: without a map every id would look out of range.
 func (s *Server) byShard(ids []string) (map[uint32][]uint64, error) {
 	out := map[uint32][]uint64{}
+	n := s.router.ShardCount()
 	for _, id := range ids {
 		mid, err := wire.ParseMessageID(id)
 		if err != nil {
 			return nil, invalid("%v", err)
 		}
-		if mid.Shard >= s.router.ShardCount() {
-			return nil, invalid("message id %s names shard %d, the cluster has %d", id, mid.Shard, s.router.ShardCount())
+		if mid.Shard >= n {
+			return nil, invalid("message id %s names shard %d, the cluster has %d", id, mid.Shard, n)
 		}
 		out[mid.Shard] = append(out[mid.Shard], mid.ID)
 	}
@@ -134,6 +139,9 @@ func (s *Server) paced(ctx context.Context, rate uint32, ids map[uint32][]uint64
 }
 
 func (d *deadLetters) Redrive(ctx context.Context, req *raftqv1.RedriveRequest) (*raftqv1.RedriveResponse, error) {
+	if err := d.ready(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := (&queues{Server: d.Server}).GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetQueue()}); err != nil {
 		return nil, err
 	}
@@ -158,6 +166,9 @@ func (d *deadLetters) Redrive(ctx context.Context, req *raftqv1.RedriveRequest) 
 }
 
 func (d *deadLetters) Discard(ctx context.Context, req *raftqv1.DiscardRequest) (*raftqv1.DiscardResponse, error) {
+	if err := d.ready(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := (&queues{Server: d.Server}).GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetQueue()}); err != nil {
 		return nil, err
 	}

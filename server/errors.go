@@ -33,11 +33,15 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	var nol *router.NoLeaderError
 	var re *router.ResultError
 	var mnl meta.NotLeaderError
+	var nr *router.NotReadyError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
+	case errors.As(err, &nr):
+		s.refuse(ctx, "")
+		return status.Error(codes.Unavailable, nr.Error())
 	case errors.As(err, &nl):
 		s.refuse(ctx, nl.LeaderID)
 		return status.Errorf(codes.Unavailable, "not the leader: %v", err)

@@ -77,7 +77,10 @@ func (m *messages) Send(ctx context.Context, req *raftqv1.SendRequest) (*raftqv1
 	if err != nil {
 		return nil, err
 	}
-	id := m.router.ShardForSend(req.GetQueue(), nm.GetGroupId(), nm.GetDedupKey())
+	id, err := m.router.ShardForSend(req.GetQueue(), nm.GetGroupId(), nm.GetDedupKey())
+	if err != nil {
+		return nil, m.toStatus(ctx, err)
+	}
 	res, err := m.router.Apply(ctx, id, enqueueCmd(req.GetQueue(), []*fsmpb.NewMessage{nm}))
 	if err != nil {
 		return nil, m.toStatus(ctx, err)
@@ -114,13 +117,19 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 	if n == 0 || n > fsm.MaxEnqueueBatch {
 		return nil, invalid("a batch holds 1 to %d messages, got %d", fsm.MaxEnqueueBatch, n)
 	}
+	// One shard for all balanced messages of this batch; it also says
+	// whether the shard map is loaded, before any item is placed.
+	free, err := m.router.ShardForSend(req.GetQueue(), "", "")
+	if err != nil {
+		return nil, m.toStatus(ctx, err)
+	}
+	shards := m.router.ShardCount() // not 0: ShardForSend succeeded, and the count never shrinks
 	results := make([]*raftqv1.SendResult, n)
 	type part struct {
 		idx  []int
 		msgs []*fsmpb.NewMessage
 	}
 	parts := map[uint32]*part{}
-	free := m.router.ShardForSend(req.GetQueue(), "", "") // one shard for all balanced messages of this batch
 	policy := m.sendPolicy(req.GetQueue())
 	for i, sr := range req.GetMessages() {
 		nm, err := m.newMessage(policy, sr)
@@ -129,7 +138,7 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 			results[i] = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message()}
 			continue
 		}
-		id, fixed := wire.ShardForMessage(req.GetQueue(), nm.GetGroupId(), nm.GetDedupKey(), m.router.ShardCount())
+		id, fixed := wire.ShardForMessage(req.GetQueue(), nm.GetGroupId(), nm.GetDedupKey(), shards)
 		if !fixed {
 			id = free
 		}
@@ -209,6 +218,9 @@ func (m *messages) Receive(ctx context.Context, req *raftqv1.ReceiveRequest) (*r
 	if v := req.GetVisibilityTimeoutMs(); v < 0 || v > fsm.MaxVisibilityMs {
 		return nil, invalid("visibility_timeout_ms must be within 0..%d", int64(fsm.MaxVisibilityMs))
 	}
+	if err := m.ready(ctx); err != nil {
+		return nil, err
+	}
 	rq := &fsmpb.Receive{Queue: req.GetQueue(), Max: max, VisibilityTimeoutMs: req.GetVisibilityTimeoutMs(), Consumer: req.GetConsumer(), MaxBytes: receiveBodyBudget}
 	if _, ok := m.node.Meta().Queue(req.GetQueue()); !ok && wait > 0 {
 		// Do not park a long poll on a queue nobody created (this node's
@@ -256,13 +268,16 @@ func received(l router.Leased) *raftqv1.ReceivedMessage {
 	}
 }
 
+// shardOf parses a receipt and checks that it names a shard of the map.
+// Callers check ready first: without a map every receipt would look out of
+// range.
 func (s *Server) shardOf(receipt string) (wire.Receipt, error) {
 	r, err := wire.ParseReceipt(receipt)
 	if err != nil {
 		return r, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if r.Shard >= s.router.ShardCount() {
-		return r, invalid("receipt names shard %d, the cluster has %d", r.Shard, s.router.ShardCount())
+	if n := s.router.ShardCount(); r.Shard >= n {
+		return r, invalid("receipt names shard %d, the cluster has %d", r.Shard, n)
 	}
 	return r, nil
 }
@@ -275,6 +290,9 @@ func (m *messages) Ack(ctx context.Context, req *raftqv1.AckRequest) (*raftqv1.A
 	n := len(req.GetReceipts())
 	if n == 0 || n > fsm.MaxReceiveBatch {
 		return nil, invalid("ack takes 1 to %d receipts, got %d", fsm.MaxReceiveBatch, n)
+	}
+	if err := m.ready(ctx); err != nil {
+		return nil, err
 	}
 	out := make([]*raftqv1.ItemStatus, n)
 	byShard := map[uint32][]int{}
@@ -313,14 +331,14 @@ func (m *messages) Ack(ctx context.Context, req *raftqv1.AckRequest) (*raftqv1.A
 					continue
 				}
 				code, msg := itemStatus(items[k].GetStatus())
-				out[i] = &raftqv1.ItemStatus{Code: code, Error: msg}
+				out[i] = &raftqv1.ItemStatus{Code: code, Error: leaseError(parsed[i], msg), AlreadyAcked: items[k].GetAlreadyAcked()}
 			}
 		}()
 	}
 	wg.Wait()
 	acked := 0
 	for _, r := range out {
-		if r.GetCode() == 0 {
+		if r.GetCode() == 0 && !r.GetAlreadyAcked() { // a repeat was counted when it first committed
 			acked++
 		}
 	}
@@ -344,7 +362,31 @@ func (s *Server) one(ctx context.Context, shard uint32, cmd *fsmpb.Command) (*fs
 	return items[0], resultStatus(items[0].GetStatus())
 }
 
+// settle applies a single-receipt lease command (nack, extend,
+// dead-letter). A refusal of the item names the message as clients know it.
+func (s *Server) settle(ctx context.Context, r wire.Receipt, cmd *fsmpb.Command) (*fsmpb.ItemResult, error) {
+	item, err := s.one(ctx, r.Shard, cmd)
+	if err != nil && item != nil {
+		st := item.GetStatus()
+		return item, status.Error(grpcCode(st.GetCode()), leaseError(r, st.GetMessage()))
+	}
+	return item, err
+}
+
+// leaseError renders the FSM's reason for refusing a receipt with the
+// message id in the form clients print (wire.MessageID), which the FSM does
+// not know; "" stays "".
+func leaseError(r wire.Receipt, reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return fmt.Sprintf("message %s: %s", wire.MessageID{Shard: r.Shard, ID: r.ID}, reason)
+}
+
 func (m *messages) Nack(ctx context.Context, req *raftqv1.NackRequest) (*raftqv1.NackResponse, error) {
+	if err := m.ready(ctx); err != nil {
+		return nil, err
+	}
 	r, err := m.shardOf(req.GetReceipt())
 	if err != nil {
 		return nil, err
@@ -358,7 +400,7 @@ func (m *messages) Nack(ctx context.Context, req *raftqv1.NackRequest) (*raftqv1
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_Nack{Nack: &fsmpb.Nack{Items: []*fsmpb.NackItem{{
 		Receipt: fsmReceipt(r), HasDelay: req.GetHasDelay(), DelayMs: req.GetDelayMs(), Error: req.GetError(),
 	}}}}}
-	if _, err := m.one(ctx, r.Shard, cmd); err != nil {
+	if _, err := m.settle(ctx, r, cmd); err != nil {
 		return nil, err
 	}
 	m.events.Count("", "nacked", 1)
@@ -366,6 +408,9 @@ func (m *messages) Nack(ctx context.Context, req *raftqv1.NackRequest) (*raftqv1
 }
 
 func (m *messages) ExtendLease(ctx context.Context, req *raftqv1.ExtendLeaseRequest) (*raftqv1.ExtendLeaseResponse, error) {
+	if err := m.ready(ctx); err != nil {
+		return nil, err
+	}
 	r, err := m.shardOf(req.GetReceipt())
 	if err != nil {
 		return nil, err
@@ -376,7 +421,7 @@ func (m *messages) ExtendLease(ctx context.Context, req *raftqv1.ExtendLeaseRequ
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_Extend{Extend: &fsmpb.Extend{Items: []*fsmpb.ExtendItem{{
 		Receipt: fsmReceipt(r), VisibilityTimeoutMs: req.GetVisibilityTimeoutMs(),
 	}}}}}
-	item, err := m.one(ctx, r.Shard, cmd)
+	item, err := m.settle(ctx, r, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -385,6 +430,9 @@ func (m *messages) ExtendLease(ctx context.Context, req *raftqv1.ExtendLeaseRequ
 }
 
 func (m *messages) DeadLetter(ctx context.Context, req *raftqv1.DeadLetterRequest) (*raftqv1.DeadLetterResponse, error) {
+	if err := m.ready(ctx); err != nil {
+		return nil, err
+	}
 	r, err := m.shardOf(req.GetReceipt())
 	if err != nil {
 		return nil, err
@@ -395,7 +443,7 @@ func (m *messages) DeadLetter(ctx context.Context, req *raftqv1.DeadLetterReques
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_DeadLetter{DeadLetter: &fsmpb.DeadLetter{Items: []*fsmpb.DeadLetterItem{{
 		Receipt: fsmReceipt(r), Error: req.GetError(),
 	}}}}}
-	if _, err := m.one(ctx, r.Shard, cmd); err != nil {
+	if _, err := m.settle(ctx, r, cmd); err != nil {
 		return nil, err
 	}
 	m.events.Count("", "dead_lettered", 1)
@@ -407,8 +455,11 @@ func (s *Server) getMessage(ctx context.Context, id string) (wire.MessageID, *fs
 	if err != nil {
 		return mid, nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if mid.Shard >= s.router.ShardCount() {
-		return mid, nil, invalid("message id names shard %d, the cluster has %d", mid.Shard, s.router.ShardCount())
+	if err := s.ready(ctx); err != nil {
+		return mid, nil, err
+	}
+	if n := s.router.ShardCount(); mid.Shard >= n {
+		return mid, nil, invalid("message id names shard %d, the cluster has %d", mid.Shard, n)
 	}
 	resp, err := s.router.Read(ctx, &raftqv1.ShardReadRequest{ShardId: mid.Shard, Query: &raftqv1.ShardReadRequest_GetMessageId{GetMessageId: mid.ID}})
 	if err != nil {

@@ -21,7 +21,14 @@ type nodeSvc struct {
 	raftqv1.UnimplementedNodeServer
 }
 
+// local finds the local replica of a forwarded call's shard. A node that
+// has not loaded the shard map refuses as not ready (UNAVAILABLE, certainly
+// not applied), never INVALID_ARGUMENT: the id is valid, this node just
+// cannot know it yet, and the forwarding node then asks another replica.
 func (n *nodeSvc) local(ctx context.Context, id uint32) (*shard.Shard, error) {
+	if err := n.ready(ctx); err != nil {
+		return nil, err
+	}
 	if id >= n.node.ShardCount() {
 		return nil, status.Errorf(codes.InvalidArgument, "shard %d out of range", id)
 	}
@@ -77,6 +84,9 @@ func (n *nodeSvc) ShardRead(ctx context.Context, req *raftqv1.ShardReadRequest) 
 }
 
 func (n *nodeSvc) ShardDigest(ctx context.Context, req *raftqv1.ShardDigestRequest) (*raftqv1.ShardDigestResponse, error) {
+	if err := n.ready(ctx); err != nil {
+		return nil, err
+	}
 	if req.GetShardId() >= n.node.ShardCount() {
 		return nil, status.Errorf(codes.InvalidArgument, "shard %d out of range", req.GetShardId())
 	}

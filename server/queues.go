@@ -100,12 +100,17 @@ func (q *queues) GetQueue(ctx context.Context, req *raftqv1.GetQueueRequest) (*r
 	// entry committed (its next append, up to a commit timeout later), so a
 	// queue created a moment ago, even through this node, may not be here
 	// yet. Only the leader may say a queue does not exist; if it cannot be
-	// asked, this replica's answer stands.
+	// asked, this replica's answer stands, unless the replica is still
+	// starting (no shard map yet): its meta state is then known to lag, and
+	// NOT_FOUND, which clients take as final, would be a guess.
 	info, err := forwardMeta(ctx, q.Server, meta.NotLeaderError{LeaderID: q.node.Meta().LeaderID()},
 		func(ctx context.Context, c raftqv1.QueuesClient) (*raftqv1.QueueInfo, error) {
 			return c.GetQueue(ctx, req)
 		})
 	if err != nil {
+		if rerr := q.ready(ctx); rerr != nil {
+			return nil, rerr
+		}
 		return nil, notFound
 	}
 	return info, nil
@@ -151,6 +156,9 @@ func (q *queues) DeleteQueue(ctx context.Context, req *raftqv1.DeleteQueueReques
 }
 
 func (q *queues) PurgeQueue(ctx context.Context, req *raftqv1.PurgeQueueRequest) (*raftqv1.PurgeQueueResponse, error) {
+	if err := q.ready(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := q.GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetName()}); err != nil {
 		return nil, err
 	}
@@ -167,6 +175,9 @@ func (q *queues) PurgeQueue(ctx context.Context, req *raftqv1.PurgeQueueRequest)
 }
 
 func (q *queues) QueueStats(ctx context.Context, req *raftqv1.QueueStatsRequest) (*raftqv1.QueueStatsResponse, error) {
+	if err := q.ready(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := q.GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetName()}); err != nil {
 		return nil, err
 	}

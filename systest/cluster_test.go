@@ -43,10 +43,15 @@ func TestCluster_SendReceiveAckThroughDifferentNodes(t *testing.T) {
 	if err != nil || ack.GetResults()[0].GetCode() != 0 {
 		t.Fatalf("ack via n1: %v %v", err, ack)
 	}
-	// A second ack with the same receipt is stale: the lease is gone.
+	// A second ack with the same receipt repeats the first: success,
+	// marked already_acked. A nack of it is refused: the message is done.
 	ack, err = msgs(c, 1).Ack(ctx, &raftqv1.AckRequest{Receipts: []string{m.GetReceipt()}})
-	if err != nil || codes.Code(ack.GetResults()[0].GetCode()) != codes.FailedPrecondition {
-		t.Fatalf("re-ack: %v %v, want FailedPrecondition", err, ack)
+	if err != nil || ack.GetResults()[0].GetCode() != 0 || !ack.GetResults()[0].GetAlreadyAcked() {
+		t.Fatalf("re-ack: %v %v, want OK already_acked", err, ack)
+	}
+	_, err = msgs(c, 2).Nack(ctx, &raftqv1.NackRequest{Receipt: m.GetReceipt()})
+	if st, _ := status.FromError(err); st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "message "+sent.GetMessageId()+": ") || !strings.Contains(st.Message(), "already acked") {
+		t.Fatalf("nack after ack: %v, want FailedPrecondition naming message %s as already acked", err, sent.GetMessageId())
 	}
 	info, err := msgs(c, 2).GetMessage(ctx, &raftqv1.GetMessageRequest{MessageId: sent.GetMessageId()})
 	if err != nil || info.GetMessage().GetState() != fsmpb.State_STATE_ACKED {

@@ -1266,9 +1266,13 @@ func (x *ReceiveResponse) GetWaitedUs() int64 {
 }
 
 type ItemStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"` // google.rpc.Code; 0 = OK
-	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Code  int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"` // google.rpc.Code; 0 = OK
+	Error string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// Ack only, with code 0: the message had already been acked with this
+	// receipt (a retry of an ack whose answer was lost). Nothing changed;
+	// the ack stands.
+	AlreadyAcked  bool `protobuf:"varint,3,opt,name=already_acked,json=alreadyAcked,proto3" json:"already_acked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1315,6 +1319,13 @@ func (x *ItemStatus) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *ItemStatus) GetAlreadyAcked() bool {
+	if x != nil {
+		return x.AlreadyAcked
+	}
+	return false
 }
 
 type AckRequest struct {
@@ -3583,11 +3594,12 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
 	"\x0fReceiveResponse\x125\n" +
 	"\bmessages\x18\x01 \x03(\v2\x19.raftq.v1.ReceivedMessageR\bmessages\x12\x1b\n" +
-	"\twaited_us\x18\x02 \x01(\x03R\bwaitedUs\"6\n" +
+	"\twaited_us\x18\x02 \x01(\x03R\bwaitedUs\"[\n" +
 	"\n" +
 	"ItemStatus\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"(\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12#\n" +
+	"\ralready_acked\x18\x03 \x01(\bR\falreadyAcked\"(\n" +
 	"\n" +
 	"AckRequest\x12\x1a\n" +
 	"\breceipts\x18\x01 \x03(\tR\breceipts\"=\n" +

@@ -208,6 +208,11 @@ func (ms *messagesSvc) Ack(ctx context.Context, r *raftqv1.AckRequest) (*raftqv1
 		}
 	}
 	for _, rc := range r.GetReceipts() {
+		if s.ackedWith(rc) {
+			// A repeat of an ack that went through, as raftq answers it.
+			resp.Results = append(resp.Results, &raftqv1.ItemStatus{AlreadyAcked: true})
+			continue
+		}
 		m, err := s.lease(ctx, rc)
 		if err != nil {
 			st := status.Convert(err)

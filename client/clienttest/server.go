@@ -55,6 +55,7 @@ type fault struct {
 	code   codes.Code
 	refuse bool
 	hint   string
+	lose   bool // serve the call, then answer code instead
 }
 
 // Call is one call the server answered, recorded for assertions.
@@ -140,6 +141,14 @@ func (s *Server) Forward(method string, n int, value string) {
 	}
 }
 
+// LoseAnswer makes the next n calls of method be served as usual and then
+// answer UNAVAILABLE without the refusal trailer, as when the connection
+// breaks after the node applied the call: the client sees an unknown
+// outcome for a call that took effect.
+func (s *Server) LoseAnswer(method string, n int) {
+	s.addFaults(method, n, fault{code: codes.Unavailable, lose: true})
+}
+
 func (s *Server) addFaults(method string, n int, f fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -222,7 +231,7 @@ func (s *Server) Count(queue string, state fsmpb.State) int {
 func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	method := info.FullMethod[lastSlash(info.FullMethod)+1:]
 	s.mu.Lock()
-	if fs := s.faults[method]; len(fs) > 0 {
+	if fs := s.faults[method]; len(fs) > 0 && !fs[0].lose {
 		f := fs[0]
 		s.faults[method] = fs[1:]
 		s.calls = append(s.calls, Call{Method: method, Code: f.code})
@@ -248,8 +257,16 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	if fw := s.forwards[method]; len(fw) > 0 {
 		forward, s.forwards[method] = fw[0], fw[1:]
 	}
+	lost := false
+	if fs := s.faults[method]; len(fs) > 0 && fs[0].lose {
+		lost, s.faults[method] = true, fs[1:]
+	}
 	s.mu.Unlock()
 	resp, err := handler(ctx, req)
+	if lost {
+		s.record(Call{Method: method, Code: codes.Unavailable})
+		return nil, status.Error(codes.Unavailable, "injected: answer lost after the call was applied")
+	}
 	if err == nil && forward != "" {
 		_ = grpc.SetTrailer(ctx, metadata.Pairs("raftq-shard-leader", forward))
 	}

@@ -198,6 +198,17 @@ func (s *Server) notLeader(ctx context.Context, shard uint32) error {
 
 func (s *Server) publicID(id uint64) string { return wire.MessageID{Shard: s.Shard, ID: id}.String() }
 
+// ackedWith reports whether receipt's message was acked with that very
+// lease; callers hold s.mu.
+func (s *Server) ackedWith(receipt string) bool {
+	r, err := wire.ParseReceipt(receipt)
+	if err != nil {
+		return false
+	}
+	m, ok := s.msgs[r.ID]
+	return ok && m.State == fsmpb.State_STATE_ACKED && m.LeaseEpoch == r.Epoch
+}
+
 // lease resolves a receipt to its leased message; callers hold s.mu.
 func (s *Server) lease(ctx context.Context, receipt string) (*fsmpb.Message, error) {
 	r, err := wire.ParseReceipt(receipt)

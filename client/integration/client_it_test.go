@@ -61,9 +61,17 @@ func TestClient_RoutesAndSettlesAcrossShards(t *testing.T) {
 	if err != nil || errors.Join(itemErrs...) != nil {
 		t.Fatalf("Ack: %v %v", err, itemErrs)
 	}
+	// Acks are idempotent: the same receipt again is a repeat, success.
+	// A nack of it is refused and says the message is done.
 	again, err := cl.Ack(ctx, receipts[0])
-	if err != nil || !errors.Is(again[0], client.ErrStaleReceipt) {
-		t.Fatalf("second ack = %v, %v; want ErrStaleReceipt", again, err)
+	if err != nil || again[0] != nil {
+		t.Fatalf("second ack = %v, %v; want success (already acked with this receipt)", again, err)
+	}
+	r0, _ := wire.ParseReceipt(receipts[0])
+	nerr := cl.Nack(ctx, receipts[0], client.NackOptions{})
+	if !errors.Is(nerr, client.ErrStaleReceipt) || !strings.Contains(nerr.Error(), "message "+wire.MessageID{Shard: r0.Shard, ID: r0.ID}.String()+": ") ||
+		!strings.Contains(nerr.Error(), "already acked") {
+		t.Fatalf("nack after ack = %v; want ErrStaleReceipt naming the message and saying it was already acked", nerr)
 	}
 	st, err := cl.Stats(ctx, "it")
 	if err != nil || st.Ready+st.InFlight+st.Delayed != 0 {

@@ -2172,8 +2172,12 @@ type ItemResult struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Status          *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
 	LeaseDeadlineMs int64                  `protobuf:"varint,2,opt,name=lease_deadline_ms,json=leaseDeadlineMs,proto3" json:"lease_deadline_ms,omitempty"` // extend: the new deadline
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// ack: the message was already acked with this very lease (same epoch),
+	// so this ack is a repeat of one that committed and succeeds without
+	// changing anything.
+	AlreadyAcked  bool `protobuf:"varint,3,opt,name=already_acked,json=alreadyAcked,proto3" json:"already_acked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ItemResult) Reset() {
@@ -2218,6 +2222,13 @@ func (x *ItemResult) GetLeaseDeadlineMs() int64 {
 		return x.LeaseDeadlineMs
 	}
 	return 0
+}
+
+func (x *ItemResult) GetAlreadyAcked() bool {
+	if x != nil {
+		return x.AlreadyAcked
+	}
+	return false
 }
 
 type ItemsResult struct {
@@ -3167,11 +3178,12 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\rEnqueueResult\x125\n" +
 	"\x05items\x18\x01 \x03(\v2\x1f.raftq.fsm.v1.EnqueueItemResultR\x05items\"B\n" +
 	"\rReceiveResult\x121\n" +
-	"\bmessages\x18\x01 \x03(\v2\x15.raftq.fsm.v1.MessageR\bmessages\"f\n" +
+	"\bmessages\x18\x01 \x03(\v2\x15.raftq.fsm.v1.MessageR\bmessages\"\x8b\x01\n" +
 	"\n" +
 	"ItemResult\x12,\n" +
 	"\x06status\x18\x01 \x01(\v2\x14.raftq.fsm.v1.StatusR\x06status\x12*\n" +
-	"\x11lease_deadline_ms\x18\x02 \x01(\x03R\x0fleaseDeadlineMs\"=\n" +
+	"\x11lease_deadline_ms\x18\x02 \x01(\x03R\x0fleaseDeadlineMs\x12#\n" +
+	"\ralready_acked\x18\x03 \x01(\bR\falreadyAcked\"=\n" +
 	"\vItemsResult\x12.\n" +
 	"\x05items\x18\x01 \x03(\v2\x18.raftq.fsm.v1.ItemResultR\x05items\"#\n" +
 	"\vCountResult\x12\x14\n" +
