@@ -21,6 +21,7 @@ import (
 	"github.com/raftq/raftq/cluster"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/raftstore"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/shard"
 	"github.com/raftq/raftq/wire"
@@ -43,6 +44,17 @@ func (n *startingNode) NoteLeader(uint32, string)                 {}
 func (n *startingNode) MemberGRPC(string) (string, bool)          { return "", false }
 func (n *startingNode) Meta() *meta.Store                         { return n.meta }
 func (n *startingNode) Members() []cluster.Member                 { return nil }
+func (n *startingNode) Known(string) *raftqv1.KnownResponse       { return &raftqv1.KnownResponse{} }
+func (n *startingNode) Repair(context.Context) []*raftqv1.GroupRepair {
+	return nil
+}
+func (n *startingNode) Damaged() map[string]*raftstore.DamageError { return nil }
+func (n *startingNode) ChangeGroup(context.Context, string, raftqv1.GroupChangeRequest_Op, string, string) (uint64, error) {
+	return 0, &shard.NotLeaderError{}
+}
+func (n *startingNode) ShardDigest(context.Context, *raftqv1.ShardDigestRequest) (*raftqv1.ShardDigestResponse, error) {
+	return nil, shard.ErrNoCheckpoint
+}
 
 // serveStarting runs the real services of a starting node on a loopback
 // port and returns a connection to them.
