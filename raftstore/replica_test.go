@@ -297,3 +297,26 @@ func TestNodeIdentity(t *testing.T) {
 	_, err = OpenNode(root, "n2")
 	wantDamage(t, err, ReasonForeign)
 }
+
+// A replica whose files another open holds (a node still running, or a
+// check) is busy, not damaged: the error says so and records nothing.
+func TestReplicaHeldOpenIsNotDamage(t *testing.T) {
+	for _, kind := range []string{LogStoreWAL, LogStoreBolt} {
+		t.Run(kind, func(t *testing.T) {
+			f := newFixture(t, kind)
+			f.write(1, 10, 1)
+			r := f.mustOpen()
+			defer r.Close()
+			_, err := f.open()
+			if !errors.Is(err, ErrInUse) {
+				t.Fatalf("second open: %v, want ErrInUse", err)
+			}
+			if d, ok := IsDamage(err); ok {
+				t.Fatalf("a busy replica was called damaged: %v", d)
+			}
+			if _, err := os.Stat(filepath.Join(f.dir, damageFileName)); !os.IsNotExist(err) {
+				t.Fatalf("a busy replica got a damage record: %v", err)
+			}
+		})
+	}
+}
