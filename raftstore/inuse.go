@@ -8,10 +8,10 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// ErrInUse says a replica's bolt files are locked by a read-write open:
-// a raftq-node has the data directory open. It is not damage: the files
-// are busy, and a check of them would race the node's writes.
-var ErrInUse = errors.New("locked by a running process: the node is running; stop it first")
+// ErrInUse says a replica's bolt files are locked by another open: a
+// raftq-node running on the data directory, or a `raftq-node verify` of
+// it. It is not damage: the files are busy.
+var ErrInUse = errors.New("locked by another process (a raftq-node running on this data directory, or raftq-node verify)")
 
 // inUse turns bolt's lock timeout on path into ErrInUse; other errors pass.
 func inUse(path string, err error) error {

@@ -113,6 +113,11 @@ func Verify(dataDir string) (*Report, error) {
 		}
 		entry, registered := registry[g]
 		gr, err := verifyGroup(dir, rep.NodeID, g, entry, registered)
+		if errors.Is(err, ErrInUse) {
+			// Verify's own opens share their locks; only a read-write
+			// open, a node's, excludes them.
+			return nil, fmt.Errorf("check %s: %w: the node is running; stop it first", g, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("check %s: %w", g, err)
 		}

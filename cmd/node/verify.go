@@ -25,16 +25,18 @@ const (
 // check of a stopped node's data directory (raftstore.Verify). It reads
 // and never writes.
 func runVerify(args []string) int {
-	return verifyMain(args, os.Stdout, os.Stderr)
+	return verifyMain(args, os.Getenv, os.Stdout, os.Stderr)
 }
 
-func verifyMain(args []string, stdout, stderr io.Writer) int {
+func verifyMain(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("raftq-node verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "", "the data directory of a stopped node (required)")
+	// RAFTQ_DATA_DIR as for the node itself, so `verify` in the image (where
+	// it is /data) needs no flag.
+	dataDir := fs.String("data-dir", getenv("RAFTQ_DATA_DIR"), "the data directory of a stopped node (required; env RAFTQ_DATA_DIR)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: raftq-node verify --data-dir DIR [--json]\n\n"+
+		fmt.Fprintf(fs.Output(), "Usage: raftq-node verify [--data-dir DIR] [--json]\n\n"+
 			"Checks a stopped node's identity, raft logs, stable stores, facts and snapshots\n"+
 			"without changing any file, and prints one line per replica: OK, or each problem\n"+
 			"with its file, index and what to do. Exits 0 when everything is intact, 1 when\n"+
@@ -53,7 +55,7 @@ func verifyMain(args []string, stdout, stderr io.Writer) int {
 		return verifyNotRun
 	}
 	if *dataDir == "" {
-		fmt.Fprintln(stderr, "verify: --data-dir is required")
+		fmt.Fprintln(stderr, "verify: --data-dir (or RAFTQ_DATA_DIR) is required")
 		fs.Usage()
 		return verifyNotRun
 	}
@@ -145,7 +147,10 @@ func summary(g *raftstore.GroupReport) string {
 		log = fmt.Sprintf("log %d-%d", g.FirstIndex, g.LastIndex)
 	}
 	snaps := "no snapshots"
-	if g.Snapshots > 0 {
+	switch {
+	case g.Snapshots == 1:
+		snaps = fmt.Sprintf("1 snapshot at index %d", g.SnapshotIndex)
+	case g.Snapshots > 1:
 		snaps = fmt.Sprintf("%d snapshots, the newest at index %d", g.Snapshots, g.SnapshotIndex)
 	}
 	return fmt.Sprintf("%s (%s), term %d, durable to index %d in term %d, %s",

@@ -61,8 +61,12 @@ func openReplica(t *testing.T, n *raftstore.Node, group, dir string) *raftstore.
 }
 
 func runVerifyCmd(args ...string) (code int, stdout, stderr string) {
+	return runVerifyEnv(map[string]string{}, args...)
+}
+
+func runVerifyEnv(env map[string]string, args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
-	code = verifyMain(args, &out, &errb)
+	code = verifyMain(args, func(k string) string { return env[k] }, &out, &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -76,6 +80,10 @@ func TestVerifyCommand(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("output lacks %q:\n%s", want, out)
 		}
+	}
+	// RAFTQ_DATA_DIR stands for the flag, as for the node.
+	if code, envOut, _ := runVerifyEnv(map[string]string{"RAFTQ_DATA_DIR": root}); code != verifyIntact || envOut != out {
+		t.Fatalf("with RAFTQ_DATA_DIR: exit %d\n%s", code, envOut)
 	}
 
 	facts := filepath.Join(root, "shards", "0", "facts")
@@ -133,7 +141,7 @@ func TestVerifyCommandCannotCheck(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no data dir", nil, "--data-dir is required"},
+		{"no data dir", nil, "--data-dir (or RAFTQ_DATA_DIR) is required"},
 		{"extra argument", []string{"--data-dir", root, "now"}, `unexpected argument "now"`},
 		{"unknown flag", []string{"--data-dir", root, "--fix"}, "flag provided but not defined"},
 		{"not a data directory", []string{"--data-dir", t.TempDir()}, "not a raftq data directory"},
