@@ -65,6 +65,24 @@ func OpenNode(dataDir, nodeID string) (*Node, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	id, err := readNode(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	if id == nil {
+		return &Node{dir: dataDir}, nil
+	}
+	if id.NodeID != nodeID {
+		return nil, damage(dataDir, "node", ReasonForeign, filepath.Join(dataDir, nodeFileName), 0,
+			"the data directory belongs to node %q, not %q", id.NodeID, nodeID)
+	}
+	return &Node{dir: dataDir, id: id}, nil
+}
+
+// readNode reads dataDir's node identity, changing nothing: nil for a
+// fresh directory (no node.json and no raft state), a *DamageError for
+// raft state without node.json or a node.json that does not parse.
+func readNode(dataDir string) (*NodeIdentity, error) {
 	path := filepath.Join(dataDir, nodeFileName)
 	b, err := os.ReadFile(path)
 	switch {
@@ -75,7 +93,7 @@ func OpenNode(dataDir, nodeID string) (*Node, error) {
 			return nil, damage(dataDir, "node", ReasonLegacy, found, 0,
 				"the data directory holds raft state but no %s: it was written by a raftq without identity files, or node.json was lost", nodeFileName)
 		}
-		return &Node{dir: dataDir}, nil
+		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -83,14 +101,10 @@ func OpenNode(dataDir, nodeID string) (*Node, error) {
 	if err := json.Unmarshal(b, id); err != nil {
 		return nil, damage(dataDir, "node", ReasonUnreadable, path, 0, "node identity does not parse: %v", err)
 	}
-	if id.NodeID != nodeID {
-		return nil, damage(dataDir, "node", ReasonForeign, path, 0,
-			"the data directory belongs to node %q, not %q", id.NodeID, nodeID)
-	}
 	if id.Groups == nil {
 		id.Groups = map[string]GroupEntry{}
 	}
-	return &Node{dir: dataDir, id: id}, nil
+	return id, nil
 }
 
 // anyRaftState names a file under dir that only raft state would leave,

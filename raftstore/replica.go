@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"github.com/hashicorp/raft-wal/types"
 )
 
 // DefaultFactsEvery is how often a replica's durable log index reaches its
@@ -48,13 +46,13 @@ type Options struct {
 // every check passed; raft must be started on Logs and Stable, never on
 // the raw stores.
 type Replica struct {
-	o        Options
-	id       *ReplicaIdentity
-	st       *stores
-	facts    *factsWriter
-	logs     *checkedLogs
-	stable   *checkedStable
-	segments []types.SegmentInfo
+	o      Options
+	id     *ReplicaIdentity
+	st     *stores
+	facts  *factsWriter
+	logs   *checkedLogs
+	stable *checkedStable
+	w      where // names its files in messages (checks.go)
 
 	fresh        bool
 	mayBootstrap bool
@@ -87,7 +85,7 @@ func Open(o Options) (*Replica, error) {
 	if err := validKind(o.LogStore); err != nil {
 		return nil, err
 	}
-	r := &Replica{o: o}
+	r := &Replica{o: o, w: where{dir: o.Dir, group: o.Group}}
 	if err := r.identify(); err != nil {
 		return nil, err
 	}
@@ -98,7 +96,7 @@ func Open(o Options) (*Replica, error) {
 }
 
 // identify reads or creates the replica's identity and checks that the
-// files it needs are there.
+// files it needs are there (checks.go).
 func (r *Replica) identify() error {
 	o := r.o
 	d, err := readDamage(o.Dir)
@@ -109,84 +107,46 @@ func (r *Replica) identify() error {
 		d.Group = o.Group
 		return d
 	}
-	id, err := readIdentity(o.Dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return r.create(nil)
-	case err != nil:
-		return damage(o.Dir, o.Group, ReasonUnreadable, filepath.Join(o.Dir, identityFileName), 0, "replica identity unreadable: %v", err)
-	}
-	if id.NodeID != o.NodeID || id.Group != o.Group {
-		return damage(o.Dir, o.Group, ReasonForeign, filepath.Join(o.Dir, identityFileName), 0,
-			"the directory belongs to replica %s of node %s", id.Group, id.NodeID)
-	}
-	if id.State == stateCreating {
-		return r.create(id)
-	}
-	if err := validKind(id.LogStore); err != nil {
-		return damage(o.Dir, o.Group, ReasonUnreadable, filepath.Join(o.Dir, identityFileName), 0, "replica identity: %v", err)
-	}
+	entry, registered := GroupEntry{}, false
 	if o.Node != nil {
-		if e, ok := o.Node.group(o.Group); ok && e.Incarnation != "" && e.Incarnation != id.Incarnation {
-			return damage(o.Dir, o.Group, ReasonForeign, filepath.Join(o.Dir, identityFileName), 0,
-				"the directory holds incarnation %s of the replica, the node's current one is %s (an old copy restored?)", id.Incarnation, e.Incarnation)
-		}
+		entry, registered = o.Node.group(o.Group)
 	}
-	need := []string{boltFileName, factsFileName}
+	id, err := checkIdentity(o.Dir, o.NodeID, o.Group, entry, registered)
+	if err != nil {
+		return err
+	}
+	if id == nil || id.State == stateCreating {
+		return r.create(id, entry, registered)
+	}
+	r.w.kind = id.LogStore
+	missing, err := r.w.missingStores()
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return missing[0]
+	}
 	if id.LogStore == LogStoreWAL {
-		need = append(need, walDirName, filepath.Join(walDirName, walMetaName))
-	}
-	for _, name := range need {
-		ok, err := exists(filepath.Join(o.Dir, name))
+		segs, problems, err := checkSegments(&r.w)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return damage(o.Dir, o.Group, ReasonStoreMissing, filepath.Join(o.Dir, name), 0, "%s is missing", storeRole(name))
+		if len(problems) > 0 {
+			return problems[0]
 		}
-	}
-	if id.LogStore == LogStoreWAL {
-		if r.segments, err = checkSegments(o.Dir, o.Group); err != nil {
-			return err
-		}
+		r.w.segments = segs
 	}
 	r.id = id
 	return nil
 }
 
-func storeRole(name string) string {
-	switch name {
-	case boltFileName:
-		return "the stable store (raft.db: the term and the vote)"
-	case factsFileName:
-		return "the facts file (the term and log index this replica made durable)"
-	case walDirName:
-		return "the raft log (wal/)"
-	}
-	return name
-}
-
-// create sets up a replica the node does not have yet. prev is an identity
-// whose creation never finished: raft never ran in that directory, so it
-// never voted or acknowledged anything and may be wiped.
-func (r *Replica) create(prev *ReplicaIdentity) error {
+// create sets up a replica the node does not have yet (checkIdentity
+// allowed it). prev is an identity whose creation never finished: raft
+// never ran in that directory, so it never voted or acknowledged anything
+// and may be wiped.
+func (r *Replica) create(prev *ReplicaIdentity, entry GroupEntry, registered bool) error {
 	o := r.o
-	entry, registered := GroupEntry{}, false
-	if o.Node != nil {
-		entry, registered = o.Node.group(o.Group)
-	}
-	if prev == nil {
-		if registered && entry.State == GroupReady {
-			return damage(o.Dir, o.Group, ReasonGroupMissing, o.Dir, 0,
-				"this node created the replica (node.json lists it) but its directory or identity is gone")
-		}
-		if found, err := anyRaftState(o.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		} else if found != "" {
-			return damage(o.Dir, o.Group, ReasonNoIdentity, found, 0,
-				"raft state without a replica identity: written by a raftq without identity files, or replica.json was lost")
-		}
-	} else {
+	if prev != nil {
 		o.Logger.Warn("replica creation was interrupted before raft ran; starting it again", "dir", o.Dir)
 	}
 	if err := os.RemoveAll(o.Dir); err != nil {
@@ -210,6 +170,7 @@ func (r *Replica) create(prev *ReplicaIdentity) error {
 		return err
 	}
 	r.id, r.fresh = id, true
+	r.w.kind = id.LogStore
 	// A replica re-created for repair joins its group through raft; only
 	// one the node never had may take part in the group's bootstrap.
 	r.mayBootstrap = !registered
@@ -221,7 +182,7 @@ func (r *Replica) open() (err error) {
 	o := r.o
 	st, err := openStores(o.Dir, r.id.LogStore, o.WALSegmentBytes, o.Logger)
 	if err != nil {
-		if r.fresh {
+		if r.fresh || errors.Is(err, ErrInUse) {
 			return err
 		}
 		return damage(o.Dir, o.Group, ReasonUnreadable, o.Dir, 0, "stores do not open: %v", err)
@@ -244,51 +205,19 @@ func (r *Replica) open() (err error) {
 	if r.fresh {
 		return nil
 	}
-	facts := r.facts.current()
-	term, err := st.stable.GetUint64(keyCurrentTerm)
-	if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
-		return damage(o.Dir, o.Group, ReasonUnreadable, filepath.Join(o.Dir, boltFileName), 0, "term unreadable: %v", err)
+	if d := r.w.checkTerm(st.stable, r.facts.current()); d != nil {
+		return d
 	}
-	if term < facts.Term {
-		return damage(o.Dir, o.Group, ReasonTermLost, filepath.Join(o.Dir, boltFileName), 0,
-			"the stable store says term %d, but this replica had stored term %d: it forgot its term and vote", term, facts.Term)
-	}
-	return r.scan()
-}
-
-// scan reads every entry of the log back and checks it, so damaged bytes
-// stop the replica before raft replays or ships them.
-func (r *Replica) scan() error {
-	first, err := r.st.logs.FirstIndex()
-	if err != nil {
-		return damage(r.o.Dir, r.o.Group, ReasonUnreadable, r.logFile(0), 0, "first log index unreadable: %v", err)
-	}
-	last, err := r.st.logs.LastIndex()
-	if err != nil {
-		return damage(r.o.Dir, r.o.Group, ReasonUnreadable, r.logFile(0), 0, "last log index unreadable: %v", err)
-	}
-	if last == 0 {
-		return nil
-	}
-	var l raft.Log
-	for i := first; i <= last; i++ {
-		if err := r.st.logs.GetLog(i, &l); err != nil {
-			return damage(r.o.Dir, r.o.Group, ReasonChecksum, r.logFile(i), i, "log entry %d unreadable: %v", i, err)
-		}
-		if err := unseal(i, &l); err != nil {
-			return damage(r.o.Dir, r.o.Group, ReasonChecksum, r.logFile(i), i, "%v", err)
-		}
+	// Every entry is read back and checked, so damaged bytes stop the
+	// replica before raft replays or ships them.
+	if problems := r.w.scanLog(st.logs, 1); len(problems) > 0 {
+		return problems[0]
 	}
 	return nil
 }
 
 // logFile names the file that holds index, for messages.
-func (r *Replica) logFile(index uint64) string {
-	if r.id.LogStore == LogStoreBolt {
-		return filepath.Join(r.o.Dir, boltFileName)
-	}
-	return segmentFor(filepath.Join(r.o.Dir, walDirName), r.segments, index)
-}
+func (r *Replica) logFile(index uint64) string { return r.w.logFile(index) }
 
 // CheckCovered compares the log with the facts once the newest snapshot's
 // index is known: the log, or a snapshot, must reach the index this
@@ -298,25 +227,7 @@ func (r *Replica) CheckCovered(snapshotIndex uint64) error {
 	if r.fresh {
 		return nil
 	}
-	first, err := r.st.logs.FirstIndex()
-	if err != nil {
-		return fmt.Errorf("first log index: %w", err)
-	}
-	last, err := r.st.logs.LastIndex()
-	if err != nil {
-		return fmt.Errorf("last log index: %w", err)
-	}
-	facts := r.facts.current()
-	if max(last, snapshotIndex) < facts.Index {
-		return damage(r.o.Dir, r.o.Group, ReasonLogShort, r.logFile(last), last,
-			"the log ends at index %d and the newest snapshot at %d, but this replica had made index %d durable: its log lost entries it may have acknowledged",
-			last, snapshotIndex, facts.Index)
-	}
-	if last > 0 && first > 1 && snapshotIndex+1 < first {
-		return damage(r.o.Dir, r.o.Group, ReasonSnapshotGone, filepath.Join(r.o.Dir, "snapshots"), first,
-			"the log starts at index %d but the newest snapshot ends at %d: the entries between are gone", first, snapshotIndex)
-	}
-	return nil
+	return r.w.checkCovered(r.st.logs, r.facts.current(), snapshotIndex)
 }
 
 // damagedAt records damage found while running and tells the owner.

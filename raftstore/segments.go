@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,9 +17,9 @@ import (
 func walState(walDir string) (types.PersistentState, error) {
 	var st types.PersistentState
 	path := filepath.Join(walDir, walMetaName)
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: boltOpenLimit})
+	db, err := bbolt.Open(path, 0o600, readOnlyBolt())
 	if err != nil {
-		return st, fmt.Errorf("open %s: %w", path, err)
+		return st, inUse(path, fmt.Errorf("open %s: %w", path, err))
 	}
 	defer db.Close()
 	err = db.View(func(tx *bbolt.Tx) error {
@@ -47,28 +48,35 @@ func segmentFile(walDir string, s types.SegmentInfo) string {
 // raft-wal made them. raft-wal preallocates every segment to its size
 // limit and never shrinks one, so a short file was cut by something else;
 // raft-wal itself would read a cut tail as a torn write and silently
-// start with fewer entries.
-func checkSegments(dir, group string) ([]types.SegmentInfo, error) {
-	walDir := filepath.Join(dir, walDirName)
+// start with fewer entries. It returns the segments raft-wal's metadata
+// lists and the problems found; err is ErrInUse or an I/O error.
+func checkSegments(w *where) ([]types.SegmentInfo, []*DamageError, error) {
+	walDir := w.path(walDirName)
 	st, err := walState(walDir)
-	if err != nil {
-		return nil, damage(dir, group, ReasonUnreadable, filepath.Join(walDir, walMetaName), 0, "raft-wal metadata unreadable: %v", err)
+	if errors.Is(err, ErrInUse) {
+		return nil, nil, err
 	}
+	if err != nil {
+		return nil, []*DamageError{w.damage(ReasonUnreadable, filepath.Join(walDir, walMetaName), 0, "raft-wal metadata unreadable: %v", err)}, nil
+	}
+	var problems []*DamageError
 	for _, s := range st.Segments {
 		path := segmentFile(walDir, s)
 		fi, err := os.Stat(path)
 		if os.IsNotExist(err) {
-			return nil, damage(dir, group, ReasonSegment, path, s.BaseIndex, "log segment %d (entries from %d) is missing", s.ID, s.BaseIndex)
+			problems = append(problems, w.damage(ReasonSegment, path, s.BaseIndex, "log segment %d (entries from %d) is missing", s.ID, s.BaseIndex))
+			continue
 		}
 		if err != nil {
-			return nil, damage(dir, group, ReasonUnreadable, path, s.BaseIndex, "log segment unreadable: %v", err)
+			problems = append(problems, w.damage(ReasonUnreadable, path, s.BaseIndex, "log segment unreadable: %v", err))
+			continue
 		}
 		if s.SizeLimit > 0 && fi.Size() < int64(s.SizeLimit) {
-			return nil, damage(dir, group, ReasonSegment, path, s.BaseIndex,
-				"log segment %d is %d bytes, shorter than the %d it was created with: it was cut", s.ID, fi.Size(), s.SizeLimit)
+			problems = append(problems, w.damage(ReasonSegment, path, s.BaseIndex,
+				"log segment %d is %d bytes, shorter than the %d it was created with: it was cut", s.ID, fi.Size(), s.SizeLimit))
 		}
 	}
-	return st.Segments, nil
+	return st.Segments, problems, nil
 }
 
 // segmentFor names the segment file of segs that holds index; the WAL

@@ -84,7 +84,7 @@ func openStores(dir, kind string, segmentBytes int, logger *slog.Logger) (*store
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open %s in %s: %w", boltFileName, dir, err)
+		return nil, inUse(filepath.Join(dir, boltFileName), fmt.Errorf("open %s in %s: %w", boltFileName, dir, err))
 	}
 	if kind == LogStoreWAL {
 		if segmentBytes <= 0 {

@@ -37,6 +37,10 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "probe" {
 		os.Exit(runProbe(os.Args[2:]))
 	}
+	// `raftq-node verify` checks a stopped node's data directory offline.
+	if len(os.Args) > 1 && os.Args[1] == "verify" {
+		os.Exit(runVerify(os.Args[2:]))
+	}
 	cfg, err := parseConfig(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flagHelp) {
 		os.Exit(0)
