@@ -173,9 +173,7 @@ func (c *Client) distrust(addr string) {
 // trust ends addr's distrust: it answered.
 func (c *Client) trust(addr string) {
 	c.distrustMu.Lock()
-	if _, ok := c.distrusted[addr]; ok {
-		delete(c.distrusted, addr)
-	}
+	delete(c.distrusted, addr)
 	c.distrustMu.Unlock()
 }
 

@@ -93,7 +93,22 @@ func logTail(t *testing.T, path string, n int) {
 	t.Logf("last lines of %s:\n%s", path, strings.Join(lines, "\n"))
 }
 
-// leaderOf waits for the nodes to agree on every shard's leader and
+// createQueue creates queue, retrying while the control plane settles.
+func createQueue(t *testing.T, ctx context.Context, c *client.Client, queue string) {
+	t.Helper()
+	for {
+		_, err := c.CreateQueue(ctx, queue, client.QueueOptions{})
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create queue %s: %v", queue, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// leadersOf waits for the nodes to agree on every shard's leader and
 // returns shard -> node slot.
 func leadersOf(t *testing.T, ctx context.Context, cl *nodes.Cluster) map[uint32]int {
 	t.Helper()
@@ -126,6 +141,22 @@ func warmForwarding(t *testing.T, ctx context.Context, cl *nodes.Cluster, node i
 	return to
 }
 
+// mostForwarding picks the shard to load and cut off: the one whose leader
+// leads the fewest other shards, so it forwards to the most peers.
+func mostForwarding(leaders map[uint32]int) uint32 {
+	led := map[int]int{}
+	for _, l := range leaders {
+		led[l]++
+	}
+	best := uint32(0)
+	for s := range uint32(shards) {
+		if led[leaders[s]] < led[leaders[best]] {
+			best = s
+		}
+	}
+	return best
+}
+
 // groupOn returns a message group whose messages of queue live on shard s.
 func groupOn(queue string, s uint32) string {
 	for i := 0; ; i++ {
@@ -144,7 +175,6 @@ func groupOn(queue string, s uint32) string {
 // start of the fault, then heals and checks that every acknowledged send
 // is in the queue once.
 func TestOneWayPartitionOfShardLeader(t *testing.T) {
-	const target = 0 // the shard under load, whose leader is cut off
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	nw, cl := startNetCluster(t, ctx)
@@ -157,6 +187,7 @@ func TestOneWayPartitionOfShardLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	createQueue(t, ctx, c, "warm")
 	for _, tc := range []struct {
 		name string
 		// cut applies the fault to the leader and one peer.
@@ -168,17 +199,11 @@ func TestOneWayPartitionOfShardLeader(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			queue := strings.ReplaceAll(tc.name, " ", "-")
 			queue = strings.ReplaceAll(queue, "'", "")
-			for {
-				if _, err := c.CreateQueue(ctx, queue, client.QueueOptions{}); err == nil {
-					break
-				} else if ctx.Err() != nil {
-					t.Fatalf("create queue: %v", err)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+			createQueue(t, ctx, c, queue)
 			leaders := leadersOf(t, ctx, cl)
+			target := mostForwarding(leaders)
 			leader := leaders[target]
-			peers := warmForwarding(t, ctx, cl, leader, queue, leaders)
+			peers := warmForwarding(t, ctx, cl, leader, "warm", leaders)
 			t.Logf("%s leads shard %d and forwards to %v", cl.NodeID(leader), target, peers)
 			l := startLoad(ctx, c, queue, queue, target, 8)
 			stopped := false
