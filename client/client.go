@@ -137,16 +137,22 @@ func (c *Client) conn(addr string) (nodeConn, error) {
 // the node falls silent while it is out. sent reports whether the call
 // left the client; a node that stopped answering makes err UNAVAILABLE
 // (outcome unknown).
-func (c *Client) attempt(ctx context.Context, addr string, timeout time.Duration, fn func(ctx context.Context, cc *grpc.ClientConn) error) (sent bool, err error) {
+//
+// gate false skips the wait for a connection (the call waits for it, as
+// far as gRPC's connect timeout): for loading the first shard map, when a
+// client has nowhere else to go yet.
+func (c *Client) attempt(ctx context.Context, addr string, timeout time.Duration, gate bool, fn func(ctx context.Context, cc *grpc.ClientConn) error) (sent bool, err error) {
 	nc, err := c.conn(addr)
 	if err != nil {
 		return false, err
 	}
-	if err := nc.live.Ready(ctx); err != nil {
-		if ctx.Err() != nil {
-			return false, status.FromContextError(ctx.Err()).Err()
+	if gate {
+		if err := nc.live.Ready(ctx); err != nil {
+			if ctx.Err() != nil {
+				return false, status.FromContextError(ctx.Err()).Err()
+			}
+			return false, status.Errorf(codes.Unavailable, "node %s: %v", addr, err)
 		}
-		return false, status.Errorf(codes.Unavailable, "node %s: %v", addr, err)
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -191,7 +197,9 @@ func (c *Client) trusted(addr string) bool {
 
 // refresh reloads the shard map from the first node that answers, asking
 // distrusted nodes last. Unless forced it does nothing when the map was
-// refreshed within minRefreshGap.
+// refreshed within minRefreshGap. Forced (Dial), a seed's connection is
+// waited for as long as gRPC's connect timeout rather than the liveness
+// probe's: the client has no other node to go to yet.
 func (c *Client) refresh(ctx context.Context, force bool) error {
 	c.refreshMu.Lock()
 	defer c.refreshMu.Unlock()
@@ -206,7 +214,7 @@ func (c *Client) refresh(ctx context.Context, force bool) error {
 	})
 	for _, addr := range nodes {
 		var resp *raftqv1.ShardMapResponse
-		_, err := c.attempt(ctx, addr, c.cfg.callTimeout, func(ctx context.Context, cc *grpc.ClientConn) (err error) {
+		_, err := c.attempt(ctx, addr, c.cfg.callTimeout, !force, func(ctx context.Context, cc *grpc.ClientConn) (err error) {
 			resp, err = raftqv1.NewClusterClient(cc).ShardMap(ctx, &raftqv1.ShardMapRequest{})
 			return err
 		})
@@ -215,7 +223,7 @@ func (c *Client) refresh(ctx context.Context, force bool) error {
 			c.cfg.logger.Debug("raftq shard map", "from", addr, "version", resp.GetVersion(), "shards", resp.GetShardCount())
 			return nil
 		}
-		if ctx.Err() == nil && status.Code(err) != codes.Unimplemented {
+		if ctx.Err() == nil {
 			c.distrust(addr)
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", addr, fromStatus(err)))
@@ -327,7 +335,7 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 	hinted := map[string]bool{}
 	for attempt := 1; ; attempt++ {
 		var header, trailer metadata.MD
-		sent, err := c.attempt(ctx, addr, c.cfg.callTimeout+spec.extra, func(ctx context.Context, cc *grpc.ClientConn) error {
+		sent, err := c.attempt(ctx, addr, c.cfg.callTimeout+spec.extra, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 			return fn(ctx, cc, grpc.Header(&header), grpc.Trailer(&trailer))
 		})
 		if err == nil {

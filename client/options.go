@@ -123,8 +123,9 @@ func WithSendCoalescing(maxMessages int) Option {
 // answering from a slow call (defaults 250 ms and 1 s). An attempt that
 // has been out for after, on a connection that has carried nothing back
 // for as long, gets the node probed with a gRPC health check on the same
-// connection, which a live node answers whatever the call waits for (a
-// long poll, a raft round). If the probe goes unanswered for timeout, the
+// connection (and again every timeout while it lasts), which a live node
+// answers whatever the call waits for (a long poll, a raft round). If the
+// probe goes unanswered for timeout, the
 // attempt ends as UNAVAILABLE with an unknown outcome (retried where that
 // is safe), and no attempt is sent to the node until a probe is answered
 // again. A connection that is not up within timeout counts as refused:

@@ -39,11 +39,12 @@ var ErrUnreachable = errors.New("peer not connected")
 // Config times the probes. The zero value turns probing off.
 type Config struct {
 	// After is how long a call waits, with nothing heard from its peer in
-	// as long, before the peer is probed; while the call lasts the check
-	// repeats as often.
+	// as long, before the peer is probed.
 	After time.Duration
 	// Timeout bounds a probe, and how long Ready waits for a connection
-	// to come up.
+	// to come up. While a call lasts, its peer is checked again every
+	// Timeout: a long poll parked on an idle connection costs one probe a
+	// second, not four.
 	Timeout time.Duration
 }
 
@@ -52,7 +53,8 @@ type Peer struct {
 	cc  *grpc.ClientConn
 	cfg Config
 
-	heard atomic.Int64 // unix nanos of the last sign of life
+	heard    atomic.Int64 // unix nanos of the last sign of life
+	isSilent atomic.Bool  // silent != nil, readable without the lock
 
 	mu       sync.Mutex
 	silent   error         // non-nil while the last probe went unanswered
@@ -73,9 +75,16 @@ func New(cc *grpc.ClientConn, cfg Config) *Peer {
 // status the peer itself returned). It ends a silence.
 func (p *Peer) Heard() {
 	p.heard.Store(time.Now().UnixNano())
-	p.mu.Lock()
-	p.silent = nil
-	p.mu.Unlock()
+	if p.isSilent.Load() {
+		p.mu.Lock()
+		p.setSilentLocked(nil)
+		p.mu.Unlock()
+	}
+}
+
+func (p *Peer) setSilentLocked(err error) {
+	p.silent = err
+	p.isSilent.Store(err != nil)
 }
 
 // Silent reports whether the peer is marked silent: its last probe went
@@ -95,15 +104,20 @@ func (p *Peer) Ready(ctx context.Context) error {
 	if p.cfg.Timeout <= 0 {
 		return nil
 	}
-	p.mu.Lock()
-	if err := p.silent; err != nil {
-		if p.probing == nil && time.Since(p.probedAt) >= p.cfg.After {
+	if p.isSilent.Load() {
+		p.mu.Lock()
+		err := p.silent
+		if err != nil && p.probing == nil && time.Since(p.probedAt) >= p.cfg.After {
 			p.startProbeLocked()
 		}
 		p.mu.Unlock()
-		return err
+		if err != nil {
+			return err
+		}
 	}
-	p.mu.Unlock()
+	if p.cc.GetState() == connectivity.Ready {
+		return nil
+	}
 	wctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	for {
@@ -151,15 +165,15 @@ func (p *Peer) Guard(ctx context.Context) (context.Context, func() error) {
 	}
 }
 
-// watch checks on the peer every After until the call ends, and cancels
-// it when the peer is silent.
+// watch checks on the peer now and then every Timeout until the call
+// ends, and cancels it when the peer is silent.
 func (p *Peer) watch(ctx context.Context, done <-chan struct{}, cancel context.CancelCauseFunc) {
 	for {
 		if err := p.check(ctx, done); err != nil {
 			cancel(err)
 			return
 		}
-		t := time.NewTimer(p.cfg.After)
+		t := time.NewTimer(p.cfg.Timeout)
 		select {
 		case <-done:
 			t.Stop()
@@ -217,9 +231,9 @@ func (p *Peer) probe(ch chan struct{}) {
 	defer p.mu.Unlock()
 	if answered(err) {
 		p.heard.Store(time.Now().UnixNano())
-		p.silent = nil
+		p.setSilentLocked(nil)
 	} else {
-		p.silent = fmt.Errorf("%w: %s: no answer to a health check within %v: %v", ErrSilent, p.cc.Target(), time.Since(start).Round(time.Millisecond), status.Convert(err).Message())
+		p.setSilentLocked(fmt.Errorf("%w: %s: no answer to a health check within %v: %v", ErrSilent, p.cc.Target(), time.Since(start).Round(time.Millisecond), status.Convert(err).Message()))
 	}
 	p.probing = nil
 	close(ch)
