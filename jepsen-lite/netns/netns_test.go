@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftq/raftq/internal/testenv"
 )
 
 // The test binary doubles as a helper run inside a namespace (`ip netns
@@ -88,7 +90,7 @@ func canDialFromRoot(addr string) bool {
 func mustCreate(t *testing.T, n int) *Net {
 	t.Helper()
 	if err := Require(); err != nil {
-		t.Skipf("netns backend unavailable: %v", err)
+		testenv.SkipOrFail(t, "netns backend unavailable: "+err.Error())
 	}
 	nw, err := Create(context.Background(), n)
 	if err != nil {
@@ -166,7 +168,7 @@ func TestPartitionCutsNodesButNotTheHarness(t *testing.T) {
 
 func TestDestroyAndSweepLeaveNothing(t *testing.T) {
 	if err := Require(); err != nil {
-		t.Skipf("netns backend unavailable: %v", err)
+		testenv.SkipOrFail(t, "netns backend unavailable: "+err.Error())
 	}
 	ctx := context.Background()
 	nw, err := Create(ctx, 2)
