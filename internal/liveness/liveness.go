@@ -98,20 +98,17 @@ func (p *Peer) Silent() bool {
 // Ready returns nil when a call may be sent: the connection is up (an idle
 // one is connected first, for at most Timeout) and the peer is not silent.
 // An error (wrapping ErrSilent or ErrUnreachable, or ctx's) means nothing
-// was sent. While the peer is silent, Ready starts a probe now and then in
-// the background, so the peer is used again soon after it answers.
+// was sent. While calls keep coming for a silent peer, Ready probes it
+// back to back in the background and refuses them at once; a silence no
+// probe has confirmed for 2 Timeouts (nobody called in between) is probed
+// again before the answer, for at most Timeout, so the first call after a
+// quiet spell is not refused on old news.
 func (p *Peer) Ready(ctx context.Context) error {
 	if p.cfg.Timeout <= 0 {
 		return nil
 	}
 	if p.isSilent.Load() {
-		p.mu.Lock()
-		err := p.silent
-		if err != nil && p.probing == nil && time.Since(p.probedAt) >= p.cfg.After {
-			p.startProbeLocked()
-		}
-		p.mu.Unlock()
-		if err != nil {
+		if err := p.stillSilent(ctx); err != nil {
 			return err
 		}
 	}
@@ -139,6 +136,34 @@ func (p *Peer) Ready(ctx context.Context) error {
 			return fmt.Errorf("%w: %s: not connected within %v (%s)", ErrUnreachable, p.cc.Target(), p.cfg.Timeout, s)
 		}
 	}
+}
+
+// stillSilent returns the peer's silence, or nil once a probe was
+// answered; see Ready.
+func (p *Peer) stillSilent(ctx context.Context) error {
+	p.mu.Lock()
+	if p.silent == nil {
+		p.mu.Unlock()
+		return nil
+	}
+	stale := time.Since(p.probedAt) >= 2*p.cfg.Timeout
+	ch := p.probing
+	if ch == nil && (stale || time.Since(p.probedAt) >= p.cfg.After) {
+		ch = p.startProbeLocked()
+	}
+	err := p.silent
+	p.mu.Unlock()
+	if !stale {
+		return err
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.silent
 }
 
 // Guard returns the context for one call to the peer and a stop function

@@ -3,6 +3,7 @@ package liveness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -210,5 +211,31 @@ func TestAnswered(t *testing.T) {
 		if got := answered(status.Error(code, "x")); got != want {
 			t.Errorf("answered(%v) = %v, want %v", code, got, want)
 		}
+	}
+}
+
+// A silence nobody has checked for a while (no calls wanted the peer) is
+// checked again before a call is refused on it: the first call after the
+// peer recovered goes through. A fresh one is not: calls are refused at
+// once.
+func TestAnOldSilenceIsCheckedAgain(t *testing.T) {
+	_, p := dial(t, serve(t, &slowNode{}))
+	ctx := ctxT(t, time.Minute)
+	if err := p.Ready(ctx); err != nil {
+		t.Fatalf("Ready: %v", err)
+	}
+	silence := func(at time.Time) {
+		p.mu.Lock()
+		p.setSilentLocked(fmt.Errorf("%w: a probe at %v went unanswered", ErrSilent, at))
+		p.probedAt = at
+		p.mu.Unlock()
+	}
+	silence(time.Now())
+	if err := p.Ready(ctx); !errors.Is(err, ErrSilent) {
+		t.Fatalf("Ready right after an unanswered probe = %v, want ErrSilent", err)
+	}
+	silence(time.Now().Add(-time.Minute))
+	if err := p.Ready(ctx); err != nil {
+		t.Fatalf("Ready on a silence a minute old, peer answering = %v, want nil", err)
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/client"
 	"github.com/raftq/raftq/internal/testenv"
@@ -133,9 +136,22 @@ func warmForwarding(t *testing.T, ctx context.Context, cl *nodes.Cluster, node i
 			continue
 		}
 		g := groupOn(queue, s)
-		if _, err := raftqv1.NewMessagesClient(cl.Conn(node)).Send(ctx, &raftqv1.SendRequest{Queue: queue, GroupId: g, Body: []byte("warm-" + g)}); err != nil {
-			t.Fatalf("send via %s to shard %d: %v", cl.NodeID(node), s, err)
+		// Right after a heal a node may still be reconnecting to a peer
+		// (gRPC's reconnect backoff, up to 3 s): it refuses meanwhile.
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		for {
+			_, err := raftqv1.NewMessagesClient(cl.Conn(node)).Send(wctx, &raftqv1.SendRequest{Queue: queue, GroupId: g, Body: []byte("warm-" + g)})
+			if err == nil {
+				break
+			}
+			if status.Code(err) != codes.Unavailable || wctx.Err() != nil {
+				cancel()
+				t.Fatalf("send via %s to shard %d: %v", cl.NodeID(node), s, err)
+			}
+			t.Logf("send via %s to shard %d: %v (retrying)", cl.NodeID(node), s, err)
+			time.Sleep(200 * time.Millisecond)
 		}
+		cancel()
 		to = append(to, cl.NodeID(l))
 	}
 	return to
@@ -230,6 +246,21 @@ func TestOneWayPartitionOfShardLeader(t *testing.T) {
 			time.Sleep(faultFor)
 			end := time.Now()
 			during := l.count() - before
+			// The fault took: the peers moved the shard to one of them.
+			for p := range cl.Nodes {
+				if p == leader {
+					continue
+				}
+				st, err := cl.Status(ctx, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, sh := range st.GetShards() {
+					if sh.GetShardId() == target && sh.GetLeaderId() == cl.NodeID(leader) {
+						t.Fatalf("%s still sees %s leading shard %d at the end of the fault", cl.NodeID(p), cl.NodeID(leader), target)
+					}
+				}
+			}
 			if err := nw.Heal(ctx); err != nil {
 				t.Fatal(err)
 			}
