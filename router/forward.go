@@ -179,8 +179,11 @@ func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.
 				// would hold the caller for nothing it can see.
 				return zero, r.hinted(id, lastUnreachable, lastID, lastAddr)
 			}
-			if lid, _, ok := r.topo.ShardLeader(id); ok && lid != "" {
-				continue // a replica's hint named the leader
+			if _, laddr, ok := r.topo.ShardLeader(id); ok && laddr != "" {
+				// A replica's hint named a leader this node can call: go
+				// there now. (Without an address this branch would run
+				// again at once: sleep instead.)
+				continue
 			}
 		}
 		if err := sleepCtx(wctx, backoff); err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
@@ -269,4 +271,45 @@ func TestReceiveDoesNotLongPollWhenNoLeaderIsReachable(t *testing.T) {
 	if took := time.Since(start); took >= wait {
 		t.Fatalf("receive long-polled %v on an unreachable leader", took)
 	}
+}
+
+// A leader known without a gRPC address is asked about through the
+// replicas, which name it again; the call then waits for the address (or
+// an election) with the usual backoff, not in a loop of calls.
+func TestLeaderWithoutAddressIsWaitedForNotSpunOn(t *testing.T) {
+	refuser := &hintingNode{hint: "c="}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	raftqv1.RegisterNodeServer(gs, refuser)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	topo := &fakeTopo{leader: "c", replicas: []string{"a", "b", "c"}, addrs: map[string]string{"b": lis.Addr().String()}}
+	r := New(topo, Options{LeaderWait: time.Second, PeerProbe: testProbe})
+	t.Cleanup(func() { _ = r.Close() })
+	_, err = r.Apply(ctxT(t, time.Minute), 0, enqueue())
+	var nl *NoLeaderError
+	if !errors.As(err, &nl) {
+		t.Fatalf("err = %v, want NoLeaderError after LeaderWait", err)
+	}
+	// With backoff from 20 ms, a second of waiting makes a handful of
+	// calls; a loop without sleeping makes thousands.
+	if n := refuser.calls.Load(); n > 20 {
+		t.Fatalf("replica asked %d times in a second", n)
+	}
+}
+
+// hintingNode refuses every shard call, naming hint as the leader.
+type hintingNode struct {
+	raftqv1.UnimplementedNodeServer
+	hint  string
+	calls atomic.Int32
+}
+
+func (n *hintingNode) ShardApply(ctx context.Context, _ *raftqv1.ShardApplyRequest) (*raftqv1.ShardApplyResponse, error) {
+	n.calls.Add(1)
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderTrailer, n.hint))
+	return nil, status.Error(codes.Unavailable, "not the leader")
 }
