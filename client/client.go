@@ -13,7 +13,9 @@ import (
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/internal/bufpool"
+	"github.com/raftq/raftq/internal/liveness"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -25,14 +27,25 @@ const minRefreshGap = 200 * time.Millisecond
 // anyShard routes a call to any node.
 const anyShard = -1
 
+// distrustFor is how long a node that just failed a call (it did not
+// answer, could not be reached, or could not complete the call) is passed
+// over while another node can be tried. Long enough that the retries of
+// one failover do not come back to it, short enough that a node that
+// recovered gets calls again at once: calls go to it again after this
+// even if nothing proved it healthy.
+const distrustFor = 2 * time.Second
+
 // Client talks to a raftq cluster. It is safe for concurrent use.
 type Client struct {
 	cfg   config
 	seeds []string
 
 	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	conns  map[string]nodeConn
 	closed bool
+
+	distrustMu sync.Mutex
+	distrusted map[string]time.Time // addr -> until when it is passed over
 
 	smap   atomic.Pointer[shardMap]
 	rr     atomic.Uint64 // round robin over nodes
@@ -62,7 +75,7 @@ func Dial(ctx context.Context, seeds []string, opts ...Option) (*Client, error) 
 	if len(clean) == 0 {
 		return nil, fmt.Errorf("raftq dial: %w", invalid("no seed addresses"))
 	}
-	c := &Client{cfg: cfg, seeds: clean, conns: make(map[string]*grpc.ClientConn)}
+	c := &Client{cfg: cfg, seeds: clean, conns: make(map[string]nodeConn), distrusted: make(map[string]time.Time)}
 	c.smap.Store(&shardMap{nodes: clean})
 	if err := c.refresh(ctx, true); err != nil {
 		_ = c.Close()
@@ -77,8 +90,8 @@ func (c *Client) Close() error {
 	defer c.mu.Unlock()
 	c.closed = true
 	var errs []error
-	for addr, cc := range c.conns {
-		if err := cc.Close(); err != nil {
+	for addr, nc := range c.conns {
+		if err := nc.cc.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close %s: %w", addr, err))
 		}
 	}
@@ -89,30 +102,104 @@ func (c *Client) Close() error {
 // ShardCount is the cluster's number of data shards (fixed at bootstrap).
 func (c *Client) ShardCount() uint32 { return c.smap.Load().count }
 
+// nodeConn is the connection to one node and the watch on its liveness.
+type nodeConn struct {
+	cc   *grpc.ClientConn
+	live *liveness.Peer
+}
+
 // conn returns the (lazily created) connection to addr.
-func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+func (c *Client) conn(addr string) (nodeConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, errors.New("raftq: client closed")
+		return nodeConn{}, errors.New("raftq: client closed")
 	}
-	if cc, ok := c.conns[addr]; ok {
-		return cc, nil
+	if nc, ok := c.conns[addr]; ok {
+		return nc, nil
 	}
 	// A node that died without closing its sockets (a killed host or
 	// container, a partition) would hold a call for gRPC's default 20 s
 	// connect timeout; fail the attempt sooner so the retry moves on.
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(c.cfg.creds), grpc.WithConnectParams(fastConnect()), bufpool.DialOption()}, c.cfg.dialOpts...)
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(c.cfg.creds), grpc.WithConnectParams(fastConnect()),
+		liveness.KeepaliveDialOption(), bufpool.DialOption()}, c.cfg.dialOpts...)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("raftq: connect %s: %w", addr, err)
+		return nodeConn{}, fmt.Errorf("raftq: connect %s: %w", addr, err)
 	}
-	c.conns[addr] = cc
-	return cc, nil
+	nc := nodeConn{cc: cc, live: liveness.New(cc, c.cfg.probe)}
+	c.conns[addr] = nc
+	return nc, nil
 }
 
-// refresh reloads the shard map from the first node that answers. Unless
-// forced it does nothing when the map was refreshed within minRefreshGap.
+// attempt makes one call on addr's connection: sent only if the
+// connection is up and the node not known to be silent, and cut short if
+// the node falls silent while it is out. sent reports whether the call
+// left the client; a node that stopped answering makes err UNAVAILABLE
+// (outcome unknown).
+//
+// gate false skips the wait for a connection (the call waits for it, as
+// far as gRPC's connect timeout): for loading the first shard map, when a
+// client has nowhere else to go yet.
+func (c *Client) attempt(ctx context.Context, addr string, timeout time.Duration, gate bool, fn func(ctx context.Context, cc *grpc.ClientConn) error) (sent bool, err error) {
+	nc, err := c.conn(addr)
+	if err != nil {
+		return false, err
+	}
+	if gate {
+		if err := nc.live.Ready(ctx); err != nil {
+			if ctx.Err() != nil {
+				return false, status.FromContextError(ctx.Err()).Err()
+			}
+			return false, status.Errorf(codes.Unavailable, "node %s: %v", addr, err)
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	gctx, stop := nc.live.Guard(actx)
+	err = fn(gctx, nc.cc)
+	silent := stop()
+	switch {
+	case err == nil:
+		nc.live.Heard()
+		c.trust(addr)
+	case silent != nil && ctx.Err() == nil:
+		err = status.Errorf(codes.Unavailable, "node %s stopped answering, the call may have been applied: %v", addr, silent)
+	}
+	return true, err
+}
+
+// distrust passes addr over for distrustFor (see pick).
+func (c *Client) distrust(addr string) {
+	c.distrustMu.Lock()
+	c.distrusted[addr] = time.Now().Add(distrustFor)
+	c.distrustMu.Unlock()
+}
+
+// trust ends addr's distrust: it answered.
+func (c *Client) trust(addr string) {
+	c.distrustMu.Lock()
+	delete(c.distrusted, addr)
+	c.distrustMu.Unlock()
+}
+
+// trusted reports whether addr is not being passed over.
+func (c *Client) trusted(addr string) bool {
+	c.distrustMu.Lock()
+	defer c.distrustMu.Unlock()
+	until, ok := c.distrusted[addr]
+	if ok && time.Now().After(until) {
+		delete(c.distrusted, addr)
+		return true
+	}
+	return !ok
+}
+
+// refresh reloads the shard map from the first node that answers, asking
+// distrusted nodes last. Unless forced it does nothing when the map was
+// refreshed within minRefreshGap. Forced (Dial), a seed's connection is
+// waited for as long as gRPC's connect timeout rather than the liveness
+// probe's: the client has no other node to go to yet.
 func (c *Client) refresh(ctx context.Context, force bool) error {
 	c.refreshMu.Lock()
 	defer c.refreshMu.Unlock()
@@ -122,14 +209,16 @@ func (c *Client) refresh(ctx context.Context, force bool) error {
 	c.lastRefresh = time.Now()
 	var errs []error
 	var empty *raftqv1.ShardMapResponse
-	for _, addr := range nodeList(c.smap.Load().nodes, c.seeds) {
-		cc, err := c.conn(addr)
-		if err != nil {
+	nodes := nodeList(c.smap.Load().nodes, c.seeds)
+	slices.SortStableFunc(nodes, func(a, b string) int {
+		return cmpBool(!c.trusted(a), !c.trusted(b))
+	})
+	for _, addr := range nodes {
+		var resp *raftqv1.ShardMapResponse
+		_, err := c.attempt(ctx, addr, c.cfg.callTimeout, !force, func(ctx context.Context, cc *grpc.ClientConn) (err error) {
+			resp, err = raftqv1.NewClusterClient(cc).ShardMap(ctx, &raftqv1.ShardMapRequest{})
 			return err
-		}
-		actx, cancel := context.WithTimeout(ctx, c.cfg.callTimeout)
-		resp, err := raftqv1.NewClusterClient(cc).ShardMap(actx, &raftqv1.ShardMapRequest{})
-		cancel()
+		})
 		if err == nil && resp.GetShardCount() == 0 {
 			// A node that is starting has no map yet; another may. Taking
 			// its empty answer would drop every leader this client knew
@@ -142,6 +231,9 @@ func (c *Client) refresh(ctx context.Context, force bool) error {
 			c.smap.Store(newShardMap(resp, c.seeds))
 			c.cfg.logger.Debug("raftq shard map", "from", addr, "version", resp.GetVersion(), "shards", resp.GetShardCount())
 			return nil
+		}
+		if ctx.Err() == nil {
+			c.distrust(addr)
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", addr, fromStatus(err)))
 		if ctx.Err() != nil {
@@ -159,6 +251,17 @@ func (c *Client) refresh(ctx context.Context, force bool) error {
 	return fmt.Errorf("load shard map: %w: %w", ErrUnavailable, errors.Join(errs...))
 }
 
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
 // loadMap reloads the shard map, at most every minRefreshGap, while it has
 // no shards. A client dialled while the cluster was still placing its
 // shards gets an empty map; nothing else reloads it until a call fails, and
@@ -174,14 +277,21 @@ func (c *Client) loadMap(ctx context.Context) {
 	}
 }
 
-// pick chooses the node for an attempt: the shard's leader when known and not
-// the node to avoid, else the next node in round-robin order.
+// pick chooses the node for an attempt: the shard's leader when known,
+// trusted and not the node to avoid, else the next trusted node in
+// round-robin order, else (every node distrusted) the next one.
 func (c *Client) pick(shard int, avoid string) string {
 	m := c.smap.Load()
-	if l := m.leader(shard); l != "" && l != avoid {
+	if l := m.leader(shard); l != "" && l != avoid && c.trusted(l) {
 		return l
 	}
 	nodes := m.nodes
+	for range nodes {
+		a := nodes[c.rr.Add(1)%uint64(len(nodes))]
+		if a != avoid && c.trusted(a) {
+			return a
+		}
+	}
 	for range nodes {
 		a := nodes[c.rr.Add(1)%uint64(len(nodes))]
 		if a != avoid || len(nodes) == 1 {
@@ -231,6 +341,9 @@ type callSpec struct {
 	shard int           // anyShard or a shard id
 	safe  bool          // retrying after an ambiguous failure cannot duplicate work
 	extra time.Duration // added to the per-attempt timeout (long-poll wait)
+	// answered, if set, is told which node answered the successful
+	// attempt and its trailer.
+	answered func(addr string, trailer metadata.MD)
 }
 
 // invoke runs fn with routing and retries (see the package comment).
@@ -238,30 +351,44 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 	addr := c.pick(spec.shard, "")
 	hinted := map[string]bool{}
 	for attempt := 1; ; attempt++ {
-		cc, err := c.conn(addr)
-		if err != nil {
-			return err
-		}
 		var header, trailer metadata.MD
-		actx, cancel := context.WithTimeout(ctx, c.cfg.callTimeout+spec.extra)
-		err = fn(actx, cc, grpc.Header(&header), grpc.Trailer(&trailer))
-		cancel()
+		sent, err := c.attempt(ctx, addr, c.cfg.callTimeout+spec.extra, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+			return fn(ctx, cc, grpc.Header(&header), grpc.Trailer(&trailer))
+		})
 		if err == nil {
 			c.learnLeaders(trailer)
+			if spec.answered != nil {
+				spec.answered(addr, trailer)
+			}
 			return nil
 		}
+		if _, ok := status.FromError(err); !ok && !sent {
+			return err // the client is closed
+		}
 		refused, hint := refusal(trailer, header)
+		// A call that never left the client was not applied anywhere.
+		refused = refused || !sent
 		class := classify(status.Code(err), refused, hint, ctx.Err() != nil)
 		if class == retryUnknown {
-			// Only a node's refusal proves nothing was applied; other failures
-			// are retried only where a repeat cannot duplicate work.
+			// Only a refusal proves nothing was applied; other failures
+			// are retried only where a repeat cannot duplicate work, at
+			// the leader the node named if it named one.
 			class = noRetry
 			if spec.safe {
 				class = retryOther
+				if h := leaderHint(trailer, header); h != "" {
+					class, hint = retryHinted, h
+				}
 			}
 		}
 		if class == noRetry {
 			return fromStatus(err)
+		}
+		if class == retryOther {
+			// The node could not be reached, did not answer, knew no
+			// leader, or could not finish the call: let the retries of
+			// this and other calls try elsewhere first.
+			c.distrust(addr)
 		}
 		if attempt >= c.cfg.retry.MaxAttempts {
 			return fmt.Errorf("%w (gave up after %d attempts)", fromStatus(err), attempt)

@@ -10,6 +10,7 @@ import (
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -214,8 +215,9 @@ func (s *sendStream) send(batch []*pendingSend) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
 	retry := s.c.cfg.retry
+	hinted := map[string]bool{}
 	for attempt := 1; len(batch) > 0; attempt++ {
-		results, err := s.call(ctx, batch)
+		results, by, trailer, err := s.call(ctx, batch)
 		if err != nil {
 			for _, p := range batch {
 				p.done <- sendOutcome{err: err}
@@ -239,10 +241,23 @@ func (s *sendStream) send(batch []*pendingSend) {
 			}
 		}
 		if len(again) > 0 {
-			if err := s.c.refresh(ctx, false); err != nil {
-				s.c.cfg.logger.Debug("raftq shard map refresh failed", "err", err)
+			// The node that could not commit them named a leader: go there,
+			// at once the first time. Else pass it over for a while.
+			hint := itemHint(trailer)
+			sleep := retry.backoff(attempt)
+			if hint != "" && hint != by {
+				s.c.noteLeader(s.key.shard, hint)
+				if !hinted[hint] {
+					sleep = 0
+				}
+				hinted[hint] = true
+			} else {
+				s.c.distrust(by)
+				if err := s.c.refresh(ctx, false); err != nil {
+					s.c.cfg.logger.Debug("raftq shard map refresh failed", "err", err)
+				}
 			}
-			if serr := sleepCtx(ctx, retry.backoff(attempt)); serr != nil {
+			if serr := sleepCtx(ctx, sleep); serr != nil {
 				for _, p := range again {
 					p.done <- sendOutcome{err: fmt.Errorf("%w (retry stopped: %v)", p.lastErr, serr)}
 				}
@@ -272,21 +287,33 @@ func dropEnded(items []*pendingSend) []*pendingSend {
 }
 
 // call makes one SendBatch call (retried by invoke as a whole) and returns
-// one result per message.
-func (s *sendStream) call(ctx context.Context, batch []*pendingSend) ([]*raftqv1.SendResult, error) {
+// one result per message, with the node that answered and its trailer.
+func (s *sendStream) call(ctx context.Context, batch []*pendingSend) (_ []*raftqv1.SendResult, by string, trailer metadata.MD, _ error) {
 	req := &raftqv1.SendBatchRequest{Queue: s.key.queue, Messages: make([]*raftqv1.SendRequest, len(batch))}
 	for i, p := range batch {
 		req.Messages[i] = p.req
 	}
 	var resp *raftqv1.SendBatchResponse
-	err := s.c.invoke(ctx, callSpec{shard: s.key.shard, safe: s.key.safe}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+	spec := callSpec{shard: s.key.shard, safe: s.key.safe, answered: func(addr string, md metadata.MD) { by, trailer = addr, md }}
+	err := s.c.invoke(ctx, spec, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(ctx, req, co...)
 		return err
 	})
 	if err == nil && len(resp.GetResults()) != len(batch) {
 		err = fmt.Errorf("server returned %d results for %d messages", len(resp.GetResults()), len(batch))
 	}
-	return resp.GetResults(), err
+	return resp.GetResults(), by, trailer, err
+}
+
+// itemHint is the leader a node named for the items of a call it could
+// not commit: a refusal's leader (LeaderTrailer) or an outcome-unknown
+// hint (LeaderHintTrailer), both set on the call's trailer. Items are
+// retried only when they carry dedup keys, so either may be followed.
+func itemHint(trailer metadata.MD) string {
+	if _, addr := refusal(trailer); addr != "" {
+		return addr
+	}
+	return leaderHint(trailer)
 }
 
 // notSent is the answer for a message withdrawn before it left.

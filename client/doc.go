@@ -16,9 +16,14 @@
 //   - UNAVAILABLE with the "raftq-leader" trailer is a refusal: nothing was
 //     applied. With a leader address in it the call is retried at once at
 //     that node; without one, on another node after a backoff.
-//   - UNAVAILABLE without the trailer, connection failures and an attempt's
-//     own timeout leave the outcome unknown: the call is retried on another
-//     node after a backoff only if repeating it cannot duplicate work.
+//   - UNAVAILABLE without the trailer, connection failures, a node that
+//     stops answering mid-call (a liveness probe, WithLivenessProbe) and an
+//     attempt's own timeout leave the outcome unknown: the call is retried
+//     only if repeating it cannot duplicate work, at the leader a
+//     "raftq-leader-hint" trailer names, else on another node after a
+//     backoff. An attempt that could not be sent (no connection within the
+//     probe's timeout, a node marked silent) is a refusal.
+//   - A node that just failed a call is passed over for 2 s.
 //   - Backoff is exponential with equal jitter (half of each step fixed,
 //     so the default budget retries for at least 3.3 s, longer than a
 //     failover), bounded by the context deadline and the retry budget

@@ -2,9 +2,11 @@ package client
 
 import (
 	"fmt"
-	"google.golang.org/grpc/backoff"
 	"log/slog"
 	"time"
+
+	"github.com/raftq/raftq/internal/liveness"
+	"google.golang.org/grpc/backoff"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -22,6 +24,7 @@ type config struct {
 	autoDedup   bool
 	coalesceMax int // messages per coalesced send call; <= 1: off
 	dialOpts    []grpc.DialOption
+	probe       liveness.Config
 }
 
 func defaultConfig() config {
@@ -32,8 +35,16 @@ func defaultConfig() config {
 		logger:      slog.New(slog.DiscardHandler),
 		autoDedup:   true,
 		coalesceMax: defaultCoalesceMax,
+		probe:       liveness.Config{After: defaultProbeAfter, Timeout: defaultProbeTimeout},
 	}
 }
+
+// The default liveness probe moves a call off a node that stopped
+// answering within about a second (see WithLivenessProbe).
+const (
+	defaultProbeAfter   = 250 * time.Millisecond
+	defaultProbeTimeout = time.Second
+)
 
 // WithTLS sets the transport credentials (the default is plaintext).
 func WithTLS(creds credentials.TransportCredentials) Option {
@@ -108,7 +119,31 @@ func WithSendCoalescing(maxMessages int) Option {
 	}
 }
 
-// WithDialOptions appends raw gRPC dial options (interceptors, keepalive).
+// WithLivenessProbe sets how the client tells a node that stopped
+// answering from a slow call (defaults 250 ms and 1 s). An attempt that
+// has been out for after, on a connection that has carried nothing back
+// for as long, gets the node probed with a gRPC health check on the same
+// connection (and again every timeout while it lasts), which a live node
+// answers whatever the call waits for (a long poll, a raft round). If the
+// probe goes unanswered for timeout, the
+// attempt ends as UNAVAILABLE with an unknown outcome (retried where that
+// is safe), and no attempt is sent to the node until a probe is answered
+// again. A connection that is not up within timeout counts as refused:
+// nothing was sent. WithLivenessProbe(0, 0) turns all of this off, leaving
+// only the per-attempt timeout (WithCallTimeout) to end such an attempt.
+func WithLivenessProbe(after, timeout time.Duration) Option {
+	return func(c *config) error {
+		if after < 0 || timeout < 0 || (after == 0) != (timeout == 0) {
+			return fmt.Errorf("WithLivenessProbe(%v, %v): both positive, or both 0 for off", after, timeout)
+		}
+		c.probe = liveness.Config{After: after, Timeout: timeout}
+		return nil
+	}
+}
+
+// WithDialOptions appends raw gRPC dial options (interceptors, keepalive:
+// they replace the default keepalive, which pings a connection with calls
+// in flight after 10 s of silence and closes it 2 s later).
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *config) error {
 		c.dialOpts = append(c.dialOpts, opts...)

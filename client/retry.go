@@ -17,6 +17,13 @@ import (
 // the outcome is unknown: the call may have been applied.
 const LeaderTrailer = "raftq-leader"
 
+// LeaderHintTrailer is the trailer a node sets on an UNAVAILABLE whose
+// outcome is unknown to name the shard leader it knows of
+// ("nodeID=grpcAddr"), typically after a call it forwarded there was cut
+// off. Unlike LeaderTrailer it does not say the call had no effect: only a
+// call that may be repeated is retried there.
+const LeaderHintTrailer = "raftq-leader-hint"
+
 // ShardLeaderTrailer is the trailer a node adds to a call it served by
 // forwarding to a shard's leader: "shard:nodeID=grpcAddr" per shard. The
 // client notes those leaders (see Client.learnLeaders).
@@ -133,4 +140,17 @@ func refusal(mds ...metadata.MD) (refused bool, addr string) {
 		refused = refused || len(vals) > 0
 	}
 	return refused, ""
+}
+
+// leaderHint reads LeaderHintTrailer: the leader address a node named on
+// an outcome-unknown failure, or "".
+func leaderHint(mds ...metadata.MD) string {
+	for _, md := range mds {
+		for _, v := range md.Get(LeaderHintTrailer) {
+			if _, a, err := parseHint(v); err == nil {
+				return a
+			}
+		}
+	}
+	return ""
 }

@@ -9,32 +9,39 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/internal/bufpool"
+	"github.com/raftq/raftq/internal/liveness"
 )
+
+// peerConn is the connection to one peer and the watch on its liveness.
+type peerConn struct {
+	cc   *grpc.ClientConn
+	live *liveness.Peer
+}
 
 // connPool keeps one gRPC client connection per peer address; gRPC
 // multiplexes concurrent calls over it.
 type connPool struct {
+	probe liveness.Config
+
 	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	conns map[string]peerConn
 }
 
-func newConnPool() *connPool { return &connPool{conns: map[string]*grpc.ClientConn{}} }
-
-func (p *connPool) node(addr string) (raftqv1.NodeClient, error) {
-	c, err := p.conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	return raftqv1.NewNodeClient(c), nil
+func newConnPool(probe liveness.Config) *connPool {
+	return &connPool{probe: probe, conns: map[string]peerConn{}}
 }
 
 func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {
+	pc, err := p.peer(addr)
+	return pc.cc, err
+}
+
+func (p *connPool) peer(addr string) (peerConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c, ok := p.conns[addr]; ok {
-		return c, nil
+	if pc, ok := p.conns[addr]; ok {
+		return pc, nil
 	}
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// A dead peer that sends no reset must not hold forwarded calls for
@@ -43,21 +50,23 @@ func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
 			MinConnectTimeout: 2 * time.Second,
 		}),
+		liveness.KeepaliveDialOption(),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
 		bufpool.DialOption())
 	if err != nil {
-		return nil, fmt.Errorf("dial peer %s: %w", addr, err)
+		return peerConn{}, fmt.Errorf("dial peer %s: %w", addr, err)
 	}
-	p.conns[addr] = c
-	return c, nil
+	pc := peerConn{cc: c, live: liveness.New(c, p.probe)}
+	p.conns[addr] = pc
+	return pc, nil
 }
 
 func (p *connPool) close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var first error
-	for addr, c := range p.conns {
-		if err := c.Close(); err != nil && first == nil {
+	for addr, pc := range p.conns {
+		if err := pc.cc.Close(); err != nil && first == nil {
 			first = fmt.Errorf("close peer %s: %w", addr, err)
 		}
 		delete(p.conns, addr)

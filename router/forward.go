@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/shard"
@@ -83,6 +80,12 @@ func call[T any](ctx context.Context, r *Router, id uint32,
 
 // callWait is call with its own bound on waiting for a leader; 0 means one
 // round of attempts without sleeping.
+//
+// A leader this node cannot reach is not waited for: the call fails at
+// once with a *PeerError (not sent), naming the leader, so the caller can
+// go there itself; and a forward that was out when the leader fell silent
+// fails within the liveness probe's bound, not the caller's deadline, with
+// a *PeerError whose outcome is unknown (Sent).
 func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.Duration,
 	local func(context.Context, *shard.Shard) (T, error),
 	remote func(context.Context, raftqv1.NodeClient, ...grpc.CallOption) (T, error),
@@ -93,10 +96,11 @@ func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.
 	backoff := 20 * time.Millisecond
 	lastID, lastAddr := "", ""
 	replicaTry := 0
+	self := r.topo.NodeID()
 	for {
 		leaderID, addr, known := r.topo.ShardLeader(id)
 		switch {
-		case known && leaderID == r.topo.NodeID():
+		case known && leaderID == self:
 			sh := r.topo.LocalShard(id)
 			if sh == nil {
 				break
@@ -105,54 +109,81 @@ func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.
 			var nl *shard.NotLeaderError
 			if errors.As(err, &nl) {
 				lastID, lastAddr = nl.LeaderID, nl.LeaderAddr
-				if nl.LeaderID != "" && nl.LeaderID != r.topo.NodeID() {
+				if nl.LeaderID != "" && nl.LeaderID != self {
 					r.topo.NoteLeader(id, nl.LeaderID)
 					continue
 				}
 				break
 			}
 			return v, err
-		default:
-			if !known || addr == "" {
-				// Nobody known: ask a replica, which answers with its
-				// leader hint (or serves, if it leads).
-				reps := r.topo.ShardReplicas(id)
-				if len(reps) == 0 {
-					break
-				}
-				leaderID = reps[replicaTry%len(reps)]
-				replicaTry++
-				if leaderID == r.topo.NodeID() {
-					break
-				}
-				a, ok := r.topo.MemberGRPC(leaderID)
-				if !ok {
-					break
-				}
-				addr = a
-			}
-			nc, err := r.conns.node(addr)
-			if err != nil {
-				return zero, err
-			}
-			var trailer metadata.MD
-			v, err := remote(ctx, nc, grpc.Trailer(&trailer))
+		case known && addr != "":
+			v, refused, hint, err := forward(ctx, r, id, leaderID, addr, remote)
 			if err == nil {
-				// Outside a gRPC handler (no stream in ctx) this is a no-op.
-				_ = grpc.SetTrailer(ctx, metadata.Pairs(ShardLeaderTrailer, FormatShardLeader(id, leaderID, addr)))
 				return v, nil
 			}
-			hint, refused := trailer[LeaderTrailer]
-			if !refused || status.Code(err) != codes.Unavailable {
-				return zero, err
+			if !refused {
+				return zero, r.hinted(id, err, lastID, lastAddr)
 			}
-			if len(hint) > 0 {
-				hid, haddr := ParseLeaderHint(hint[0])
+			if hint != "" {
+				hid, haddr := ParseLeaderHint(hint)
 				lastID, lastAddr = hid, haddr
 				if hid != "" && hid != leaderID {
 					r.topo.NoteLeader(id, hid)
 					continue
 				}
+			}
+		default:
+			// Nobody known: ask the other replicas, each of which answers
+			// with its leader hint (or serves, if it leads), skipping those
+			// this node cannot reach.
+			reps := r.topo.ShardReplicas(id)
+			asked, unreachable := 0, 0
+			var lastUnreachable error
+		replicas:
+			for range reps {
+				rid := reps[replicaTry%len(reps)]
+				replicaTry++
+				if rid == self {
+					continue // its election is what the sleep below waits for
+				}
+				asked++
+				raddr, ok := r.topo.MemberGRPC(rid)
+				if !ok {
+					unreachable++
+					lastUnreachable = &PeerError{Shard: id, Peer: rid, Err: errors.New("no gRPC address known")}
+					continue
+				}
+				v, refused, hint, err := forward(ctx, r, id, rid, raddr, remote)
+				var pe *PeerError
+				switch {
+				case err == nil:
+					return v, nil
+				case errors.As(err, &pe) && !pe.Sent:
+					unreachable++
+					lastUnreachable = err
+					continue
+				case !refused:
+					return zero, r.hinted(id, err, lastID, lastAddr)
+				}
+				if hint != "" {
+					hid, haddr := ParseLeaderHint(hint)
+					lastID, lastAddr = hid, haddr
+					if hid != "" && hid != rid {
+						r.topo.NoteLeader(id, hid)
+					}
+				}
+				break replicas
+			}
+			if asked > 0 && unreachable == asked {
+				// No replica can be asked: waiting for an election here
+				// would hold the caller for nothing it can see.
+				return zero, r.hinted(id, lastUnreachable, lastID, lastAddr)
+			}
+			if _, laddr, ok := r.topo.ShardLeader(id); ok && laddr != "" {
+				// A replica's hint named a leader this node can call: go
+				// there now. (Without an address this branch would run
+				// again at once: sleep instead.)
+				continue
 			}
 		}
 		if err := sleepCtx(wctx, backoff); err != nil {
@@ -163,4 +194,21 @@ func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.
 		}
 		backoff = min(backoff*2, 400*time.Millisecond)
 	}
+}
+
+// hinted gives a *PeerError the best leader hint this node has now: its
+// current view of the shard's leader (which may have changed while the
+// call was out), else the last hint a refusal gave. Other errors are
+// returned as they are.
+func (r *Router) hinted(id uint32, err error, lastID, lastAddr string) error {
+	var pe *PeerError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	if lid, laddr, ok := r.topo.ShardLeader(id); ok && laddr != "" {
+		pe.LeaderID, pe.LeaderAddr = lid, laddr
+	} else if lastID != "" {
+		pe.LeaderID, pe.LeaderAddr = lastID, lastAddr
+	}
+	return pe
 }

@@ -49,6 +49,12 @@ func (r *Router) Receive(ctx context.Context, rq *fsmpb.Receive, wait time.Durat
 		if len(got) > 0 {
 			return got, sweepStart.Sub(start), nil
 		}
+		if pe := (*PeerError)(nil); errors.As(err, &pe) {
+			// No shard answered, and a leader is out of this node's
+			// reach: a long poll here would wait on a dead path, not for
+			// messages. The caller can try a node that reaches it.
+			return nil, time.Since(start), err
+		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
 			// Empty and out of time: an error only if every shard failed.

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/internal/liveness"
 	"github.com/raftq/raftq/shard"
 	"github.com/raftq/raftq/wire"
 )
@@ -40,7 +41,22 @@ type Options struct {
 	// ObservePropose, if set, receives the latency of every proposal this
 	// node makes as a shard leader (hand-off to raft until applied).
 	ObservePropose func(shard uint32, d time.Duration)
+	// PeerProbe times the liveness checks on forwarded calls
+	// (internal/liveness): a forward out for After with nothing heard
+	// from its node in as long gets the node probed, and a probe
+	// unanswered for Timeout ends the call and every other call out to
+	// that node. Default DefaultPeerProbeAfter and DefaultPeerProbeTimeout.
+	PeerProbe liveness.Config
 }
+
+// The default peer probe finds a dead path to a peer within about a
+// second: a probe is a gRPC health check, which a live node answers in
+// well under a millisecond whatever its raft groups are doing, so a
+// second of silence is not a slow node.
+const (
+	DefaultPeerProbeAfter   = 250 * time.Millisecond
+	DefaultPeerProbeTimeout = time.Second
+)
 
 // Router is safe for concurrent use.
 type Router struct {
@@ -59,7 +75,10 @@ func New(topo Topology, opts Options) *Router {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Router{topo: topo, conns: newConnPool(), opts: opts, log: opts.Logger}
+	if opts.PeerProbe == (liveness.Config{}) {
+		opts.PeerProbe = liveness.Config{After: DefaultPeerProbeAfter, Timeout: DefaultPeerProbeTimeout}
+	}
+	return &Router{topo: topo, conns: newConnPool(opts.PeerProbe), opts: opts, log: opts.Logger}
 }
 
 // ProposeLocal proposes on a shard this node hosts, recording latency.

@@ -21,7 +21,8 @@ import (
 // toStatus turns any error from the layers below into a gRPC status.
 // Unavailable with the raftq-leader trailer means "certainly not applied,
 // retry (at the hinted leader)"; Unavailable without it means the outcome
-// is unknown (the entry may still commit).
+// is unknown (the entry may still commit), and may carry the
+// raftq-leader-hint trailer naming the leader to retry at.
 func (s *Server) toStatus(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
@@ -34,7 +35,16 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	var re *router.ResultError
 	var mnl meta.NotLeaderError
 	var nr *router.NotReadyError
+	var pe *router.PeerError
 	switch {
+	case errors.As(err, &pe) && !pe.Sent:
+		// The forward never left this node: a refusal, and the leader
+		// it could not reach may still be reachable from the caller.
+		s.refuseAt(ctx, pe.LeaderID, pe.LeaderAddr)
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.As(err, &pe):
+		s.hint(ctx, pe.LeaderID, pe.LeaderAddr)
+		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
@@ -71,11 +81,31 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 // refuse marks the call as certainly not applied and names the leader
 // this node knows of.
 func (s *Server) refuse(ctx context.Context, leaderID string) {
-	addr := ""
-	if leaderID != "" {
+	s.refuseAt(ctx, leaderID, "")
+}
+
+// refuseAt is refuse with the leader's address when the caller has it.
+func (s *Server) refuseAt(ctx context.Context, leaderID, addr string) {
+	if leaderID != "" && addr == "" {
 		addr, _ = s.node.MemberGRPC(leaderID)
 	}
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(router.LeaderTrailer, router.FormatLeaderHint(leaderID, addr)))
+}
+
+// hint names the leader this node knows of on an error whose outcome is
+// unknown, without claiming anything about the outcome
+// (router.LeaderHintTrailer). Nothing is set when it knows none.
+func (s *Server) hint(ctx context.Context, leaderID, addr string) {
+	if leaderID == "" {
+		return
+	}
+	if addr == "" {
+		addr, _ = s.node.MemberGRPC(leaderID)
+	}
+	if addr == "" {
+		return
+	}
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(router.LeaderHintTrailer, router.FormatLeaderHint(leaderID, addr)))
 }
 
 func grpcCode(c fsmpb.Code) codes.Code {

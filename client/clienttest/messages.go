@@ -8,7 +8,9 @@ import (
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/wire"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -97,7 +99,7 @@ func (ms *messagesSvc) Send(_ context.Context, r *raftqv1.SendRequest) (*raftqv1
 	return ms.s.enqueue(r.GetQueue(), r)
 }
 
-func (ms *messagesSvc) SendBatch(_ context.Context, r *raftqv1.SendBatchRequest) (*raftqv1.SendBatchResponse, error) {
+func (ms *messagesSvc) SendBatch(ctx context.Context, r *raftqv1.SendBatchRequest) (*raftqv1.SendBatchResponse, error) {
 	s := ms.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -105,12 +107,17 @@ func (ms *messagesSvc) SendBatch(_ context.Context, r *raftqv1.SendBatchRequest)
 		return nil, err
 	}
 	resp := &raftqv1.SendBatchResponse{}
+	hinted := false
 	for _, m := range r.GetMessages() {
 		if len(s.itemFaults) > 0 {
 			// As a real node answers items of a batch its shard could not
 			// commit: nothing enqueued, the item marked.
 			code := s.itemFaults[0]
 			s.itemFaults = s.itemFaults[1:]
+			if s.itemHint != "" && !hinted {
+				_ = grpc.SetTrailer(ctx, metadata.Pairs("raftq-leader-hint", s.itemHint))
+				hinted = true
+			}
 			resp.Results = append(resp.Results, &raftqv1.SendResult{Code: int32(code), Error: "injected item " + code.String()})
 			continue
 		}

@@ -47,15 +47,17 @@ type Server struct {
 	staleIDs   map[string]bool
 	dedup      map[string]uint64
 	itemFaults []codes.Code             // SendBatch: next items' outcomes
+	itemHint   string                   // raftq-leader-hint on calls with failed items
 	stalls     map[string]chan struct{} // method -> closed on release
 	stalled    map[string]int           // calls waiting in a stall
 }
 
 type fault struct {
-	code   codes.Code
-	refuse bool
-	hint   string
-	lose   bool // serve the call, then answer code instead
+	code       codes.Code
+	refuse     bool
+	hint       string
+	lose       bool   // serve the call, then answer code instead
+	leaderHint string // raftq-leader-hint on an outcome-unknown failure
 }
 
 // Call is one call the server answered, recorded for assertions.
@@ -129,6 +131,14 @@ func (s *Server) Refuse(method string, n int, hint string) {
 	s.addFaults(method, n, fault{code: codes.Unavailable, refuse: true, hint: hint})
 }
 
+// FailHint makes the next n calls of method fail as a node does when a
+// call it forwarded was cut off: UNAVAILABLE with an unknown outcome (no
+// refusal trailer) and the "raftq-leader-hint" trailer naming the leader
+// ("nodeID=addr").
+func (s *Server) FailHint(method string, n int, hint string) {
+	s.addFaults(method, n, fault{code: codes.Unavailable, leaderHint: hint})
+}
+
 // Forward makes the next n successful answers of method carry the
 // "raftq-shard-leader" trailer with value ("shard:nodeID=addr"), as a
 // node does when it served the call by forwarding it to that leader. The
@@ -166,6 +176,15 @@ func (s *Server) FailItems(n int, code codes.Code) {
 	for range n {
 		s.itemFaults = append(s.itemFaults, code)
 	}
+}
+
+// HintItems makes SendBatch calls whose items fail (FailItems) carry the
+// "raftq-leader-hint" trailer with hint, as a node does when it could not
+// reach the shard's leader it names; "" stops it.
+func (s *Server) HintItems(hint string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.itemHint = hint
 }
 
 // Stall holds every call of method until the returned release is called
@@ -238,6 +257,9 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		s.mu.Unlock()
 		if f.refuse {
 			_ = grpc.SetTrailer(ctx, metadata.Pairs("raftq-leader", f.hint))
+		}
+		if f.leaderHint != "" {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs("raftq-leader-hint", f.leaderHint))
 		}
 		return nil, status.Error(f.code, "injected "+f.code.String())
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/raftq/raftq/cluster"
 	"github.com/raftq/raftq/internal/bufpool"
+	"github.com/raftq/raftq/internal/liveness"
 	"github.com/raftq/raftq/metrics"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/server"
@@ -109,7 +110,9 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	met := metrics.New(node)
 	rt := router.New(node, router.Options{Logger: log, ObservePropose: met.ObservePropose})
 	defer rt.Close()
-	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.MaxRecvMsgSize(64<<20), bufpool.ServerOption())
+	// Peers and clients ping connections with calls in flight every 10 s
+	// (internal/liveness); without the policy the server would close them.
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.MaxRecvMsgSize(64<<20), bufpool.ServerOption(), liveness.KeepaliveServerOption())
 	server.New(node, rt, met, log).Register(gs)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)

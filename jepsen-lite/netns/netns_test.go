@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftq/raftq/internal/testenv"
 )
 
 // The test binary doubles as a helper run inside a namespace (`ip netns
@@ -38,6 +40,29 @@ func TestMain(m *testing.M) {
 			}
 			_ = c.Close()
 			os.Exit(0)
+		case "udprecv":
+			// Exit 0 on the first datagram, 1 if none came within 3 s.
+			pc, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(3)
+			}
+			fmt.Println("listening")
+			_ = pc.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if _, _, err := pc.ReadFrom(make([]byte, 64)); err != nil {
+				os.Exit(1)
+			}
+			os.Exit(0)
+		case "udpsend":
+			c, err := net.Dial("udp", addr)
+			if err != nil {
+				os.Exit(3)
+			}
+			for range 20 {
+				_, _ = c.Write([]byte("x"))
+				time.Sleep(50 * time.Millisecond)
+			}
+			os.Exit(0)
 		}
 		os.Exit(5)
 	}
@@ -65,7 +90,7 @@ func canDialFromRoot(addr string) bool {
 func mustCreate(t *testing.T, n int) *Net {
 	t.Helper()
 	if err := Require(); err != nil {
-		t.Skipf("netns backend unavailable: %v", err)
+		testenv.SkipOrFail(t, "netns backend unavailable: "+err.Error())
 	}
 	nw, err := Create(context.Background(), n)
 	if err != nil {
@@ -143,7 +168,7 @@ func TestPartitionCutsNodesButNotTheHarness(t *testing.T) {
 
 func TestDestroyAndSweepLeaveNothing(t *testing.T) {
 	if err := Require(); err != nil {
-		t.Skipf("netns backend unavailable: %v", err)
+		testenv.SkipOrFail(t, "netns backend unavailable: "+err.Error())
 	}
 	ctx := context.Background()
 	nw, err := Create(ctx, 2)
@@ -203,5 +228,72 @@ func TestDestroyAndSweepLeaveNothing(t *testing.T) {
 	}
 	if !strings.Contains(namespaces(t), live.Hub) {
 		t.Error("sweep removed a live run's network")
+	}
+}
+
+// udpReaches reports whether a datagram sent from namespace from reaches a
+// listener in namespace to. UDP, unlike a TCP connect, needs only one
+// direction, so it tells a one-way cut from a full one.
+func udpReaches(t *testing.T, from, to NS) bool {
+	t.Helper()
+	addr := to.IP + ":7997"
+	recv := helper(to.Name, "udprecv", addr)
+	out, err := recv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Send only once the receiver is bound, or early datagrams are lost
+	// for the wrong reason.
+	if _, err := out.Read(make([]byte, 16)); err != nil {
+		_ = recv.Process.Kill()
+		_ = recv.Wait()
+		t.Fatalf("udp receiver in %s: %v", to.Name, err)
+	}
+	if err := helper(from.Name, "udpsend", addr).Run(); err != nil {
+		t.Fatalf("udp sender in %s: %v", from.Name, err)
+	}
+	return recv.Wait() == nil
+}
+
+func TestCutOneWayDropsOnlyOneDirection(t *testing.T) {
+	nw := mustCreate(t, 3)
+	ctx := context.Background()
+	n1, n2, n3 := nw.Nodes[0], nw.Nodes[1], nw.Nodes[2]
+	if !udpReaches(t, n1, n2) || !udpReaches(t, n2, n1) {
+		t.Fatal("n1 and n2 cannot exchange datagrams before any cut")
+	}
+	if err := nw.CutOneWay(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if udpReaches(t, n1, n2) {
+		t.Error("n1 -> n2 still delivered after CutOneWay(n1, n2)")
+	}
+	if !udpReaches(t, n2, n1) {
+		t.Error("n2 -> n1 dropped: CutOneWay(n1, n2) cut the other direction too")
+	}
+	if !udpReaches(t, n1, n3) || !udpReaches(t, n3, n2) {
+		t.Error("CutOneWay(n1, n2) cut a link it does not name")
+	}
+	for _, ns := range nw.Nodes {
+		l := helper(ns.Name, "listen", ns.IP+":7996")
+		if err := l.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Process.Kill(); _ = l.Wait() })
+	}
+	for deadline := time.Now().Add(5 * time.Second); !canDialFromRoot(n2.IP + ":7996"); {
+		if time.Now().After(deadline) {
+			t.Fatal("the harness cannot reach n2 during a one-way cut")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := nw.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !udpReaches(t, n1, n2) {
+		t.Error("n1 -> n2 still dropped after Heal")
 	}
 }

@@ -58,3 +58,18 @@ func (n *Net) Partition(ctx context.Context, components [][]int) error {
 	}
 	return nil
 }
+
+// CutOneWay drops every packet node from sends to node to (0-based) where
+// it arrives, in to's namespace, and nothing else: to still reaches from,
+// and TCP segments and their acknowledgements are lost only one way, as in
+// a gray failure where one side's receive path is broken. Dropping on
+// arrival rather than on departure matters: an OUTPUT rule makes the
+// sender's own socket calls fail at once (EPERM), which no real network
+// does. Heal removes it with the rest.
+func (n *Net) CutOneWay(ctx context.Context, from, to int) error {
+	src, dst := n.Nodes[from], n.Nodes[to]
+	if err := run(ctx, "ip", "netns", "exec", dst.Name, "iptables", "-w", "-A", "INPUT", "-s", src.IP, "-j", "DROP"); err != nil {
+		return fmt.Errorf("cut %d->%d: %w", from, to, err)
+	}
+	return nil
+}
