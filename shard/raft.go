@@ -88,6 +88,8 @@ type RaftOptions struct {
 	// NotifyCh, if set, receives leadership changes (raft Config.NotifyCh).
 	// Raft blocks on it: the reader must never block (raft-notes trap 7).
 	NotifyCh chan<- bool
+	// Disk, if set, watches the log and stable-store writes (logwatch.go).
+	Disk *DiskWatch
 }
 
 // OpenRaft opens (or creates) the raft state in o.Dir — wal/ (or raft.db,
@@ -111,7 +113,7 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("shard: %w", err)
 	}
-	logs, err := raft.NewLogCache(tun.LogCacheSize, st.logs)
+	logs, err := raft.NewLogCache(tun.LogCacheSize, o.Disk.logStore(st.logs))
 	if err != nil {
 		_ = st.Close()
 		return nil, nil, fmt.Errorf("shard: log cache: %w", err)
@@ -164,7 +166,7 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*raft.Raft, io.Closer, error) {
 		}
 	}
 	applied := newLogBytes()
-	r, err := raft.NewRaft(cfg, countLogBytes(f, applied), logs, st.stable, snaps, o.Transport)
+	r, err := raft.NewRaft(cfg, countLogBytes(f, applied), o.Disk.front(logs), o.Disk.stableStore(st.stable), snaps, o.Transport)
 	if err != nil {
 		closeAll()
 		return nil, nil, fmt.Errorf("shard: start raft: %w", err)

@@ -43,6 +43,18 @@ type Config struct {
 	// can hold back this replica's raft traffic. Nil: Sideline still ends
 	// leader duties, but raft's own traffic flows.
 	Gate *raftmux.Gate
+	// Disk says how the replica's raft writes are watched: a write stalled
+	// past Disk.StallAfter sidelines it ("log-stall", all raft traffic
+	// held) until the write completes; a write refused for lack of space
+	// sidelines it from campaigning ("disk-full") until there is room; any
+	// other write error calls Disk.OnFatal (logwatch.go).
+	Disk DiskOptions
+	// AdmitSend, if set, is asked before this leader proposes an enqueue;
+	// an error refuses the send (nothing proposed) and is returned as is.
+	// The node's disk-space guard refuses here with a *DiskFullError.
+	AdmitSend func() error
+
+	diskTest *diskTestHooks
 }
 
 // GroupName is the raft group id of shard id on the raft mux.
@@ -55,6 +67,7 @@ type Shard struct {
 	raft   *raft.Raft
 	stores io.Closer
 	fsm    *fsm.FSM
+	disk   *DiskWatch
 
 	propCh       chan *proposal // sends (bulk lane)
 	fastCh       chan *proposal // everything else (see runProposer)
@@ -137,6 +150,10 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	s.lead.Store(notLeaderState)
 	s.fsm = fsm.New(fsm.Options{Notify: s.notify})
+	s.disk = NewDiskWatch(DiskWatchConfig{
+		Group: GroupName(cfg.ID), Dir: cfg.Dir, Options: cfg.Disk, Logger: s.logger, Room: SpaceRoom(cfg.Raft),
+		test: cfg.diskTest,
+	})
 	r, stores, err := OpenRaft(RaftOptions{
 		NodeID:    cfg.NodeID,
 		Dir:       cfg.Dir,
@@ -145,11 +162,14 @@ func Open(cfg Config) (*Shard, error) {
 		Logger:    s.logger,
 		Tuning:    cfg.Raft,
 		NotifyCh:  s.notifyCh,
+		Disk:      s.disk,
 	}, &appliedHook{FSM: s.fsm, after: s.kickApplied})
 	if err != nil {
+		_ = s.disk.Close()
 		return nil, fmt.Errorf("shard %d: %w", cfg.ID, err)
 	}
 	s.raft, s.stores = r, stores
+	s.disk.Attach(s.sidelineFor(reasonLogStall, raftmux.HoldAll), s.sidelineFor(reasonDiskFull, raftmux.HoldCampaign))
 	s.wg.Add(3)
 	go s.watchLeadership()
 	go s.manageLeadership()
@@ -306,6 +326,8 @@ func (s *Shard) Shutdown(ctx context.Context) error {
 		cancel()
 	}
 	close(s.closing)
+	// A stable-store write waiting for space would hold raft's shutdown.
+	_ = s.disk.Close()
 	if err := s.raft.Shutdown().Error(); err != nil {
 		errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
 	}
