@@ -32,6 +32,7 @@ type Node struct {
 	mux    *raftmux.Mux
 	meta   *meta.Store
 	gossip *gossip
+	disk   *diskGuard
 
 	ctx    context.Context // background loops; cancelled by Shutdown
 	cancel context.CancelFunc
@@ -62,6 +63,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, logger: logger, ready: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.shards = newShardSet(n)
+	n.disk = newDiskGuard(cfg.NodeID, cfg.DataDir, cfg.DiskReserve, logger)
+	n.disk.check()
 	ok := false
 	defer func() {
 		if !ok {
@@ -73,7 +76,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.mux, err = raftmux.Listen(cfg.RaftBind, cfg.RaftAdvertise, logger); err != nil {
 		return nil, fmt.Errorf("cluster: raft listener: %w", err)
 	}
-	tr, err := n.mux.Transport(metaGroup, raftmux.TransportOptions{})
+	metaGate := &raftmux.Gate{}
+	tr, err := n.mux.Transport(metaGroup, raftmux.TransportOptions{Gate: metaGate})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: meta transport: %w", err)
 	}
@@ -84,6 +88,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Now:       cfg.Now,
 		Logger:    logger,
 		Tuning:    cfg.Raft,
+		Gate:      metaGate,
+		Disk:      cfg.Disk,
 	}); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -111,6 +117,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.goLoop(n.metaDutiesLoop)
 	n.goLoop(n.shards.manageLoop)
+	n.goLoop(n.disk.loop)
 	logger.Info("node started", "raft", n.mux.Addr(), "gossip", n.gossip.selfAddr,
 		"grpc", cfg.GRPCAddr, "bootstrap_expect", cfg.BootstrapExpect, "has_state", n.meta.HasState())
 	ok = true

@@ -123,6 +123,8 @@ func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 		Logger:    ss.n.logger,
 		Raft:      ss.n.cfg.Raft,
 		Gate:      gate,
+		Disk:      ss.n.cfg.Disk,
+		AdmitSend: ss.n.disk.admitSend,
 	})
 	if err != nil {
 		if c, ok := tr.(interface{ Close() error }); ok {
@@ -210,6 +212,11 @@ func (n *Node) ShardLeader(id uint32) (nodeID, grpcAddr string, ok bool) {
 	if s := n.shards.get(id); s != nil {
 		leader, _ := s.Leader()
 		nodeID = string(leader)
+		if nodeID == n.cfg.NodeID && s.Sidelined() {
+			// raft still names this replica, but it will not serve (its
+			// disk stalled, say): let the router ask the other replicas.
+			return "", "", false
+		}
 	} else {
 		n.shards.mu.RLock()
 		nodeID = n.shards.hints[id]

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftq/raftq/raftmux"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -20,6 +21,14 @@ type Config struct {
 	Now       func() time.Time
 	Logger    *slog.Logger
 	Tuning    shard.RaftTuning
+	// Gate is the raftmux.Gate Transport was built with. A replica whose
+	// raft writes stall holds all its raft traffic on it (so a stuck meta
+	// leader's followers elect another), and one out of disk space holds
+	// its campaigns. Nil: stalls and lack of space are only logged.
+	Gate *raftmux.Gate
+	// Disk says how the meta replica's raft writes are watched
+	// (shard.DiskWatch); Disk.OnFatal stops the node on a write error.
+	Disk shard.DiskOptions
 }
 
 // Open starts the meta group from Dir: a node with state resumes it; a node
@@ -36,6 +45,9 @@ func Open(cfg Config) (*Store, error) {
 	f := NewFSM(func() { s.notify() })
 	leaderCh := make(chan bool, 16)
 	s = newStore(cfg.NodeID, nil, nil, f, cfg.Now, logger)
+	s.disk = shard.NewDiskWatch(shard.DiskWatchConfig{
+		Group: "meta", Dir: cfg.Dir, Options: cfg.Disk, Logger: logger, Room: shard.SpaceRoom(cfg.Tuning),
+	})
 	r, closer, err := shard.OpenRaft(shard.RaftOptions{
 		NodeID:    cfg.NodeID,
 		Dir:       cfg.Dir,
@@ -43,11 +55,28 @@ func Open(cfg Config) (*Store, error) {
 		Logger:    logger,
 		Tuning:    cfg.Tuning,
 		NotifyCh:  leaderCh,
+		Disk:      s.disk,
 	}, f)
 	if err != nil {
+		_ = s.disk.Close()
 		return nil, fmt.Errorf("open meta raft: %w", err)
 	}
 	s.raft, s.closer = r, closer
+	if gate := cfg.Gate; gate != nil {
+		hold := func(reason string, h raftmux.Hold) func(bool) {
+			return func(on bool) {
+				if on {
+					gate.Hold(reason, h)
+				} else {
+					gate.Release(reason)
+				}
+			}
+		}
+		// Unlike a shard, meta has no leader duties to end: holding its
+		// traffic is what makes the others elect (and a stuck leader's
+		// proposals end at their callers' contexts).
+		s.disk.Attach(hold("log-stall", raftmux.HoldAll), hold("disk-full", raftmux.HoldCampaign))
+	}
 	go func() {
 		// Raft blocks on NotifyCh, so this reader never stops before raft
 		// does: it exits when Shutdown closes the stopped channel.

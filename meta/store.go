@@ -26,6 +26,7 @@ type Store struct {
 	nodeID string
 	raft   *raft.Raft
 	closer io.Closer
+	disk   *shard.DiskWatch // nil in tests that build a Store by hand
 	fsm    *FSM
 	now    func() time.Time
 	logger *slog.Logger
@@ -319,6 +320,8 @@ func (s *Store) TransferLeadership(ctx context.Context) error {
 // Shutdown stops the meta raft group and closes its stores.
 func (s *Store) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() {
+		// A stable-store write waiting for space would hold raft's shutdown.
+		_ = s.disk.Close()
 		err := waitFuture(ctx, s.raft.Shutdown())
 		close(s.stopped)
 		if s.closer != nil {
@@ -331,4 +334,13 @@ func (s *Store) Shutdown(ctx context.Context) error {
 		}
 	})
 	return s.shutdownErr
+}
+
+// DiskStats reports the meta replica's raft store writes; ok is false for
+// a Store without a disk watch.
+func (s *Store) DiskStats() (st shard.DiskStats, ok bool) {
+	if s.disk == nil {
+		return shard.DiskStats{}, false
+	}
+	return s.disk.Stats(), true
 }

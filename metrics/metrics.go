@@ -70,6 +70,9 @@ func New(shards Shards) *Metrics {
 	reg.MustRegister(m.latency, m.propose, m.messages, m.receiveWait, m.receiveClaim,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&shardCollector{shards: shards})
+	if d, ok := shards.(Disks); ok {
+		reg.MustRegister(&diskCollector{d: d})
+	}
 	return m
 }
 
