@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/client"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/testcluster"
@@ -189,4 +190,57 @@ func TestLeaderDiskStallFailsOver(t *testing.T) {
 	keys := acks.keys
 	acks.mu.Unlock()
 	drainKeys(t, cl, "q", keys, 2*time.Minute)
+}
+
+// The meta leader's filesystem freezing must not hold the control plane:
+// its first write stalls, it holds back its raft traffic, and the other
+// two elect a meta leader, so a queue can be created through another node
+// long before the disk comes back.
+func TestMetaLeaderDiskStallFailsOver(t *testing.T) {
+	requireDiskTools(t)
+	var dirs []string
+	for range 3 {
+		dirs = append(dirs, loopFS(t, "", 512))
+	}
+	c := startCluster(t, testcluster.Options{Nodes: 3, Shards: 1, DataDirs: dirs, Args: []string{"--disk-reserve", "16MiB"}})
+	mustCreateQueue(t, c, "before", nil)
+	victim := -1
+	for victim < 0 {
+		st, err := raftqv1.NewClusterClient(c.Conn(0)).Status(ctxT(t, 10*time.Second), &raftqv1.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range c.Nodes {
+			if n.ID == st.GetMetaLeaderId() {
+				victim = i
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	const stall = 15 * time.Second
+	start := time.Now()
+	thaw := freeze(t, dirs[victim], stall+30*time.Second)
+	defer thaw()
+	via := (victim + 1) % 3
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := queues(c, via).CreateQueue(ctx, &raftqv1.CreateQueueRequest{Name: "during"})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Since(start) > stall-time.Second {
+			t.Fatalf("no queue could be created while the meta leader %s's disk was frozen (last: %v)", c.Nodes[victim].ID, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("created a queue through %s %v after the meta leader %s froze", c.Nodes[via].ID,
+		time.Since(start).Round(time.Millisecond), c.Nodes[victim].ID)
+	thaw()
+	if !c.Running(victim) {
+		t.Fatalf("node %s exited after its disk stalled", c.Nodes[victim].ID)
+	}
+	if page := scrape(t, c, victim); !strings.Contains(page, `raftq_raft_store_stalls_total{group="meta"} 1`) {
+		t.Errorf("%s metrics do not count the meta stall", c.Nodes[victim].ID)
+	}
 }
