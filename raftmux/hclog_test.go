@@ -32,7 +32,7 @@ func TestHCLoggerQuietsGatedRPCs(t *testing.T) {
 	l.Error("failed to make requestVote RPC", "error", fmt.Errorf("dial tcp: connection refused"))
 	want := map[string]slog.Level{
 		`raft: failed to make requestVote RPC: error="raftmux: raft traffic held back by this replica"`: slog.LevelDebug,
-		`raft: failed to make requestVote RPC: error="dial tcp: connection refused"`:                  slog.LevelError,
+		`raft: failed to make requestVote RPC: error="dial tcp: connection refused"`:                    slog.LevelError,
 	}
 	for msg, lvl := range want {
 		if got, ok := rec.levels[msg]; !ok || got != lvl {
