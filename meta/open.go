@@ -62,21 +62,22 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open meta raft: %w", err)
 	}
 	s.raft, s.closer = r, closer
-	if gate := cfg.Gate; gate != nil {
-		hold := func(reason string, h raftmux.Hold) func(bool) {
-			return func(on bool) {
-				if on {
-					gate.Hold(reason, h)
-				} else {
-					gate.Release(reason)
-				}
+	hold := func(reason string, h raftmux.Hold) func(bool) {
+		return func(on bool) {
+			switch {
+			case cfg.Gate == nil:
+			case on:
+				cfg.Gate.Hold(reason, h)
+			default:
+				cfg.Gate.Release(reason)
 			}
 		}
-		// Unlike a shard, meta has no leader duties to end: holding its
-		// traffic is what makes the others elect (and a stuck leader's
-		// proposals end at their callers' contexts).
-		s.disk.Attach(hold("log-stall", raftmux.HoldAll), hold("disk-full", raftmux.HoldCampaign))
 	}
+	stallHold := hold("log-stall", raftmux.HoldAll)
+	// Holding its traffic is what makes the others elect; meanwhile a
+	// stalled leader refuses new writes (apply) rather than queue them
+	// behind the stuck one, whose caller waits out its own context.
+	s.disk.Attach(func(on bool) { s.stalled.Store(on); stallHold(on) }, hold("disk-full", raftmux.HoldCampaign))
 	go func() {
 		// Raft blocks on NotifyCh, so this reader never stops before raft
 		// does: it exits when Shutdown closes the stopped channel.

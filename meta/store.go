@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -27,9 +28,12 @@ type Store struct {
 	raft   *raft.Raft
 	closer io.Closer
 	disk   *shard.DiskWatch // nil in tests that build a Store by hand
-	fsm    *FSM
-	now    func() time.Time
-	logger *slog.Logger
+	// stalled: a raft write of this replica is stuck (DiskWatch); it may
+	// still be raft's leader, but cannot commit.
+	stalled atomic.Bool
+	fsm     *FSM
+	now     func() time.Time
+	logger  *slog.Logger
 
 	mu     sync.Mutex
 	subs   map[int]chan struct{}
@@ -245,6 +249,9 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 	}
 	if s.raft.State() != raft.Leader {
 		return nil, s.notLeader()
+	}
+	if s.stalled.Load() {
+		return nil, NotLeaderError{} // raft names this replica, but it cannot write
 	}
 	cmd.Version = CommandVersion
 	cmd.NowMs = s.now().UnixMilli()
