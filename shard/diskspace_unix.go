@@ -17,6 +17,6 @@ func DiskSpace(dir string) (free, total uint64, err error) {
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
 	}
-	bs := uint64(st.Bsize) //nolint:unconvert // int64 on linux, uint32 on darwin
+	bs := uint64(st.Bsize) // int64 on linux, uint32 on darwin
 	return uint64(st.Bavail) * bs, uint64(st.Blocks) * bs, nil
 }

@@ -265,11 +265,12 @@ func (w *DiskWatch) overdue(lw *lateWrite) {
 	w.stallSince, w.stallOp = lw.start, lw.op
 	w.stalls.Add(1)
 	w.stalledNow.Store(true)
-	w.logger.Error("raft store write stalled: this replica holds back its raft traffic and will not lead until the write completes",
-		"group", w.cfg.Group, "op", lw.op, "dir", w.cfg.Dir, "in_flight", time.Since(lw.start).Round(time.Millisecond))
+	// React before logging: a log written to the stalled disk would block.
 	if w.stalled != nil {
 		w.stalled(true)
 	}
+	w.logger.Error("raft store write stalled: this replica holds back its raft traffic and will not lead until the write completes",
+		"group", w.cfg.Group, "op", lw.op, "dir", w.cfg.Dir, "in_flight", time.Since(lw.start).Round(time.Millisecond))
 }
 
 func (w *DiskWatch) finished(lw *lateWrite) {
@@ -319,11 +320,11 @@ func (w *DiskWatch) onNoSpace(de *DiskError) {
 	w.isFull = true
 	w.fulls.Add(1)
 	w.fullNow.Store(true)
-	w.logger.Error("raft store write refused: no space left; this replica will not lead until space is freed",
-		"group", de.Group, "op", de.Op, "dir", de.Dir, "need_free", w.cfg.Room, "err", de.Err)
 	if w.full != nil {
 		w.full(true)
 	}
+	w.logger.Error("raft store write refused: no space left; this replica will not lead until space is freed",
+		"group", de.Group, "op", de.Op, "dir", de.Dir, "need_free", w.cfg.Room, "err", de.Err)
 	go w.awaitSpace()
 }
 
