@@ -77,7 +77,13 @@ func Open(cfg Config) (*Store, error) {
 	// Holding its traffic is what makes the others elect; meanwhile a
 	// stalled leader refuses new writes (apply) rather than queue them
 	// behind the stuck one, whose caller waits out its own context.
-	s.disk.Attach(func(on bool) { s.stalled.Store(on); stallHold(on) }, hold("disk-full", raftmux.HoldCampaign))
+	s.disk.Attach(func(on bool) {
+		s.stalled.Store(on)
+		stallHold(on)
+		if on && r.State() == raft.Leader {
+			go shard.NudgeElection(r, cfg.Transport, raft.ServerID(cfg.NodeID), logger)
+		}
+	}, hold("disk-full", raftmux.HoldCampaign))
 	go func() {
 		// Raft blocks on NotifyCh, so this reader never stops before raft
 		// does: it exits when Shutdown closes the stopped channel.

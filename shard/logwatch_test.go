@@ -271,3 +271,33 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A stalled leader asks a follower to take over (TimeoutNow past its own
+// gate) rather than leave the followers to notice its silence: with a
+// 10 s heartbeat timeout, another replica leads long before they would
+// have timed out.
+func TestStalledLeaderHandsOverBeforeFollowersTimeOut(t *testing.T) {
+	tun := fastTuning()
+	tun.HeartbeatTimeout, tun.ElectionTimeout = 10*time.Second, 10*time.Second
+	c := newCluster(t, 3, false, tun, withDiskFaults(DiskOptions{StallAfter: 300 * time.Millisecond}))
+	old := c.leader()
+	mustQueue(t, old.sh, "q", standard(time.Minute))
+	release := old.disk.stall()
+	defer release()
+	start := time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = old.sh.Propose(ctx, enqueueCmd("q", &fsmpb.NewMessage{Body: []byte("stuck")}))
+	}()
+	waitFor(t, 8*time.Second, "another replica to lead before the followers' 10 s timeout", func() bool {
+		for _, nd := range c.followers(old) {
+			if nd.sh.IsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("another replica leads %v after the stall began", time.Since(start).Round(time.Millisecond))
+	release()
+}

@@ -169,7 +169,13 @@ func Open(cfg Config) (*Shard, error) {
 		return nil, fmt.Errorf("shard %d: %w", cfg.ID, err)
 	}
 	s.raft, s.stores = r, stores
-	s.disk.Attach(s.sidelineFor(reasonLogStall, raftmux.HoldAll), s.sidelineFor(reasonDiskFull, raftmux.HoldCampaign))
+	stalled := s.sidelineFor(reasonLogStall, raftmux.HoldAll)
+	s.disk.Attach(func(on bool) {
+		stalled(on)
+		if on && r.State() == raft.Leader {
+			go NudgeElection(r, cfg.Transport, raft.ServerID(cfg.NodeID), s.logger)
+		}
+	}, s.sidelineFor(reasonDiskFull, raftmux.HoldCampaign))
 	s.wg.Add(3)
 	go s.watchLeadership()
 	go s.manageLeadership()
