@@ -60,6 +60,15 @@ type Config struct {
 
 	// Raft tunes every raft group of the node (meta and shards).
 	Raft shard.RaftTuning
+	// Disk says how every raft group's log and stable-store writes are
+	// watched (shard.DiskWatch): a write stalled past Disk.StallAfter
+	// sidelines the replica until it completes; Disk.OnFatal is called on
+	// a write error other than lack of space and must stop the process.
+	Disk shard.DiskOptions
+	// DiskReserve is the free space the node keeps in DataDir: below it,
+	// new sends to the shards it leads are refused (RESOURCE_EXHAUSTED).
+	// Zero: never refuse.
+	DiskReserve DiskReserve
 	// NonvoterGrace is how long a member must be alive in gossip before the
 	// meta leader adds it as a nonvoter (default 2 s).
 	NonvoterGrace time.Duration

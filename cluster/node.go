@@ -35,6 +35,7 @@ type Node struct {
 	meta     *meta.Store
 	metaGate *raftmux.Gate // the meta transport's, held by the clock check
 	gossip   *gossip
+	disk     *diskGuard
 
 	ctx    context.Context // background loops; cancelled by Shutdown
 	cancel context.CancelFunc
@@ -83,6 +84,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.shards = newShardSet(n)
 	n.clock = newClockGuard(n)
 	n.leaders = &leaderCounts{}
+	n.disk = newDiskGuard(cfg.NodeID, cfg.DataDir, cfg.DiskReserve, logger)
+	n.disk.check()
 	ok := false
 	defer func() {
 		if !ok {
@@ -137,6 +140,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.goLoop(n.clock.loop)
 	n.goLoop(n.metaDutiesLoop)
 	n.goLoop(n.shards.manageLoop)
+	n.goLoop(n.disk.loop)
 	logger.Info("node started", "raft", n.mux.Addr(), "gossip", n.gossip.selfAddr,
 		"grpc", cfg.GRPCAddr, "bootstrap_expect", cfg.BootstrapExpect, "has_state", n.meta.HasState(), "verified", ident.Verified())
 	ok = true
@@ -280,6 +284,7 @@ func (n *Node) openMeta() error {
 			Now:       n.cfg.Now,
 			Logger:    n.logger,
 			Tuning:    n.cfg.Raft,
+			Disk:      n.cfg.Disk,
 			Node:      n.ident,
 			Damaged:   n.metaDamaged,
 		})

@@ -227,6 +227,8 @@ func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 		MaxClockOffset: ss.n.cfg.MaxClockOffset,
 		Node:           ss.n.ident,
 		Damaged:        func(d *raftstore.DamageError) { ss.damagedWhileRunning(id, d) },
+		Disk:           ss.n.cfg.Disk,
+		AdmitSend:      ss.n.disk.admitSend,
 	})
 	if err != nil {
 		if c, ok := tr.(interface{ Close() error }); ok {
@@ -314,6 +316,11 @@ func (n *Node) ShardLeader(id uint32) (nodeID, grpcAddr string, ok bool) {
 	if s := n.shards.get(id); s != nil {
 		leader, _ := s.Leader()
 		nodeID = string(leader)
+		if nodeID == n.cfg.NodeID && s.Sidelined() {
+			// raft still names this replica, but it will not serve (its
+			// disk stalled, say): let the router ask the other replicas.
+			return "", "", false
+		}
 	} else {
 		n.shards.mu.RLock()
 		nodeID = n.shards.hints[id]

@@ -19,12 +19,19 @@ type Config struct {
 	Dir string
 	// Transport is the "meta" group of the node's raftmux.
 	Transport raft.Transport
-	// Gate is the raftmux.Gate Transport was built with, so Sideline can
-	// hold this replica's campaigns; nil: Sideline only refuses writes.
+	// Gate is the raftmux.Gate Transport was built with: Sideline holds
+	// this replica's campaigns on it, a replica whose raft writes stall
+	// holds all its raft traffic (so a stuck meta leader's followers elect
+	// another), and one out of disk space holds its campaigns. Nil:
+	// Sideline only refuses writes, stalls and lack of space are only
+	// logged.
 	Gate   *raftmux.Gate
 	Now    func() time.Time
 	Logger *slog.Logger
 	Tuning shard.RaftTuning
+	// Disk says how the meta replica's raft writes are watched
+	// (shard.DiskWatch); Disk.OnFatal stops the node on a write error.
+	Disk shard.DiskOptions
 	// Node is the node's identity (raftstore.OpenNode).
 	Node *raftstore.Node
 	// Damaged is called if the replica finds damaged bytes while running
@@ -49,6 +56,9 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Gate != nil {
 		s.gate = cfg.Gate
 	}
+	s.disk = shard.NewDiskWatch(shard.DiskWatchConfig{
+		Group: "meta", Dir: cfg.Dir, Options: cfg.Disk, Logger: logger, Room: shard.SpaceRoom(cfg.Tuning),
+	})
 	g, err := shard.OpenRaft(shard.RaftOptions{
 		NodeID:    cfg.NodeID,
 		Dir:       cfg.Dir,
@@ -59,11 +69,36 @@ func Open(cfg Config) (*Store, error) {
 		Group:     "meta",
 		Node:      cfg.Node,
 		Damaged:   cfg.Damaged,
+		Disk:      s.disk,
 	}, f)
 	if err != nil {
+		_ = s.disk.Close()
 		return nil, fmt.Errorf("open meta raft: %w", err)
 	}
 	s.raft, s.closer, s.replica = g.Raft, g, g.Replica
+	r := g.Raft
+	hold := func(reason string, h raftmux.Hold) func(bool) {
+		return func(on bool) {
+			switch {
+			case cfg.Gate == nil:
+			case on:
+				cfg.Gate.Hold(reason, h)
+			default:
+				cfg.Gate.Release(reason)
+			}
+		}
+	}
+	stallHold := hold("log-stall", raftmux.HoldAll)
+	// Holding its traffic is what makes the others elect; meanwhile a
+	// stalled leader refuses new writes (apply) rather than queue them
+	// behind the stuck one, whose caller waits out its own context.
+	s.disk.Attach(func(on bool) {
+		s.stalled.Store(on)
+		stallHold(on)
+		if on && r.State() == raft.Leader {
+			go shard.NudgeElection(r, cfg.Transport, raft.ServerID(cfg.NodeID), logger)
+		}
+	}, hold("disk-full", raftmux.HoldCampaign))
 	go func() {
 		// Raft blocks on NotifyCh, so this reader never stops before raft
 		// does: it exits when Shutdown closes the stopped channel.

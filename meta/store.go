@@ -33,6 +33,10 @@ type Store struct {
 	closer io.Closer
 	// replica is the group's checked stores (raftstore).
 	replica *raftstore.Replica
+	disk    *shard.DiskWatch // nil in tests that build a Store by hand
+	// stalled: a raft write of this replica is stuck (DiskWatch); it may
+	// still be raft's leader, but cannot commit.
+	stalled atomic.Bool
 	fsm     *FSM
 	now     func() time.Time
 	logger  *slog.Logger
@@ -286,6 +290,9 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 	if !s.IsLeader() {
 		return nil, s.notLeader()
 	}
+	if s.stalled.Load() {
+		return nil, NotLeaderError{} // raft names this replica, but it cannot write
+	}
 	cmd.Version = CommandVersion
 	cmd.NowMs = s.now().UnixMilli()
 	b, err := proto.Marshal(cmd)
@@ -360,6 +367,8 @@ func (s *Store) TransferLeadership(ctx context.Context) error {
 // Shutdown stops the meta raft group and closes its stores.
 func (s *Store) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() {
+		// A stable-store write waiting for space would hold raft's shutdown.
+		_ = s.disk.Close()
 		err := waitFuture(ctx, s.raft.Shutdown())
 		close(s.stopped)
 		if s.closer != nil {
@@ -372,4 +381,13 @@ func (s *Store) Shutdown(ctx context.Context) error {
 		}
 	})
 	return s.shutdownErr
+}
+
+// DiskStats reports the meta replica's raft store writes; ok is false for
+// a Store without a disk watch.
+func (s *Store) DiskStats() (st shard.DiskStats, ok bool) {
+	if s.disk == nil {
+		return shard.DiskStats{}, false
+	}
+	return s.disk.Stats(), true
 }

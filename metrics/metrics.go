@@ -76,6 +76,9 @@ func New(shards Shards) *Metrics {
 	if in, ok := shards.(Integrity); ok {
 		reg.MustRegister(integrityCollector{node: in})
 	}
+	if d, ok := shards.(Disks); ok {
+		reg.MustRegister(&diskCollector{d: d})
+	}
 	return m
 }
 

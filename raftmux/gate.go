@@ -224,6 +224,15 @@ func (t *gatedTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddr
 	return pv.RequestPreVote(id, target, args, resp)
 }
 
+// Ungated returns the transport t wraps if t is a GatedTransport, else t:
+// for the one RPC a held replica must still send (shard.NudgeElection).
+func Ungated(t raft.Transport) raft.Transport {
+	if g, ok := t.(*gatedTransport); ok {
+		return g.Transport
+	}
+	return t
+}
+
 // Close stops the filter and closes the inner transport when it can be.
 func (t *gatedTransport) Close() error {
 	t.once.Do(func() { close(t.done) })

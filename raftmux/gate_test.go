@@ -1,6 +1,7 @@
 package raftmux
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -159,4 +160,23 @@ func raftAddr(t *testing.T, r *raft.Raft, id raft.ServerID) raft.ServerAddress {
 	}
 	t.Fatalf("no server %s", id)
 	return ""
+}
+
+// Ungated reaches past the gate (for the one RPC a held replica still
+// sends) and leaves other transports alone.
+func TestUngated(t *testing.T) {
+	_, inner := raft.NewInmemTransport("")
+	g := &Gate{}
+	g.Hold("test", HoldAll)
+	gated := GatedTransport(inner, g)
+	defer func() { _ = gated.(raft.WithClose).Close() }()
+	if Ungated(gated) != raft.Transport(inner) {
+		t.Fatal("Ungated did not return the wrapped transport")
+	}
+	if Ungated(inner) != raft.Transport(inner) {
+		t.Fatal("Ungated changed a transport without a gate")
+	}
+	if err := gated.TimeoutNow("x", "x", &raft.TimeoutNowRequest{}, &raft.TimeoutNowResponse{}); !errors.Is(err, ErrGated) {
+		t.Fatalf("TimeoutNow through the held gate: %v, want ErrGated", err)
+	}
 }

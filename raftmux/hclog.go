@@ -35,6 +35,13 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	case bytes.HasPrefix(line, []byte("[WARN] ")):
 		line = bytes.TrimSpace(line[len("[WARN] "):])
 	}
+	if bytes.Contains(line, gatedText) {
+		// The replica's own gate dropped the RPC: whoever holds the gate
+		// logged why, once; raft would repeat it every election timeout.
+		level = slog.LevelDebug
+	}
 	w.l.Log(context.Background(), level, string(line))
 	return len(p), nil
 }
+
+var gatedText = []byte(ErrGated.Error())

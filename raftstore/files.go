@@ -59,3 +59,20 @@ func exists(path string) (bool, error) {
 	}
 	return false, fmt.Errorf("stat %s: %w", path, err)
 }
+
+// clearDir removes everything inside dir (which may not exist).
+func clearDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -149,7 +149,9 @@ func (r *Replica) create(prev *ReplicaIdentity, entry GroupEntry, registered boo
 	if prev != nil {
 		o.Logger.Warn("replica creation was interrupted before raft ran; starting it again", "dir", o.Dir)
 	}
-	if err := os.RemoveAll(o.Dir); err != nil {
+	// Clear what is inside, not the directory itself: it may be a mount
+	// point.
+	if err := clearDir(o.Dir); err != nil {
 		return fmt.Errorf("clear replica dir: %w", err)
 	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {

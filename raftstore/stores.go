@@ -44,7 +44,7 @@ type stores struct {
 	logs   raft.LogStore
 	stable raft.StableStore
 	bolt   *raftboltdb.BoltStore
-	wal    *wal.WAL // nil unless kind is LogStoreWAL
+	wal    *reopenWAL // nil unless kind is LogStoreWAL
 }
 
 func validKind(kind string) error {
@@ -90,7 +90,9 @@ func openStores(dir, kind string, segmentBytes int, logger *slog.Logger) (*store
 		if segmentBytes <= 0 {
 			segmentBytes = wal.DefaultSegmentSize
 		}
-		st.wal, err = wal.Open(walDir, wal.WithLogger(raftmux.HCLogger(logger, "raft-wal")), wal.WithSegmentSize(segmentBytes))
+		st.wal, err = openReopenWAL(walDir, logger, func() (*wal.WAL, error) {
+			return wal.Open(walDir, wal.WithLogger(raftmux.HCLogger(logger, "raft-wal")), wal.WithSegmentSize(segmentBytes))
+		})
 		if err != nil {
 			_ = st.bolt.Close()
 			return nil, fmt.Errorf("open raft log in %s: %w", walDir, err)

@@ -63,6 +63,9 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		return status.Errorf(codes.Unavailable, "control plane: %v", err)
 	case errors.As(err, &re):
 		return resultStatus(re.Status)
+	case errors.Is(err, shard.ErrDiskFull):
+		// Refused before proposing: nothing applied; retry after space is freed.
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, shard.ErrUnknownResult):
 		return status.Errorf(codes.Unavailable, "outcome unknown, the request may have been applied: %v", err)
 	case errors.Is(err, shard.ErrShutdown):

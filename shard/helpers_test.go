@@ -47,6 +47,7 @@ type node struct {
 	mem  *raft.InmemTransport // inmem clusters
 	skew atomic.Int64         // added to this replica's clock, in ms
 	gate *raftmux.Gate        // the gate of its current transport
+	disk *storeFault          // faults injected under its raft stores (withDiskFaults)
 }
 
 type cluster struct {
@@ -57,6 +58,9 @@ type cluster struct {
 	grace   time.Duration
 	inmem   bool
 	mu      sync.Mutex
+	// disk, if set, gives each replica these disk options and a
+	// storeFault under its stores (withDiskFaults).
+	disk *DiskOptions
 }
 
 func newCluster(t testing.TB, n int, inmem bool, tuning RaftTuning, opts ...func(*cluster)) *cluster {
@@ -136,6 +140,8 @@ func (c *cluster) start(nd *node, bootstrap []raft.Server) {
 		Raft:       c.tuning,
 		LeaseGrace: c.grace,
 		Gate:       nd.gate,
+		Disk:       c.diskOptions(),
+		diskTest:   c.diskHooks(nd),
 	})
 	if err != nil {
 		c.t.Fatalf("open %s: %v", nd.id, err)

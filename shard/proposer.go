@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm"
@@ -46,6 +47,9 @@ const (
 	// (see admit); they are small, so it is not charged against the bytes.
 	reservedFastRounds = 1
 	proposeQueue       = 4096
+	// lostAnswerWait is how long a handed proposal still waits for its
+	// outcome once leadership is lost (see proposeReq).
+	lostAnswerWait = 100 * time.Millisecond
 )
 
 // Request hand-off states: a request is either cancelled by its caller or
@@ -110,6 +114,11 @@ func (s *Shard) Propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result,
 	if err := s.waitReady(ctx); err != nil {
 		return nil, err
 	}
+	if _, send := cmd.GetCmd().(*fsmpb.Command_Enqueue); send && s.cfg.AdmitSend != nil {
+		if err := s.cfg.AdmitSend(); err != nil {
+			return nil, err
+		}
+	}
 	return s.propose(ctx, cmd)
 }
 
@@ -149,10 +158,15 @@ func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, err
 		if p.state.CompareAndSwap(reqQueued, reqCancelled) {
 			return nil, s.notLeader()
 		}
+		// A leader that steps down itself answers its futures first (a
+		// failed append says "not applied"), and the completer passes
+		// that on moments later; a stuck one never answers.
+		t := time.NewTimer(lostAnswerWait)
+		defer t.Stop()
 		select {
 		case o := <-p.done:
 			return o.res, o.err
-		default:
+		case <-t.C:
 			return nil, fmt.Errorf("%w: leadership lost", ErrUnknownResult)
 		}
 	case <-s.proposerDone:
@@ -458,10 +472,13 @@ func (s *Shard) complete(b *batch) {
 // applyError maps a raft Apply error to the shard's error semantics.
 func (s *Shard) applyError(err error) error {
 	switch {
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress),
+		errors.Is(err, ErrNoSpace):
 		// Rejected before it reached the log (raft's leaderLoop answers a
-		// transfer-in-progress apply without dispatching it): definitely
-		// not applied, so callers may retry at once elsewhere.
+		// transfer-in-progress apply without dispatching it; a leader
+		// whose append found no space sent the entry nowhere and stepped
+		// down, raft's dispatchLogs): definitely not applied, so callers
+		// may retry at once elsewhere.
 		return s.notLeader()
 	case errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrAbortedByRestore):

@@ -107,6 +107,8 @@ type RaftOptions struct {
 	// NotifyCh, if set, receives leadership changes (raft Config.NotifyCh).
 	// Raft blocks on it: the reader must never block (raft-notes trap 7).
 	NotifyCh chan<- bool
+	// Disk, if set, watches the log and stable-store writes (logwatch.go).
+	Disk *DiskWatch
 }
 
 // Group is one opened raft replica: raft, its checked stores, and what
@@ -140,7 +142,7 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 	rep, err := raftstore.Open(raftstore.Options{
 		Dir: o.Dir, NodeID: o.NodeID, Group: o.Group, Node: o.Node,
 		LogStore: tun.LogStore, WALSegmentBytes: tun.WALSegmentBytes,
-		Logger: o.Logger, Damaged: o.Damaged,
+		Logger: o.Logger, Damaged: o.Damaged, WrapLogs: o.Disk.logStore,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
@@ -209,7 +211,7 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 	}
 	applied := newLogBytes()
 	guarded := raftstore.GuardFSM(countLogBytes(f, applied), rep)
-	r, err := raft.NewRaft(cfg, guarded, logs, rep.Stable(), snaps, o.Transport)
+	r, err := raft.NewRaft(cfg, guarded, o.Disk.front(logs), o.Disk.stableStore(rep.Stable()), snaps, o.Transport)
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("shard: start raft: %w", err)

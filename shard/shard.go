@@ -58,6 +58,18 @@ type Config struct {
 	// can hold back this replica's raft traffic. Nil: Sideline still ends
 	// leader duties, but raft's own traffic flows.
 	Gate *raftmux.Gate
+	// Disk says how the replica's raft writes are watched: a write stalled
+	// past Disk.StallAfter sidelines it ("log-stall", all raft traffic
+	// held) until the write completes; a write refused for lack of space
+	// sidelines it from campaigning ("disk-full") until there is room; any
+	// other write error calls Disk.OnFatal (logwatch.go).
+	Disk DiskOptions
+	// AdmitSend, if set, is asked before this leader proposes an enqueue;
+	// an error refuses the send (nothing proposed) and is returned as is.
+	// The node's disk-space guard refuses here with a *DiskFullError.
+	AdmitSend func() error
+
+	diskTest *diskTestHooks
 }
 
 // GroupName is the raft group id of shard id on the raft mux.
@@ -73,6 +85,7 @@ type Shard struct {
 	// by comparing this replica with others.
 	replica *raftstore.Replica
 	fsm     *fsm.FSM
+	disk    *DiskWatch
 
 	propCh       chan *proposal // sends (bulk lane)
 	fastCh       chan *proposal // everything else (see runProposer)
@@ -160,6 +173,10 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	s.lead.Store(notLeaderState)
 	s.fsm = fsm.New(fsm.Options{Notify: s.notify, Checkpoint: s.checkpoints.record})
+	s.disk = NewDiskWatch(DiskWatchConfig{
+		Group: GroupName(cfg.ID), Dir: cfg.Dir, Options: cfg.Disk, Logger: s.logger, Room: SpaceRoom(cfg.Raft),
+		test: cfg.diskTest,
+	})
 	g, err := OpenRaft(RaftOptions{
 		NodeID:    cfg.NodeID,
 		Dir:       cfg.Dir,
@@ -171,11 +188,21 @@ func Open(cfg Config) (*Shard, error) {
 		Group:     GroupName(cfg.ID),
 		Node:      cfg.Node,
 		Damaged:   cfg.Damaged,
+		Disk:      s.disk,
 	}, &appliedHook{FSM: s.fsm, after: s.kickApplied})
 	if err != nil {
+		_ = s.disk.Close()
 		return nil, fmt.Errorf("shard %d: %w", cfg.ID, err)
 	}
 	s.raft, s.stores, s.replica = g.Raft, g, g.Replica
+	r := g.Raft
+	stalled := s.sidelineFor(reasonLogStall, raftmux.HoldAll)
+	s.disk.Attach(func(on bool) {
+		stalled(on)
+		if on && r.State() == raft.Leader {
+			go NudgeElection(r, cfg.Transport, raft.ServerID(cfg.NodeID), s.logger)
+		}
+	}, s.sidelineFor(reasonDiskFull, raftmux.HoldCampaign))
 	s.wg.Add(3)
 	go s.watchLeadership()
 	go s.manageLeadership()
@@ -335,6 +362,8 @@ func (s *Shard) Shutdown(ctx context.Context) error {
 		cancel()
 	}
 	close(s.closing)
+	// A stable-store write waiting for space would hold raft's shutdown.
+	_ = s.disk.Close()
 	if err := s.raft.Shutdown().Error(); err != nil {
 		errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
 	}

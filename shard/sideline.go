@@ -10,6 +10,27 @@ import (
 	"github.com/raftq/raftq/raftmux"
 )
 
+// Sideline reasons this package sets itself (logwatch.go).
+const (
+	reasonLogStall = "log-stall" // a raft store write is in flight past its bound
+	reasonDiskFull = "disk-full" // a raft store write found no space
+)
+
+// sidelineFor returns a func that sidelines the replica for reason with h
+// while its argument is true.
+func (s *Shard) sidelineFor(reason string, h raftmux.Hold) func(bool) {
+	return func(on bool) {
+		if on {
+			s.Sideline(reason, h)
+		} else {
+			s.Unsideline(reason)
+		}
+	}
+}
+
+// DiskStats reports the replica's raft store writes (logwatch.go).
+func (s *Shard) DiskStats() DiskStats { return s.disk.Stats() }
+
 // sidelineTransferWait bounds the leadership transfer a sidelined leader
 // tries; a leader whose raft loop is stuck never answers it.
 const sidelineTransferWait = 5 * time.Second
@@ -58,6 +79,9 @@ func (s *Shard) Unsideline(reason string) {
 		kick(s.leaderKick)
 	}
 }
+
+// Sidelined reports whether any reason keeps this replica from leading.
+func (s *Shard) Sidelined() bool { return s.sidelined.Load() }
 
 // Sidelines lists the reasons this replica is kept from leading, sorted.
 func (s *Shard) Sidelines() []string {

@@ -3,8 +3,6 @@ package systest
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -24,17 +22,8 @@ import (
 // scrape returns node i's metrics as "name{labels}" -> value.
 func scrape(t *testing.T, c *testcluster.Cluster, i int) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + c.Nodes[i].HTTP + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape %s: %v", c.Nodes[i].ID, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", c.Nodes[i].ID, err)
-	}
 	out := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(scrapePage(t, c, i), "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}

@@ -37,6 +37,9 @@ type config struct {
 	HTTPBind        string
 	RaftMetrics     bool
 	LogStore        string
+	WALSegmentSize  string
+	DiskStall       time.Duration
+	DiskReserve     string
 	Join            string
 	ClusterName     string
 	BootstrapExpect int
@@ -65,6 +68,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.HTTPBind, "http-bind", "127.0.0.1:7401", "HTTP listen address for /metrics and /healthz (empty disables)")
 	fs.BoolVar(&c.RaftMetrics, "raft-metrics", false, "serve hashicorp/raft's internal timings (commit, bolt StoreLogs, AppendEntries, FSM apply) at /debug/raft-metrics on --http-bind")
 	fs.StringVar(&c.LogStore, "log-store", shard.LogStoreWAL, "raft log store of raft groups this node creates: wal (segment files, one fdatasync per append) or bolt (raft-boltdb); a group keeps the store it was created with")
+	fs.StringVar(&c.WALSegmentSize, "wal-segment-size", "64MiB", "size of the raft log's segment files (--log-store wal) for raft groups this node creates; each group preallocates one ahead")
+	fs.DurationVar(&c.DiskStall, "disk-stall-timeout", shard.DefaultStallAfter, "a raft log or stable-store write in flight this long makes the replica step aside (its followers elect another leader) until it completes; 0 disables")
+	fs.StringVar(&c.DiskReserve, "disk-reserve", "512MiB,5%", "free space kept in --data-dir: below the largest of these sizes and percentages of the filesystem, new sends are refused with RESOURCE_EXHAUSTED (receives, acks and deletes go on); 0 disables")
 	fs.StringVar(&c.Join, "join", "", "comma-separated gossip addresses of nodes to join (retried until one answers)")
 	fs.StringVar(&c.ClusterName, "cluster-name", "", "label on every gossip message; nodes with a different name (or none) are ignored, so clusters sharing a network never merge (set the same on every node; changing it on a running cluster splits it)")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 3, "form a new cluster once this many nodes with the same value have met; set 0 on nodes added to an existing cluster")
@@ -148,7 +154,28 @@ func (c *config) finish() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
+	if c.DiskStall < 0 {
+		return fmt.Errorf("--disk-stall-timeout must not be negative (0 disables)")
+	}
+	if _, err := parseReserve(c.DiskReserve); err != nil {
+		return err
+	}
+	if n, err := parseSize(c.WALSegmentSize); err != nil || n < 1<<20 || n > 1<<30 {
+		return fmt.Errorf("--wal-segment-size %q must be a size within 1MiB..1GiB", c.WALSegmentSize)
+	}
 	return nil
+}
+
+// diskSettings are the raft store settings the flags ask for; finish has
+// checked them.
+func (c *config) diskSettings() (stall time.Duration, reserve cluster.DiskReserve, segment int) {
+	stall = c.DiskStall
+	if stall == 0 {
+		stall = -1 // disabled
+	}
+	reserve, _ = parseReserve(c.DiskReserve)
+	seg, _ := parseSize(c.WALSegmentSize)
+	return stall, reserve, int(seg)
 }
 
 func (c *config) joinList() []string {

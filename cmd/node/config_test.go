@@ -56,6 +56,11 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--node-id", "n", "extra"}, nil, "unexpected argument"},
 		{[]string{"--node-id", "n", "--max-clock-offset", "0s"}, nil, "--max-clock-offset must be within 1ms..1m0s"},
 		{[]string{"--node-id", "n", "--max-clock-offset", "2m"}, nil, "--max-clock-offset"},
+		{[]string{"--node-id", "n", "--disk-reserve", "lots"}, nil, `--disk-reserve: size "lots"`},
+		{[]string{"--node-id", "n", "--disk-reserve", "512MiB,120%"}, nil, "within [0, 100)"},
+		{[]string{"--node-id", "n", "--disk-reserve", "5 parsecs"}, nil, `unknown unit "parsecs"`},
+		{[]string{"--node-id", "n", "--wal-segment-size", "100KiB"}, nil, "--wal-segment-size"},
+		{[]string{"--node-id", "n", "--disk-stall-timeout", "-1s"}, nil, "--disk-stall-timeout"},
 		{[]string{"--node-id", "n"}, map[string]string{"RAFTQ_SHARDS": "many"}, "RAFTQ_SHARDS"},
 		{[]string{"--no-such-flag"}, nil, "not defined"},
 	}
@@ -73,9 +78,36 @@ func TestParseConfigHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "RAFTQ_"} {
+	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "wal-segment-size", "disk-stall-timeout", "disk-reserve", "repair", "RAFTQ_"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
+		}
+	}
+}
+
+func TestParseConfigDiskSettings(t *testing.T) {
+	c, err := parseConfig([]string{"--node-id", "n1"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stall, reserve, seg := c.diskSettings()
+	if stall != time.Second || reserve.Bytes != 512<<20 || reserve.Percent != 5 || seg != 64<<20 {
+		t.Fatalf("defaults: stall %v reserve %+v segment %d", stall, reserve, seg)
+	}
+	c, err = parseConfig([]string{"--node-id", "n1", "--disk-stall-timeout", "0", "--disk-reserve", "1GB, 2%,8MiB", "--wal-segment-size", "4MiB"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stall, reserve, seg = c.diskSettings()
+	if stall >= 0 || reserve.Bytes != 1e9 || reserve.Percent != 2 || seg != 4<<20 {
+		t.Fatalf("set: stall %v (want disabled) reserve %+v segment %d", stall, reserve, seg)
+	}
+	if r, err := parseReserve("0"); err != nil || r.Bytes != 0 || r.Percent != 0 {
+		t.Fatalf(`parseReserve("0") = %+v, %v; want no reserve`, r, err)
+	}
+	for in, want := range map[string]uint64{"512": 512, "1.5KiB": 1536, "2 GiB": 2 << 30, "3MB": 3e6} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
 }

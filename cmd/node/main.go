@@ -88,14 +88,17 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	// fatal carries the reason a node must stop (a damaged meta replica, a
 	// node that lost its state); run returns it and the process exits 1.
 	fatal := make(chan error, 1)
+	stall, reserve, segment := cfg.diskSettings()
 	node, err := cluster.Start(ctx, cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, GRPCAddr: cfg.GRPCAdvertise,
 		RaftBind: cfg.RaftBind, RaftAdvertise: cfg.RaftAdvertise,
 		GossipBind: cfg.GossipBind, GossipAdvertise: cfg.GossipAdvertise,
 		Join: cfg.joinList(), ClusterName: cfg.ClusterName, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, MaxClockOffset: cfg.MaxClockOffset, Logger: base,
-		Raft:   shard.RaftTuning{LogStore: cfg.LogStore},
-		Repair: cfg.Repair,
+		Raft:        shard.RaftTuning{LogStore: cfg.LogStore, WALSegmentBytes: segment},
+		Disk:        shard.DiskOptions{StallAfter: stall, OnFatal: func(err error) { diskFatal(log, err) }},
+		DiskReserve: reserve,
+		Repair:      cfg.Repair,
 		Fatal: func(err error) {
 			select {
 			case fatal <- err:
@@ -212,4 +215,21 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	}
 	log.Info("stopped cleanly")
 	return nil
+}
+
+// diskFatal stops the process after a raft store write failed with
+// anything but lack of space (shard.DiskOptions.OnFatal). It exits at once,
+// from the failing write: the node must not go on (a failed fsync may have
+// lost data the kernel said was written, and retrying it could report
+// success for nothing), and what the failed write held was never
+// acknowledged. On restart every raft group recovers from its log on disk.
+func diskFatal(log *slog.Logger, err error) {
+	attrs := []any{"err", err}
+	var de *shard.DiskError
+	if errors.As(err, &de) {
+		attrs = append(attrs, "group", de.Group, "op", de.Op, "dir", de.Dir, "cause", de.Err)
+	}
+	log.Error("FATAL: raft store write failed; stopping the node. Check the disk holding dir (kernel log, SMART, mount state) "+
+		"and restart the node once it is sound: it recovers from its raft log (what the failed write held was never acknowledged)", attrs...)
+	os.Exit(1)
 }

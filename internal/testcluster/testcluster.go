@@ -66,6 +66,9 @@ type Options struct {
 	// win), e.g. --clock-offset; they become its ExtraArgs, which later
 	// restarts keep unless the test changes them.
 	NodeArgs [][]string
+	// DataDirs, if set, is node i's data directory (a filesystem the test
+	// prepared, say); default a directory under the test's temp dir.
+	DataDirs []string
 }
 
 // Node is one raftq-node process.
@@ -115,7 +118,7 @@ func Start(t testing.TB, bin string, opts Options) *Cluster {
 		ports := all[4*(i-1) : 4*i]
 		n := &Node{
 			ID:     "n" + strconv.Itoa(i),
-			Dir:    filepath.Join(dir, "n"+strconv.Itoa(i)),
+			Dir:    nodeDir(opts, dir, i),
 			GRPC:   "127.0.0.1:" + ports[0],
 			Raft:   "127.0.0.1:" + ports[1],
 			Gossip: "127.0.0.1:" + ports[2],
@@ -145,6 +148,14 @@ func Start(t testing.TB, bin string, opts Options) *Cluster {
 		}
 	}
 	return c
+}
+
+// nodeDir is the data directory of node i (1-based).
+func nodeDir(opts Options, tmp string, i int) string {
+	if i-1 < len(opts.DataDirs) && opts.DataDirs[i-1] != "" {
+		return opts.DataDirs[i-1]
+	}
+	return filepath.Join(tmp, "n"+strconv.Itoa(i))
 }
 
 func freePorts(t testing.TB, n int) []string {
@@ -247,6 +258,34 @@ func (c *Cluster) Stop(i int, timeout time.Duration) error {
 	case <-time.After(timeout):
 		return fmt.Errorf("node %s did not exit within %v of SIGTERM", c.Nodes[i].ID, timeout)
 	}
+}
+
+// WaitExit waits up to d for node i's process to exit on its own and
+// returns its exit error (nil: exit 0); exited is false if it still runs.
+func (c *Cluster) WaitExit(i int, d time.Duration) (exited bool, err error) {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	select {
+	case <-done:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return true, n.err
+	case <-time.After(d):
+		return false, nil
+	}
+}
+
+// PID is node i's current process id (0 before it started).
+func (c *Cluster) PID(i int) int {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
 }
 
 // Running reports whether node i's process is alive.
