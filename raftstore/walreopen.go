@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -104,6 +105,14 @@ func (r *reopenWAL) StoreLogs(logs []*raft.Log) error {
 			// rotation leaves this too). Only rebuilding the replica helps.
 			r.logger.Error("raft log cannot append: its last segment is sealed and raft-wal did not start a new one; rebuild this replica",
 				"dir", r.dir, "err", err)
+			// Recorded so that the restart that follows the fatal write
+			// error leaves this replica out (for repair) instead of
+			// failing the same way in a loop.
+			d := damage(filepath.Dir(r.dir), "", ReasonSegment, r.dir, logs[0].Index,
+				"raft-wal cannot append: its last segment was sealed and no new segment was started (an interrupted segment rotation)")
+			if merr := MarkDamaged(d); merr != nil {
+				r.logger.Error("could not record replica damage", "err", merr)
+			}
 		}
 	}
 	return err
