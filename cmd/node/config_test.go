@@ -54,6 +54,7 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--node-id", "n", "--log-level", "loud"}, nil, "--log-level"},
 		{[]string{"--node-id", "n", "--log-store", "rocks"}, nil, `--log-store must be wal or bolt, got "rocks"`},
 		{[]string{"--node-id", "n", "extra"}, nil, "unexpected argument"},
+		{[]string{"--node-id", "n", "--snapshot-interval", "-1s"}, nil, "--snapshot-interval"},
 		{[]string{"--node-id", "n"}, map[string]string{"RAFTQ_SHARDS": "many"}, "RAFTQ_SHARDS"},
 		{[]string{"--no-such-flag"}, nil, "not defined"},
 	}
@@ -71,7 +72,7 @@ func TestParseConfigHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "shutdown-timeout", "log-level", "log-store", "RAFTQ_"} {
+	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "shutdown-timeout", "log-level", "log-store", "repair", "snapshot-threshold", "snapshot-interval", "RAFTQ_"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}

@@ -89,7 +89,8 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		GossipBind: cfg.GossipBind, GossipAdvertise: cfg.GossipAdvertise,
 		Join: cfg.joinList(), ClusterName: cfg.ClusterName, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, Logger: base,
-		Raft:   shard.RaftTuning{LogStore: cfg.LogStore},
+		Raft: shard.RaftTuning{LogStore: cfg.LogStore,
+			SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
 		Repair: cfg.Repair,
 		Fatal: func(err error) {
 			select {
