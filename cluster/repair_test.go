@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -145,6 +146,9 @@ func TestNodeThatLostItsStateRejoinsOnlyWhenRepaired(t *testing.T) {
 	// The cluster still serves on n1 and n2.
 	ids = append(ids, tc.enqueue(t, "while-fenced", 10)...)
 	tc.stop("n3")
+	// The refused start left an empty meta replica behind (it is opened
+	// before the identity check); it must be repaired like a missing one,
+	// not taken for the replica the meta group lists.
 
 	cfg.Repair = true
 	tc.cfgs["n3"] = cfg
@@ -172,6 +176,11 @@ func TestNodeThatLostItsStateRejoinsOnlyWhenRepaired(t *testing.T) {
 		t.Fatalf("repairing start reported %v", f.errs[1:])
 	}
 	waitFor(t, 15*time.Second, "replicas agree", func() error { return tc.shardDigestsMatch(n3) })
+	for _, want := range []string{"meta OP_REMOVE n3", "meta OP_ADD_NONVOTER n3", "meta OP_PROMOTE n3"} {
+		if !slices.Contains(tc.groupChanges(), want) {
+			t.Fatalf("n3's empty meta replica was not removed and re-added (no %q): %v", want, tc.groupChanges())
+		}
+	}
 	if !n3.ident.Verified() || n3.mux.Isolated() {
 		t.Fatalf("after repair: verified %v isolated %v", n3.ident.Verified(), n3.mux.Isolated())
 	}
