@@ -277,6 +277,9 @@ func (n *Node) openMeta() error {
 		}
 		n.mux.SetIsolated(true)
 		n.meta, err = open()
+	} else if damaged {
+		// `raftq cluster repair` cannot reach a node that does not run.
+		err = fmt.Errorf("the node cannot run without its meta replica: start it with --repair: %w", err)
 	}
 	if err != nil {
 		if c, ok := tr.(raft.WithClose); ok {
