@@ -49,6 +49,7 @@ type Node struct {
 	verified     chan struct{}
 	verifiedOnce sync.Once
 	fatalOnce    sync.Once
+	repairMu     sync.Mutex // serializes Repair
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -301,15 +302,30 @@ func (n *Node) fatal(err error) {
 }
 
 // repairAtStart repairs damaged shard replicas once the node is ready
-// (--repair).
+// (--repair), and tries again every rejoinEvery until none is left: a
+// repair needs the group's leader, and a node restarted right after it
+// stopped may have led the group itself, so the others are still
+// electing one.
 func (n *Node) repairAtStart(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 		return
 	case <-n.ready:
 	}
-	for _, r := range n.Repair(ctx) {
-		n.logger.Info("repair", "group", r.GetGroup(), "reason", r.GetReason(), "outcome", r.GetOutcome())
+	tick := time.NewTicker(rejoinEvery)
+	defer tick.Stop()
+	for {
+		for _, r := range n.Repair(ctx) {
+			n.logger.Info("repair", "group", r.GetGroup(), "reason", r.GetReason(), "outcome", r.GetOutcome())
+		}
+		if len(n.shards.damagedReplicas()) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 

@@ -156,6 +156,11 @@ func (n *Node) groupChangeIndex(ctx context.Context, group string, op raftqv1.Gr
 // back. It returns what it did per group. A damaged meta replica is
 // repaired at start (--repair), since the node cannot run without one.
 func (n *Node) Repair(ctx context.Context) []*raftqv1.GroupRepair {
+	// One repair at a time (--repair's retries, an operator's command):
+	// a second one working from the same damage would move the freshly
+	// re-created directory aside.
+	n.repairMu.Lock()
+	defer n.repairMu.Unlock()
 	var out []*raftqv1.GroupRepair
 	for id, d := range n.shards.damagedReplicas() {
 		g := shardGroup(id)

@@ -289,3 +289,44 @@ func TestForgetfulReplicaCannotElectALeaderWithoutTheWrites(t *testing.T) {
 		return nil
 	})
 }
+
+// A node started with --repair right after it stopped may have led the
+// group of its damaged replica: the others have not elected a leader yet,
+// so the first removal is refused. The repair is tried again until it
+// takes.
+func TestRepairAtStartWaitsForTheGroupsNewLeader(t *testing.T) {
+	tc := formThree(t)
+	ids := tc.enqueue(t, "before", 20)
+	leaders, err := tc.shardLeaders()
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := leaders[0]
+	tc.kill(victim)
+	if err := os.Remove(filepath.Join(tc.cfgs[victim].DataDir, "shards", "0", "raft.db")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := tc.cfgs[victim]
+	cfg.Repair = true
+	tc.cfgs[victim] = cfg
+	n := tc.start(victim)
+	waitFor(t, 60*time.Second, victim+"'s shard replica repaired and back as a voter", func() error {
+		if d := n.Damaged(); len(d) > 0 {
+			return fmt.Errorf("still damaged: %v", d)
+		}
+		sh := n.LocalShard(0)
+		if sh == nil {
+			return errors.New("not open")
+		}
+		if s, ok := groupSuffrage(sh.Raft(), victim); !ok || s != raft.Voter {
+			return fmt.Errorf("suffrage %v %v", s, ok)
+		}
+		if len(n.ident.Rejoining()) > 0 {
+			return fmt.Errorf("still rejoining %v", n.ident.Rejoining())
+		}
+		if m := missing(n, ids); len(m) > 0 {
+			return fmt.Errorf("lacks %d", len(m))
+		}
+		return nil
+	})
+}
