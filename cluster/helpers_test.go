@@ -58,6 +58,13 @@ type testCluster struct {
 	changes   []string
 }
 
+// liveNode is the running node id, or nil; safe beside the test goroutine.
+func (tc *testCluster) liveNode(id string) *Node {
+	tc.liveMu.Lock()
+	defer tc.liveMu.Unlock()
+	return tc.live[id]
+}
+
 // groupChanges lists the group changes applied so far.
 func (tc *testCluster) groupChanges() []string {
 	tc.changesMu.Lock()

@@ -199,6 +199,12 @@ func (n *Node) repairShard(ctx context.Context, id uint32, d *raftstore.DamageEr
 func (n *Node) rejoinLoop(ctx context.Context) {
 	tick := time.NewTicker(rejoinEvery)
 	defer tick.Stop()
+	// targets holds, per group being rejoined, the leader's last log index
+	// of the previous round: the replica counts as caught up once it has
+	// applied that far. The index of the same round is never reached
+	// under steady writes: by the time the replica's applied index is
+	// read, the leader has appended more.
+	targets := map[string]uint64{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -206,7 +212,7 @@ func (n *Node) rejoinLoop(ctx context.Context) {
 		case <-n.verifiedCh():
 		}
 		for group, voter := range n.ident.Rejoining() {
-			if err := n.rejoin(ctx, group, voter); err != nil && ctx.Err() == nil {
+			if err := n.rejoin(ctx, group, voter, targets); err != nil && ctx.Err() == nil {
 				n.logger.Info("rejoining group: not yet", "group", group, "err", err)
 			}
 		}
@@ -218,7 +224,7 @@ func (n *Node) rejoinLoop(ctx context.Context) {
 	}
 }
 
-func (n *Node) rejoin(ctx context.Context, group string, voter bool) error {
+func (n *Node) rejoin(ctx context.Context, group string, voter bool, targets map[string]uint64) error {
 	r, applied := n.localRaft(group)
 	if r == nil {
 		return errors.New("local replica not open yet")
@@ -227,14 +233,20 @@ func (n *Node) rejoin(ctx context.Context, group string, voter bool) error {
 	if err != nil {
 		return err
 	}
-	if applied() < last {
-		return fmt.Errorf("catching up: applied %d of %d", applied(), last)
+	target, ok := targets[group]
+	if !ok {
+		target = last
+	}
+	targets[group] = last
+	if got := applied(); got < target {
+		return fmt.Errorf("catching up: applied %d of %d", got, target)
 	}
 	if voter {
 		if err := n.groupChange(ctx, group, raftqv1.GroupChangeRequest_OP_PROMOTE); err != nil {
 			return err
 		}
 	}
+	delete(targets, group)
 	n.logger.Info("replica rejoined its group", "group", group, "voter", voter)
 	return n.ident.Rejoined(group)
 }

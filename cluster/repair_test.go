@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -329,4 +330,78 @@ func TestRepairAtStartWaitsForTheGroupsNewLeader(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Under steady writes the leader is always a few entries ahead of a
+// replica catching up; the rejoin must still end with a promotion while
+// the writes go on.
+func TestRejoinFinishesUnderSteadyWrites(t *testing.T) {
+	tc := formThree(t)
+	tc.enqueue(t, "before", 20)
+	tc.stop("n3")
+	if err := os.Remove(filepath.Join(tc.cfgs["n3"].DataDir, "shards", "0", "raft.db")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := tc.cfgs["n3"]
+	cfg.Repair = true
+	tc.cfgs["n3"] = cfg
+
+	// The writer runs beside the test goroutine: it finds the leader
+	// through n1 and the live map, never through tc.nodes.
+	// Eight writers, each pausing a random 0-2 ms between writes so their
+	// proposals do not all travel in one group commit: an entry is almost
+	// always on its way.
+	n1 := tc.nodes["n1"]
+	stop := make(chan struct{})
+	done := make(chan int)
+	const writers = 8
+	for w := range writers {
+		go func() {
+			sent := 0
+			defer func() { done <- sent }()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, _ := n1.LocalShard(0).Leader()
+				leader := tc.liveNode(string(l))
+				if leader == nil || leader.LocalShard(0) == nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := leader.LocalShard(0).Propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Enqueue{Enqueue: &fsmpb.Enqueue{
+					Queue: "q", Messages: []*fsmpb.NewMessage{{Body: fmt.Appendf(nil, "steady-%d-%d", w, i)}}}}})
+				cancel()
+				if err == nil {
+					sent++
+				}
+			}
+		}()
+	}
+	n3 := tc.start("n3")
+	waitFor(t, 60*time.Second, "n3's shard replica promoted while the writes go on", func() error {
+		sh := n3.LocalShard(0)
+		if sh == nil {
+			return errors.New("not open")
+		}
+		if s, ok := groupSuffrage(sh.Raft(), "n3"); !ok || s != raft.Voter {
+			return fmt.Errorf("suffrage %v %v", s, ok)
+		}
+		if len(n3.ident.Rejoining()) > 0 {
+			return fmt.Errorf("still rejoining %v", n3.ident.Rejoining())
+		}
+		return nil
+	})
+	close(stop)
+	sent := 0
+	for range writers {
+		sent += <-done
+	}
+	if sent < 10 {
+		t.Fatalf("only %d writes went on during the rejoin", sent)
+	}
 }
