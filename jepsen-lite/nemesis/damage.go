@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/raftq/raftq/internal/diskfault"
@@ -122,11 +123,18 @@ func (n *Nemesis) damage(ctx context.Context) (string, func(context.Context) err
 func damageFiles(dataDir, mode string, rng *rand.Rand) (string, string, error) {
 	var segs []string
 	if mode != LoseDisk {
-		groups, err := filepath.Glob(filepath.Join(dataDir, "shards", "*"))
+		groups := []string{diskfault.MetaDir(dataDir)}
+		shards, err := filepath.Glob(filepath.Join(dataDir, "shards", "*"))
 		if err != nil {
 			return "", "", err
 		}
-		for _, g := range append([]string{diskfault.MetaDir(dataDir)}, groups...) {
+		for _, g := range shards {
+			// Only live replicas: a repair leaves <id>.damaged-<time> beside them.
+			if _, err := strconv.ParseUint(filepath.Base(g), 10, 32); err == nil {
+				groups = append(groups, g)
+			}
+		}
+		for _, g := range groups {
 			if seg, err := diskfault.NewestSegment(g); err == nil {
 				segs = append(segs, seg)
 			}

@@ -19,7 +19,9 @@ import (
 func fakeData(t *testing.T, dataLen int) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, g := range []string{diskfault.MetaDir(dir), diskfault.ShardDir(dir, 0)} {
+	// A replica moved aside by a repair is never damaged again.
+	aside := diskfault.ShardDir(dir, 0) + ".damaged-20261125T112517"
+	for _, g := range []string{diskfault.MetaDir(dir), diskfault.ShardDir(dir, 0), aside} {
 		if err := os.MkdirAll(filepath.Join(g, "wal"), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +90,7 @@ func TestDamageFilesModes(t *testing.T) {
 func allSegments(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
-	for _, g := range []string{diskfault.MetaDir(dir), diskfault.ShardDir(dir, 0)} {
+	for _, g := range []string{diskfault.MetaDir(dir), diskfault.ShardDir(dir, 0), diskfault.ShardDir(dir, 0) + ".damaged-20261125T112517"} {
 		s, err := diskfault.Segments(g)
 		if err != nil {
 			t.Fatal(err)
@@ -227,5 +229,27 @@ func TestEnsureKindRunsAfterHalfTheRun(t *testing.T) {
 	n.ran["damage"] = 0
 	if k := n.overdue(ctx, half); k != "" {
 		t.Fatalf("a kind not enabled is forced: %q", k)
+	}
+}
+
+// A replica a repair moved aside (<id>.damaged-<time>) is kept for a
+// post-mortem and is never chosen.
+func TestDamageSkipsReplicasMovedAside(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	dir := fakeData(t, 200<<10)
+	aside := filepath.Join(diskfault.ShardDir(dir, 0)+".damaged-20261125T112517", "wal", "00000000000000000001-0000000000000000.wal")
+	want, err := os.ReadFile(aside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		for _, mode := range []string{TruncateTail, FlipBytes} {
+			if _, _, err := damageFiles(dir, mode, rng); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got, err := os.ReadFile(aside); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the replica moved aside was damaged (%v)", err)
 	}
 }
