@@ -111,15 +111,30 @@ type GroupRepair struct {
 	Group, Reason, Outcome string
 }
 
-// Status asks any node for its view of the cluster.
+// Status asks for a node's view of the cluster: the first seed (Dial's
+// addresses, in order) that answers, so `raftq --addr X cluster status`
+// shows X's view, X's damaged replicas included; any node when no seed
+// answers.
 func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
 	var resp *raftqv1.StatusResponse
-	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
-		resp, err = raftqv1.NewClusterClient(cc).Status(ctx, &raftqv1.StatusRequest{}, co...)
-		return err
-	})
+	var err error
+	for _, addr := range c.seeds {
+		_, err = c.attempt(ctx, addr, c.cfg.callTimeout, true, func(ctx context.Context, cc *grpc.ClientConn) (err error) {
+			resp, err = raftqv1.NewClusterClient(cc).Status(ctx, &raftqv1.StatusRequest{})
+			return err
+		})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		err = c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+			resp, err = raftqv1.NewClusterClient(cc).Status(ctx, &raftqv1.StatusRequest{}, co...)
+			return err
+		})
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cluster status: %w", err)
+		return nil, fmt.Errorf("cluster status: %w", fromStatus(err))
 	}
 	out := &ClusterStatus{NodeID: resp.GetNodeId(), MetaLeaderID: resp.GetMetaLeaderId()}
 	for _, d := range resp.GetDamaged() {

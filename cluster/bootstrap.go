@@ -50,7 +50,13 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 			n.gossip.announceState()
 			return
 		}
-		servers, verdict, detail := bootstrapCandidates(n.gossip.alive(), expect)
+		// A node that verified itself as part of a new cluster (every
+		// expected member without state, identity.go) bootstraps with the
+		// others even if one of them got there first and now has state:
+		// every initial voter must hold the configuration, or a group
+		// whose first bootstrapper cannot lead (its clock is off, say)
+		// never elects anyone.
+		servers, verdict, detail := bootstrapCandidates(n.gossip.alive(), expect, n.formedNew.Load())
 		switch verdict {
 		case joinExisting:
 			// A cluster exists: its meta leader will add this node.
@@ -119,12 +125,16 @@ const (
 // bootstrap-expect expect should do, and with which voters (sorted by id, so
 // every initial node proposes the identical configuration). detail names a
 // member with state (joinExisting) or one with a mismatched expect value.
-func bootstrapCandidates(alive []member, expect int) ([]raft.Server, bootstrapVerdict, string) {
+//
+// With sameFormation, a member with state that advertises the same expect
+// value counts as a candidate instead of making this node join: it is
+// another initial voter of this formation that bootstrapped first.
+func bootstrapCandidates(alive []member, expect int, sameFormation bool) ([]raft.Server, bootstrapVerdict, string) {
 	var servers []raft.Server
 	mismatch := ""
 	for _, m := range alive {
 		switch e := int(m.meta.GetBootstrapExpect()); {
-		case m.meta.GetHasState():
+		case m.meta.GetHasState() && !(sameFormation && e == expect):
 			return nil, joinExisting, m.NodeID
 		case e == 0:
 		case e != expect:

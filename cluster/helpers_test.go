@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +52,24 @@ type testCluster struct {
 	nodes  map[string]*Node
 	// started names the nodes that ran at least once.
 	started map[string]bool
+	// changes records the group changes leaders applied for peers
+	// (testPeers.GroupChange), as "group op node".
+	changesMu sync.Mutex
+	changes   []string
+}
+
+// liveNode is the running node id, or nil; safe beside the test goroutine.
+func (tc *testCluster) liveNode(id string) *Node {
+	tc.liveMu.Lock()
+	defer tc.liveMu.Unlock()
+	return tc.live[id]
+}
+
+// groupChanges lists the group changes applied so far.
+func (tc *testCluster) groupChanges() []string {
+	tc.changesMu.Lock()
+	defer tc.changesMu.Unlock()
+	return slices.Clone(tc.changes)
 }
 
 func newTestCluster(t *testing.T) *testCluster {
@@ -263,6 +282,9 @@ func (p testPeers) GroupChange(ctx context.Context, to Member, req *raftqv1.Grou
 		}
 		return nil, "", err
 	}
+	p.tc.changesMu.Lock()
+	p.tc.changes = append(p.tc.changes, fmt.Sprintf("%s %s %s", req.GetGroup(), req.GetOp(), req.GetNodeId()))
+	p.tc.changesMu.Unlock()
 	return &raftqv1.GroupChangeResponse{LeaderId: to.NodeID, LeaderLastIndex: last}, "", nil
 }
 

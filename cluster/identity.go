@@ -81,8 +81,9 @@ func (n *Node) tryVerify(ctx context.Context) (bool, error) {
 	}
 	if len(withState) == 0 {
 		if n.cfg.BootstrapExpect > 0 {
-			if _, verdict, _ := bootstrapCandidates(alive, n.cfg.BootstrapExpect); verdict == bootstrapNow {
+			if _, verdict, _ := bootstrapCandidates(alive, n.cfg.BootstrapExpect, false); verdict == bootstrapNow {
 				n.logger.Info("identity check: every expected member is new; this is a new cluster")
+				n.formedNew.Store(true)
 				return true, n.settle("")
 			}
 		}
@@ -141,13 +142,19 @@ func (n *Node) verifyWith(ctx context.Context, resp *raftqv1.KnownResponse) erro
 }
 
 // lostGroups are the groups the cluster lists this node in whose local
-// replica is not intact: never created here, created empty at this start,
-// or marked for rejoining.
+// replica is not intact: never created here, created empty (at this start,
+// or at an earlier start that was refused before it took part: the meta
+// replica is opened before the identity check, so a node restarted with
+// --repair after a refused start finds an empty one that is not new), or
+// marked for rejoining.
 func (n *Node) lostGroups(listed []*raftqv1.GroupMember) []*raftqv1.GroupMember {
 	var out []*raftqv1.GroupMember
 	for _, g := range listed {
 		if g.GetGroup() == metaGroup {
-			if n.meta.Fresh() || n.rejoining(metaGroup) {
+			// Until verified the node's raft traffic is isolated, so a meta
+			// replica without state never had any: it cannot stand for the
+			// replica the cluster lists.
+			if n.meta.Fresh() || n.rejoining(metaGroup) || !n.meta.HasState() {
 				out = append(out, g)
 			}
 			continue

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -53,8 +54,12 @@ type Node struct {
 	ident        *raftstore.Node
 	verified     chan struct{}
 	verifiedOnce sync.Once
-	fatalOnce    sync.Once
-	digests      digestCounters
+	// formedNew: this node verified itself as an initial voter of a new
+	// cluster (identity.go); it bootstraps with the others (bootstrap.go).
+	formedNew atomic.Bool
+	fatalOnce sync.Once
+	digests   digestCounters
+	repairMu  sync.Mutex // serializes Repair
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -305,6 +310,9 @@ func (n *Node) openMeta() error {
 		}
 		n.mux.SetIsolated(true)
 		n.meta, err = open()
+	} else if damaged {
+		// `raftq cluster repair` cannot reach a node that does not run.
+		err = fmt.Errorf("the node cannot run without its meta replica: start it with --repair: %w", err)
 	}
 	if err != nil {
 		if c, ok := tr.(raft.WithClose); ok {
@@ -326,15 +334,30 @@ func (n *Node) fatal(err error) {
 }
 
 // repairAtStart repairs damaged shard replicas once the node is ready
-// (--repair).
+// (--repair), and tries again every rejoinEvery until none is left: a
+// repair needs the group's leader, and a node restarted right after it
+// stopped may have led the group itself, so the others are still
+// electing one.
 func (n *Node) repairAtStart(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 		return
 	case <-n.ready:
 	}
-	for _, r := range n.Repair(ctx) {
-		n.logger.Info("repair", "group", r.GetGroup(), "reason", r.GetReason(), "outcome", r.GetOutcome())
+	tick := time.NewTicker(rejoinEvery)
+	defer tick.Stop()
+	for {
+		for _, r := range n.Repair(ctx) {
+			n.logger.Info("repair", "group", r.GetGroup(), "reason", r.GetReason(), "outcome", r.GetOutcome())
+		}
+		if len(n.shards.damagedReplicas()) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 

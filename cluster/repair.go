@@ -156,6 +156,11 @@ func (n *Node) groupChangeIndex(ctx context.Context, group string, op raftqv1.Gr
 // back. It returns what it did per group. A damaged meta replica is
 // repaired at start (--repair), since the node cannot run without one.
 func (n *Node) Repair(ctx context.Context) []*raftqv1.GroupRepair {
+	// One repair at a time (--repair's retries, an operator's command):
+	// a second one working from the same damage would move the freshly
+	// re-created directory aside.
+	n.repairMu.Lock()
+	defer n.repairMu.Unlock()
 	var out []*raftqv1.GroupRepair
 	for id, d := range n.shards.damagedReplicas() {
 		g := shardGroup(id)
@@ -194,6 +199,12 @@ func (n *Node) repairShard(ctx context.Context, id uint32, d *raftstore.DamageEr
 func (n *Node) rejoinLoop(ctx context.Context) {
 	tick := time.NewTicker(rejoinEvery)
 	defer tick.Stop()
+	// targets holds, per group being rejoined, the leader's last log index
+	// of the previous round: the replica counts as caught up once it has
+	// applied that far. The index of the same round is never reached
+	// under steady writes: by the time the replica's applied index is
+	// read, the leader has appended more.
+	targets := map[string]uint64{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -201,7 +212,7 @@ func (n *Node) rejoinLoop(ctx context.Context) {
 		case <-n.verifiedCh():
 		}
 		for group, voter := range n.ident.Rejoining() {
-			if err := n.rejoin(ctx, group, voter); err != nil && ctx.Err() == nil {
+			if err := n.rejoin(ctx, group, voter, targets); err != nil && ctx.Err() == nil {
 				n.logger.Info("rejoining group: not yet", "group", group, "err", err)
 			}
 		}
@@ -213,7 +224,7 @@ func (n *Node) rejoinLoop(ctx context.Context) {
 	}
 }
 
-func (n *Node) rejoin(ctx context.Context, group string, voter bool) error {
+func (n *Node) rejoin(ctx context.Context, group string, voter bool, targets map[string]uint64) error {
 	r, applied := n.localRaft(group)
 	if r == nil {
 		return errors.New("local replica not open yet")
@@ -222,14 +233,20 @@ func (n *Node) rejoin(ctx context.Context, group string, voter bool) error {
 	if err != nil {
 		return err
 	}
-	if applied() < last {
-		return fmt.Errorf("catching up: applied %d of %d", applied(), last)
+	target, ok := targets[group]
+	if !ok {
+		target = last
+	}
+	targets[group] = last
+	if got := applied(); got < target {
+		return fmt.Errorf("catching up: applied %d of %d", got, target)
 	}
 	if voter {
 		if err := n.groupChange(ctx, group, raftqv1.GroupChangeRequest_OP_PROMOTE); err != nil {
 			return err
 		}
 	}
+	delete(targets, group)
 	n.logger.Info("replica rejoined its group", "group", group, "voter", voter)
 	return n.ident.Rejoined(group)
 }

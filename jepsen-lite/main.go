@@ -37,7 +37,7 @@ func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("jepsen-lite", flag.ContinueOnError)
 	workload := fs.String("workload", "queue", "comma-separated workloads run together, each on its own queue: queue, fifo, lease, or all")
-	nemesis := fs.String("nemesis", "partition,kill", "comma-separated faults: partition, kill, pause, clock, restart, all, or none")
+	nemesis := fs.String("nemesis", "partition,kill", "comma-separated faults: partition, kill, pause, clock, restart, damage, all, or none")
 	fs.DurationVar(&o.duration, "time", 60*time.Second, "how long clients run under faults (the final phase follows)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the fault schedule and client choices (0: from the clock; printed for replay)")
 	fs.StringVar(&o.backend, "backend", "local", "where nodes run: local (network namespaces, needs root) or compose (docker/compose.yaml; no clock nemesis)")
@@ -51,18 +51,23 @@ func parseFlags(args []string) (*options, error) {
 		return nil, err
 	}
 	o.workloads = list(*workload, []string{"queue", "fifo", "lease"})
-	o.nemeses = list(*nemesis, []string{"partition", "kill", "pause", "clock", "restart"})
+	o.nemeses = list(*nemesis, []string{"partition", "kill", "pause", "clock", "restart", "damage"})
 	switch o.backend {
 	case "local":
 	case "compose":
 		// The compose file does not pass RAFTQ_CLOCK_OFFSET through, so
-		// the compose backend has no clock skew; "all" means the rest.
+		// the compose backend has no clock skew, and the nodes' files are
+		// in docker volumes the harness does not reach, so no damage;
+		// "all" means the rest.
 		if *nemesis == "all" {
 			o.nemeses = []string{"partition", "kill", "pause", "restart"}
 		}
 		for _, k := range o.nemeses {
-			if k == "clock" {
+			switch k {
+			case "clock":
 				return nil, errors.New("--backend compose has no clock nemesis (docker/compose.yaml does not pass RAFTQ_CLOCK_OFFSET through)")
+			case "damage":
+				return nil, errors.New("--backend compose has no damage nemesis (the nodes' files are in docker volumes)")
 			}
 		}
 	default:

@@ -26,7 +26,8 @@ const (
 	ReasonTermLost      = "term-lost"            // the stable store's term is below what it stored before
 	ReasonLogShort      = "log-short"            // the log ends before what it had made durable
 	ReasonSnapshotGone  = "snapshot-missing"     // a compacted log with no snapshot to cover it
-	ReasonChecksum      = "checksum"             // an entry's or a snapshot's bytes do not match their checksum
+	ReasonSnapshot      = "snapshot-damaged"     // a snapshot's bytes do not match its CRC, or it does not restore
+	ReasonChecksum      = "checksum"             // an entry's bytes do not match its checksum
 	ReasonSegment       = "segment-damaged"      // a log segment file was cut or its metadata does not match
 	ReasonDiverged      = "diverged"             // its state digest differs from the other replicas'
 	ReasonGroupMissing  = "group-missing"        // node.json lists a group whose directory is gone

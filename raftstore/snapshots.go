@@ -112,7 +112,7 @@ func (w *where) checkSnapshot(s snapshotFile) *DamageError {
 		return w.damage(ReasonUnreadable, path, s.Index, "snapshot %s: read state: %v", s.ID, err)
 	}
 	if got := h.Sum(nil); !bytes.Equal(got, s.CRC) {
-		return w.damage(ReasonChecksum, path, s.Index,
+		return w.damage(ReasonSnapshot, path, s.Index,
 			"snapshot %s (index %d, term %d): state.bin has %d bytes and CRC-64 %x, it was written with %d bytes and CRC-64 %x",
 			s.ID, s.Index, s.Term, n, got, s.Size, s.CRC)
 	}

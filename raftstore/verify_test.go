@@ -486,7 +486,7 @@ func TestVerifyWithSnapshots(t *testing.T) {
 				state := filepath.Join(newestSnapshotDir(t, f.dir), snapshotStateBin)
 				flipIn(t, state, body(5))
 				g := groupReport(t, verifyUnchanged(t, f.root), "shard-0")
-				wantOnly(t, g, ReasonChecksum, state, newest)
+				wantOnly(t, g, ReasonSnapshot, state, newest)
 				flipped := body(5)
 				flipped[10] ^= 0x20
 				flipIn(t, state, flipped) // the byte back as it was

@@ -211,11 +211,23 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 	}
 	applied := newLogBytes()
 	guarded := raftstore.GuardFSM(countLogBytes(f, applied), rep)
-	r, err := raft.NewRaft(cfg, guarded, o.Disk.front(logs), o.Disk.stableStore(rep.Stable()), snaps, o.Transport)
+	// raft restores the newest snapshot here; one that does not read back
+	// makes the replica damaged instead of a silent fall back to an older
+	// snapshot or an endless retry.
+	checked := rep.CheckSnapshots(snaps)
+	r, err := raft.NewRaft(cfg, guarded, o.Disk.front(logs), o.Disk.stableStore(rep.Stable()), checked, o.Transport)
+	if d := checked.StartDamage(); d != nil {
+		if err == nil {
+			_ = r.Shutdown().Error()
+		}
+		closeAll()
+		return nil, fmt.Errorf("shard: %w", d)
+	}
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("shard: start raft: %w", err)
 	}
+	checked.Running()
 	sched := startSnapshotScheduler(&snapshotScheduler{
 		r: r, store: snaps, applied: applied, self: cfg.LocalID,
 		threshold: tun.SnapshotThreshold, interval: tun.SnapshotInterval, logger: o.Logger,

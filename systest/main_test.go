@@ -3,11 +3,22 @@
 package systest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/raftq/raftq/internal/testcluster"
 )
 
-var nodeBin string
+var (
+	nodeBin string
+	// cliBin is the operator CLI (cmd/raftq), for tests that act as an
+	// operator would.
+	cliBin string
+)
 
-func TestMain(m *testing.M) { testcluster.Main(m, &nodeBin) }
+func TestMain(m *testing.M) {
+	testcluster.Main(m, &nodeBin, func(ctx context.Context, dir string) (err error) {
+		cliBin, err = testcluster.BuildCLI(ctx, dir)
+		return err
+	})
+}

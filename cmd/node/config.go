@@ -50,6 +50,11 @@ type config struct {
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	Repair          bool
+	// SnapshotThreshold and SnapshotInterval override shard.RaftTuning's
+	// snapshot schedule; zero keeps the defaults. For tests that need a
+	// snapshot on disk within seconds (systest/damage_test.go).
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
@@ -80,6 +85,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", shard.MaxClockSkew, "largest offset of this node's clock from the median clock of the live members that still lets it lead; beyond it the node hands leadership away and refuses to lead until its clock is back (docs/fsm.md, \"Clock bound\"); set the same on every node")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM: bound for draining calls and handing off leadership")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "TESTING: log entries after which a snapshot may be taken (0: the default, 8192; docs/shard.md)")
+	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "TESTING: snapshot slot period shared by a group's voters (0: the default, 30s; docs/shard.md)")
 	fs.BoolVar(&c.Repair, "repair", false, "repair this node's damaged or lost replicas: each is removed from its raft group and re-added empty through raft (docs/operations.md); without it such a node refuses to start or leaves them out")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: raftq-node [flags]\n\nRuns one node of a raftq cluster. Every flag may also be set as RAFTQ_<FLAG>,\ne.g. RAFTQ_NODE_ID=n1, RAFTQ_JOIN=127.0.0.1:7301.\n\n"+
@@ -150,6 +157,8 @@ func (c *config) finish() error {
 		return fmt.Errorf("--max-clock-offset must be within 1ms..%v, got %v", maxClockOffsetLimit, c.MaxClockOffset)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout must be positive")
+	case c.SnapshotInterval < 0:
+		return fmt.Errorf("--snapshot-interval must not be negative")
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err

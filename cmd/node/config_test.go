@@ -61,6 +61,7 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--node-id", "n", "--disk-reserve", "5 parsecs"}, nil, `unknown unit "parsecs"`},
 		{[]string{"--node-id", "n", "--wal-segment-size", "100KiB"}, nil, "--wal-segment-size"},
 		{[]string{"--node-id", "n", "--disk-stall-timeout", "-1s"}, nil, "--disk-stall-timeout"},
+		{[]string{"--node-id", "n", "--snapshot-interval", "-1s"}, nil, "--snapshot-interval"},
 		{[]string{"--node-id", "n"}, map[string]string{"RAFTQ_SHARDS": "many"}, "RAFTQ_SHARDS"},
 		{[]string{"--no-such-flag"}, nil, "not defined"},
 	}
@@ -78,7 +79,7 @@ func TestParseConfigHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "wal-segment-size", "disk-stall-timeout", "disk-reserve", "repair", "RAFTQ_"} {
+	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "wal-segment-size", "disk-stall-timeout", "disk-reserve", "repair", "snapshot-threshold", "snapshot-interval", "RAFTQ_"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}

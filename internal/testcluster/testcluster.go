@@ -40,6 +40,23 @@ func Build(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
+// BuildCLI compiles cmd/raftq (the operator CLI) into dir and returns the
+// binary's path, for tests that drive a cluster the way an operator does.
+func BuildCLI(ctx context.Context, dir string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "raftq")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/raftq")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/raftq: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
@@ -179,6 +196,13 @@ func freePorts(t testing.TB, n int) []string {
 // Restart starts node i (again) with its data dir.
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
+	c.RestartArgs(i)
+}
+
+// RestartArgs starts node i (again) with its data dir and, for this start
+// only, the extra flags args (e.g. --repair).
+func (c *Cluster) RestartArgs(i int, extra ...string) {
+	c.t.Helper()
 	n := c.Nodes[i]
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -197,6 +221,8 @@ func (c *Cluster) Restart(i int) {
 	}
 	args = append(args, c.opts.Args...)
 	args = append(args, n.ExtraArgs...)
+	args = append(args, extra...)
+	fmt.Fprintf(logf, "=== testcluster: start %s %s at %s\n", n.ID, strings.Join(extra, " "), time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -221,6 +247,27 @@ func isDone(ch chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// Exited is closed when node i's current process has exited; ExitErr then
+// says how (nil: exit status 0).
+func (c *Cluster) Exited(i int) <-chan struct{} {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.done == nil {
+		c.t.Fatalf("node %s not started", n.ID)
+	}
+	return n.done
+}
+
+// ExitErr is how node i's last process exited (nil: status 0, or still
+// running).
+func (c *Cluster) ExitErr(i int) error {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
 }
 
 // Signal sends sig to node i's process.

@@ -1,9 +1,10 @@
 // Package nemesis injects faults into a jepsen-lite cluster on a schedule
 // drawn from a seed: network partitions of several shapes, kill -9 and
 // restart, SIGSTOP pauses longer than the visibility timeout, clock skew
-// (restart with --clock-offset) and rolling restarts. One fault is active
-// at a time; each is recorded in the history as an invoke when it starts
-// and an info when it is undone.
+// (restart with --clock-offset), rolling restarts, and damaged files (a
+// node's disk lost, its log's tail cut or bytes flipped, then a restart
+// with --repair). One fault is active at a time; each is recorded in the
+// history as an invoke when it starts and an info when it is undone.
 package nemesis
 
 import (
@@ -18,7 +19,7 @@ import (
 )
 
 // Kinds lists the fault families a run may enable.
-var Kinds = []string{"partition", "kill", "pause", "clock", "restart"}
+var Kinds = []string{"partition", "kill", "pause", "clock", "restart", "damage"}
 
 // Network is what the nemesis needs of a backend's network: cut the
 // cluster into components (nodes by slot) and undo every cut.
@@ -53,9 +54,16 @@ type Nemesis struct {
 	Visibility time.Duration
 	// Log receives a line per fault.
 	Log func(format string, args ...any)
+	// Ensure lists kinds that must run at least once: the first draw
+	// after half the run (by ctx's deadline) is one that has not run yet.
+	Ensure []string
 
 	rng    *rand.Rand
 	counts map[string]int
+	ran    map[string]int // by kind
+	// damaged is the node whose damage is not repaired yet, or -1: the
+	// damage nemesis never has two nodes damaged at once.
+	damaged int
 }
 
 // New validates kinds and seeds the schedule.
@@ -70,7 +78,7 @@ func New(nw Network, c Cluster, rec *history.Recorder, kinds []string, vis time.
 		}
 	}
 	return &Nemesis{Net: nw, Cluster: c, Rec: rec, Kinds: kinds, Visibility: vis, Log: func(string, ...any) {},
-		rng: rand.New(rand.NewPCG(seed, 0x6e656d65)), counts: map[string]int{}}, nil
+		rng: rand.New(rand.NewPCG(seed, 0x6e656d65)), counts: map[string]int{}, ran: map[string]int{}, damaged: -1}, nil
 }
 
 // Counts is how many faults of each shape ran.
@@ -81,11 +89,16 @@ func (n *Nemesis) Run(ctx context.Context) {
 	if len(n.Kinds) == 0 {
 		return
 	}
+	start := time.Now()
 	for {
 		if !sleep(ctx, time.Duration(2000+n.rng.IntN(3000))*time.Millisecond) {
 			return
 		}
 		kind := n.Kinds[n.rng.IntN(len(n.Kinds))]
+		if k := n.overdue(ctx, start); k != "" {
+			kind = k
+		}
+		n.ran[kind]++
 		hold := time.Duration(3000+n.rng.IntN(5000)) * time.Millisecond
 		desc, undo, err := n.start(ctx, kind, &hold)
 		if err != nil {
@@ -112,10 +125,27 @@ func (n *Nemesis) Run(ctx context.Context) {
 	}
 }
 
-// shape names a fault for the counts: "kill", "partition-bridge", ...
+// overdue is an Ensure kind that has not run although half the run has
+// passed, or "". The kind is drawn as usual first, so the schedule up to
+// then is the one the seed gave before Ensure existed.
+func (n *Nemesis) overdue(ctx context.Context, start time.Time) string {
+	end, ok := ctx.Deadline()
+	if !ok || time.Since(start) < end.Sub(start)/2 {
+		return ""
+	}
+	for _, k := range n.Ensure {
+		if n.ran[k] == 0 && slices.Contains(n.Kinds, k) {
+			return k
+		}
+	}
+	return ""
+}
+
+// shape names a fault for the counts: "kill", "partition-bridge",
+// "damage-flip-bytes", ...
 func shape(desc string) string {
 	f := strings.Fields(desc)
-	if f[0] == "partition" && len(f) > 1 {
+	if (f[0] == "partition" || f[0] == "damage") && len(f) > 1 {
 		return f[0] + "-" + f[1]
 	}
 	return f[0]
@@ -199,6 +229,8 @@ func (n *Nemesis) start(ctx context.Context, kind string, hold *time.Duration) (
 			}
 		}
 		return "restart rolling (SIGTERM each node in turn)", func(context.Context) error { return nil }, nil
+	case "damage":
+		return n.damage(ctx)
 	}
 	return "", nil, fmt.Errorf("unknown nemesis %q", kind)
 }

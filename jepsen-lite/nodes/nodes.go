@@ -42,6 +42,9 @@ type Node struct {
 	done   chan struct{}
 	paused bool
 	offset time.Duration
+	// repair: start with --repair (set once the node's files were
+	// damaged; damage.go).
+	repair bool
 }
 
 // Cluster is the set of nodes of one run.
@@ -92,7 +95,7 @@ func (c *Cluster) Start(i int, offset time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
 	}
-	fmt.Fprintf(logf, "=== jepsen-lite: start %s clock-offset %v at %s\n", n.ID, offset, time.Now().Format(time.RFC3339Nano))
+	fmt.Fprintf(logf, "=== jepsen-lite: start %s clock-offset %v repair %v at %s\n", n.ID, offset, n.repair, time.Now().Format(time.RFC3339Nano))
 	args := []string{"netns", "exec", n.NS, c.Bin,
 		"--node-id", n.ID, "--data-dir", n.Dir,
 		"--grpc-bind", n.GRPC,
@@ -102,6 +105,9 @@ func (c *Cluster) Start(i int, offset time.Duration) error {
 		"--join", c.join, "--bootstrap-expect", strconv.Itoa(len(c.Nodes)),
 		"--shards", strconv.Itoa(c.Shards), "--replication", strconv.Itoa(min(3, len(c.Nodes))),
 		"--shutdown-timeout", "10s", "--clock-offset", offset.String(),
+	}
+	if n.repair {
+		args = append(args, "--repair")
 	}
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
