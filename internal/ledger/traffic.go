@@ -30,6 +30,10 @@ type Traffic struct {
 	// the server confirmed.
 	SendsAcked, AcksConfirmed atomic.Int64
 
+	// OnSent, if set before the producers start, sees the message id of
+	// every acknowledged send.
+	OnSent func(id string)
+
 	mu      sync.Mutex
 	unclear []error
 }
@@ -115,6 +119,9 @@ func (t *Traffic) sent(body, id string, err error) bool {
 	t.L.Sent(body, id, err)
 	if err == nil {
 		t.SendsAcked.Add(1)
+		if t.OnSent != nil {
+			t.OnSent(id)
+		}
 	}
 	return err == nil
 }
