@@ -1,7 +1,6 @@
 // Package ledger books what a test's clients were told about every send,
 // delivery and ack, and judges the history against the delivery contract
-// (/work/shared/design/brief.md is the source; docs/fsm.md states it for
-// this repository):
+// (README.md, docs/fsm.md):
 //
 //   - every acknowledged send is delivered (durable before ack,
 //     at-least-once);
