@@ -6,10 +6,13 @@
 set -uo pipefail
 missing=()
 if [ "$(id -u)" != 0 ]; then
-	missing+=("root: the netns partition tests (jepsen-lite/netns, systest/grayfail) and make jepsen-smoke")
+	missing+=("root: the netns partition tests (jepsen-lite/netns, systest/grayfail), the disk fault tests and make jepsen-smoke")
 fi
 for tool in ip iptables; do
 	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool: the netns partition tests and make jepsen-smoke")
+done
+for tool in truncate losetup mkfs.ext4 mount umount fsfreeze; do
+	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool: the disk fault tests (loop filesystems)")
 done
 if ! command -v docker >/dev/null 2>&1 || ! timeout 15 docker info >/dev/null 2>&1; then
 	missing+=("a Docker engine: make compose-smoke")
