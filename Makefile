@@ -37,7 +37,13 @@ lint:
 test-go:
 	$(GO) test -race -count=1 -timeout 25m ./...
 
-test: lint test-go compose-smoke jepsen-smoke
+# fault-prereqs first: it names the fault suites that will skip here (and
+# fails at once under RAFTQ_STRICT_FAULTS=1, where they may not skip).
+test: fault-prereqs lint test-go compose-smoke jepsen-smoke
+
+.PHONY: fault-prereqs
+fault-prereqs:
+	@scripts/fault-prereqs.sh
 
 clean:
 	rm -rf $(BIN)
@@ -53,19 +59,24 @@ compose-up: docker-image
 	$(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml up -d
 compose-down:
 	$(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml down
-# Prints "skipped: no Docker engine" and succeeds when no engine answers.
+# Prints "skipped: no Docker engine" and succeeds when no engine answers;
+# fails instead under RAFTQ_STRICT_FAULTS=1 (.ci/run sets it).
 compose-smoke:
 	timeout -k 30 300 docker/smoke.sh
 
 # jepsen-lite smoke (docs/jepsen.md): every workload under a mix of faults,
 # in private network namespaces (needs root, iproute2, iptables; installed
 # here when missing). Bounded to 5 minutes; SEED replays a schedule.
-# Prints "skipped: needs root" and succeeds when not root.
+# Prints "skipped: needs root" and succeeds when not root; fails instead
+# under RAFTQ_STRICT_FAULTS=1 (.ci/run sets it).
 JEPSEN_SEED ?= 1
 JEPSEN_TIME ?= 45s
 .PHONY: jepsen-smoke
 jepsen-smoke:
-	@if [ "$$(id -u)" != 0 ]; then echo "jepsen-smoke skipped: needs root (network namespaces)"; exit 0; fi; \
+	@if [ "$$(id -u)" != 0 ]; then \
+		if [ "$$RAFTQ_STRICT_FAULTS" = 1 ]; then echo "jepsen-smoke FAILED: needs root (network namespaces) and RAFTQ_STRICT_FAULTS=1 forbids skipping it" >&2; exit 1; fi; \
+		echo "jepsen-smoke skipped: needs root (network namespaces)"; exit 0; \
+	fi; \
 	need=""; command -v ip >/dev/null || need="$$need iproute2"; command -v iptables >/dev/null || need="$$need iptables"; \
 	if [ -n "$$need" ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; fi; \
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq-node ./cmd/node && \

@@ -497,24 +497,25 @@ func TestRetryRules(t *testing.T) {
 
 func TestRetryStopsAtDeadline(t *testing.T) {
 	s := clienttest.NewServer(t)
-	// Every backoff (2-8 s) outlasts the deadline, so the client must give
-	// up after the first refusal with that refusal. The deadline leaves the
-	// first attempt a second to answer: with 300 ms and 0.25-0.5 s backoffs
-	// a loaded CI machine sometimes had an attempt in flight at the
-	// deadline, which is rightly "outcome unknown".
-	c := mustDial(t, []string{s.Addr}, WithRetry(RetryPolicy{MaxAttempts: 100, BaseDelay: 4 * time.Second, MaxDelay: 8 * time.Second}))
+	// Every backoff (half an hour to an hour) outlasts the caller's
+	// deadline, so the client must give up after the first refusal with
+	// that refusal: one attempt, answered before the deadline. A client
+	// that slept would have the deadline end its sleep (an error of the
+	// context, not the refusal); one that ignored it would sleep on.
+	c := mustDial(t, []string{s.Addr}, WithRetry(RetryPolicy{MaxAttempts: 100, BaseDelay: time.Hour, MaxDelay: time.Hour}))
 	mustCreate(t, c, "q", QueueOptions{})
 	s.Fail("SendBatch", 100, codes.Unavailable)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	start := time.Now()
 	_, err := c.Send(ctx, "q", []byte("x"))
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Send = %v, want ErrUnavailable", err)
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Send = %v, want the refusal (ErrUnavailable)", err)
 	}
-	// Ignoring the deadline would run up to 100 attempts 2-8 s apart.
-	if el := time.Since(start); el > 3*time.Second {
-		t.Fatalf("retries ran %v past a 1 s deadline", el)
+	if ctx.Err() != nil {
+		t.Fatal("Send returned only when the deadline ended: it slept toward a backoff past the deadline")
+	}
+	if n := len(s.Calls("SendBatch")); n != 1 {
+		t.Fatalf("%d attempts, want 1: no backoff fits before the deadline", n)
 	}
 }
 

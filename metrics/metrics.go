@@ -35,6 +35,9 @@ type Metrics struct {
 	// 10 ms, so the buckets are fine below 25 ms).
 	receiveWait  prometheus.Histogram
 	receiveClaim prometheus.Histogram
+	// receiveParked is the long polls waiting now: consumers idle at this
+	// node for want of messages.
+	receiveParked prometheus.Gauge
 }
 
 // New registers the node's metrics.
@@ -67,7 +70,11 @@ func New(shards Shards) *Metrics {
 		Help:    "Receives that returned messages: time from finding a message ready to holding the leases (the lease's raft round included).",
 		Buckets: []float64{.0005, .001, .002, .003, .005, .0075, .01, .015, .025, .05, .1, .25, .5, 1, 2.5},
 	})
-	reg.MustRegister(m.latency, m.propose, m.messages, m.receiveWait, m.receiveClaim,
+	m.receiveParked = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "raftq_receive_parked",
+		Help: "Receives of this node's clients parked in their long poll now: nothing was ready to lease, so they wait for a send.",
+	})
+	reg.MustRegister(m.latency, m.propose, m.messages, m.receiveWait, m.receiveClaim, m.receiveParked,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&shardCollector{shards: shards})
 	if c, ok := shards.(Clock); ok {
@@ -103,6 +110,14 @@ func (m *Metrics) ObserveReceive(waited, claim time.Duration) {
 	}
 	m.receiveWait.Observe(waited.Seconds())
 	m.receiveClaim.Observe(claim.Seconds())
+}
+
+// ReceiveParked moves the count of parked long polls by delta.
+func (m *Metrics) ReceiveParked(delta int) {
+	if m == nil {
+		return
+	}
+	m.receiveParked.Add(float64(delta))
 }
 
 // UnaryInterceptor records latency of every unary call.

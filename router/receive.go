@@ -33,8 +33,9 @@ type Leased struct {
 // waited is how long the receive went before the sweep that found
 // messages began: the long-poll part, which says how idle the consumer
 // was, not how slow the claim. The sweep itself, one raft round when a
-// shard holds enough, is the claim. With nothing returned, waited is the
-// whole call.
+// shard holds enough, is the claim. Messages the first sweep finds were
+// ready when the call came: waited is 0. With nothing returned, waited is
+// the whole call.
 //
 // Without a shard map it fails at once with a *NotReadyError.
 func (r *Router) Receive(ctx context.Context, rq *fsmpb.Receive, wait time.Duration) (leased []Leased, waited time.Duration, err error) {
@@ -43,10 +44,13 @@ func (r *Router) Receive(ctx context.Context, rq *fsmpb.Receive, wait time.Durat
 	}
 	start := time.Now()
 	deadline := start.Add(wait)
-	for {
+	for first := true; ; first = false {
 		sweepStart := time.Now()
 		got, err := r.sweep(ctx, rq)
 		if len(got) > 0 {
+			if first {
+				return got, 0, nil
+			}
 			return got, sweepStart.Sub(start), nil
 		}
 		if pe := (*PeerError)(nil); errors.As(err, &pe) {
@@ -60,7 +64,7 @@ func (r *Router) Receive(ctx context.Context, rq *fsmpb.Receive, wait time.Durat
 			// Empty and out of time: an error only if every shard failed.
 			return nil, time.Since(start), err
 		}
-		if werr := r.waitAny(ctx, rq.GetQueue(), remaining); werr != nil {
+		if werr := r.parked(func() error { return r.waitAny(ctx, rq.GetQueue(), remaining) }); werr != nil {
 			if ctx.Err() != nil {
 				return nil, time.Since(start), ctx.Err()
 			}
@@ -309,6 +313,15 @@ func (r *Router) waitAny(ctx context.Context, queue string, d time.Duration) err
 		return sleepCtx(wctx, 100*time.Millisecond)
 	}
 	return nil
+}
+
+// parked runs a long poll's wait, counted in Options.Parked meanwhile.
+func (r *Router) parked(wait func() error) error {
+	if r.opts.Parked != nil {
+		r.opts.Parked(1)
+		defer r.opts.Parked(-1)
+	}
+	return wait()
 }
 
 // ResultError carries an FSM whole-command refusal (e.g. queue not found).

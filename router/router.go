@@ -41,6 +41,10 @@ type Options struct {
 	// ObservePropose, if set, receives the latency of every proposal this
 	// node makes as a shard leader (hand-off to raft until applied).
 	ObservePropose func(shard uint32, d time.Duration)
+	// Parked, if set, is told +1 when a receive of this node's clients
+	// parks in its long poll (a sweep found nothing) and -1 when the wait
+	// ends.
+	Parked func(delta int)
 	// PeerProbe times the liveness checks on forwarded calls
 	// (internal/liveness): a forward out for After with nothing heard
 	// from its node in as long gets the node probed, and a probe

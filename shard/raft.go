@@ -38,6 +38,10 @@ type RaftTuning struct {
 	// frees whole segments only: entries stay readable until their
 	// segment goes.
 	WALSegmentBytes int
+
+	// onSnapshotLook, if set, is told every look of the snapshot
+	// scheduler (tests only).
+	onSnapshotLook func(snapshotLook)
 }
 
 func (t RaftTuning) withDefaults() RaftTuning {
@@ -231,6 +235,7 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 	sched := startSnapshotScheduler(&snapshotScheduler{
 		r: r, store: snaps, applied: applied, self: cfg.LocalID,
 		threshold: tun.SnapshotThreshold, interval: tun.SnapshotInterval, logger: o.Logger,
+		onLook: tun.onSnapshotLook,
 	})
 	return &Group{Raft: r, Replica: rep, closer: closers{sched, snaps, rep}}, nil
 }

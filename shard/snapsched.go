@@ -97,10 +97,26 @@ type snapshotScheduler struct {
 	threshold uint64
 	interval  time.Duration
 	logger    *slog.Logger
+	// onLook, if set, is told every look (RaftTuning.onSnapshotLook).
+	onLook func(snapshotLook)
 
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
+}
+
+// snapshotLook is one look of the scheduler: when, the slot it computed,
+// and what it decided. Tests watch these instead of timing snapshot files.
+type snapshotLook struct {
+	self   raft.ServerID
+	at     time.Time // the instant judged against the slot
+	pos, n int       // voter position and count
+	slot   time.Duration
+	inSlot bool
+	due    bool  // judged only in the slot
+	began  bool  // a snapshot was asked for
+	err    error // its outcome
+	took   time.Duration
 }
 
 func startSnapshotScheduler(s *snapshotScheduler) *snapshotScheduler {
@@ -131,12 +147,18 @@ func (s *snapshotScheduler) run() {
 			return
 		case <-t.C:
 		}
-		if !inSnapshotSlot(time.Now(), pos, n, w) || !s.due() {
+		look := snapshotLook{self: s.self, at: time.Now(), pos: pos, n: n, slot: w}
+		look.inSlot = inSnapshotSlot(look.at, pos, n, w)
+		look.due = look.inSlot && s.due()
+		if !look.due {
+			s.report(look)
 			continue
 		}
 		applied := s.applied.since()
 		began := time.Now()
 		err := s.r.Snapshot().Error()
+		look.began, look.err, look.took = true, err, time.Since(began)
+		s.report(look)
 		switch {
 		case err == nil:
 			took = time.Since(began)
@@ -148,6 +170,12 @@ func (s *snapshotScheduler) run() {
 		default:
 			s.logger.Warn("scheduled snapshot failed", "err", err)
 		}
+	}
+}
+
+func (s *snapshotScheduler) report(l snapshotLook) {
+	if s.onLook != nil {
+		s.onLook(l)
 	}
 }
 

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,13 +166,54 @@ func TestLogBytesCountsAppliedEntries(t *testing.T) {
 	}
 }
 
+// looks collects the snapshot scheduler's looks of a test cluster.
+type looks struct {
+	mu  sync.Mutex
+	all []snapshotLook
+}
+
+func (l *looks) add(x snapshotLook) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, x)
+}
+
+// since returns the looks made after t.
+func (l *looks) since(t time.Time) []snapshotLook {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []snapshotLook
+	for _, x := range l.all {
+		if x.at.After(t) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// waitLooks polls until cond holds over the looks made after t.
+func (l *looks) wait(t *testing.T, what string, after time.Time, cond func([]snapshotLook) bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond(l.since(after)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // The size rule in a real group: after a snapshot of a large state, many
-// small entries do not bring the next one, a log as large as the snapshot
-// does.
+// small entries do not bring the next one however often the scheduler
+// looks, a log as large as the snapshot does.
 func TestSnapshotWaitsForALogAsLargeAsItself(t *testing.T) {
 	tun := fastTuning()
 	tun.SnapshotThreshold = 4
-	tun.SnapshotInterval = time.Second // one voter: its slot is always open
+	// One voter: its slot is always open. A look every 500 ms, and the
+	// age rule (10 intervals) far beyond the test.
+	tun.SnapshotInterval = 4 * time.Second
+	seen := &looks{}
+	tun.onSnapshotLook = seen.add
 	c := newCluster(t, 1, true, tun)
 	sh := c.leader().sh
 	mustQueue(t, sh, "q", &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_STANDARD, DedupWindowMs: 600_000})
@@ -191,7 +230,21 @@ func TestSnapshotWaitsForALogAsLargeAsItself(t *testing.T) {
 	for i := range 40 { // ten times the threshold in entries, a few KB
 		mustEnqueue(t, sh, "q", &fsmpb.NewMessage{Body: []byte("s"), DedupKey: fmt.Sprintf("small%d", i)})
 	}
-	time.Sleep(1500 * time.Millisecond) // a dozen scheduler looks
+	small := time.Now()
+	seen.wait(t, "four looks at the small log", small, func(ls []snapshotLook) bool {
+		judged := 0
+		for _, l := range ls {
+			if l.inSlot {
+				judged++
+			}
+		}
+		return judged >= 4
+	})
+	for _, l := range seen.since(small) {
+		if l.due || l.began {
+			t.Fatalf("a look judged a log far smaller than the last snapshot due: %+v", l)
+		}
+	}
 	if got := snapIndex(); got != first {
 		t.Fatalf("a snapshot at index %s after a log far smaller than the last snapshot (at %s)", got, first)
 	}
@@ -199,65 +252,65 @@ func TestSnapshotWaitsForALogAsLargeAsItself(t *testing.T) {
 	for i := range 20 { // more log than the snapshot holds
 		mustEnqueue(t, sh, "q", &fsmpb.NewMessage{Body: big, DedupKey: fmt.Sprintf("more%d", i)})
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for snapIndex() == first {
-		if time.Now().After(deadline) {
-			t.Fatalf("no snapshot after a log larger than the last snapshot (still at %s)", first)
+	large := time.Now()
+	seen.wait(t, "a snapshot after a log larger than the last snapshot", large, func(ls []snapshotLook) bool {
+		for _, l := range ls {
+			if l.began && l.err == nil {
+				return true
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	})
+	if got := snapIndex(); got == first {
+		t.Fatalf("the scheduler took a snapshot, but the last snapshot is still at %s", first)
 	}
 }
 
-// In a real group each replica's snapshots start in its own slot (the
-// snapshot's name carries the time its file was created, just after the
-// start), so no two replicas' snapshots start within a slot of each other.
+// In a real group each replica starts its snapshots only in its own slot:
+// the first half of its turn among the voters sorted by ID. The test
+// watches the scheduler's looks, not the snapshots' file times, which a
+// loaded machine can make late.
 func TestReplicasSnapshotInTurn(t *testing.T) {
 	tun := fastTuning()
 	tun.SnapshotThreshold = 8
 	tun.SnapshotInterval = 3 * time.Second // three 1 s slots
+	seen := &looks{}
+	tun.onSnapshotLook = seen.add
 	c := newCluster(t, 3, true, tun)
 	mustQueue(t, c.leader().sh, "q", &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_STANDARD, DedupWindowMs: 600_000})
-	deadline := time.Now().Add(7 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
+	began := time.Now()
+	snapshotted := func() map[raft.ServerID]int {
+		out := map[raft.ServerID]int{}
+		for _, l := range seen.since(began) {
+			if l.began && l.err == nil {
+				out[l.self]++
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for i := 0; len(snapshotted()) < len(c.nodes); i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("not every replica took a snapshot under load: %v", snapshotted())
+		}
 		c.mustEnqueueAnywhere("q", fmt.Sprintf("m%d", i), make([]byte, 512))
 	}
-	const w = time.Second
 	for pos, nd := range c.nodes { // n1, n2, n3: IDs sort in this order
-		created := snapshotTimes(t, nd.dir)
-		if len(created) == 0 {
-			t.Errorf("%s took no snapshot in 7 s of load", nd.id)
-		}
-		for _, at := range created {
-			off := time.Duration(at.UnixNano() % int64(3*w))
-			// A start may be seen late (the FSM is busy, the machine
-			// loaded) but never early, and well before the next slot.
-			if off < time.Duration(pos)*w || off >= time.Duration(pos)*w+w {
-				t.Errorf("%s (slot %d) created a snapshot %v into a 3 s period, outside [%v, %v)",
-					nd.id, pos, off, time.Duration(pos)*w, time.Duration(pos)*w+w)
+		for _, l := range seen.since(began) {
+			if l.self != raft.ServerID(nd.id) || !l.began {
+				continue
+			}
+			if l.pos != pos || l.n != 3 {
+				t.Errorf("%s judged itself voter %d of %d, want %d of 3", nd.id, l.pos, l.n, pos)
+				continue
+			}
+			// Its start window: the first half of its slot, in a period
+			// of one slot per voter.
+			off := time.Duration(l.at.UnixNano() % int64(3*l.slot))
+			if lo, hi := time.Duration(pos)*l.slot, time.Duration(pos)*l.slot+l.slot/2; off < lo || off >= hi {
+				t.Errorf("%s (slot %d of %v) started a snapshot %v into a %v period, outside [%v, %v)", nd.id, pos, l.slot, off, 3*l.slot, lo, hi)
 			}
 		}
 	}
-}
-
-// snapshotTimes is when each snapshot still in dir's store was created;
-// raft names them term-index-milliseconds.
-func snapshotTimes(t *testing.T, dir string) []time.Time {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(dir, "snapshots"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []time.Time
-	for _, e := range entries {
-		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
-			continue
-		}
-		parts := strings.Split(e.Name(), "-")
-		ms, err := strconv.ParseInt(parts[len(parts)-1], 10, 64)
-		if len(parts) != 3 || err != nil {
-			t.Fatalf("snapshot %q is not named term-index-milliseconds", e.Name())
-		}
-		out = append(out, time.UnixMilli(ms))
-	}
-	return out
+	t.Logf("snapshots per replica: %v", snapshotted())
 }

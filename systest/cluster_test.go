@@ -220,35 +220,6 @@ func TestCluster_LongPollWakesOnSend(t *testing.T) {
 	}
 }
 
-func TestCluster_SIGTERMExitsCleanlyAndClusterServes(t *testing.T) {
-	c := startCluster(t, testcluster.Options{})
-	mustCreateQueue(t, c, "q", nil)
-	ctx := ctxT(t, 60*time.Second)
-	if err := c.Stop(0, 25*time.Second); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
-	// The remaining two nodes keep a majority of every group.
-	for k := range 20 {
-		for {
-			_, err := msgs(c, 1+k%2).Send(ctx, &raftqv1.SendRequest{Queue: "q", Body: []byte(strconv.Itoa(k)), DedupKey: strconv.Itoa(k)})
-			if err == nil {
-				break
-			}
-			if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
-				t.Fatalf("send after SIGTERM of n1: %v", err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	c.Restart(0)
-	if err := c.WaitServing(ctx, 0); err != nil {
-		t.Fatalf("restart: %v", err)
-	}
-	if got := drain(t, c, 0, "q", 3); len(got) != 20 {
-		t.Fatalf("drained %d messages after restart, want 20", len(got))
-	}
-}
-
 func TestCluster_KillLeaderUnderLoadLosesNothing(t *testing.T) {
 	c := startCluster(t, testcluster.Options{})
 	mustCreateQueue(t, c, "load", &fsmpb.QueuePolicy{VisibilityTimeoutMs: 5000})

@@ -173,29 +173,53 @@ func TestDispatchByType(t *testing.T) {
 	}
 }
 
+// A handler that outlasts the lease it was given keeps it: the worker's
+// heartbeat extends it. The handler does not sleep a guessed time: it
+// returns once the lease it was first given has run out and the server
+// has seen extensions, and asserts the lease is still held then (the
+// server would otherwise have it expired, ready for another receive). A
+// heartbeat may stall up to 3.8 s on a loaded machine before the lease is
+// lost.
 func TestLongHandlerKeepsLease(t *testing.T) {
 	f := newFixture(t)
 	f.mustSend(t, 1)
-	// The handler outlasts two visibility timeouts, so without extensions
-	// the lease lapses (at 2 s) and the message is delivered again; with
-	// them, a heartbeat may stall up to 1.8 s on a loaded machine first.
-	w := New(f.c, "q", fast(Options{Visibility: 2 * time.Second, ExtendEvery: 200 * time.Millisecond}))
+	w := New(f.c, "q", fast(Options{Visibility: 4 * time.Second, ExtendEvery: 200 * time.Millisecond}))
 	var handled atomic.Int32
+	held := make(chan error, 1)
 	w.Default(func(ctx context.Context, m *Message) error {
 		handled.Add(1)
-		select {
-		case <-time.After(5 * time.Second): // over two visibility timeouts
-			return nil
-		case <-ctx.Done():
-			return context.Cause(ctx)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			// Read the state before the clock: a lease seen held at a
+			// time past the first deadline was extended.
+			leased := f.s.Count("q", fsmpb.State_STATE_LEASED) == 1
+			now := time.Now()
+			switch {
+			case !leased:
+				held <- fmt.Errorf("lease lost %v after the first lease's deadline, the handler still running (handler ctx: %v)",
+					now.Sub(m.LeaseDeadline).Round(time.Millisecond), context.Cause(ctx))
+				return nil
+			case now.After(m.LeaseDeadline.Add(100*time.Millisecond)) && len(f.s.Calls("ExtendLease")) >= 3:
+				held <- nil
+				return nil
+			case now.After(deadline):
+				held <- fmt.Errorf("the first lease's deadline %v never passed", m.LeaseDeadline.Format(time.StampMilli))
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 	stop := start(t, w)
+	select {
+	case err := <-held:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the handler never ran to its end (Run: %v)", stop())
+	}
 	clienttest.WaitFor(t, "the ack", func() bool { return f.s.Count("q", fsmpb.State_STATE_ACKED) == 1 })
 	_ = stop()
-	if n := len(f.s.Calls("ExtendLease")); n < 5 {
-		t.Fatalf("%d extensions in 5s at a 200ms period", n)
-	}
 	if handled.Load() != 1 {
 		t.Fatalf("handled %d times: the lease expired and the message was redelivered", handled.Load())
 	}

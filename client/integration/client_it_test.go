@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/raftq/raftq/client"
+	"github.com/raftq/raftq/internal/ledger"
 	"github.com/raftq/raftq/internal/testcluster"
 	"github.com/raftq/raftq/wire"
 	"github.com/raftq/raftq/worker"
@@ -82,6 +82,12 @@ func TestClient_RoutesAndSettlesAcrossShards(t *testing.T) {
 	}
 }
 
+// Producers send through the client while the leader of shard 0 is
+// killed (kill -9) with sends in flight. The client's retries and its
+// automatic dedup keys must carry them across: sends are acknowledged
+// again after the kill, and the ledger (internal/ledger) finds every
+// acknowledged send delivered, none stored twice, and no message whose ack
+// was confirmed delivered again.
 func TestClient_LeaderKillSendsLoseNothingAndDuplicateNothing(t *testing.T) {
 	// Blocking Sends, and SendAsync with a window per producer: both ride
 	// the same coalescing and retries across the kill.
@@ -97,105 +103,55 @@ func TestClient_LeaderKillSendsLoseNothingAndDuplicateNothing(t *testing.T) {
 func leaderKillSends(t *testing.T, async bool) {
 	c := testcluster.Start(t, nodeBin, testcluster.Options{})
 	cl := mustDial(t, c, client.WithCallTimeout(3*time.Second))
-	ctx := ctxT(t, 2*time.Minute)
-	if _, err := cl.CreateQueue(ctx, "kill", client.QueueOptions{}); err != nil {
+	ctx := ctxT(t, 3*time.Minute)
+	const visibility = 5 * time.Second
+	if _, err := cl.CreateQueue(ctx, "kill", client.QueueOptions{Visibility: visibility}); err != nil {
 		t.Fatalf("CreateQueue: %v", err)
 	}
 	victim := shardLeaderIndex(t, c, cl, 0)
-	var (
-		mu     sync.Mutex
-		acked  = map[string]bool{}
-		failed atomic.Int32
-		wg     sync.WaitGroup
-		stop   = make(chan struct{})
-	)
-	settle := func(body string, err error) {
-		if err != nil {
-			failed.Add(1)
-			return
+	tr := ledger.NewTraffic(ctx, ledger.New(visibility), cl, "kill")
+	window := 0
+	if async {
+		window = 32
+	}
+	// Acknowledged sends to shard 0 since the kill.
+	var killed atomic.Bool
+	var shard0 atomic.Int64
+	tr.OnSent = func(id string) {
+		if mid, err := wire.ParseMessageID(id); err == nil && mid.Shard == 0 && killed.Load() {
+			shard0.Add(1)
 		}
-		mu.Lock()
-		acked[body] = true
-		mu.Unlock()
-	}
-	type inFlight struct {
-		body   string
-		p      *client.PendingSend
-		cancel context.CancelFunc
-	}
-	wait := func(f inFlight) {
-		_, err := f.p.Wait(ctx)
-		f.cancel()
-		settle(f.body, err)
 	}
 	for p := range 4 {
-		wg.Go(func() {
-			var window []inFlight // async only: oldest first
-			defer func() {
-				for _, f := range window {
-					wait(f)
-				}
-			}()
-			for k := 0; ; k++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				body := fmt.Sprintf("p%d-%d", p, k)
-				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				if !async {
-					_, err := cl.Send(sctx, "kill", []byte(body), client.Group(fmt.Sprint(k%16)))
-					cancel()
-					settle(body, err)
-					continue
-				}
-				window = append(window, inFlight{body, cl.SendAsync(sctx, "kill", []byte(body), client.Group(fmt.Sprint(k%16))), cancel})
-				if len(window) == 32 {
-					wait(window[0])
-					window = window[1:]
-				}
-			}
-		})
+		tr.Producer(fmt.Sprintf("p%d", p), ledger.ProducerOptions{Window: window, Groups: 16})
 	}
-	time.Sleep(time.Second)
+	defer tr.Stop()
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		if err := ledger.WaitFor(ctx, what, cond, 10*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait("sends before the kill", func() bool { return tr.SendsAcked.Load() >= 50 })
+	if err := tr.WaitInFlight(ctx, true, false, false); err != nil {
+		t.Fatal(err)
+	}
+	inFlight, before := tr.InFlight(), tr.SendsAcked.Load()
+	killed.Store(true)
 	c.Kill(victim)
-	time.Sleep(4 * time.Second)
-	close(stop)
-	wg.Wait()
-	t.Logf("%d sends acknowledged, %d gave up (client retry budget) across a leader kill", len(acked), failed.Load())
+	// Shard 0 has a new leader and takes sends again.
+	wait("sends to shard 0 after the kill", func() bool { return shard0.Load() >= 20 })
+	tr.Stop()
+	t.Logf("killed %s (shard 0 leader) with %s in flight after %d acknowledged sends; %d acknowledged after it",
+		c.Nodes[victim].ID, inFlight, before, tr.SendsAcked.Load()-before)
 
-	seen := map[string]int{}
-	for empties := 0; empties < 3; {
-		ms, err := cl.Receive(ctx, "kill", client.ReceiveOptions{Max: 500, Wait: time.Second})
-		if err != nil {
-			t.Fatalf("Receive: %v", err)
-		}
-		if len(ms) == 0 {
-			empties++
-			continue
-		}
-		var rs []string
-		for _, m := range ms {
-			seen[string(m.Body)]++
-			rs = append(rs, m.Receipt)
-		}
-		if _, err := cl.Ack(ctx, rs...); err != nil {
-			t.Fatalf("Ack: %v", err)
-		}
+	if err := tr.L.Drain(ctx, cl, "kill", 2*time.Second); err != nil {
+		t.Errorf("drain: %v", err)
 	}
-	if len(acked) == 0 {
-		t.Fatal("no send was acknowledged")
-	}
-	for b := range acked {
-		if seen[b] == 0 {
-			t.Errorf("acknowledged send %s lost", b)
-		}
-	}
-	for b, n := range seen {
-		if n > 1 {
-			t.Errorf("%s enqueued %d times: client retries duplicated a send", b, n)
-		}
+	v := tr.L.Check()
+	t.Logf("ledger: %s", v)
+	if err := v.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 

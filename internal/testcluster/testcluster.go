@@ -292,6 +292,23 @@ func (c *Cluster) Kill(i int) {
 	<-c.Nodes[i].done
 }
 
+// KillEvery sends SIGKILL to every running node before waiting for any of
+// them to die, so they all go down within microseconds of each other: no
+// node outlives the others long enough to replicate or fsync more.
+func (c *Cluster) KillEvery() {
+	c.t.Helper()
+	var dying []chan struct{}
+	for i := range c.Nodes {
+		if c.Running(i) {
+			c.Signal(i, syscall.SIGKILL)
+			dying = append(dying, c.Nodes[i].done)
+		}
+	}
+	for _, done := range dying {
+		<-done
+	}
+}
+
 // Stop sends SIGTERM and returns the process's exit error (nil = exit 0).
 func (c *Cluster) Stop(i int, timeout time.Duration) error {
 	c.t.Helper()
