@@ -208,7 +208,14 @@ func (c *cluster) live() []*node {
 // leader waits for a ready leader among the live replicas.
 func (c *cluster) leader() *node {
 	c.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	return c.leaderWithin(15 * time.Second)
+}
+
+// leaderWithin is leader with its own bound, for groups with long
+// election timeouts.
+func (c *cluster) leaderWithin(d time.Duration) *node {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		for _, nd := range c.live() {
 			if nd.sh.IsLeader() {
@@ -217,7 +224,7 @@ func (c *cluster) leader() *node {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c.t.Fatal("no ready leader within 15 s")
+	c.t.Fatalf("no ready leader within %v", d)
 	return nil
 }
 

@@ -281,7 +281,8 @@ func TestStalledLeaderHandsOverBeforeFollowersTimeOut(t *testing.T) {
 	tun := fastTuning()
 	tun.HeartbeatTimeout, tun.ElectionTimeout = 10*time.Second, 10*time.Second
 	c := newCluster(t, 3, false, tun, withDiskFaults(DiskOptions{StallAfter: 300 * time.Millisecond}))
-	old := c.leader()
+	// The first election waits out a 10-20 s randomized timeout.
+	old := c.leaderWithin(60 * time.Second)
 	mustQueue(t, old.sh, "q", standard(time.Minute))
 	release := old.disk.stall()
 	defer release()
