@@ -70,6 +70,18 @@ stop() {
 		fi
 		rm -f "$DATA/${names[$i]}.pid"
 	done
+	# Let the prefixers print the nodes' last lines first (bounded: 5 s).
+	for n in "${names[@]}"; do
+		f="$DATA/.$n.log.pid"
+		if [ -f "$f" ]; then
+			p=$(cat "$f")
+			for _ in $(seq 50); do
+				kill -0 "$p" 2>/dev/null || break
+				sleep 0.1
+			done
+			rm -f "$f"
+		fi
+	done
 	echo "raftq: stopped" >&2
 	exit 0
 }
@@ -86,7 +98,7 @@ for n in "${nodes[@]}"; do
 		--gossip-bind "127.0.0.1:730$i" --http-bind "127.0.0.1:740$i" \
 		--join "127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303" \
 		--bootstrap-expect 3 --wal-segment-size 4MiB ${RAFTQ_NODE_ARGS:-} \
-		> >(trap '' INT TERM; exec sed -u "s/^/[$n] /") 2>&1 &
+		> >(trap '' INT TERM; exec sh -c 'echo $$ >"$0"; exec sed -u "$1"' "$DATA/.$n.log.pid" "s/^/[$n] /") 2>&1 &
 	pids+=($!)
 	names+=("$n")
 	echo $! >"$DATA/$n.pid"

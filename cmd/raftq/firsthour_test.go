@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -181,5 +182,33 @@ func TestBashCompletion(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), "complete -F _raftq raftq") || !strings.Contains(string(out), "create list get update") {
 			t.Errorf("zsh completion: %q, %v", out, err)
 		}
+	}
+}
+
+// cluster status --wait also waits for a node to answer at all: a script
+// can run it right after starting the cluster.
+func TestStatusWaitsForANodeToAnswer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close()
+	started := make(chan *clienttest.Server, 1)
+	go func() {
+		// Past the client's own dial retries (at most 6.6 s).
+		time.Sleep(8 * time.Second)
+		s, err := clienttest.StartAt(addr)
+		if err != nil {
+			t.Errorf("StartAt: %v", err)
+		}
+		started <- s
+	}()
+	r := raftq(t, addr, "", "--timeout", "2s", "cluster", "status", "--wait", "30s")
+	if s := <-started; s != nil {
+		defer s.Stop()
+	}
+	if r.code != exitOK || !strings.Contains(r.stdout, "SHARD") {
+		t.Fatalf("status --wait before any node answered: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }

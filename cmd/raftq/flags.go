@@ -20,6 +20,8 @@ type globals struct {
 	// cluster status --wait) sets it, and the command's deadline is
 	// --timeout plus it, so the timeout always covers the wait.
 	wait time.Duration
+	// waitForNodes: the wait also covers no node answering yet.
+	waitForNodes bool
 }
 
 func newGlobals(addr string) globals { return globals{addr: addr, timeout: 10 * time.Second} }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/raftq/raftq/client"
 	"google.golang.org/grpc/codes"
@@ -98,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.g.timeout+a.g.wait)
 	defer cancel()
-	c, err := client.Dial(ctx, a.g.seeds())
+	c, err := a.dial(ctx)
 	if err != nil {
 		return a.fail(a.unreachable(err), cmd)
 	}
@@ -170,6 +171,26 @@ func (a *app) help(words []string) int {
 	}
 	fmt.Fprintf(a.stderr, "raftq: unknown command %q (see raftq --help)\n", strings.Join(words, " "))
 	return exitUsage
+}
+
+// dial connects to the cluster. A command told to wait for the cluster
+// (cluster status --wait) also waits for a node to answer at all, as
+// after make run & in a script: Dial is tried again until the wait ends.
+func (a *app) dial(ctx context.Context) (*client.Client, error) {
+	until := time.Now().Add(a.g.wait)
+	for {
+		c, err := client.Dial(ctx, a.g.seeds())
+		if err == nil || !a.g.waitForNodes || !errors.Is(err, client.ErrUnavailable) || time.Now().After(until) {
+			return c, err
+		}
+		t := time.NewTimer(statusPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
 }
 
 // unreachable says, when no node answered, where the CLI looked and how to

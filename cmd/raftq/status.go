@@ -20,7 +20,7 @@ const statusPoll = 250 * time.Millisecond
 
 func statusCommand() command {
 	return command{"cluster status", "", "show members and shard leaders; exit 3 until meta and every shard have a leader", func(a *app, fs *flag.FlagSet) binder {
-		wait := fs.Duration("wait", 0, "ask again until meta and every shard have a leader, for up to this long (added to --timeout)")
+		wait := fs.Duration("wait", 0, "wait up to this long for a node to answer and for meta and every shard to have a leader (added to --timeout)")
 		return func(pos []string) (action, error) {
 			if err := exactly(pos); err != nil {
 				return nil, err
@@ -28,7 +28,7 @@ func statusCommand() command {
 			if *wait < 0 {
 				return nil, usagef("--wait %v is negative", *wait)
 			}
-			a.g.wait = *wait
+			a.g.wait, a.g.waitForNodes = *wait, *wait > 0
 			return func(ctx context.Context, c *client.Client, o *output) error {
 				st, err := awaitReady(ctx, c, *wait)
 				if st == nil {
