@@ -46,8 +46,8 @@ func TestCompareChecksStableTextAndShapes(t *testing.T) {
 		"ID   RECEIVES  RECEIPT  BODY\n0-1  2         AQABAQI  hello world\n", // a stable column differs
 		"ID   RECEIVES  RECEIPT  BODY\n0-1  1         AQABAQI  hello\n",       // the body differs
 		"ID   RECEIVES  RECEIPT  BODY\n0-1  1         not-a-receipt  hello world\n",
-		"ID   RECEIVES  RECEIPT  BODY\n",                             // a line missing
-		"raftq: queue \"jobs\" not found\n",                          // an error
+		"ID   RECEIVES  RECEIPT  BODY\n",                                  // a line missing
+		"raftq: queue \"jobs\" not found\n",                               // an error
 		"ID   RECEIVES  RECEIPT  BODY\n0-1  1  AQABAQI  hello world\nx\n", // a line more
 	} {
 		if err := Compare(want, bad, map[string]string{}); err == nil {
