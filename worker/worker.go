@@ -14,6 +14,12 @@
 // the message belongs to another delivery now. Handlers must therefore be
 // idempotent (at-least-once), and can use Message.LeaseEpoch as a fencing
 // token on their own writes.
+//
+// A handler's error goes to Options.OnError and a panic to Options.OnPanic,
+// or else to the log (slog.Default() unless Options.Logger is set), and
+// Hooks.Settled is told each outcome with the error. Use adds middleware
+// around every handler; Message.ExtendLease asks for a longer lease that
+// the heartbeats keep.
 package worker
 
 import (
