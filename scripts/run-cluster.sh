@@ -21,6 +21,10 @@
 # count, segment size and other settings of a raft group only count when
 # it is created, on a fresh data directory).
 set -euo pipefail
+# This script's own messages go to fd 3 (its stderr): while it waits for
+# nodes, fd 2 is /dev/null, which keeps bash's job notices ("Killed ...")
+# out of the log.
+exec 3>&2
 BIN=${BIN:-bin}
 DATA=${DATA:-data}
 mkdir -p "$DATA"
@@ -33,7 +37,7 @@ for n in "${nodes[@]}"; do
 	case "$n" in
 	n1 | n2 | n3) ;;
 	*)
-		echo "raftq: unknown node \"$n\" (want n1, n2 or n3)" >&2
+		echo "raftq: unknown node \"$n\" (want n1, n2 or n3)" >&3
 		exit 2
 		;;
 	esac
@@ -55,7 +59,7 @@ describe() {
 stop() {
 	trap - INT TERM
 	stopping=1
-	echo "raftq: stopping ${names[*]}" >&2
+	echo "raftq: stopping ${names[*]}" >&3
 	for p in "${pids[@]}"; do
 		if [ -n "$p" ]; then kill -TERM "$p" 2>/dev/null || true; fi
 	done
@@ -66,7 +70,7 @@ stop() {
 		wait "$p" 2>/dev/null || rc=$?
 		# 143 is the shell's way of saying the TERM it sent ended it.
 		if [ "$rc" -ne 0 ] && [ "$rc" -ne 143 ] && [ "$rc" -ne 130 ]; then
-			echo "raftq: ${names[$i]} stopped with $(describe "$rc")" >&2
+			echo "raftq: ${names[$i]} had exited ($(describe "$rc"))" >&3
 		fi
 		rm -f "$DATA/${names[$i]}.pid"
 	done
@@ -82,7 +86,7 @@ stop() {
 			rm -f "$f"
 		fi
 	done
-	echo "raftq: stopped" >&2
+	echo "raftq: stopped" >&3
 	exit 0
 }
 trap stop INT TERM
@@ -98,14 +102,14 @@ for n in "${nodes[@]}"; do
 		--gossip-bind "127.0.0.1:730$i" --http-bind "127.0.0.1:740$i" \
 		--join "127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303" \
 		--bootstrap-expect 3 --wal-segment-size 4MiB ${RAFTQ_NODE_ARGS:-} \
-		> >(trap '' INT TERM; exec sh -c 'echo $$ >"$0"; exec sed -u "$1"' "$DATA/.$n.log.pid" "s/^/[$n] /") 2>&1 &
+		> >(trap '' INT TERM; exec sh -c 'echo $$ >"$0"; exec sed -u "$1"' "$DATA/.$n.log.pid" "s/^/[$n] /") 2>&1 3>&- &
 	pids+=($!)
 	names+=("$n")
 	echo $! >"$DATA/$n.pid"
 done
 addrs=""
 for n in "${nodes[@]}"; do addrs="$addrs${addrs:+,}127.0.0.1:710${n#n}"; done
-echo "raftq: ${names[*]} starting (pids ${pids[*]}, also in $DATA/<node>.pid); clients use $addrs (Ctrl-C stops)" >&2
+echo "raftq: ${names[*]} starting (pids ${pids[*]}, also in $DATA/<node>.pid); clients use $addrs (Ctrl-C stops)" >&3
 
 # Report a node that exits while the others run. Portable to bash 3.2
 # (no wait -n): look every second; the sleep runs in the background so a
@@ -120,10 +124,10 @@ while [ "$live" -gt 0 ]; do
 		rc=0
 		wait "$p" 2>/dev/null || rc=$?
 		[ "$stopping" -eq 1 ] && continue
-		echo "raftq: ${names[$i]} exited ($(describe "$rc")); the others keep running. Start it again with: scripts/run-cluster.sh ${names[$i]}" >&2
+		echo "raftq: ${names[$i]} exited ($(describe "$rc")); the others keep running. Start it again with: scripts/run-cluster.sh ${names[$i]}" >&3
 		rm -f "$DATA/${names[$i]}.pid"
 		pids[$i]=""
 		live=$((live - 1))
 	done
-done
-echo "raftq: every node exited" >&2
+done 2>/dev/null
+echo "raftq: every node exited" >&3

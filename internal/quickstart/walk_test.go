@@ -130,7 +130,9 @@ func newSandbox(t *testing.T, root string) *sandbox {
 		if err != nil {
 			_ = holder.Process.Kill()
 			_ = holder.Wait()
-			t.Fatalf("private namespaces: %v %s", err, holderErr.String())
+			// No overlayfs or namespaces here: a developer's machine skips,
+			// CI (RAFTQ_STRICT_FAULTS=1) fails.
+			testenv.SkipOrFail(t, fmt.Sprintf("private namespaces with an overlay of the checkout: %v %s", err, holderErr.String()))
 		}
 	case <-time.After(30 * time.Second):
 		_ = holder.Process.Kill()
@@ -238,7 +240,12 @@ func (bg *background) interrupt(t *testing.T) {
 	}
 }
 
-var nodeLine = regexp.MustCompile(`^\[(n[0-9]+)\] `)
+var (
+	nodeLine = regexp.MustCompile(`^\[(n[0-9]+)\] `)
+	// exitReport is the run script's line for a node that exited while
+	// the others ran.
+	exitReport = regexp.MustCompile(`^raftq: n[0-9]+ exited \(`)
+)
 
 // checkStop waits for the command to say it stopped and checks the stop
 // was calm: nothing at warn or error once stopping began, and every node's
@@ -264,7 +271,7 @@ func (bg *background) checkStop(t *testing.T) {
 		if stopping && (strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR")) {
 			t.Errorf("%q: logged while stopping: %s", bg.step.Cmd, l)
 		}
-		if strings.Contains(l, " exited (") && !strings.Contains(l, "scripts/run-cluster.sh") {
+		if exitReport.MatchString(l) && !strings.Contains(l, "scripts/run-cluster.sh") {
 			t.Errorf("%q: a node's exit reported without how to start it again: %s", bg.step.Cmd, l)
 		}
 		if m := nodeLine.FindStringSubmatch(l); m != nil {
@@ -272,12 +279,17 @@ func (bg *background) checkStop(t *testing.T) {
 		}
 	}
 	if !stopping {
-		t.Errorf("%q: no \"raftq: stopping\" line:\n%s", bg.step.Cmd, out)
+		t.Errorf("%q: no \"raftq: stopping\" line", bg.step.Cmd)
 	}
 	for node, l := range last {
-		if !strings.Contains(l, "msg=stopped") && !strings.Contains(out, "raftq: "+node+" exited") {
+		// A node killed earlier is reported as such (at once, or when the
+		// stop finds it gone).
+		if !strings.Contains(l, "msg=stopped") && !strings.Contains(out, "raftq: "+node+" exited") && !strings.Contains(out, "raftq: "+node+" had exited") {
 			t.Errorf("%q: %s's last line is not its stop: %s", bg.step.Cmd, node, l)
 		}
+	}
+	if t.Failed() {
+		dumpLogs(t, []*background{bg})
 	}
 }
 
