@@ -59,7 +59,11 @@ describe() {
 stop() {
 	trap - INT TERM
 	stopping=1
-	echo "raftq: stopping ${names[*]}" >&3
+	local up="" i
+	for i in "${!pids[@]}"; do
+		if [ -n "${pids[$i]}" ]; then up="$up${up:+ }${names[$i]}"; fi
+	done
+	echo "raftq: stopping ${up:-(none left)}" >&3
 	for p in "${pids[@]}"; do
 		if [ -n "$p" ]; then kill -TERM "$p" 2>/dev/null || true; fi
 	done
