@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/raftq/raftq/client/clienttest"
-	"github.com/raftq/raftq/fsm/fsmpb"
 )
 
 // An ack whose answer is lost after the node applied it is retried (acks
@@ -23,14 +22,13 @@ func TestRetriedAckAfterLostAnswerIsSuccess(t *testing.T) {
 		t.Fatalf("received %d messages", len(ms))
 	}
 	s.LoseAnswer("Ack", 1)
-	itemErrs, err := c.Ack(ctx, ms[0].Receipt)
-	if err != nil || itemErrs[0] != nil {
-		t.Fatalf("Ack after a lost answer = %v, %v; want success", itemErrs, err)
+	if err := c.Ack(ctx, ms[0].Receipt); err != nil {
+		t.Fatalf("Ack after a lost answer = %v; want success", err)
 	}
 	if calls := s.Calls("Ack"); len(calls) != 2 {
 		t.Fatalf("%d Ack calls, want the lost one and its retry: %+v", len(calls), calls)
 	}
-	if n := s.Count("jobs", fsmpb.State_STATE_ACKED); n != 1 {
+	if n := s.Count("jobs", clienttest.Acked); n != 1 {
 		t.Fatalf("%d acked messages, want 1", n)
 	}
 }

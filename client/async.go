@@ -41,7 +41,9 @@ func (c *Client) SendAsync(ctx context.Context, queue string, body []byte, opts 
 	// A message without a fixed shard, or with gRPC metadata, needs a call
 	// of its own.
 	ch := make(chan sendOutcome, 1)
+	c.inflight.add() // until the goroutine's call is counted itself
 	go func() {
+		defer c.inflight.done()
 		res, err := c.sendAlone(ctx, ps)
 		ch <- sendOutcome{res: res, err: err}
 	}()

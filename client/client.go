@@ -40,9 +40,12 @@ type Client struct {
 	cfg   config
 	seeds []string
 
-	mu     sync.Mutex
-	conns  map[string]nodeConn
-	closed bool
+	mu       sync.Mutex
+	conns    map[string]nodeConn
+	closed   bool
+	draining bool // Drain began: new work is refused
+
+	inflight *inflight
 
 	distrustMu sync.Mutex
 	distrusted map[string]time.Time // addr -> until when it is passed over
@@ -58,11 +61,15 @@ type Client struct {
 }
 
 // Dial connects to the cluster through any of seeds ("host:port") and loads
-// the shard map. It fails if no seed answers before ctx ends.
+// the shard map. It tries the seeds in order, and again after a backoff
+// while none answers (a cluster that is starting, a seed that refuses the
+// connection), as a call's retries do: it fails with ErrUnavailable once
+// ctx ends or the retry budget (WithRetry; by default 12 rounds over 3.3 to
+// 6.6 s) is spent.
 func Dial(ctx context.Context, seeds []string, opts ...Option) (*Client, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
-		if err := o(&cfg); err != nil {
+		if err := o.apply(&cfg); err != nil {
 			return nil, fmt.Errorf("raftq dial: %w", err)
 		}
 	}
@@ -75,16 +82,28 @@ func Dial(ctx context.Context, seeds []string, opts ...Option) (*Client, error) 
 	if len(clean) == 0 {
 		return nil, fmt.Errorf("raftq dial: %w", invalid("no seed addresses"))
 	}
-	c := &Client{cfg: cfg, seeds: clean, conns: make(map[string]nodeConn), distrusted: make(map[string]time.Time)}
+	c := &Client{cfg: cfg, seeds: clean, conns: make(map[string]nodeConn), distrusted: make(map[string]time.Time), inflight: newInflight()}
 	c.smap.Store(&shardMap{nodes: clean})
-	if err := c.refresh(ctx, true); err != nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("raftq dial %s: %w", strings.Join(clean, ","), err)
+	for round := 1; ; round++ {
+		err := c.refresh(ctx, true)
+		if err == nil {
+			return c, nil
+		}
+		if round >= cfg.retry.MaxAttempts || ctx.Err() != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("raftq dial %s: %w", strings.Join(clean, ","), err)
+		}
+		if serr := sleepCtx(ctx, cfg.retry.backoff(round)); serr != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("raftq dial %s: %w (retry stopped: %v)", strings.Join(clean, ","), err, serr)
+		}
 	}
-	return c, nil
 }
 
-// Close closes every connection. Calls in progress fail.
+// Close closes every connection at once. Calls and sends in progress fail:
+// with ErrOutcomeUnknown if they had reached a node (they may have taken
+// effect), else with ErrNotSent; both wrap ErrClosed. Flush or Drain first
+// to let them finish.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -113,7 +132,7 @@ func (c *Client) conn(addr string) (nodeConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nodeConn{}, errors.New("raftq: client closed")
+		return nodeConn{}, closedNotSent()
 	}
 	if nc, ok := c.conns[addr]; ok {
 		return nc, nil
@@ -344,12 +363,25 @@ type callSpec struct {
 	// answered, if set, is told which node answered the successful
 	// attempt and its trailer.
 	answered func(addr string, trailer metadata.MD)
+	// admitted marks a call for work admitted before a Drain began (a
+	// coalesced batch): it is made even while the client drains.
+	admitted bool
 }
 
 // invoke runs fn with routing and retries (see the package comment).
 func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
+	if !spec.admitted {
+		if err := c.admit(); err != nil {
+			return err
+		}
+	}
+	c.inflight.add()
+	defer c.inflight.done()
 	addr := c.pick(spec.shard, "")
 	hinted := map[string]bool{}
+	// unknown: an earlier attempt reached a node and got no answer, so the
+	// call may have taken effect whatever later attempts are told.
+	unknown := false
 	for attempt := 1; ; attempt++ {
 		var header, trailer metadata.MD
 		sent, err := c.attempt(ctx, addr, c.cfg.callTimeout+spec.extra, true, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -362,12 +394,19 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 			}
 			return nil
 		}
+		if c.isClosed() {
+			if sent || unknown {
+				return closedInFlight()
+			}
+			return closedNotSent()
+		}
 		if _, ok := status.FromError(err); !ok && !sent {
-			return err // the client is closed
+			return err
 		}
 		refused, hint := refusal(trailer, header)
 		// A call that never left the client was not applied anywhere.
 		refused = refused || !sent
+		unknown = unknown || (!refused && ambiguous(status.Code(err)))
 		class := classify(status.Code(err), refused, hint, ctx.Err() != nil)
 		if class == retryUnknown {
 			// Only a refusal proves nothing was applied; other failures
@@ -382,7 +421,7 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 			}
 		}
 		if class == noRetry {
-			return fromStatus(err)
+			return outcome(err, unknown)
 		}
 		if class == retryOther {
 			// The node could not be reached, did not answer, knew no
@@ -391,7 +430,7 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 			c.distrust(addr)
 		}
 		if attempt >= c.cfg.retry.MaxAttempts {
-			return fmt.Errorf("%w (gave up after %d attempts)", fromStatus(err), attempt)
+			return fmt.Errorf("%w (gave up after %d attempts)", outcome(err, unknown), attempt)
 		}
 		var sleep time.Duration
 		if class == retryHinted {
@@ -412,9 +451,36 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 			addr = c.pick(spec.shard, addr)
 		}
 		if serr := sleepCtx(ctx, sleep); serr != nil {
-			return fmt.Errorf("%w (retry stopped: %v)", fromStatus(err), serr)
+			return fmt.Errorf("%w (retry stopped: %v)", outcome(err, unknown), serr)
 		}
 	}
+}
+
+// ambiguous reports whether a failed attempt that reached a node may
+// have been applied: no answer came back, or not a definite one.
+func ambiguous(code codes.Code) bool {
+	switch code {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted, codes.Internal, codes.Unknown:
+		return true
+	}
+	return false
+}
+
+// outcome is a call's final error: the node's answer, marked
+// ErrOutcomeUnknown when an attempt may have taken effect and the last
+// error is not a definite answer that settles it.
+func outcome(err error, unknown bool) error {
+	err = fromStatus(err)
+	if unknown && ambiguous(status.Code(err)) {
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	return err
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 // sleepCtx sleeps d unless ctx ends first, or would end before d passes.

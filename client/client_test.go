@@ -141,19 +141,27 @@ func TestSendReceiveAckNackExtend(t *testing.T) {
 	if err != nil || time.Until(dl) < 50*time.Second {
 		t.Fatalf("Extend = %v, %v", dl, err)
 	}
-	itemErrs, err := c.Ack(ctx, m.Receipt, "garbage", m.Receipt)
-	if err != nil {
-		t.Fatalf("Ack: %v", err)
+	// A batch with one bad item cannot pass for a success: the error is
+	// not nil, and says which item failed.
+	err = c.AckBatch(ctx, []string{m.Receipt, "garbage", m.Receipt})
+	var be *BatchError
+	if !errors.As(err, &be) || !errors.Is(err, ErrInvalid) || be.Failed() != 1 {
+		t.Fatalf("AckBatch = %v, want a BatchError with one ErrInvalid item", err)
 	}
 	// The second ack of one receipt is a repeat of the first: success.
-	if itemErrs[0] != nil || !errors.Is(itemErrs[1], ErrInvalid) || itemErrs[2] != nil {
-		t.Fatalf("Ack item errors = %v", itemErrs)
+	if be.Errs[0] != nil || !errors.Is(be.Errs[1], ErrInvalid) || be.Errs[2] != nil {
+		t.Fatalf("AckBatch item errors = %v", be.Errs)
+	}
+	if err := c.Ack(ctx, m.Receipt); err != nil {
+		t.Fatalf("Ack of an acked receipt again = %v, want nil", err)
+	}
+	if err := c.Ack(ctx, "garbage"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Ack of a malformed receipt = %v, want ErrInvalid", err)
 	}
 	if _, err := c.Extend(ctx, m.Receipt, time.Minute); !errors.Is(err, ErrStaleReceipt) {
 		t.Fatalf("Extend after ack = %v, want ErrStaleReceipt", err)
 	}
-	zero := time.Duration(0)
-	if err := c.Nack(ctx, ms[1].Receipt, NackOptions{Delay: &zero, Error: "boom"}); err != nil {
+	if err := c.Nack(ctx, ms[1].Receipt, NackOptions{ReadyNow: true, Error: "boom"}); err != nil {
 		t.Fatalf("Nack: %v", err)
 	}
 	back := mustReceive(t, c, "jobs", 1)
@@ -195,17 +203,22 @@ func TestClientSideValidation(t *testing.T) {
 	s := clienttest.NewServer(t)
 	c := mustDial(t, []string{s.Addr})
 	ctx := testCtx(t)
-	neg := -time.Second
+	rcpt := wire.Receipt{Shard: 0, ID: 1, Epoch: 1}.String()
 	for name, err := range map[string]error{
-		"nack bad receipt":    c.Nack(ctx, "nope", NackOptions{}),
-		"nack negative delay": c.Nack(ctx, wire.Receipt{Shard: 0, ID: 1, Epoch: 1}.String(), NackOptions{Delay: &neg}),
-		"dead bad receipt":    c.DeadLetter(ctx, "", "x"),
-		"cancel bad id":       c.Cancel(ctx, "zz"),
-		"extend zero":         func() error { _, err := c.Extend(ctx, wire.Receipt{ID: 1, Epoch: 1}.String(), 0); return err }(),
-		"receive max":         func() error { _, err := c.Receive(ctx, "q", ReceiveOptions{Max: 1001}); return err }(),
-		"receive wait":        func() error { _, err := c.Receive(ctx, "q", ReceiveOptions{Wait: 21 * time.Second}); return err }(),
-		"send delay":          func() error { _, err := c.Send(ctx, "q", nil, Delay(-time.Second)); return err }(),
-		"get bad id":          func() error { _, err := c.GetMessage(ctx, "1-0"); return err }(),
+		"nack bad receipt":       c.Nack(ctx, "nope", NackOptions{}),
+		"nack negative delay":    c.Nack(ctx, rcpt, NackOptions{Delay: -time.Second}),
+		"nack delay past max":    c.Nack(ctx, rcpt, NackOptions{Delay: MaxDelay + time.Millisecond}),
+		"nack delay and now":     c.Nack(ctx, rcpt, NackOptions{Delay: time.Second, ReadyNow: true}),
+		"extend past max":        func() error { _, err := c.Extend(ctx, rcpt, MaxVisibility+time.Second); return err }(),
+		"receive visibility max": func() error { _, err := c.Receive(ctx, "q", ReceiveOptions{Visibility: 13 * time.Hour}); return err }(),
+		"send delay past max":    func() error { _, err := c.Send(ctx, "q", nil, Delay(MaxDelay+time.Second)); return err }(),
+		"dead bad receipt":       c.DeadLetter(ctx, "", "x"),
+		"cancel bad id":          c.Cancel(ctx, "zz"),
+		"extend zero":            func() error { _, err := c.Extend(ctx, wire.Receipt{ID: 1, Epoch: 1}.String(), 0); return err }(),
+		"receive max":            func() error { _, err := c.Receive(ctx, "q", ReceiveOptions{Max: 1001}); return err }(),
+		"receive wait":           func() error { _, err := c.Receive(ctx, "q", ReceiveOptions{Wait: 21 * time.Second}); return err }(),
+		"send delay":             func() error { _, err := c.Send(ctx, "q", nil, Delay(-time.Second)); return err }(),
+		"get bad id":             func() error { _, err := c.GetMessage(ctx, "1-0"); return err }(),
 	} {
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
@@ -221,9 +234,12 @@ func TestSendBatchPerItemResults(t *testing.T) {
 	c := mustDial(t, []string{s.Addr})
 	mustCreate(t, c, "b", QueueOptions{})
 	items := []Outgoing{{Body: []byte("1")}, {Body: []byte("2"), Priority: 10}, {Body: []byte("3"), DedupKey: "d"}}
+	// One invalid item makes the error non-nil, so `_, err :=` cannot miss
+	// it; the results still say which items went through.
 	res, err := c.SendBatch(testCtx(t), "b", items)
-	if err != nil || len(res) != 3 {
-		t.Fatalf("SendBatch = %v, %v", res, err)
+	var be *BatchError
+	if !errors.As(err, &be) || be.Failed() != 1 || !errors.Is(err, ErrInvalid) || len(res) != 3 {
+		t.Fatalf("SendBatch = %v, %v; want 3 results and a BatchError with one ErrInvalid item", res, err)
 	}
 	if res[0].Err != nil || res[0].ID == "" || !errors.Is(res[1].Err, ErrInvalid) || res[2].Err != nil {
 		t.Fatalf("SendBatch results = %+v", res)
@@ -275,7 +291,7 @@ func TestRoutingToShardLeaders(t *testing.T) {
 	}
 	// A receipt of shard 1 is acked at B even though the client dialled A.
 	got := mustReceiveFrom(t, b, 1)
-	if _, err := c.Ack(ctx, got...); err != nil {
+	if err := c.AckBatch(ctx, got); err != nil {
 		t.Fatalf("Ack: %v", err)
 	}
 	if n := len(b.Calls("Ack")); n != 1 {
@@ -544,12 +560,13 @@ func TestAckSplitsByShardAndReportsFailedShard(t *testing.T) {
 	}
 	ra, rb := mustReceiveFrom(t, a, 1), mustReceiveFrom(t, b, 1)
 	b.Fail("Ack", 10, codes.Unavailable)
-	itemErrs, err := c.Ack(testCtx(t), rb[0], ra[0])
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Ack error = %v, want ErrUnavailable for shard 1", err)
+	err := c.AckBatch(testCtx(t), []string{rb[0], ra[0]})
+	var be *BatchError
+	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &be) {
+		t.Fatalf("AckBatch error = %v, want a BatchError with ErrUnavailable for shard 1", err)
 	}
-	if !errors.Is(itemErrs[0], ErrUnavailable) || itemErrs[1] != nil {
-		t.Fatalf("item errors = %v", itemErrs)
+	if !errors.Is(be.Errs[0], ErrUnavailable) || be.Errs[1] != nil {
+		t.Fatalf("item errors = %v", be.Errs)
 	}
 }
 

@@ -77,6 +77,15 @@ type pendingSend struct {
 	state   int
 	done    chan sendOutcome // buffered 1
 	lastErr error            // send's retries only
+	// release ends the send's count in Client.inflight; called once, when
+	// its outcome is delivered or its sender withdraws it.
+	release func()
+}
+
+// finish delivers p's outcome; it is called once per send.
+func (p *pendingSend) finish(o sendOutcome) {
+	p.done <- o
+	p.release()
 }
 
 const (
@@ -116,7 +125,7 @@ func (c *Client) sendCoalesced(ctx context.Context, key coalesceKey, req *raftqv
 		if s.cancel(p) {
 			return SendResult{}, notSent(ctx)
 		}
-		return SendResult{}, fmt.Errorf("outcome unknown: %w", fromStatus(status.FromContextError(ctx.Err()).Err()))
+		return SendResult{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, fromStatus(status.FromContextError(ctx.Err()).Err()))
 	}
 }
 
@@ -125,7 +134,8 @@ func (c *Client) sendCoalesced(ctx context.Context, key coalesceKey, req *raftqv
 // is taken into a call. Only a sync sender that withdraws its message
 // itself (cancel) gets none there, and it does not read p.done again.
 func (c *Client) queueCoalesced(ctx context.Context, key coalesceKey, req *raftqv1.SendRequest) (*pendingSend, *sendStream) {
-	p := &pendingSend{ctx: ctx, req: req, size: len(req.GetBody()), done: make(chan sendOutcome, 1)}
+	c.inflight.add()
+	p := &pendingSend{ctx: ctx, req: req, size: len(req.GetBody()), done: make(chan sendOutcome, 1), release: c.inflight.done}
 	s := c.stream(key)
 	s.add(p)
 	return p, s
@@ -151,6 +161,7 @@ func (s *sendStream) cancel(p *pendingSend) bool {
 	switch p.state {
 	case sendWaiting:
 		p.state = sendCancelled
+		p.release() // no outcome will be delivered
 		return true
 	case sendCancelled: // take() dropped it: never sent
 		return true
@@ -182,7 +193,7 @@ func (s *sendStream) take() []*pendingSend {
 			// Its sender is returning; do not send it. An asynchronous
 			// sender is not watching its context, so it learns here.
 			p.state = sendCancelled
-			p.done <- sendOutcome{err: notSent(p.ctx)}
+			p.finish(sendOutcome{err: notSent(p.ctx)})
 		}
 		if p.state != sendWaiting {
 			continue
@@ -220,7 +231,13 @@ func (s *sendStream) send(batch []*pendingSend) {
 		results, by, trailer, err := s.call(ctx, batch)
 		if err != nil {
 			for _, p := range batch {
-				p.done <- sendOutcome{err: err}
+				perr := err
+				if attempt > 1 && errors.Is(err, ErrNotSent) {
+					// This call never left, but an earlier one carried the
+					// item and got an answer that did not settle it.
+					perr = fmt.Errorf("%w: %w (earlier attempt: %v)", ErrOutcomeUnknown, err, p.lastErr)
+				}
+				p.finish(sendOutcome{err: perr})
 			}
 			return
 		}
@@ -230,14 +247,14 @@ func (s *sendStream) send(batch []*pendingSend) {
 			ierr := itemError(r.GetCode(), r.GetError())
 			switch {
 			case ierr == nil:
-				p.done <- sendOutcome{res: SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated()}}
+				p.finish(sendOutcome{res: SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated()}})
 			case s.key.safe && attempt < retry.MaxAttempts && p.ctx.Err() == nil && retryableItem(codes.Code(r.GetCode())):
 				again = append(again, p)
 				p.lastErr = ierr
 			case s.key.safe && attempt >= retry.MaxAttempts && retryableItem(codes.Code(r.GetCode())):
-				p.done <- sendOutcome{err: fmt.Errorf("%w (gave up after %d attempts)", ierr, attempt)}
+				p.finish(sendOutcome{err: fmt.Errorf("%w (gave up after %d attempts)", ierr, attempt)})
 			default:
-				p.done <- sendOutcome{err: ierr}
+				p.finish(sendOutcome{err: ierr})
 			}
 		}
 		if len(again) > 0 {
@@ -259,7 +276,7 @@ func (s *sendStream) send(batch []*pendingSend) {
 			}
 			if serr := sleepCtx(ctx, sleep); serr != nil {
 				for _, p := range again {
-					p.done <- sendOutcome{err: fmt.Errorf("%w (retry stopped: %v)", p.lastErr, serr)}
+					p.finish(sendOutcome{err: fmt.Errorf("%w (retry stopped: %v)", p.lastErr, serr)})
 				}
 				return
 			}
@@ -278,7 +295,7 @@ func dropEnded(items []*pendingSend) []*pendingSend {
 	kept := items[:0]
 	for _, p := range items {
 		if err := p.ctx.Err(); err != nil {
-			p.done <- sendOutcome{err: fmt.Errorf("%w (retry stopped: %v)", p.lastErr, err)}
+			p.finish(sendOutcome{err: fmt.Errorf("%w (retry stopped: %v)", p.lastErr, err)})
 			continue
 		}
 		kept = append(kept, p)
@@ -294,7 +311,7 @@ func (s *sendStream) call(ctx context.Context, batch []*pendingSend) (_ []*raftq
 		req.Messages[i] = p.req
 	}
 	var resp *raftqv1.SendBatchResponse
-	spec := callSpec{shard: s.key.shard, safe: s.key.safe, answered: func(addr string, md metadata.MD) { by, trailer = addr, md }}
+	spec := callSpec{shard: s.key.shard, safe: s.key.safe, answered: func(addr string, md metadata.MD) { by, trailer = addr, md }, admitted: true}
 	err := s.c.invoke(ctx, spec, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(ctx, req, co...)
 		return err

@@ -315,8 +315,8 @@ func TestSendWithMetadataIsNotCoalesced(t *testing.T) {
 func TestCoalescedRetryDropsItemsOfEndedSenders(t *testing.T) {
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	ended := &pendingSend{ctx: gone, done: make(chan sendOutcome, 1), lastErr: ErrUnavailable}
-	live := &pendingSend{ctx: context.Background(), done: make(chan sendOutcome, 1), lastErr: ErrUnavailable}
+	ended := &pendingSend{ctx: gone, done: make(chan sendOutcome, 1), lastErr: ErrUnavailable, release: func() {}}
+	live := &pendingSend{ctx: context.Background(), done: make(chan sendOutcome, 1), lastErr: ErrUnavailable, release: func() {}}
 	kept := dropEnded([]*pendingSend{ended, live})
 	if len(kept) != 1 || kept[0] != live {
 		t.Fatalf("kept %d items, want only the live sender's", len(kept))

@@ -34,4 +34,11 @@
 //     key, so the retry cannot enqueue the message twice within the queue's
 //     dedup window. With AutoDedup on (the default) every send without a key
 //     gets a random one.
+//
+// Errors match sentinels with errors.Is (ErrNotFound, ErrStaleReceipt, ...).
+// ErrOutcomeUnknown marks a call that may have taken effect without the
+// client learning so, ErrNotSent one that certainly did not leave it.
+// Batch calls (AckBatch, SendBatch) return a *BatchError when any item
+// failed, never nil. Close fails what is in flight; Flush and Drain let it
+// finish first.
 package client

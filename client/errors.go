@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -27,11 +29,84 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrExhausted: RESOURCE_EXHAUSTED. A limit or quota was hit.
 	ErrExhausted = errors.New("resource exhausted")
-	// ErrNotSent: a coalesced send whose context ended while it waited for
-	// a call; it never left the client, so sending it again cannot
-	// duplicate it. The error also wraps the context's.
+	// ErrNotSent: the call never left the client (a coalesced send whose
+	// context ended while it waited for a call, or any call made or
+	// waiting when the client closed), so making it again cannot duplicate
+	// it. The error also wraps the cause (the context's error, ErrClosed).
 	ErrNotSent = errors.New("not sent")
+	// ErrOutcomeUnknown: the call reached a node but no answer came back (a
+	// connection broke, a node stopped answering, the context or the
+	// client's Close ended it while it was out): it may or may not have
+	// taken effect. A send that returns it may be in the queue; look it up,
+	// or send it again with the same dedup key, which cannot enqueue it
+	// twice within the queue's dedup window. The error also wraps the
+	// status or cause (ErrUnavailable, context.DeadlineExceeded, ErrClosed).
+	ErrOutcomeUnknown = errors.New("outcome unknown")
+	// ErrClosed: the client was closed (Close or Drain) before or while the
+	// call was made. It comes with ErrNotSent or ErrOutcomeUnknown, which
+	// say whether the call may have taken effect.
+	ErrClosed = errors.New("client closed")
 )
+
+// BatchError reports a batch call (AckBatch, SendBatch) in which some
+// items failed. Errs has one entry per item, in the order given: nil for
+// an item that succeeded. errors.Is and errors.As see every item's error,
+// so errors.Is(err, ErrStaleReceipt) holds if any receipt was stale.
+type BatchError struct {
+	Errs []error
+}
+
+func (e *BatchError) Error() string {
+	var b strings.Builder
+	shown := 0
+	for i, err := range e.Errs {
+		if err == nil {
+			continue
+		}
+		if shown == 3 {
+			b.WriteString("; ...")
+			break
+		}
+		if shown > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "item %d: %v", i, err)
+		shown++
+	}
+	return fmt.Sprintf("%d of %d items failed: %s", e.Failed(), len(e.Errs), b.String())
+}
+
+// Failed is how many items failed.
+func (e *BatchError) Failed() int {
+	n := 0
+	for _, err := range e.Errs {
+		if err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Unwrap exposes the items' errors to errors.Is and errors.As.
+func (e *BatchError) Unwrap() []error {
+	out := make([]error, 0, len(e.Errs))
+	for _, err := range e.Errs {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// batchError is nil when no item failed, else a *BatchError over errs.
+func batchError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return &BatchError{Errs: errs}
+		}
+	}
+	return nil
+}
 
 // Error is a server status as the client reports it. Error() is the server's
 // message; errors.Is matches the sentinel for the code.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/client/clienttest"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/grayproxy"
 	"google.golang.org/grpc/codes"
 )
@@ -32,7 +31,7 @@ func behindProxy(t *testing.T, opts ...Option) (a, b *clienttest.Server, px *gra
 	return a, b, px, c
 }
 
-func ready(s *clienttest.Server) int { return s.Count("q", fsmpb.State_STATE_READY) }
+func ready(s *clienttest.Server) int { return s.Count("q", clienttest.Ready) }
 
 // A node that stops answering (its replies are lost; calls still reach
 // it) is left within the liveness probe, not the minute an attempt may
@@ -168,11 +167,11 @@ func TestFailedItemsGoWhereTheNodeSays(t *testing.T) {
 
 func TestWithLivenessProbeValidates(t *testing.T) {
 	for _, c := range []struct{ after, timeout time.Duration }{{-1, time.Second}, {time.Second, 0}, {0, time.Second}} {
-		if err := WithLivenessProbe(c.after, c.timeout)(&config{}); err == nil {
+		if err := WithLivenessProbe(c.after, c.timeout).apply(&config{}); err == nil {
 			t.Errorf("WithLivenessProbe(%v, %v) accepted", c.after, c.timeout)
 		}
 	}
-	if err := WithLivenessProbe(0, 0)(&config{}); err != nil {
+	if err := WithLivenessProbe(0, 0).apply(&config{}); err != nil {
 		t.Errorf("WithLivenessProbe(0, 0) (off) rejected: %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -12,14 +11,31 @@ import (
 	"google.golang.org/grpc"
 )
 
-// maxWait is the server's long-poll cap.
-const maxWait = 20 * time.Second
+// Bounds of the public API, checked here before a call is made (the
+// server checks them too).
+const (
+	// MaxWait caps a receive's long poll.
+	MaxWait = 20 * time.Second
+	// MaxVisibility caps a lease: a receive's or queue's visibility and an
+	// extension.
+	MaxVisibility = 12 * time.Hour
+	// MaxDelay caps a message's delay (and how far its RunAt may lie ahead),
+	// a nack's delay and a queue's default delay and backoff.
+	MaxDelay = 365 * 24 * time.Hour
+	// MaxRetention caps a queue's retention, dedup window and completed
+	// retention.
+	MaxRetention = 14 * 24 * time.Hour
+	// MaxReceives caps a queue's max receive count.
+	MaxReceives = 1000
+	// MaxBodyBytes caps a message body (and a queue's MaxMessageBytes).
+	MaxBodyBytes = 256 << 10
+)
 
 // ReceiveOptions shape a receive.
 type ReceiveOptions struct {
 	Max        int           // messages to take, 1-1000; 0 means 1
-	Wait       time.Duration // long poll up to 20 s; 0 returns at once
-	Visibility time.Duration // lease length; 0: the queue's default
+	Wait       time.Duration // long poll up to MaxWait (20 s); 0 returns at once
+	Visibility time.Duration // lease length, up to MaxVisibility; 0: the queue's default
 	Consumer   string        // recorded in the message history
 }
 
@@ -55,10 +71,10 @@ func (c *Client) ReceiveTimed(ctx context.Context, queue string, o ReceiveOption
 	switch {
 	case o.Max < 0 || o.Max > 1000:
 		return nil, fmt.Errorf("receive from %q: %w", queue, invalid(fmt.Sprintf("max %d outside 1-1000", o.Max)))
-	case o.Wait < 0 || o.Wait > maxWait:
-		return nil, fmt.Errorf("receive from %q: %w", queue, invalid(fmt.Sprintf("wait %v outside 0-20s", o.Wait)))
-	case o.Visibility < 0:
-		return nil, fmt.Errorf("receive from %q: %w", queue, invalid(fmt.Sprintf("negative visibility %v", o.Visibility)))
+	case o.Wait < 0 || o.Wait > MaxWait:
+		return nil, fmt.Errorf("receive from %q: %w", queue, invalid(fmt.Sprintf("wait %v outside 0-%v", o.Wait, MaxWait)))
+	case o.Visibility < 0 || o.Visibility > MaxVisibility:
+		return nil, fmt.Errorf("receive from %q: %w", queue, invalid(fmt.Sprintf("visibility %v outside 0-%v", o.Visibility, MaxVisibility)))
 	}
 	req := &raftqv1.ReceiveRequest{
 		Queue:               queue,
@@ -106,20 +122,40 @@ func receiptShard(receipt string) (int, error) {
 	return int(r.Shard), nil
 }
 
-// Ack acknowledges leased messages: they are done. Receipts are grouped by
-// shard and each group goes to its shard's leader in parallel. The slice has
-// one error per receipt, in order (nil: acked; ErrStaleReceipt: the lease was
-// lost and the message will be or was delivered again, or another delivery
-// of it was acked; ErrNotFound: the message's record is gone, so the outcome
-// cannot be confirmed). The error reports whole calls that failed; their
-// receipts carry that error too.
-//
-// Acks are idempotent: an ack of a receipt whose message was already acked
-// with that same receipt succeeds (nil). So an ack the client retried after
-// an ambiguous failure, whose first attempt committed, reports nil, not
-// ErrStaleReceipt, as long as the server still keeps the acked record (the
-// queue's completed retention, default 1 h).
-func (c *Client) Ack(ctx context.Context, receipts ...string) ([]error, error) {
+// Ack acknowledges a leased message: it is done. It returns nil when the
+// message is acked, by this call or by an earlier one with the same
+// receipt: acks are idempotent, so an ack the client retried after an
+// ambiguous failure, whose first attempt committed, reports nil as long as
+// the server still keeps the acked record (the queue's completed
+// retention, default 1 h). Otherwise: ErrStaleReceipt (the lease was lost:
+// the message will be or was delivered again, or another delivery of it
+// was acked), ErrNotFound (the message's record is gone, so the outcome
+// cannot be confirmed), ErrInvalid (a malformed receipt), or a failed call.
+func (c *Client) Ack(ctx context.Context, receipt string) error {
+	errs := c.ackAll(ctx, []string{receipt})
+	if errs[0] != nil {
+		return fmt.Errorf("ack: %w", errs[0])
+	}
+	return nil
+}
+
+// AckBatch acknowledges many leased messages. Receipts are grouped by
+// shard and each group goes to its shard's leader in parallel. It returns
+// nil only if every receipt was acked (as Ack reports it); otherwise a
+// *BatchError whose Errs[i] is receipt i's error, nil where it was acked.
+// A call that failed as a whole gives each of its receipts that error.
+func (c *Client) AckBatch(ctx context.Context, receipts []string) error {
+	if len(receipts) == 0 {
+		return nil
+	}
+	if err := batchError(c.ackAll(ctx, receipts)); err != nil {
+		return fmt.Errorf("ack batch: %w", err)
+	}
+	return nil
+}
+
+// ackAll acks receipts and returns one error per receipt.
+func (c *Client) ackAll(ctx context.Context, receipts []string) []error {
 	itemErrs := make([]error, len(receipts))
 	byShard := map[int][]int{}
 	for i, r := range receipts {
@@ -130,11 +166,7 @@ func (c *Client) Ack(ctx context.Context, receipts ...string) ([]error, error) {
 		}
 		byShard[s] = append(byShard[s], i)
 	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
+	var wg sync.WaitGroup
 	for shard, idx := range byShard {
 		wg.Go(func() {
 			req := &raftqv1.AckRequest{Receipts: make([]string, len(idx))}
@@ -150,10 +182,7 @@ func (c *Client) Ack(ctx context.Context, receipts ...string) ([]error, error) {
 				err = fmt.Errorf("server returned %d results for %d receipts", len(resp.GetResults()), len(idx))
 			}
 			if err != nil {
-				err = fmt.Errorf("ack on shard %d: %w", shard, err)
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
+				err = fmt.Errorf("ack call to shard %d: %w", shard, err)
 				for _, i := range idx {
 					itemErrs[i] = err
 				}
@@ -165,14 +194,19 @@ func (c *Client) Ack(ctx context.Context, receipts ...string) ([]error, error) {
 		})
 	}
 	wg.Wait()
-	return itemErrs, errors.Join(errs...)
+	return itemErrs
 }
 
-// NackOptions shape a nack.
+// NackOptions shape a nack. The zero value nacks with the queue's backoff
+// policy and no error text.
 type NackOptions struct {
-	// Delay before the message is ready again; nil: the queue's backoff
-	// policy (exponential with full jitter).
-	Delay *time.Duration
+	// Delay before the message is ready again, up to MaxDelay. 0: the
+	// queue's backoff policy (exponential with full jitter); to make it
+	// ready at once, set ReadyNow instead.
+	Delay time.Duration
+	// ReadyNow makes the message ready again at once, whatever the queue's
+	// backoff (Delay must then be 0).
+	ReadyNow bool
 	// Error is recorded as the message's last error and in its history.
 	Error string
 }
@@ -185,10 +219,14 @@ func (c *Client) Nack(ctx context.Context, receipt string, o NackOptions) error 
 		return fmt.Errorf("nack: %w", err)
 	}
 	req := &raftqv1.NackRequest{Receipt: receipt, Error: o.Error}
-	if o.Delay != nil {
-		if *o.Delay < 0 {
-			return fmt.Errorf("nack: %w", invalid(fmt.Sprintf("negative delay %v", *o.Delay)))
-		}
+	switch {
+	case o.Delay < 0 || o.Delay > MaxDelay:
+		return fmt.Errorf("nack: %w", invalid(fmt.Sprintf("delay %v outside 0-%v", o.Delay, MaxDelay)))
+	case o.ReadyNow && o.Delay != 0:
+		return fmt.Errorf("nack: %w", invalid(fmt.Sprintf("delay %v with ReadyNow: give one", o.Delay)))
+	case o.ReadyNow:
+		req.HasDelay = true
+	case o.Delay > 0:
 		req.HasDelay, req.DelayMs = true, o.Delay.Milliseconds()
 	}
 	err = c.invoke(ctx, callSpec{shard: shard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) error {
@@ -208,8 +246,8 @@ func (c *Client) Extend(ctx context.Context, receipt string, d time.Duration) (t
 	if err != nil {
 		return time.Time{}, fmt.Errorf("extend: %w", err)
 	}
-	if d <= 0 {
-		return time.Time{}, fmt.Errorf("extend: %w", invalid(fmt.Sprintf("visibility %v is not positive", d)))
+	if d <= 0 || d > MaxVisibility {
+		return time.Time{}, fmt.Errorf("extend: %w", invalid(fmt.Sprintf("lease length %v outside (0, %v]", d, MaxVisibility)))
 	}
 	req := &raftqv1.ExtendLeaseRequest{Receipt: receipt, VisibilityTimeoutMs: d.Milliseconds()}
 	var resp *raftqv1.ExtendLeaseResponse

@@ -13,8 +13,16 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// Option configures Dial.
-type Option func(*config) error
+// Option configures Dial; the With... functions make them.
+type Option interface {
+	apply(*config) error
+}
+
+// option is an Option made of a function, so the config it changes stays
+// unexported.
+type option func(*config) error
+
+func (o option) apply(c *config) error { return o(c) }
 
 type config struct {
 	creds       credentials.TransportCredentials
@@ -48,58 +56,58 @@ const (
 
 // WithTLS sets the transport credentials (the default is plaintext).
 func WithTLS(creds credentials.TransportCredentials) Option {
-	return func(c *config) error {
+	return option(func(c *config) error {
 		if creds == nil {
 			return fmt.Errorf("WithTLS: nil credentials")
 		}
 		c.creds = creds
 		return nil
-	}
+	})
 }
 
 // WithCallTimeout bounds each attempt of a call (default 10 s). A receive's
 // long-poll wait is added on top. The caller's context bounds the whole call,
 // retries included.
 func WithCallTimeout(d time.Duration) Option {
-	return func(c *config) error {
+	return option(func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("WithCallTimeout: %v is not positive", d)
 		}
 		c.callTimeout = d
 		return nil
-	}
+	})
 }
 
 // WithRetry sets the retry budget and backoff.
 func WithRetry(p RetryPolicy) Option {
-	return func(c *config) error {
+	return option(func(c *config) error {
 		if err := p.validate(); err != nil {
 			return fmt.Errorf("WithRetry: %w", err)
 		}
 		c.retry = p
 		return nil
-	}
+	})
 }
 
 // WithLogger sets the logger for retries and shard map refreshes (debug level).
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
+	return option(func(c *config) error {
 		if l == nil {
 			return fmt.Errorf("WithLogger: nil logger")
 		}
 		c.logger = l
 		return nil
-	}
+	})
 }
 
 // WithAutoDedup turns automatic dedup keys for sends on or off (default on).
 // Off, a send without an explicit dedup key is never retried, because a retry
 // after an ambiguous failure could enqueue it twice.
 func WithAutoDedup(on bool) Option {
-	return func(c *config) error {
+	return option(func(c *config) error {
 		c.autoDedup = on
 		return nil
-	}
+	})
 }
 
 // WithSendCoalescing sets how many concurrent Send calls bound for one shard
@@ -110,13 +118,13 @@ func WithAutoDedup(on bool) Option {
 // committed. Sends whose shard the client cannot tell (no group and no
 // dedup key, with AutoDedup off) are never coalesced.
 func WithSendCoalescing(maxMessages int) Option {
-	return func(c *config) error {
+	return option(func(c *config) error {
 		if maxMessages < 0 {
 			return fmt.Errorf("WithSendCoalescing(%d): %w", maxMessages, errCoalesceOff)
 		}
 		c.coalesceMax = min(maxMessages, maxCoalesceMax)
 		return nil
-	}
+	})
 }
 
 // WithLivenessProbe sets how the client tells a node that stopped
@@ -132,23 +140,23 @@ func WithSendCoalescing(maxMessages int) Option {
 // nothing was sent. WithLivenessProbe(0, 0) turns all of this off, leaving
 // only the per-attempt timeout (WithCallTimeout) to end such an attempt.
 func WithLivenessProbe(after, timeout time.Duration) Option {
-	return func(c *config) error {
+	return option(func(c *config) error {
 		if after < 0 || timeout < 0 || (after == 0) != (timeout == 0) {
 			return fmt.Errorf("WithLivenessProbe(%v, %v): both positive, or both 0 for off", after, timeout)
 		}
 		c.probe = liveness.Config{After: after, Timeout: timeout}
 		return nil
-	}
+	})
 }
 
 // WithDialOptions appends raw gRPC dial options (interceptors, keepalive:
 // they replace the default keepalive, which pings a connection with calls
 // in flight after 10 s of silence and closes it 2 s later).
 func WithDialOptions(opts ...grpc.DialOption) Option {
-	return func(c *config) error {
+	return option(func(c *config) error {
 		c.dialOpts = append(c.dialOpts, opts...)
 		return nil
-	}
+	})
 }
 
 // fastConnect bounds one connection attempt; see Client.conn.

@@ -21,7 +21,7 @@ type Outgoing struct {
 	Body       []byte
 	Group      string // message group: per-group FIFO on FIFO queues, and shard placement
 	DedupKey   string
-	Delay      time.Duration // 0: the queue's default delay
+	Delay      time.Duration // up to MaxDelay; 0: the queue's default delay
 	RunAt      time.Time     // wins over Delay when set
 	Priority   uint32        // 0-9, higher first
 	Attributes map[string]string
@@ -68,8 +68,8 @@ type SendResult struct {
 }
 
 func (o *Outgoing) request(queue string) (*raftqv1.SendRequest, error) {
-	if o.Delay < 0 {
-		return nil, invalid(fmt.Sprintf("negative delay %v", o.Delay))
+	if o.Delay < 0 || o.Delay > MaxDelay {
+		return nil, invalid(fmt.Sprintf("delay %v outside 0-%v", o.Delay, MaxDelay))
 	}
 	r := &raftqv1.SendRequest{
 		Queue:      queue,
@@ -156,6 +156,9 @@ type preparedSend struct {
 // other sends to that shard, unless the caller attached gRPC metadata, which
 // only a call of its own can carry.
 func (c *Client) prepareSend(ctx context.Context, queue string, body []byte, opts []SendOption) (preparedSend, error) {
+	if err := c.admit(); err != nil {
+		return preparedSend{}, err
+	}
 	o := Outgoing{Body: body}
 	for _, opt := range opts {
 		opt(&o)
@@ -168,7 +171,8 @@ func (c *Client) prepareSend(ctx context.Context, queue string, body []byte, opt
 		return preparedSend{}, err
 	}
 	c.loadMap(ctx)
-	ps := preparedSend{req: req, spec: callSpec{shard: c.shardOf(queue, o.Group, o.DedupKey), safe: o.DedupKey != ""}}
+	// Admitted above: its call is made even if a Drain begins meanwhile.
+	ps := preparedSend{req: req, spec: callSpec{shard: c.shardOf(queue, o.Group, o.DedupKey), safe: o.DedupKey != "", admitted: true}}
 	if ps.spec.shard != anyShard && c.cfg.coalesceMax > 1 && !hasOutgoingMetadata(ctx) {
 		req.Queue = "" // the batch names it
 		ps.coalesce = true
@@ -192,11 +196,17 @@ func (c *Client) sendAlone(ctx context.Context, ps preparedSend) (SendResult, er
 
 // SendBatch enqueues many messages in one call. The returned slice has one
 // result per item, in order; an item's failure is in its Err. The error is
-// for the call as a whole. Items without a dedup key get one when AutoDedup
-// is on; the batch is retried only when every item has a key.
+// nil only if every item was enqueued: a call that failed as a whole
+// returns its error and no results; items that failed alone make it a
+// *BatchError (with the results, so the items that went through are
+// known). Items without a dedup key get one when AutoDedup is on; the
+// batch is retried only when every item has a key.
 func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) ([]SendResult, error) {
 	if len(items) == 0 {
 		return nil, nil
+	}
+	if err := c.admit(); err != nil {
+		return nil, fmt.Errorf("send batch to %q: %w", queue, err)
 	}
 	req := &raftqv1.SendBatchRequest{Queue: queue, Messages: make([]*raftqv1.SendRequest, len(items))}
 	c.loadMap(ctx)
@@ -246,8 +256,13 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 		return nil, fmt.Errorf("send batch to %q: server returned %d results for %d messages", queue, len(resp.GetResults()), len(items))
 	}
 	out := make([]SendResult, len(items))
+	errs := make([]error, len(items))
 	for i, r := range resp.GetResults() {
-		out[i] = SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated(), Err: itemError(r.GetCode(), r.GetError())}
+		errs[i] = itemError(r.GetCode(), r.GetError())
+		out[i] = SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated(), Err: errs[i]}
+	}
+	if err := batchError(errs); err != nil {
+		return out, fmt.Errorf("send batch to %q: %w", queue, err)
 	}
 	return out, nil
 }

@@ -44,3 +44,8 @@ if ! out=$(timeout 300 docker build --build-arg "VERSION=$version" -t "$tag" "$c
 	exit 1
 fi
 echo "built $tag ($version, linux/$arch)"
+# The build moved the tag; the image it named before is left dangling
+# (<none>). Remove such raftq images, and only those: prune takes dangling
+# images only, skips any a container still uses, and the label is this
+# Dockerfile's.
+timeout 60 docker image prune -f --filter "label=org.opencontainers.image.title=raftq" >/dev/null || true

@@ -91,7 +91,7 @@ func itemsResult(items []*fsmpb.ItemResult) *fsmpb.Result {
 func (s *state) queueOf(name string) (*queue, *fsmpb.Result) {
 	q, ok := s.queues[name]
 	if !ok {
-		return nil, failed(fsmpb.Code_CODE_QUEUE_NOT_FOUND, "queue %q not found on this shard", name)
+		return nil, failed(fsmpb.Code_CODE_QUEUE_NOT_FOUND, "queue %q not found", name)
 	}
 	return q, nil
 }

@@ -170,7 +170,9 @@ func (s *state) receive(ctx *applyCtx, c *fsmpb.Receive) *fsmpb.Result {
 	return &fsmpb.Result{Status: okStatus(), Body: &fsmpb.Result_Receive{Receive: &fsmpb.ReceiveResult{Messages: out}}}
 }
 
-// cancel deletes ready or delayed messages by id (job cancel).
+// cancel deletes ready or delayed messages by id (job cancel). Item
+// errors do not name the message: the shard-local id is not the one clients
+// know, so the API layer prefixes the public id.
 func (s *state) cancel(c *fsmpb.Cancel) *fsmpb.Result {
 	q, res := s.queueOf(c.GetQueue())
 	if res != nil {
@@ -184,13 +186,13 @@ func (s *state) cancel(c *fsmpb.Cancel) *fsmpb.Result {
 		m, ok := s.get(id)
 		switch {
 		case !ok || m.q != q:
-			items[i] = &fsmpb.ItemResult{Status: status(fsmpb.Code_CODE_MESSAGE_NOT_FOUND, "message %d not found in queue %q", id, q.name)}
+			items[i] = &fsmpb.ItemResult{Status: status(fsmpb.Code_CODE_MESSAGE_NOT_FOUND, "not found in queue %q", q.name)}
 		case m.state == fsmpb.State_STATE_READY || m.state == fsmpb.State_STATE_DELAYED:
 			s.remove(m)
 			s.counters.Cancelled++
 			items[i] = &fsmpb.ItemResult{Status: okStatus()}
 		default:
-			items[i] = &fsmpb.ItemResult{Status: status(fsmpb.Code_CODE_FAILED_PRECONDITION, "message %d is %s: only ready or delayed messages can be cancelled", id, m.state)}
+			items[i] = &fsmpb.ItemResult{Status: status(fsmpb.Code_CODE_FAILED_PRECONDITION, "it is %s; only ready or delayed messages can be cancelled", stateWord(m.state))}
 		}
 	}
 	return itemsResult(items)

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
 )
@@ -116,4 +117,9 @@ func msgFromProto(p *fsmpb.Message, q *queue) (*msg, error) {
 		})
 	}
 	return m, nil
+}
+
+// stateWord names a state as clients print it ("acked" for STATE_ACKED).
+func stateWord(st fsmpb.State) string {
+	return strings.ToLower(strings.TrimPrefix(st.String(), "STATE_"))
 }

@@ -47,8 +47,9 @@ type Response struct {
 type Stats struct {
 	Ready, Delayed, InFlight, Dead uint64
 	OldestReadyMs                  int64 // enqueue ms of the oldest ready message, 0 if none
-	// BlockedGroups counts FIFO groups that hold messages but cannot deliver
-	// now: their head is in flight or delayed.
+	// BlockedGroups counts FIFO groups with a message in flight: their
+	// other messages wait for it to be settled. A group whose head is
+	// delayed is waiting for a time, not blocked, and counts in Delayed.
 	BlockedGroups uint64
 	// Leasable counts what a Receive could lease now: Ready for a standard
 	// queue; for a FIFO queue only the ready heads of groups with nothing in
@@ -188,7 +189,9 @@ func (f *FSM) Stats(queue string) (Stats, bool) {
 		OldestReadyMs: f.s.oldestReady(q),
 	}
 	if q.fifo() {
-		st.BlockedGroups = uint64(len(q.groupSize) - q.ready.Len())
+		// Only a group's head is ever leased, so each leased message is
+		// one group in flight.
+		st.BlockedGroups = q.nLeased
 	}
 	return st, true
 }

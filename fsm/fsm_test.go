@@ -392,8 +392,16 @@ func TestFIFODelayedHeadBlocksGroup(t *testing.T) {
 	h := newHarness(t)
 	h.mustQueue("f", fifoPolicy())
 	h.mustEnqueue("f", &fsmpb.NewMessage{GroupId: "a", DelayMs: 500}, grouped("a", "2"), grouped("b", "b"))
+	// A delayed head makes its group wait, but nothing of it is in flight:
+	// not blocked.
+	if st := h.mustStats("f"); st.BlockedGroups != 0 || st.Delayed != 1 || st.Leasable != 1 {
+		t.Fatalf("stats before any receive %+v, want no blocked group", st)
+	}
 	if ms := h.mustReceive("f", 10, 1000); !slices.Equal(ids(ms), []uint64{3}) {
 		t.Fatalf("got %v, want only group b", ids(ms))
+	}
+	if st := h.mustStats("f"); st.BlockedGroups != 1 || st.InFlight != 1 {
+		t.Fatalf("stats with group b in flight %+v, want 1 blocked group", st)
 	}
 	h.now += 500
 	if ms := h.mustReceive("f", 10, 1000); !slices.Equal(ids(ms), []uint64{1}) {

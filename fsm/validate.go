@@ -26,7 +26,10 @@ const (
 )
 
 // ValidateQueueName checks a queue name: 1 to MaxQueueNameLen characters of
-// [A-Za-z0-9._-].
+// [A-Za-z0-9._-]. Apply and snapshot restore use it, so it must keep
+// accepting every name it ever accepted (a replica replaying an old log
+// must create the same queues); rules for new names only are in
+// ValidateNewQueueName.
 func ValidateQueueName(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: queue name is empty", ErrInvalidArgument)
@@ -34,12 +37,31 @@ func ValidateQueueName(name string) error {
 	if len(name) > MaxQueueNameLen {
 		return fmt.Errorf("%w: queue name is %d bytes, limit %d", ErrInvalidArgument, len(name), MaxQueueNameLen)
 	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
-		if !ok {
+	// By rune, so a multi-byte character is named whole, not by its first
+	// byte.
+	for _, c := range name {
+		if !nameChar(c) {
 			return fmt.Errorf("%w: queue name %q has character %q outside [A-Za-z0-9._-]", ErrInvalidArgument, name, c)
 		}
+	}
+	return nil
+}
+
+func nameChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// ValidateNewQueueName is ValidateQueueName plus the rules for a queue
+// being created: the name starts with a letter, a digit or '_'. "." and
+// ".." read as paths and "-x" as a command-line flag, so they are refused
+// when created. Queues created before this rule keep working: only the
+// API's create path applies it, never Apply or a restore.
+func ValidateNewQueueName(name string) error {
+	if err := ValidateQueueName(name); err != nil {
+		return err
+	}
+	if c := name[0]; c == '.' || c == '-' {
+		return fmt.Errorf("%w: queue name %q starts with %q; start it with a letter, a digit or '_'", ErrInvalidArgument, name, c)
 	}
 	return nil
 }

@@ -20,6 +20,25 @@ func TestValidateQueueName(t *testing.T) {
 		"slash/name":                           false,
 		"ünicode":                              false,
 	}
+	// Names that exist may keep working; only new ones must start with a
+	// letter, a digit or '_'.
+	for _, name := range []string{".", "..", "-dash", ".hidden"} {
+		if err := ValidateQueueName(name); err != nil {
+			t.Errorf("ValidateQueueName(%q) = %v: an existing queue of that name would stop working", name, err)
+		}
+		if err := ValidateNewQueueName(name); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "start it with a letter") {
+			t.Errorf("ValidateNewQueueName(%q) = %v, want a refusal saying how a name starts", name, err)
+		}
+	}
+	for _, name := range []string{"orders", "_private", "9lives", "a.b-c"} {
+		if err := ValidateNewQueueName(name); err != nil {
+			t.Errorf("ValidateNewQueueName(%q) = %v", name, err)
+		}
+	}
+	// A multi-byte character is named whole, not by its first byte.
+	if err := ValidateQueueName("ünïcødé"); err == nil || !strings.Contains(err.Error(), "character 'ü'") {
+		t.Errorf("ValidateQueueName(ünïcødé) = %v, want it to name 'ü'", err)
+	}
 	for name, ok := range cases {
 		err := ValidateQueueName(name)
 		if (err == nil) != ok {

@@ -28,6 +28,7 @@ type options struct {
 	nodes     int
 	shards    int
 	runsDir   string
+	keepAll   bool
 	bin       string
 	check     string
 	fifo      string
@@ -44,6 +45,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.nodes, "nodes", 3, "cluster size (3 or 5)")
 	fs.IntVar(&o.shards, "shards", 4, "data shards")
 	fs.StringVar(&o.runsDir, "runs", "jepsen-lite/runs", "directory for run directories (history, report, node logs)")
+	fs.BoolVar(&o.keepAll, "keep-passed", false, "keep the run directory of a run that passed too (by default only a failed or unfinished run keeps its own: each holds its nodes' data)")
 	fs.StringVar(&o.bin, "bin", "", "raftq-node binary (default: build ./cmd/node into the run directory)")
 	fs.StringVar(&o.check, "check", "", "only check this history file and exit")
 	fs.StringVar(&o.fifo, "fifo-queues", "jepsen-fifo", "with --check: queues to judge for per-group order")
@@ -127,4 +129,19 @@ func realMain() int {
 		return 1
 	}
 	return 0
+}
+
+// retainRun removes the directory of a run that passed unless keepAll:
+// each holds its nodes' data, and a make test used to leave about a
+// gigabyte of them. A failed or unfinished run keeps its directory for
+// the report, the history and the node logs.
+func retainRun(dir string, passed, keepAll bool) {
+	if !passed || keepAll {
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		logf("passed; could not remove %s: %v", dir, err)
+		return
+	}
+	logf("passed: removed %s (--keep-passed keeps it)", dir)
 }

@@ -60,6 +60,8 @@ func runAll(ctx context.Context, o *options) (ok bool, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return false, fmt.Errorf("run dir: %w", err)
 	}
+	// Registered before teardown, so it runs after the nodes are gone.
+	defer func() { retainRun(dir, ok && err == nil, o.keepAll) }()
 	logf("jepsen-lite seed %d backend %s workloads %v nemesis %v time %v -> %s", o.seed, o.backend, o.workloads, o.nemeses, o.duration, dir)
 	logf("replay: go run ./jepsen-lite --backend %s --workload %s --nemesis %s --time %v --seed %d --nodes %d --shards %d",
 		o.backend, join(o.workloads), join(o.nemeses), o.duration, o.seed, o.nodes, o.shards)

@@ -19,6 +19,24 @@ var (
 	ErrAlreadyPlaced = errors.New("meta: shard map already placed")
 )
 
+// RefusedError is a write the meta group refused, or that was refused
+// before it was proposed. Kind is the sentinel it matches (ErrExists,
+// ErrNotFound, ErrInvalid, ErrAlreadyPlaced); Reason is the refusal in
+// words a client can be shown as they are.
+type RefusedError struct {
+	Kind   error
+	Reason string
+}
+
+func (e *RefusedError) Error() string { return e.Kind.Error() + ": " + e.Reason }
+
+// Unwrap exposes Kind to errors.Is.
+func (e *RefusedError) Unwrap() error { return e.Kind }
+
+func refused(kind error, format string, args ...any) *RefusedError {
+	return &RefusedError{Kind: kind, Reason: fmt.Sprintf(format, args...)}
+}
+
 // NotLeaderError says who leads the meta group as this node last saw it
 // (LeaderID is empty while no leader is known).
 type NotLeaderError struct {

@@ -87,7 +87,7 @@ func (f *FSM) createQueue(c *metapb.CreateQueue, nowMs int64) *metapb.Result {
 		if proto.Equal(q.GetPolicy(), c.GetPolicy()) {
 			return &metapb.Result{Queue: proto.CloneOf(q)}
 		}
-		return &metapb.Result{Code: metapb.Code_CODE_EXISTS, Message: "queue " + c.GetName() + " exists with a different policy", Queue: proto.CloneOf(q)}
+		return &metapb.Result{Code: metapb.Code_CODE_EXISTS, Message: fmt.Sprintf("queue %q exists with a different policy", c.GetName()), Queue: proto.CloneOf(q)}
 	}
 	q := &metapb.Queue{Name: c.GetName(), Policy: proto.CloneOf(c.GetPolicy()), CreatedMs: nowMs, UpdatedMs: nowMs}
 	f.queues[q.GetName()] = q
@@ -100,7 +100,7 @@ func (f *FSM) updateQueue(c *metapb.UpdateQueue, nowMs int64) *metapb.Result {
 	}
 	q, ok := f.queues[c.GetName()]
 	if !ok {
-		return &metapb.Result{Code: metapb.Code_CODE_NOT_FOUND, Message: "queue " + c.GetName() + " not found"}
+		return &metapb.Result{Code: metapb.Code_CODE_NOT_FOUND, Message: fmt.Sprintf("queue %q not found", c.GetName())}
 	}
 	if !proto.Equal(q.GetPolicy(), c.GetPolicy()) {
 		// Replace rather than mutate: readers hold clones, never q itself,
@@ -113,7 +113,7 @@ func (f *FSM) updateQueue(c *metapb.UpdateQueue, nowMs int64) *metapb.Result {
 
 func (f *FSM) deleteQueue(c *metapb.DeleteQueue) *metapb.Result {
 	if _, ok := f.queues[c.GetName()]; !ok {
-		return &metapb.Result{Code: metapb.Code_CODE_NOT_FOUND, Message: "queue " + c.GetName() + " not found"}
+		return &metapb.Result{Code: metapb.Code_CODE_NOT_FOUND, Message: fmt.Sprintf("queue %q not found", c.GetName())}
 	}
 	delete(f.queues, c.GetName())
 	return &metapb.Result{}

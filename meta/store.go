@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -188,21 +189,35 @@ func (s *Store) AppliedIndex() uint64 { return s.fsm.AppliedIndex() }
 
 func normalize(name string, p *fsmpb.QueuePolicy) (*fsmpb.QueuePolicy, error) {
 	if err := fsm.ValidateQueueName(name); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, refused(ErrInvalid, "%s", fsmReason(err))
 	}
 	if p == nil {
 		p = &fsmpb.QueuePolicy{}
 	}
 	if err := fsm.ValidatePolicy(p); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, refused(ErrInvalid, "%s", fsmReason(err))
 	}
 	return fsm.NormalizePolicy(p), nil
 }
 
+// fsmReason is an fsm validation error without the sentinel's words, which
+// RefusedError.Kind carries.
+func fsmReason(err error) string {
+	return strings.TrimPrefix(err.Error(), fsm.ErrInvalidArgument.Error()+": ")
+}
+
 // CreateQueue creates a queue. Creating it again with the same (normalized)
-// policy returns the existing queue; with a different one, ErrExists.
+// policy returns the existing queue; with a different one, ErrExists. A new
+// name must also pass fsm.ValidateNewQueueName.
 func (s *Store) CreateQueue(ctx context.Context, name string, p *fsmpb.QueuePolicy) (*raftqv1.QueueInfo, error) {
 	np, err := normalize(name, p)
+	if err == nil {
+		if verr := fsm.ValidateNewQueueName(name); verr != nil {
+			if _, ok := s.fsm.Queue(name); !ok {
+				err = refused(ErrInvalid, "%s", fsmReason(verr))
+			}
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create queue %q: %w", name, err)
 	}
@@ -214,16 +229,35 @@ func (s *Store) CreateQueue(ctx context.Context, name string, p *fsmpb.QueuePoli
 }
 
 // UpdateQueue replaces a queue's policy; ErrNotFound if there is no queue.
+// A queue's mode (standard or FIFO) is fixed when it is created: an update
+// that changes it is refused with ErrInvalid. Every shard's FSM refuses a
+// mode change while it holds messages of the queue (their indexes are
+// built for one mode), so a change recorded here would leave the shards
+// and the meta group disagreeing about the queue.
 func (s *Store) UpdateQueue(ctx context.Context, name string, p *fsmpb.QueuePolicy) (*raftqv1.QueueInfo, error) {
 	np, err := normalize(name, p)
 	if err != nil {
 		return nil, fmt.Errorf("update queue %q: %w", name, err)
+	}
+	// Checked on the leader only, whose replica has applied every write it
+	// acknowledged; a follower forwards the update there (ErrNotLeader).
+	if cur, ok := s.fsm.Queue(name); ok && s.IsLeader() && cur.GetPolicy().GetMode() != np.GetMode() {
+		return nil, fmt.Errorf("update queue %q: %w", name, refused(ErrInvalid,
+			"queue %q is %s and a queue's mode cannot change; create a new queue for %s delivery",
+			name, modeWord(cur.GetPolicy().GetMode()), modeWord(np.GetMode())))
 	}
 	res, err := s.apply(ctx, &metapb.Command{Cmd: &metapb.Command_UpdateQueue{UpdateQueue: &metapb.UpdateQueue{Name: name, Policy: np}}})
 	if err != nil {
 		return nil, fmt.Errorf("update queue %q: %w", name, err)
 	}
 	return queueInfo(res.GetQueue()), nil
+}
+
+func modeWord(m fsmpb.QueueMode) string {
+	if m == fsmpb.QueueMode_QUEUE_MODE_FIFO {
+		return "FIFO"
+	}
+	return "standard"
 }
 
 // DeleteQueue removes a queue; ErrNotFound if there is none.
@@ -329,13 +363,13 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 	case metapb.Code_CODE_OK:
 		return res, nil
 	case metapb.Code_CODE_EXISTS:
-		return res, fmt.Errorf("%w: %s", ErrExists, res.GetMessage())
+		return res, refused(ErrExists, "%s", res.GetMessage())
 	case metapb.Code_CODE_NOT_FOUND:
-		return res, fmt.Errorf("%w: %s", ErrNotFound, res.GetMessage())
+		return res, refused(ErrNotFound, "%s", res.GetMessage())
 	case metapb.Code_CODE_ALREADY_PLACED:
-		return res, fmt.Errorf("%w: %s", ErrAlreadyPlaced, res.GetMessage())
+		return res, refused(ErrAlreadyPlaced, "%s", res.GetMessage())
 	default:
-		return res, fmt.Errorf("%w: %s", ErrInvalid, res.GetMessage())
+		return res, refused(ErrInvalid, "%s", res.GetMessage())
 	}
 }
 

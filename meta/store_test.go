@@ -153,3 +153,48 @@ func TestStore_RestartFromSnapshot(t *testing.T) {
 		t.Fatalf("bootstrap over state: %v, want ErrCantBootstrap", err)
 	}
 }
+
+// What a user meets when creating and updating queues: each refusal says
+// why once, in words a client can show as they are.
+func TestStore_QueueRefusals(t *testing.T) {
+	s := mustOpenSingle(t, t.TempDir(), true)
+	waitLeader(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.CreateQueue(ctx, "jobs", nil); err != nil {
+		t.Fatal(err)
+	}
+	fifo := &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_FIFO}
+	for _, tc := range []struct {
+		name   string
+		do     func() error
+		kind   error
+		reason string
+	}{
+		{"different policy", func() error {
+			_, err := s.CreateQueue(ctx, "jobs", &fsmpb.QueuePolicy{VisibilityTimeoutMs: 9000})
+			return err
+		}, ErrExists, `queue "jobs" exists with a different policy`},
+		{"mode change", func() error { _, err := s.UpdateQueue(ctx, "jobs", fifo); return err },
+			ErrInvalid, `queue "jobs" is standard and a queue's mode cannot change; create a new queue for FIFO delivery`},
+		{"dot", func() error { _, err := s.CreateQueue(ctx, "..", nil); return err },
+			ErrInvalid, `queue name ".." starts with '.'; start it with a letter, a digit or '_'`},
+		{"dash", func() error { _, err := s.CreateQueue(ctx, "-dash", nil); return err },
+			ErrInvalid, `queue name "-dash" starts with '-'; start it with a letter, a digit or '_'`},
+		{"update missing", func() error { _, err := s.UpdateQueue(ctx, "nope", nil); return err },
+			ErrNotFound, `queue "nope" not found`},
+	} {
+		err := tc.do()
+		var re *RefusedError
+		if !errors.Is(err, tc.kind) || !errors.As(err, &re) || re.Reason != tc.reason {
+			t.Errorf("%s: %v; want %v with reason %q", tc.name, err, tc.kind, tc.reason)
+		}
+	}
+	if q, ok := s.Queue("jobs"); !ok || q.GetPolicy().GetMode() != fsmpb.QueueMode_QUEUE_MODE_STANDARD {
+		t.Fatalf("jobs after a refused mode change: %v", q)
+	}
+	// An update that keeps the mode goes through.
+	if q, err := s.UpdateQueue(ctx, "jobs", &fsmpb.QueuePolicy{VisibilityTimeoutMs: 9000}); err != nil || q.GetPolicy().GetVisibilityTimeoutMs() != 9000 {
+		t.Fatalf("update keeping the mode: %v, %v", q, err)
+	}
+}

@@ -1,36 +1,137 @@
 #!/usr/bin/env bash
-# Starts a 3-node raftq cluster on loopback in the foreground. Ctrl-C (or
-# SIGTERM) stops every node it started, gracefully; data stays under
-# ./data so the next run restarts the same cluster.
+# Starts raftq nodes on loopback in the foreground: all three by default
+# (make run), or the ones named (scripts/run-cluster.sh n2) to start a node
+# again after it stopped. Ctrl-C (or SIGTERM) stops the nodes this script
+# started, gracefully; data stays under ./data so the next run restarts
+# the same cluster. A node that exits on its own is reported with how to
+# start it again; the others keep running.
 #
 #   node  gRPC (clients)   raft        gossip      metrics
 #   n1    127.0.0.1:7101   :7201       :7301       http://127.0.0.1:7401/metrics
 #   n2    127.0.0.1:7102   :7202       :7302       :7402
 #   n3    127.0.0.1:7103   :7203       :7303       :7403
 #
-# RAFTQ_NODE_ARGS adds flags to every node (e.g. "--shards 8"; shard count
-# and other bootstrap settings only count on a fresh data directory).
+# Each node's pid is in $DATA/<node>.pid (kill -9 "$(cat data/n2.pid)"
+# stops one abruptly, to watch failover).
+#
+# Raft log segments are 4 MiB here (the node's default, 64 MiB, is sized for
+# production write rates; each raft group preallocates one segment, so a
+# 3-node dev cluster took 385 MB before its first message). RAFTQ_NODE_ARGS
+# adds flags to every node and wins over these (e.g. "--shards 8"; shard
+# count, segment size and other settings of a raft group only count when
+# it is created, on a fresh data directory).
 set -euo pipefail
+# This script's own messages go to fd 3 (its stderr): while it waits for
+# nodes, fd 2 is /dev/null, which keeps bash's job notices ("Killed ...")
+# out of the log.
+exec 3>&2
 BIN=${BIN:-bin}
 DATA=${DATA:-data}
 mkdir -p "$DATA"
+
+nodes=("$@")
+if [ ${#nodes[@]} -eq 0 ]; then
+	nodes=(n1 n2 n3)
+fi
+for n in "${nodes[@]}"; do
+	case "$n" in
+	n1 | n2 | n3) ;;
+	*)
+		echo "raftq: unknown node \"$n\" (want n1, n2 or n3)" >&3
+		exit 2
+		;;
+	esac
+done
+
 pids=()
+names=()
+stopping=0
+
+# describe turns an exit status into words.
+describe() {
+	if [ "$1" -gt 128 ]; then
+		echo "killed by SIG$(kill -l $(($1 - 128)) 2>/dev/null || echo $(($1 - 128)))"
+	else
+		echo "exit status $1"
+	fi
+}
+
 stop() {
 	trap - INT TERM
-	echo "raftq: stopping nodes ${pids[*]}" >&2
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	stopping=1
+	local up="" i
+	for i in "${!pids[@]}"; do
+		if [ -n "${pids[$i]}" ]; then up="$up${up:+ }${names[$i]}"; fi
+	done
+	echo "raftq: stopping ${up:-(none left)}" >&3
+	for p in "${pids[@]}"; do
+		if [ -n "$p" ]; then kill -TERM "$p" 2>/dev/null || true; fi
+	done
+	for i in "${!pids[@]}"; do
+		p=${pids[$i]}
+		[ -n "$p" ] || continue
+		rc=0
+		wait "$p" 2>/dev/null || rc=$?
+		# 143 is the shell's way of saying the TERM it sent ended it.
+		if [ "$rc" -ne 0 ] && [ "$rc" -ne 143 ] && [ "$rc" -ne 130 ]; then
+			echo "raftq: ${names[$i]} had exited ($(describe "$rc"))" >&3
+		fi
+		rm -f "$DATA/${names[$i]}.pid"
+	done
+	# Let the prefixers print the nodes' last lines first (bounded: 5 s).
+	for n in "${names[@]}"; do
+		f="$DATA/.$n.log.pid"
+		if [ -f "$f" ]; then
+			p=$(cat "$f")
+			for _ in $(seq 50); do
+				kill -0 "$p" 2>/dev/null || break
+				sleep 0.1
+			done
+			rm -f "$f"
+		fi
+	done
+	echo "raftq: stopped" >&3
 	exit 0
 }
 trap stop INT TERM
-for i in 1 2 3; do
+
+for n in "${nodes[@]}"; do
+	i=${n#n}
+	# The log prefixer ignores INT and TERM: it ends when the node closes
+	# its output, so the node's last lines are printed even when a signal
+	# reaches the whole process group.
 	"$BIN/raftq-node" \
-		--node-id "n$i" --data-dir "$DATA/n$i" \
+		--node-id "$n" --data-dir "$DATA/$n" \
 		--grpc-bind "127.0.0.1:710$i" --raft-bind "127.0.0.1:720$i" \
 		--gossip-bind "127.0.0.1:730$i" --http-bind "127.0.0.1:740$i" \
 		--join "127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303" \
-		--bootstrap-expect 3 ${RAFTQ_NODE_ARGS:-} > >(sed -u "s/^/[n$i] /") 2>&1 &
+		--bootstrap-expect 3 --wal-segment-size 4MiB ${RAFTQ_NODE_ARGS:-} \
+		> >(trap '' INT TERM; exec sh -c 'echo $$ >"$0"; exec sed -u "$1"' "$DATA/.$n.log.pid" "s/^/[$n] /") 2>&1 3>&- &
 	pids+=($!)
+	names+=("$n")
+	echo $! >"$DATA/$n.pid"
 done
-echo "raftq: 3 nodes starting; clients use 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103 (Ctrl-C stops)" >&2
-wait
+addrs=""
+for n in "${nodes[@]}"; do addrs="$addrs${addrs:+,}127.0.0.1:710${n#n}"; done
+echo "raftq: ${names[*]} starting (pids ${pids[*]}, also in $DATA/<node>.pid); clients use $addrs (Ctrl-C stops)" >&3
+
+# Report a node that exits while the others run. Portable to bash 3.2
+# (no wait -n): look every second; the sleep runs in the background so a
+# signal is handled at once.
+live=${#pids[@]}
+while [ "$live" -gt 0 ]; do
+	sleep 1 &
+	wait $! 2>/dev/null || true
+	for i in "${!pids[@]}"; do
+		p=${pids[$i]}
+		if [ -z "$p" ] || kill -0 "$p" 2>/dev/null; then continue; fi
+		rc=0
+		wait "$p" 2>/dev/null || rc=$?
+		[ "$stopping" -eq 1 ] && continue
+		echo "raftq: ${names[$i]} exited ($(describe "$rc")); the others keep running. Start it again with: scripts/run-cluster.sh ${names[$i]}" >&3
+		rm -f "$DATA/${names[$i]}.pid"
+		pids[$i]=""
+		live=$((live - 1))
+	done
+done 2>/dev/null
+echo "raftq: every node exited" >&3

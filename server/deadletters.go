@@ -38,6 +38,11 @@ func (d *deadLetters) ListDead(ctx context.Context, req *raftqv1.ListDeadRequest
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}
+	// Shards answer an empty list for a queue they do not hold, which would
+	// pass for an empty DLQ.
+	if _, err := d.lookupQueue(ctx, req.GetQueue()); err != nil {
+		return nil, err
+	}
 	var all []*raftqv1.MessageInfo
 	for id := uint32(0); id < d.router.ShardCount(); id++ {
 		resp, err := d.router.Read(ctx, &raftqv1.ShardReadRequest{ShardId: id, Query: &raftqv1.ShardReadRequest_ListDeadQueue{ListDeadQueue: req.GetQueue()}, Limit: limit})
@@ -142,7 +147,7 @@ func (d *deadLetters) Redrive(ctx context.Context, req *raftqv1.RedriveRequest) 
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := (&queues{Server: d.Server}).GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetQueue()}); err != nil {
+	if _, err := d.lookupQueue(ctx, req.GetQueue()); err != nil {
 		return nil, err
 	}
 	rate := req.GetRatePerS()
@@ -169,7 +174,7 @@ func (d *deadLetters) Discard(ctx context.Context, req *raftqv1.DiscardRequest) 
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := (&queues{Server: d.Server}).GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetQueue()}); err != nil {
+	if _, err := d.lookupQueue(ctx, req.GetQueue()); err != nil {
 		return nil, err
 	}
 	ids, err := d.byShard(req.GetMessageIds())

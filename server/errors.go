@@ -36,6 +36,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	var mnl meta.NotLeaderError
 	var nr *router.NotReadyError
 	var pe *router.PeerError
+	var mre *meta.RefusedError
 	switch {
 	case errors.As(err, &pe) && !pe.Sent:
 		// The forward never left this node: a refusal, and the leader
@@ -71,6 +72,10 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	case errors.Is(err, shard.ErrShutdown):
 		s.refuse(ctx, "")
 		return status.Errorf(codes.Unavailable, "node shutting down: %v", err)
+	case errors.As(err, &mre):
+		// The meta group's own words; the chain around them only repeats
+		// the request ("create queue "x": meta: ...").
+		return status.Error(metaCode(mre.Kind), mre.Reason)
 	case errors.Is(err, meta.ErrExists):
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, meta.ErrNotFound):
@@ -109,6 +114,18 @@ func (s *Server) hint(ctx context.Context, leaderID, addr string) {
 		return
 	}
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(router.LeaderHintTrailer, router.FormatLeaderHint(leaderID, addr)))
+}
+
+func metaCode(kind error) codes.Code {
+	switch {
+	case errors.Is(kind, meta.ErrExists):
+		return codes.AlreadyExists
+	case errors.Is(kind, meta.ErrNotFound):
+		return codes.NotFound
+	case errors.Is(kind, meta.ErrAlreadyPlaced):
+		return codes.FailedPrecondition
+	}
+	return codes.InvalidArgument
 }
 
 func grpcCode(c fsmpb.Code) codes.Code {

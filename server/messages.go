@@ -211,12 +211,14 @@ func (m *messages) Receive(ctx context.Context, req *raftqv1.ReceiveRequest) (*r
 	if max > fsm.MaxReceiveBatch {
 		return nil, invalid("max_messages %d above the limit %d", max, fsm.MaxReceiveBatch)
 	}
-	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
-	if wait < 0 || wait > maxWait {
-		return nil, invalid("wait_ms must be within 0..%d", maxWait.Milliseconds())
+	// Bounds are checked on the milliseconds as sent: converted first, a
+	// huge wait_ms overflowed time.Duration and passed as a short wait.
+	if err := msWithin("wait_ms", req.GetWaitMs(), maxWait.Milliseconds()); err != nil {
+		return nil, err
 	}
-	if v := req.GetVisibilityTimeoutMs(); v < 0 || v > fsm.MaxVisibilityMs {
-		return nil, invalid("visibility_timeout_ms must be within 0..%d", int64(fsm.MaxVisibilityMs))
+	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
+	if err := msWithin("visibility_timeout_ms", req.GetVisibilityTimeoutMs(), fsm.MaxVisibilityMs); err != nil {
+		return nil, err
 	}
 	if err := m.ready(ctx); err != nil {
 		return nil, err
@@ -373,6 +375,15 @@ func (s *Server) settle(ctx context.Context, r wire.Receipt, cmd *fsmpb.Command)
 	return item, err
 }
 
+// msWithin checks a millisecond field against 0..limit, naming the limit
+// as a duration too.
+func msWithin(field string, v, limit int64) error {
+	if v < 0 || v > limit {
+		return invalid("%s %d is outside 0..%d (%v)", field, v, limit, time.Duration(limit)*time.Millisecond)
+	}
+	return nil
+}
+
 // leaseError renders the FSM's reason for refusing a receipt with the
 // message id in the form clients print (wire.MessageID), which the FSM does
 // not know; "" stays "".
@@ -391,8 +402,8 @@ func (m *messages) Nack(ctx context.Context, req *raftqv1.NackRequest) (*raftqv1
 	if err != nil {
 		return nil, err
 	}
-	if req.GetDelayMs() < 0 || req.GetDelayMs() > fsm.MaxDelayMs {
-		return nil, invalid("delay_ms must be within 0..%d", int64(fsm.MaxDelayMs))
+	if err := msWithin("delay_ms", req.GetDelayMs(), fsm.MaxDelayMs); err != nil {
+		return nil, err
 	}
 	if len(req.GetError()) > fsm.MaxErrorLen {
 		return nil, invalid("error text of %d bytes above the limit %d", len(req.GetError()), fsm.MaxErrorLen)
@@ -485,7 +496,13 @@ func (m *messages) CancelMessage(ctx context.Context, req *raftqv1.CancelMessage
 		return nil, err
 	}
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_Cancel{Cancel: &fsmpb.Cancel{Queue: msg.GetQueue(), MessageIds: []uint64{mid.ID}}}}
-	if _, err := m.one(ctx, mid.Shard, cmd); err != nil {
+	if item, err := m.one(ctx, mid.Shard, cmd); err != nil {
+		if item != nil {
+			// The FSM's reason does not name the message: it only knows
+			// the shard-local id.
+			st := item.GetStatus()
+			return nil, status.Error(grpcCode(st.GetCode()), fmt.Sprintf("message %s: %s", mid, st.GetMessage()))
+		}
 		return nil, err
 	}
 	return &raftqv1.CancelMessageResponse{}, nil

@@ -60,10 +60,10 @@ func (n *nodeSvc) ShardReceive(ctx context.Context, req *raftqv1.ShardReceiveReq
 	if err != nil {
 		return nil, err
 	}
-	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
-	if wait < 0 || wait > maxWait {
-		return nil, invalid("wait_ms out of range")
+	if err := msWithin("wait_ms", req.GetWaitMs(), maxWait.Milliseconds()); err != nil {
+		return nil, err
 	}
+	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
 	res, err := router.ReceiveLocal(ctx, sh, req.GetReceive(), wait)
 	if err != nil {
 		return nil, n.toStatus(ctx, err)

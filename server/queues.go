@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -52,15 +53,21 @@ func upsertCmd(info *raftqv1.QueueInfo) *fsmpb.Command {
 
 func validateQueue(name string, p *fsmpb.QueuePolicy) error {
 	if err := fsm.ValidateQueueName(name); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		return invalidFSM(err)
 	}
 	if p == nil {
 		return nil
 	}
 	if err := fsm.ValidatePolicy(p); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		return invalidFSM(err)
 	}
 	return nil
+}
+
+// invalidFSM is an fsm validation error as INVALID_ARGUMENT, without the
+// words "invalid argument", which the code already says.
+func invalidFSM(err error) error {
+	return status.Error(codes.InvalidArgument, strings.TrimPrefix(err.Error(), fsm.ErrInvalidArgument.Error()+": "))
 }
 
 func (q *queues) CreateQueue(ctx context.Context, req *raftqv1.CreateQueueRequest) (*raftqv1.QueueInfo, error) {
@@ -86,14 +93,21 @@ func (q *queues) CreateQueue(ctx context.Context, req *raftqv1.CreateQueueReques
 }
 
 func (q *queues) GetQueue(ctx context.Context, req *raftqv1.GetQueueRequest) (*raftqv1.QueueInfo, error) {
-	if err := validateQueue(req.GetName(), nil); err != nil {
+	return q.lookupQueue(ctx, req.GetName())
+}
+
+// lookupQueue finds a queue as GetQueue answers it: NOT_FOUND only when
+// the meta leader (or, if it cannot be asked, a replica that is not
+// starting) does not know it.
+func (s *Server) lookupQueue(ctx context.Context, name string) (*raftqv1.QueueInfo, error) {
+	if err := validateQueue(name, nil); err != nil {
 		return nil, err
 	}
-	if info, ok := q.node.Meta().Queue(req.GetName()); ok {
+	if info, ok := s.node.Meta().Queue(name); ok {
 		return info, nil
 	}
-	notFound := status.Errorf(codes.NotFound, "queue %q not found", req.GetName())
-	if q.node.Meta().IsLeader() {
+	notFound := status.Errorf(codes.NotFound, "queue %q not found", name)
+	if s.node.Meta().IsLeader() {
 		return nil, notFound
 	}
 	// A follower applies a meta entry only once the leader tells it the
@@ -103,12 +117,12 @@ func (q *queues) GetQueue(ctx context.Context, req *raftqv1.GetQueueRequest) (*r
 	// asked, this replica's answer stands, unless the replica is still
 	// starting (no shard map yet): its meta state is then known to lag, and
 	// NOT_FOUND, which clients take as final, would be a guess.
-	info, err := forwardMeta(ctx, q.Server, meta.NotLeaderError{LeaderID: q.node.Meta().LeaderID()},
+	info, err := forwardMeta(ctx, s, meta.NotLeaderError{LeaderID: s.node.Meta().LeaderID()},
 		func(ctx context.Context, c raftqv1.QueuesClient) (*raftqv1.QueueInfo, error) {
-			return c.GetQueue(ctx, req)
+			return c.GetQueue(ctx, &raftqv1.GetQueueRequest{Name: name})
 		})
 	if err != nil {
-		if rerr := q.ready(ctx); rerr != nil {
+		if rerr := s.ready(ctx); rerr != nil {
 			return nil, rerr
 		}
 		return nil, notFound
@@ -159,7 +173,7 @@ func (q *queues) PurgeQueue(ctx context.Context, req *raftqv1.PurgeQueueRequest)
 	if err := q.ready(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := q.GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetName()}); err != nil {
+	if _, err := q.lookupQueue(ctx, req.GetName()); err != nil {
 		return nil, err
 	}
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_PurgeQueue{PurgeQueue: &fsmpb.PurgeQueue{Queue: req.GetName()}}}
@@ -178,7 +192,7 @@ func (q *queues) QueueStats(ctx context.Context, req *raftqv1.QueueStatsRequest)
 	if err := q.ready(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := q.GetQueue(ctx, &raftqv1.GetQueueRequest{Name: req.GetName()}); err != nil {
+	if _, err := q.lookupQueue(ctx, req.GetName()); err != nil {
 		return nil, err
 	}
 	n := q.router.ShardCount()

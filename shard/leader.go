@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -89,7 +90,13 @@ func (s *Shard) leaderDuties(ctx context.Context, st *leaderState) {
 		if err == nil {
 			break
 		}
-		s.logger.Warn("leader barrier failed", "term", st.term, "err", err)
+		level := slog.LevelWarn
+		if errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrNotLeader) {
+			// Another replica leads now (an election, or peers stopping
+			// together): these duties end, nothing is wrong here.
+			level = slog.LevelInfo
+		}
+		s.logger.Log(ctx, level, "leader barrier failed", "term", st.term, "err", err)
 		if !sleepCtx(ctx, dutyRetry) {
 			return
 		}

@@ -134,8 +134,8 @@ func diskFullCase(t *testing.T, reserve string, want error) {
 		for _, m := range msgs {
 			receipts = append(receipts, m.Receipt)
 		}
-		if errs, err := cl.Ack(ctx, receipts...); err != nil || errors.Join(errs...) != nil {
-			t.Fatalf("ack while sends are refused: %v %v", err, errs)
+		if err := cl.AckBatch(ctx, receipts); err != nil {
+			t.Fatalf("ack while sends are refused: %v", err)
 		}
 		mu.Lock()
 		for _, m := range msgs {
@@ -206,7 +206,7 @@ func drainKeys(t *testing.T, cl *client.Client, queue string, want map[string]bo
 			receipts = append(receipts, m.Receipt)
 		}
 		if len(receipts) > 0 {
-			if _, err := cl.Ack(ctx, receipts...); err != nil {
+			if err := cl.AckBatch(ctx, receipts); err != nil {
 				t.Logf("ack while draining: %v", err)
 			}
 		}

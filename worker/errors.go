@@ -51,3 +51,18 @@ type RetryError struct {
 
 func (r *RetryError) Error() string { return fmt.Sprintf("retry after %v: %v", r.After, r.Err) }
 func (r *RetryError) Unwrap() error { return r.Err }
+
+// PanicError is a handler's panic, as Settlement.Err reports it: the value
+// it panicked with and the stack where it did.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (p *PanicError) Error() string { return fmt.Sprintf("panic: %v", p.Value) }
+
+// Unwrap exposes a panic value that is an error (panic(err)).
+func (p *PanicError) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
+}

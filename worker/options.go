@@ -1,21 +1,30 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/raftq/raftq/client"
 )
+
+// DefaultConcurrency is Options.Concurrency when it is 0: enough handlers
+// in flight that a worker of I/O-bound handlers is not held to one round
+// trip per message (docs/client.md, "Concurrency").
+const DefaultConcurrency = 64
 
 // Options configure a Worker. Zero fields take the defaults noted.
 type Options struct {
-	// Concurrency is the most handlers running at once (default 1). The
-	// worker never holds more leases than this.
+	// Concurrency is the most handlers running at once (default
+	// DefaultConcurrency). The worker never holds more leases than this.
 	Concurrency int
 	// Visibility is the lease length asked for on receive and on every
-	// extension (default 30 s).
+	// extension (default 30 s, at most client.MaxVisibility).
 	Visibility time.Duration
-	// Wait is the long-poll wait of each receive (default 20 s, the maximum).
+	// Wait is the long-poll wait of each receive (default and most
+	// client.MaxWait, 20 s).
 	Wait time.Duration
 	// Batch is the most messages taken per receive (default Concurrency,
 	// at most 1000); a receive never asks for more than the free slots.
@@ -31,8 +40,18 @@ type Options struct {
 	SettleTimeout time.Duration
 	// Consumer names this worker in message histories (default host:pid).
 	Consumer string
-	// Logger receives receive errors, settle failures and lost leases.
+	// Logger receives receive errors, settle failures, lost leases, and
+	// handler errors and panics unless OnError and OnPanic take them
+	// (default slog.Default()).
 	Logger *slog.Logger
+	// OnError, if set, is called with a handler's error (its returned
+	// value, Retry and Poison ones too) before the message is settled;
+	// without it the error is logged at warn. ctx is the handler's.
+	OnError func(ctx context.Context, m *Message, err error)
+	// OnPanic, if set, is called with the value of a handler's panic and
+	// the stack where it happened, before the message is nacked; without it
+	// the panic is logged at error with its stack.
+	OnPanic func(ctx context.Context, m *Message, value any, stack []byte)
 	// Hooks are optional metrics callbacks.
 	Hooks Hooks
 }
@@ -43,7 +62,8 @@ type Outcome string
 // Outcomes reported to Hooks.Settled.
 const (
 	Acked        Outcome = "acked"
-	Nacked       Outcome = "nacked"        // handler error or panic: queue backoff
+	Nacked       Outcome = "nacked"        // handler error: queue backoff
+	Panicked     Outcome = "panicked"      // handler panic: nacked like an error, with the panic and stack head as its text
 	Retried      Outcome = "retried"       // worker.Retry: explicit delay
 	DeadLettered Outcome = "dead_lettered" // worker.Poison / ErrPoison
 	Released     Outcome = "released"      // shutdown: handed back with no delay
@@ -51,24 +71,41 @@ const (
 	SettleFailed Outcome = "settle_failed" // the settle call itself failed
 )
 
+// Settlement is what happened to one message, as Hooks.Settled sees it.
+type Settlement struct {
+	Outcome Outcome
+	// Took is how long the handler ran (0 for a message released at
+	// shutdown whose handler had not returned).
+	Took time.Duration
+	// Err is the handler's error: what it returned, a *PanicError for a
+	// panic, ErrShutdown for a released message; nil when it succeeded.
+	Err error
+	// SettleErr says why the message could not be settled as the handler
+	// asked: the failed call for SettleFailed, the extension that found
+	// the lease gone for LeaseLost; else nil.
+	SettleErr error
+}
+
 // Hooks are called from worker goroutines; they must be cheap and safe for
 // concurrent use.
 type Hooks struct {
 	// Received is called after each receive with the number of messages.
 	Received func(n int)
-	// Settled is called once per message with its outcome and handler time.
-	Settled func(m *Message, o Outcome, took time.Duration)
+	// Settled is called once per message when it is settled.
+	Settled func(m *Message, s Settlement)
 }
 
+// withDefaults fills the zero fields and checks the rest; errors match
+// client.ErrInvalid.
 func (o Options) withDefaults() (Options, error) {
 	if o.Concurrency == 0 {
-		o.Concurrency = 1
+		o.Concurrency = DefaultConcurrency
 	}
 	if o.Visibility == 0 {
 		o.Visibility = 30 * time.Second
 	}
 	if o.Wait == 0 {
-		o.Wait = 20 * time.Second
+		o.Wait = client.MaxWait
 	}
 	if o.Batch == 0 {
 		o.Batch = min(o.Concurrency, 1000)
@@ -87,21 +124,25 @@ func (o Options) withDefaults() (Options, error) {
 		o.Consumer = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.Default()
 	}
+	var err error
 	switch {
 	case o.Concurrency < 0:
-		return o, fmt.Errorf("concurrency %d is negative", o.Concurrency)
+		err = fmt.Errorf("concurrency %d is negative", o.Concurrency)
 	case o.Batch < 1 || o.Batch > 1000:
-		return o, fmt.Errorf("batch %d outside 1-1000", o.Batch)
-	case o.Visibility < time.Millisecond:
-		return o, fmt.Errorf("visibility %v too short", o.Visibility)
-	case o.Wait < 0 || o.Wait > 20*time.Second:
-		return o, fmt.Errorf("wait %v outside 0-20s", o.Wait)
+		err = fmt.Errorf("batch %d outside 1-1000", o.Batch)
+	case o.Visibility < time.Millisecond || o.Visibility > client.MaxVisibility:
+		err = fmt.Errorf("visibility %v outside 1ms-%v", o.Visibility, client.MaxVisibility)
+	case o.Wait < 0 || o.Wait > client.MaxWait:
+		err = fmt.Errorf("wait %v outside 0-%v", o.Wait, client.MaxWait)
 	case o.ExtendEvery <= 0 || o.ExtendEvery >= o.Visibility:
-		return o, fmt.Errorf("extend period %v must be positive and below visibility %v", o.ExtendEvery, o.Visibility)
+		err = fmt.Errorf("extend period %v must be positive and below visibility %v", o.ExtendEvery, o.Visibility)
 	case o.DrainTimeout < 0 || o.SettleTimeout < 0:
-		return o, fmt.Errorf("negative drain or settle timeout")
+		err = fmt.Errorf("negative drain or settle timeout")
+	}
+	if err != nil {
+		return o, fmt.Errorf("%w: %w", client.ErrInvalid, err)
 	}
 	return o, nil
 }

@@ -28,10 +28,19 @@ type run struct {
 
 // job is one delivery in flight.
 type job struct {
+	r       *run
 	m       *Message
 	cancel  context.CancelCauseFunc
 	claimed atomic.Bool // set by whoever settles the message, exactly once
 	lost    atomic.Bool
+	lostErr error // the extension that found the lease gone; set before lost
+
+	// extendMu orders the lease extensions of this delivery (heartbeats
+	// and Message.ExtendLease), so one computed from an older wish cannot
+	// land after a newer one and shorten the lease. until is the latest
+	// deadline the handler asked for.
+	extendMu sync.Mutex
+	until    time.Time
 }
 
 func newRun(ctx context.Context, w *Worker) *run {
@@ -90,15 +99,16 @@ func (r *run) receiveLoop(ctx context.Context) error {
 			o.Hooks.Received(len(msgs))
 		}
 		for _, m := range msgs {
-			r.start(&Message{Message: *m})
+			r.start(m)
 		}
 	}
 }
 
 // start runs one message's handler and heartbeat; its slot is already taken.
-func (r *run) start(m *Message) {
+func (r *run) start(cm *client.Message) {
 	hctx, cancel := context.WithCancelCause(r.base)
-	j := &job{m: m, cancel: cancel}
+	j := &job{r: r, cancel: cancel}
+	j.m = &Message{Message: *cm, j: j}
 	r.mu.Lock()
 	r.jobs[j] = struct{}{}
 	r.mu.Unlock()
@@ -114,21 +124,49 @@ func (r *run) start(m *Message) {
 		}()
 		began := time.Now()
 		err := r.call(hctx, j.m)
+		took := time.Since(began)
+		r.tell(hctx, j.m, err)
 		hbStop()
 		<-hbDone
 		cancel(nil)
-		r.settle(j, err, time.Since(began))
+		r.settle(j, err, took)
 	}()
 }
 
-// call runs the handler, turning a panic into an error.
+// call runs the handler with its middleware, turning a panic into a
+// *PanicError.
 func (r *run) call(ctx context.Context, m *Message) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v\n%s", p, stackHead(debug.Stack(), 12))
+			err = &PanicError{Value: p, Stack: debug.Stack()}
 		}
 	}()
 	return r.w.handler(m.Type)(ctx, m)
+}
+
+// tell hands a failed handler's error to OnError or OnPanic, or logs it:
+// a worker process must show why its messages fail.
+func (r *run) tell(ctx context.Context, m *Message, err error) {
+	if err == nil {
+		return
+	}
+	o := r.w.opts
+	var p *PanicError
+	if errors.As(err, &p) {
+		if o.OnPanic != nil {
+			o.OnPanic(ctx, m, p.Value, p.Stack)
+			return
+		}
+		o.Logger.Error("raftq worker handler panicked", "queue", r.w.queue, "id", m.ID, "type", m.Type,
+			"receive_count", m.ReceiveCount, "panic", fmt.Sprint(p.Value), "stack", string(p.Stack))
+		return
+	}
+	if o.OnError != nil {
+		o.OnError(ctx, m, err)
+		return
+	}
+	o.Logger.Warn("raftq worker handler failed", "queue", r.w.queue, "id", m.ID, "type", m.Type,
+		"receive_count", m.ReceiveCount, "err", err)
 }
 
 // stackHead keeps the first lines of a stack: enough to find the panic site
@@ -150,22 +188,61 @@ func (r *run) heartbeat(ctx context.Context, j *job) {
 			return
 		case <-t.C:
 		}
-		_, err := r.w.c.Extend(ctx, j.m.Receipt, o.Visibility)
+		_, err := j.extend(ctx, 0)
 		switch {
-		case err == nil:
-		case errors.Is(err, client.ErrStaleReceipt) || errors.Is(err, client.ErrNotFound):
-			j.lost.Store(true)
-			o.Logger.Warn("raftq worker lost a lease", "queue", r.w.queue, "id", j.m.ID, "err", err)
-			j.cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
+		case j.lost.Load(), ctx.Err() != nil:
 			return
-		case ctx.Err() != nil:
-			return
-		default:
+		case err != nil:
 			// The lease may still be fine; the next beat tries again.
 			o.Logger.Warn("raftq worker lease extension failed", "queue", r.w.queue, "id", j.m.ID, "err", err)
 		}
 	}
 }
+
+// extend extends the lease to the later of Visibility from now and the
+// deadline the handler asked for (want, if later than asked before, is a
+// new wish of d from now). A stale receipt marks the lease lost and
+// cancels the handler.
+func (j *job) extend(ctx context.Context, want time.Duration) (time.Time, error) {
+	j.extendMu.Lock()
+	defer j.extendMu.Unlock()
+	now := time.Now()
+	if until := now.Add(want); want > 0 && until.After(j.until) {
+		j.until = until
+	}
+	d := max(j.r.w.opts.Visibility, j.until.Sub(now))
+	dl, err := j.r.w.c.Extend(ctx, j.m.Receipt, min(d, client.MaxVisibility))
+	if errors.Is(err, client.ErrStaleReceipt) || errors.Is(err, client.ErrNotFound) {
+		j.lostErr = err
+		if j.lost.CompareAndSwap(false, true) {
+			j.r.w.opts.Logger.Warn("raftq worker lost a lease", "queue", j.r.w.queue, "id", j.m.ID, "err", err)
+			j.cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
+		}
+	}
+	return dl, err
+}
+
+// ExtendLease asks for the message's lease to last at least d from now
+// (at most client.MaxVisibility), for a step known to outlast the
+// worker's Visibility, and returns the new deadline. The heartbeats go on
+// and never shorten it: each extends to whichever ends later, Visibility
+// from then or this deadline. A lost lease cancels the handler's context,
+// as a heartbeat that finds it lost does.
+func (m *Message) ExtendLease(ctx context.Context, d time.Duration) (time.Time, error) {
+	if m.j == nil {
+		return time.Time{}, fmt.Errorf("extend lease of %s: %w", m.ID, errNotDelivered)
+	}
+	if d <= 0 || d > client.MaxVisibility {
+		return time.Time{}, fmt.Errorf("extend lease of %s: %w: %v outside (0, %v]", m.ID, client.ErrInvalid, d, client.MaxVisibility)
+	}
+	dl, err := m.j.extend(ctx, d)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("extend lease of %s: %w", m.ID, err)
+	}
+	return dl, nil
+}
+
+var errNotDelivered = errors.New("the message was not delivered by a running worker")
 
 // settle acks, nacks or dead-letters by the handler's result, unless the
 // drain already released the message.
@@ -175,38 +252,41 @@ func (r *run) settle(j *job, herr error, took time.Duration) {
 	}
 	defer r.forget(j)
 	if j.lost.Load() {
-		r.report(j.m, LeaseLost, took)
+		r.report(j.m, Settlement{Outcome: LeaseLost, Took: took, Err: herr, SettleErr: j.lostErr})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.settleBase, r.w.opts.SettleTimeout)
 	defer cancel()
 	var (
-		outcome Outcome
-		err     error
-		retry   *RetryError
+		outcome  Outcome
+		err      error
+		retry    *RetryError
+		panicked *PanicError
 	)
 	switch {
 	case herr == nil:
 		outcome = Acked
-		var items []error
-		if items, err = r.w.c.Ack(ctx, j.m.Receipt); err == nil {
-			err = items[0]
-		}
+		err = r.w.c.Ack(ctx, j.m.Receipt)
+	case errors.As(herr, &panicked):
+		outcome = Panicked
+		err = r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: fmt.Sprintf("%v\n%s", herr, stackHead(panicked.Stack, 12))})
 	case errors.Is(herr, ErrPoison):
 		outcome = DeadLettered
 		err = r.w.c.DeadLetter(ctx, j.m.Receipt, herr.Error())
 	case errors.As(herr, &retry):
 		outcome = Retried
-		err = r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Delay: &retry.After, Error: retry.Err.Error()})
+		opts := client.NackOptions{Delay: retry.After, ReadyNow: retry.After == 0, Error: retry.Err.Error()}
+		err = r.w.c.Nack(ctx, j.m.Receipt, opts)
 	default:
 		outcome = Nacked
 		err = r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: herr.Error()})
 	}
+	s := Settlement{Outcome: outcome, Took: took, Err: herr}
 	if err != nil {
 		r.w.opts.Logger.Warn("raftq worker could not settle a message", "queue", r.w.queue, "id", j.m.ID, "outcome", outcome, "err", err)
-		outcome = SettleFailed
+		s.Outcome, s.SettleErr = SettleFailed, err
 	}
-	r.report(j.m, outcome, took)
+	r.report(j.m, s)
 }
 
 func (r *run) forget(j *job) {
@@ -215,9 +295,9 @@ func (r *run) forget(j *job) {
 	delete(r.jobs, j)
 }
 
-func (r *run) report(m *Message, o Outcome, took time.Duration) {
+func (r *run) report(m *Message, s Settlement) {
 	if h := r.w.opts.Hooks.Settled; h != nil {
-		h(m, o, took)
+		h(m, s)
 	}
 }
 
@@ -247,19 +327,18 @@ func (r *run) drain() {
 	}
 	r.mu.Unlock()
 	var wg sync.WaitGroup
-	zero := time.Duration(0)
 	for _, j := range left {
 		j.cancel(ErrShutdown)
 		wg.Go(func() {
 			defer r.forget(j)
 			ctx, cancel := context.WithTimeout(r.settleBase, r.w.opts.SettleTimeout)
 			defer cancel()
-			outcome := Released
-			if err := r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Delay: &zero, Error: ErrShutdown.Error()}); err != nil {
+			s := Settlement{Outcome: Released, Err: ErrShutdown}
+			if err := r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{ReadyNow: true, Error: ErrShutdown.Error()}); err != nil {
 				r.w.opts.Logger.Warn("raftq worker could not release a message", "queue", r.w.queue, "id", j.m.ID, "err", err)
-				outcome = SettleFailed
+				s.Outcome, s.SettleErr = SettleFailed, err
 			}
-			r.report(j.m, outcome, 0)
+			r.report(j.m, s)
 		})
 	}
 	wg.Wait()

@@ -14,6 +14,12 @@
 // the message belongs to another delivery now. Handlers must therefore be
 // idempotent (at-least-once), and can use Message.LeaseEpoch as a fencing
 // token on their own writes.
+//
+// A handler's error goes to Options.OnError and a panic to Options.OnPanic,
+// or else to the log (slog.Default() unless Options.Logger is set), and
+// Hooks.Settled is told each outcome with the error. Use adds middleware
+// around every handler; Message.ExtendLease asks for a longer lease that
+// the heartbeats keep.
 package worker
 
 import (
@@ -30,11 +36,17 @@ import (
 // lease of the shard, so a write fenced on it rejects a stale holder.
 type Message struct {
 	client.Message
+	j *job // nil for a Message not delivered by a running worker
 }
 
 // Handler processes one message. ctx ends when the lease is lost or the
 // worker's drain timeout passes.
 type Handler func(ctx context.Context, m *Message) error
+
+// Middleware wraps a handler: logging, tracing, metrics, timeouts. It
+// sees every message and the handler's result (a panic inside it is
+// recovered like a handler's).
+type Middleware func(next Handler) Handler
 
 // Worker consumes one queue. Create it with New, register handlers, then
 // call Run once.
@@ -42,21 +54,30 @@ type Worker struct {
 	c     *client.Client
 	queue string
 	opts  Options
-	err   error // invalid options, reported by Run
 
 	mu       sync.RWMutex
 	handlers map[string]Handler
 	fallback Handler
+	mw       []Middleware
 	running  bool
 }
 
-// New returns a worker for queue. Invalid options are reported by Run.
-func New(c *client.Client, queue string, opts Options) *Worker {
+// New returns a worker for queue. Invalid options are refused here, with
+// an error matching client.ErrInvalid.
+func New(c *client.Client, queue string, opts Options) (*Worker, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
-		err = fmt.Errorf("worker for %q: %w", queue, err)
+		return nil, fmt.Errorf("worker for %q: %w", queue, err)
 	}
-	return &Worker{c: c, queue: queue, opts: o, err: err, handlers: map[string]Handler{}}
+	return &Worker{c: c, queue: queue, opts: o, handlers: map[string]Handler{}}, nil
+}
+
+// Use adds middleware around every handler, the first given outermost.
+// Call it before Run.
+func (w *Worker) Use(mw ...Middleware) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.mw = append(w.mw, mw...)
 }
 
 // Register sets the handler for messages of msgType (Message.Type).
@@ -73,32 +94,35 @@ func (w *Worker) Default(h Handler) {
 	w.fallback = h
 }
 
+// handler is the handler for msgType wrapped in the middleware.
 func (w *Worker) handler(msgType string) Handler {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	if h, ok := w.handlers[msgType]; ok {
-		return h
+	h, ok := w.handlers[msgType]
+	if !ok {
+		h = w.fallback
 	}
-	if w.fallback != nil {
-		return w.fallback
+	if h == nil {
+		h = func(context.Context, *Message) error {
+			return fmt.Errorf("no handler registered for message type %q", msgType)
+		}
 	}
-	return func(context.Context, *Message) error {
-		return fmt.Errorf("no handler registered for message type %q", msgType)
+	for i := len(w.mw) - 1; i >= 0; i-- {
+		h = w.mw[i](h)
 	}
+	return h
 }
 
 // Run receives and handles messages until ctx ends, then shuts down
 // gracefully: it stops receiving, lets in-flight handlers finish within
 // DrainTimeout, then cancels the rest and releases their messages for
 // immediate redelivery. It returns nil after a shutdown by ctx, or an error
-// if the queue does not exist or the options are invalid (after draining).
+// (after draining) if the queue does not exist or the client was closed
+// under it (client.ErrClosed: close the client after Run returns).
 //
 // A long poll cut short by shutdown may have leased messages the worker never
 // saw; they become visible again when their lease (Visibility) expires.
 func (w *Worker) Run(ctx context.Context) error {
-	if w.err != nil {
-		return w.err
-	}
 	w.mu.Lock()
 	if w.running {
 		w.mu.Unlock()
@@ -123,7 +147,9 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// fatalReceive reports receive errors that retrying cannot fix.
+// fatalReceive reports receive errors that retrying cannot fix: a missing
+// queue, bad options, a closed client (retrying that would spin forever
+// while the leases of running handlers could be neither kept nor settled).
 func fatalReceive(err error) bool {
-	return errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrInvalid)
+	return errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrInvalid) || errors.Is(err, client.ErrClosed)
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/raftq/raftq/client"
 	"github.com/raftq/raftq/client/clienttest"
-	"github.com/raftq/raftq/fsm/fsmpb"
 )
 
 type fixture struct {
@@ -79,6 +78,15 @@ func start(t *testing.T, w *Worker) (stop func() error) {
 	return stop
 }
 
+func mustNew(t *testing.T, c *client.Client, queue string, o Options) *Worker {
+	t.Helper()
+	w, err := New(c, queue, o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return w
+}
+
 func fast(o Options) Options {
 	if o.Wait == 0 {
 		o.Wait = 100 * time.Millisecond
@@ -90,7 +98,7 @@ func TestAckOnSuccess(t *testing.T) {
 	f := newFixture(t)
 	f.mustSend(t, 5)
 	var seen sync.Map
-	w := New(f.c, "q", fast(Options{Concurrency: 2}))
+	w := mustNew(t, f.c, "q", fast(Options{Concurrency: 2}))
 	w.Default(func(ctx context.Context, m *Message) error {
 		if m.ReceiveCount != 1 || m.LeaseEpoch == 0 || m.ID == "" || !strings.HasPrefix(string(m.Body), "m") {
 			return fmt.Errorf("bad message %+v", m)
@@ -99,7 +107,7 @@ func TestAckOnSuccess(t *testing.T) {
 		return nil
 	})
 	stop := start(t, w)
-	clienttest.WaitFor(t, "5 acks", func() bool { return f.s.Count("q", fsmpb.State_STATE_ACKED) == 5 })
+	clienttest.WaitFor(t, "5 acks", func() bool { return f.s.Count("q", clienttest.Acked) == 5 })
 	if err := stop(); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
@@ -114,20 +122,20 @@ func TestSettleByHandlerResult(t *testing.T) {
 		handler Handler
 		method  string
 		check   func(clienttest.Call) bool
-		state   fsmpb.State
+		state   clienttest.State
 	}{
 		{"error nacks with text and queue backoff", func(context.Context, *Message) error { return errors.New("boom") },
-			"Nack", func(c clienttest.Call) bool { return c.Error == "boom" && !c.HasDelay }, fsmpb.State_STATE_DELAYED},
+			"Nack", func(c clienttest.Call) bool { return c.Error == "boom" && !c.HasDelay }, clienttest.Delayed},
 		{"panic nacks with panic text and stack", func(context.Context, *Message) error { panic("kaboom") },
 			"Nack", func(c clienttest.Call) bool {
 				return strings.HasPrefix(c.Error, "panic: kaboom\n") && strings.Contains(c.Error, "goroutine")
-			}, fsmpb.State_STATE_DELAYED},
+			}, clienttest.Delayed},
 		{"retry nacks with the delay", func(context.Context, *Message) error { return Retry(90*time.Second, errors.New("later")) },
-			"Nack", func(c clienttest.Call) bool { return c.HasDelay && c.Delay == 90*time.Second && c.Error == "later" }, fsmpb.State_STATE_DELAYED},
+			"Nack", func(c clienttest.Call) bool { return c.HasDelay && c.Delay == 90*time.Second && c.Error == "later" }, clienttest.Delayed},
 		{"poison dead-letters", func(context.Context, *Message) error { return Poison(errors.New("bad json")) },
-			"DeadLetter", func(c clienttest.Call) bool { return c.Error == "bad json" }, fsmpb.State_STATE_DEAD},
+			"DeadLetter", func(c clienttest.Call) bool { return c.Error == "bad json" }, clienttest.Dead},
 		{"wrapped ErrPoison dead-letters", func(context.Context, *Message) error { return fmt.Errorf("parse: %w", ErrPoison) },
-			"DeadLetter", func(c clienttest.Call) bool { return c.Error == "parse: poison message" }, fsmpb.State_STATE_DEAD},
+			"DeadLetter", func(c clienttest.Call) bool { return c.Error == "parse: poison message" }, clienttest.Dead},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// A nacked message stays delayed for the queue's backoff; with the
@@ -136,7 +144,7 @@ func TestSettleByHandlerResult(t *testing.T) {
 			f := newFixtureWith(t, client.QueueOptions{BackoffBase: time.Minute})
 			f.mustSend(t, 1)
 			outcomes := make(chan Outcome, 4)
-			w := New(f.c, "q", fast(Options{Hooks: Hooks{Settled: func(_ *Message, o Outcome, _ time.Duration) { outcomes <- o }}}))
+			w := mustNew(t, f.c, "q", fast(Options{Hooks: Hooks{Settled: func(_ *Message, s Settlement) { outcomes <- s.Outcome }}}))
 			w.Default(c.handler)
 			stop := start(t, w)
 			<-outcomes
@@ -162,7 +170,7 @@ func TestDispatchByType(t *testing.T) {
 	f.mustSend(t, 1, client.Type("email"))
 	f.mustSend(t, 1, client.Type("sms"))
 	got := make(chan string, 2)
-	w := New(f.c, "q", fast(Options{}))
+	w := mustNew(t, f.c, "q", fast(Options{}))
 	w.Register("email", func(_ context.Context, m *Message) error { got <- "email:" + m.Type; return nil })
 	stop := start(t, w)
 	<-got
@@ -183,7 +191,7 @@ func TestDispatchByType(t *testing.T) {
 func TestLongHandlerKeepsLease(t *testing.T) {
 	f := newFixture(t)
 	f.mustSend(t, 1)
-	w := New(f.c, "q", fast(Options{Visibility: 4 * time.Second, ExtendEvery: 200 * time.Millisecond}))
+	w := mustNew(t, f.c, "q", fast(Options{Visibility: 4 * time.Second, ExtendEvery: 200 * time.Millisecond}))
 	var handled atomic.Int32
 	held := make(chan error, 1)
 	w.Default(func(ctx context.Context, m *Message) error {
@@ -192,7 +200,7 @@ func TestLongHandlerKeepsLease(t *testing.T) {
 		for {
 			// Read the state before the clock: a lease seen held at a
 			// time past the first deadline was extended.
-			leased := f.s.Count("q", fsmpb.State_STATE_LEASED) == 1
+			leased := f.s.Count("q", clienttest.Leased) == 1
 			now := time.Now()
 			switch {
 			case !leased:
@@ -218,7 +226,7 @@ func TestLongHandlerKeepsLease(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("the handler never ran to its end (Run: %v)", stop())
 	}
-	clienttest.WaitFor(t, "the ack", func() bool { return f.s.Count("q", fsmpb.State_STATE_ACKED) == 1 })
+	clienttest.WaitFor(t, "the ack", func() bool { return f.s.Count("q", clienttest.Acked) == 1 })
 	_ = stop()
 	if handled.Load() != 1 {
 		t.Fatalf("handled %d times: the lease expired and the message was redelivered", handled.Load())
@@ -231,8 +239,8 @@ func TestStaleExtendCancelsHandler(t *testing.T) {
 	f.s.StaleExtend(ids[0])
 	cause := make(chan error, 1)
 	outcomes := make(chan Outcome, 1)
-	w := New(f.c, "q", fast(Options{Visibility: time.Minute, ExtendEvery: 50 * time.Millisecond,
-		Hooks: Hooks{Settled: func(_ *Message, o Outcome, _ time.Duration) { outcomes <- o }}}))
+	w := mustNew(t, f.c, "q", fast(Options{Visibility: time.Minute, ExtendEvery: 50 * time.Millisecond,
+		Hooks: Hooks{Settled: func(_ *Message, s Settlement) { outcomes <- s.Outcome }}}))
 	w.Default(func(ctx context.Context, m *Message) error {
 		<-ctx.Done()
 		cause <- context.Cause(ctx)
@@ -256,11 +264,11 @@ func TestConcurrencyNeverExceeded(t *testing.T) {
 	const total, conc = 30, 3
 	f.mustSend(t, total)
 	var cur, peak, done, leasedOver atomic.Int32
-	w := New(f.c, "q", fast(Options{Concurrency: conc, Batch: 10}))
+	w := mustNew(t, f.c, "q", fast(Options{Concurrency: conc, Batch: 10}))
 	w.Default(func(ctx context.Context, m *Message) error {
 		// Leases run from receive to settle: the server must never see more
 		// than conc of them either.
-		if f.s.Count("q", fsmpb.State_STATE_LEASED) > conc {
+		if f.s.Count("q", clienttest.Leased) > conc {
 			leasedOver.Add(1)
 		}
 		n := cur.Add(1)
@@ -272,7 +280,7 @@ func TestConcurrencyNeverExceeded(t *testing.T) {
 		return nil
 	})
 	stop := start(t, w)
-	clienttest.WaitFor(t, "all acked", func() bool { return f.s.Count("q", fsmpb.State_STATE_ACKED) == total })
+	clienttest.WaitFor(t, "all acked", func() bool { return f.s.Count("q", clienttest.Acked) == total })
 	_ = stop()
 	if p := peak.Load(); p > conc || p < 2 {
 		t.Fatalf("peak concurrency %d, want 2..%d", p, conc)
@@ -292,8 +300,8 @@ func TestGracefulDrain(t *testing.T) {
 	outcomes := make(chan Outcome, 2)
 	// The first handler ends about 100 ms into a 3 s drain window: a
 	// loaded machine would need to stall it 2.9 s to release it instead.
-	w := New(f.c, "q", fast(Options{Concurrency: 2, DrainTimeout: 3 * time.Second,
-		Hooks: Hooks{Settled: func(_ *Message, o Outcome, _ time.Duration) { outcomes <- o }}}))
+	w := mustNew(t, f.c, "q", fast(Options{Concurrency: 2, DrainTimeout: 3 * time.Second,
+		Hooks: Hooks{Settled: func(_ *Message, s Settlement) { outcomes <- s.Outcome }}}))
 	var first atomic.Bool
 	w.Default(func(ctx context.Context, m *Message) error {
 		started <- struct{}{}
@@ -327,7 +335,7 @@ func TestGracefulDrain(t *testing.T) {
 	if len(nacks) != 1 || !nacks[0].HasDelay || nacks[0].Delay != 0 || nacks[0].Error != ErrShutdown.Error() {
 		t.Fatalf("release nacks = %+v", nacks)
 	}
-	if f.s.Count("q", fsmpb.State_STATE_READY) != 1 || f.s.Count("q", fsmpb.State_STATE_ACKED) != 1 {
+	if f.s.Count("q", clienttest.Ready) != 1 || f.s.Count("q", clienttest.Acked) != 1 {
 		t.Fatal("released message is not ready again")
 	}
 	if n := len(f.s.Calls("Receive")); n == 0 {
@@ -337,7 +345,7 @@ func TestGracefulDrain(t *testing.T) {
 
 func TestRunReportsMissingQueueAndBadOptions(t *testing.T) {
 	f := newFixture(t)
-	w := New(f.c, "nope", fast(Options{}))
+	w := mustNew(t, f.c, "nope", fast(Options{}))
 	w.Default(func(context.Context, *Message) error { return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -352,9 +360,12 @@ func TestRunReportsMissingQueueAndBadOptions(t *testing.T) {
 		{Batch: 1001},
 		{Visibility: time.Second, ExtendEvery: time.Second},
 		{Wait: 21 * time.Second},
+		{Visibility: 13 * time.Hour},
 	} {
-		if err := New(f.c, "q", o).Run(ctx); err == nil {
-			t.Errorf("Run with %+v accepted", o)
+		// Refused when the worker is made, not first at Run, and matched
+		// like every other invalid input.
+		if w, err := New(f.c, "q", o); w != nil || !errors.Is(err, client.ErrInvalid) {
+			t.Errorf("New with %+v = %v, %v; want nil and client.ErrInvalid", o, w, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package clienttest
 import (
 	"context"
 	"sort"
+	"strings"
 	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
@@ -316,7 +317,8 @@ func (ms *messagesSvc) CancelMessage(ctx context.Context, r *raftqv1.CancelMessa
 		return nil, err
 	}
 	if m.State != fsmpb.State_STATE_READY && m.State != fsmpb.State_STATE_DELAYED {
-		return nil, errorf(codes.FailedPrecondition, "message %s is %s, not ready or delayed", r.GetMessageId(), m.State)
+		return nil, errorf(codes.FailedPrecondition, "message %s: it is %s; only ready or delayed messages can be cancelled",
+			r.GetMessageId(), strings.ToLower(strings.TrimPrefix(m.State.String(), "STATE_")))
 	}
 	delete(s.msgs, m.Id)
 	return &raftqv1.CancelMessageResponse{}, nil

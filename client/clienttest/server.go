@@ -10,6 +10,7 @@ package clienttest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -74,9 +75,24 @@ type Call struct {
 // NewServer starts a fake node on a loopback port; it stops when t ends.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := Start()
 	if err != nil {
-		t.Fatalf("clienttest: listen: %v", err)
+		t.Fatalf("clienttest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Start starts a fake node on a loopback port outside a test (an Example,
+// a program's own harness); call Stop when done. Tests use NewServer.
+func Start() (*Server, error) { return StartAt("127.0.0.1:0") }
+
+// StartAt is Start on addr ("host:port"): a fake node that comes up where
+// a client already looks for one, as a node that is (re)starting does.
+func StartAt(addr string) (*Server, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
 	}
 	s := &Server{
 		Addr:       lis.Addr().String(),
@@ -99,8 +115,7 @@ func NewServer(t testing.TB) *Server {
 	raftqv1.RegisterMessagesServer(s.grpc, &messagesSvc{s: s})
 	raftqv1.RegisterDeadLettersServer(s.grpc, &deadSvc{s: s})
 	go func() { _ = s.grpc.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return s
+	return s, nil
 }
 
 // Stop stops the server at once (open calls fail).
@@ -233,13 +248,36 @@ func (s *Server) Calls(method string) []Call {
 	return out
 }
 
-// Count returns how many messages of queue are in state.
-func (s *Server) Count(queue string, state fsmpb.State) int {
+// State is a message's state as Count takes it: the names
+// client.MessageInfo.State uses.
+type State string
+
+// The states of a message.
+const (
+	Ready   State = "ready"
+	Delayed State = "delayed"
+	Leased  State = "leased"
+	Acked   State = "acked"
+	Dead    State = "dead"
+)
+
+var protoStates = map[State]fsmpb.State{
+	Ready: fsmpb.State_STATE_READY, Delayed: fsmpb.State_STATE_DELAYED, Leased: fsmpb.State_STATE_LEASED,
+	Acked: fsmpb.State_STATE_ACKED, Dead: fsmpb.State_STATE_DEAD,
+}
+
+// Count returns how many messages of queue are in state (0 for a state
+// it does not know).
+func (s *Server) Count(queue string, state State) int {
+	want, ok := protoStates[state]
+	if !ok {
+		return 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for _, m := range s.msgs {
-		if m.GetQueue() == queue && s.stateOf(m, time.Now()) == state {
+		if m.GetQueue() == queue && s.stateOf(m, time.Now()) == want {
 			n++
 		}
 	}

@@ -56,7 +56,7 @@ func (q *queuesSvc) CreateQueue(_ context.Context, r *raftqv1.CreateQueueRequest
 	defer s.mu.Unlock()
 	if old, ok := s.queues[r.GetName()]; ok {
 		if !proto.Equal(old.GetPolicy(), r.GetPolicy()) {
-			return nil, status.Errorf(codes.AlreadyExists, "queue %q exists with another policy", r.GetName())
+			return nil, status.Errorf(codes.AlreadyExists, "queue %q exists with a different policy", r.GetName())
 		}
 		return old, nil
 	}
@@ -88,6 +88,9 @@ func (q *queuesSvc) UpdateQueue(_ context.Context, r *raftqv1.UpdateQueueRequest
 	info, err := q.s.queue(r.GetName())
 	if err != nil {
 		return nil, err
+	}
+	if fifo := fsmpb.QueueMode_QUEUE_MODE_FIFO; (info.GetPolicy().GetMode() == fifo) != (r.GetPolicy().GetMode() == fifo) {
+		return nil, status.Errorf(codes.InvalidArgument, "queue %q: a queue's mode cannot change", r.GetName())
 	}
 	info.Policy = r.GetPolicy()
 	return info, nil

@@ -300,29 +300,21 @@ func (l *load) ackBatch(ctx context.Context, receipts []string, measuring bool) 
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	as := time.Now()
-	errs, err := l.c.Ack(actx, receipts...)
+	err := l.c.AckBatch(actx, receipts)
 	if measuring {
 		l.ack.recordN(time.Since(as), len(receipts))
 	}
-	ok := 0
-	for _, e := range errs {
-		if e == nil {
-			ok++
+	ok := len(receipts)
+	if err != nil {
+		var be *client.BatchError
+		if errors.As(err, &be) {
+			ok -= be.Failed()
+		} else {
+			ok = 0
 		}
-	}
-	if err != nil || ok < len(receipts) {
-		l.fail(&l.ackErrs, errors.Join(err, firstErr(errs)))
+		l.fail(&l.ackErrs, err)
 	}
 	l.processed.Add(uint64(ok))
-}
-
-func firstErr(errs []error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
 }
 
 // drain waits until every acknowledged send was delivered, or the limit.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -124,23 +125,29 @@ func runMix(ctx context.Context, cfg config, stderr io.Writer) (result, error) {
 		return mixKind(cfg.Seed, uint64(h.Producer)<<40|h.Seq)
 	}
 
-	w := worker.New(c, queue, worker.Options{
+	w, err := worker.New(c, queue, worker.Options{
 		Concurrency: cfg.Consumers, Batch: cfg.Batch, Visibility: cfg.Visibility, Wait: 2 * time.Second,
 		DrainTimeout: 5 * time.Second,
-		Hooks: worker.Hooks{Settled: func(m *worker.Message, o worker.Outcome, took time.Duration) {
+		// The mix fails messages on purpose and counts every outcome in
+		// its report: a log line per failure would bury it.
+		Logger: slog.New(slog.DiscardHandler),
+		Hooks: worker.Hooks{Settled: func(m *worker.Message, s worker.Settlement) {
 			h, err := decode(m.Body)
 			mu.Lock()
 			defer mu.Unlock()
-			r.Outcomes[string(o)]++
-			if err != nil || o != worker.Acked {
+			r.Outcomes[string(s.Outcome)]++
+			if err != nil || s.Outcome != worker.Acked {
 				return
 			}
 			ackedUnique[msgKey{h.Producer, h.Seq}] = true
-			if k, _ := kindOf(h); k == kindSlow && took > cfg.Visibility {
+			if k, _ := kindOf(h); k == kindSlow && s.Took > cfg.Visibility {
 				slowPastLease++
 			}
 		}},
 	})
+	if err != nil {
+		return nil, err
+	}
 	w.Default(func(ctx context.Context, m *worker.Message) error {
 		h, err := decode(m.Body)
 		if err != nil {

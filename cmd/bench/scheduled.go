@@ -142,7 +142,7 @@ func runScheduled(ctx context.Context, cfg config, stderr io.Writer) (result, er
 				}
 				if len(receipts) > 0 {
 					actx, cancel := context.WithTimeout(context.WithoutCancel(sctx), 30*time.Second)
-					_, _ = c.Ack(actx, receipts...)
+					_ = c.AckBatch(actx, receipts)
 					cancel()
 				}
 			}

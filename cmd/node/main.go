@@ -72,7 +72,8 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
 	// cluster.Start tags its own lines (and its shards') with the node; the
 	// rest of this binary's lines get the tag here, so no line has it twice.
-	base := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	handler, stopping := newStopLog(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	base := slog.New(handler)
 	log := base.With("node", cfg.NodeID)
 
 	lis, err := net.Listen("tcp", cfg.GRPCBind)
@@ -181,7 +182,8 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		log.Error("stopping", "err", stopErr)
 	}
 
-	log.Info("shutting down: draining calls, handing off leadership")
+	stopping.Store(true)
+	log.Info("stopping: draining calls, handing off leadership")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	hs.Shutdown()
@@ -214,7 +216,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	if stopErr != nil {
 		return stopErr
 	}
-	log.Info("stopped cleanly")
+	log.Info("stopped")
 	return nil
 }
 

@@ -23,6 +23,8 @@ type command struct {
 	args    string // positional arguments, for usage
 	summary string
 	setup   func(a *app, fs *flag.FlagSet) binder
+	// offline commands need no cluster: their action gets a nil client.
+	offline bool
 }
 
 // usageError is bad command-line input: exit code 2.
@@ -47,20 +49,7 @@ func exactly(pos []string, names ...string) error {
 
 func commands() []command {
 	return []command{
-		{"cluster status", "", "show members and shard leaders", func(a *app, fs *flag.FlagSet) binder {
-			return func(pos []string) (action, error) {
-				if err := exactly(pos); err != nil {
-					return nil, err
-				}
-				return func(ctx context.Context, c *client.Client, o *output) error {
-					st, err := c.Status(ctx)
-					if err != nil {
-						return err
-					}
-					return o.status(st)
-				}, nil
-			}
-		}},
+		statusCommand(),
 		{"cluster repair", "NODE", "remove NODE's damaged replicas from their raft groups and re-add them empty (docs/operations.md)", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {
 				if err := exactly(pos, "NODE"); err != nil {
@@ -74,7 +63,7 @@ func commands() []command {
 					return o.repairs(pos[0], rs)
 				}, nil
 			}
-		}},
+		}, false},
 		queueCreateOrUpdate("create"),
 		{"queue list", "", "list queues", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {
@@ -89,7 +78,7 @@ func commands() []command {
 					return o.queues(qs)
 				}, nil
 			}
-		}},
+		}, false},
 		queueByName("get", "show a queue's policy", func(ctx context.Context, c *client.Client, o *output, name string) error {
 			q, err := c.GetQueue(ctx, name)
 			if err != nil {
@@ -126,17 +115,26 @@ func commands() []command {
 					return nil, usagef("want at least one RECEIPT")
 				}
 				return func(ctx context.Context, c *client.Client, o *output) error {
-					itemErrs, err := c.Ack(ctx, pos...)
-					if perr := o.acks(pos, itemErrs); perr != nil {
-						return perr
-					}
-					if err != nil {
+					err := c.AckBatch(ctx, pos)
+					var be *client.BatchError
+					if err != nil && !errors.As(err, &be) {
 						return err
 					}
-					return errors.Join(itemErrs...)
+					var errs []error
+					if be != nil {
+						errs = be.Errs
+					}
+					if perr := o.acks(pos, errs); perr != nil {
+						return perr
+					}
+					if be != nil {
+						// Each receipt's error is in the table: say it once.
+						return &reportedError{err: err, msg: fmt.Sprintf("%d of %d receipt(s) not acked", be.Failed(), len(pos))}
+					}
+					return nil
 				}, nil
 			}
-		}},
+		}, false},
 		nackCommand(),
 		{"extend", "RECEIPT DURATION", "extend a lease to DURATION from now", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {
@@ -147,15 +145,18 @@ func commands() []command {
 				if err != nil || d <= 0 {
 					return nil, usagef("DURATION %q is not a positive duration like 30s", pos[1])
 				}
+				if d > client.MaxVisibility {
+					return nil, usagef("DURATION %v is above the limit %v", d, client.MaxVisibility)
+				}
 				return func(ctx context.Context, c *client.Client, o *output) error {
 					dl, err := c.Extend(ctx, pos[0], d)
 					if err != nil {
 						return err
 					}
-					return o.done("lease until "+dl.UTC().Format(time.RFC3339Nano), map[string]any{"lease_deadline": dl.UTC().Format(time.RFC3339Nano)})
+					return o.done("lease until "+ts(dl), map[string]any{"lease_deadline": ts(dl)})
 				}, nil
 			}
-		}},
+		}, false},
 		{"message get", "ID", "show a message's record and history", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {
 				if err := exactly(pos, "ID"); err != nil {
@@ -169,7 +170,7 @@ func commands() []command {
 					return o.message(m)
 				}, nil
 			}
-		}},
+		}, false},
 		{"message cancel", "ID", "remove a ready or delayed message", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {
 				if err := exactly(pos, "ID"); err != nil {
@@ -182,7 +183,7 @@ func commands() []command {
 					return o.done("cancelled "+pos[0], map[string]any{"cancelled": pos[0]})
 				}, nil
 			}
-		}},
+		}, false},
 		{"dlq list", "QUEUE", "list dead messages", func(a *app, fs *flag.FlagSet) binder {
 			limit := fs.Int("limit", 0, "most messages to list (server default 100)")
 			return func(pos []string) (action, error) {
@@ -200,7 +201,7 @@ func commands() []command {
 					return o.dead(ms)
 				}, nil
 			}
-		}},
+		}, false},
 		{"dlq redrive", "QUEUE", "move dead messages back to ready (rate-limited)", func(a *app, fs *flag.FlagSet) binder {
 			var ids listFlag
 			fs.Var(&ids, "ids", "message ids, comma-separated or repeated (default: all)")
@@ -220,7 +221,7 @@ func commands() []command {
 					return o.done(fmt.Sprintf("redrove %d message(s)", n), map[string]any{"redriven": n})
 				}, nil
 			}
-		}},
+		}, false},
 		{"dlq discard", "QUEUE", "delete dead messages", func(a *app, fs *flag.FlagSet) binder {
 			var ids listFlag
 			fs.Var(&ids, "ids", "message ids, comma-separated or repeated (default: all)")
@@ -236,7 +237,8 @@ func commands() []command {
 					return o.done(fmt.Sprintf("discarded %d message(s)", n), map[string]any{"discarded": n})
 				}, nil
 			}
-		}},
+		}, false},
+		completionCommand(),
 	}
 }
 
@@ -248,48 +250,49 @@ func queueByName(verb, summary string, run func(ctx context.Context, c *client.C
 			}
 			return func(ctx context.Context, c *client.Client, o *output) error { return run(ctx, c, o, pos[0]) }, nil
 		}
-	}}
+	}, false}
 }
 
 // queueCreateOrUpdate: create sends the flags given (unset ones take server
 // defaults); update reads the policy and changes only the flags given.
 func queueCreateOrUpdate(verb string) command {
 	summary := "create a queue (idempotent for the same policy)"
-	if verb == "update" {
+	update := verb == "update"
+	if update {
 		summary = "change the given policy fields of a queue"
 	}
 	return command{"queue " + verb, "NAME", summary, func(a *app, fs *flag.FlagSet) binder {
 		var p policyFlags
-		p.register(fs)
+		p.register(fs, update)
 		return func(pos []string) (action, error) {
 			if err := exactly(pos, "NAME"); err != nil {
 				return nil, err
 			}
-			var probe client.QueueOptions
-			if err := p.apply(fs, &probe); err != nil {
-				return nil, usagef("%v", err)
+			if err := p.check(fs, update); err != nil {
+				return nil, err
 			}
 			name := pos[0]
 			return func(ctx context.Context, c *client.Client, o *output) error {
 				var opts client.QueueOptions
-				if verb == "update" {
+				if update {
 					cur, err := c.GetQueue(ctx, name)
 					if err != nil {
 						return err
 					}
 					opts = cur.Options
 				}
-				if err := p.apply(fs, &opts); err != nil {
-					return usagef("%v", err)
-				}
+				p.apply(fs, &opts)
 				var (
 					q   client.QueueInfo
 					err error
 				)
-				if verb == "update" {
+				if update {
 					q, err = c.UpdateQueue(ctx, name, opts)
 				} else {
 					q, err = c.CreateQueue(ctx, name, opts)
+				}
+				if errors.Is(err, client.ErrExists) {
+					return &reportedError{err: err, msg: fmt.Sprintf("%s; raftq queue update %s changes it", message(err), name)}
 				}
 				if err != nil {
 					return err
@@ -297,14 +300,14 @@ func queueCreateOrUpdate(verb string) command {
 				return o.queue(q)
 			}, nil
 		}
-	}}
+	}, false}
 }
 
 func sendCommand() command {
 	return command{"send", "QUEUE BODY", `enqueue a message (BODY "-" reads stdin)`, func(a *app, fs *flag.FlagSet) binder {
 		group := fs.String("group", "", "message group (FIFO order, shard placement)")
 		dedup := fs.String("dedup", "", "dedup key")
-		delay := fs.Duration("delay", 0, "hide the message for this long")
+		delay := fs.Duration("delay", 0, "hide the message for this long (default: the queue's delay)")
 		runAt := fs.String("run-at", "", "hide the message until this RFC 3339 time")
 		prio := fs.Uint("priority", 0, "priority 0-9, higher first")
 		typ := fs.String("type", "", "message type (worker dispatch)")
@@ -319,8 +322,10 @@ func sendCommand() command {
 				return nil, usagef("--priority %d outside 0-9", *prio)
 			}
 			opts = append(opts, client.Priority(uint32(*prio)))
-			if *delay < 0 {
-				return nil, usagef("--delay %v is negative", *delay)
+			if given(fs, "delay") {
+				if err := durationWithin("delay", *delay, client.MaxDelay, false, "the queue's delay"); err != nil {
+					return nil, err
+				}
 			}
 			if *delay > 0 && *runAt != "" {
 				return nil, usagef("give --delay or --run-at, not both")
@@ -351,26 +356,30 @@ func sendCommand() command {
 				return o.sent(r)
 			}, nil
 		}
-	}}
+	}, false}
 }
 
 func receiveCommand() command {
 	return command{"receive", "QUEUE", "lease messages (prints id, receipt, body)", func(a *app, fs *flag.FlagSet) binder {
 		n := fs.Int("max", 1, "most messages, 1-1000")
-		wait := fs.Duration("wait", 0, "long-poll up to this long (max 20s)")
-		vis := fs.Duration("visibility", 0, "lease length (default: the queue's)")
+		wait := fs.Duration("wait", 0, "long-poll up to this long (max 20s; added to --timeout)")
+		vis := fs.Duration("visibility", 0, "lease length (default: the queue's visibility)")
 		return func(pos []string) (action, error) {
 			if err := exactly(pos, "QUEUE"); err != nil {
 				return nil, err
 			}
-			switch {
-			case *n < 1 || *n > 1000:
+			if *n < 1 || *n > 1000 {
 				return nil, usagef("--max %d outside 1-1000", *n)
-			case *wait < 0 || *wait > 20*time.Second:
-				return nil, usagef("--wait %v outside 0-20s", *wait)
-			case *vis < 0:
-				return nil, usagef("--visibility %v is negative", *vis)
 			}
+			if *wait < 0 || *wait > client.MaxWait {
+				return nil, usagef("--wait %v outside 0-%v", *wait, client.MaxWait)
+			}
+			if given(fs, "visibility") {
+				if err := durationWithin("visibility", *vis, client.MaxVisibility, false, "the queue's visibility"); err != nil {
+					return nil, err
+				}
+			}
+			a.g.wait = *wait
 			return func(ctx context.Context, c *client.Client, o *output) error {
 				ms, err := c.Receive(ctx, pos[0], client.ReceiveOptions{Max: *n, Wait: *wait, Visibility: *vis, Consumer: "raftq-cli"})
 				if err != nil {
@@ -379,25 +388,23 @@ func receiveCommand() command {
 				return o.received(ms)
 			}, nil
 		}
-	}}
+	}, false}
 }
 
 func nackCommand() command {
 	return command{"nack", "RECEIPT", "give a leased message back", func(a *app, fs *flag.FlagSet) binder {
-		delay := fs.Duration("delay", 0, "ready again after this long (default: the queue's backoff)")
+		delay := fs.Duration("delay", 0, "ready again after this long, 0s for at once (default: the queue's backoff)")
 		text := fs.String("error", "", "error text recorded with the message")
 		return func(pos []string) (action, error) {
 			if err := exactly(pos, "RECEIPT"); err != nil {
 				return nil, err
 			}
 			opts := client.NackOptions{Error: *text}
-			set := false
-			fs.Visit(func(f *flag.Flag) { set = set || f.Name == "delay" })
-			if set {
-				if *delay < 0 {
-					return nil, usagef("--delay %v is negative", *delay)
+			if given(fs, "delay") {
+				if err := durationWithin("delay", *delay, client.MaxDelay, true, ""); err != nil {
+					return nil, err
 				}
-				opts.Delay = delay
+				opts.Delay, opts.ReadyNow = *delay, *delay == 0
 			}
 			return func(ctx context.Context, c *client.Client, o *output) error {
 				if err := c.Nack(ctx, pos[0], opts); err != nil {
@@ -406,5 +413,5 @@ func nackCommand() command {
 				return o.done("nacked", map[string]any{"nacked": pos[0]})
 			}, nil
 		}
-	}}
+	}, false}
 }

@@ -16,6 +16,12 @@ type globals struct {
 	addr    string
 	timeout time.Duration
 	json    bool
+	// wait is not a flag: a command that is asked to wait (receive --wait,
+	// cluster status --wait) sets it, and the command's deadline is
+	// --timeout plus it, so the timeout always covers the wait.
+	wait time.Duration
+	// waitForNodes: the wait also covers no node answering yet.
+	waitForNodes bool
 }
 
 func newGlobals(addr string) globals { return globals{addr: addr, timeout: 10 * time.Second} }
@@ -23,8 +29,8 @@ func newGlobals(addr string) globals { return globals{addr: addr, timeout: 10 * 
 // register adds the global flags with their current values as defaults, so
 // a value given before the command survives the command's own flag set.
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.addr, "addr", g.addr, "comma-separated node gRPC addresses (env RAFTQ_ADDR)")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "deadline for the whole command, retries included")
+	fs.StringVar(&g.addr, "addr", g.addr, "comma-separated node gRPC addresses, tried in turn (env RAFTQ_ADDR)")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "deadline for the command, retries included; a --wait the command is given is added")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of tables")
 }
 
@@ -38,10 +44,13 @@ func (g *globals) seeds() []string {
 	return out
 }
 
-// newFlagSet makes a flag set that reports errors instead of exiting.
+// newFlagSet makes a flag set that reports errors instead of exiting and
+// prints no usage of its own: the caller prints it once, to stdout for
+// --help and as one line to stderr for a mistake.
 func newFlagSet(name string, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
+	fs.Usage = func() {}
 	return fs
 }
 
@@ -63,6 +72,13 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// given reports whether the flag name was set on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // listFlag collects comma-separated values over repeated flags.
@@ -103,6 +119,44 @@ func (m mapFlag) Set(v string) error {
 	return nil
 }
 
+// durationWithin checks a duration flag that was given: positive (its
+// zero would silently mean a default, so it is refused) or, if zeroOK,
+// not negative; and at most max. unset says what leaving the flag out
+// does.
+func durationWithin(name string, d, max time.Duration, zeroOK bool, unset string) error {
+	switch {
+	case d < 0:
+		return usagef("--%s %v is negative", name, d)
+	case d == 0 && !zeroOK:
+		return usagef("--%s 0s: give a positive duration (leave the flag out for %s)", name, unset)
+	case d > max:
+		return usagef("--%s %v is above the limit %v", name, d, max)
+	}
+	return nil
+}
+
+// policyFlag is one queue policy flag: its help, what leaving it out
+// means on create, and whether 0 is a value of its own (for the others,
+// 0 would silently mean the default and is refused).
+type policyFlag struct {
+	name, help, createDefault string
+	zeroOK                    bool
+}
+
+var policyFlagList = []policyFlag{
+	{"fifo", "FIFO queue: per-group order, one in flight per group, a group on every message; fixed at create", "false", true},
+	{"visibility", "default lease length", "30s", false},
+	{"max-receives", "deliveries before the message is dead-lettered", "10", false},
+	{"backoff-base", "nack backoff base", "1s", false},
+	{"backoff-max", "nack backoff cap", "5m", false},
+	{"dedup-window", "how long a dedup key is remembered", "5m", false},
+	{"retention", "how long a ready or delayed message is kept", "96h", false},
+	{"delay", "default delay of new messages", "0s", true},
+	{"max-size", "largest message body in bytes", "and cap 262144", false},
+	{"max-messages-per-shard", "most live (ready, delayed, leased) messages per shard; sends past it fail", "0: no limit", true},
+	{"max-bytes-per-shard", "most live message body bytes per shard, at least --max-size; sends past it fail", "0: no limit", true},
+}
+
 // policyFlags are the queue policy flags of queue create and update.
 type policyFlags struct {
 	fifo                                                         bool
@@ -111,24 +165,83 @@ type policyFlags struct {
 	maxMessagesPerShard, maxBytesPerShard                        uint64
 }
 
-func (p *policyFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&p.fifo, "fifo", false, "FIFO queue: per-group order, one in flight per group")
-	fs.DurationVar(&p.visibility, "visibility", 0, "default lease length (server default 30s)")
-	fs.UintVar(&p.maxReceives, "max-receives", 0, "deliveries before the message is dead-lettered (default 10)")
-	fs.DurationVar(&p.backoffBase, "backoff-base", 0, "nack backoff base (default 1s)")
-	fs.DurationVar(&p.backoffMax, "backoff-max", 0, "nack backoff cap (default 5m)")
-	fs.DurationVar(&p.dedup, "dedup-window", 0, "dedup key window (default 5m)")
-	fs.DurationVar(&p.retention, "retention", 0, "ready/delayed message retention (default 96h)")
-	fs.DurationVar(&p.delay, "delay", 0, "default delay of new messages")
-	fs.UintVar(&p.maxSize, "max-size", 0, "largest message body in bytes (default and cap 262144)")
-	fs.Uint64Var(&p.maxMessagesPerShard, "max-messages-per-shard", 0, "most live (ready, delayed, leased) messages per shard; sends past it fail (default 0: no limit)")
-	fs.Uint64Var(&p.maxBytesPerShard, "max-bytes-per-shard", 0, "most live message body bytes per shard, at least --max-size; sends past it fail (default 0: no limit)")
+// register adds the flags; update's help says a flag left out keeps the
+// queue's value, create's says what the server defaults to.
+func (p *policyFlags) register(fs *flag.FlagSet, update bool) {
+	help := map[string]string{}
+	for _, f := range policyFlagList {
+		switch {
+		case update && f.name == "fifo":
+			help[f.name] = "FIFO queue (a queue's mode cannot change: only its current mode is accepted)"
+		case update:
+			help[f.name] = f.help + " (unchanged if not given)"
+		default:
+			help[f.name] = f.help + " (default " + f.createDefault + ")"
+		}
+	}
+	fs.BoolVar(&p.fifo, "fifo", false, help["fifo"])
+	fs.DurationVar(&p.visibility, "visibility", 0, help["visibility"])
+	fs.UintVar(&p.maxReceives, "max-receives", 0, help["max-receives"])
+	fs.DurationVar(&p.backoffBase, "backoff-base", 0, help["backoff-base"])
+	fs.DurationVar(&p.backoffMax, "backoff-max", 0, help["backoff-max"])
+	fs.DurationVar(&p.dedup, "dedup-window", 0, help["dedup-window"])
+	fs.DurationVar(&p.retention, "retention", 0, help["retention"])
+	fs.DurationVar(&p.delay, "delay", 0, help["delay"])
+	fs.UintVar(&p.maxSize, "max-size", 0, help["max-size"])
+	fs.Uint64Var(&p.maxMessagesPerShard, "max-messages-per-shard", 0, help["max-messages-per-shard"])
+	fs.Uint64Var(&p.maxBytesPerShard, "max-bytes-per-shard", 0, help["max-bytes-per-shard"])
+}
+
+// check validates the flags given, in flag names and durations, before any
+// call: a server's refusal would name proto fields in milliseconds.
+func (p *policyFlags) check(fs *flag.FlagSet, update bool) error {
+	unset := func(f policyFlag) string {
+		if update {
+			return "the queue's current value"
+		}
+		return "the default " + strings.TrimPrefix(f.createDefault, "and cap ")
+	}
+	durations := map[string]struct {
+		d, max time.Duration
+	}{
+		"visibility": {p.visibility, client.MaxVisibility}, "backoff-base": {p.backoffBase, client.MaxDelay},
+		"backoff-max": {p.backoffMax, client.MaxDelay}, "dedup-window": {p.dedup, client.MaxRetention},
+		"retention": {p.retention, client.MaxRetention}, "delay": {p.delay, client.MaxDelay},
+	}
+	for _, f := range policyFlagList {
+		if !given(fs, f.name) {
+			continue
+		}
+		if v, ok := durations[f.name]; ok {
+			if err := durationWithin(f.name, v.d, v.max, f.zeroOK, unset(f)); err != nil {
+				return err
+			}
+		}
+	}
+	counts := []struct {
+		name string
+		v    uint
+		max  uint
+	}{{"max-receives", p.maxReceives, client.MaxReceives}, {"max-size", p.maxSize, client.MaxBodyBytes}}
+	for _, c := range counts {
+		if !given(fs, c.name) {
+			continue
+		}
+		for _, f := range policyFlagList {
+			if f.name == c.name && c.v == 0 {
+				return usagef("--%s 0: give at least 1 (leave the flag out for %s)", c.name, unset(f))
+			}
+		}
+		if c.v > c.max {
+			return usagef("--%s %d is above the limit %d", c.name, c.v, c.max)
+		}
+	}
+	return nil
 }
 
 // apply copies the flags that were set on the command line onto o (all of
-// them for create, which starts from zero).
-func (p *policyFlags) apply(fs *flag.FlagSet, o *client.QueueOptions) error {
-	var err error
+// them for create, which starts from zero). check has passed.
+func (p *policyFlags) apply(fs *flag.FlagSet, o *client.QueueOptions) {
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "fifo":
@@ -136,7 +249,7 @@ func (p *policyFlags) apply(fs *flag.FlagSet, o *client.QueueOptions) error {
 		case "visibility":
 			o.Visibility = p.visibility
 		case "max-receives":
-			o.MaxReceives, err = toU32(f.Name, p.maxReceives, err)
+			o.MaxReceives = uint32(p.maxReceives)
 		case "backoff-base":
 			o.BackoffBase = p.backoffBase
 		case "backoff-max":
@@ -148,30 +261,11 @@ func (p *policyFlags) apply(fs *flag.FlagSet, o *client.QueueOptions) error {
 		case "delay":
 			o.Delay = p.delay
 		case "max-size":
-			o.MaxMessageBytes, err = toU32(f.Name, p.maxSize, err)
+			o.MaxMessageBytes = uint32(p.maxSize)
 		case "max-messages-per-shard":
 			o.MaxMessagesPerShard = p.maxMessagesPerShard
 		case "max-bytes-per-shard":
 			o.MaxBytesPerShard = p.maxBytesPerShard
 		}
 	})
-	if err != nil {
-		return err
-	}
-	for name, d := range map[string]time.Duration{"visibility": o.Visibility, "backoff-base": o.BackoffBase, "backoff-max": o.BackoffMax, "dedup-window": o.DedupWindow, "retention": o.Retention, "delay": o.Delay} {
-		if d < 0 {
-			return fmt.Errorf("--%s %v is negative", name, d)
-		}
-	}
-	return nil
-}
-
-func toU32(name string, v uint, prev error) (uint32, error) {
-	if prev != nil {
-		return 0, prev
-	}
-	if v > 1<<32-1 {
-		return 0, fmt.Errorf("--%s %d is too large", name, v)
-	}
-	return uint32(v), nil
 }

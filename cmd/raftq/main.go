@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/raftq/raftq/client"
 	"google.golang.org/grpc/codes"
@@ -26,7 +27,9 @@ const (
 	exitUnavailable = 3 // the cluster could not be reached or had no leader in time
 )
 
-const defaultAddr = "127.0.0.1:7101"
+// defaultAddr is the three nodes `make run` starts: with one of them down
+// the CLI still finds the cluster.
+const defaultAddr = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
 
 func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
@@ -48,43 +51,45 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, g: newGlobals(defAddr)}
 	top := newFlagSet("raftq", stderr)
 	a.g.register(top)
-	top.Usage = func() { a.usage(stderr) }
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			a.usage(stdout)
 			return exitOK
 		}
+		fmt.Fprintln(stderr, `usage: raftq [global flags] COMMAND [args] [flags] (see raftq --help)`)
 		return exitUsage
 	}
 	rest := top.Args()
-	if len(rest) == 0 || rest[0] == "help" {
-		if len(rest) == 0 {
-			a.usage(stderr)
-			return exitUsage
-		}
-		a.usage(stdout)
-		return exitOK
+	switch {
+	case len(rest) == 0:
+		a.usage(stderr)
+		return exitUsage
+	case rest[0] == "help":
+		return a.help(rest[1:])
 	}
 	cmd, rest, ok := lookup(rest)
 	if !ok {
-		fmt.Fprintf(stderr, "raftq: unknown command %q (see raftq --help)\n", strings.Join(rest[:min(len(rest), 2)], " "))
-		return exitUsage
+		return a.unknown(rest)
 	}
 	fs := newFlagSet("raftq "+cmd.path, stderr)
 	a.g.register(fs) // globals may follow the command too
 	bind := cmd.setup(a, fs)
-	fs.Usage = func() { commandUsage(stderr, cmd, fs) }
 	pos, err := parseInterleaved(fs, rest)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			commandUsage(stdout, cmd, fs)
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "%s (see raftq %s --help)\n", usageLine(cmd), cmd.path)
 		return exitUsage
 	}
 	act, err := bind(pos)
 	if err != nil {
 		return a.fail(err, cmd)
+	}
+	out := &output{w: stdout, json: a.g.json}
+	if cmd.offline {
+		return a.fail(act(ctx, nil, out), cmd)
 	}
 	if len(a.g.seeds()) == 0 {
 		return a.fail(usagef("--addr is empty"), cmd)
@@ -92,14 +97,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if a.g.timeout <= 0 {
 		return a.fail(usagef("--timeout %v is not positive", a.g.timeout), cmd)
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.g.timeout)
+	ctx, cancel := context.WithTimeout(ctx, a.g.timeout+a.g.wait)
 	defer cancel()
-	c, err := client.Dial(ctx, a.g.seeds())
+	c, err := a.dial(ctx)
 	if err != nil {
-		return a.fail(err, cmd)
+		return a.fail(a.unreachable(err), cmd)
 	}
 	defer func() { _ = c.Close() }()
-	return a.fail(act(ctx, c, &output{w: stdout, json: a.g.json}), cmd)
+	return a.fail(act(ctx, c, out), cmd)
 }
 
 // lookup finds the command named by the first one or two words.
@@ -113,17 +118,146 @@ func lookup(args []string) (command, []string, bool) {
 	return command{}, args, false
 }
 
+// group lists the commands whose first word is word ("queue").
+func group(word string) []command {
+	var out []command
+	for _, c := range commands() {
+		if first, _, _ := strings.Cut(c.path, " "); first == word && strings.Contains(c.path, " ") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func isHelp(s string) bool {
+	return s == "--help" || s == "-help" || s == "-h" || s == "--h" || s == "help"
+}
+
+// unknown answers a command line that names no command: a group's list for
+// "raftq queue" or "raftq queue --help", else an error.
+func (a *app) unknown(args []string) int {
+	if cs := group(args[0]); len(cs) > 0 {
+		if len(args) > 1 && isHelp(args[1]) {
+			groupUsage(a.stdout, args[0], cs)
+			return exitOK
+		}
+		if len(args) == 1 || strings.HasPrefix(args[1], "-") {
+			fmt.Fprintf(a.stderr, "raftq: %q needs a subcommand\n", args[0])
+			groupUsage(a.stderr, args[0], cs)
+			return exitUsage
+		}
+	}
+	fmt.Fprintf(a.stderr, "raftq: unknown command %q (see raftq --help)\n", strings.Join(args[:min(len(args), 2)], " "))
+	return exitUsage
+}
+
+// help answers "raftq help [COMMAND]".
+func (a *app) help(words []string) int {
+	if len(words) == 0 {
+		a.usage(a.stdout)
+		return exitOK
+	}
+	if c, rest, ok := lookup(words); ok && len(rest) == 0 {
+		fs := newFlagSet("raftq "+c.path, a.stderr)
+		g := newGlobals(defaultAddr)
+		g.register(fs)
+		c.setup(&app{g: g}, fs)
+		commandUsage(a.stdout, c, fs)
+		return exitOK
+	}
+	if cs := group(words[0]); len(cs) > 0 && len(words) == 1 {
+		groupUsage(a.stdout, words[0], cs)
+		return exitOK
+	}
+	fmt.Fprintf(a.stderr, "raftq: unknown command %q (see raftq --help)\n", strings.Join(words, " "))
+	return exitUsage
+}
+
+// dial connects to the cluster. A command told to wait for the cluster
+// (cluster status --wait) also waits for a node to answer at all, as
+// after make run & in a script: Dial is tried again until the wait ends.
+func (a *app) dial(ctx context.Context) (*client.Client, error) {
+	until := time.Now().Add(a.g.wait)
+	for {
+		c, err := client.Dial(ctx, a.g.seeds())
+		if err == nil || !a.g.waitForNodes || !errors.Is(err, client.ErrUnavailable) || time.Now().After(until) {
+			return c, err
+		}
+		t := time.NewTimer(statusPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+// unreachable says, when no node answered, where the CLI looked and how to
+// point it elsewhere.
+func (a *app) unreachable(err error) error {
+	if !errors.Is(err, client.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	why := "no answer"
+	switch s := err.Error(); {
+	case strings.Contains(s, "connection refused"):
+		why = "connection refused"
+	case errors.Is(err, context.DeadlineExceeded):
+		why = fmt.Sprintf("no answer within --timeout %v", a.g.timeout)
+	}
+	return &unreachableError{err: err, msg: fmt.Sprintf("cannot reach the cluster at %s (%s): is it running (make run starts one)? "+
+		"--addr or RAFTQ_ADDR point the CLI at other nodes", strings.Join(a.g.seeds(), ","), why)}
+}
+
+// unreachableError is a dial that found no node; its message replaces the
+// client's, which lists every seed's connection error.
+type unreachableError struct {
+	err error
+	msg string
+}
+
+func (e *unreachableError) Error() string { return e.msg }
+func (e *unreachableError) Unwrap() error { return e.err }
+
 // fail prints err as one line on stderr and picks the exit code.
 func (a *app) fail(err error, cmd command) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(a.stderr, "raftq: %s\n", message(err))
+	fmt.Fprintf(a.stderr, "raftq: %s\n", a.message(err))
 	code := exitCode(err)
 	if code == exitUsage {
-		fmt.Fprintf(a.stderr, "usage: raftq %s %s [flags] (see raftq %s --help)\n", cmd.path, cmd.args, cmd.path)
+		fmt.Fprintf(a.stderr, "%s (see raftq %s --help)\n", usageLine(cmd), cmd.path)
 	}
 	return code
+}
+
+// reportedError is a failure told in words of the CLI's own: msg is what
+// stderr gets (for an ack, a count: each receipt's error is in the table),
+// the exit code comes from err.
+type reportedError struct {
+	err error
+	msg string
+}
+
+func (e *reportedError) Error() string { return e.msg }
+func (e *reportedError) Unwrap() error { return e.err }
+
+// message is err's text for stderr: the deadline named as the flag that
+// set it, else message's rendering.
+func (a *app) message(err error) string {
+	var u *unreachableError
+	var r *reportedError
+	switch {
+	case errors.As(err, &u):
+		return u.msg
+	case errors.As(err, &r):
+		return r.msg
+	case errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
+		return fmt.Sprintf("no answer within --timeout %v (raise it with --timeout): %s", a.g.timeout, message(err))
+	}
+	return message(err)
 }
 
 // message prefers the server's own words ("queue \"x\" not found") over the
@@ -143,7 +277,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &u):
 		return exitUsage
-	case errors.Is(err, client.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), status.Code(err) == codes.DeadlineExceeded:
+	case errors.Is(err, client.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), status.Code(err) == codes.DeadlineExceeded,
+		errors.Is(err, errNotReady):
 		return exitUnavailable
 	}
 	return exitServer
@@ -155,7 +290,7 @@ func (a *app) usage(w io.Writer) {
 	fmt.Fprintln(w, "\ncommands:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, c := range commands() {
-		fmt.Fprintf(tw, "  %s %s\t%s\n", c.path, c.args, c.summary)
+		fmt.Fprintf(tw, "  %s\t%s\n", strings.TrimSpace(c.path+" "+c.args), c.summary)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nglobal flags (before or after the command):")
@@ -167,8 +302,23 @@ func (a *app) usage(w io.Writer) {
 	fmt.Fprintln(w, `run "raftq COMMAND --help" for a command's flags`)
 }
 
+// usageLine is "usage: raftq PATH ARGS [flags]".
+func usageLine(c command) string {
+	return "usage: " + strings.Join(strings.Fields("raftq "+c.path+" "+c.args+" [flags]"), " ")
+}
+
 func commandUsage(w io.Writer, c command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "usage: raftq %s %s [flags]\n\n%s\n\nflags:\n", c.path, c.args, c.summary)
+	fmt.Fprintf(w, "%s\n\n%s\n\nflags:\n", usageLine(c), c.summary)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
+}
+
+func groupUsage(w io.Writer, word string, cs []command) {
+	fmt.Fprintf(w, "usage: raftq %s SUBCOMMAND [args] [flags]\n\nsubcommands:\n", word)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range cs {
+		fmt.Fprintf(tw, "  %s\t%s\n", strings.TrimSpace(c.path+" "+c.args), c.summary)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\nrun \"raftq %s SUBCOMMAND --help\" for its flags\n", word)
 }

@@ -56,7 +56,23 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"queue", "create", "a", "b"}, "want 1 argument(s) NAME, got 2"},
 		{[]string{"queue", "create", "q", "--visibility", "soon"}, "invalid value"},
 		{[]string{"queue", "create", "q", "--visibility", "-1s"}, "--visibility -1s is negative"},
-		{[]string{"queue", "create", "q", "--max-receives", "99999999999"}, "--max-receives 99999999999 is too large"},
+		{[]string{"queue", "create", "q", "--max-receives", "99999999999"}, "--max-receives 99999999999 is above the limit 1000"},
+		// A zero that would silently mean a default is refused, with what
+		// leaving the flag out does.
+		{[]string{"queue", "create", "q", "--visibility", "0s"}, "--visibility 0s: give a positive duration (leave the flag out for the default 30s)"},
+		{[]string{"queue", "update", "q", "--max-receives", "0"}, "--max-receives 0: give at least 1 (leave the flag out for the queue's current value)"},
+		{[]string{"receive", "q", "--visibility", "0s"}, "--visibility 0s: give a positive duration (leave the flag out for the queue's visibility)"},
+		{[]string{"send", "q", "b", "--delay", "0s"}, "--delay 0s: give a positive duration (leave the flag out for the queue's delay)"},
+		// Bounds in flag names and durations, not proto fields in ms.
+		{[]string{"queue", "create", "q", "--visibility", "13h"}, "--visibility 13h0m0s is above the limit 12h0m0s"},
+		{[]string{"queue", "create", "q", "--dedup-window", "400h"}, "--dedup-window 400h0m0s is above the limit 336h0m0s"},
+		{[]string{"receive", "q", "--visibility", "100000h"}, "--visibility 100000h0m0s is above the limit 12h0m0s"},
+		{[]string{"extend", "r", "13h"}, "DURATION 13h0m0s is above the limit 12h0m0s"},
+		{[]string{"cluster", "status", "--wait", "-1s"}, "--wait -1s is negative"},
+		{[]string{"cluster", "status", "extra"}, "usage: raftq cluster status [flags] (see raftq cluster status --help)"},
+		{[]string{"completion", "fish"}, `SHELL "fish": want bash or zsh`},
+		{[]string{"queue"}, `"queue" needs a subcommand`},
+		{[]string{"receive", "q", "--nosuch"}, "flag provided but not defined: -nosuch"},
 		{[]string{"send", "q"}, "want 2 argument(s) QUEUE BODY, got 1"},
 		{[]string{"send", "q", "b", "--priority", "10"}, "--priority 10 outside 0-9"},
 		{[]string{"send", "q", "b", "--run-at", "tomorrow"}, `--run-at "tomorrow" is not an RFC 3339 time`},
@@ -110,12 +126,24 @@ func TestHelpListsEverything(t *testing.T) {
 	}
 }
 
+// No node answering is one line that says where the CLI looked and how to
+// point it elsewhere.
 func TestUnavailableExitCode(t *testing.T) {
 	s := clienttest.NewServer(t)
 	s.Stop()
 	r := raftq(t, s.Addr, "", "--timeout", "2s", "queue", "list")
-	if r.code != exitUnavailable || !strings.HasPrefix(r.stderr, "raftq: dial ") || strings.Count(r.stderr, "\n") != 1 {
-		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	want := "raftq: cannot reach the cluster at " + s.Addr + " (connection refused): is it running (make run starts one)? --addr or RAFTQ_ADDR point the CLI at other nodes\n"
+	if r.code != exitUnavailable || r.stderr != want {
+		t.Fatalf("exit %d, stderr %q; want exit 3, %q", r.code, r.stderr, want)
+	}
+}
+
+// Without --addr or RAFTQ_ADDR the CLI knows all three nodes of make run,
+// so it finds the cluster with any one of them down.
+func TestDefaultAddrIsEveryMakeRunNode(t *testing.T) {
+	g := newGlobals(defaultAddr)
+	if got := g.seeds(); !reflect.DeepEqual(got, []string{"127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103"}) {
+		t.Fatalf("default seeds %v", got)
 	}
 }
 

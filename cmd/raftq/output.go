@@ -51,11 +51,15 @@ func (o *output) done(text string, v map[string]any) error {
 	return err
 }
 
+// tsLayout is RFC 3339 with milliseconds always shown (the server's
+// precision), so times keep one width and table columns stay aligned.
+const tsLayout = "2006-01-02T15:04:05.000Z07:00"
+
 func ts(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format(time.RFC3339Nano)
+	return t.UTC().Format(tsLayout)
 }
 
 func dash(s string) string {
@@ -181,6 +185,10 @@ func (o *output) received(ms []*client.Message) error {
 		}
 		return o.emit(out)
 	}
+	if len(ms) == 0 {
+		_, err := fmt.Fprintln(o.w, "no messages")
+		return err
+	}
 	rows := make([][]string, len(ms))
 	for i, m := range ms {
 		rows[i] = []string{m.ID, strconv.Itoa(int(m.ReceiveCount)), m.Receipt, printable(m.Body)}
@@ -188,7 +196,12 @@ func (o *output) received(ms []*client.Message) error {
 	return o.table("ID\tRECEIVES\tRECEIPT\tBODY", rows)
 }
 
+// acks prints one row per receipt; errs is nil when every receipt was
+// acked.
 func (o *output) acks(receipts []string, errs []error) error {
+	if errs == nil {
+		errs = make([]error, len(receipts))
+	}
 	if o.json {
 		out := make([]map[string]any, len(receipts))
 		for i, r := range receipts {

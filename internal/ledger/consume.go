@@ -31,13 +31,15 @@ func (l *Ledger) Ack(ctx context.Context, cl *client.Client, ms []*client.Messag
 	for i, m := range ms {
 		receipts[i] = m.Receipt
 	}
-	itemErrs, err := cl.Ack(ctx, receipts...)
+	err := cl.AckBatch(ctx, receipts)
+	var be *client.BatchError
+	perItem := errors.As(err, &be)
 	out := make([]error, len(ms))
 	for i, m := range ms {
 		switch {
-		case i < len(itemErrs) && itemErrs[i] != nil:
-			out[i] = itemErrs[i]
-		case i >= len(itemErrs) && err != nil:
+		case perItem && i < len(be.Errs):
+			out[i] = be.Errs[i]
+		case err != nil && !perItem:
 			out[i] = err
 		}
 		l.Acked(m.ID, m.LeaseEpoch, out[i])
