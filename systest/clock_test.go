@@ -177,9 +177,11 @@ func TestCluster_SkewedNodeNeverLeads(t *testing.T) {
 		t.Fatalf("n3 became leader %v times over %d groups (meta listed: %v), want 0 over meta and 2 shards", total, groups, hasMeta)
 	}
 	// n1 and n2 restarted, so their counters only cover their last life;
-	// the survivor of the last kill (n2) led everything at some point.
-	if got, _, _ := leaderElections(t, c, 1); got < 3 {
-		t.Fatalf("n2 became leader %v times, want every group at least once", got)
+	// the survivor of the last kill (n2) led at least the groups n1 led
+	// when it was killed, so its counter moved (how many groups depends
+	// on elections and hand-offs racing the kill).
+	if got, _, _ := leaderElections(t, c, 1); got < 1 {
+		t.Fatalf("n2 became leader %v times after the last kill, want at least once", got)
 	}
 	if metaLeader, _, err := leadersFrom(t, c, skewed); err != nil || metaLeader == c.Nodes[skewed].ID {
 		t.Fatalf("meta leader %q (%v)", metaLeader, err)
