@@ -445,6 +445,28 @@ func TestMutatedHistoriesAreFlagged(t *testing.T) {
 	}
 }
 
+// A run whose final phase failed is INVALID for that reason alone: a
+// message it never got to drain is not called lost, and the records and
+// replicas it never got to are not listed one by one.
+func TestFailedFinalPhaseIsTheOnlyFinding(t *testing.T) {
+	b := clean()
+	ops := mutateOps(b.ops, isPhase(history.PhaseFinal), func(op *history.Op) {
+		op.Type, op.Error = history.Fail, "heal: iptables -F: exit status 4"
+	})
+	// v1 was never delivered before the final phase failed.
+	ops = drop(ops, func(op history.Op) bool {
+		return op.MessageID == "0-1" && op.F != history.FEnqueue || len(op.Deliveries) > 0 && op.Deliveries[0].MessageID == "0-1"
+	})
+	rs := check(t, ops)
+	if tq := rs["total-queue"]; !tq.Valid || tq.Count["unconfirmed"] != 1 {
+		t.Errorf("total-queue without a completed final phase: %s %v", tq.Summary(), tq.Violations)
+	}
+	f := rs["final"]
+	if f.Valid || len(f.Violations) != 1 || f.Count["final-failed"] != 1 {
+		t.Errorf("final: %s %v", f.Summary(), f.Violations)
+	}
+}
+
 // A history survives the JSON-lines round trip with the same verdicts.
 func TestHistoryRoundTrip(t *testing.T) {
 	var buf bytes.Buffer

@@ -17,6 +17,7 @@ import (
 //
 //   - no-final-phase: the history has no completed final phase;
 //     final-failed: it began and could not finish (heal, drain, ...).
+//     Either is reported alone: what follows needs the final phase.
 //   - missing-record: a message id the history names (an acknowledged
 //     enqueue, a delivery, a DLQ entry) has no server record.
 //   - not-converged: a shard the run has is missing from the comparison,
@@ -27,11 +28,15 @@ import (
 //   - diverged: replicas at one applied index with different digests.
 func finalPhase(ix *index) *Result {
 	r := newResult("final")
+	// Without a completed final phase, missing records and replicas not
+	// compared are its consequences, not findings of their own.
 	switch fp := ix.finalPhase; {
 	case fp == nil:
 		r.violate("no-final-phase", "the history has no completed final phase: nothing was drained, fetched or compared after the faults")
+		return r
 	case fp.Type != history.OK:
 		r.violate("final-failed", "the final phase did not finish: %s", fp.Error)
+		return r
 	}
 	for _, id := range ix.namedIDs() {
 		if ix.finals[id] == nil {

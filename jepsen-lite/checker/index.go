@@ -49,7 +49,6 @@ type index struct {
 	dead       map[string]bool            // message ids listed in a DLQ
 	deadRecs   map[string]*history.Record // the DLQ listing's record, by message id
 	msgValue   map[string]string          // message id -> value
-	hasFinal   bool
 
 	// setup is the run's configuration (nil: not in the history).
 	setup *history.Setup
@@ -90,7 +89,6 @@ func build(ops []history.Op) *index {
 		case history.FFinal:
 			if op.Type == history.OK && op.Final != nil {
 				ix.finals[op.MessageID] = op.Final
-				ix.hasFinal = true
 				if op.Final.Value != "" {
 					ix.msgValue[op.MessageID] = op.Final.Value
 				}
@@ -173,6 +171,13 @@ func build(ops []history.Op) *index {
 		}
 	}
 	return ix
+}
+
+// finalDone reports whether the final phase completed: only then is a
+// message not yet delivered or acked a loss rather than one the run
+// stopped watching (checker final reports a final phase that did not).
+func (ix *index) finalDone() bool {
+	return ix.finalPhase != nil && ix.finalPhase.Type == history.OK
 }
 
 // lease is what is known of one lease (message, epoch) on the shard clock.

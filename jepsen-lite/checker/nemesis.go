@@ -3,6 +3,7 @@ package checker
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/raftq/raftq/jepsen-lite/history"
@@ -49,7 +50,8 @@ func (ix *index) faults() []FaultStats {
 	fail := func(s *FaultStats, format string, args ...any) {
 		s.Failed++
 		if len(s.Errors) < maxExamples {
-			s.Errors = append(s.Errors, fmt.Sprintf(format, args...))
+			// Joined errors (an apply and its heal) on one line.
+			s.Errors = append(s.Errors, strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", "; "))
 		}
 	}
 	// Faults run one at a time: invoke, then ok (applied) or info with an
