@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -19,62 +20,60 @@ import (
 // outcome is unknown cannot hide a message for long.
 const drainVis = 3 * time.Second
 
-// finalInfo is what the final phase found beyond the history.
+// finalInfo is what the final phase found, for report.json and the
+// summary. The verdict does not read it: everything it judges is in the
+// history too (phase ops, final and dead records), so --check re-judges a
+// saved run the same way.
 type finalInfo struct {
-	Drained   int            `json:"drained"`
-	Dead      int            `json:"dead"`
-	Records   int            `json:"records"`
-	Missing   []string       `json:"missing_records,omitempty"`
-	Replicas  []replicaState `json:"replicas"`
-	Converged bool           `json:"replicas_converged"`
-	Gaps      []string       `json:"gaps,omitempty"`
-	// Diverged lists replicas whose FSM state differs at one applied index.
-	Diverged []string `json:"diverged,omitempty"`
-}
-
-type replicaState struct {
-	Shard   uint32            `json:"shard"`
-	Leader  string            `json:"leader"`
-	Applied map[string]uint64 `json:"applied"` // node -> applied index
-	Commit  map[string]uint64 `json:"commit"`
-	// Digests is each replica's FSM digest (Node.ShardDigest) as
-	// "<applied index>:<sha256 hex>".
-	Digests map[string]string `json:"digests,omitempty"`
+	Drained  int                     `json:"drained"`
+	Dead     int                     `json:"dead"`
+	Records  int                     `json:"records"`
+	Missing  []string                `json:"missing_records,omitempty"`
+	Replicas []history.ShardReplicas `json:"replicas"`
+	// Converged: every replica of every shard at one applied index.
+	Converged bool   `json:"replicas_converged"`
+	Error     string `json:"error,omitempty"`
 }
 
 // finalPhase heals every fault, waits past the lease, drains every queue
 // and DLQ through every node, fetches the server's record of every message
-// the history names, and compares replicas.
-func finalPhase(ctx context.Context, cl cluster, nem *nemesis.Nemesis, env *workload.Env, wls []*workload.Workload, vis time.Duration) (*finalInfo, error) {
-	fin := &finalInfo{}
-	env.Rec.Add(history.Op{Type: history.Info, F: history.FPhase, Process: history.NemesisProcess, Fault: "heal"})
+// the history names, and compares replicas. An error means it could not
+// finish; fin holds what it found until then.
+func finalPhase(ctx context.Context, cl cluster, nem *nemesis.Nemesis, env *workload.Env, wls []*workload.Workload, vis time.Duration) (fin *finalInfo, err error) {
+	fin = &finalInfo{}
+	defer func() {
+		if err != nil {
+			fin.Error = err.Error()
+		}
+	}()
+	env.Rec.Add(history.Op{Type: history.Info, F: history.FPhase, Process: history.NemesisProcess, Fault: history.PhaseHeal})
 	if err := nem.HealAll(ctx); err != nil {
-		return nil, err
+		return fin, fmt.Errorf("heal: %w", err)
 	}
 	hctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	err := cl.WaitHealthy(hctx)
+	err = cl.WaitHealthy(hctx)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("cluster did not heal: %w", err)
+		return fin, fmt.Errorf("cluster did not heal: %w", err)
 	}
 	// Leases granted before the heal (and the leader-change grace) must run
 	// out so their messages can be drained.
 	wait := 2*vis + 2*time.Second
 	logf("healed; waiting %v past the visibility timeout", wait)
 	if !sleepCtx(ctx, wait) {
-		return nil, ctx.Err()
+		return fin, ctx.Err()
 	}
-	env.Rec.Add(history.Op{Type: history.Info, F: history.FPhase, Process: history.NemesisProcess, Fault: "drain"})
+	env.Rec.Add(history.Op{Type: history.Info, F: history.FPhase, Process: history.NemesisProcess, Fault: history.PhaseDrain})
 	for _, w := range wls {
 		for _, q := range w.Queues {
 			n, err := drain(ctx, env, q.Name)
 			if err != nil {
-				return nil, err
+				return fin, err
 			}
 			fin.Drained += n
 			d, err := listDead(ctx, env, q.Name)
 			if err != nil {
-				return nil, err
+				return fin, err
 			}
 			fin.Dead += d
 		}
@@ -83,36 +82,43 @@ func finalPhase(ctx context.Context, cl cluster, nem *nemesis.Nemesis, env *work
 	fin.Records, fin.Missing = fetchRecords(ctx, env)
 	logf("fetched %d server records (%d unavailable)", fin.Records, len(fin.Missing))
 	fin.Replicas, fin.Converged = compareReplicas(ctx, cl)
-	if err := compareDigests(ctx, cl, fin); err != nil {
-		fin.Gaps = append(fin.Gaps, "FSM digests not compared: "+err.Error())
-	}
+	compareDigests(ctx, cl, fin.Replicas)
+	env.Rec.Add(history.Op{Type: history.OK, F: history.FPhase, Process: history.NemesisProcess, Fault: history.PhaseReplicas, Shards: fin.Replicas})
 	return fin, nil
 }
 
-// compareDigests asks every replica for its FSM digest. Replicas at the
-// same applied index must have the same digest; a difference fails the run.
-func compareDigests(ctx context.Context, cl cluster, fin *finalInfo) error {
-	for k := range fin.Replicas {
-		rs := &fin.Replicas[k]
-		rs.Digests = map[string]string{}
-		byIndex := map[uint64]string{}
-		for node := range rs.Applied {
-			i := cl.Index(node)
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			resp, err := raftqv1.NewNodeClient(cl.Conn(i)).ShardDigest(cctx, &raftqv1.ShardDigestRequest{ShardId: rs.Shard})
-			cancel()
-			if err != nil {
-				return fmt.Errorf("shard %d on %s: %w", rs.Shard, node, err)
+// compareDigests asks every replica of every shard for its FSM digest
+// (Node.ShardDigest), until all of a shard's digests are at one applied
+// index (bounded): digests at different indexes compare nothing. The
+// checker judges them (checker/final.go).
+func compareDigests(ctx context.Context, cl cluster, shards []history.ShardReplicas) {
+	for k := range shards {
+		rs := &shards[k]
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			rs.Digests, rs.Errors = map[string]string{}, nil
+			indexes := map[uint64]bool{}
+			for _, node := range rs.Replicas {
+				i := cl.Index(node)
+				if i < 0 {
+					rs.Errors = append(rs.Errors, fmt.Sprintf("%s: not a node of this cluster", node))
+					continue
+				}
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				resp, err := raftqv1.NewNodeClient(cl.Conn(i)).ShardDigest(cctx, &raftqv1.ShardDigestRequest{ShardId: rs.Shard})
+				cancel()
+				if err != nil {
+					rs.Errors = append(rs.Errors, fmt.Sprintf("%s: %v", node, err))
+					continue
+				}
+				rs.Digests[node] = fmt.Sprintf("%d:%s", resp.GetAppliedIndex(), hex.EncodeToString(resp.GetDigest()))
+				indexes[resp.GetAppliedIndex()] = true
 			}
-			d := hex.EncodeToString(resp.GetDigest())
-			rs.Digests[node] = fmt.Sprintf("%d:%s", resp.GetAppliedIndex(), d)
-			if prev, ok := byIndex[resp.GetAppliedIndex()]; ok && prev != d {
-				fin.Diverged = append(fin.Diverged, fmt.Sprintf("shard %d: replicas at applied index %d have different FSM digests: %v", rs.Shard, resp.GetAppliedIndex(), rs.Digests))
+			if len(rs.Errors) == 0 && len(indexes) == 1 || time.Now().After(deadline) || !sleepCtx(ctx, 500*time.Millisecond) {
+				break
 			}
-			byIndex[resp.GetAppliedIndex()] = d
 		}
 	}
-	return nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -274,6 +280,9 @@ func record(m *fsmpb.Message) *history.Record {
 		State: trim(m.GetState().String(), "STATE_"), Value: string(m.GetBody()), Group: m.GetGroupId(), DedupKey: m.GetDedupKey(),
 		LeaseEpoch: m.GetLeaseEpoch(), LeaseDeadMs: m.GetLeaseDeadlineMs(), ReceiveCount: m.GetReceiveCount(), Seq: m.GetSeq(),
 	}
+	if m.GetState() == fsmpb.State_STATE_DEAD {
+		r.DeadReason = trim(m.GetDeadReason().String(), "REASON_")
+	}
 	for _, a := range m.GetHistory() {
 		r.Attempts = append(r.Attempts, history.Attempt{Epoch: a.GetLeaseEpoch(), ReceivedMs: a.GetReceivedMs(), EndedMs: a.GetEndedMs(),
 			Outcome: trim(a.GetOutcome().String(), "REASON_"), Consumer: a.GetConsumer()})
@@ -289,12 +298,13 @@ func trim(s, prefix string) string {
 }
 
 // compareReplicas polls Cluster.Status on every node until, for every
-// shard, all replicas report the same applied index (bounded wait).
-func compareReplicas(ctx context.Context, cl cluster) ([]replicaState, bool) {
-	var states []replicaState
+// shard, every replica the nodes list reports the same applied index
+// (bounded wait).
+func compareReplicas(ctx context.Context, cl cluster) ([]history.ShardReplicas, bool) {
+	var states []history.ShardReplicas
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		byShard := map[uint32]*replicaState{}
+		byShard := map[uint32]*history.ShardReplicas{}
 		for i := range cl.Size() {
 			id := cl.NodeID(i)
 			st, err := cl.Status(ctx, i)
@@ -304,8 +314,17 @@ func compareReplicas(ctx context.Context, cl cluster) ([]replicaState, bool) {
 			for _, s := range st.GetShards() {
 				rs := byShard[s.GetShardId()]
 				if rs == nil {
-					rs = &replicaState{Shard: s.GetShardId(), Leader: s.GetLeaderId(), Applied: map[string]uint64{}, Commit: map[string]uint64{}}
+					rs = &history.ShardReplicas{Shard: s.GetShardId(), Applied: map[string]uint64{}, Commit: map[string]uint64{}}
 					byShard[s.GetShardId()] = rs
+				}
+				for _, r := range s.GetReplicas() {
+					if !slices.Contains(rs.Replicas, r) {
+						rs.Replicas = append(rs.Replicas, r)
+					}
+				}
+				// Only a replica knows its shard's leader (nodes/nodes.go).
+				if slices.Contains(s.GetReplicas(), id) && rs.Leader == "" {
+					rs.Leader = s.GetLeaderId()
 				}
 				if s.GetAppliedIndex() > 0 {
 					rs.Applied[id] = s.GetAppliedIndex()
@@ -314,18 +333,19 @@ func compareReplicas(ctx context.Context, cl cluster) ([]replicaState, bool) {
 			}
 		}
 		states = states[:0]
-		converged := true
+		converged := len(byShard) > 0
 		for _, rs := range byShard {
+			slices.Sort(rs.Replicas)
 			states = append(states, *rs)
 			var first uint64
-			for _, a := range rs.Applied {
-				if first == 0 {
-					first = a
-				} else if a != first {
+			for _, r := range rs.Replicas {
+				a, ok := rs.Applied[r]
+				if !ok || first != 0 && a != first {
 					converged = false
 				}
+				first = a
 			}
-			if len(rs.Applied) < min(3, cl.Size()) {
+			if len(rs.Replicas) < min(3, cl.Size()) {
 				converged = false
 			}
 		}

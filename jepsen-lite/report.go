@@ -7,29 +7,32 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/raftq/raftq/jepsen-lite/checker"
 	"github.com/raftq/raftq/jepsen-lite/history"
 )
 
 type report struct {
-	Seed      uint64           `json:"seed"`
-	Workloads []string         `json:"workloads"`
-	Nemesis   []string         `json:"nemesis"`
-	Time      string           `json:"time"`
-	Nodes     int              `json:"nodes"`
-	Shards    int              `json:"shards"`
-	Dir       string           `json:"dir"`
-	Ops       map[string]int   `json:"ops"`
-	Faults    map[string]int   `json:"faults"`
-	Results   []checker.Result `json:"results"`
-	Final     *finalInfo       `json:"final,omitempty"`
-	Valid     bool             `json:"valid"`
+	Seed      uint64         `json:"seed"`
+	Workloads []string       `json:"workloads"`
+	Nemesis   []string       `json:"nemesis"`
+	Time      string         `json:"time"`
+	Nodes     int            `json:"nodes"`
+	Shards    int            `json:"shards"`
+	Dir       string         `json:"dir"`
+	Ops       map[string]int `json:"ops"`
+	Faults    map[string]int `json:"faults"`
+	// Kinds is what each requested fault kind did (from the history).
+	Kinds   []checker.FaultStats `json:"fault_kinds"`
+	Results []checker.Result     `json:"results"`
+	Final   *finalInfo           `json:"final,omitempty"`
+	Valid   bool                 `json:"valid"`
 }
 
 func newReport(o *options, dir string, ops []history.Op, faults map[string]int, rs []checker.Result, fin *finalInfo) *report {
 	r := &report{Seed: o.seed, Workloads: o.workloads, Nemesis: o.nemeses, Time: o.duration.String(), Nodes: o.nodes, Shards: o.shards,
-		Dir: dir, Ops: map[string]int{}, Faults: faults, Results: rs, Final: fin, Valid: checker.Valid(rs) && len(fin.Diverged) == 0}
+		Dir: dir, Ops: map[string]int{}, Faults: faults, Kinds: checker.Faults(ops), Results: rs, Final: fin, Valid: checker.Valid(rs)}
 	for _, op := range ops {
 		if op.Process >= 0 && op.Type != history.Invoke {
 			r.Ops[op.F+":"+op.Type]++
@@ -70,16 +73,14 @@ func (r *report) text() string {
 	fmt.Fprintf(&b, "\n=== jepsen-lite seed %d  workloads %v  nemesis %v  time %s  nodes %d  shards %d\n", r.Seed, r.Workloads, r.Nemesis, r.Time, r.Nodes, r.Shards)
 	fmt.Fprintf(&b, "operations: %s\n", sortedCounts(r.Ops))
 	fmt.Fprintf(&b, "faults:     %s\n", sortedCounts(r.Faults))
+	b.WriteString(faultLines(r.Kinds))
 	if f := r.Final; f != nil {
 		fmt.Fprintf(&b, "final:      drained=%d dead=%d records=%d missing-records=%d replicas-converged=%v\n", f.Drained, f.Dead, f.Records, len(f.Missing), f.Converged)
 		for _, rs := range f.Replicas {
-			fmt.Fprintf(&b, "            shard %d leader %s applied %s digests-equal=%v\n", rs.Shard, rs.Leader, sortedCountsU(rs.Applied), sameDigest(rs.Digests))
+			fmt.Fprintf(&b, "            shard %d leader %s applied %s digests-equal=%v\n", rs.Shard, rs.Leader, sortedCountsU(rs.Applied), sameDigest(rs.Digests, len(rs.Replicas)))
 		}
-		for _, d := range f.Diverged {
-			fmt.Fprintf(&b, "DIVERGED:   %s\n", d)
-		}
-		for _, g := range f.Gaps {
-			fmt.Fprintf(&b, "gap:        %s\n", g)
+		if f.Error != "" {
+			fmt.Fprintf(&b, "final phase FAILED: %s\n", f.Error)
 		}
 	}
 	for _, res := range r.Results {
@@ -130,6 +131,7 @@ func checkOnly(o *options) int {
 		}
 	}
 	rs := checker.Check(ops, checker.Options{FIFOQueues: fifo})
+	fmt.Print(faultLines(checker.Faults(ops)))
 	for _, r := range rs {
 		fmt.Println(r.Summary())
 		for _, v := range r.Violations {
@@ -145,8 +147,12 @@ func checkOnly(o *options) int {
 	return 0
 }
 
-// sameDigest reports whether every replica gave the same index and digest.
-func sameDigest(ds map[string]string) bool {
+// sameDigest reports whether all n replicas gave the same index and
+// digest.
+func sameDigest(ds map[string]string, n int) bool {
+	if len(ds) < n {
+		return false
+	}
 	first := ""
 	for _, d := range ds {
 		if first == "" {
@@ -156,4 +162,18 @@ func sameDigest(ds map[string]string) bool {
 		}
 	}
 	return first != ""
+}
+
+// faultLines is one line per fault kind: how many fired, how long they
+// held, how many failed.
+func faultLines(kinds []checker.FaultStats) string {
+	var b strings.Builder
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "  %-10s fired %d, held %v total, %v max", k.Kind, k.Fired, k.Held.Round(100*time.Millisecond), k.MaxHeld.Round(100*time.Millisecond))
+		if k.Failed > 0 {
+			fmt.Fprintf(&b, ", FAILED %d", k.Failed)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }

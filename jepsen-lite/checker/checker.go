@@ -55,20 +55,37 @@ func (r Result) Summary() string {
 
 // Options tune the checkers to the run.
 type Options struct {
-	// FIFOQueues names queues whose groups must be delivered in order.
+	// FIFOQueues names queues whose groups must be delivered in order,
+	// besides those the history's setup marks FIFO.
 	FIFOQueues map[string]bool
 }
+
+// DefaultClockBoundMs is the nodes' default --max-clock-offset, assumed
+// for a history without a setup.
+const DefaultClockBoundMs = 500
 
 // Check runs every checker over ops.
 func Check(ops []history.Op, opt Options) []Result {
 	ix := build(ops)
 	ls := ix.leases()
+	fifo := map[string]bool{}
+	for q, ok := range opt.FIFOQueues {
+		fifo[q] = ok
+	}
+	if ix.setup != nil {
+		for _, q := range ix.setup.Queues {
+			fifo[q.Name] = fifo[q.Name] || q.FIFO
+		}
+	}
+	opt.FIFOQueues = fifo
 	return []Result{
 		*totalQueue(ix),
 		*leaseExclusive(ix, ls),
 		*groupOrder(ix, ls, opt),
 		*dedup(ix),
 		*staleAck(ix, ls),
+		*finalPhase(ix),
+		*nemesisCheck(ix),
 	}
 }
 
@@ -114,9 +131,17 @@ func totalQueue(ix *index) *Result {
 			r.Count["redelivered"]++ // after expiry or nack: allowed
 		}
 	}
-	acked := map[string]bool{} // by message id
+	acked := map[string]bool{} // by message id: a client ack succeeded
 	for id, os := range ix.ackedEpochs() {
 		acked[id] = len(os) > 0
+	}
+	// asked: a client ack succeeded or may have (info): the only ways a
+	// message may become ACKED.
+	asked := map[string]bool{}
+	for _, o := range ix.leaseOps {
+		if o.f == history.FAck && o.typ != history.Fail {
+			asked[o.msg] = true
+		}
 	}
 	// Resurrection: a delivery whose epoch is later than a successful ack
 	// that completed before the receive was even sent.
@@ -129,6 +154,11 @@ func totalQueue(ix *index) *Result {
 			}
 		}
 	}
+	// Resurrection on the server's word: an attempt after an acked one; a
+	// delivery of a later epoch than the server says was acked; a final
+	// state other than ACKED for a message a client's ack was confirmed
+	// for.
+	serverAcked := map[string]uint64{} // message id -> epoch the server records as acked
 	for id, rec := range ix.finals {
 		seenAck := false
 		for _, a := range rec.Attempts {
@@ -136,7 +166,24 @@ func totalQueue(ix *index) *Result {
 				r.violate("resurrected", "%s: server history has attempt epoch %d after an acked attempt", id, a.Epoch)
 				break
 			}
-			seenAck = a.Outcome == history.OutAcked
+			if a.Outcome == history.OutAcked {
+				seenAck = true
+				serverAcked[id] = a.Epoch
+			}
+		}
+		if acked[id] && rec.State != history.StateAcked {
+			r.violate("resurrected", "%s: a client's ack was confirmed, yet the server's final record says %s", id, rec.State)
+		}
+	}
+	for _, d := range ix.deliveries {
+		if e, ok := serverAcked[d.MessageID]; ok && d.Epoch > e {
+			r.violate("resurrected", "%s: the server records epoch %d as acked, yet epoch %d reached process %d", d.MessageID, e, d.Epoch, d.process)
+		}
+	}
+	maxReceives := map[string]uint32{}
+	if ix.setup != nil {
+		for _, q := range ix.setup.Queues {
+			maxReceives[q.Name] = q.MaxReceives
 		}
 	}
 	for _, e := range ix.enqOrder {
@@ -152,12 +199,19 @@ func totalQueue(ix *index) *Result {
 			if rec := ix.finals[id]; rec != nil {
 				switch rec.State {
 				case history.StateAcked:
-					finished = true
+					if asked[id] {
+						finished = true
+					} else {
+						r.violate("phantom-ack", "%s (value %q): the server says ACKED, but no client ack of it succeeded or may have", id, e.value)
+					}
 				case history.StateDead:
 					dead = true
 				default:
 					live = true
 				}
+			}
+			if ix.dead[id] || ix.finals[id] != nil && ix.finals[id].State == history.StateDead {
+				deadEarly(r, ix, id, e, maxReceives)
 			}
 		}
 		switch e.status {
@@ -167,12 +221,12 @@ func totalQueue(ix *index) *Result {
 				r.Count["acked"]++
 			case dead:
 				r.Count["dead-lettered"]++
+			case !ix.finalDone():
+				r.Count["unconfirmed"]++ // no completed final phase: checker final fails the run
 			case !delivered[e.value]:
 				r.violate("lost", "value %q (ids %v) enqueued ok at %s, never delivered, not in a DLQ", e.value, keys(e.ids), ms(e.lastOK))
-			case ix.hasFinal || live:
-				r.violate("unfinished", "value %q (ids %v) delivered but neither acked nor dead-lettered after the final drain", e.value, keys(e.ids))
 			default:
-				r.Count["unconfirmed"]++ // no final phase in this history
+				r.violate("unfinished", "value %q (ids %v) delivered but neither acked nor dead-lettered after the final drain (server state live: %v)", e.value, keys(e.ids), live)
 			}
 		case history.Info:
 			if delivered[e.value] || finished || dead {
@@ -187,6 +241,30 @@ func totalQueue(ix *index) *Result {
 		}
 	}
 	return r
+}
+
+// deadEarly flags a dead-lettered message received fewer times than its
+// queue's max receives: the workloads never dead-letter by hand (poison)
+// and their retention outlasts any run, so running out of receives is the
+// only way in.
+func deadEarly(r *Result, ix *index, id string, e *enqueue, maxReceives map[string]uint32) {
+	limit, known := maxReceives[e.queue]
+	if !known {
+		return
+	}
+	var n uint32
+	reason := ""
+	for _, rec := range []*history.Record{ix.finals[id], ix.deadRecs[id]} {
+		if rec != nil {
+			n = max(n, rec.ReceiveCount)
+			if rec.DeadReason != "" {
+				reason = rec.DeadReason
+			}
+		}
+	}
+	if n < limit {
+		r.violate("dead-early", "%s (value %q) dead-lettered (%s) after %d receives; queue %s dead-letters after %d", id, e.value, reason, n, e.queue, limit)
+	}
 }
 
 // leaseExclusive: at no instant of the shard clock do two leases of one
@@ -220,18 +298,33 @@ func leaseExclusive(ix *index, ls map[string]map[uint64]*lease) *Result {
 	return r
 }
 
-// realTimeEarly counts, as a note and not a violation, leases that ended
-// early in real time: a later epoch reached a client before the earlier
-// holder's receive was sent plus its visibility timeout, with no
-// extension or settlement in between. The contract is on the shard clock,
-// which a leader with a fast clock pushes ahead of real time; this shows
-// how often a worker could still have been busy when its message went to
-// another worker.
+// realTimeMarginMs is added to twice the clock bound before a lease that
+// ended early in real time is a violation: the clock check measures peer
+// clocks give or take half a gossip round trip (docs/fsm.md, "Clock
+// bound"), which a loaded machine stretches. The harness's own delays
+// need no margin: they only shrink the shortening it can see.
+const realTimeMarginMs = 250
+
+// realTimeEarly finds leases that ended early in real time: a later epoch
+// reached a client before the earlier holder's receive was sent plus its
+// visibility timeout, with no extension or settlement in between. That
+// measure can only understate the shortening (the grant came after the
+// send, the regrant before the answer). The contract is on the shard
+// clock, which a leader whose clock runs ahead pushes ahead of real time;
+// with the clock check no node beyond the bound B leads, so two leaders'
+// clocks differ by at most 2B and a lease keeps its length within 2B
+// (docs/fsm.md, "Clock bound"). Shortening beyond 2B plus
+// realTimeMarginMs is a violation (lease-shortened); less is noted.
 func realTimeEarly(ix *index, r *Result) {
 	type key struct {
 		msg   string
 		epoch uint64
 	}
+	boundMs := int64(DefaultClockBoundMs)
+	if ix.setup != nil && ix.setup.ClockBoundMs > 0 {
+		boundMs = ix.setup.ClockBoundMs
+	}
+	allowed := (2*boundMs + realTimeMarginMs) * 1e6
 	touched := map[key]bool{}
 	for _, o := range ix.leaseOps {
 		if o.typ != history.Fail {
@@ -249,11 +342,18 @@ func realTimeEarly(ix *index, r *Result) {
 			if touched[key{id, a.Epoch}] || a.visMs <= 0 {
 				continue
 			}
-			if early := a.invoke + a.visMs*1e6 - b.complet; early > 0 {
-				r.Count["early-expiry-realtime"]++
-				if len(r.Notes) < maxExamples {
-					r.Notes = append(r.Notes, fmt.Sprintf("%s: epoch %d reached process %d %s before epoch %d's holder (process %d) could have seen its lease run out in real time", id, b.Epoch, b.process, ms(early), a.Epoch, a.process))
-				}
+			early := a.invoke + a.visMs*1e6 - b.complet
+			if early <= 0 {
+				continue
+			}
+			what := fmt.Sprintf("%s: epoch %d reached process %d %s before epoch %d's holder (process %d) could have seen its %d ms lease run out in real time", id, b.Epoch, b.process, ms(early), a.Epoch, a.process, a.visMs)
+			if early > allowed {
+				r.violate("lease-shortened", "%s; the clock bound allows %s", what, ms(allowed))
+				continue
+			}
+			r.Count["early-expiry-realtime"]++
+			if len(r.Notes) < maxExamples {
+				r.Notes = append(r.Notes, what)
 			}
 		}
 	}
@@ -398,7 +498,7 @@ func groupOrder(ix *index, ls map[string]map[uint64]*lease, opt Options) *Result
 					r.violate("ack-reordered", "%s: %q acked (done %s) before earlier %q's ack was sent (%s)", k, b.e.value, ms(b.firstAckDone), a.e.value, ms(a.firstAckInvoke))
 				}
 				if a.hi == nil {
-					if !a.settled && ix.hasFinal {
+					if !a.settled && ix.finalDone() {
 						r.violate("skipped", "%s: %q leased (epoch %d) though earlier %q was never leased", k, b.e.value, b.lo.epoch, a.e.value)
 					}
 					continue

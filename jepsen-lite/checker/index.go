@@ -47,8 +47,18 @@ type index struct {
 	leaseOps   []leaseOp
 	finals     map[string]*history.Record // by message id
 	dead       map[string]bool            // message ids listed in a DLQ
+	deadRecs   map[string]*history.Record // the DLQ listing's record, by message id
 	msgValue   map[string]string          // message id -> value
-	hasFinal   bool
+
+	// setup is the run's configuration (nil: not in the history).
+	setup *history.Setup
+	// finalPhase is the phase "final" op: ok when the final phase
+	// completed, fail when it could not (nil: none).
+	finalPhase *history.Op
+	// replicas is the final replica comparison (nil: none).
+	replicas *history.Op
+	// nemesis holds the fault operations in order.
+	nemesis []history.Op
 }
 
 func rank(t string) int {
@@ -70,6 +80,7 @@ func build(ops []history.Op) *index {
 		enq:      map[string]*enqueue{},
 		finals:   map[string]*history.Record{},
 		dead:     map[string]bool{},
+		deadRecs: map[string]*history.Record{},
 		msgValue: map[string]string{},
 	}
 	pending := map[int]history.Op{}
@@ -78,7 +89,6 @@ func build(ops []history.Op) *index {
 		case history.FFinal:
 			if op.Type == history.OK && op.Final != nil {
 				ix.finals[op.MessageID] = op.Final
-				ix.hasFinal = true
 				if op.Final.Value != "" {
 					ix.msgValue[op.MessageID] = op.Final.Value
 				}
@@ -87,12 +97,26 @@ func build(ops []history.Op) *index {
 		case history.FDead:
 			if op.Type == history.OK {
 				ix.dead[op.MessageID] = true
+				if op.Final != nil {
+					ix.deadRecs[op.MessageID] = op.Final
+				}
 				if op.Value != "" {
 					ix.msgValue[op.MessageID] = op.Value
 				}
 			}
 			continue
-		case history.FNemesis, history.FPhase:
+		case history.FNemesis:
+			ix.nemesis = append(ix.nemesis, op)
+			continue
+		case history.FPhase:
+			switch op.Fault {
+			case history.PhaseSetup:
+				ix.setup = op.Setup
+			case history.PhaseFinal:
+				ix.finalPhase = &op
+			case history.PhaseReplicas:
+				ix.replicas = &op
+			}
 			continue
 		}
 		if op.Type == history.Invoke {
@@ -147,6 +171,13 @@ func build(ops []history.Op) *index {
 		}
 	}
 	return ix
+}
+
+// finalDone reports whether the final phase completed: only then is a
+// message not yet delivered or acked a loss rather than one the run
+// stopped watching (checker final reports a final phase that did not).
+func (ix *index) finalDone() bool {
+	return ix.finalPhase != nil && ix.finalPhase.Type == history.OK
 }
 
 // lease is what is known of one lease (message, epoch) on the shard clock.

@@ -10,8 +10,8 @@ import (
 // Network partitions the compose cluster with docker/partition.sh, which
 // disconnects a container from the cluster network. A disconnected node
 // has no network at all, so only cuts that isolate single nodes from one
-// majority side can be made; bridge shapes are refused (the nemesis
-// records the refusal as a failed fault and moves on).
+// majority side can be made; CanPartition refuses the others, and the
+// nemesis draws another shape.
 type Network struct {
 	P *Project
 }
@@ -31,6 +31,12 @@ func (n *Network) Partition(ctx context.Context, components [][]int) error {
 		}
 	}
 	return nil
+}
+
+// CanPartition says why components cannot be cut, or nil.
+func (n *Network) CanPartition(components [][]int) error {
+	_, err := isolated(components, Nodes)
+	return err
 }
 
 // isolated is the sorted slots to disconnect for components, or why the

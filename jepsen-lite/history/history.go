@@ -25,10 +25,25 @@ const (
 	// recovery phase (GetMessage); FDead one message listed in a DLQ.
 	FFinal = "final"
 	FDead  = "dead"
-	// FNemesis marks a fault (invoke) and its end (info).
+	// FNemesis ops are faults, on process NemesisProcess, one at a time:
+	// invoke when the fault starts to be applied; then ok once applied
+	// (Fault says what was done) or info with Error when applying failed;
+	// after an ok, info when undone (Error when the undo failed).
 	FNemesis = "nemesis"
-	// FCheck is a phase marker (e.g. "drain" start, "heal").
+	// FPhase marks the run's phases (Fault names the phase): "setup"
+	// (info, first op: Setup), "heal" and "drain" (info, when they begin),
+	// "replicas" (ok: Shards, the replica comparison) and "final" (ok when
+	// the final phase completed, fail with Error when it could not).
 	FPhase = "phase"
+)
+
+// Phase names (Op.Fault of FPhase ops).
+const (
+	PhaseSetup    = "setup"
+	PhaseHeal     = "heal"
+	PhaseDrain    = "drain"
+	PhaseReplicas = "replicas"
+	PhaseFinal    = "final"
 )
 
 // NemesisProcess is the process number of fault operations.
@@ -70,8 +85,56 @@ type Op struct {
 
 	Code  string `json:"code,omitempty"`
 	Error string `json:"error,omitempty"`
-	// Fault describes a nemesis operation.
+	// Fault describes a nemesis operation, or names a phase.
 	Fault string `json:"fault,omitempty"`
+	// Kind is a nemesis operation's fault kind (partition, kill, ...).
+	Kind string `json:"kind,omitempty"`
+
+	// Setup is the run's configuration (phase "setup").
+	Setup *Setup `json:"setup,omitempty"`
+	// Shards is the final replica comparison (phase "replicas").
+	Shards []ShardReplicas `json:"shards,omitempty"`
+}
+
+// Setup is what a run was asked to do, so that a history alone says what
+// must have happened: which fault kinds must have fired, which shards and
+// replicas must have been compared, what each queue's policy is.
+type Setup struct {
+	// Nemesis lists the fault kinds requested; each must fire.
+	Nemesis     []string `json:"nemesis"`
+	Nodes       int      `json:"nodes"`
+	Shards      int      `json:"shards"`
+	Replication int      `json:"replication"`
+	// ClockBoundMs is the nodes' --max-clock-offset (docs/fsm.md, "Clock
+	// bound"): leases keep their length in real time within twice it.
+	ClockBoundMs int64        `json:"clock_bound_ms"`
+	Queues       []QueueSetup `json:"queues"`
+}
+
+// QueueSetup is a queue's policy as far as the checkers need it.
+type QueueSetup struct {
+	Name         string `json:"name"`
+	FIFO         bool   `json:"fifo,omitempty"`
+	VisibilityMs int64  `json:"visibility_ms"`
+	// MaxReceives is the receive count at which a message is
+	// dead-lettered, never earlier.
+	MaxReceives uint32 `json:"max_receives"`
+}
+
+// ShardReplicas is the final phase's view of one shard's replicas.
+type ShardReplicas struct {
+	Shard  uint32 `json:"shard"`
+	Leader string `json:"leader,omitempty"`
+	// Replicas is the shard's replica set as the nodes report it.
+	Replicas []string `json:"replicas"`
+	// Applied and Commit are each replica's indexes (Cluster.Status) at
+	// the end of the wait for convergence.
+	Applied map[string]uint64 `json:"applied"`
+	Commit  map[string]uint64 `json:"commit,omitempty"`
+	// Digests is each replica's FSM digest (Node.ShardDigest) as
+	// "<applied index>:<sha256 hex>"; Errors says why a replica gave none.
+	Digests map[string]string `json:"digests,omitempty"`
+	Errors  []string          `json:"errors,omitempty"`
 }
 
 // Delivery is one message leased by a receive.
@@ -88,15 +151,17 @@ type Delivery struct {
 
 // Record is the server's view of a message (GetMessage).
 type Record struct {
-	State        string    `json:"state"`
-	Value        string    `json:"value,omitempty"`
-	Group        string    `json:"group,omitempty"`
-	DedupKey     string    `json:"dedup_key,omitempty"`
-	LeaseEpoch   uint64    `json:"lease_epoch"`
-	LeaseDeadMs  int64     `json:"lease_deadline_ms"`
-	ReceiveCount uint32    `json:"receive_count"`
-	Seq          uint64    `json:"seq"`
-	Attempts     []Attempt `json:"attempts,omitempty"`
+	State        string `json:"state"`
+	Value        string `json:"value,omitempty"`
+	Group        string `json:"group,omitempty"`
+	DedupKey     string `json:"dedup_key,omitempty"`
+	LeaseEpoch   uint64 `json:"lease_epoch"`
+	LeaseDeadMs  int64  `json:"lease_deadline_ms"`
+	ReceiveCount uint32 `json:"receive_count"`
+	// DeadReason is why a DEAD message is dead (MAX_RECEIVES, ...).
+	DeadReason string    `json:"dead_reason,omitempty"`
+	Seq        uint64    `json:"seq"`
+	Attempts   []Attempt `json:"attempts,omitempty"`
 }
 
 // Attempt is one delivery in the server's history of a message.

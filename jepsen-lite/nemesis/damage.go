@@ -55,7 +55,7 @@ const (
 // finds damaged from their groups and re-adds them empty. One node at a
 // time: while a repair is unfinished, the same node is chosen again. The
 // undo waits until the node votes again everywhere.
-func (n *Nemesis) damage(ctx context.Context) (string, func(context.Context) error, error) {
+func (n *Nemesis) damage(ctx context.Context, begin func(string)) (string, func(context.Context) error, error) {
 	d, ok := n.Cluster.(Damager)
 	if !ok {
 		return "", nil, errors.New("this backend cannot damage node files")
@@ -71,6 +71,7 @@ func (n *Nemesis) damage(ctx context.Context) (string, func(context.Context) err
 	if hard {
 		stop = "kill -9"
 	}
+	begin(fmt.Sprintf("damage %s %s (%s, %s)", mode, n.id(i), why, stop))
 	if c.Running(i) {
 		var err error
 		if hard {

@@ -125,6 +125,8 @@ type fakeCluster struct {
 	events        []string
 	repairedAfter int
 	checks        int
+	// onEvent, if set, sees every start and stop.
+	onEvent func(string)
 }
 
 func (f *fakeCluster) Size() int                              { return len(f.dirs) }
@@ -153,7 +155,12 @@ func (f *fakeCluster) stop(i int, what string) error {
 	f.log(i, what)
 	return nil
 }
-func (f *fakeCluster) log(i int, what string) { f.events = append(f.events, f.NodeID(i)+" "+what) }
+func (f *fakeCluster) log(i int, what string) {
+	f.events = append(f.events, f.NodeID(i)+" "+what)
+	if f.onEvent != nil {
+		f.onEvent(f.events[len(f.events)-1])
+	}
+}
 func (f *fakeCluster) Repaired(ctx context.Context, i int) error {
 	f.checks++
 	if f.checks < f.repairedAfter {
@@ -175,7 +182,7 @@ func TestDamageOneNodeAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	desc, undo, err := n.damage(ctx)
+	desc, undo, err := n.damage(ctx, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +197,7 @@ func TestDamageOneNodeAtATime(t *testing.T) {
 		t.Fatalf("events %v: want a stop, then a start with --repair", f.events)
 	}
 	// Not repaired yet: the next damage picks the same node.
-	if _, _, err := n.damage(ctx); err != nil {
+	if _, _, err := n.damage(ctx, func(string) {}); err != nil {
 		t.Fatal(err)
 	}
 	if n.damaged != first || !strings.HasPrefix(f.events[2], f.NodeID(first)) {
@@ -201,34 +208,6 @@ func TestDamageOneNodeAtATime(t *testing.T) {
 	}
 	if n.damaged != -1 || f.checks < f.repairedAfter {
 		t.Fatalf("undo returned before the repair: damaged %d, %d checks", n.damaged, f.checks)
-	}
-}
-
-// An Ensure kind that has not run is drawn once half the run is over.
-func TestEnsureKindRunsAfterHalfTheRun(t *testing.T) {
-	n, err := New(nil, &fakeCluster{}, nil, []string{"kill", "damage"}, time.Second, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Ensure = []string{"damage"}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if k := n.overdue(ctx, time.Now().Add(-59*time.Second)); k != "" {
-		t.Fatalf("before half the run: %q overdue", k)
-	}
-	// A two-minute run (ends in one) that started 61 s ago.
-	half := time.Now().Add(-61 * time.Second)
-	if k := n.overdue(ctx, half); k != "damage" {
-		t.Fatalf("after half the run: %q, want damage", k)
-	}
-	n.ran["damage"] = 1
-	if k := n.overdue(ctx, half); k != "" {
-		t.Fatalf("after it ran: %q overdue", k)
-	}
-	n.Kinds = []string{"kill"}
-	n.ran["damage"] = 0
-	if k := n.overdue(ctx, half); k != "" {
-		t.Fatalf("a kind not enabled is forced: %q", k)
 	}
 }
 

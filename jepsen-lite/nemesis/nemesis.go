@@ -9,6 +9,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -44,6 +45,26 @@ type Cluster interface {
 	WaitServing(ctx context.Context, i int) error
 }
 
+// Schedule is the nemesis's pace: a fault starts GapMin..GapMax after
+// the previous one ended and is held HoldMin..HoldMax; a pause is held at
+// least twice the visibility timeout plus up to HoldMin/3.
+type Schedule struct {
+	GapMin, GapMax, HoldMin, HoldMax time.Duration
+}
+
+// DefaultSchedule is the pace of every run: a fault every 2-5 s, held
+// 3-8 s.
+func DefaultSchedule() Schedule {
+	return Schedule{GapMin: 2 * time.Second, GapMax: 5 * time.Second, HoldMin: 3 * time.Second, HoldMax: 8 * time.Second}
+}
+
+// Shaper is implemented by networks that cannot make every cut (compose
+// can only isolate single nodes): the nemesis draws another shape instead
+// of failing.
+type Shaper interface {
+	CanPartition(components [][]int) error
+}
+
 // Nemesis schedules faults.
 type Nemesis struct {
 	Net     Network
@@ -54,13 +75,14 @@ type Nemesis struct {
 	Visibility time.Duration
 	// Log receives a line per fault.
 	Log func(format string, args ...any)
-	// Ensure lists kinds that must run at least once: the first draw
-	// after half the run (by ctx's deadline) is one that has not run yet.
-	Ensure []string
+	// Schedule is the pace (DefaultSchedule unless changed before Run).
+	Schedule Schedule
 
 	rng    *rand.Rand
 	counts map[string]int
-	ran    map[string]int // by kind
+	// bag holds the kinds still to draw before it is refilled: every
+	// len(Kinds) draws cover every kind.
+	bag []string
 	// damaged is the node whose damage is not repaired yet, or -1: the
 	// damage nemesis never has two nodes damaged at once.
 	damaged int
@@ -68,77 +90,118 @@ type Nemesis struct {
 
 // New validates kinds and seeds the schedule.
 func New(nw Network, c Cluster, rec *history.Recorder, kinds []string, vis time.Duration, seed uint64) (*Nemesis, error) {
+	seen := map[string]bool{}
 	for _, k := range kinds {
-		ok := false
-		for _, known := range Kinds {
-			ok = ok || k == known
-		}
-		if !ok {
+		if !slices.Contains(Kinds, k) {
 			return nil, fmt.Errorf("unknown nemesis %q (known: %s)", k, strings.Join(Kinds, ","))
 		}
+		if seen[k] {
+			return nil, fmt.Errorf("nemesis %q listed twice", k)
+		}
+		seen[k] = true
 	}
-	return &Nemesis{Net: nw, Cluster: c, Rec: rec, Kinds: kinds, Visibility: vis, Log: func(string, ...any) {},
-		rng: rand.New(rand.NewPCG(seed, 0x6e656d65)), counts: map[string]int{}, ran: map[string]int{}, damaged: -1}, nil
+	return &Nemesis{Net: nw, Cluster: c, Rec: rec, Kinds: kinds, Visibility: vis, Log: func(string, ...any) {}, Schedule: DefaultSchedule(),
+		rng: rand.New(rand.NewPCG(seed, 0x6e656d65)), counts: map[string]int{}, damaged: -1}, nil
 }
 
-// Counts is how many faults of each shape ran.
+// Counts is how many faults of each shape were applied.
 func (n *Nemesis) Counts() map[string]int { return n.counts }
 
-// Run injects faults until ctx ends, then undoes the active one.
-func (n *Nemesis) Run(ctx context.Context) {
+// pauseExtra bounds what is drawn on top of a pause's minimum hold.
+func (n *Nemesis) pauseExtra() time.Duration { return n.Schedule.HoldMin / 3 }
+
+// maxHold is the longest a fault is held.
+func (n *Nemesis) maxHold() time.Duration {
+	return max(n.Schedule.HoldMax, 2*n.Visibility+n.pauseExtra())
+}
+
+// CoverWithin is the longest the schedule's gaps and holds can delay the
+// start of the last kind of the first round: the first len(Kinds) draws
+// are each kind once, so it starts after len(Kinds) gaps and the faults
+// before it. The time faults take to apply and undo (a rolling restart,
+// a repair) comes on top; a run shorter than this may end before every
+// kind fired, which makes it INVALID.
+func (n *Nemesis) CoverWithin() time.Duration {
+	k := time.Duration(len(n.Kinds))
+	if k == 0 {
+		return 0
+	}
+	return k*n.Schedule.GapMax + (k-1)*n.maxHold()
+}
+
+// next draws the next kind from the bag, refilling it (shuffled) when it
+// is empty.
+func (n *Nemesis) next() string {
+	if len(n.bag) == 0 {
+		n.bag = slices.Clone(n.Kinds)
+		n.rng.Shuffle(len(n.bag), func(i, j int) { n.bag[i], n.bag[j] = n.bag[j], n.bag[i] })
+	}
+	k := n.bag[0]
+	n.bag = n.bag[1:]
+	return k
+}
+
+// between draws a duration in [lo, hi) (lo when the range is empty).
+func (n *Nemesis) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(n.rng.Int64N(int64(hi-lo)))
+}
+
+// Run starts faults for d, one at a time, and returns once the last one is
+// undone. A fault that began before d ran out is applied and undone in
+// full (its hold is cut at d): faults are applied on ctx, which only an
+// interrupt cancels, and undone even then.
+func (n *Nemesis) Run(ctx context.Context, d time.Duration) {
 	if len(n.Kinds) == 0 {
 		return
 	}
-	start := time.Now()
+	end := time.Now().Add(d)
 	for {
-		if !sleep(ctx, time.Duration(2000+n.rng.IntN(3000))*time.Millisecond) {
+		sc := n.Schedule
+		if !sleepUntil(ctx, n.between(sc.GapMin, sc.GapMax), end) {
 			return
 		}
-		kind := n.Kinds[n.rng.IntN(len(n.Kinds))]
-		if k := n.overdue(ctx, start); k != "" {
-			kind = k
-		}
-		n.ran[kind]++
-		hold := time.Duration(3000+n.rng.IntN(5000)) * time.Millisecond
-		desc, undo, err := n.start(ctx, kind, &hold)
-		if err != nil {
-			n.Log("nemesis %s: %v", kind, err)
-			n.Rec.Add(history.Op{Type: history.Fail, F: history.FNemesis, Process: history.NemesisProcess, Fault: kind, Error: err.Error()})
-			continue
-		}
-		n.counts[shape(desc)]++
-		n.Log("nemesis: %s (hold %v)", desc, hold)
-		n.Rec.Add(history.Op{Type: history.Invoke, F: history.FNemesis, Process: history.NemesisProcess, Fault: desc})
-		sleep(ctx, hold)
-		// Undo even when the run is ending: the final phase expects a
-		// whole cluster, and it heals again anyway.
-		uerr := undo(context.WithoutCancel(ctx))
-		op := history.Op{Type: history.Info, F: history.FNemesis, Process: history.NemesisProcess, Fault: "end " + desc}
-		if uerr != nil {
-			op.Error = uerr.Error()
-			n.Log("nemesis undo %s: %v", desc, uerr)
-		}
-		n.Rec.Add(op)
+		kind := n.next()
+		n.one(ctx, kind, n.between(sc.HoldMin, sc.HoldMax), end)
 		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
-// overdue is an Ensure kind that has not run although half the run has
-// passed, or "". The kind is drawn as usual first, so the schedule up to
-// then is the one the seed gave before Ensure existed.
-func (n *Nemesis) overdue(ctx context.Context, start time.Time) string {
-	end, ok := ctx.Deadline()
-	if !ok || time.Since(start) < end.Sub(start)/2 {
-		return ""
+// one applies a fault of kind, holds it and undoes it, recording each
+// step (history.FNemesis). The invoke is written when the fault starts to
+// be applied: a rolling restart's record spans the restart.
+func (n *Nemesis) one(ctx context.Context, kind string, hold time.Duration, end time.Time) {
+	desc := ""
+	begin := func(d string) {
+		desc = d
+		n.Rec.Add(history.Op{Type: history.Invoke, F: history.FNemesis, Process: history.NemesisProcess, Kind: kind, Fault: d})
 	}
-	for _, k := range n.Ensure {
-		if n.ran[k] == 0 && slices.Contains(n.Kinds, k) {
-			return k
+	applied, undo, err := n.start(ctx, kind, &hold, begin)
+	if err != nil {
+		if desc == "" {
+			begin(kind)
 		}
+		n.Log("nemesis %s failed: %v", desc, err)
+		n.Rec.Add(history.Op{Type: history.Info, F: history.FNemesis, Process: history.NemesisProcess, Kind: kind, Fault: desc, Error: err.Error()})
+		return
 	}
-	return ""
+	n.counts[shape(applied)]++
+	n.Log("nemesis: %s (hold %v)", applied, hold.Round(time.Millisecond))
+	n.Rec.Add(history.Op{Type: history.OK, F: history.FNemesis, Process: history.NemesisProcess, Kind: kind, Fault: applied})
+	sleepUntil(ctx, hold, end)
+	// Undo even when the run is ending or interrupted: the final phase
+	// expects a whole cluster (and heals again anyway).
+	uerr := undo(context.WithoutCancel(ctx))
+	op := history.Op{Type: history.Info, F: history.FNemesis, Process: history.NemesisProcess, Kind: kind, Fault: "end " + applied}
+	if uerr != nil {
+		op.Error = uerr.Error()
+		n.Log("nemesis undo %s: %v", applied, uerr)
+	}
+	n.Rec.Add(op)
 }
 
 // shape names a fault for the counts: "kill", "partition-bridge",
@@ -149,6 +212,16 @@ func shape(desc string) string {
 		return f[0] + "-" + f[1]
 	}
 	return f[0]
+}
+
+// sleepUntil sleeps d, cut short at end; false when it was cut short or
+// ctx ended.
+func sleepUntil(ctx context.Context, d time.Duration, end time.Time) bool {
+	if left := time.Until(end); left < d {
+		sleep(ctx, max(left, 0))
+		return false
+	}
+	return sleep(ctx, d)
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -182,28 +255,34 @@ func (n *Nemesis) target(ctx context.Context) (int, string) {
 
 func (n *Nemesis) id(i int) string { return n.Cluster.NodeID(i) }
 
-// start begins one fault and returns its description and its undo.
-func (n *Nemesis) start(ctx context.Context, kind string, hold *time.Duration) (string, func(context.Context) error, error) {
+// start applies one fault of kind and returns what it did and its undo.
+// It calls begin with a description of the fault right before its first
+// action, so the history's invoke marks when the fault started.
+func (n *Nemesis) start(ctx context.Context, kind string, hold *time.Duration, begin func(string)) (string, func(context.Context) error, error) {
 	c := n.Cluster
 	switch kind {
 	case "partition":
-		return n.partition(ctx)
+		return n.partition(ctx, begin)
 	case "kill":
 		i, why := n.target(ctx)
+		desc := fmt.Sprintf("kill -9 %s (%s)", n.id(i), why)
+		off := c.Offset(i)
+		begin(desc)
 		if err := c.Kill(ctx, i); err != nil {
 			return "", nil, err
 		}
-		off := c.Offset(i)
-		return fmt.Sprintf("kill -9 %s (%s)", n.id(i), why), func(ctx context.Context) error { return c.Start(i, off) }, nil
+		return desc, func(ctx context.Context) error { return c.Start(i, off) }, nil
 	case "pause":
 		i, why := n.target(ctx)
 		if min := 2 * n.Visibility; *hold < min {
-			*hold = min + time.Duration(n.rng.IntN(1000))*time.Millisecond
+			*hold = min + n.between(0, n.pauseExtra())
 		}
+		desc := fmt.Sprintf("pause %s (%s)", n.id(i), why)
+		begin(desc)
 		if err := c.Pause(i); err != nil {
 			return "", nil, err
 		}
-		return fmt.Sprintf("pause %s (%s)", n.id(i), why), func(context.Context) error { return c.Resume(i) }, nil
+		return desc, func(context.Context) error { return c.Resume(i) }, nil
 	case "clock":
 		i, why := n.target(ctx)
 		ms := 500 + n.rng.IntN(4500)
@@ -211,12 +290,17 @@ func (n *Nemesis) start(ctx context.Context, kind string, hold *time.Duration) (
 			ms = -ms
 		}
 		off := time.Duration(ms) * time.Millisecond
+		desc := fmt.Sprintf("clock %s offset %v (%s)", n.id(i), off, why)
+		begin(desc)
 		if err := n.restart(ctx, i, off, true); err != nil {
 			return "", nil, err
 		}
-		return fmt.Sprintf("clock %s offset %v (%s)", n.id(i), off, why), func(ctx context.Context) error { return n.restart(ctx, i, 0, true) }, nil
+		return desc, func(ctx context.Context) error { return n.restart(ctx, i, 0, true) }, nil
 	case "restart":
 		*hold = 0
+		desc := "restart rolling (SIGTERM each node in turn)"
+		begin(desc)
+		t0 := time.Now()
 		for i := range c.Size() {
 			if err := n.restart(ctx, i, c.Offset(i), false); err != nil {
 				return "", nil, err
@@ -228,9 +312,9 @@ func (n *Nemesis) start(ctx context.Context, kind string, hold *time.Duration) (
 				return "", nil, err
 			}
 		}
-		return "restart rolling (SIGTERM each node in turn)", func(context.Context) error { return nil }, nil
+		return fmt.Sprintf("%s: every node serving again after %v", desc, time.Since(t0).Round(time.Millisecond)), func(context.Context) error { return nil }, nil
 	case "damage":
-		return n.damage(ctx)
+		return n.damage(ctx, begin)
 	}
 	return "", nil, fmt.Errorf("unknown nemesis %q", kind)
 }
@@ -252,11 +336,36 @@ func (n *Nemesis) restart(ctx context.Context, i int, off time.Duration, hard bo
 	return c.Start(i, off)
 }
 
-func (n *Nemesis) partition(ctx context.Context) (string, func(context.Context) error, error) {
-	nw, nn := n.Net, n.Cluster.Size()
-	perm := n.rng.Perm(nn)
+// partition cuts the network in one of four shapes. A network that cannot
+// make a shape (Shaper) has another drawn.
+func (n *Nemesis) partition(ctx context.Context, begin func(string)) (string, func(context.Context) error, error) {
+	nw := n.Net
 	var comps [][]int
 	var desc string
+	for attempt := 0; ; attempt++ {
+		comps, desc = n.drawPartition(ctx)
+		sh, ok := nw.(Shaper)
+		if !ok {
+			break
+		}
+		err := sh.CanPartition(comps)
+		if err == nil {
+			break
+		}
+		if attempt == 20 {
+			return "", nil, fmt.Errorf("no partition shape this network can make: %w", err)
+		}
+	}
+	begin(desc)
+	if err := nw.Partition(ctx, comps); err != nil {
+		return "", nil, errors.Join(err, nw.Heal(context.WithoutCancel(ctx)))
+	}
+	return desc, nw.Heal, nil
+}
+
+func (n *Nemesis) drawPartition(ctx context.Context) ([][]int, string) {
+	nn := n.Cluster.Size()
+	perm := n.rng.Perm(nn)
 	switch shape := n.rng.IntN(4); shape {
 	case 0:
 		i, why := n.target(ctx)
@@ -266,18 +375,15 @@ func (n *Nemesis) partition(ctx context.Context) (string, func(context.Context) 
 				rest = append(rest, j)
 			}
 		}
-		comps = [][]int{{i}, rest}
-		desc = fmt.Sprintf("partition isolate %s (%s)", n.id(i), why)
+		return [][]int{{i}, rest}, fmt.Sprintf("partition isolate %s (%s)", n.id(i), why)
 	case 1:
 		k := (nn - 1) / 2
-		comps = [][]int{perm[:k], perm[k:]}
-		desc = fmt.Sprintf("partition halves minority %s majority %s", n.ids(perm[:k]), n.ids(perm[k:]))
+		return [][]int{perm[:k], perm[k:]}, fmt.Sprintf("partition halves minority %s majority %s", n.ids(perm[:k]), n.ids(perm[k:]))
 	case 2:
 		// perm[0] sees both sides; the sides cannot see each other.
 		rest := perm[1:]
 		k := len(rest) / 2
-		comps = [][]int{rest[:k], rest[k:]}
-		desc = fmt.Sprintf("partition bridge %s between %s and %s", n.id(perm[0]), n.ids(rest[:k]), n.ids(rest[k:]))
+		return [][]int{rest[:k], rest[k:]}, fmt.Sprintf("partition bridge %s between %s and %s", n.id(perm[0]), n.ids(rest[:k]), n.ids(rest[k:]))
 	default:
 		a, b := []int{}, []int{}
 		for _, i := range perm {
@@ -293,14 +399,8 @@ func (n *Nemesis) partition(ctx context.Context) (string, func(context.Context) 
 		} else if len(b) == 0 {
 			a, b = a[1:], a[:1]
 		}
-		comps = [][]int{a, b}
-		desc = fmt.Sprintf("partition random %s | %s", n.ids(a), n.ids(b))
+		return [][]int{a, b}, fmt.Sprintf("partition random %s | %s", n.ids(a), n.ids(b))
 	}
-	if err := nw.Partition(ctx, comps); err != nil {
-		_ = nw.Heal(context.WithoutCancel(ctx))
-		return "", nil, err
-	}
-	return desc, nw.Heal, nil
 }
 
 func (n *Nemesis) ids(is []int) string {

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/raftq/raftq/jepsen-lite/nemesis"
+	"github.com/raftq/raftq/jepsen-lite/workload"
+)
+
+// faultWork is what a round of faults takes to apply and undo beyond
+// their holds, as measured on the 2-core dev machine (docs/jepsen.md): a
+// rolling restart 3-17 s, a lost disk's repair up to 10 s past its hold.
+const faultWork = 30 * time.Second
+
+// make jepsen-smoke runs long enough for every fault kind to fire: its
+// JEPSEN_TIME is at least the schedule's worst case for one round of
+// every kind, with the workloads' longest lease, plus faultWork.
+func TestSmokeTimeCoversEveryKind(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^JEPSEN_TIME \?= (\S+)$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("no JEPSEN_TIME in the Makefile")
+	}
+	smoke, err := time.ParseDuration(string(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vis time.Duration
+	for _, name := range workload.Names() {
+		w, err := workload.ByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vis = max(vis, w.Visibility)
+	}
+	n, err := nemesis.New(nil, nil, nil, nemesis.Kinds, vis, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if need := n.CoverWithin() + faultWork; smoke < need {
+		t.Fatalf("JEPSEN_TIME %v: every kind may need %v (schedule %v + fault work %v)", smoke, need, n.CoverWithin(), faultWork)
+	}
+}
