@@ -48,7 +48,7 @@ test: fault-prereqs lint api-check test-go compose-smoke jepsen-smoke
 .PHONY: api-check
 api-check:
 	@$(GOBIN_DIR)/buf --version 2>/dev/null | grep -qx '$(patsubst v%,%,$(BUF_VERSION))' || \
-		$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+		GOBIN=$(GOBIN_DIR) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
 	BUF=$(GOBIN_DIR)/buf scripts/api-check.sh
 
 .PHONY: fault-prereqs
