@@ -6,6 +6,7 @@ BIN := bin
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 export PATH := $(GOBIN_DIR):$(PATH)
 STATICCHECK_VERSION := v0.8.2
+BUF_VERSION := v1.75.0
 
 .PHONY: all build proto test test-go lint run clean
 
@@ -39,7 +40,16 @@ test-go:
 
 # fault-prereqs first: it names the fault suites that will skip here (and
 # fails at once under RAFTQ_STRICT_FAULTS=1, where they may not skip).
-test: fault-prereqs lint test-go compose-smoke jepsen-smoke
+test: fault-prereqs lint api-check test-go compose-smoke jepsen-smoke
+
+# buf lint and breaking-change check of the public API, api/, against the
+# previous commit (scripts/api-check.sh; rules in docs/api.md). buf is
+# installed pinned into $(GOBIN_DIR) unless that version is already there.
+.PHONY: api-check
+api-check:
+	@$(GOBIN_DIR)/buf --version 2>/dev/null | grep -qx '$(patsubst v%,%,$(BUF_VERSION))' || \
+		GOBIN=$(GOBIN_DIR) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+	BUF=$(GOBIN_DIR)/buf scripts/api-check.sh
 
 .PHONY: fault-prereqs
 fault-prereqs:

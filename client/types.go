@@ -5,7 +5,6 @@ import (
 	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
-	"github.com/raftq/raftq/fsm/fsmpb"
 )
 
 // QueueOptions is a queue's policy. Zero fields take the server's defaults
@@ -31,12 +30,12 @@ type QueueOptions struct {
 	MaxBytesPerShard    uint64
 }
 
-func (o QueueOptions) policy() *fsmpb.QueuePolicy {
-	mode := fsmpb.QueueMode_QUEUE_MODE_STANDARD
+func (o QueueOptions) policy() *raftqv1.QueuePolicy {
+	mode := raftqv1.QueueMode_QUEUE_MODE_STANDARD
 	if o.FIFO {
-		mode = fsmpb.QueueMode_QUEUE_MODE_FIFO
+		mode = raftqv1.QueueMode_QUEUE_MODE_FIFO
 	}
-	return &fsmpb.QueuePolicy{
+	return &raftqv1.QueuePolicy{
 		Mode:                 mode,
 		VisibilityTimeoutMs:  o.Visibility.Milliseconds(),
 		MaxReceiveCount:      o.MaxReceives,
@@ -53,9 +52,9 @@ func (o QueueOptions) policy() *fsmpb.QueuePolicy {
 	}
 }
 
-func optionsFrom(p *fsmpb.QueuePolicy) QueueOptions {
+func optionsFrom(p *raftqv1.QueuePolicy) QueueOptions {
 	return QueueOptions{
-		FIFO:                p.GetMode() == fsmpb.QueueMode_QUEUE_MODE_FIFO,
+		FIFO:                p.GetMode() == raftqv1.QueueMode_QUEUE_MODE_FIFO,
 		Visibility:          ms(p.GetVisibilityTimeoutMs()),
 		MaxReceives:         p.GetMaxReceiveCount(),
 		BackoffBase:         ms(p.GetBackoffBaseMs()),
@@ -181,7 +180,7 @@ func messageInfoFrom(mi *raftqv1.MessageInfo) *MessageInfo {
 		LeaseDeadline: unixMs(m.GetLeaseDeadlineMs()),
 		StateChanged:  unixMs(m.GetStateChangedMs()),
 	}
-	if m.GetDeadReason() != fsmpb.Reason_REASON_UNSPECIFIED {
+	if m.GetDeadReason() != raftqv1.Reason_REASON_UNSPECIFIED {
 		out.DeadReason = enumName(m.GetDeadReason().String(), "REASON_")
 	}
 	for _, a := range m.GetHistory() {

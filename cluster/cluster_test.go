@@ -44,8 +44,8 @@ func (tc *testCluster) everyNodeSeesQueue(name string, vis int64) error {
 			return fmt.Errorf("%s still has queue %s", id, name)
 		case vis != 0 && !ok:
 			return fmt.Errorf("%s lacks queue %s", id, name)
-		case vis != 0 && q.GetPolicy().GetVisibilityTimeoutMs() != vis:
-			return fmt.Errorf("%s: queue %s visibility %d, want %d", id, name, q.GetPolicy().GetVisibilityTimeoutMs(), vis)
+		case vis != 0 && q.Policy.GetVisibilityTimeoutMs() != vis:
+			return fmt.Errorf("%s: queue %s visibility %d, want %d", id, name, q.Policy.GetVisibilityTimeoutMs(), vis)
 		}
 	}
 	return nil
@@ -206,8 +206,8 @@ func TestCluster_FormServeJoinRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		q2, err := leader.Meta().CreateQueue(ctx, "jobs", pol(1000))
-		if err != nil || q2.GetCreatedMs() != q1.GetCreatedMs() {
-			t.Fatalf("idempotent create: %v, created %d vs %d", err, q2.GetCreatedMs(), q1.GetCreatedMs())
+		if err != nil || q2.CreatedMs != q1.CreatedMs {
+			t.Fatalf("idempotent create: %v, created %d vs %d", err, q2.CreatedMs, q1.CreatedMs)
 		}
 		if _, err := leader.Meta().CreateQueue(ctx, "jobs", pol(2000)); !errors.Is(err, meta.ErrExists) {
 			t.Fatalf("create with another policy: %v, want ErrExists", err)
@@ -369,8 +369,8 @@ func TestCluster_FormServeJoinRestart(t *testing.T) {
 			t.Errorf("%s: shard map changed across restart: %+v vs %+v", id, m, before)
 		}
 		q, ok := n.Meta().Queue("keep")
-		if !ok || q.GetCreatedMs() != keep.GetCreatedMs() {
-			t.Errorf("%s: queue keep %v after restart, want created %d", id, q, keep.GetCreatedMs())
+		if !ok || q.CreatedMs != keep.CreatedMs {
+			t.Errorf("%s: queue keep %v after restart, want created %d", id, q, keep.CreatedMs)
 		}
 	}
 	if s := serverSuffrage(t, leader, "n4"); s != raft.Nonvoter {

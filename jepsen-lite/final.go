@@ -10,7 +10,6 @@ import (
 	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/jepsen-lite/history"
 	"github.com/raftq/raftq/jepsen-lite/nemesis"
 	"github.com/raftq/raftq/jepsen-lite/workload"
@@ -272,7 +271,7 @@ func fetchRecords(ctx context.Context, env *workload.Env) (int, []string) {
 	return n, missing
 }
 
-func record(m *fsmpb.Message) *history.Record {
+func record(m *raftqv1.Message) *history.Record {
 	if m == nil {
 		return nil
 	}
@@ -280,7 +279,7 @@ func record(m *fsmpb.Message) *history.Record {
 		State: trim(m.GetState().String(), "STATE_"), Value: string(m.GetBody()), Group: m.GetGroupId(), DedupKey: m.GetDedupKey(),
 		LeaseEpoch: m.GetLeaseEpoch(), LeaseDeadMs: m.GetLeaseDeadlineMs(), ReceiveCount: m.GetReceiveCount(), Seq: m.GetSeq(),
 	}
-	if m.GetState() == fsmpb.State_STATE_DEAD {
+	if m.GetState() == raftqv1.State_STATE_DEAD {
 		r.DeadReason = trim(m.GetDeadReason().String(), "REASON_")
 	}
 	for _, a := range m.GetHistory() {

@@ -17,7 +17,6 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta/metapb"
@@ -147,21 +146,29 @@ func (s *Store) Bootstrap(ctx context.Context, servers []raft.Server) error {
 	return nil
 }
 
+// Queue is a queue as the meta group records it. The server turns it into
+// the public form (server/convert.go).
+type Queue struct {
+	Name      string
+	Policy    *fsmpb.QueuePolicy // normalized
+	CreatedMs int64              // Unix milliseconds
+}
+
 // Queue returns one queue from the local replica.
-func (s *Store) Queue(name string) (*raftqv1.QueueInfo, bool) {
+func (s *Store) Queue(name string) (Queue, bool) {
 	q, ok := s.fsm.Queue(name)
 	if !ok {
-		return nil, false
+		return Queue{}, false
 	}
-	return queueInfo(q), true
+	return queueOf(q), true
 }
 
 // Queues returns every queue from the local replica, sorted by name.
-func (s *Store) Queues() []*raftqv1.QueueInfo {
+func (s *Store) Queues() []Queue {
 	qs := s.fsm.Queues()
-	out := make([]*raftqv1.QueueInfo, len(qs))
+	out := make([]Queue, len(qs))
 	for i, q := range qs {
-		out[i] = queueInfo(q)
+		out[i] = queueOf(q)
 	}
 	return out
 }
@@ -176,8 +183,8 @@ func (s *Store) QueuePolicies() map[string]*fsmpb.QueuePolicy {
 	return out
 }
 
-func queueInfo(q *metapb.Queue) *raftqv1.QueueInfo {
-	return &raftqv1.QueueInfo{Name: q.GetName(), Policy: q.GetPolicy(), CreatedMs: q.GetCreatedMs()}
+func queueOf(q *metapb.Queue) Queue {
+	return Queue{Name: q.GetName(), Policy: q.GetPolicy(), CreatedMs: q.GetCreatedMs()}
 }
 
 // ShardMap returns the shard map from the local replica (Version 0: not yet
@@ -209,7 +216,7 @@ func fsmReason(err error) string {
 // CreateQueue creates a queue. Creating it again with the same (normalized)
 // policy returns the existing queue; with a different one, ErrExists. A new
 // name must also pass fsm.ValidateNewQueueName.
-func (s *Store) CreateQueue(ctx context.Context, name string, p *fsmpb.QueuePolicy) (*raftqv1.QueueInfo, error) {
+func (s *Store) CreateQueue(ctx context.Context, name string, p *fsmpb.QueuePolicy) (Queue, error) {
 	np, err := normalize(name, p)
 	if err == nil {
 		if verr := fsm.ValidateNewQueueName(name); verr != nil {
@@ -219,13 +226,13 @@ func (s *Store) CreateQueue(ctx context.Context, name string, p *fsmpb.QueuePoli
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create queue %q: %w", name, err)
+		return Queue{}, fmt.Errorf("create queue %q: %w", name, err)
 	}
 	res, err := s.apply(ctx, &metapb.Command{Cmd: &metapb.Command_CreateQueue{CreateQueue: &metapb.CreateQueue{Name: name, Policy: np}}})
 	if err != nil {
-		return nil, fmt.Errorf("create queue %q: %w", name, err)
+		return Queue{}, fmt.Errorf("create queue %q: %w", name, err)
 	}
-	return queueInfo(res.GetQueue()), nil
+	return queueOf(res.GetQueue()), nil
 }
 
 // UpdateQueue replaces a queue's policy; ErrNotFound if there is no queue.
@@ -234,23 +241,23 @@ func (s *Store) CreateQueue(ctx context.Context, name string, p *fsmpb.QueuePoli
 // mode change while it holds messages of the queue (their indexes are
 // built for one mode), so a change recorded here would leave the shards
 // and the meta group disagreeing about the queue.
-func (s *Store) UpdateQueue(ctx context.Context, name string, p *fsmpb.QueuePolicy) (*raftqv1.QueueInfo, error) {
+func (s *Store) UpdateQueue(ctx context.Context, name string, p *fsmpb.QueuePolicy) (Queue, error) {
 	np, err := normalize(name, p)
 	if err != nil {
-		return nil, fmt.Errorf("update queue %q: %w", name, err)
+		return Queue{}, fmt.Errorf("update queue %q: %w", name, err)
 	}
 	// Checked on the leader only, whose replica has applied every write it
 	// acknowledged; a follower forwards the update there (ErrNotLeader).
 	if cur, ok := s.fsm.Queue(name); ok && s.IsLeader() && cur.GetPolicy().GetMode() != np.GetMode() {
-		return nil, fmt.Errorf("update queue %q: %w", name, refused(ErrInvalid,
+		return Queue{}, fmt.Errorf("update queue %q: %w", name, refused(ErrInvalid,
 			"queue %q is %s and a queue's mode cannot change; create a new queue for %s delivery",
 			name, modeWord(cur.GetPolicy().GetMode()), modeWord(np.GetMode())))
 	}
 	res, err := s.apply(ctx, &metapb.Command{Cmd: &metapb.Command_UpdateQueue{UpdateQueue: &metapb.UpdateQueue{Name: name, Policy: np}}})
 	if err != nil {
-		return nil, fmt.Errorf("update queue %q: %w", name, err)
+		return Queue{}, fmt.Errorf("update queue %q: %w", name, err)
 	}
-	return queueInfo(res.GetQueue()), nil
+	return queueOf(res.GetQueue()), nil
 }
 
 func modeWord(m fsmpb.QueueMode) string {

@@ -72,13 +72,13 @@ func TestStore_WritesErrorsAndChanges(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("no change notification after a create")
 	}
-	if q.GetCreatedMs() == 0 || q.GetPolicy().GetVisibilityTimeoutMs() != 1500 {
+	if q.CreatedMs == 0 || q.Policy.GetVisibilityTimeoutMs() != 1500 {
 		t.Fatalf("created %v", q)
 	}
 	// Defaults are filled before proposing, so an empty field and its
 	// default are the same policy.
-	norm := q.GetPolicy()
-	if again, err := s.CreateQueue(ctx, "jobs", norm); err != nil || again.GetCreatedMs() != q.GetCreatedMs() {
+	norm := q.Policy
+	if again, err := s.CreateQueue(ctx, "jobs", norm); err != nil || again.CreatedMs != q.CreatedMs {
 		t.Fatalf("create with the normalized policy: %v %v", again, err)
 	}
 	for _, tc := range []struct {
@@ -115,7 +115,7 @@ func TestStore_WritesErrorsAndChanges(t *testing.T) {
 	if _, err := s.PlaceShards(ctx, 4, 3); !errors.Is(err, ErrAlreadyPlaced) {
 		t.Fatalf("second placement: %v, want ErrAlreadyPlaced", err)
 	}
-	if got := s.Queues(); len(got) != 1 || got[0].GetName() != "jobs" {
+	if got := s.Queues(); len(got) != 1 || got[0].Name != "jobs" {
 		t.Fatalf("queues %v", got)
 	}
 }
@@ -190,11 +190,11 @@ func TestStore_QueueRefusals(t *testing.T) {
 			t.Errorf("%s: %v; want %v with reason %q", tc.name, err, tc.kind, tc.reason)
 		}
 	}
-	if q, ok := s.Queue("jobs"); !ok || q.GetPolicy().GetMode() != fsmpb.QueueMode_QUEUE_MODE_STANDARD {
+	if q, ok := s.Queue("jobs"); !ok || q.Policy.GetMode() != fsmpb.QueueMode_QUEUE_MODE_STANDARD {
 		t.Fatalf("jobs after a refused mode change: %v", q)
 	}
 	// An update that keeps the mode goes through.
-	if q, err := s.UpdateQueue(ctx, "jobs", &fsmpb.QueuePolicy{VisibilityTimeoutMs: 9000}); err != nil || q.GetPolicy().GetVisibilityTimeoutMs() != 9000 {
+	if q, err := s.UpdateQueue(ctx, "jobs", &fsmpb.QueuePolicy{VisibilityTimeoutMs: 9000}); err != nil || q.Policy.GetVisibilityTimeoutMs() != 9000 {
 		t.Fatalf("update keeping the mode: %v, %v", q, err)
 	}
 }

@@ -50,7 +50,7 @@ func (d *deadLetters) ListDead(ctx context.Context, req *raftqv1.ListDeadRequest
 			return nil, d.toStatus(ctx, fmt.Errorf("list dead on shard %d: %w", id, err))
 		}
 		for _, m := range resp.GetDead() {
-			all = append(all, &raftqv1.MessageInfo{MessageId: wire.MessageID{Shard: id, ID: m.GetId()}.String(), Message: m})
+			all = append(all, &raftqv1.MessageInfo{MessageId: wire.MessageID{Shard: id, ID: m.GetId()}.String(), Message: messageFromFSM(m)})
 		}
 	}
 	// Oldest death first across shards, like one queue.

@@ -58,11 +58,11 @@ func (s *Server) newMessage(policy *fsmpb.QueuePolicy, req *raftqv1.SendRequest)
 // for validating sends, looked up once per call; nil when this node does not
 // know the queue yet (the shard's FSM then decides).
 func (s *Server) sendPolicy(queue string) *fsmpb.QueuePolicy {
-	info, ok := s.node.Meta().Queue(queue)
+	mq, ok := s.node.Meta().Queue(queue)
 	if !ok {
 		return nil
 	}
-	return fsm.NormalizePolicy(info.GetPolicy())
+	return fsm.NormalizePolicy(mq.Policy)
 }
 
 func enqueueCmd(queue string, msgs []*fsmpb.NewMessage) *fsmpb.Command {
@@ -487,7 +487,7 @@ func (m *messages) GetMessage(ctx context.Context, req *raftqv1.GetMessageReques
 	if err != nil {
 		return nil, err
 	}
-	return &raftqv1.MessageInfo{MessageId: req.GetMessageId(), Message: msg}, nil
+	return &raftqv1.MessageInfo{MessageId: req.GetMessageId(), Message: messageFromFSM(msg)}, nil
 }
 
 func (m *messages) CancelMessage(ctx context.Context, req *raftqv1.CancelMessageRequest) (*raftqv1.CancelMessageResponse, error) {

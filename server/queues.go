@@ -47,8 +47,8 @@ func forwardMeta[T any](ctx context.Context, s *Server, err error, fn func(conte
 	return fn(metadata.AppendToOutgoingContext(ctx, forwardedKey, s.node.NodeID()), raftqv1.NewQueuesClient(conn))
 }
 
-func upsertCmd(info *raftqv1.QueueInfo) *fsmpb.Command {
-	return &fsmpb.Command{Cmd: &fsmpb.Command_UpsertQueue{UpsertQueue: &fsmpb.UpsertQueue{Queue: info.GetName(), Policy: info.GetPolicy()}}}
+func upsertCmd(q meta.Queue) *fsmpb.Command {
+	return &fsmpb.Command{Cmd: &fsmpb.Command_UpsertQueue{UpsertQueue: &fsmpb.UpsertQueue{Queue: q.Name, Policy: q.Policy}}}
 }
 
 func validateQueue(name string, p *fsmpb.QueuePolicy) error {
@@ -71,14 +71,14 @@ func invalidFSM(err error) error {
 }
 
 func (q *queues) CreateQueue(ctx context.Context, req *raftqv1.CreateQueueRequest) (*raftqv1.QueueInfo, error) {
-	if err := validateQueue(req.GetName(), req.GetPolicy()); err != nil {
+	policy := policyToFSM(req.GetPolicy())
+	if err := validateQueue(req.GetName(), policy); err != nil {
 		return nil, err
 	}
-	policy := req.GetPolicy()
 	if policy == nil {
 		policy = &fsmpb.QueuePolicy{}
 	}
-	info, err := q.node.Meta().CreateQueue(ctx, req.GetName(), policy)
+	mq, err := q.node.Meta().CreateQueue(ctx, req.GetName(), policy)
 	if err != nil {
 		return forwardMeta(ctx, q.Server, err, func(ctx context.Context, c raftqv1.QueuesClient) (*raftqv1.QueueInfo, error) {
 			return c.CreateQueue(ctx, req)
@@ -86,10 +86,10 @@ func (q *queues) CreateQueue(ctx context.Context, req *raftqv1.CreateQueueReques
 	}
 	// Make the queue usable on every shard before answering; the shard
 	// leaders' reconciliation is the safety net if this is cut short.
-	if _, err := q.router.ApplyAll(ctx, upsertCmd(info)); err != nil {
+	if _, err := q.router.ApplyAll(ctx, upsertCmd(mq)); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "queue %q recorded, shards not all ready yet (retry is safe): %v", req.GetName(), err)
 	}
-	return info, nil
+	return queueInfo(mq), nil
 }
 
 func (q *queues) GetQueue(ctx context.Context, req *raftqv1.GetQueueRequest) (*raftqv1.QueueInfo, error) {
@@ -103,8 +103,8 @@ func (s *Server) lookupQueue(ctx context.Context, name string) (*raftqv1.QueueIn
 	if err := validateQueue(name, nil); err != nil {
 		return nil, err
 	}
-	if info, ok := s.node.Meta().Queue(name); ok {
-		return info, nil
+	if mq, ok := s.node.Meta().Queue(name); ok {
+		return queueInfo(mq), nil
 	}
 	notFound := status.Errorf(codes.NotFound, "queue %q not found", name)
 	if s.node.Meta().IsLeader() {
@@ -131,26 +131,32 @@ func (s *Server) lookupQueue(ctx context.Context, name string) (*raftqv1.QueueIn
 }
 
 func (q *queues) ListQueues(ctx context.Context, _ *raftqv1.ListQueuesRequest) (*raftqv1.ListQueuesResponse, error) {
-	return &raftqv1.ListQueuesResponse{Queues: q.node.Meta().Queues()}, nil
+	mqs := q.node.Meta().Queues()
+	out := make([]*raftqv1.QueueInfo, len(mqs))
+	for i, mq := range mqs {
+		out[i] = queueInfo(mq)
+	}
+	return &raftqv1.ListQueuesResponse{Queues: out}, nil
 }
 
 func (q *queues) UpdateQueue(ctx context.Context, req *raftqv1.UpdateQueueRequest) (*raftqv1.QueueInfo, error) {
-	if err := validateQueue(req.GetName(), req.GetPolicy()); err != nil {
+	policy := policyToFSM(req.GetPolicy())
+	if err := validateQueue(req.GetName(), policy); err != nil {
 		return nil, err
 	}
-	if req.GetPolicy() == nil {
+	if policy == nil {
 		return nil, invalid("policy is required")
 	}
-	info, err := q.node.Meta().UpdateQueue(ctx, req.GetName(), req.GetPolicy())
+	mq, err := q.node.Meta().UpdateQueue(ctx, req.GetName(), policy)
 	if err != nil {
 		return forwardMeta(ctx, q.Server, err, func(ctx context.Context, c raftqv1.QueuesClient) (*raftqv1.QueueInfo, error) {
 			return c.UpdateQueue(ctx, req)
 		})
 	}
-	if _, err := q.router.ApplyAll(ctx, upsertCmd(info)); err != nil {
+	if _, err := q.router.ApplyAll(ctx, upsertCmd(mq)); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "queue %q updated, shards not all updated yet (retry is safe): %v", req.GetName(), err)
 	}
-	return info, nil
+	return queueInfo(mq), nil
 }
 
 func (q *queues) DeleteQueue(ctx context.Context, req *raftqv1.DeleteQueueRequest) (*raftqv1.DeleteQueueResponse, error) {

@@ -60,9 +60,8 @@ func (n *startingNode) ShardDigest(context.Context, *raftqv1.ShardDigestRequest)
 // port and returns a connection to them.
 func serveStarting(t *testing.T) (*startingNode, *grpc.ClientConn) {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	_, tr := raft.NewInmemTransport("n2")
-	ms, err := meta.Open(meta.Config{NodeID: "n2", Dir: t.TempDir(), Transport: tr, Logger: logger})
+	ms, err := meta.Open(meta.Config{NodeID: "n2", Dir: t.TempDir(), Transport: tr, Logger: discard()})
 	if err != nil {
 		t.Fatalf("open meta: %v", err)
 	}
@@ -72,6 +71,16 @@ func serveStarting(t *testing.T) (*startingNode, *grpc.ClientConn) {
 		_ = ms.Shutdown(ctx)
 	})
 	node := &startingNode{meta: ms}
+	return node, serve(t, node)
+}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// serve runs the real services of node on a loopback port and returns a
+// connection to them. The router waits 200 ms for a shard leader.
+func serve(t *testing.T, node Node) *grpc.ClientConn {
+	t.Helper()
+	logger := discard()
 	rt := router.New(node, router.Options{Logger: logger, LeaderWait: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = rt.Close() })
 	gs := grpc.NewServer()
@@ -87,7 +96,7 @@ func serveStarting(t *testing.T) (*startingNode, *grpc.ClientConn) {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
-	return node, cc
+	return cc
 }
 
 type call struct {

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/testcluster"
 	"github.com/raftq/raftq/wire"
 )
@@ -22,7 +21,7 @@ import (
 func TestCluster_FullQueueRefusesSendsAcrossFailover(t *testing.T) {
 	c := startCluster(t, testcluster.Options{})
 	const q = "capped"
-	mustCreateQueue(t, c, q, &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_FIFO, MaxMessagesPerShard: 3, VisibilityTimeoutMs: 30_000})
+	mustCreateQueue(t, c, q, &raftqv1.QueuePolicy{Mode: raftqv1.QueueMode_QUEUE_MODE_FIFO, MaxMessagesPerShard: 3, VisibilityTimeoutMs: 30_000})
 	ctx := ctxT(t, 90*time.Second)
 	const group = "g"
 	shard := wire.ShardFor(q, group, 4)

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/testcluster"
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/wire"
@@ -260,7 +259,7 @@ func TestCluster_LeaseKeepsItsLengthAcrossClockSkewedLeaders(t *testing.T) {
 		t.Fatalf("leadership went from term %d to %d: not one direct change from B to A", rc.Term, term)
 	}
 	info, err := msgs(c, a).GetMessage(ctx, &raftqv1.GetMessageRequest{MessageId: got.GetMessageId()})
-	if err != nil || info.GetMessage().GetState() != fsmpb.State_STATE_LEASED {
+	if err != nil || info.GetMessage().GetState() != raftqv1.State_STATE_LEASED {
 		t.Fatalf("message after the change: %v %v, want still leased", err, info.GetMessage())
 	}
 	// A judges the deadline on its clock, 400 ms ahead of real time.

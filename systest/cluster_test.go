@@ -14,14 +14,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/testcluster"
 	"github.com/raftq/raftq/wire"
 )
 
 func TestCluster_SendReceiveAckThroughDifferentNodes(t *testing.T) {
 	c := startCluster(t, testcluster.Options{})
-	mustCreateQueue(t, c, "jobs", &fsmpb.QueuePolicy{VisibilityTimeoutMs: 5000})
+	mustCreateQueue(t, c, "jobs", &raftqv1.QueuePolicy{VisibilityTimeoutMs: 5000})
 	ctx := ctxT(t, 30*time.Second)
 
 	sent, err := msgs(c, 1).Send(ctx, &raftqv1.SendRequest{Queue: "jobs", Body: []byte("hello")})
@@ -54,7 +53,7 @@ func TestCluster_SendReceiveAckThroughDifferentNodes(t *testing.T) {
 		t.Fatalf("nack after ack: %v, want FailedPrecondition naming message %s as already acked", err, sent.GetMessageId())
 	}
 	info, err := msgs(c, 2).GetMessage(ctx, &raftqv1.GetMessageRequest{MessageId: sent.GetMessageId()})
-	if err != nil || info.GetMessage().GetState() != fsmpb.State_STATE_ACKED {
+	if err != nil || info.GetMessage().GetState() != raftqv1.State_STATE_ACKED {
 		t.Fatalf("get message: %v state %v, want ACKED", err, info.GetMessage().GetState())
 	}
 	st, err := queues(c, 1).QueueStats(ctx, &raftqv1.QueueStatsRequest{Name: "jobs"})
@@ -65,7 +64,7 @@ func TestCluster_SendReceiveAckThroughDifferentNodes(t *testing.T) {
 
 func TestCluster_BadInputGetsClearStatus(t *testing.T) {
 	c := startCluster(t, testcluster.Options{})
-	mustCreateQueue(t, c, "strict", &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_FIFO})
+	mustCreateQueue(t, c, "strict", &raftqv1.QueuePolicy{Mode: raftqv1.QueueMode_QUEUE_MODE_FIFO})
 	ctx := ctxT(t, 30*time.Second)
 	cases := []struct {
 		name string
@@ -109,11 +108,11 @@ func TestCluster_BadInputGetsClearStatus(t *testing.T) {
 			return err
 		}, codes.NotFound},
 		{"byte capacity below the body limit", func() error {
-			_, err := queues(c, 1).CreateQueue(ctx, &raftqv1.CreateQueueRequest{Name: "tiny", Policy: &fsmpb.QueuePolicy{MaxBytesPerShard: 1024}})
+			_, err := queues(c, 1).CreateQueue(ctx, &raftqv1.CreateQueueRequest{Name: "tiny", Policy: &raftqv1.QueuePolicy{MaxBytesPerShard: 1024}})
 			return err
 		}, codes.InvalidArgument},
 		{"create with conflicting policy", func() error {
-			_, err := queues(c, 2).CreateQueue(ctx, &raftqv1.CreateQueueRequest{Name: "strict", Policy: &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_STANDARD}})
+			_, err := queues(c, 2).CreateQueue(ctx, &raftqv1.CreateQueueRequest{Name: "strict", Policy: &raftqv1.QueuePolicy{Mode: raftqv1.QueueMode_QUEUE_MODE_STANDARD}})
 			return err
 		}, codes.AlreadyExists},
 	}
@@ -130,7 +129,7 @@ func TestCluster_BadInputGetsClearStatus(t *testing.T) {
 
 func TestCluster_FIFOOrderPerGroupAcrossNodes(t *testing.T) {
 	c := startCluster(t, testcluster.Options{})
-	mustCreateQueue(t, c, "fifo", &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_FIFO, VisibilityTimeoutMs: 10000})
+	mustCreateQueue(t, c, "fifo", &raftqv1.QueuePolicy{Mode: raftqv1.QueueMode_QUEUE_MODE_FIFO, VisibilityTimeoutMs: 10000})
 	ctx := ctxT(t, 60*time.Second)
 	const groups, per = 6, 30
 	var wg sync.WaitGroup
@@ -222,7 +221,7 @@ func TestCluster_LongPollWakesOnSend(t *testing.T) {
 
 func TestCluster_KillLeaderUnderLoadLosesNothing(t *testing.T) {
 	c := startCluster(t, testcluster.Options{})
-	mustCreateQueue(t, c, "load", &fsmpb.QueuePolicy{VisibilityTimeoutMs: 5000})
+	mustCreateQueue(t, c, "load", &raftqv1.QueuePolicy{VisibilityTimeoutMs: 5000})
 	ctx := ctxT(t, 3*time.Minute)
 	victim := shardLeader(t, c, 0, 0)
 	alive := func(i int) bool { return i != victim }

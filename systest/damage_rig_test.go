@@ -14,7 +14,6 @@ import (
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/client"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/diskfault"
 	"github.com/raftq/raftq/internal/testcluster"
 )
@@ -40,7 +39,7 @@ type rig struct {
 func newRig(t *testing.T, args ...string) *rig {
 	t.Helper()
 	c := startCluster(t, testcluster.Options{Shards: 1, Args: args})
-	mustCreateQueue(t, c, damageQueue, &fsmpb.QueuePolicy{VisibilityTimeoutMs: 30_000})
+	mustCreateQueue(t, c, damageQueue, &raftqv1.QueuePolicy{VisibilityTimeoutMs: 30_000})
 	cl, err := client.Dial(ctxT(t, 30*time.Second), c.Addrs(), client.WithCallTimeout(3*time.Second))
 	if err != nil {
 		t.Fatalf("dial: %v", err)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/client"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/testcluster"
 )
 
@@ -25,7 +25,7 @@ func TestDiskWriteErrorStopsNode(t *testing.T) {
 	back := tmpfs(t, 64)
 	dirs := []string{loopFS(t, back, 256), "", ""}
 	c := startCluster(t, testcluster.Options{Nodes: 3, Shards: 1, DataDirs: dirs, Args: []string{"--disk-reserve", "0"}})
-	mustCreateQueue(t, c, "q", &fsmpb.QueuePolicy{VisibilityTimeoutMs: 60_000})
+	mustCreateQueue(t, c, "q", &raftqv1.QueuePolicy{VisibilityTimeoutMs: 60_000})
 	cl, err := client.Dial(ctxT(t, 30*time.Second), c.Addrs())
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/client"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/testcluster"
 )
 
@@ -43,7 +43,7 @@ func diskFullCase(t *testing.T, reserve string, want error) {
 	}
 	c := startCluster(t, testcluster.Options{Nodes: 3, Shards: 1, DataDirs: dirs,
 		Args: []string{"--disk-reserve", reserve, "--wal-segment-size", "4MiB"}})
-	mustCreateQueue(t, c, "q", &fsmpb.QueuePolicy{VisibilityTimeoutMs: 60_000})
+	mustCreateQueue(t, c, "q", &raftqv1.QueuePolicy{VisibilityTimeoutMs: 60_000})
 	cl, err := client.Dial(ctxT(t, 30*time.Second), c.Addrs())
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/client"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/testcluster"
 )
 
@@ -118,7 +117,7 @@ func TestLeaderDiskStallFailsOver(t *testing.T) {
 		dirs = append(dirs, loopFS(t, "", 512))
 	}
 	c := startCluster(t, testcluster.Options{Nodes: 3, Shards: 1, DataDirs: dirs, Args: []string{"--disk-reserve", "16MiB"}})
-	mustCreateQueue(t, c, "q", &fsmpb.QueuePolicy{VisibilityTimeoutMs: 60_000})
+	mustCreateQueue(t, c, "q", &raftqv1.QueuePolicy{VisibilityTimeoutMs: 60_000})
 	cl, err := client.Dial(ctxT(t, 30*time.Second), c.Addrs())
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/testcluster"
 )
 
@@ -33,7 +32,7 @@ func msgs(c *testcluster.Cluster, i int) raftqv1.MessagesClient {
 	return raftqv1.NewMessagesClient(c.Conn(i))
 }
 
-func mustCreateQueue(t *testing.T, c *testcluster.Cluster, name string, p *fsmpb.QueuePolicy) {
+func mustCreateQueue(t *testing.T, c *testcluster.Cluster, name string, p *raftqv1.QueuePolicy) {
 	t.Helper()
 	createQueueVia(t, c, 0, name, p)
 }
@@ -44,7 +43,7 @@ func mustCreateQueueVia(t *testing.T, c *testcluster.Cluster, i int, name string
 	createQueueVia(t, c, i, name, nil)
 }
 
-func createQueueVia(t *testing.T, c *testcluster.Cluster, i int, name string, p *fsmpb.QueuePolicy) {
+func createQueueVia(t *testing.T, c *testcluster.Cluster, i int, name string, p *raftqv1.QueuePolicy) {
 	t.Helper()
 	ctx := ctxT(t, 30*time.Second)
 	for {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/testcluster"
 	"github.com/raftq/raftq/wire"
 )
@@ -24,7 +23,7 @@ func TestCluster_ReceiveGathersAcrossShardsWithoutOverleasing(t *testing.T) {
 	const big, small, want = 24, 2, 20
 	for round := range 6 {
 		q := fmt.Sprintf("gather%d", round)
-		mustCreateQueue(t, c, q, &fsmpb.QueuePolicy{VisibilityTimeoutMs: 120_000})
+		mustCreateQueue(t, c, q, &raftqv1.QueuePolicy{VisibilityTimeoutMs: 120_000})
 		// One group per shard; the big one moves from round to round.
 		groups := map[uint32]string{}
 		for g := 0; len(groups) < shards; g++ {

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/testcluster"
 	"github.com/raftq/raftq/wire"
 )
@@ -134,7 +133,7 @@ func hammer(ctx context.Context, cc *grpc.ClientConn, name string, tally *sendTa
 // delivered afterwards.
 func TestCluster_RestartUnderSendsNeverCrashes(t *testing.T) {
 	c := startCluster(t, testcluster.Options{})
-	mustCreateQueue(t, c, "hammer", &fsmpb.QueuePolicy{VisibilityTimeoutMs: 30_000})
+	mustCreateQueue(t, c, "hammer", &raftqv1.QueuePolicy{VisibilityTimeoutMs: 30_000})
 	ctx := ctxT(t, 4*time.Minute)
 	victim := shardLeader(t, c, 0, 0) // other nodes' hints point at it
 
@@ -230,7 +229,7 @@ func TestCluster_RestartUnderSendsNeverCrashes(t *testing.T) {
 // instead of being told, as before, that its lease was gone.
 func TestCluster_AckRetriedAfterLeaderKillSucceeds(t *testing.T) {
 	c := startCluster(t, testcluster.Options{})
-	mustCreateQueue(t, c, "acks", &fsmpb.QueuePolicy{VisibilityTimeoutMs: 60_000})
+	mustCreateQueue(t, c, "acks", &raftqv1.QueuePolicy{VisibilityTimeoutMs: 60_000})
 	ctx := ctxT(t, 2*time.Minute)
 	group := ""
 	for g := 0; group == ""; g++ {
@@ -275,7 +274,7 @@ func TestCluster_AckRetriedAfterLeaderKillSucceeds(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // the shard is electing a leader
 	}
 	info, err := msgs(c, other).GetMessage(ctx, &raftqv1.GetMessageRequest{MessageId: sent.GetMessageId()})
-	if err != nil || info.GetMessage().GetState() != fsmpb.State_STATE_ACKED {
+	if err != nil || info.GetMessage().GetState() != raftqv1.State_STATE_ACKED {
 		t.Fatalf("message after the retried ack: %v %v, want ACKED", err, info.GetMessage().GetState())
 	}
 }

@@ -33,6 +33,179 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type QueueMode int32
+
+const (
+	QueueMode_QUEUE_MODE_UNSPECIFIED QueueMode = 0 // standard
+	QueueMode_QUEUE_MODE_STANDARD    QueueMode = 1
+	QueueMode_QUEUE_MODE_FIFO        QueueMode = 2
+)
+
+// Enum value maps for QueueMode.
+var (
+	QueueMode_name = map[int32]string{
+		0: "QUEUE_MODE_UNSPECIFIED",
+		1: "QUEUE_MODE_STANDARD",
+		2: "QUEUE_MODE_FIFO",
+	}
+	QueueMode_value = map[string]int32{
+		"QUEUE_MODE_UNSPECIFIED": 0,
+		"QUEUE_MODE_STANDARD":    1,
+		"QUEUE_MODE_FIFO":        2,
+	}
+)
+
+func (x QueueMode) Enum() *QueueMode {
+	p := new(QueueMode)
+	*p = x
+	return p
+}
+
+func (x QueueMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QueueMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_raftqv1_raftq_proto_enumTypes[0].Descriptor()
+}
+
+func (QueueMode) Type() protoreflect.EnumType {
+	return &file_api_raftqv1_raftq_proto_enumTypes[0]
+}
+
+func (x QueueMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QueueMode.Descriptor instead.
+func (QueueMode) EnumDescriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{0}
+}
+
+// State is where a message is in its life.
+type State int32
+
+const (
+	State_STATE_UNSPECIFIED State = 0
+	State_STATE_DELAYED     State = 1
+	State_STATE_READY       State = 2
+	State_STATE_LEASED      State = 3
+	State_STATE_ACKED       State = 4
+	State_STATE_DEAD        State = 5
+)
+
+// Enum value maps for State.
+var (
+	State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "STATE_DELAYED",
+		2: "STATE_READY",
+		3: "STATE_LEASED",
+		4: "STATE_ACKED",
+		5: "STATE_DEAD",
+	}
+	State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"STATE_DELAYED":     1,
+		"STATE_READY":       2,
+		"STATE_LEASED":      3,
+		"STATE_ACKED":       4,
+		"STATE_DEAD":        5,
+	}
+)
+
+func (x State) Enum() *State {
+	p := new(State)
+	*p = x
+	return p
+}
+
+func (x State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (State) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_raftqv1_raftq_proto_enumTypes[1].Descriptor()
+}
+
+func (State) Type() protoreflect.EnumType {
+	return &file_api_raftqv1_raftq_proto_enumTypes[1]
+}
+
+func (x State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use State.Descriptor instead.
+func (State) EnumDescriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{1}
+}
+
+// Reason is why a delivery attempt ended or a message went dead.
+type Reason int32
+
+const (
+	Reason_REASON_UNSPECIFIED  Reason = 0
+	Reason_REASON_EXPIRED      Reason = 1 // lease expired
+	Reason_REASON_NACKED       Reason = 2
+	Reason_REASON_POISON       Reason = 3 // consumer dead-lettered it at once
+	Reason_REASON_MAX_RECEIVES Reason = 4
+	Reason_REASON_REDRIVEN     Reason = 5
+	Reason_REASON_RETENTION    Reason = 6 // ready/delayed longer than the queue's retention_ms
+	Reason_REASON_ACKED        Reason = 7 // history only: the attempt ended with an ack
+)
+
+// Enum value maps for Reason.
+var (
+	Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_EXPIRED",
+		2: "REASON_NACKED",
+		3: "REASON_POISON",
+		4: "REASON_MAX_RECEIVES",
+		5: "REASON_REDRIVEN",
+		6: "REASON_RETENTION",
+		7: "REASON_ACKED",
+	}
+	Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED":  0,
+		"REASON_EXPIRED":      1,
+		"REASON_NACKED":       2,
+		"REASON_POISON":       3,
+		"REASON_MAX_RECEIVES": 4,
+		"REASON_REDRIVEN":     5,
+		"REASON_RETENTION":    6,
+		"REASON_ACKED":        7,
+	}
+)
+
+func (x Reason) Enum() *Reason {
+	p := new(Reason)
+	*p = x
+	return p
+}
+
+func (x Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_raftqv1_raftq_proto_enumTypes[2].Descriptor()
+}
+
+func (Reason) Type() protoreflect.EnumType {
+	return &file_api_raftqv1_raftq_proto_enumTypes[2]
+}
+
+func (x Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Reason.Descriptor instead.
+func (Reason) EnumDescriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{2}
+}
+
 type GroupChangeRequest_Op int32
 
 const (
@@ -69,11 +242,11 @@ func (x GroupChangeRequest_Op) String() string {
 }
 
 func (GroupChangeRequest_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_raftqv1_raftq_proto_enumTypes[0].Descriptor()
+	return file_api_raftqv1_raftq_proto_enumTypes[3].Descriptor()
 }
 
 func (GroupChangeRequest_Op) Type() protoreflect.EnumType {
-	return &file_api_raftqv1_raftq_proto_enumTypes[0]
+	return &file_api_raftqv1_raftq_proto_enumTypes[3]
 }
 
 func (x GroupChangeRequest_Op) Number() protoreflect.EnumNumber {
@@ -82,13 +255,468 @@ func (x GroupChangeRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupChangeRequest_Op.Descriptor instead.
 func (GroupChangeRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58, 0}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61, 0}
+}
+
+// QueuePolicy is a queue's configuration. Zero values mean "use the
+// default"; the server answers with the defaults filled in.
+type QueuePolicy struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Mode                 QueueMode              `protobuf:"varint,1,opt,name=mode,proto3,enum=raftq.v1.QueueMode" json:"mode,omitempty"`                                        // fixed when the queue is created
+	VisibilityTimeoutMs  int64                  `protobuf:"varint,2,opt,name=visibility_timeout_ms,json=visibilityTimeoutMs,proto3" json:"visibility_timeout_ms,omitempty"`     // default 30 s, max 12 h
+	MaxReceiveCount      uint32                 `protobuf:"varint,3,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`                 // default 10; reaching it dead-letters
+	BackoffBaseMs        int64                  `protobuf:"varint,4,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`                       // default 1 s
+	BackoffMaxMs         int64                  `protobuf:"varint,5,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`                          // default 5 min
+	DedupWindowMs        int64                  `protobuf:"varint,6,opt,name=dedup_window_ms,json=dedupWindowMs,proto3" json:"dedup_window_ms,omitempty"`                       // default 5 min
+	RetentionMs          int64                  `protobuf:"varint,7,opt,name=retention_ms,json=retentionMs,proto3" json:"retention_ms,omitempty"`                               // ready/delayed message retention, default 4 days
+	DelayMs              int64                  `protobuf:"varint,8,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`                                           // default delay for new messages
+	MaxMessageBytes      uint32                 `protobuf:"varint,9,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`                 // default and cap 256 KiB
+	CompletedRetentionMs int64                  `protobuf:"varint,10,opt,name=completed_retention_ms,json=completedRetentionMs,proto3" json:"completed_retention_ms,omitempty"` // how long acked records stay for GetMessage, default 1 h
+	DlqDisabled          bool                   `protobuf:"varint,11,opt,name=dlq_disabled,json=dlqDisabled,proto3" json:"dlq_disabled,omitempty"`                              // true: messages at max receive count are dropped (counted), not kept
+	// Capacity, enforced by each shard on its own part of the queue (a queue
+	// spread over N shards holds at most N times as much). Live messages are
+	// ready, delayed and leased ones. A send that would exceed either limit is
+	// refused with RESOURCE_EXHAUSTED. 0 = unlimited (the default).
+	MaxMessagesPerShard uint64 `protobuf:"varint,12,opt,name=max_messages_per_shard,json=maxMessagesPerShard,proto3" json:"max_messages_per_shard,omitempty"`
+	MaxBytesPerShard    uint64 `protobuf:"varint,13,opt,name=max_bytes_per_shard,json=maxBytesPerShard,proto3" json:"max_bytes_per_shard,omitempty"` // sum of live bodies; at least max_message_bytes
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *QueuePolicy) Reset() {
+	*x = QueuePolicy{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuePolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuePolicy) ProtoMessage() {}
+
+func (x *QueuePolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuePolicy.ProtoReflect.Descriptor instead.
+func (*QueuePolicy) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *QueuePolicy) GetMode() QueueMode {
+	if x != nil {
+		return x.Mode
+	}
+	return QueueMode_QUEUE_MODE_UNSPECIFIED
+}
+
+func (x *QueuePolicy) GetVisibilityTimeoutMs() int64 {
+	if x != nil {
+		return x.VisibilityTimeoutMs
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetMaxReceiveCount() uint32 {
+	if x != nil {
+		return x.MaxReceiveCount
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetBackoffBaseMs() int64 {
+	if x != nil {
+		return x.BackoffBaseMs
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetBackoffMaxMs() int64 {
+	if x != nil {
+		return x.BackoffMaxMs
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetDedupWindowMs() int64 {
+	if x != nil {
+		return x.DedupWindowMs
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetRetentionMs() int64 {
+	if x != nil {
+		return x.RetentionMs
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetMaxMessageBytes() uint32 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetCompletedRetentionMs() int64 {
+	if x != nil {
+		return x.CompletedRetentionMs
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetDlqDisabled() bool {
+	if x != nil {
+		return x.DlqDisabled
+	}
+	return false
+}
+
+func (x *QueuePolicy) GetMaxMessagesPerShard() uint64 {
+	if x != nil {
+		return x.MaxMessagesPerShard
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetMaxBytesPerShard() uint64 {
+	if x != nil {
+		return x.MaxBytesPerShard
+	}
+	return 0
+}
+
+// Attempt is one delivery in a message's history (bounded, most recent kept).
+type Attempt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeaseEpoch    uint64                 `protobuf:"varint,1,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	ReceivedMs    int64                  `protobuf:"varint,2,opt,name=received_ms,json=receivedMs,proto3" json:"received_ms,omitempty"`
+	EndedMs       int64                  `protobuf:"varint,3,opt,name=ended_ms,json=endedMs,proto3" json:"ended_ms,omitempty"`
+	Outcome       Reason                 `protobuf:"varint,4,opt,name=outcome,proto3,enum=raftq.v1.Reason" json:"outcome,omitempty"`
+	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Consumer      string                 `protobuf:"bytes,6,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attempt) Reset() {
+	*x = Attempt{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attempt) ProtoMessage() {}
+
+func (x *Attempt) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
+func (*Attempt) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Attempt) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *Attempt) GetReceivedMs() int64 {
+	if x != nil {
+		return x.ReceivedMs
+	}
+	return 0
+}
+
+func (x *Attempt) GetEndedMs() int64 {
+	if x != nil {
+		return x.EndedMs
+	}
+	return 0
+}
+
+func (x *Attempt) GetOutcome() Reason {
+	if x != nil {
+		return x.Outcome
+	}
+	return Reason_REASON_UNSPECIFIED
+}
+
+func (x *Attempt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Attempt) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+// Message is the full record of one message, as GetMessage and ListDead
+// return it. Times are Unix milliseconds, 0 = never.
+type Message struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Id              uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"` // shard-local; MessageInfo.message_id names it to clients
+	Queue           string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Body            []byte                 `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	Attributes      map[string]string      `protobuf:"bytes,4,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Type            string                 `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
+	GroupId         string                 `protobuf:"bytes,6,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	DedupKey        string                 `protobuf:"bytes,7,opt,name=dedup_key,json=dedupKey,proto3" json:"dedup_key,omitempty"`
+	Priority        uint32                 `protobuf:"varint,8,opt,name=priority,proto3" json:"priority,omitempty"`
+	Seq             uint64                 `protobuf:"varint,9,opt,name=seq,proto3" json:"seq,omitempty"` // enqueue order within the shard
+	EnqueuedMs      int64                  `protobuf:"varint,10,opt,name=enqueued_ms,json=enqueuedMs,proto3" json:"enqueued_ms,omitempty"`
+	AvailableMs     int64                  `protobuf:"varint,11,opt,name=available_ms,json=availableMs,proto3" json:"available_ms,omitempty"` // delayed until
+	ReceiveCount    uint32                 `protobuf:"varint,12,opt,name=receive_count,json=receiveCount,proto3" json:"receive_count,omitempty"`
+	FirstReceivedMs int64                  `protobuf:"varint,13,opt,name=first_received_ms,json=firstReceivedMs,proto3" json:"first_received_ms,omitempty"`
+	LastReceivedMs  int64                  `protobuf:"varint,14,opt,name=last_received_ms,json=lastReceivedMs,proto3" json:"last_received_ms,omitempty"`
+	LastError       string                 `protobuf:"bytes,15,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	State           State                  `protobuf:"varint,16,opt,name=state,proto3,enum=raftq.v1.State" json:"state,omitempty"`
+	LeaseEpoch      uint64                 `protobuf:"varint,17,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"` // current or last lease
+	LeaseDeadlineMs int64                  `protobuf:"varint,18,opt,name=lease_deadline_ms,json=leaseDeadlineMs,proto3" json:"lease_deadline_ms,omitempty"`
+	LeaseTerm       uint64                 `protobuf:"varint,19,opt,name=lease_term,json=leaseTerm,proto3" json:"lease_term,omitempty"` // raft term the lease was granted in
+	DeadReason      Reason                 `protobuf:"varint,20,opt,name=dead_reason,json=deadReason,proto3,enum=raftq.v1.Reason" json:"dead_reason,omitempty"`
+	StateChangedMs  int64                  `protobuf:"varint,21,opt,name=state_changed_ms,json=stateChangedMs,proto3" json:"state_changed_ms,omitempty"`
+	History         []*Attempt             `protobuf:"bytes,22,rep,name=history,proto3" json:"history,omitempty"`
+	// ready/delayed/leased: when retention dead-letters it; acked: when the
+	// record is dropped.
+	ExpireMs      int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Message) Reset() {
+	*x = Message{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Message) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Message) ProtoMessage() {}
+
+func (x *Message) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Message.ProtoReflect.Descriptor instead.
+func (*Message) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Message) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Message) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *Message) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *Message) GetAttributes() map[string]string {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+func (x *Message) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Message) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *Message) GetDedupKey() string {
+	if x != nil {
+		return x.DedupKey
+	}
+	return ""
+}
+
+func (x *Message) GetPriority() uint32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Message) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Message) GetEnqueuedMs() int64 {
+	if x != nil {
+		return x.EnqueuedMs
+	}
+	return 0
+}
+
+func (x *Message) GetAvailableMs() int64 {
+	if x != nil {
+		return x.AvailableMs
+	}
+	return 0
+}
+
+func (x *Message) GetReceiveCount() uint32 {
+	if x != nil {
+		return x.ReceiveCount
+	}
+	return 0
+}
+
+func (x *Message) GetFirstReceivedMs() int64 {
+	if x != nil {
+		return x.FirstReceivedMs
+	}
+	return 0
+}
+
+func (x *Message) GetLastReceivedMs() int64 {
+	if x != nil {
+		return x.LastReceivedMs
+	}
+	return 0
+}
+
+func (x *Message) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *Message) GetState() State {
+	if x != nil {
+		return x.State
+	}
+	return State_STATE_UNSPECIFIED
+}
+
+func (x *Message) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *Message) GetLeaseDeadlineMs() int64 {
+	if x != nil {
+		return x.LeaseDeadlineMs
+	}
+	return 0
+}
+
+func (x *Message) GetLeaseTerm() uint64 {
+	if x != nil {
+		return x.LeaseTerm
+	}
+	return 0
+}
+
+func (x *Message) GetDeadReason() Reason {
+	if x != nil {
+		return x.DeadReason
+	}
+	return Reason_REASON_UNSPECIFIED
+}
+
+func (x *Message) GetStateChangedMs() int64 {
+	if x != nil {
+		return x.StateChangedMs
+	}
+	return 0
+}
+
+func (x *Message) GetHistory() []*Attempt {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+func (x *Message) GetExpireMs() int64 {
+	if x != nil {
+		return x.ExpireMs
+	}
+	return 0
 }
 
 type QueueInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Policy        *fsmpb.QueuePolicy     `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy        *QueuePolicy           `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	CreatedMs     int64                  `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -96,7 +724,7 @@ type QueueInfo struct {
 
 func (x *QueueInfo) Reset() {
 	*x = QueueInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[0]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -108,7 +736,7 @@ func (x *QueueInfo) String() string {
 func (*QueueInfo) ProtoMessage() {}
 
 func (x *QueueInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[0]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -121,7 +749,7 @@ func (x *QueueInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueInfo.ProtoReflect.Descriptor instead.
 func (*QueueInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{0}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *QueueInfo) GetName() string {
@@ -131,7 +759,7 @@ func (x *QueueInfo) GetName() string {
 	return ""
 }
 
-func (x *QueueInfo) GetPolicy() *fsmpb.QueuePolicy {
+func (x *QueueInfo) GetPolicy() *QueuePolicy {
 	if x != nil {
 		return x.Policy
 	}
@@ -148,14 +776,14 @@ func (x *QueueInfo) GetCreatedMs() int64 {
 type CreateQueueRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Policy        *fsmpb.QueuePolicy     `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy        *QueuePolicy           `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateQueueRequest) Reset() {
 	*x = CreateQueueRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[1]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -167,7 +795,7 @@ func (x *CreateQueueRequest) String() string {
 func (*CreateQueueRequest) ProtoMessage() {}
 
 func (x *CreateQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[1]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -180,7 +808,7 @@ func (x *CreateQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQueueRequest.ProtoReflect.Descriptor instead.
 func (*CreateQueueRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{1}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateQueueRequest) GetName() string {
@@ -190,7 +818,7 @@ func (x *CreateQueueRequest) GetName() string {
 	return ""
 }
 
-func (x *CreateQueueRequest) GetPolicy() *fsmpb.QueuePolicy {
+func (x *CreateQueueRequest) GetPolicy() *QueuePolicy {
 	if x != nil {
 		return x.Policy
 	}
@@ -206,7 +834,7 @@ type GetQueueRequest struct {
 
 func (x *GetQueueRequest) Reset() {
 	*x = GetQueueRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[2]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -218,7 +846,7 @@ func (x *GetQueueRequest) String() string {
 func (*GetQueueRequest) ProtoMessage() {}
 
 func (x *GetQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[2]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -231,7 +859,7 @@ func (x *GetQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{2}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetQueueRequest) GetName() string {
@@ -249,7 +877,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[3]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -261,7 +889,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[3]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -274,7 +902,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{3}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{6}
 }
 
 type ListQueuesResponse struct {
@@ -286,7 +914,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[4]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +926,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[4]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +939,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{4}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*QueueInfo {
@@ -324,14 +952,14 @@ func (x *ListQueuesResponse) GetQueues() []*QueueInfo {
 type UpdateQueueRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Policy        *fsmpb.QueuePolicy     `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy        *QueuePolicy           `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateQueueRequest) Reset() {
 	*x = UpdateQueueRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[5]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -343,7 +971,7 @@ func (x *UpdateQueueRequest) String() string {
 func (*UpdateQueueRequest) ProtoMessage() {}
 
 func (x *UpdateQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[5]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -356,7 +984,7 @@ func (x *UpdateQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateQueueRequest.ProtoReflect.Descriptor instead.
 func (*UpdateQueueRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{5}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UpdateQueueRequest) GetName() string {
@@ -366,7 +994,7 @@ func (x *UpdateQueueRequest) GetName() string {
 	return ""
 }
 
-func (x *UpdateQueueRequest) GetPolicy() *fsmpb.QueuePolicy {
+func (x *UpdateQueueRequest) GetPolicy() *QueuePolicy {
 	if x != nil {
 		return x.Policy
 	}
@@ -382,7 +1010,7 @@ type DeleteQueueRequest struct {
 
 func (x *DeleteQueueRequest) Reset() {
 	*x = DeleteQueueRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[6]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +1022,7 @@ func (x *DeleteQueueRequest) String() string {
 func (*DeleteQueueRequest) ProtoMessage() {}
 
 func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[6]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +1035,7 @@ func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{6}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteQueueRequest) GetName() string {
@@ -425,7 +1053,7 @@ type DeleteQueueResponse struct {
 
 func (x *DeleteQueueResponse) Reset() {
 	*x = DeleteQueueResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[7]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +1065,7 @@ func (x *DeleteQueueResponse) String() string {
 func (*DeleteQueueResponse) ProtoMessage() {}
 
 func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[7]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +1078,7 @@ func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQueueResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{7}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{10}
 }
 
 type PurgeQueueRequest struct {
@@ -462,7 +1090,7 @@ type PurgeQueueRequest struct {
 
 func (x *PurgeQueueRequest) Reset() {
 	*x = PurgeQueueRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[8]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +1102,7 @@ func (x *PurgeQueueRequest) String() string {
 func (*PurgeQueueRequest) ProtoMessage() {}
 
 func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[8]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +1115,7 @@ func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
 func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{8}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PurgeQueueRequest) GetName() string {
@@ -506,7 +1134,7 @@ type PurgeQueueResponse struct {
 
 func (x *PurgeQueueResponse) Reset() {
 	*x = PurgeQueueResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[9]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +1146,7 @@ func (x *PurgeQueueResponse) String() string {
 func (*PurgeQueueResponse) ProtoMessage() {}
 
 func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[9]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +1159,7 @@ func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
 func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{9}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PurgeQueueResponse) GetPurged() uint64 {
@@ -550,7 +1178,7 @@ type QueueStatsRequest struct {
 
 func (x *QueueStatsRequest) Reset() {
 	*x = QueueStatsRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[10]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +1190,7 @@ func (x *QueueStatsRequest) String() string {
 func (*QueueStatsRequest) ProtoMessage() {}
 
 func (x *QueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[10]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +1203,7 @@ func (x *QueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*QueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{10}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *QueueStatsRequest) GetName() string {
@@ -600,7 +1228,7 @@ type QueueStatsResponse struct {
 
 func (x *QueueStatsResponse) Reset() {
 	*x = QueueStatsResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[11]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +1240,7 @@ func (x *QueueStatsResponse) String() string {
 func (*QueueStatsResponse) ProtoMessage() {}
 
 func (x *QueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[11]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +1253,7 @@ func (x *QueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*QueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{11}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QueueStatsResponse) GetName() string {
@@ -694,7 +1322,7 @@ type SendRequest struct {
 
 func (x *SendRequest) Reset() {
 	*x = SendRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[12]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +1334,7 @@ func (x *SendRequest) String() string {
 func (*SendRequest) ProtoMessage() {}
 
 func (x *SendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[12]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +1347,7 @@ func (x *SendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
 func (*SendRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{12}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SendRequest) GetQueue() string {
@@ -795,7 +1423,7 @@ type SendResponse struct {
 
 func (x *SendResponse) Reset() {
 	*x = SendResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[13]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +1435,7 @@ func (x *SendResponse) String() string {
 func (*SendResponse) ProtoMessage() {}
 
 func (x *SendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[13]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +1448,7 @@ func (x *SendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResponse.ProtoReflect.Descriptor instead.
 func (*SendResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{13}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SendResponse) GetMessageId() string {
@@ -847,7 +1475,7 @@ type SendBatchRequest struct {
 
 func (x *SendBatchRequest) Reset() {
 	*x = SendBatchRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +1487,7 @@ func (x *SendBatchRequest) String() string {
 func (*SendBatchRequest) ProtoMessage() {}
 
 func (x *SendBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +1500,7 @@ func (x *SendBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBatchRequest.ProtoReflect.Descriptor instead.
 func (*SendBatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{14}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SendBatchRequest) GetQueue() string {
@@ -901,7 +1529,7 @@ type SendResult struct {
 
 func (x *SendResult) Reset() {
 	*x = SendResult{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1541,7 @@ func (x *SendResult) String() string {
 func (*SendResult) ProtoMessage() {}
 
 func (x *SendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1554,7 @@ func (x *SendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResult.ProtoReflect.Descriptor instead.
 func (*SendResult) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{15}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SendResult) GetMessageId() string {
@@ -966,7 +1594,7 @@ type SendBatchResponse struct {
 
 func (x *SendBatchResponse) Reset() {
 	*x = SendBatchResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1606,7 @@ func (x *SendBatchResponse) String() string {
 func (*SendBatchResponse) ProtoMessage() {}
 
 func (x *SendBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1619,7 @@ func (x *SendBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBatchResponse.ProtoReflect.Descriptor instead.
 func (*SendBatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{16}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SendBatchResponse) GetResults() []*SendResult {
@@ -1014,7 +1642,7 @@ type ReceiveRequest struct {
 
 func (x *ReceiveRequest) Reset() {
 	*x = ReceiveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1654,7 @@ func (x *ReceiveRequest) String() string {
 func (*ReceiveRequest) ProtoMessage() {}
 
 func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1667,7 @@ func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{17}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReceiveRequest) GetQueue() string {
@@ -1097,7 +1725,7 @@ type ReceivedMessage struct {
 
 func (x *ReceivedMessage) Reset() {
 	*x = ReceivedMessage{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1737,7 @@ func (x *ReceivedMessage) String() string {
 func (*ReceivedMessage) ProtoMessage() {}
 
 func (x *ReceivedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1750,7 @@ func (x *ReceivedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceivedMessage.ProtoReflect.Descriptor instead.
 func (*ReceivedMessage) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{18}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReceivedMessage) GetMessageId() string {
@@ -1223,7 +1851,7 @@ type ReceiveResponse struct {
 
 func (x *ReceiveResponse) Reset() {
 	*x = ReceiveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1863,7 @@ func (x *ReceiveResponse) String() string {
 func (*ReceiveResponse) ProtoMessage() {}
 
 func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1876,7 @@ func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{19}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReceiveResponse) GetMessages() []*ReceivedMessage {
@@ -1279,7 +1907,7 @@ type ItemStatus struct {
 
 func (x *ItemStatus) Reset() {
 	*x = ItemStatus{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1919,7 @@ func (x *ItemStatus) String() string {
 func (*ItemStatus) ProtoMessage() {}
 
 func (x *ItemStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1932,7 @@ func (x *ItemStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemStatus.ProtoReflect.Descriptor instead.
 func (*ItemStatus) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{20}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ItemStatus) GetCode() int32 {
@@ -1337,7 +1965,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1977,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1990,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{21}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AckRequest) GetReceipts() []string {
@@ -1381,7 +2009,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +2021,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +2034,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{22}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AckResponse) GetResults() []*ItemStatus {
@@ -1428,7 +2056,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +2068,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +2081,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{23}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NackRequest) GetReceipt() string {
@@ -1492,7 +2120,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +2132,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +2145,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{24}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{27}
 }
 
 type ExtendLeaseRequest struct {
@@ -1530,7 +2158,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +2170,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +2183,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{25}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExtendLeaseRequest) GetReceipt() string {
@@ -1581,7 +2209,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +2221,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +2234,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{26}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseDeadlineMs() int64 {
@@ -1626,7 +2254,7 @@ type DeadLetterRequest struct {
 
 func (x *DeadLetterRequest) Reset() {
 	*x = DeadLetterRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +2266,7 @@ func (x *DeadLetterRequest) String() string {
 func (*DeadLetterRequest) ProtoMessage() {}
 
 func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +2279,7 @@ func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*DeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{27}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeadLetterRequest) GetReceipt() string {
@@ -1676,7 +2304,7 @@ type DeadLetterResponse struct {
 
 func (x *DeadLetterResponse) Reset() {
 	*x = DeadLetterResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +2316,7 @@ func (x *DeadLetterResponse) String() string {
 func (*DeadLetterResponse) ProtoMessage() {}
 
 func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +2329,7 @@ func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*DeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{28}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{31}
 }
 
 type GetMessageRequest struct {
@@ -1713,7 +2341,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +2353,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +2366,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{29}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetMessageRequest) GetMessageId() string {
@@ -1751,14 +2379,14 @@ func (x *GetMessageRequest) GetMessageId() string {
 type MessageInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MessageId     string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	Message       *fsmpb.Message         `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Message       *Message               `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MessageInfo) Reset() {
 	*x = MessageInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +2398,7 @@ func (x *MessageInfo) String() string {
 func (*MessageInfo) ProtoMessage() {}
 
 func (x *MessageInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +2411,7 @@ func (x *MessageInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageInfo.ProtoReflect.Descriptor instead.
 func (*MessageInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{30}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MessageInfo) GetMessageId() string {
@@ -1793,7 +2421,7 @@ func (x *MessageInfo) GetMessageId() string {
 	return ""
 }
 
-func (x *MessageInfo) GetMessage() *fsmpb.Message {
+func (x *MessageInfo) GetMessage() *Message {
 	if x != nil {
 		return x.Message
 	}
@@ -1809,7 +2437,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +2449,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +2462,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{31}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CancelMessageRequest) GetMessageId() string {
@@ -1852,7 +2480,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +2492,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +2505,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{32}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{35}
 }
 
 type ListDeadRequest struct {
@@ -1890,7 +2518,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +2530,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2543,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{33}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -1941,7 +2569,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2581,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2594,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{34}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListDeadResponse) GetMessages() []*MessageInfo {
@@ -1987,7 +2615,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2627,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2640,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{35}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RedriveRequest) GetQueue() string {
@@ -2045,7 +2673,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2685,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2698,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RedriveResponse) GetRedriven() uint64 {
@@ -2090,7 +2718,7 @@ type DiscardRequest struct {
 
 func (x *DiscardRequest) Reset() {
 	*x = DiscardRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2730,7 @@ func (x *DiscardRequest) String() string {
 func (*DiscardRequest) ProtoMessage() {}
 
 func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2743,7 @@ func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardRequest.ProtoReflect.Descriptor instead.
 func (*DiscardRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DiscardRequest) GetQueue() string {
@@ -2141,7 +2769,7 @@ type DiscardResponse struct {
 
 func (x *DiscardResponse) Reset() {
 	*x = DiscardResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2781,7 @@ func (x *DiscardResponse) String() string {
 func (*DiscardResponse) ProtoMessage() {}
 
 func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2794,7 @@ func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardResponse.ProtoReflect.Descriptor instead.
 func (*DiscardResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DiscardResponse) GetDiscarded() uint64 {
@@ -2184,7 +2812,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2824,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2837,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
 }
 
 type Member struct {
@@ -2224,7 +2852,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2864,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2877,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Member) GetNodeId() string {
@@ -2295,7 +2923,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2935,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2948,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ShardInfo) GetShardId() uint32 {
@@ -2387,7 +3015,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +3027,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +3040,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2461,7 +3089,7 @@ type DamagedReplica struct {
 
 func (x *DamagedReplica) Reset() {
 	*x = DamagedReplica{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2473,7 +3101,7 @@ func (x *DamagedReplica) String() string {
 func (*DamagedReplica) ProtoMessage() {}
 
 func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2486,7 +3114,7 @@ func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedReplica.ProtoReflect.Descriptor instead.
 func (*DamagedReplica) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DamagedReplica) GetGroup() string {
@@ -2519,7 +3147,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +3159,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +3172,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -2563,7 +3191,7 @@ type RepairResponse struct {
 
 func (x *RepairResponse) Reset() {
 	*x = RepairResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +3203,7 @@ func (x *RepairResponse) String() string {
 func (*RepairResponse) ProtoMessage() {}
 
 func (x *RepairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +3216,7 @@ func (x *RepairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairResponse.ProtoReflect.Descriptor instead.
 func (*RepairResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RepairResponse) GetGroups() []*GroupRepair {
@@ -2609,7 +3237,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +3249,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +3262,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -2666,7 +3294,7 @@ type ShardMapRequest struct {
 
 func (x *ShardMapRequest) Reset() {
 	*x = ShardMapRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +3306,7 @@ func (x *ShardMapRequest) String() string {
 func (*ShardMapRequest) ProtoMessage() {}
 
 func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +3319,7 @@ func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapRequest.ProtoReflect.Descriptor instead.
 func (*ShardMapRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
 }
 
 type ShardMapResponse struct {
@@ -2705,7 +3333,7 @@ type ShardMapResponse struct {
 
 func (x *ShardMapResponse) Reset() {
 	*x = ShardMapResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2717,7 +3345,7 @@ func (x *ShardMapResponse) String() string {
 func (*ShardMapResponse) ProtoMessage() {}
 
 func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2730,7 +3358,7 @@ func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapResponse.ProtoReflect.Descriptor instead.
 func (*ShardMapResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ShardMapResponse) GetShardCount() uint32 {
@@ -2764,7 +3392,7 @@ type ShardApplyRequest struct {
 
 func (x *ShardApplyRequest) Reset() {
 	*x = ShardApplyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +3404,7 @@ func (x *ShardApplyRequest) String() string {
 func (*ShardApplyRequest) ProtoMessage() {}
 
 func (x *ShardApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +3417,7 @@ func (x *ShardApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardApplyRequest.ProtoReflect.Descriptor instead.
 func (*ShardApplyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ShardApplyRequest) GetShardId() uint32 {
@@ -2815,7 +3443,7 @@ type ShardApplyResponse struct {
 
 func (x *ShardApplyResponse) Reset() {
 	*x = ShardApplyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +3455,7 @@ func (x *ShardApplyResponse) String() string {
 func (*ShardApplyResponse) ProtoMessage() {}
 
 func (x *ShardApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +3468,7 @@ func (x *ShardApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardApplyResponse.ProtoReflect.Descriptor instead.
 func (*ShardApplyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ShardApplyResponse) GetResult() *fsmpb.Result {
@@ -2861,7 +3489,7 @@ type ShardReceiveRequest struct {
 
 func (x *ShardReceiveRequest) Reset() {
 	*x = ShardReceiveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +3501,7 @@ func (x *ShardReceiveRequest) String() string {
 func (*ShardReceiveRequest) ProtoMessage() {}
 
 func (x *ShardReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +3514,7 @@ func (x *ShardReceiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardReceiveRequest.ProtoReflect.Descriptor instead.
 func (*ShardReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ShardReceiveRequest) GetShardId() uint32 {
@@ -2926,7 +3554,7 @@ type ShardReadRequest struct {
 
 func (x *ShardReadRequest) Reset() {
 	*x = ShardReadRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2938,7 +3566,7 @@ func (x *ShardReadRequest) String() string {
 func (*ShardReadRequest) ProtoMessage() {}
 
 func (x *ShardReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2951,7 +3579,7 @@ func (x *ShardReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardReadRequest.ProtoReflect.Descriptor instead.
 func (*ShardReadRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ShardReadRequest) GetShardId() uint32 {
@@ -3035,7 +3663,7 @@ type ShardReadResponse struct {
 
 func (x *ShardReadResponse) Reset() {
 	*x = ShardReadResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3675,7 @@ func (x *ShardReadResponse) String() string {
 func (*ShardReadResponse) ProtoMessage() {}
 
 func (x *ShardReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3688,7 @@ func (x *ShardReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardReadResponse.ProtoReflect.Descriptor instead.
 func (*ShardReadResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ShardReadResponse) GetStats() *QueueStatsResponse {
@@ -3101,7 +3729,7 @@ type ShardDigestRequest struct {
 
 func (x *ShardDigestRequest) Reset() {
 	*x = ShardDigestRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3113,7 +3741,7 @@ func (x *ShardDigestRequest) String() string {
 func (*ShardDigestRequest) ProtoMessage() {}
 
 func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3126,7 +3754,7 @@ func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDigestRequest.ProtoReflect.Descriptor instead.
 func (*ShardDigestRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ShardDigestRequest) GetShardId() uint32 {
@@ -3159,7 +3787,7 @@ type KnownRequest struct {
 
 func (x *KnownRequest) Reset() {
 	*x = KnownRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3799,7 @@ func (x *KnownRequest) String() string {
 func (*KnownRequest) ProtoMessage() {}
 
 func (x *KnownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3184,7 +3812,7 @@ func (x *KnownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownRequest.ProtoReflect.Descriptor instead.
 func (*KnownRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *KnownRequest) GetNodeId() string {
@@ -3205,7 +3833,7 @@ type KnownResponse struct {
 
 func (x *KnownResponse) Reset() {
 	*x = KnownResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3217,7 +3845,7 @@ func (x *KnownResponse) String() string {
 func (*KnownResponse) ProtoMessage() {}
 
 func (x *KnownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3230,7 +3858,7 @@ func (x *KnownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownResponse.ProtoReflect.Descriptor instead.
 func (*KnownResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *KnownResponse) GetClusterId() string {
@@ -3264,7 +3892,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3276,7 +3904,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3289,7 +3917,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GroupMember) GetGroup() string {
@@ -3318,7 +3946,7 @@ type GroupChangeRequest struct {
 
 func (x *GroupChangeRequest) Reset() {
 	*x = GroupChangeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3330,7 +3958,7 @@ func (x *GroupChangeRequest) String() string {
 func (*GroupChangeRequest) ProtoMessage() {}
 
 func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3343,7 +3971,7 @@ func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupChangeRequest.ProtoReflect.Descriptor instead.
 func (*GroupChangeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GroupChangeRequest) GetGroup() string {
@@ -3384,7 +4012,7 @@ type GroupChangeResponse struct {
 
 func (x *GroupChangeResponse) Reset() {
 	*x = GroupChangeResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +4024,7 @@ func (x *GroupChangeResponse) String() string {
 func (*GroupChangeResponse) ProtoMessage() {}
 
 func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +4037,7 @@ func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupChangeResponse.ProtoReflect.Descriptor instead.
 func (*GroupChangeResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GroupChangeResponse) GetLeaderId() string {
@@ -3438,7 +4066,7 @@ type ShardDigestResponse struct {
 
 func (x *ShardDigestResponse) Reset() {
 	*x = ShardDigestResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3450,7 +4078,7 @@ func (x *ShardDigestResponse) String() string {
 func (*ShardDigestResponse) ProtoMessage() {}
 
 func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3463,7 +4091,7 @@ func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDigestResponse.ProtoReflect.Descriptor instead.
 func (*ShardDigestResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ShardDigestResponse) GetNodeId() string {
@@ -3498,23 +4126,82 @@ var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
-	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\x1a\x13fsm/fsmpb/fsm.proto\"q\n" +
-	"\tQueueInfo\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
-	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\x12\x1d\n" +
+	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xb3\x04\n" +
+	"\vQueuePolicy\x12'\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x13.raftq.v1.QueueModeR\x04mode\x122\n" +
+	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
+	"\x11max_receive_count\x18\x03 \x01(\rR\x0fmaxReceiveCount\x12&\n" +
+	"\x0fbackoff_base_ms\x18\x04 \x01(\x03R\rbackoffBaseMs\x12$\n" +
+	"\x0ebackoff_max_ms\x18\x05 \x01(\x03R\fbackoffMaxMs\x12&\n" +
+	"\x0fdedup_window_ms\x18\x06 \x01(\x03R\rdedupWindowMs\x12!\n" +
+	"\fretention_ms\x18\a \x01(\x03R\vretentionMs\x12\x19\n" +
+	"\bdelay_ms\x18\b \x01(\x03R\adelayMs\x12*\n" +
+	"\x11max_message_bytes\x18\t \x01(\rR\x0fmaxMessageBytes\x124\n" +
+	"\x16completed_retention_ms\x18\n" +
+	" \x01(\x03R\x14completedRetentionMs\x12!\n" +
+	"\fdlq_disabled\x18\v \x01(\bR\vdlqDisabled\x123\n" +
+	"\x16max_messages_per_shard\x18\f \x01(\x04R\x13maxMessagesPerShard\x12-\n" +
+	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\"\xc4\x01\n" +
+	"\aAttempt\x12\x1f\n" +
+	"\vlease_epoch\x18\x01 \x01(\x04R\n" +
+	"leaseEpoch\x12\x1f\n" +
+	"\vreceived_ms\x18\x02 \x01(\x03R\n" +
+	"receivedMs\x12\x19\n" +
+	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12*\n" +
+	"\aoutcome\x18\x04 \x01(\x0e2\x10.raftq.v1.ReasonR\aoutcome\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xd7\x06\n" +
+	"\aMessage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\fR\x04body\x12A\n" +
 	"\n" +
-	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\"[\n" +
+	"attributes\x18\x04 \x03(\v2!.raftq.v1.Message.AttributesEntryR\n" +
+	"attributes\x12\x12\n" +
+	"\x04type\x18\x05 \x01(\tR\x04type\x12\x19\n" +
+	"\bgroup_id\x18\x06 \x01(\tR\agroupId\x12\x1b\n" +
+	"\tdedup_key\x18\a \x01(\tR\bdedupKey\x12\x1a\n" +
+	"\bpriority\x18\b \x01(\rR\bpriority\x12\x10\n" +
+	"\x03seq\x18\t \x01(\x04R\x03seq\x12\x1f\n" +
+	"\venqueued_ms\x18\n" +
+	" \x01(\x03R\n" +
+	"enqueuedMs\x12!\n" +
+	"\favailable_ms\x18\v \x01(\x03R\vavailableMs\x12#\n" +
+	"\rreceive_count\x18\f \x01(\rR\freceiveCount\x12*\n" +
+	"\x11first_received_ms\x18\r \x01(\x03R\x0ffirstReceivedMs\x12(\n" +
+	"\x10last_received_ms\x18\x0e \x01(\x03R\x0elastReceivedMs\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x0f \x01(\tR\tlastError\x12%\n" +
+	"\x05state\x18\x10 \x01(\x0e2\x0f.raftq.v1.StateR\x05state\x12\x1f\n" +
+	"\vlease_epoch\x18\x11 \x01(\x04R\n" +
+	"leaseEpoch\x12*\n" +
+	"\x11lease_deadline_ms\x18\x12 \x01(\x03R\x0fleaseDeadlineMs\x12\x1d\n" +
+	"\n" +
+	"lease_term\x18\x13 \x01(\x04R\tleaseTerm\x121\n" +
+	"\vdead_reason\x18\x14 \x01(\x0e2\x10.raftq.v1.ReasonR\n" +
+	"deadReason\x12(\n" +
+	"\x10state_changed_ms\x18\x15 \x01(\x03R\x0estateChangedMs\x12+\n" +
+	"\ahistory\x18\x16 \x03(\v2\x11.raftq.v1.AttemptR\ahistory\x12\x1b\n" +
+	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
+	"\tQueueInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
+	"\x06policy\x18\x02 \x01(\v2\x15.raftq.v1.QueuePolicyR\x06policy\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\"W\n" +
 	"\x12CreateQueueRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
-	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\"%\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
+	"\x06policy\x18\x02 \x01(\v2\x15.raftq.v1.QueuePolicyR\x06policy\"%\n" +
 	"\x0fGetQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
 	"\x11ListQueuesRequest\"A\n" +
 	"\x12ListQueuesResponse\x12+\n" +
-	"\x06queues\x18\x01 \x03(\v2\x13.raftq.v1.QueueInfoR\x06queues\"[\n" +
+	"\x06queues\x18\x01 \x03(\v2\x13.raftq.v1.QueueInfoR\x06queues\"W\n" +
 	"\x12UpdateQueueRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
-	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\"(\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
+	"\x06policy\x18\x02 \x01(\v2\x15.raftq.v1.QueuePolicyR\x06policy\"(\n" +
 	"\x12DeleteQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
 	"\x13DeleteQueueResponse\"'\n" +
@@ -3622,11 +4309,11 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x12DeadLetterResponse\"2\n" +
 	"\x11GetMessageRequest\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x01 \x01(\tR\tmessageId\"]\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\"Y\n" +
 	"\vMessageInfo\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x01 \x01(\tR\tmessageId\x12/\n" +
-	"\amessage\x18\x02 \x01(\v2\x15.raftq.fsm.v1.MessageR\amessage\"5\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12+\n" +
+	"\amessage\x18\x02 \x01(\v2\x11.raftq.v1.MessageR\amessage\"5\n" +
 	"\x14CancelMessageRequest\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\"\x17\n" +
@@ -3743,7 +4430,28 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\fR\x06digest\x12\x1a\n" +
-	"\bdiverged\x18\x04 \x01(\bR\bdiverged2\xef\x03\n" +
+	"\bdiverged\x18\x04 \x01(\bR\bdiverged*U\n" +
+	"\tQueueMode\x12\x1a\n" +
+	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
+	"\x0fQUEUE_MODE_FIFO\x10\x02*u\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rSTATE_DELAYED\x10\x01\x12\x0f\n" +
+	"\vSTATE_READY\x10\x02\x12\x10\n" +
+	"\fSTATE_LEASED\x10\x03\x12\x0f\n" +
+	"\vSTATE_ACKED\x10\x04\x12\x0e\n" +
+	"\n" +
+	"STATE_DEAD\x10\x05*\xb0\x01\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eREASON_EXPIRED\x10\x01\x12\x11\n" +
+	"\rREASON_NACKED\x10\x02\x12\x11\n" +
+	"\rREASON_POISON\x10\x03\x12\x17\n" +
+	"\x13REASON_MAX_RECEIVES\x10\x04\x12\x13\n" +
+	"\x0fREASON_REDRIVEN\x10\x05\x12\x14\n" +
+	"\x10REASON_RETENTION\x10\x06\x12\x10\n" +
+	"\fREASON_ACKED\x10\a2\xef\x03\n" +
 	"\x06Queues\x12@\n" +
 	"\vCreateQueue\x12\x1c.raftq.v1.CreateQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12:\n" +
 	"\bGetQueue\x12\x19.raftq.v1.GetQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12G\n" +
@@ -3797,168 +4505,180 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 	return file_api_raftqv1_raftq_proto_rawDescData
 }
 
-var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
-	(GroupChangeRequest_Op)(0),    // 0: raftq.v1.GroupChangeRequest.Op
-	(*QueueInfo)(nil),             // 1: raftq.v1.QueueInfo
-	(*CreateQueueRequest)(nil),    // 2: raftq.v1.CreateQueueRequest
-	(*GetQueueRequest)(nil),       // 3: raftq.v1.GetQueueRequest
-	(*ListQueuesRequest)(nil),     // 4: raftq.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),    // 5: raftq.v1.ListQueuesResponse
-	(*UpdateQueueRequest)(nil),    // 6: raftq.v1.UpdateQueueRequest
-	(*DeleteQueueRequest)(nil),    // 7: raftq.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),   // 8: raftq.v1.DeleteQueueResponse
-	(*PurgeQueueRequest)(nil),     // 9: raftq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),    // 10: raftq.v1.PurgeQueueResponse
-	(*QueueStatsRequest)(nil),     // 11: raftq.v1.QueueStatsRequest
-	(*QueueStatsResponse)(nil),    // 12: raftq.v1.QueueStatsResponse
-	(*SendRequest)(nil),           // 13: raftq.v1.SendRequest
-	(*SendResponse)(nil),          // 14: raftq.v1.SendResponse
-	(*SendBatchRequest)(nil),      // 15: raftq.v1.SendBatchRequest
-	(*SendResult)(nil),            // 16: raftq.v1.SendResult
-	(*SendBatchResponse)(nil),     // 17: raftq.v1.SendBatchResponse
-	(*ReceiveRequest)(nil),        // 18: raftq.v1.ReceiveRequest
-	(*ReceivedMessage)(nil),       // 19: raftq.v1.ReceivedMessage
-	(*ReceiveResponse)(nil),       // 20: raftq.v1.ReceiveResponse
-	(*ItemStatus)(nil),            // 21: raftq.v1.ItemStatus
-	(*AckRequest)(nil),            // 22: raftq.v1.AckRequest
-	(*AckResponse)(nil),           // 23: raftq.v1.AckResponse
-	(*NackRequest)(nil),           // 24: raftq.v1.NackRequest
-	(*NackResponse)(nil),          // 25: raftq.v1.NackResponse
-	(*ExtendLeaseRequest)(nil),    // 26: raftq.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 27: raftq.v1.ExtendLeaseResponse
-	(*DeadLetterRequest)(nil),     // 28: raftq.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),    // 29: raftq.v1.DeadLetterResponse
-	(*GetMessageRequest)(nil),     // 30: raftq.v1.GetMessageRequest
-	(*MessageInfo)(nil),           // 31: raftq.v1.MessageInfo
-	(*CancelMessageRequest)(nil),  // 32: raftq.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil), // 33: raftq.v1.CancelMessageResponse
-	(*ListDeadRequest)(nil),       // 34: raftq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 35: raftq.v1.ListDeadResponse
-	(*RedriveRequest)(nil),        // 36: raftq.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 37: raftq.v1.RedriveResponse
-	(*DiscardRequest)(nil),        // 38: raftq.v1.DiscardRequest
-	(*DiscardResponse)(nil),       // 39: raftq.v1.DiscardResponse
-	(*StatusRequest)(nil),         // 40: raftq.v1.StatusRequest
-	(*Member)(nil),                // 41: raftq.v1.Member
-	(*ShardInfo)(nil),             // 42: raftq.v1.ShardInfo
-	(*StatusResponse)(nil),        // 43: raftq.v1.StatusResponse
-	(*DamagedReplica)(nil),        // 44: raftq.v1.DamagedReplica
-	(*RepairRequest)(nil),         // 45: raftq.v1.RepairRequest
-	(*RepairResponse)(nil),        // 46: raftq.v1.RepairResponse
-	(*GroupRepair)(nil),           // 47: raftq.v1.GroupRepair
-	(*ShardMapRequest)(nil),       // 48: raftq.v1.ShardMapRequest
-	(*ShardMapResponse)(nil),      // 49: raftq.v1.ShardMapResponse
-	(*ShardApplyRequest)(nil),     // 50: raftq.v1.ShardApplyRequest
-	(*ShardApplyResponse)(nil),    // 51: raftq.v1.ShardApplyResponse
-	(*ShardReceiveRequest)(nil),   // 52: raftq.v1.ShardReceiveRequest
-	(*ShardReadRequest)(nil),      // 53: raftq.v1.ShardReadRequest
-	(*ShardReadResponse)(nil),     // 54: raftq.v1.ShardReadResponse
-	(*ShardDigestRequest)(nil),    // 55: raftq.v1.ShardDigestRequest
-	(*KnownRequest)(nil),          // 56: raftq.v1.KnownRequest
-	(*KnownResponse)(nil),         // 57: raftq.v1.KnownResponse
-	(*GroupMember)(nil),           // 58: raftq.v1.GroupMember
-	(*GroupChangeRequest)(nil),    // 59: raftq.v1.GroupChangeRequest
-	(*GroupChangeResponse)(nil),   // 60: raftq.v1.GroupChangeResponse
-	(*ShardDigestResponse)(nil),   // 61: raftq.v1.ShardDigestResponse
-	nil,                           // 62: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 63: raftq.v1.ReceivedMessage.AttributesEntry
-	(*fsmpb.QueuePolicy)(nil),     // 64: raftq.fsm.v1.QueuePolicy
-	(*fsmpb.Message)(nil),         // 65: raftq.fsm.v1.Message
-	(*fsmpb.Command)(nil),         // 66: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),          // 67: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),         // 68: raftq.fsm.v1.Receive
+	(QueueMode)(0),                // 0: raftq.v1.QueueMode
+	(State)(0),                    // 1: raftq.v1.State
+	(Reason)(0),                   // 2: raftq.v1.Reason
+	(GroupChangeRequest_Op)(0),    // 3: raftq.v1.GroupChangeRequest.Op
+	(*QueuePolicy)(nil),           // 4: raftq.v1.QueuePolicy
+	(*Attempt)(nil),               // 5: raftq.v1.Attempt
+	(*Message)(nil),               // 6: raftq.v1.Message
+	(*QueueInfo)(nil),             // 7: raftq.v1.QueueInfo
+	(*CreateQueueRequest)(nil),    // 8: raftq.v1.CreateQueueRequest
+	(*GetQueueRequest)(nil),       // 9: raftq.v1.GetQueueRequest
+	(*ListQueuesRequest)(nil),     // 10: raftq.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),    // 11: raftq.v1.ListQueuesResponse
+	(*UpdateQueueRequest)(nil),    // 12: raftq.v1.UpdateQueueRequest
+	(*DeleteQueueRequest)(nil),    // 13: raftq.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),   // 14: raftq.v1.DeleteQueueResponse
+	(*PurgeQueueRequest)(nil),     // 15: raftq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),    // 16: raftq.v1.PurgeQueueResponse
+	(*QueueStatsRequest)(nil),     // 17: raftq.v1.QueueStatsRequest
+	(*QueueStatsResponse)(nil),    // 18: raftq.v1.QueueStatsResponse
+	(*SendRequest)(nil),           // 19: raftq.v1.SendRequest
+	(*SendResponse)(nil),          // 20: raftq.v1.SendResponse
+	(*SendBatchRequest)(nil),      // 21: raftq.v1.SendBatchRequest
+	(*SendResult)(nil),            // 22: raftq.v1.SendResult
+	(*SendBatchResponse)(nil),     // 23: raftq.v1.SendBatchResponse
+	(*ReceiveRequest)(nil),        // 24: raftq.v1.ReceiveRequest
+	(*ReceivedMessage)(nil),       // 25: raftq.v1.ReceivedMessage
+	(*ReceiveResponse)(nil),       // 26: raftq.v1.ReceiveResponse
+	(*ItemStatus)(nil),            // 27: raftq.v1.ItemStatus
+	(*AckRequest)(nil),            // 28: raftq.v1.AckRequest
+	(*AckResponse)(nil),           // 29: raftq.v1.AckResponse
+	(*NackRequest)(nil),           // 30: raftq.v1.NackRequest
+	(*NackResponse)(nil),          // 31: raftq.v1.NackResponse
+	(*ExtendLeaseRequest)(nil),    // 32: raftq.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 33: raftq.v1.ExtendLeaseResponse
+	(*DeadLetterRequest)(nil),     // 34: raftq.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),    // 35: raftq.v1.DeadLetterResponse
+	(*GetMessageRequest)(nil),     // 36: raftq.v1.GetMessageRequest
+	(*MessageInfo)(nil),           // 37: raftq.v1.MessageInfo
+	(*CancelMessageRequest)(nil),  // 38: raftq.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil), // 39: raftq.v1.CancelMessageResponse
+	(*ListDeadRequest)(nil),       // 40: raftq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),      // 41: raftq.v1.ListDeadResponse
+	(*RedriveRequest)(nil),        // 42: raftq.v1.RedriveRequest
+	(*RedriveResponse)(nil),       // 43: raftq.v1.RedriveResponse
+	(*DiscardRequest)(nil),        // 44: raftq.v1.DiscardRequest
+	(*DiscardResponse)(nil),       // 45: raftq.v1.DiscardResponse
+	(*StatusRequest)(nil),         // 46: raftq.v1.StatusRequest
+	(*Member)(nil),                // 47: raftq.v1.Member
+	(*ShardInfo)(nil),             // 48: raftq.v1.ShardInfo
+	(*StatusResponse)(nil),        // 49: raftq.v1.StatusResponse
+	(*DamagedReplica)(nil),        // 50: raftq.v1.DamagedReplica
+	(*RepairRequest)(nil),         // 51: raftq.v1.RepairRequest
+	(*RepairResponse)(nil),        // 52: raftq.v1.RepairResponse
+	(*GroupRepair)(nil),           // 53: raftq.v1.GroupRepair
+	(*ShardMapRequest)(nil),       // 54: raftq.v1.ShardMapRequest
+	(*ShardMapResponse)(nil),      // 55: raftq.v1.ShardMapResponse
+	(*ShardApplyRequest)(nil),     // 56: raftq.v1.ShardApplyRequest
+	(*ShardApplyResponse)(nil),    // 57: raftq.v1.ShardApplyResponse
+	(*ShardReceiveRequest)(nil),   // 58: raftq.v1.ShardReceiveRequest
+	(*ShardReadRequest)(nil),      // 59: raftq.v1.ShardReadRequest
+	(*ShardReadResponse)(nil),     // 60: raftq.v1.ShardReadResponse
+	(*ShardDigestRequest)(nil),    // 61: raftq.v1.ShardDigestRequest
+	(*KnownRequest)(nil),          // 62: raftq.v1.KnownRequest
+	(*KnownResponse)(nil),         // 63: raftq.v1.KnownResponse
+	(*GroupMember)(nil),           // 64: raftq.v1.GroupMember
+	(*GroupChangeRequest)(nil),    // 65: raftq.v1.GroupChangeRequest
+	(*GroupChangeResponse)(nil),   // 66: raftq.v1.GroupChangeResponse
+	(*ShardDigestResponse)(nil),   // 67: raftq.v1.ShardDigestResponse
+	nil,                           // 68: raftq.v1.Message.AttributesEntry
+	nil,                           // 69: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 70: raftq.v1.ReceivedMessage.AttributesEntry
+	(*fsmpb.Command)(nil),         // 71: raftq.fsm.v1.Command
+	(*fsmpb.Result)(nil),          // 72: raftq.fsm.v1.Result
+	(*fsmpb.Receive)(nil),         // 73: raftq.fsm.v1.Receive
+	(*fsmpb.Message)(nil),         // 74: raftq.fsm.v1.Message
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
-	64, // 0: raftq.v1.QueueInfo.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	64, // 1: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	1,  // 2: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
-	64, // 3: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	62, // 4: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
-	13, // 5: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
-	16, // 6: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	63, // 7: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
-	19, // 8: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
-	21, // 9: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
-	65, // 10: raftq.v1.MessageInfo.message:type_name -> raftq.fsm.v1.Message
-	31, // 11: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	41, // 12: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	42, // 13: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	44, // 14: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	47, // 15: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	42, // 16: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	66, // 17: raftq.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	67, // 18: raftq.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	68, // 19: raftq.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
-	12, // 20: raftq.v1.ShardReadResponse.stats:type_name -> raftq.v1.QueueStatsResponse
-	65, // 21: raftq.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	65, // 22: raftq.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
-	58, // 23: raftq.v1.KnownResponse.groups:type_name -> raftq.v1.GroupMember
-	0,  // 24: raftq.v1.GroupChangeRequest.op:type_name -> raftq.v1.GroupChangeRequest.Op
-	2,  // 25: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	3,  // 26: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	4,  // 27: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	6,  // 28: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	7,  // 29: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	9,  // 30: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	11, // 31: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	13, // 32: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	15, // 33: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	18, // 34: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	22, // 35: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	24, // 36: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	26, // 37: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	28, // 38: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	30, // 39: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	32, // 40: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	34, // 41: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	36, // 42: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	38, // 43: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	40, // 44: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	48, // 45: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	45, // 46: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	50, // 47: raftq.v1.Node.ShardApply:input_type -> raftq.v1.ShardApplyRequest
-	52, // 48: raftq.v1.Node.ShardReceive:input_type -> raftq.v1.ShardReceiveRequest
-	53, // 49: raftq.v1.Node.ShardRead:input_type -> raftq.v1.ShardReadRequest
-	55, // 50: raftq.v1.Node.ShardDigest:input_type -> raftq.v1.ShardDigestRequest
-	56, // 51: raftq.v1.Node.Known:input_type -> raftq.v1.KnownRequest
-	59, // 52: raftq.v1.Node.GroupChange:input_type -> raftq.v1.GroupChangeRequest
-	45, // 53: raftq.v1.Node.RepairLocal:input_type -> raftq.v1.RepairRequest
-	1,  // 54: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	1,  // 55: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	5,  // 56: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	1,  // 57: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	8,  // 58: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	10, // 59: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	12, // 60: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	14, // 61: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	17, // 62: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	20, // 63: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	23, // 64: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	25, // 65: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	27, // 66: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	29, // 67: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	31, // 68: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	33, // 69: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	35, // 70: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	37, // 71: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	39, // 72: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	43, // 73: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	49, // 74: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	46, // 75: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	51, // 76: raftq.v1.Node.ShardApply:output_type -> raftq.v1.ShardApplyResponse
-	51, // 77: raftq.v1.Node.ShardReceive:output_type -> raftq.v1.ShardApplyResponse
-	54, // 78: raftq.v1.Node.ShardRead:output_type -> raftq.v1.ShardReadResponse
-	61, // 79: raftq.v1.Node.ShardDigest:output_type -> raftq.v1.ShardDigestResponse
-	57, // 80: raftq.v1.Node.Known:output_type -> raftq.v1.KnownResponse
-	60, // 81: raftq.v1.Node.GroupChange:output_type -> raftq.v1.GroupChangeResponse
-	46, // 82: raftq.v1.Node.RepairLocal:output_type -> raftq.v1.RepairResponse
-	54, // [54:83] is the sub-list for method output_type
-	25, // [25:54] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
+	2,  // 1: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
+	68, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	1,  // 3: raftq.v1.Message.state:type_name -> raftq.v1.State
+	2,  // 4: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
+	5,  // 5: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
+	4,  // 6: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
+	4,  // 7: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	7,  // 8: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
+	4,  // 9: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	69, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	19, // 11: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
+	22, // 12: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
+	70, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	25, // 14: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
+	27, // 15: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
+	6,  // 16: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
+	37, // 17: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
+	47, // 18: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	48, // 19: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	50, // 20: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	53, // 21: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	48, // 22: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	71, // 23: raftq.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
+	72, // 24: raftq.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
+	73, // 25: raftq.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
+	18, // 26: raftq.v1.ShardReadResponse.stats:type_name -> raftq.v1.QueueStatsResponse
+	74, // 27: raftq.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
+	74, // 28: raftq.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
+	64, // 29: raftq.v1.KnownResponse.groups:type_name -> raftq.v1.GroupMember
+	3,  // 30: raftq.v1.GroupChangeRequest.op:type_name -> raftq.v1.GroupChangeRequest.Op
+	8,  // 31: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	9,  // 32: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	10, // 33: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	12, // 34: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	13, // 35: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	15, // 36: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	17, // 37: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	19, // 38: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	21, // 39: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	24, // 40: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	28, // 41: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	30, // 42: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	32, // 43: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	34, // 44: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	36, // 45: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	38, // 46: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	40, // 47: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	42, // 48: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	44, // 49: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	46, // 50: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	54, // 51: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	51, // 52: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	56, // 53: raftq.v1.Node.ShardApply:input_type -> raftq.v1.ShardApplyRequest
+	58, // 54: raftq.v1.Node.ShardReceive:input_type -> raftq.v1.ShardReceiveRequest
+	59, // 55: raftq.v1.Node.ShardRead:input_type -> raftq.v1.ShardReadRequest
+	61, // 56: raftq.v1.Node.ShardDigest:input_type -> raftq.v1.ShardDigestRequest
+	62, // 57: raftq.v1.Node.Known:input_type -> raftq.v1.KnownRequest
+	65, // 58: raftq.v1.Node.GroupChange:input_type -> raftq.v1.GroupChangeRequest
+	51, // 59: raftq.v1.Node.RepairLocal:input_type -> raftq.v1.RepairRequest
+	7,  // 60: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	7,  // 61: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	11, // 62: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	7,  // 63: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	14, // 64: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	16, // 65: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	18, // 66: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	20, // 67: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	23, // 68: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	26, // 69: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	29, // 70: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	31, // 71: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	33, // 72: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	35, // 73: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	37, // 74: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	39, // 75: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	41, // 76: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	43, // 77: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	45, // 78: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	49, // 79: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	55, // 80: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	52, // 81: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	57, // 82: raftq.v1.Node.ShardApply:output_type -> raftq.v1.ShardApplyResponse
+	57, // 83: raftq.v1.Node.ShardReceive:output_type -> raftq.v1.ShardApplyResponse
+	60, // 84: raftq.v1.Node.ShardRead:output_type -> raftq.v1.ShardReadResponse
+	67, // 85: raftq.v1.Node.ShardDigest:output_type -> raftq.v1.ShardDigestResponse
+	63, // 86: raftq.v1.Node.Known:output_type -> raftq.v1.KnownResponse
+	66, // 87: raftq.v1.Node.GroupChange:output_type -> raftq.v1.GroupChangeResponse
+	52, // 88: raftq.v1.Node.RepairLocal:output_type -> raftq.v1.RepairResponse
+	60, // [60:89] is the sub-list for method output_type
+	31, // [31:60] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -3966,7 +4686,7 @@ func file_api_raftqv1_raftq_proto_init() {
 	if File_api_raftqv1_raftq_proto != nil {
 		return
 	}
-	file_api_raftqv1_raftq_proto_msgTypes[52].OneofWrappers = []any{
+	file_api_raftqv1_raftq_proto_msgTypes[55].OneofWrappers = []any{
 		(*ShardReadRequest_StatsQueue)(nil),
 		(*ShardReadRequest_GetMessageId)(nil),
 		(*ShardReadRequest_ListDeadQueue)(nil),
@@ -3976,8 +4696,8 @@ func file_api_raftqv1_raftq_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   63,
+			NumEnums:      4,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

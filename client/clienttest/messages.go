@@ -7,7 +7,6 @@ import (
 	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -35,7 +34,7 @@ func (s *Server) enqueue(queue string, r *raftqv1.SendRequest) (*raftqv1.SendRes
 	if r.GetPriority() > 9 {
 		return nil, errorf(codes.InvalidArgument, "priority %d outside 0-9", r.GetPriority())
 	}
-	if info.GetPolicy().GetMode() == fsmpb.QueueMode_QUEUE_MODE_FIFO && r.GetGroupId() == "" {
+	if info.GetPolicy().GetMode() == raftqv1.QueueMode_QUEUE_MODE_FIFO && r.GetGroupId() == "" {
 		return nil, errorf(codes.InvalidArgument, "FIFO queue %q needs a message group", queue)
 	}
 	if k := r.GetDedupKey(); k != "" {
@@ -48,16 +47,16 @@ func (s *Server) enqueue(queue string, r *raftqv1.SendRequest) (*raftqv1.SendRes
 	}
 	s.nextID++
 	now := time.Now().UnixMilli()
-	m := &fsmpb.Message{
+	m := &raftqv1.Message{
 		Id: s.nextID, Queue: queue, Body: r.GetBody(), Attributes: r.GetAttributes(), Type: r.GetType(),
 		GroupId: r.GetGroupId(), DedupKey: r.GetDedupKey(), Priority: r.GetPriority(), Seq: s.nextID,
-		EnqueuedMs: now, AvailableMs: now, State: fsmpb.State_STATE_READY,
+		EnqueuedMs: now, AvailableMs: now, State: raftqv1.State_STATE_READY,
 	}
 	switch {
 	case r.GetRunAtMs() > now:
-		m.AvailableMs, m.State = r.GetRunAtMs(), fsmpb.State_STATE_DELAYED
+		m.AvailableMs, m.State = r.GetRunAtMs(), raftqv1.State_STATE_DELAYED
 	case r.GetDelayMs() > 0:
-		m.AvailableMs, m.State = now+r.GetDelayMs(), fsmpb.State_STATE_DELAYED
+		m.AvailableMs, m.State = now+r.GetDelayMs(), raftqv1.State_STATE_DELAYED
 	}
 	s.msgs[m.Id] = m
 	s.order = append(s.order, m.Id)
@@ -70,7 +69,7 @@ func (s *Server) enqueue(queue string, r *raftqv1.SendRequest) (*raftqv1.SendRes
 
 // checkCapacity refuses a send past the queue's capacity limits as a node
 // does (this server is one shard, so the per-shard limits are the queue's).
-func (s *Server) checkCapacity(queue string, p *fsmpb.QueuePolicy, n int) error {
+func (s *Server) checkCapacity(queue string, p *raftqv1.QueuePolicy, n int) error {
 	maxN, maxB := p.GetMaxMessagesPerShard(), p.GetMaxBytesPerShard()
 	if maxN == 0 && maxB == 0 {
 		return nil
@@ -78,7 +77,7 @@ func (s *Server) checkCapacity(queue string, p *fsmpb.QueuePolicy, n int) error 
 	var live, bytes uint64
 	for _, m := range s.msgs {
 		switch m.GetState() {
-		case fsmpb.State_STATE_READY, fsmpb.State_STATE_DELAYED, fsmpb.State_STATE_LEASED:
+		case raftqv1.State_STATE_READY, raftqv1.State_STATE_DELAYED, raftqv1.State_STATE_LEASED:
 			if m.GetQueue() == queue {
 				live++
 				bytes += uint64(len(m.GetBody()))
@@ -137,9 +136,9 @@ func (ms *messagesSvc) SendBatch(ctx context.Context, r *raftqv1.SendBatchReques
 // callers hold s.mu.
 func (s *Server) take(queue string, n int, visibility time.Duration, consumer string) []*raftqv1.ReceivedMessage {
 	now := time.Now()
-	var ready []*fsmpb.Message
+	var ready []*raftqv1.Message
 	for _, id := range s.order {
-		if m, ok := s.msgs[id]; ok && m.Queue == queue && s.stateOf(m, now) == fsmpb.State_STATE_READY {
+		if m, ok := s.msgs[id]; ok && m.Queue == queue && s.stateOf(m, now) == raftqv1.State_STATE_READY {
 			ready = append(ready, m)
 		}
 	}
@@ -147,11 +146,11 @@ func (s *Server) take(queue string, n int, visibility time.Duration, consumer st
 	var out []*raftqv1.ReceivedMessage
 	for _, m := range ready[:min(n, len(ready))] {
 		s.nextEpoch++
-		m.State, m.LeaseEpoch = fsmpb.State_STATE_LEASED, s.nextEpoch
+		m.State, m.LeaseEpoch = raftqv1.State_STATE_LEASED, s.nextEpoch
 		m.LeaseDeadlineMs = now.Add(visibility).UnixMilli()
 		m.ReceiveCount++
 		m.LastReceivedMs = now.UnixMilli()
-		m.History = append(m.History, &fsmpb.Attempt{LeaseEpoch: m.LeaseEpoch, ReceivedMs: now.UnixMilli(), Consumer: consumer})
+		m.History = append(m.History, &raftqv1.Attempt{LeaseEpoch: m.LeaseEpoch, ReceivedMs: now.UnixMilli(), Consumer: consumer})
 		out = append(out, &raftqv1.ReceivedMessage{
 			MessageId: s.publicID(m.Id), Receipt: wire.Receipt{Shard: s.Shard, ID: m.Id, Epoch: m.LeaseEpoch, Term: 1}.String(),
 			LeaseEpoch: m.LeaseEpoch, Body: m.Body, Attributes: m.Attributes, Type: m.Type, GroupId: m.GroupId,
@@ -227,8 +226,8 @@ func (ms *messagesSvc) Ack(ctx context.Context, r *raftqv1.AckRequest) (*raftqv1
 			resp.Results = append(resp.Results, &raftqv1.ItemStatus{Code: int32(st.Code()), Error: st.Message()})
 			continue
 		}
-		m.State = fsmpb.State_STATE_ACKED
-		endAttempt(m, time.Now().UnixMilli(), fsmpb.Reason_REASON_UNSPECIFIED, "")
+		m.State = raftqv1.State_STATE_ACKED
+		endAttempt(m, time.Now().UnixMilli(), raftqv1.Reason_REASON_UNSPECIFIED, "")
 		resp.Results = append(resp.Results, &raftqv1.ItemStatus{})
 	}
 	return resp, nil
@@ -246,7 +245,7 @@ func (ms *messagesSvc) Nack(ctx context.Context, r *raftqv1.NackRequest) (*raftq
 	if !r.GetHasDelay() {
 		delay = s.backoff(m)
 	}
-	s.release(m, delay, fsmpb.Reason_REASON_NACKED, r.GetError())
+	s.release(m, delay, raftqv1.Reason_REASON_NACKED, r.GetError())
 	return &raftqv1.NackResponse{}, nil
 }
 
@@ -276,12 +275,12 @@ func (ms *messagesSvc) DeadLetter(ctx context.Context, r *raftqv1.DeadLetterRequ
 	if err != nil {
 		return nil, err
 	}
-	s.release(m, 0, fsmpb.Reason_REASON_POISON, r.GetError())
+	s.release(m, 0, raftqv1.Reason_REASON_POISON, r.GetError())
 	return &raftqv1.DeadLetterResponse{}, nil
 }
 
 // byID resolves a public message id; callers hold s.mu.
-func (s *Server) byID(ctx context.Context, id string) (*fsmpb.Message, error) {
+func (s *Server) byID(ctx context.Context, id string) (*raftqv1.Message, error) {
 	mid, err := wire.ParseMessageID(id)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -305,7 +304,7 @@ func (ms *messagesSvc) GetMessage(ctx context.Context, r *raftqv1.GetMessageRequ
 	if err != nil {
 		return nil, err
 	}
-	return &raftqv1.MessageInfo{MessageId: r.GetMessageId(), Message: proto.Clone(m).(*fsmpb.Message)}, nil
+	return &raftqv1.MessageInfo{MessageId: r.GetMessageId(), Message: proto.Clone(m).(*raftqv1.Message)}, nil
 }
 
 func (ms *messagesSvc) CancelMessage(ctx context.Context, r *raftqv1.CancelMessageRequest) (*raftqv1.CancelMessageResponse, error) {
@@ -316,7 +315,7 @@ func (ms *messagesSvc) CancelMessage(ctx context.Context, r *raftqv1.CancelMessa
 	if err != nil {
 		return nil, err
 	}
-	if m.State != fsmpb.State_STATE_READY && m.State != fsmpb.State_STATE_DELAYED {
+	if m.State != raftqv1.State_STATE_READY && m.State != raftqv1.State_STATE_DELAYED {
 		return nil, errorf(codes.FailedPrecondition, "message %s: it is %s; only ready or delayed messages can be cancelled",
 			r.GetMessageId(), strings.ToLower(strings.TrimPrefix(m.State.String(), "STATE_")))
 	}
@@ -331,7 +330,7 @@ type deadSvc struct {
 
 // dead lists dead messages of queue in enqueue order, filtered by ids when
 // given; callers hold s.mu.
-func (s *Server) dead(queue string, ids []string) ([]*fsmpb.Message, error) {
+func (s *Server) dead(queue string, ids []string) ([]*raftqv1.Message, error) {
 	if _, err := s.queue(queue); err != nil {
 		return nil, err
 	}
@@ -339,11 +338,11 @@ func (s *Server) dead(queue string, ids []string) ([]*fsmpb.Message, error) {
 	for _, id := range ids {
 		want[id] = true
 	}
-	var out []*fsmpb.Message
+	var out []*raftqv1.Message
 	now := time.Now()
 	for _, id := range s.order {
 		m, ok := s.msgs[id]
-		if ok && m.Queue == queue && s.stateOf(m, now) == fsmpb.State_STATE_DEAD && (len(ids) == 0 || want[s.publicID(id)]) {
+		if ok && m.Queue == queue && s.stateOf(m, now) == raftqv1.State_STATE_DEAD && (len(ids) == 0 || want[s.publicID(id)]) {
 			out = append(out, m)
 		}
 	}
@@ -364,7 +363,7 @@ func (d *deadSvc) ListDead(_ context.Context, r *raftqv1.ListDeadRequest) (*raft
 	}
 	resp := &raftqv1.ListDeadResponse{}
 	for _, m := range dead[:min(limit, len(dead))] {
-		resp.Messages = append(resp.Messages, &raftqv1.MessageInfo{MessageId: s.publicID(m.Id), Message: proto.Clone(m).(*fsmpb.Message)})
+		resp.Messages = append(resp.Messages, &raftqv1.MessageInfo{MessageId: s.publicID(m.Id), Message: proto.Clone(m).(*raftqv1.Message)})
 	}
 	return resp, nil
 }
@@ -378,7 +377,7 @@ func (d *deadSvc) Redrive(_ context.Context, r *raftqv1.RedriveRequest) (*raftqv
 		return nil, err
 	}
 	for _, m := range dead {
-		m.State, m.ReceiveCount, m.DeadReason = fsmpb.State_STATE_READY, 0, fsmpb.Reason_REASON_UNSPECIFIED
+		m.State, m.ReceiveCount, m.DeadReason = raftqv1.State_STATE_READY, 0, raftqv1.Reason_REASON_UNSPECIFIED
 	}
 	s.notify()
 	return &raftqv1.RedriveResponse{Redriven: uint64(len(dead))}, nil

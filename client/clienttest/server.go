@@ -18,7 +18,6 @@ import (
 	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -38,7 +37,7 @@ type Server struct {
 	shardCount uint32
 	leaders    []string // shard -> leader gRPC address, for ShardMap
 	queues     map[string]*raftqv1.QueueInfo
-	msgs       map[uint64]*fsmpb.Message
+	msgs       map[uint64]*raftqv1.Message
 	order      []uint64 // enqueue order
 	nextID     uint64
 	nextEpoch  uint64
@@ -100,7 +99,7 @@ func StartAt(addr string) (*Server, error) {
 		wake:       make(chan struct{}),
 		shardCount: 1,
 		queues:     map[string]*raftqv1.QueueInfo{},
-		msgs:       map[uint64]*fsmpb.Message{},
+		msgs:       map[uint64]*raftqv1.Message{},
 		faults:     map[string][]fault{},
 		forwards:   map[string][]string{},
 		staleIDs:   map[string]bool{},
@@ -261,9 +260,9 @@ const (
 	Dead    State = "dead"
 )
 
-var protoStates = map[State]fsmpb.State{
-	Ready: fsmpb.State_STATE_READY, Delayed: fsmpb.State_STATE_DELAYED, Leased: fsmpb.State_STATE_LEASED,
-	Acked: fsmpb.State_STATE_ACKED, Dead: fsmpb.State_STATE_DEAD,
+var protoStates = map[State]raftqv1.State{
+	Ready: raftqv1.State_STATE_READY, Delayed: raftqv1.State_STATE_DELAYED, Leased: raftqv1.State_STATE_LEASED,
+	Acked: raftqv1.State_STATE_ACKED, Dead: raftqv1.State_STATE_DEAD,
 }
 
 // Count returns how many messages of queue are in state (0 for a state

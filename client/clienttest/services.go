@@ -7,7 +7,6 @@ import (
 	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -89,7 +88,7 @@ func (q *queuesSvc) UpdateQueue(_ context.Context, r *raftqv1.UpdateQueueRequest
 	if err != nil {
 		return nil, err
 	}
-	if fifo := fsmpb.QueueMode_QUEUE_MODE_FIFO; (info.GetPolicy().GetMode() == fifo) != (r.GetPolicy().GetMode() == fifo) {
+	if fifo := raftqv1.QueueMode_QUEUE_MODE_FIFO; (info.GetPolicy().GetMode() == fifo) != (r.GetPolicy().GetMode() == fifo) {
 		return nil, status.Errorf(codes.InvalidArgument, "queue %q: a queue's mode cannot change", r.GetName())
 	}
 	info.Policy = r.GetPolicy()
@@ -116,7 +115,7 @@ func (q *queuesSvc) PurgeQueue(_ context.Context, r *raftqv1.PurgeQueueRequest) 
 	var n uint64
 	now := time.Now()
 	for id, m := range s.msgs {
-		if st := s.stateOf(m, now); m.GetQueue() == r.GetName() && (st == fsmpb.State_STATE_READY || st == fsmpb.State_STATE_DELAYED) {
+		if st := s.stateOf(m, now); m.GetQueue() == r.GetName() && (st == raftqv1.State_STATE_READY || st == raftqv1.State_STATE_DELAYED) {
 			delete(s.msgs, id)
 			n++
 		}
@@ -138,14 +137,14 @@ func (q *queuesSvc) QueueStats(_ context.Context, r *raftqv1.QueueStatsRequest) 
 			continue
 		}
 		switch s.stateOf(m, now) {
-		case fsmpb.State_STATE_READY:
+		case raftqv1.State_STATE_READY:
 			resp.Ready++
 			resp.OldestReadyAgeMs = max(resp.OldestReadyAgeMs, now.UnixMilli()-m.GetEnqueuedMs())
-		case fsmpb.State_STATE_DELAYED:
+		case raftqv1.State_STATE_DELAYED:
 			resp.Delayed++
-		case fsmpb.State_STATE_LEASED:
+		case raftqv1.State_STATE_LEASED:
 			resp.InFlight++
-		case fsmpb.State_STATE_DEAD:
+		case raftqv1.State_STATE_DEAD:
 			resp.Dead++
 		}
 	}
@@ -162,23 +161,23 @@ func (s *Server) queue(name string) (*raftqv1.QueueInfo, error) {
 }
 
 // stateOf applies lease expiry and due delays lazily; callers hold s.mu.
-func (s *Server) stateOf(m *fsmpb.Message, now time.Time) fsmpb.State {
+func (s *Server) stateOf(m *raftqv1.Message, now time.Time) raftqv1.State {
 	ms := now.UnixMilli()
 	switch {
-	case m.State == fsmpb.State_STATE_LEASED && m.LeaseDeadlineMs <= ms:
-		m.State, m.AvailableMs = fsmpb.State_STATE_READY, ms
-		endAttempt(m, ms, fsmpb.Reason_REASON_EXPIRED, "")
+	case m.State == raftqv1.State_STATE_LEASED && m.LeaseDeadlineMs <= ms:
+		m.State, m.AvailableMs = raftqv1.State_STATE_READY, ms
+		endAttempt(m, ms, raftqv1.Reason_REASON_EXPIRED, "")
 		if limit := s.queues[m.Queue].GetPolicy().GetMaxReceiveCount(); limit > 0 && m.ReceiveCount >= limit {
-			m.State, m.DeadReason = fsmpb.State_STATE_DEAD, fsmpb.Reason_REASON_MAX_RECEIVES
+			m.State, m.DeadReason = raftqv1.State_STATE_DEAD, raftqv1.Reason_REASON_MAX_RECEIVES
 		}
-	case m.State == fsmpb.State_STATE_DELAYED && m.AvailableMs <= ms:
-		m.State = fsmpb.State_STATE_READY
+	case m.State == raftqv1.State_STATE_DELAYED && m.AvailableMs <= ms:
+		m.State = raftqv1.State_STATE_READY
 	}
 	return m.State
 }
 
 // endAttempt closes the current delivery in the history.
-func endAttempt(m *fsmpb.Message, ms int64, outcome fsmpb.Reason, errText string) {
+func endAttempt(m *raftqv1.Message, ms int64, outcome raftqv1.Reason, errText string) {
 	if n := len(m.History); n > 0 && m.History[n-1].LeaseEpoch == m.LeaseEpoch {
 		a := m.History[n-1]
 		a.EndedMs, a.Outcome, a.Error = ms, outcome, errText
@@ -209,11 +208,11 @@ func (s *Server) ackedWith(receipt string) bool {
 		return false
 	}
 	m, ok := s.msgs[r.ID]
-	return ok && m.State == fsmpb.State_STATE_ACKED && m.LeaseEpoch == r.Epoch
+	return ok && m.State == raftqv1.State_STATE_ACKED && m.LeaseEpoch == r.Epoch
 }
 
 // lease resolves a receipt to its leased message; callers hold s.mu.
-func (s *Server) lease(ctx context.Context, receipt string) (*fsmpb.Message, error) {
+func (s *Server) lease(ctx context.Context, receipt string) (*raftqv1.Message, error) {
 	r, err := wire.ParseReceipt(receipt)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -225,7 +224,7 @@ func (s *Server) lease(ctx context.Context, receipt string) (*fsmpb.Message, err
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "message %s not found", wire.MessageID{Shard: r.Shard, ID: r.ID})
 	}
-	if s.stateOf(m, time.Now()) != fsmpb.State_STATE_LEASED || m.LeaseEpoch != r.Epoch {
+	if s.stateOf(m, time.Now()) != raftqv1.State_STATE_LEASED || m.LeaseEpoch != r.Epoch {
 		return nil, status.Errorf(codes.FailedPrecondition, "stale receipt for message %s: lease epoch %d is not current", s.publicID(r.ID), r.Epoch)
 	}
 	return m, nil
@@ -233,7 +232,7 @@ func (s *Server) lease(ctx context.Context, receipt string) (*fsmpb.Message, err
 
 // release ends a lease with outcome: ready after delay, or dead at the max
 // receive count; callers hold s.mu.
-func (s *Server) release(m *fsmpb.Message, delay time.Duration, outcome fsmpb.Reason, errText string) {
+func (s *Server) release(m *raftqv1.Message, delay time.Duration, outcome raftqv1.Reason, errText string) {
 	now := time.Now()
 	m.LastError = errText
 	endAttempt(m, now.UnixMilli(), outcome, errText)
@@ -242,20 +241,20 @@ func (s *Server) release(m *fsmpb.Message, delay time.Duration, outcome fsmpb.Re
 		limit = 10
 	}
 	switch {
-	case outcome == fsmpb.Reason_REASON_POISON:
-		m.State, m.DeadReason = fsmpb.State_STATE_DEAD, outcome
+	case outcome == raftqv1.Reason_REASON_POISON:
+		m.State, m.DeadReason = raftqv1.State_STATE_DEAD, outcome
 	case m.ReceiveCount >= limit:
-		m.State, m.DeadReason = fsmpb.State_STATE_DEAD, fsmpb.Reason_REASON_MAX_RECEIVES
+		m.State, m.DeadReason = raftqv1.State_STATE_DEAD, raftqv1.Reason_REASON_MAX_RECEIVES
 	case delay > 0:
-		m.State, m.AvailableMs = fsmpb.State_STATE_DELAYED, now.Add(delay).UnixMilli()
+		m.State, m.AvailableMs = raftqv1.State_STATE_DELAYED, now.Add(delay).UnixMilli()
 	default:
-		m.State, m.AvailableMs = fsmpb.State_STATE_READY, now.UnixMilli()
+		m.State, m.AvailableMs = raftqv1.State_STATE_READY, now.UnixMilli()
 	}
 	s.notify()
 }
 
 // backoff is the fake's nack policy: base * 2^(receives-1), no jitter.
-func (s *Server) backoff(m *fsmpb.Message) time.Duration {
+func (s *Server) backoff(m *raftqv1.Message) time.Duration {
 	p := s.queues[m.Queue].GetPolicy()
 	d := time.Duration(p.GetBackoffBaseMs()) * time.Millisecond
 	if d == 0 {

@@ -6,14 +6,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftq/raftq/fsm/fsmpb"
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/jepsen-lite/history"
 )
 
 // Queue is a queue a workload needs, with its policy.
 type Queue struct {
 	Name   string
-	Policy *fsmpb.QueuePolicy
+	Policy *raftqv1.QueuePolicy
 	FIFO   bool
 }
 
@@ -46,8 +46,8 @@ func ByName(name string) (*Workload, error) {
 // Names lists every workload.
 func Names() []string { return []string{"queue", "fifo", "lease"} }
 
-func policy(mode fsmpb.QueueMode, vis time.Duration, maxReceives uint32) *fsmpb.QueuePolicy {
-	return &fsmpb.QueuePolicy{
+func policy(mode raftqv1.QueueMode, vis time.Duration, maxReceives uint32) *raftqv1.QueuePolicy {
+	return &raftqv1.QueuePolicy{
 		Mode: mode, VisibilityTimeoutMs: vis.Milliseconds(), MaxReceiveCount: maxReceives,
 		BackoffBaseMs: 50, BackoffMaxMs: 500,
 		// Longer than any run: the dedup checker assumes one window.
@@ -121,7 +121,7 @@ func spawn(wg *sync.WaitGroup, fn func()) {
 
 func queueWorkload() *Workload {
 	const vis = 2 * time.Second
-	q := Queue{Name: "jepsen-queue", Policy: policy(fsmpb.QueueMode_QUEUE_MODE_STANDARD, vis, 6)}
+	q := Queue{Name: "jepsen-queue", Policy: policy(raftqv1.QueueMode_QUEUE_MODE_STANDARD, vis, 6)}
 	return &Workload{Name: "queue", Visibility: vis, Queues: []Queue{q}, run: func(ctx context.Context, env *Env, seed uint64) {
 		var wg sync.WaitGroup
 		for p := range 3 {
@@ -138,7 +138,7 @@ func queueWorkload() *Workload {
 
 func fifoWorkload() *Workload {
 	const vis = 2 * time.Second
-	q := Queue{Name: "jepsen-fifo", Policy: policy(fsmpb.QueueMode_QUEUE_MODE_FIFO, vis, 20), FIFO: true}
+	q := Queue{Name: "jepsen-fifo", Policy: policy(raftqv1.QueueMode_QUEUE_MODE_FIFO, vis, 20), FIFO: true}
 	return &Workload{Name: "fifo", Visibility: vis, Queues: []Queue{q}, run: func(ctx context.Context, env *Env, seed uint64) {
 		var wg sync.WaitGroup
 		// One sequential producer per group, so enqueue order is known.
@@ -160,7 +160,7 @@ func fifoWorkload() *Workload {
 // ack must be refused.
 func leaseWorkload() *Workload {
 	const vis = time.Second
-	q := Queue{Name: "jepsen-lease", Policy: policy(fsmpb.QueueMode_QUEUE_MODE_STANDARD, vis, 50)}
+	q := Queue{Name: "jepsen-lease", Policy: policy(raftqv1.QueueMode_QUEUE_MODE_STANDARD, vis, 50)}
 	return &Workload{Name: "lease", Visibility: vis, Queues: []Queue{q}, run: func(ctx context.Context, env *Env, seed uint64) {
 		var wg sync.WaitGroup
 		for p := range 2 {
