@@ -14,6 +14,7 @@ import (
 	"github.com/raftq/raftq/jepsen-lite/history"
 	"github.com/raftq/raftq/jepsen-lite/nemesis"
 	"github.com/raftq/raftq/jepsen-lite/workload"
+	"github.com/raftq/raftq/peer/peerpb"
 )
 
 // drainVis is the lease the drain asks for: short, so a drain ack whose
@@ -105,7 +106,7 @@ func compareDigests(ctx context.Context, cl cluster, shards []history.ShardRepli
 					continue
 				}
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				resp, err := raftqv1.NewNodeClient(cl.Conn(i)).ShardDigest(cctx, &raftqv1.ShardDigestRequest{ShardId: rs.Shard})
+				resp, err := peerpb.NewPeerClient(cl.PeerConn(i)).ShardDigest(cctx, &peerpb.ShardDigestRequest{ShardId: rs.Shard})
 				cancel()
 				if err != nil {
 					rs.Errors = append(rs.Errors, fmt.Sprintf("%s: %v", node, err))

@@ -33,58 +33,6 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-type GroupChangeRequest_Op int32
-
-const (
-	GroupChangeRequest_OP_UNSPECIFIED  GroupChangeRequest_Op = 0
-	GroupChangeRequest_OP_REMOVE       GroupChangeRequest_Op = 1 // remove the server (a no-op if absent)
-	GroupChangeRequest_OP_ADD_NONVOTER GroupChangeRequest_Op = 2 // add it as a nonvoter (a no-op if present)
-	GroupChangeRequest_OP_PROMOTE      GroupChangeRequest_Op = 3 // make it a voter
-)
-
-// Enum value maps for GroupChangeRequest_Op.
-var (
-	GroupChangeRequest_Op_name = map[int32]string{
-		0: "OP_UNSPECIFIED",
-		1: "OP_REMOVE",
-		2: "OP_ADD_NONVOTER",
-		3: "OP_PROMOTE",
-	}
-	GroupChangeRequest_Op_value = map[string]int32{
-		"OP_UNSPECIFIED":  0,
-		"OP_REMOVE":       1,
-		"OP_ADD_NONVOTER": 2,
-		"OP_PROMOTE":      3,
-	}
-)
-
-func (x GroupChangeRequest_Op) Enum() *GroupChangeRequest_Op {
-	p := new(GroupChangeRequest_Op)
-	*p = x
-	return p
-}
-
-func (x GroupChangeRequest_Op) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (GroupChangeRequest_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_raftqv1_raftq_proto_enumTypes[0].Descriptor()
-}
-
-func (GroupChangeRequest_Op) Type() protoreflect.EnumType {
-	return &file_api_raftqv1_raftq_proto_enumTypes[0]
-}
-
-func (x GroupChangeRequest_Op) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use GroupChangeRequest_Op.Descriptor instead.
-func (GroupChangeRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58, 0}
-}
-
 type QueueInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2754,746 +2702,6 @@ func (x *ShardMapResponse) GetVersion() uint64 {
 	return 0
 }
 
-type ShardApplyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ShardId       uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	Command       *fsmpb.Command         `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardApplyRequest) Reset() {
-	*x = ShardApplyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardApplyRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardApplyRequest) ProtoMessage() {}
-
-func (x *ShardApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardApplyRequest.ProtoReflect.Descriptor instead.
-func (*ShardApplyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
-}
-
-func (x *ShardApplyRequest) GetShardId() uint32 {
-	if x != nil {
-		return x.ShardId
-	}
-	return 0
-}
-
-func (x *ShardApplyRequest) GetCommand() *fsmpb.Command {
-	if x != nil {
-		return x.Command
-	}
-	return nil
-}
-
-type ShardApplyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Result        *fsmpb.Result          `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardApplyResponse) Reset() {
-	*x = ShardApplyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardApplyResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardApplyResponse) ProtoMessage() {}
-
-func (x *ShardApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardApplyResponse.ProtoReflect.Descriptor instead.
-func (*ShardApplyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
-}
-
-func (x *ShardApplyResponse) GetResult() *fsmpb.Result {
-	if x != nil {
-		return x.Result
-	}
-	return nil
-}
-
-type ShardReceiveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ShardId       uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	Receive       *fsmpb.Receive         `protobuf:"bytes,2,opt,name=receive,proto3" json:"receive,omitempty"`
-	WaitMs        int64                  `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardReceiveRequest) Reset() {
-	*x = ShardReceiveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardReceiveRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardReceiveRequest) ProtoMessage() {}
-
-func (x *ShardReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardReceiveRequest.ProtoReflect.Descriptor instead.
-func (*ShardReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
-}
-
-func (x *ShardReceiveRequest) GetShardId() uint32 {
-	if x != nil {
-		return x.ShardId
-	}
-	return 0
-}
-
-func (x *ShardReceiveRequest) GetReceive() *fsmpb.Receive {
-	if x != nil {
-		return x.Receive
-	}
-	return nil
-}
-
-func (x *ShardReceiveRequest) GetWaitMs() int64 {
-	if x != nil {
-		return x.WaitMs
-	}
-	return 0
-}
-
-type ShardReadRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	ShardId uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	// Types that are valid to be assigned to Query:
-	//
-	//	*ShardReadRequest_StatsQueue
-	//	*ShardReadRequest_GetMessageId
-	//	*ShardReadRequest_ListDeadQueue
-	Query         isShardReadRequest_Query `protobuf_oneof:"query"`
-	Limit         uint32                   `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardReadRequest) Reset() {
-	*x = ShardReadRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardReadRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardReadRequest) ProtoMessage() {}
-
-func (x *ShardReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardReadRequest.ProtoReflect.Descriptor instead.
-func (*ShardReadRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
-}
-
-func (x *ShardReadRequest) GetShardId() uint32 {
-	if x != nil {
-		return x.ShardId
-	}
-	return 0
-}
-
-func (x *ShardReadRequest) GetQuery() isShardReadRequest_Query {
-	if x != nil {
-		return x.Query
-	}
-	return nil
-}
-
-func (x *ShardReadRequest) GetStatsQueue() string {
-	if x != nil {
-		if x, ok := x.Query.(*ShardReadRequest_StatsQueue); ok {
-			return x.StatsQueue
-		}
-	}
-	return ""
-}
-
-func (x *ShardReadRequest) GetGetMessageId() uint64 {
-	if x != nil {
-		if x, ok := x.Query.(*ShardReadRequest_GetMessageId); ok {
-			return x.GetMessageId
-		}
-	}
-	return 0
-}
-
-func (x *ShardReadRequest) GetListDeadQueue() string {
-	if x != nil {
-		if x, ok := x.Query.(*ShardReadRequest_ListDeadQueue); ok {
-			return x.ListDeadQueue
-		}
-	}
-	return ""
-}
-
-func (x *ShardReadRequest) GetLimit() uint32 {
-	if x != nil {
-		return x.Limit
-	}
-	return 0
-}
-
-type isShardReadRequest_Query interface {
-	isShardReadRequest_Query()
-}
-
-type ShardReadRequest_StatsQueue struct {
-	StatsQueue string `protobuf:"bytes,2,opt,name=stats_queue,json=statsQueue,proto3,oneof"`
-}
-
-type ShardReadRequest_GetMessageId struct {
-	GetMessageId uint64 `protobuf:"varint,3,opt,name=get_message_id,json=getMessageId,proto3,oneof"`
-}
-
-type ShardReadRequest_ListDeadQueue struct {
-	ListDeadQueue string `protobuf:"bytes,4,opt,name=list_dead_queue,json=listDeadQueue,proto3,oneof"`
-}
-
-func (*ShardReadRequest_StatsQueue) isShardReadRequest_Query() {}
-
-func (*ShardReadRequest_GetMessageId) isShardReadRequest_Query() {}
-
-func (*ShardReadRequest_ListDeadQueue) isShardReadRequest_Query() {}
-
-type ShardReadResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stats         *QueueStatsResponse    `protobuf:"bytes,1,opt,name=stats,proto3" json:"stats,omitempty"`
-	Message       *fsmpb.Message         `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	Dead          []*fsmpb.Message       `protobuf:"bytes,3,rep,name=dead,proto3" json:"dead,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardReadResponse) Reset() {
-	*x = ShardReadResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardReadResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardReadResponse) ProtoMessage() {}
-
-func (x *ShardReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardReadResponse.ProtoReflect.Descriptor instead.
-func (*ShardReadResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
-}
-
-func (x *ShardReadResponse) GetStats() *QueueStatsResponse {
-	if x != nil {
-		return x.Stats
-	}
-	return nil
-}
-
-func (x *ShardReadResponse) GetMessage() *fsmpb.Message {
-	if x != nil {
-		return x.Message
-	}
-	return nil
-}
-
-func (x *ShardReadResponse) GetDead() []*fsmpb.Message {
-	if x != nil {
-		return x.Dead
-	}
-	return nil
-}
-
-type ShardDigestRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	ShardId uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	// checkpoint, when set, asks for the digest this replica recorded at that
-	// replica comparison (a Tick checkpoint) instead of its current state's;
-	// NOT_FOUND while it has not applied it.
-	Checkpoint uint64 `protobuf:"varint,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
-	// quorum_digest, with checkpoint: the digest a quorum of the group's
-	// replicas recorded there. A replica whose own differs is marked damaged
-	// (it stops voting and serving until repaired) and says so in diverged.
-	QuorumDigest  []byte `protobuf:"bytes,3,opt,name=quorum_digest,json=quorumDigest,proto3" json:"quorum_digest,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardDigestRequest) Reset() {
-	*x = ShardDigestRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardDigestRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardDigestRequest) ProtoMessage() {}
-
-func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardDigestRequest.ProtoReflect.Descriptor instead.
-func (*ShardDigestRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
-}
-
-func (x *ShardDigestRequest) GetShardId() uint32 {
-	if x != nil {
-		return x.ShardId
-	}
-	return 0
-}
-
-func (x *ShardDigestRequest) GetCheckpoint() uint64 {
-	if x != nil {
-		return x.Checkpoint
-	}
-	return 0
-}
-
-func (x *ShardDigestRequest) GetQuorumDigest() []byte {
-	if x != nil {
-		return x.QuorumDigest
-	}
-	return nil
-}
-
-type KnownRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *KnownRequest) Reset() {
-	*x = KnownRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *KnownRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*KnownRequest) ProtoMessage() {}
-
-func (x *KnownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use KnownRequest.ProtoReflect.Descriptor instead.
-func (*KnownRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
-}
-
-func (x *KnownRequest) GetNodeId() string {
-	if x != nil {
-		return x.NodeId
-	}
-	return ""
-}
-
-type KnownResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // empty until the shard map is placed
-	Groups        []*GroupMember         `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`                        // groups whose configuration lists the node
-	HasState      bool                   `protobuf:"varint,3,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`   // the answering node has meta state
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *KnownResponse) Reset() {
-	*x = KnownResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *KnownResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*KnownResponse) ProtoMessage() {}
-
-func (x *KnownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use KnownResponse.ProtoReflect.Descriptor instead.
-func (*KnownResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
-}
-
-func (x *KnownResponse) GetClusterId() string {
-	if x != nil {
-		return x.ClusterId
-	}
-	return ""
-}
-
-func (x *KnownResponse) GetGroups() []*GroupMember {
-	if x != nil {
-		return x.Groups
-	}
-	return nil
-}
-
-func (x *KnownResponse) GetHasState() bool {
-	if x != nil {
-		return x.HasState
-	}
-	return false
-}
-
-type GroupMember struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Voter         bool                   `protobuf:"varint,2,opt,name=voter,proto3" json:"voter,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GroupMember) Reset() {
-	*x = GroupMember{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GroupMember) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GroupMember) ProtoMessage() {}
-
-func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
-func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
-}
-
-func (x *GroupMember) GetGroup() string {
-	if x != nil {
-		return x.Group
-	}
-	return ""
-}
-
-func (x *GroupMember) GetVoter() bool {
-	if x != nil {
-		return x.Voter
-	}
-	return false
-}
-
-type GroupChangeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Op            GroupChangeRequest_Op  `protobuf:"varint,2,opt,name=op,proto3,enum=raftq.v1.GroupChangeRequest_Op" json:"op,omitempty"`
-	NodeId        string                 `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GroupChangeRequest) Reset() {
-	*x = GroupChangeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GroupChangeRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GroupChangeRequest) ProtoMessage() {}
-
-func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GroupChangeRequest.ProtoReflect.Descriptor instead.
-func (*GroupChangeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
-}
-
-func (x *GroupChangeRequest) GetGroup() string {
-	if x != nil {
-		return x.Group
-	}
-	return ""
-}
-
-func (x *GroupChangeRequest) GetOp() GroupChangeRequest_Op {
-	if x != nil {
-		return x.Op
-	}
-	return GroupChangeRequest_OP_UNSPECIFIED
-}
-
-func (x *GroupChangeRequest) GetNodeId() string {
-	if x != nil {
-		return x.NodeId
-	}
-	return ""
-}
-
-func (x *GroupChangeRequest) GetRaftAddr() string {
-	if x != nil {
-		return x.RaftAddr
-	}
-	return ""
-}
-
-type GroupChangeResponse struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	LeaderId        string                 `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderLastIndex uint64                 `protobuf:"varint,2,opt,name=leader_last_index,json=leaderLastIndex,proto3" json:"leader_last_index,omitempty"` // the leader's last log index after the change
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
-}
-
-func (x *GroupChangeResponse) Reset() {
-	*x = GroupChangeResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GroupChangeResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GroupChangeResponse) ProtoMessage() {}
-
-func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GroupChangeResponse.ProtoReflect.Descriptor instead.
-func (*GroupChangeResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
-}
-
-func (x *GroupChangeResponse) GetLeaderId() string {
-	if x != nil {
-		return x.LeaderId
-	}
-	return ""
-}
-
-func (x *GroupChangeResponse) GetLeaderLastIndex() uint64 {
-	if x != nil {
-		return x.LeaderLastIndex
-	}
-	return 0
-}
-
-type ShardDigestResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // the FSM's applied index the digest was taken at
-	Digest        []byte                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`                                  // sha256 of the replica's snapshot stream
-	Diverged      bool                   `protobuf:"varint,4,opt,name=diverged,proto3" json:"diverged,omitempty"`                             // differed from quorum_digest: marked damaged
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardDigestResponse) Reset() {
-	*x = ShardDigestResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardDigestResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardDigestResponse) ProtoMessage() {}
-
-func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardDigestResponse.ProtoReflect.Descriptor instead.
-func (*ShardDigestResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
-}
-
-func (x *ShardDigestResponse) GetNodeId() string {
-	if x != nil {
-		return x.NodeId
-	}
-	return ""
-}
-
-func (x *ShardDigestResponse) GetAppliedIndex() uint64 {
-	if x != nil {
-		return x.AppliedIndex
-	}
-	return 0
-}
-
-func (x *ShardDigestResponse) GetDigest() []byte {
-	if x != nil {
-		return x.Digest
-	}
-	return nil
-}
-
-func (x *ShardDigestResponse) GetDiverged() bool {
-	if x != nil {
-		return x.Diverged
-	}
-	return false
-}
-
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
@@ -3687,63 +2895,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\vshard_count\x18\x01 \x01(\rR\n" +
 	"shardCount\x12+\n" +
 	"\x06shards\x18\x02 \x03(\v2\x13.raftq.v1.ShardInfoR\x06shards\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x04R\aversion\"_\n" +
-	"\x11ShardApplyRequest\x12\x19\n" +
-	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12/\n" +
-	"\acommand\x18\x02 \x01(\v2\x15.raftq.fsm.v1.CommandR\acommand\"B\n" +
-	"\x12ShardApplyResponse\x12,\n" +
-	"\x06result\x18\x01 \x01(\v2\x14.raftq.fsm.v1.ResultR\x06result\"z\n" +
-	"\x13ShardReceiveRequest\x12\x19\n" +
-	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12/\n" +
-	"\areceive\x18\x02 \x01(\v2\x15.raftq.fsm.v1.ReceiveR\areceive\x12\x17\n" +
-	"\await_ms\x18\x03 \x01(\x03R\x06waitMs\"\xc1\x01\n" +
-	"\x10ShardReadRequest\x12\x19\n" +
-	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12!\n" +
-	"\vstats_queue\x18\x02 \x01(\tH\x00R\n" +
-	"statsQueue\x12&\n" +
-	"\x0eget_message_id\x18\x03 \x01(\x04H\x00R\fgetMessageId\x12(\n" +
-	"\x0flist_dead_queue\x18\x04 \x01(\tH\x00R\rlistDeadQueue\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\rR\x05limitB\a\n" +
-	"\x05query\"\xa3\x01\n" +
-	"\x11ShardReadResponse\x122\n" +
-	"\x05stats\x18\x01 \x01(\v2\x1c.raftq.v1.QueueStatsResponseR\x05stats\x12/\n" +
-	"\amessage\x18\x02 \x01(\v2\x15.raftq.fsm.v1.MessageR\amessage\x12)\n" +
-	"\x04dead\x18\x03 \x03(\v2\x15.raftq.fsm.v1.MessageR\x04dead\"t\n" +
-	"\x12ShardDigestRequest\x12\x19\n" +
-	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12\x1e\n" +
-	"\n" +
-	"checkpoint\x18\x02 \x01(\x04R\n" +
-	"checkpoint\x12#\n" +
-	"\rquorum_digest\x18\x03 \x01(\fR\fquorumDigest\"'\n" +
-	"\fKnownRequest\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"z\n" +
-	"\rKnownResponse\x12\x1d\n" +
-	"\n" +
-	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12-\n" +
-	"\x06groups\x18\x02 \x03(\v2\x15.raftq.v1.GroupMemberR\x06groups\x12\x1b\n" +
-	"\thas_state\x18\x03 \x01(\bR\bhasState\"9\n" +
-	"\vGroupMember\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
-	"\x05voter\x18\x02 \x01(\bR\x05voter\"\xdf\x01\n" +
-	"\x12GroupChangeRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12/\n" +
-	"\x02op\x18\x02 \x01(\x0e2\x1f.raftq.v1.GroupChangeRequest.OpR\x02op\x12\x17\n" +
-	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x1b\n" +
-	"\traft_addr\x18\x04 \x01(\tR\braftAddr\"L\n" +
-	"\x02Op\x12\x12\n" +
-	"\x0eOP_UNSPECIFIED\x10\x00\x12\r\n" +
-	"\tOP_REMOVE\x10\x01\x12\x13\n" +
-	"\x0fOP_ADD_NONVOTER\x10\x02\x12\x0e\n" +
-	"\n" +
-	"OP_PROMOTE\x10\x03\"^\n" +
-	"\x13GroupChangeResponse\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12*\n" +
-	"\x11leader_last_index\x18\x02 \x01(\x04R\x0fleaderLastIndex\"\x87\x01\n" +
-	"\x13ShardDigestResponse\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\fR\x06digest\x12\x1a\n" +
-	"\bdiverged\x18\x04 \x01(\bR\bdiverged2\xef\x03\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion2\xef\x03\n" +
 	"\x06Queues\x12@\n" +
 	"\vCreateQueue\x12\x1c.raftq.v1.CreateQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12:\n" +
 	"\bGetQueue\x12\x19.raftq.v1.GetQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12G\n" +
@@ -3774,16 +2926,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\aCluster\x12;\n" +
 	"\x06Status\x12\x17.raftq.v1.StatusRequest\x1a\x18.raftq.v1.StatusResponse\x12A\n" +
 	"\bShardMap\x12\x19.raftq.v1.ShardMapRequest\x1a\x1a.raftq.v1.ShardMapResponse\x12;\n" +
-	"\x06Repair\x12\x17.raftq.v1.RepairRequest\x1a\x18.raftq.v1.RepairResponse2\xf6\x03\n" +
-	"\x04Node\x12G\n" +
-	"\n" +
-	"ShardApply\x12\x1b.raftq.v1.ShardApplyRequest\x1a\x1c.raftq.v1.ShardApplyResponse\x12K\n" +
-	"\fShardReceive\x12\x1d.raftq.v1.ShardReceiveRequest\x1a\x1c.raftq.v1.ShardApplyResponse\x12D\n" +
-	"\tShardRead\x12\x1a.raftq.v1.ShardReadRequest\x1a\x1b.raftq.v1.ShardReadResponse\x12J\n" +
-	"\vShardDigest\x12\x1c.raftq.v1.ShardDigestRequest\x1a\x1d.raftq.v1.ShardDigestResponse\x128\n" +
-	"\x05Known\x12\x16.raftq.v1.KnownRequest\x1a\x17.raftq.v1.KnownResponse\x12J\n" +
-	"\vGroupChange\x12\x1c.raftq.v1.GroupChangeRequest\x1a\x1d.raftq.v1.GroupChangeResponse\x12@\n" +
-	"\vRepairLocal\x12\x17.raftq.v1.RepairRequest\x1a\x18.raftq.v1.RepairResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"\x06Repair\x12\x17.raftq.v1.RepairRequest\x1a\x18.raftq.v1.RepairResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -3797,168 +2940,129 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 	return file_api_raftqv1_raftq_proto_rawDescData
 }
 
-var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
-	(GroupChangeRequest_Op)(0),    // 0: raftq.v1.GroupChangeRequest.Op
-	(*QueueInfo)(nil),             // 1: raftq.v1.QueueInfo
-	(*CreateQueueRequest)(nil),    // 2: raftq.v1.CreateQueueRequest
-	(*GetQueueRequest)(nil),       // 3: raftq.v1.GetQueueRequest
-	(*ListQueuesRequest)(nil),     // 4: raftq.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),    // 5: raftq.v1.ListQueuesResponse
-	(*UpdateQueueRequest)(nil),    // 6: raftq.v1.UpdateQueueRequest
-	(*DeleteQueueRequest)(nil),    // 7: raftq.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),   // 8: raftq.v1.DeleteQueueResponse
-	(*PurgeQueueRequest)(nil),     // 9: raftq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),    // 10: raftq.v1.PurgeQueueResponse
-	(*QueueStatsRequest)(nil),     // 11: raftq.v1.QueueStatsRequest
-	(*QueueStatsResponse)(nil),    // 12: raftq.v1.QueueStatsResponse
-	(*SendRequest)(nil),           // 13: raftq.v1.SendRequest
-	(*SendResponse)(nil),          // 14: raftq.v1.SendResponse
-	(*SendBatchRequest)(nil),      // 15: raftq.v1.SendBatchRequest
-	(*SendResult)(nil),            // 16: raftq.v1.SendResult
-	(*SendBatchResponse)(nil),     // 17: raftq.v1.SendBatchResponse
-	(*ReceiveRequest)(nil),        // 18: raftq.v1.ReceiveRequest
-	(*ReceivedMessage)(nil),       // 19: raftq.v1.ReceivedMessage
-	(*ReceiveResponse)(nil),       // 20: raftq.v1.ReceiveResponse
-	(*ItemStatus)(nil),            // 21: raftq.v1.ItemStatus
-	(*AckRequest)(nil),            // 22: raftq.v1.AckRequest
-	(*AckResponse)(nil),           // 23: raftq.v1.AckResponse
-	(*NackRequest)(nil),           // 24: raftq.v1.NackRequest
-	(*NackResponse)(nil),          // 25: raftq.v1.NackResponse
-	(*ExtendLeaseRequest)(nil),    // 26: raftq.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 27: raftq.v1.ExtendLeaseResponse
-	(*DeadLetterRequest)(nil),     // 28: raftq.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),    // 29: raftq.v1.DeadLetterResponse
-	(*GetMessageRequest)(nil),     // 30: raftq.v1.GetMessageRequest
-	(*MessageInfo)(nil),           // 31: raftq.v1.MessageInfo
-	(*CancelMessageRequest)(nil),  // 32: raftq.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil), // 33: raftq.v1.CancelMessageResponse
-	(*ListDeadRequest)(nil),       // 34: raftq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 35: raftq.v1.ListDeadResponse
-	(*RedriveRequest)(nil),        // 36: raftq.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 37: raftq.v1.RedriveResponse
-	(*DiscardRequest)(nil),        // 38: raftq.v1.DiscardRequest
-	(*DiscardResponse)(nil),       // 39: raftq.v1.DiscardResponse
-	(*StatusRequest)(nil),         // 40: raftq.v1.StatusRequest
-	(*Member)(nil),                // 41: raftq.v1.Member
-	(*ShardInfo)(nil),             // 42: raftq.v1.ShardInfo
-	(*StatusResponse)(nil),        // 43: raftq.v1.StatusResponse
-	(*DamagedReplica)(nil),        // 44: raftq.v1.DamagedReplica
-	(*RepairRequest)(nil),         // 45: raftq.v1.RepairRequest
-	(*RepairResponse)(nil),        // 46: raftq.v1.RepairResponse
-	(*GroupRepair)(nil),           // 47: raftq.v1.GroupRepair
-	(*ShardMapRequest)(nil),       // 48: raftq.v1.ShardMapRequest
-	(*ShardMapResponse)(nil),      // 49: raftq.v1.ShardMapResponse
-	(*ShardApplyRequest)(nil),     // 50: raftq.v1.ShardApplyRequest
-	(*ShardApplyResponse)(nil),    // 51: raftq.v1.ShardApplyResponse
-	(*ShardReceiveRequest)(nil),   // 52: raftq.v1.ShardReceiveRequest
-	(*ShardReadRequest)(nil),      // 53: raftq.v1.ShardReadRequest
-	(*ShardReadResponse)(nil),     // 54: raftq.v1.ShardReadResponse
-	(*ShardDigestRequest)(nil),    // 55: raftq.v1.ShardDigestRequest
-	(*KnownRequest)(nil),          // 56: raftq.v1.KnownRequest
-	(*KnownResponse)(nil),         // 57: raftq.v1.KnownResponse
-	(*GroupMember)(nil),           // 58: raftq.v1.GroupMember
-	(*GroupChangeRequest)(nil),    // 59: raftq.v1.GroupChangeRequest
-	(*GroupChangeResponse)(nil),   // 60: raftq.v1.GroupChangeResponse
-	(*ShardDigestResponse)(nil),   // 61: raftq.v1.ShardDigestResponse
-	nil,                           // 62: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 63: raftq.v1.ReceivedMessage.AttributesEntry
-	(*fsmpb.QueuePolicy)(nil),     // 64: raftq.fsm.v1.QueuePolicy
-	(*fsmpb.Message)(nil),         // 65: raftq.fsm.v1.Message
-	(*fsmpb.Command)(nil),         // 66: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),          // 67: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),         // 68: raftq.fsm.v1.Receive
+	(*QueueInfo)(nil),             // 0: raftq.v1.QueueInfo
+	(*CreateQueueRequest)(nil),    // 1: raftq.v1.CreateQueueRequest
+	(*GetQueueRequest)(nil),       // 2: raftq.v1.GetQueueRequest
+	(*ListQueuesRequest)(nil),     // 3: raftq.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),    // 4: raftq.v1.ListQueuesResponse
+	(*UpdateQueueRequest)(nil),    // 5: raftq.v1.UpdateQueueRequest
+	(*DeleteQueueRequest)(nil),    // 6: raftq.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),   // 7: raftq.v1.DeleteQueueResponse
+	(*PurgeQueueRequest)(nil),     // 8: raftq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),    // 9: raftq.v1.PurgeQueueResponse
+	(*QueueStatsRequest)(nil),     // 10: raftq.v1.QueueStatsRequest
+	(*QueueStatsResponse)(nil),    // 11: raftq.v1.QueueStatsResponse
+	(*SendRequest)(nil),           // 12: raftq.v1.SendRequest
+	(*SendResponse)(nil),          // 13: raftq.v1.SendResponse
+	(*SendBatchRequest)(nil),      // 14: raftq.v1.SendBatchRequest
+	(*SendResult)(nil),            // 15: raftq.v1.SendResult
+	(*SendBatchResponse)(nil),     // 16: raftq.v1.SendBatchResponse
+	(*ReceiveRequest)(nil),        // 17: raftq.v1.ReceiveRequest
+	(*ReceivedMessage)(nil),       // 18: raftq.v1.ReceivedMessage
+	(*ReceiveResponse)(nil),       // 19: raftq.v1.ReceiveResponse
+	(*ItemStatus)(nil),            // 20: raftq.v1.ItemStatus
+	(*AckRequest)(nil),            // 21: raftq.v1.AckRequest
+	(*AckResponse)(nil),           // 22: raftq.v1.AckResponse
+	(*NackRequest)(nil),           // 23: raftq.v1.NackRequest
+	(*NackResponse)(nil),          // 24: raftq.v1.NackResponse
+	(*ExtendLeaseRequest)(nil),    // 25: raftq.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 26: raftq.v1.ExtendLeaseResponse
+	(*DeadLetterRequest)(nil),     // 27: raftq.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),    // 28: raftq.v1.DeadLetterResponse
+	(*GetMessageRequest)(nil),     // 29: raftq.v1.GetMessageRequest
+	(*MessageInfo)(nil),           // 30: raftq.v1.MessageInfo
+	(*CancelMessageRequest)(nil),  // 31: raftq.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil), // 32: raftq.v1.CancelMessageResponse
+	(*ListDeadRequest)(nil),       // 33: raftq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),      // 34: raftq.v1.ListDeadResponse
+	(*RedriveRequest)(nil),        // 35: raftq.v1.RedriveRequest
+	(*RedriveResponse)(nil),       // 36: raftq.v1.RedriveResponse
+	(*DiscardRequest)(nil),        // 37: raftq.v1.DiscardRequest
+	(*DiscardResponse)(nil),       // 38: raftq.v1.DiscardResponse
+	(*StatusRequest)(nil),         // 39: raftq.v1.StatusRequest
+	(*Member)(nil),                // 40: raftq.v1.Member
+	(*ShardInfo)(nil),             // 41: raftq.v1.ShardInfo
+	(*StatusResponse)(nil),        // 42: raftq.v1.StatusResponse
+	(*DamagedReplica)(nil),        // 43: raftq.v1.DamagedReplica
+	(*RepairRequest)(nil),         // 44: raftq.v1.RepairRequest
+	(*RepairResponse)(nil),        // 45: raftq.v1.RepairResponse
+	(*GroupRepair)(nil),           // 46: raftq.v1.GroupRepair
+	(*ShardMapRequest)(nil),       // 47: raftq.v1.ShardMapRequest
+	(*ShardMapResponse)(nil),      // 48: raftq.v1.ShardMapResponse
+	nil,                           // 49: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 50: raftq.v1.ReceivedMessage.AttributesEntry
+	(*fsmpb.QueuePolicy)(nil),     // 51: raftq.fsm.v1.QueuePolicy
+	(*fsmpb.Message)(nil),         // 52: raftq.fsm.v1.Message
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
-	64, // 0: raftq.v1.QueueInfo.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	64, // 1: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	1,  // 2: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
-	64, // 3: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	62, // 4: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
-	13, // 5: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
-	16, // 6: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	63, // 7: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
-	19, // 8: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
-	21, // 9: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
-	65, // 10: raftq.v1.MessageInfo.message:type_name -> raftq.fsm.v1.Message
-	31, // 11: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	41, // 12: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	42, // 13: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	44, // 14: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	47, // 15: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	42, // 16: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	66, // 17: raftq.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	67, // 18: raftq.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	68, // 19: raftq.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
-	12, // 20: raftq.v1.ShardReadResponse.stats:type_name -> raftq.v1.QueueStatsResponse
-	65, // 21: raftq.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	65, // 22: raftq.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
-	58, // 23: raftq.v1.KnownResponse.groups:type_name -> raftq.v1.GroupMember
-	0,  // 24: raftq.v1.GroupChangeRequest.op:type_name -> raftq.v1.GroupChangeRequest.Op
-	2,  // 25: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	3,  // 26: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	4,  // 27: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	6,  // 28: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	7,  // 29: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	9,  // 30: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	11, // 31: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	13, // 32: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	15, // 33: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	18, // 34: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	22, // 35: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	24, // 36: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	26, // 37: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	28, // 38: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	30, // 39: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	32, // 40: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	34, // 41: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	36, // 42: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	38, // 43: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	40, // 44: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	48, // 45: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	45, // 46: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	50, // 47: raftq.v1.Node.ShardApply:input_type -> raftq.v1.ShardApplyRequest
-	52, // 48: raftq.v1.Node.ShardReceive:input_type -> raftq.v1.ShardReceiveRequest
-	53, // 49: raftq.v1.Node.ShardRead:input_type -> raftq.v1.ShardReadRequest
-	55, // 50: raftq.v1.Node.ShardDigest:input_type -> raftq.v1.ShardDigestRequest
-	56, // 51: raftq.v1.Node.Known:input_type -> raftq.v1.KnownRequest
-	59, // 52: raftq.v1.Node.GroupChange:input_type -> raftq.v1.GroupChangeRequest
-	45, // 53: raftq.v1.Node.RepairLocal:input_type -> raftq.v1.RepairRequest
-	1,  // 54: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	1,  // 55: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	5,  // 56: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	1,  // 57: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	8,  // 58: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	10, // 59: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	12, // 60: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	14, // 61: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	17, // 62: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	20, // 63: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	23, // 64: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	25, // 65: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	27, // 66: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	29, // 67: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	31, // 68: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	33, // 69: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	35, // 70: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	37, // 71: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	39, // 72: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	43, // 73: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	49, // 74: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	46, // 75: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	51, // 76: raftq.v1.Node.ShardApply:output_type -> raftq.v1.ShardApplyResponse
-	51, // 77: raftq.v1.Node.ShardReceive:output_type -> raftq.v1.ShardApplyResponse
-	54, // 78: raftq.v1.Node.ShardRead:output_type -> raftq.v1.ShardReadResponse
-	61, // 79: raftq.v1.Node.ShardDigest:output_type -> raftq.v1.ShardDigestResponse
-	57, // 80: raftq.v1.Node.Known:output_type -> raftq.v1.KnownResponse
-	60, // 81: raftq.v1.Node.GroupChange:output_type -> raftq.v1.GroupChangeResponse
-	46, // 82: raftq.v1.Node.RepairLocal:output_type -> raftq.v1.RepairResponse
-	54, // [54:83] is the sub-list for method output_type
-	25, // [25:54] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	51, // 0: raftq.v1.QueueInfo.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	51, // 1: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	0,  // 2: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
+	51, // 3: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	49, // 4: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	12, // 5: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
+	15, // 6: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
+	50, // 7: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	18, // 8: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
+	20, // 9: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
+	52, // 10: raftq.v1.MessageInfo.message:type_name -> raftq.fsm.v1.Message
+	30, // 11: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
+	40, // 12: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	41, // 13: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	43, // 14: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	46, // 15: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	41, // 16: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	1,  // 17: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	2,  // 18: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	3,  // 19: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	5,  // 20: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	6,  // 21: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	8,  // 22: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	10, // 23: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	12, // 24: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	14, // 25: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	17, // 26: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	21, // 27: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	23, // 28: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	25, // 29: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	27, // 30: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	29, // 31: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	31, // 32: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	33, // 33: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	35, // 34: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	37, // 35: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	39, // 36: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	47, // 37: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	44, // 38: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	0,  // 39: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	0,  // 40: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	4,  // 41: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	0,  // 42: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	7,  // 43: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	9,  // 44: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	11, // 45: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	13, // 46: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	16, // 47: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	19, // 48: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	22, // 49: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	24, // 50: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	26, // 51: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	28, // 52: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	30, // 53: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	32, // 54: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	34, // 55: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	36, // 56: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	38, // 57: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	42, // 58: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	48, // 59: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	45, // 60: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	39, // [39:61] is the sub-list for method output_type
+	17, // [17:39] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -3966,24 +3070,18 @@ func file_api_raftqv1_raftq_proto_init() {
 	if File_api_raftqv1_raftq_proto != nil {
 		return
 	}
-	file_api_raftqv1_raftq_proto_msgTypes[52].OneofWrappers = []any{
-		(*ShardReadRequest_StatsQueue)(nil),
-		(*ShardReadRequest_GetMessageId)(nil),
-		(*ShardReadRequest_ListDeadQueue)(nil),
-	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   63,
+			NumEnums:      0,
+			NumMessages:   51,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   4,
 		},
 		GoTypes:           file_api_raftqv1_raftq_proto_goTypes,
 		DependencyIndexes: file_api_raftqv1_raftq_proto_depIdxs,
-		EnumInfos:         file_api_raftqv1_raftq_proto_enumTypes,
 		MessageInfos:      file_api_raftqv1_raftq_proto_msgTypes,
 	}.Build()
 	File_api_raftqv1_raftq_proto = out.File
