@@ -89,7 +89,7 @@ func finalPhase(ctx context.Context, cl cluster, nem *nemesis.Nemesis, env *work
 }
 
 // compareDigests asks every replica of every shard for its FSM digest
-// (Node.ShardDigest), until all of a shard's digests are at one applied
+// (Peer.ShardDigest), until all of a shard's digests are at one applied
 // index (bounded): digests at different indexes compare nothing. The
 // checker judges them (checker/final.go).
 func compareDigests(ctx context.Context, cl cluster, shards []history.ShardReplicas) {
