@@ -3,7 +3,6 @@ package peer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -194,7 +193,7 @@ func (s *Service) GroupChange(ctx context.Context, req *peerpb.GroupChangeReques
 
 func (s *Service) RepairLocal(ctx context.Context, req *peerpb.RepairLocalRequest) (*peerpb.RepairLocalResponse, error) {
 	if id := req.GetNodeId(); id != s.node.NodeID() {
-		return nil, status.Error(codes.FailedPrecondition, fmt.Sprintf("this is node %s, not %s", s.node.NodeID(), id))
+		return nil, status.Errorf(codes.FailedPrecondition, "this is node %s, not %s", s.node.NodeID(), id)
 	}
 	return &peerpb.RepairLocalResponse{Groups: s.node.Repair(ctx)}, nil
 }
