@@ -138,6 +138,13 @@ func TestFollowerReceiveOnEmptyQueueReturnsNotLeader(t *testing.T) {
 				t.Fatalf("%s: follower Receive (wait %v) took %v before refusing", f.id, wait, d)
 			}
 		}
+		// Nor does a wait on a follower stand in for "nothing yet".
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := f.sh.Wait(ctx, "q")
+		cancel()
+		if !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("%s: follower Wait err = %v, want ErrNotLeader", f.id, err)
+		}
 	}
 }
 
