@@ -86,3 +86,35 @@ func TestCluster_ForwardedCallNamesTheShardLeader(t *testing.T) {
 		return
 	}
 }
+
+// A long poll at a node that does not lead the shard parks at the leader
+// (Peer.ShardWait) and wakes for a message sent meanwhile: it returns the
+// message, not an empty answer at the end of its wait.
+func TestCluster_ForwardedLongPollWakesOnSend(t *testing.T) {
+	c := startCluster(t, testcluster.Options{Shards: 1})
+	mustCreateQueue(t, c, "poll", nil)
+	ctx := ctxT(t, time.Minute)
+	leader := shardLeader(t, c, 0, 0)
+	via := (leader + 1) % len(c.Nodes)
+	type got struct {
+		resp *raftqv1.ReceiveResponse
+		err  error
+	}
+	done := make(chan got, 1)
+	go func() {
+		resp, err := msgs(c, via).Receive(ctx, &raftqv1.ReceiveRequest{Queue: "poll", MaxMessages: 1, WaitMs: 20_000})
+		done <- got{resp, err}
+	}()
+	time.Sleep(time.Second) // parked at the leader
+	sent, err := msgs(c, leader).Send(ctx, &raftqv1.SendRequest{Queue: "poll", Body: []byte("wake")})
+	if err != nil {
+		t.Fatalf("send via %s: %v", c.Nodes[leader].ID, err)
+	}
+	g := <-done
+	if g.err != nil {
+		t.Fatalf("long poll via %s: %v", c.Nodes[via].ID, g.err)
+	}
+	if ms := g.resp.GetMessages(); len(ms) != 1 || ms[0].GetMessageId() != sent.GetMessageId() {
+		t.Fatalf("long poll via %s returned %v, want message %s (waited %d us)", c.Nodes[via].ID, ms, sent.GetMessageId(), g.resp.GetWaitedUs())
+	}
+}
