@@ -29,6 +29,8 @@ proto:
 	protoc -I . --go_out=. --go_opt=paths=source_relative meta/metapb/meta.proto
 	protoc -I . --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative api/raftqv1/raftq.proto
+	protoc -I . --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative peer/peerpb/peer.proto
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

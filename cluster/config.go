@@ -16,8 +16,10 @@ const MaxClusterNameLen = 255
 type Config struct {
 	NodeID  string
 	DataDir string
-	// GRPCAddr is the advertised gRPC address (carried in gossip metadata).
-	GRPCAddr string
+	// GRPCAddr is the advertised client gRPC address and PeerAddr the
+	// advertised peer address (--peer-bind), both carried in gossip
+	// metadata.
+	GRPCAddr, PeerAddr string
 	// RaftBind/RaftAdvertise: the raftmux port every raft group shares.
 	RaftBind, RaftAdvertise string
 	// GossipBind/GossipAdvertise: memberlist host:port (TCP and UDP).
@@ -158,7 +160,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.DigestInterval = 2 * time.Minute
 	}
 	if c.Peers == nil {
-		c.Peers = &grpcPeers{}
+		c.Peers = newPeers()
 	}
 	if c.Fatal == nil {
 		logger := c.Logger

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/raftstore"
 	"github.com/raftq/raftq/shard"
 )
@@ -214,7 +214,7 @@ func hexes(digests map[string][]byte) map[string]string {
 // it has not applied it yet; with quorum set it tells the replica what the
 // quorum recorded.
 func (n *Node) peerDigest(ctx context.Context, m Member, shardID uint32, cp uint64, quorum []byte) ([]byte, error) {
-	req := &raftqv1.ShardDigestRequest{ShardId: shardID, Checkpoint: cp, QuorumDigest: quorum}
+	req := &peerpb.ShardDigestRequest{ShardId: shardID, Checkpoint: cp, QuorumDigest: quorum}
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		resp, err := n.cfg.Peers.ShardDigest(cctx, m, req)
@@ -238,7 +238,7 @@ func (n *Node) peerDigest(ctx context.Context, m Member, shardID uint32, cp uint
 // not applied it). With a quorum digest it is the leader saying what a
 // quorum recorded: a replica whose own digest differs marks itself damaged
 // (its state diverged) and stops voting and serving.
-func (n *Node) ShardDigest(ctx context.Context, req *raftqv1.ShardDigestRequest) (*raftqv1.ShardDigestResponse, error) {
+func (n *Node) ShardDigest(ctx context.Context, req *peerpb.ShardDigestRequest) (*peerpb.ShardDigestResponse, error) {
 	s := n.shards.get(req.GetShardId())
 	if s == nil {
 		return nil, fmt.Errorf("node %s holds no open replica of shard %d: %w", n.cfg.NodeID, req.GetShardId(), shard.ErrNoCheckpoint)
@@ -247,7 +247,7 @@ func (n *Node) ShardDigest(ctx context.Context, req *raftqv1.ShardDigestRequest)
 	if err != nil {
 		return nil, err
 	}
-	resp := &raftqv1.ShardDigestResponse{NodeId: n.cfg.NodeID, AppliedIndex: index, Digest: sum[:]}
+	resp := &peerpb.ShardDigestResponse{NodeId: n.cfg.NodeID, AppliedIndex: index, Digest: sum[:]}
 	if q := req.GetQuorumDigest(); len(q) > 0 && !bytes.Equal(q, sum[:]) {
 		n.logger.Error("this replica's state diverged from its group's: it stops voting and serving", "shard", req.GetShardId(), "index", index)
 		s.Replica().Damage(raftstore.Diverged(s.Replica(), index, sum[:], q))

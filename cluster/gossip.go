@@ -22,6 +22,7 @@ import (
 type Member struct {
 	NodeID     string
 	GRPCAddr   string
+	PeerAddr   string
 	RaftAddr   string
 	GossipAddr string
 	// State is "alive", "suspect", "dead" or "left".
@@ -100,6 +101,7 @@ func (g *gossip) localMeta() *metapb.NodeMeta {
 	return &metapb.NodeMeta{
 		NodeId:          cfg.NodeID,
 		GrpcAddr:        cfg.GRPCAddr,
+		PeerAddr:        cfg.PeerAddr,
 		RaftAddr:        g.n.mux.Addr(),
 		Version:         cfg.Version,
 		BootstrapExpect: uint32(cfg.BootstrapExpect),
@@ -154,6 +156,7 @@ func (g *gossip) upsert(node *memberlist.Node, state string) {
 		Member: Member{
 			NodeID:     m.GetNodeId(),
 			GRPCAddr:   m.GetGrpcAddr(),
+			PeerAddr:   m.GetPeerAddr(),
 			RaftAddr:   m.GetRaftAddr(),
 			GossipAddr: node.Address(),
 			State:      state,

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -261,7 +261,7 @@ func (p testPeers) node(id string) (*Node, error) {
 	return n, nil
 }
 
-func (p testPeers) Known(ctx context.Context, to Member, req *raftqv1.KnownRequest) (*raftqv1.KnownResponse, error) {
+func (p testPeers) Known(ctx context.Context, to Member, req *peerpb.KnownRequest) (*peerpb.KnownResponse, error) {
 	n, err := p.node(to.NodeID)
 	if err != nil {
 		return nil, err
@@ -269,7 +269,7 @@ func (p testPeers) Known(ctx context.Context, to Member, req *raftqv1.KnownReque
 	return n.Known(req.GetNodeId()), nil
 }
 
-func (p testPeers) GroupChange(ctx context.Context, to Member, req *raftqv1.GroupChangeRequest) (*raftqv1.GroupChangeResponse, string, error) {
+func (p testPeers) GroupChange(ctx context.Context, to Member, req *peerpb.GroupChangeRequest) (*peerpb.GroupChangeResponse, string, error) {
 	n, err := p.node(to.NodeID)
 	if err != nil {
 		return nil, "", err
@@ -285,10 +285,10 @@ func (p testPeers) GroupChange(ctx context.Context, to Member, req *raftqv1.Grou
 	p.tc.changesMu.Lock()
 	p.tc.changes = append(p.tc.changes, fmt.Sprintf("%s %s %s", req.GetGroup(), req.GetOp(), req.GetNodeId()))
 	p.tc.changesMu.Unlock()
-	return &raftqv1.GroupChangeResponse{LeaderId: to.NodeID, LeaderLastIndex: last}, "", nil
+	return &peerpb.GroupChangeResponse{LeaderId: to.NodeID, LeaderLastIndex: last}, "", nil
 }
 
-func (p testPeers) ShardDigest(ctx context.Context, to Member, req *raftqv1.ShardDigestRequest) (*raftqv1.ShardDigestResponse, error) {
+func (p testPeers) ShardDigest(ctx context.Context, to Member, req *peerpb.ShardDigestRequest) (*peerpb.ShardDigestResponse, error) {
 	n, err := p.node(to.NodeID)
 	if err != nil {
 		return nil, err

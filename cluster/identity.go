@@ -10,8 +10,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/raftstore"
 )
 
@@ -92,7 +92,7 @@ func (n *Node) tryVerify(ctx context.Context) (bool, error) {
 	var lastErr error
 	for _, m := range withState {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		resp, err := n.cfg.Peers.Known(cctx, m.Member, &raftqv1.KnownRequest{NodeId: n.cfg.NodeID})
+		resp, err := n.cfg.Peers.Known(cctx, m.Member, &peerpb.KnownRequest{NodeId: n.cfg.NodeID})
 		cancel()
 		if err != nil {
 			lastErr = fmt.Errorf("ask %s: %w", m.NodeID, err)
@@ -107,7 +107,7 @@ func (n *Node) tryVerify(ctx context.Context) (bool, error) {
 }
 
 // verifyWith acts on what a member with state said of this node.
-func (n *Node) verifyWith(ctx context.Context, resp *raftqv1.KnownResponse) error {
+func (n *Node) verifyWith(ctx context.Context, resp *peerpb.KnownResponse) error {
 	lost := n.lostGroups(resp.GetGroups())
 	if len(lost) == 0 {
 		n.logger.Info("identity check: the cluster does not know this node: it joins as a new member")
@@ -126,7 +126,7 @@ func (n *Node) verifyWith(ctx context.Context, resp *raftqv1.KnownResponse) erro
 	}
 	n.logger.Warn("identity check: this node lost its state; repairing: removing it from its groups, then re-adding it empty", "groups", names)
 	for _, g := range lost {
-		if err := n.groupChange(ctx, g.GetGroup(), raftqv1.GroupChangeRequest_OP_REMOVE); err != nil {
+		if err := n.groupChange(ctx, g.GetGroup(), peerpb.GroupChangeRequest_OP_REMOVE); err != nil {
 			return fmt.Errorf("remove %s from %s: %w", n.cfg.NodeID, g.GetGroup(), err)
 		}
 		inc := ""
@@ -147,8 +147,8 @@ func (n *Node) verifyWith(ctx context.Context, resp *raftqv1.KnownResponse) erro
 // replica is opened before the identity check, so a node restarted with
 // --repair after a refused start finds an empty one that is not new), or
 // marked for rejoining.
-func (n *Node) lostGroups(listed []*raftqv1.GroupMember) []*raftqv1.GroupMember {
-	var out []*raftqv1.GroupMember
+func (n *Node) lostGroups(listed []*peerpb.GroupMember) []*peerpb.GroupMember {
+	var out []*peerpb.GroupMember
 	for _, g := range listed {
 		if g.GetGroup() == metaGroup {
 			// Until verified the node's raft traffic is isolated, so a meta
@@ -165,7 +165,7 @@ func (n *Node) lostGroups(listed []*raftqv1.GroupMember) []*raftqv1.GroupMember 
 		out = append(out, g)
 	}
 	// Meta first: the node needs the shard map to reopen its shards.
-	slices.SortStableFunc(out, func(a, b *raftqv1.GroupMember) int {
+	slices.SortStableFunc(out, func(a, b *peerpb.GroupMember) int {
 		return boolInt(b.GetGroup() == metaGroup) - boolInt(a.GetGroup() == metaGroup)
 	})
 	return out
@@ -196,15 +196,15 @@ func (n *Node) intact(group string) bool {
 
 // Known lists the raft groups whose configuration names nodeID, as this
 // node's meta replica knows them.
-func (n *Node) Known(nodeID string) *raftqv1.KnownResponse {
-	resp := &raftqv1.KnownResponse{HasState: n.meta.HasState()}
+func (n *Node) Known(nodeID string) *peerpb.KnownResponse {
+	resp := &peerpb.KnownResponse{HasState: n.meta.HasState()}
 	if !resp.HasState {
 		return resp
 	}
 	if f := n.meta.Raft().GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			if string(s.ID) == nodeID {
-				resp.Groups = append(resp.Groups, &raftqv1.GroupMember{Group: metaGroup, Voter: s.Suffrage == raft.Voter})
+				resp.Groups = append(resp.Groups, &peerpb.GroupMember{Group: metaGroup, Voter: s.Suffrage == raft.Voter})
 			}
 		}
 	}
@@ -222,7 +222,7 @@ func (n *Node) Known(nodeID string) *raftqv1.KnownResponse {
 				}
 			}
 		}
-		resp.Groups = append(resp.Groups, &raftqv1.GroupMember{Group: shardGroup(id), Voter: voter})
+		resp.Groups = append(resp.Groups, &peerpb.GroupMember{Group: shardGroup(id), Voter: voter})
 	}
 	return resp
 }

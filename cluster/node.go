@@ -147,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.goLoop(n.shards.manageLoop)
 	n.goLoop(n.disk.loop)
 	logger.Info("node started", "raft", n.mux.Addr(), "gossip", n.gossip.selfAddr,
-		"grpc", cfg.GRPCAddr, "bootstrap_expect", cfg.BootstrapExpect, "has_state", n.meta.HasState(), "verified", ident.Verified())
+		"grpc", cfg.GRPCAddr, "peer", cfg.PeerAddr, "bootstrap_expect", cfg.BootstrapExpect, "has_state", n.meta.HasState(), "verified", ident.Verified())
 	ok = true
 	return n, nil
 }
@@ -180,6 +180,15 @@ func (n *Node) GossipAddr() string { return n.gossip.selfAddr }
 
 // Members lists every node gossip has seen, sorted by id.
 func (n *Node) Members() []Member { return n.gossip.list() }
+
+// MemberPeer returns a member's advertised peer address.
+func (n *Node) MemberPeer(nodeID string) (string, bool) {
+	m, ok := n.gossip.get(nodeID)
+	if !ok || m.PeerAddr == "" {
+		return "", false
+	}
+	return m.PeerAddr, true
+}
 
 // MemberGRPC returns a member's advertised gRPC address.
 func (n *Node) MemberGRPC(nodeID string) (string, bool) {

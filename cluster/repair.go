@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/raftstore"
 	"github.com/raftq/raftq/shard"
 )
@@ -29,7 +29,7 @@ const (
 // and returns the leader's last log index after it. Every op is
 // idempotent: removing an absent server, adding a present one or
 // promoting a voter changes nothing.
-func (n *Node) ChangeGroup(ctx context.Context, group string, op raftqv1.GroupChangeRequest_Op, nodeID, raftAddr string) (uint64, error) {
+func (n *Node) ChangeGroup(ctx context.Context, group string, op peerpb.GroupChangeRequest_Op, nodeID, raftAddr string) (uint64, error) {
 	r, err := n.groupRaft(group)
 	if err != nil {
 		return 0, err
@@ -52,12 +52,12 @@ func (n *Node) ChangeGroup(ctx context.Context, group string, op raftqv1.GroupCh
 	id, addr := raft.ServerID(nodeID), raft.ServerAddress(raftAddr)
 	var fut raft.IndexFuture
 	switch op {
-	case raftqv1.GroupChangeRequest_OP_REMOVE:
+	case peerpb.GroupChangeRequest_OP_REMOVE:
 		if cur != nil {
 			n.logger.Warn("removing a replica from its group for repair", "group", group, "replica", nodeID)
 			fut = r.RemoveServer(id, f.Index(), groupChangeWait)
 		}
-	case raftqv1.GroupChangeRequest_OP_ADD_NONVOTER:
+	case peerpb.GroupChangeRequest_OP_ADD_NONVOTER:
 		if cur == nil {
 			if raftAddr == "" {
 				return 0, errors.New("add nonvoter: raft address required")
@@ -65,7 +65,7 @@ func (n *Node) ChangeGroup(ctx context.Context, group string, op raftqv1.GroupCh
 			n.logger.Info("adding a replica to its group as a nonvoter", "group", group, "replica", nodeID, "raft", raftAddr)
 			fut = r.AddNonvoter(id, addr, f.Index(), groupChangeWait)
 		}
-	case raftqv1.GroupChangeRequest_OP_PROMOTE:
+	case peerpb.GroupChangeRequest_OP_PROMOTE:
 		switch {
 		case cur == nil:
 			return 0, fmt.Errorf("promote: %s is not in %s", nodeID, group)
@@ -105,13 +105,13 @@ func (n *Node) groupRaft(group string) (*raft.Raft, error) {
 
 // groupChange asks group's leader, wherever it is, to apply op to this
 // node, and returns the leader's last log index after it.
-func (n *Node) groupChange(ctx context.Context, group string, op raftqv1.GroupChangeRequest_Op) error {
+func (n *Node) groupChange(ctx context.Context, group string, op peerpb.GroupChangeRequest_Op) error {
 	_, err := n.groupChangeIndex(ctx, group, op)
 	return err
 }
 
-func (n *Node) groupChangeIndex(ctx context.Context, group string, op raftqv1.GroupChangeRequest_Op) (uint64, error) {
-	req := &raftqv1.GroupChangeRequest{Group: group, Op: op, NodeId: n.cfg.NodeID, RaftAddr: n.mux.Addr()}
+func (n *Node) groupChangeIndex(ctx context.Context, group string, op peerpb.GroupChangeRequest_Op) (uint64, error) {
+	req := &peerpb.GroupChangeRequest{Group: group, Op: op, NodeId: n.cfg.NodeID, RaftAddr: n.mux.Addr()}
 	var lastErr error
 	tried := map[string]bool{}
 	try := func(m Member) (uint64, bool) {
@@ -155,16 +155,16 @@ func (n *Node) groupChangeIndex(ctx context.Context, group string, op raftqv1.Gr
 // its group, moved aside and re-created empty; rejoinLoop then adds it
 // back. It returns what it did per group. A damaged meta replica is
 // repaired at start (--repair), since the node cannot run without one.
-func (n *Node) Repair(ctx context.Context) []*raftqv1.GroupRepair {
+func (n *Node) Repair(ctx context.Context) []*peerpb.GroupRepair {
 	// One repair at a time (--repair's retries, an operator's command):
 	// a second one working from the same damage would move the freshly
 	// re-created directory aside.
 	n.repairMu.Lock()
 	defer n.repairMu.Unlock()
-	var out []*raftqv1.GroupRepair
+	var out []*peerpb.GroupRepair
 	for id, d := range n.shards.damagedReplicas() {
 		g := shardGroup(id)
-		rep := &raftqv1.GroupRepair{Group: g, Reason: d.Reason}
+		rep := &peerpb.GroupRepair{Group: g, Reason: d.Reason}
 		out = append(out, rep)
 		if err := n.repairShard(ctx, id, d); err != nil {
 			rep.Outcome = err.Error()
@@ -178,7 +178,7 @@ func (n *Node) Repair(ctx context.Context) []*raftqv1.GroupRepair {
 
 func (n *Node) repairShard(ctx context.Context, id uint32, d *raftstore.DamageError) error {
 	g := shardGroup(id)
-	if err := n.groupChange(ctx, g, raftqv1.GroupChangeRequest_OP_REMOVE); err != nil {
+	if err := n.groupChange(ctx, g, peerpb.GroupChangeRequest_OP_REMOVE); err != nil {
 		return err
 	}
 	to, err := raftstore.Discard(d.Dir)
@@ -229,7 +229,7 @@ func (n *Node) rejoin(ctx context.Context, group string, voter bool, targets map
 	if r == nil {
 		return errors.New("local replica not open yet")
 	}
-	last, err := n.groupChangeIndex(ctx, group, raftqv1.GroupChangeRequest_OP_ADD_NONVOTER)
+	last, err := n.groupChangeIndex(ctx, group, peerpb.GroupChangeRequest_OP_ADD_NONVOTER)
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func (n *Node) rejoin(ctx context.Context, group string, voter bool, targets map
 		return fmt.Errorf("catching up: applied %d of %d", got, target)
 	}
 	if voter {
-		if err := n.groupChange(ctx, group, raftqv1.GroupChangeRequest_OP_PROMOTE); err != nil {
+		if err := n.groupChange(ctx, group, peerpb.GroupChangeRequest_OP_PROMOTE); err != nil {
 			return err
 		}
 	}

@@ -135,7 +135,7 @@ for attempt in 1 2 3; do
 	RAFTQ_SUBNET_PREFIX="172.29.$((RANDOM % 200 + 20))"
 	export RAFTQ_PORT_PREFIX RAFTQ_SUBNET_PREFIX
 	free=1
-	for p in 101 102 103 401 402 403; do port_free "$RAFTQ_PORT_PREFIX$p" || free=0; done
+	for p in 101 102 103 401 402 403 501 502 503; do port_free "$RAFTQ_PORT_PREFIX$p" || free=0; done
 	if ((free == 0)); then
 		project=""
 		continue

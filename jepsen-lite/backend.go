@@ -15,6 +15,9 @@ import (
 type cluster interface {
 	nemesis.Cluster
 	Conn(i int) *grpc.ClientConn
+	// PeerConn reaches node i's peer port (peer/peerpb), for the final
+	// phase's replica digests.
+	PeerConn(i int) *grpc.ClientConn
 	Addr(i int) string
 	Index(id string) int
 	Status(ctx context.Context, i int) (*raftqv1.StatusResponse, error)

@@ -13,6 +13,7 @@ import (
 	"github.com/raftq/raftq/jepsen-lite/history"
 	"github.com/raftq/raftq/jepsen-lite/nemesis"
 	"github.com/raftq/raftq/jepsen-lite/workload"
+	"github.com/raftq/raftq/peer/peerpb"
 )
 
 // drainVis is the lease the drain asks for: short, so a drain ack whose
@@ -87,7 +88,7 @@ func finalPhase(ctx context.Context, cl cluster, nem *nemesis.Nemesis, env *work
 }
 
 // compareDigests asks every replica of every shard for its FSM digest
-// (Node.ShardDigest), until all of a shard's digests are at one applied
+// (Peer.ShardDigest), until all of a shard's digests are at one applied
 // index (bounded): digests at different indexes compare nothing. The
 // checker judges them (checker/final.go).
 func compareDigests(ctx context.Context, cl cluster, shards []history.ShardReplicas) {
@@ -104,7 +105,7 @@ func compareDigests(ctx context.Context, cl cluster, shards []history.ShardRepli
 					continue
 				}
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				resp, err := raftqv1.NewNodeClient(cl.Conn(i)).ShardDigest(cctx, &raftqv1.ShardDigestRequest{ShardId: rs.Shard})
+				resp, err := peerpb.NewPeerClient(cl.PeerConn(i)).ShardDigest(cctx, &peerpb.ShardDigestRequest{ShardId: rs.Shard})
 				cancel()
 				if err != nil {
 					rs.Errors = append(rs.Errors, fmt.Sprintf("%s: %v", node, err))

@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -26,10 +26,10 @@ func (r *Router) Apply(ctx context.Context, id uint32, cmd *fsmpb.Command) (*fsm
 	}
 	return call(ctx, r, id,
 		func(ctx context.Context, sh *shard.Shard) (*fsmpb.Result, error) {
-			return r.ProposeLocal(ctx, sh, cmd)
+			return r.proposeLocal(ctx, sh, cmd)
 		},
-		func(ctx context.Context, c raftqv1.NodeClient, opts ...grpc.CallOption) (*fsmpb.Result, error) {
-			resp, err := c.ShardApply(ctx, &raftqv1.ShardApplyRequest{ShardId: id, Command: cmd}, opts...)
+		func(ctx context.Context, c peerpb.PeerClient, opts ...grpc.CallOption) (*fsmpb.Result, error) {
+			resp, err := c.ShardApply(ctx, &peerpb.ShardApplyRequest{ShardId: id, Command: cmd}, opts...)
 			if err != nil {
 				return nil, err
 			}

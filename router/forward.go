@@ -8,16 +8,31 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/peer"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/shard"
 )
 
 // LeaderTrailer is the gRPC trailer a node sets when it refuses a shard
 // call because it does not lead the shard: "nodeID=grpcAddr" of the leader
 // it knows, or empty. Its presence means the call certainly had no effect,
-// so it is safe to retry elsewhere.
-const LeaderTrailer = "raftq-leader"
+// so it is safe to retry elsewhere. Nodes refusing forwarded calls set the
+// same trailer.
+const LeaderTrailer = peer.LeaderTrailer
+
+// LeaderHintTrailer is the gRPC trailer a node sets on an UNAVAILABLE
+// whose outcome is unknown, to name the shard leader it knows of
+// ("nodeID=grpcAddr"): the forwarded call may have reached that leader
+// and been applied, so unlike LeaderTrailer it says nothing about the
+// outcome. A client that may repeat the call (a dedup key, an idempotent
+// call) repeats it there.
+const LeaderHintTrailer = "raftq-leader-hint"
+
+// PeerError means a forwarded shard call failed on the path to the node it
+// was for, not at that node (peer.Error).
+type PeerError = peer.Error
 
 // ShardLeaderTrailer is the gRPC trailer a node adds to a call it served by
 // forwarding to a shard's leader: "shard:nodeID=grpcAddr", one value per
@@ -73,7 +88,7 @@ func ParseLeaderHint(v string) (nodeID, addr string) {
 // operation may have been applied.
 func call[T any](ctx context.Context, r *Router, id uint32,
 	local func(context.Context, *shard.Shard) (T, error),
-	remote func(context.Context, raftqv1.NodeClient, ...grpc.CallOption) (T, error),
+	remote func(context.Context, peerpb.PeerClient, ...grpc.CallOption) (T, error),
 ) (T, error) {
 	return callWait(ctx, r, id, r.opts.LeaderWait, local, remote)
 }
@@ -88,7 +103,7 @@ func call[T any](ctx context.Context, r *Router, id uint32,
 // a *PeerError whose outcome is unknown (Sent).
 func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.Duration,
 	local func(context.Context, *shard.Shard) (T, error),
-	remote func(context.Context, raftqv1.NodeClient, ...grpc.CallOption) (T, error),
+	remote func(context.Context, peerpb.PeerClient, ...grpc.CallOption) (T, error),
 ) (T, error) {
 	var zero T
 	wctx, cancel := context.WithTimeout(ctx, max(leaderWait, time.Millisecond))
@@ -98,7 +113,8 @@ func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.
 	replicaTry := 0
 	self := r.topo.NodeID()
 	for {
-		leaderID, addr, known := r.topo.ShardLeader(id)
+		leaderID, _, known := r.topo.ShardLeader(id)
+		paddr, _ := r.topo.MemberPeer(leaderID)
 		switch {
 		case known && leaderID == self:
 			sh := r.topo.LocalShard(id)
@@ -116,8 +132,8 @@ func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.
 				break
 			}
 			return v, err
-		case known && addr != "":
-			v, refused, hint, err := forward(ctx, r, id, leaderID, addr, remote)
+		case known && paddr != "":
+			v, refused, hint, err := forward(ctx, r, id, leaderID, paddr, remote)
 			if err == nil {
 				return v, nil
 			}
@@ -147,10 +163,10 @@ func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.
 					continue // its election is what the sleep below waits for
 				}
 				asked++
-				raddr, ok := r.topo.MemberGRPC(rid)
+				raddr, ok := r.topo.MemberPeer(rid)
 				if !ok {
 					unreachable++
-					lastUnreachable = &PeerError{Shard: id, Peer: rid, Err: errors.New("no gRPC address known")}
+					lastUnreachable = &PeerError{Shard: id, Peer: rid, Err: errors.New("no peer address known")}
 					continue
 				}
 				v, refused, hint, err := forward(ctx, r, id, rid, raddr, remote)
@@ -179,11 +195,13 @@ func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.
 				// would hold the caller for nothing it can see.
 				return zero, r.hinted(id, lastUnreachable, lastID, lastAddr)
 			}
-			if _, laddr, ok := r.topo.ShardLeader(id); ok && laddr != "" {
-				// A replica's hint named a leader this node can call: go
-				// there now. (Without an address this branch would run
-				// again at once: sleep instead.)
-				continue
+			if lid, _, ok := r.topo.ShardLeader(id); ok {
+				if laddr, _ := r.topo.MemberPeer(lid); laddr != "" {
+					// A replica's hint named a leader this node can call:
+					// go there now. (Without an address this branch would
+					// run again at once: sleep instead.)
+					continue
+				}
 			}
 		}
 		if err := sleepCtx(wctx, backoff); err != nil {
@@ -211,4 +229,20 @@ func (r *Router) hinted(id uint32, err error, lastID, lastAddr string) error {
 		pe.LeaderID, pe.LeaderAddr = lastID, lastAddr
 	}
 	return pe
+}
+
+// forward sends one shard call to node peerID at its peer address addr
+// (peer.Forward). A call it served names that node as the shard's leader
+// to this node's caller (ShardLeaderTrailer); outside a gRPC handler
+// that is a no-op.
+func forward[T any](ctx context.Context, r *Router, id uint32, peerID, addr string,
+	remote func(context.Context, peerpb.PeerClient, ...grpc.CallOption) (T, error),
+) (v T, refused bool, hint string, err error) {
+	v, refused, hint, err = peer.Forward(ctx, r.peers, id, peerID, addr, remote)
+	if err == nil {
+		if gaddr, ok := r.topo.MemberGRPC(peerID); ok {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(ShardLeaderTrailer, FormatShardLeader(id, peerID, gaddr)))
+		}
+	}
+	return v, refused, hint, err
 }

@@ -14,10 +14,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/grayproxy"
 	"github.com/raftq/raftq/internal/liveness"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -35,6 +35,7 @@ func (f *fakeTopo) LocalShard(uint32) *shard.Shard      { return nil }
 func (f *fakeTopo) ShardReplicas(uint32) []string       { return f.replicas }
 func (f *fakeTopo) NoteLeader(_ uint32, id string)      { f.mu.Lock(); f.leader = id; f.mu.Unlock() }
 func (f *fakeTopo) MemberGRPC(id string) (string, bool) { a, ok := f.addrs[id]; return a, ok }
+func (f *fakeTopo) MemberPeer(id string) (string, bool) { a, ok := f.addrs[id]; return a, ok }
 
 func (f *fakeTopo) ShardLeader(uint32) (string, string, bool) {
 	f.mu.Lock()
@@ -46,21 +47,21 @@ func (f *fakeTopo) ShardLeader(uint32) (string, string, bool) {
 }
 
 // fakeLeader serves forwarded shard calls as a shard's leader: applies
-// succeed at once, receives wait their full wait.
+// succeed at once, waits last their full wait.
 type fakeLeader struct {
-	raftqv1.UnimplementedNodeServer
+	peerpb.UnimplementedPeerServer
 	applies atomic.Int32
 }
 
-func (n *fakeLeader) ShardApply(context.Context, *raftqv1.ShardApplyRequest) (*raftqv1.ShardApplyResponse, error) {
+func (n *fakeLeader) ShardApply(context.Context, *peerpb.ShardApplyRequest) (*peerpb.ShardApplyResponse, error) {
 	n.applies.Add(1)
-	return &raftqv1.ShardApplyResponse{Result: &fsmpb.Result{}}, nil
+	return &peerpb.ShardApplyResponse{Result: &fsmpb.Result{}}, nil
 }
 
-func (n *fakeLeader) ShardReceive(ctx context.Context, req *raftqv1.ShardReceiveRequest) (*raftqv1.ShardApplyResponse, error) {
+func (n *fakeLeader) ShardWait(ctx context.Context, req *peerpb.ShardWaitRequest) (*peerpb.ShardWaitResponse, error) {
 	select {
 	case <-time.After(time.Duration(req.GetWaitMs()) * time.Millisecond):
-		return &raftqv1.ShardApplyResponse{Result: &fsmpb.Result{Body: &fsmpb.Result_Receive{Receive: &fsmpb.ReceiveResult{}}}}, nil
+		return &peerpb.ShardWaitResponse{}, nil
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
@@ -74,7 +75,7 @@ func serveLeader(t *testing.T) (*fakeLeader, string) {
 	}
 	n := &fakeLeader{}
 	gs := grpc.NewServer()
-	raftqv1.RegisterNodeServer(gs, n)
+	peerpb.RegisterPeerServer(gs, n)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 	return n, lis.Addr().String()
@@ -222,7 +223,7 @@ func TestLongPollThroughALiveLeaderRunsItsCourse(t *testing.T) {
 	r := newTestRouter(t, topo)
 	wait := 4 * (testProbe.After + testProbe.Timeout)
 	start := time.Now()
-	if _, err := r.receiveShard(ctxT(t, time.Minute), 0, &fsmpb.Receive{Queue: "q"}, wait); err != nil {
+	if _, err := r.waitShard(ctxT(t, time.Minute), 0, "q", wait); err != nil {
 		t.Fatalf("long poll through a live leader: %v", err)
 	}
 	if took := time.Since(start); took < wait {
@@ -231,7 +232,7 @@ func TestLongPollThroughALiveLeaderRunsItsCourse(t *testing.T) {
 }
 
 // A long poll whose leader falls silent mid-wait ends (outcome unknown:
-// a wait-only call leases nothing, but a forward cannot know its kind)
+// a wait leases nothing, but a forward cannot know its kind)
 // instead of running to the end of its wait.
 func TestLongPollEndsWhenTheLeaderFallsSilent(t *testing.T) {
 	_, addr := serveLeader(t)
@@ -242,7 +243,7 @@ func TestLongPollEndsWhenTheLeaderFallsSilent(t *testing.T) {
 	const wait = 20 * time.Second
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.receiveShard(ctx, 0, &fsmpb.Receive{Queue: "q"}, wait)
+		_, err := r.waitShard(ctx, 0, "q", wait)
 		done <- err
 	}()
 	time.Sleep(2 * (testProbe.After + testProbe.Timeout)) // parked, and probed at least once
@@ -273,7 +274,7 @@ func TestReceiveDoesNotLongPollWhenNoLeaderIsReachable(t *testing.T) {
 	}
 }
 
-// A leader known without a gRPC address is asked about through the
+// A leader known without a peer address is asked about through the
 // replicas, which name it again; the call then waits for the address (or
 // an election) with the usual backoff, not in a loop of calls.
 func TestLeaderWithoutAddressIsWaitedForNotSpunOn(t *testing.T) {
@@ -283,7 +284,7 @@ func TestLeaderWithoutAddressIsWaitedForNotSpunOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer()
-	raftqv1.RegisterNodeServer(gs, refuser)
+	peerpb.RegisterPeerServer(gs, refuser)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 	topo := &fakeTopo{leader: "c", replicas: []string{"a", "b", "c"}, addrs: map[string]string{"b": lis.Addr().String()}}
@@ -303,12 +304,12 @@ func TestLeaderWithoutAddressIsWaitedForNotSpunOn(t *testing.T) {
 
 // hintingNode refuses every shard call, naming hint as the leader.
 type hintingNode struct {
-	raftqv1.UnimplementedNodeServer
+	peerpb.UnimplementedPeerServer
 	hint  string
 	calls atomic.Int32
 }
 
-func (n *hintingNode) ShardApply(ctx context.Context, _ *raftqv1.ShardApplyRequest) (*raftqv1.ShardApplyResponse, error) {
+func (n *hintingNode) ShardApply(ctx context.Context, _ *peerpb.ShardApplyRequest) (*peerpb.ShardApplyResponse, error) {
 	n.calls.Add(1)
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderTrailer, n.hint))
 	return nil, status.Error(codes.Unavailable, "not the leader")

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/peer/peerpb"
 )
 
 // A node that has not loaded the shard map (count 0) answers every routed
@@ -34,7 +34,7 @@ func TestNotReadyWithoutShardMap(t *testing.T) {
 	notReady("Apply", err)
 	_, err = r.ApplyAll(ctx, enq)
 	notReady("ApplyAll", err)
-	_, err = r.Read(ctx, &raftqv1.ShardReadRequest{ShardId: 0, Query: &raftqv1.ShardReadRequest_StatsQueue{StatsQueue: "q"}})
+	_, err = r.Read(ctx, &peerpb.ShardReadRequest{ShardId: 0, Query: &peerpb.ShardReadRequest_StatsQueue{StatsQueue: "q"}})
 	notReady("Read", err)
 	start := time.Now()
 	_, _, err = r.Receive(ctx, &fsmpb.Receive{Queue: "q", Max: 1}, 10*time.Second)

@@ -8,9 +8,10 @@ import (
 
 	"google.golang.org/grpc"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/peer"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -26,9 +27,11 @@ type Leased struct {
 //
 // A lease is a raft write, so the gather never leases more than it can
 // return: it asks the shards in parallel for shares of what is still
-// missing that add up to no more than that (see sweep), and it waits with wait-only calls that lease nothing (a cancelled
-// leasing long-poll could commit leases nobody receives, which burns a
-// receive count and delays the message by a visibility timeout).
+// missing that add up to no more than that (see sweep), and it waits with
+// ShardWait calls that lease nothing (a cancelled leasing long poll could
+// commit leases nobody receives, which burns a receive count and delays
+// the message by a visibility timeout). The shards only claim and wait:
+// this loop is the one long poll.
 //
 // waited is how long the receive went before the sweep that found
 // messages began: the long-poll part, which says how idle the consumer
@@ -152,7 +155,7 @@ func (r *Router) sweep(ctx context.Context, rq *fsmpb.Receive) ([]Leased, error)
 		if len(out) > 0 {
 			break
 		}
-		res, err := r.receiveShardWait(ctx, id, shareOf(rq, int(rq.GetMax()), rq.GetMaxBytes()), 0, r.opts.LeaderWait)
+		res, err := r.receiveShard(ctx, id, shareOf(rq, int(rq.GetMax()), rq.GetMaxBytes()))
 		if err != nil {
 			if ctx.Err() != nil {
 				return out, ctx.Err()
@@ -218,7 +221,7 @@ func (r *Router) askShards(ctx context.Context, rq *fsmpb.Receive, ids []uint32,
 	}
 	if len(ids) == 1 {
 		a := &out[0]
-		a.res, a.err = r.receiveShardWait(ctx, a.id, shareOf(rq, a.share, a.byteShare), 0, 0)
+		a.res, a.err = r.receiveShardWait(ctx, a.id, shareOf(rq, a.share, a.byteShare), 0)
 		return out
 	}
 	var wg sync.WaitGroup
@@ -226,7 +229,7 @@ func (r *Router) askShards(ctx context.Context, rq *fsmpb.Receive, ids []uint32,
 		wg.Add(1)
 		go func(a *asked) {
 			defer wg.Done()
-			a.res, a.err = r.receiveShardWait(ctx, a.id, shareOf(rq, a.share, a.byteShare), 0, 0)
+			a.res, a.err = r.receiveShardWait(ctx, a.id, shareOf(rq, a.share, a.byteShare), 0)
 		}(&out[i])
 	}
 	wg.Wait()
@@ -238,20 +241,20 @@ func shareOf(rq *fsmpb.Receive, n int, maxBytes uint64) *fsmpb.Receive {
 	return &fsmpb.Receive{Queue: rq.GetQueue(), Max: uint32(n), VisibilityTimeoutMs: rq.GetVisibilityTimeoutMs(), Consumer: rq.GetConsumer(), MaxBytes: maxBytes}
 }
 
-// receiveShard leases from one shard without waiting. The leader skips the
-// raft write when nothing is leasable that other receives have not claimed
-// (shard.Receive).
-func (r *Router) receiveShard(ctx context.Context, id uint32, rq *fsmpb.Receive, wait time.Duration) (*fsmpb.Result, error) {
-	return r.receiveShardWait(ctx, id, rq, wait, r.opts.LeaderWait)
+// receiveShard leases from one shard without waiting, waiting up to
+// LeaderWait for it to elect a leader. The leader skips the raft write when
+// nothing is leasable that other receives have not claimed (shard.Claim).
+func (r *Router) receiveShard(ctx context.Context, id uint32, rq *fsmpb.Receive) (*fsmpb.Result, error) {
+	return r.receiveShardWait(ctx, id, rq, r.opts.LeaderWait)
 }
 
-func (r *Router) receiveShardWait(ctx context.Context, id uint32, rq *fsmpb.Receive, wait, leaderWait time.Duration) (*fsmpb.Result, error) {
+func (r *Router) receiveShardWait(ctx context.Context, id uint32, rq *fsmpb.Receive, leaderWait time.Duration) (*fsmpb.Result, error) {
 	return callWait(ctx, r, id, leaderWait,
 		func(ctx context.Context, sh *shard.Shard) (*fsmpb.Result, error) {
-			return ReceiveLocal(ctx, sh, rq, wait)
+			return receiveLocal(ctx, sh, rq)
 		},
-		func(ctx context.Context, c raftqv1.NodeClient, opts ...grpc.CallOption) (*fsmpb.Result, error) {
-			resp, err := c.ShardReceive(ctx, &raftqv1.ShardReceiveRequest{ShardId: id, Receive: rq, WaitMs: wait.Milliseconds()}, opts...)
+		func(ctx context.Context, c peerpb.PeerClient, opts ...grpc.CallOption) (*fsmpb.Result, error) {
+			resp, err := c.ShardReceive(ctx, &peerpb.ShardReceiveRequest{ShardId: id, Receive: rq}, opts...)
 			if err != nil {
 				return nil, err
 			}
@@ -259,48 +262,60 @@ func (r *Router) receiveShardWait(ctx context.Context, id uint32, rq *fsmpb.Rece
 		})
 }
 
-// ReceiveLocal serves a receive on a shard this node leads: Max 0 means
-// wait-only (block until the queue has ready messages or wait ends, lease
-// nothing). The server's ShardReceive handler uses it too.
-func ReceiveLocal(ctx context.Context, sh *shard.Shard, rq *fsmpb.Receive, wait time.Duration) (*fsmpb.Result, error) {
-	if !sh.IsLeader() {
-		id, addr := sh.Leader()
-		return nil, &shard.NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
-	}
-	if rq.GetMax() == 0 {
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		defer cancel()
-		err := sh.WaitReady(wctx, rq.GetQueue())
-		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			err = nil // waited the full time: an empty answer, not a failure
-		}
-		return &fsmpb.Result{Body: &fsmpb.Result_Receive{Receive: &fsmpb.ReceiveResult{}}}, err
-	}
-	return sh.Receive(ctx, rq, wait)
+// waitShard waits up to d at shard id's leader for queue to have leasable,
+// unclaimed messages (shard.Wait); it leases nothing. ready is false when
+// d passed first.
+func (r *Router) waitShard(ctx context.Context, id uint32, queue string, d time.Duration) (ready bool, err error) {
+	d = min(d, peer.MaxWait)
+	return callWait(ctx, r, id, r.opts.LeaderWait,
+		func(ctx context.Context, sh *shard.Shard) (bool, error) {
+			if !sh.IsLeader() {
+				lid, addr := sh.Leader()
+				return false, &shard.NotLeaderError{LeaderID: string(lid), LeaderAddr: string(addr)}
+			}
+			wctx, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			err := sh.Wait(wctx, queue)
+			if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return false, nil // waited the full time: an answer, not a failure
+			}
+			return err == nil, err
+		},
+		func(ctx context.Context, c peerpb.PeerClient, opts ...grpc.CallOption) (bool, error) {
+			resp, err := c.ShardWait(ctx, &peerpb.ShardWaitRequest{ShardId: id, Queue: queue, WaitMs: d.Milliseconds()}, opts...)
+			if err != nil {
+				return false, err
+			}
+			return resp.GetReady(), nil
+		})
 }
 
 // waitAny blocks until some shard reports ready messages for queue, the
-// time is up (nil) or ctx ends. Wait-only calls lease nothing, so
-// cancelling the losers is harmless.
+// time is up (nil) or ctx ends. Waits lease nothing, so cancelling the
+// losers is harmless.
 func (r *Router) waitAny(ctx context.Context, queue string, d time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	n := r.topo.ShardCount()
-	ready := make(chan error, n)
+	type waited struct {
+		ready bool
+		err   error
+	}
+	done := make(chan waited, n)
 	start := time.Now()
 	for id := uint32(0); id < n; id++ {
 		go func() {
-			_, err := r.receiveShard(wctx, id, &fsmpb.Receive{Queue: queue}, d)
-			ready <- err
+			ready, err := r.waitShard(wctx, id, queue, d)
+			done <- waited{ready, err}
 		}()
 	}
 	failures := 0
 	for range n {
-		err := <-ready
-		if err == nil && wctx.Err() == nil {
-			return nil // one shard has something (or its wait ended early)
+		w := <-done
+		if w.ready && wctx.Err() == nil {
+			return nil // one shard has something
 		}
-		if err != nil {
+		if w.err != nil {
 			failures++
 		}
 	}

@@ -16,6 +16,7 @@ func (t remoteTopo) ShardReplicas(uint32) []string             { return nil }
 func (t remoteTopo) ShardLeader(uint32) (string, string, bool) { return "", "", false }
 func (t remoteTopo) NoteLeader(uint32, string)                 {}
 func (t remoteTopo) MemberGRPC(string) (string, bool)          { return "", false }
+func (t remoteTopo) MemberPeer(string) (string, bool)          { return "", false }
 
 // Every rotation lists each shard once, and over many calls every shard
 // leads the list about equally often, whatever the shard count; with 4 or 8

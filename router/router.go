@@ -1,6 +1,7 @@
 // Package router maps queue operations to data shards and carries them to
 // the shard's leader: it proposes locally when this node leads the shard and
-// forwards over gRPC (the Node service) otherwise, following not-leader hints.
+// forwards over the peer protocol (package peer) otherwise, following
+// not-leader hints. It owns long polling: shards offer Claim and Wait.
 package router
 
 import (
@@ -11,8 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/liveness"
+	"github.com/raftq/raftq/peer"
 	"github.com/raftq/raftq/shard"
 	"github.com/raftq/raftq/wire"
 )
@@ -28,7 +29,10 @@ type Topology interface {
 	// view for hosted shards, else the last hint recorded.
 	ShardLeader(id uint32) (nodeID, grpcAddr string, ok bool)
 	NoteLeader(id uint32, nodeID string)
+	// MemberGRPC is a member's client address, for leader hints to
+	// clients; MemberPeer its peer address, where forwards go.
 	MemberGRPC(nodeID string) (string, bool)
+	MemberPeer(nodeID string) (string, bool)
 }
 
 // Options tune forwarding.
@@ -49,23 +53,15 @@ type Options struct {
 	// (internal/liveness): a forward out for After with nothing heard
 	// from its node in as long gets the node probed, and a probe
 	// unanswered for Timeout ends the call and every other call out to
-	// that node. Default DefaultPeerProbeAfter and DefaultPeerProbeTimeout.
+	// that node. Default peer.DefaultProbeAfter and
+	// peer.DefaultProbeTimeout.
 	PeerProbe liveness.Config
 }
-
-// The default peer probe finds a dead path to a peer within about a
-// second: a probe is a gRPC health check, which a live node answers in
-// well under a millisecond whatever its raft groups are doing, so a
-// second of silence is not a slow node.
-const (
-	DefaultPeerProbeAfter   = 250 * time.Millisecond
-	DefaultPeerProbeTimeout = time.Second
-)
 
 // Router is safe for concurrent use.
 type Router struct {
 	topo  Topology
-	conns *connPool
+	peers *peer.Client
 	opts  Options
 	log   *slog.Logger
 	next  atomic.Uint32 // rotation for balanced shard choice
@@ -79,30 +75,20 @@ func New(topo Topology, opts Options) *Router {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.PeerProbe == (liveness.Config{}) {
-		opts.PeerProbe = liveness.Config{After: DefaultPeerProbeAfter, Timeout: DefaultPeerProbeTimeout}
-	}
-	return &Router{topo: topo, conns: newConnPool(opts.PeerProbe), opts: opts, log: opts.Logger}
-}
-
-// ProposeLocal proposes on a shard this node hosts, recording latency.
-// Forwarded calls (the Node service) use it too, so every proposal a leader
-// makes is observed once.
-func (r *Router) ProposeLocal(ctx context.Context, sh *shard.Shard, cmd *fsmpb.Command) (*fsmpb.Result, error) {
-	start := time.Now()
-	res, err := sh.Propose(ctx, cmd)
-	if r.opts.ObservePropose != nil && err == nil {
-		r.opts.ObservePropose(sh.ID(), time.Since(start))
-	}
-	return res, err
+	return &Router{topo: topo, peers: peer.NewClient(opts.PeerProbe), opts: opts, log: opts.Logger}
 }
 
 // Close releases forwarding connections.
-func (r *Router) Close() error { return r.conns.close() }
+func (r *Router) Close() error { return r.peers.Close() }
 
-// Conn returns the shared client connection to a peer's gRPC address, for
-// forwarding calls that are not shard calls (control-plane writes).
-func (r *Router) Conn(addr string) (*grpc.ClientConn, error) { return r.conns.conn(addr) }
+// Conn returns the shared client connection to an address, for calls that
+// are not shard calls: control-plane writes passed to the meta leader's
+// client port.
+func (r *Router) Conn(addr string) (*grpc.ClientConn, error) { return r.peers.Conn(addr) }
+
+// Peers is the router's peer client, for node-to-node calls that are not
+// shard calls (repair).
+func (r *Router) Peers() *peer.Client { return r.peers }
 
 // ShardCount is the fixed number of data shards, 0 while the shard map is
 // not loaded (see Ready).

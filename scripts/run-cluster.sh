@@ -6,10 +6,10 @@
 # the same cluster. A node that exits on its own is reported with how to
 # start it again; the others keep running.
 #
-#   node  gRPC (clients)   raft        gossip      metrics
-#   n1    127.0.0.1:7101   :7201       :7301       http://127.0.0.1:7401/metrics
-#   n2    127.0.0.1:7102   :7202       :7302       :7402
-#   n3    127.0.0.1:7103   :7203       :7303       :7403
+#   node  gRPC (clients)   raft        gossip      metrics                         peer (nodes)
+#   n1    127.0.0.1:7101   :7201       :7301       http://127.0.0.1:7401/metrics   :7501
+#   n2    127.0.0.1:7102   :7202       :7302       :7402                           :7502
+#   n3    127.0.0.1:7103   :7203       :7303       :7403                           :7503
 #
 # Each node's pid is in $DATA/<node>.pid (kill -9 "$(cat data/n2.pid)"
 # stops one abruptly, to watch failover).
@@ -104,6 +104,7 @@ for n in "${nodes[@]}"; do
 		--node-id "$n" --data-dir "$DATA/$n" \
 		--grpc-bind "127.0.0.1:710$i" --raft-bind "127.0.0.1:720$i" \
 		--gossip-bind "127.0.0.1:730$i" --http-bind "127.0.0.1:740$i" \
+		--peer-bind "127.0.0.1:750$i" \
 		--join "127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303" \
 		--bootstrap-expect 3 --wal-segment-size 4MiB ${RAFTQ_NODE_ARGS:-} \
 		> >(trap '' INT TERM; exec sh -c 'echo $$ >"$0"; exec sed -u "$1"' "$DATA/.$n.log.pid" "s/^/[$n] /") 2>&1 3>&- &

@@ -8,6 +8,7 @@ import (
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/wire"
 )
 
@@ -45,7 +46,7 @@ func (d *deadLetters) ListDead(ctx context.Context, req *raftqv1.ListDeadRequest
 	}
 	var all []*raftqv1.MessageInfo
 	for id := uint32(0); id < d.router.ShardCount(); id++ {
-		resp, err := d.router.Read(ctx, &raftqv1.ShardReadRequest{ShardId: id, Query: &raftqv1.ShardReadRequest_ListDeadQueue{ListDeadQueue: req.GetQueue()}, Limit: limit})
+		resp, err := d.router.Read(ctx, &peerpb.ShardReadRequest{ShardId: id, Query: &peerpb.ShardReadRequest_ListDeadQueue{ListDeadQueue: req.GetQueue()}, Limit: limit})
 		if err != nil {
 			return nil, d.toStatus(ctx, fmt.Errorf("list dead on shard %d: %w", id, err))
 		}

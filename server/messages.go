@@ -12,6 +12,7 @@ import (
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/wire"
 )
@@ -472,7 +473,7 @@ func (s *Server) getMessage(ctx context.Context, id string) (wire.MessageID, *fs
 	if n := s.router.ShardCount(); mid.Shard >= n {
 		return mid, nil, invalid("message id names shard %d, the cluster has %d", mid.Shard, n)
 	}
-	resp, err := s.router.Read(ctx, &raftqv1.ShardReadRequest{ShardId: mid.Shard, Query: &raftqv1.ShardReadRequest_GetMessageId{GetMessageId: mid.ID}})
+	resp, err := s.router.Read(ctx, &peerpb.ShardReadRequest{ShardId: mid.Shard, Query: &peerpb.ShardReadRequest_GetMessageId{GetMessageId: mid.ID}})
 	if err != nil {
 		return mid, nil, s.toStatus(ctx, fmt.Errorf("read message %s: %w", id, err))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/peer/peerpb"
 )
 
 type queues struct {
@@ -202,14 +203,14 @@ func (q *queues) QueueStats(ctx context.Context, req *raftqv1.QueueStatsRequest)
 		return nil, err
 	}
 	n := q.router.ShardCount()
-	parts := make([]*raftqv1.ShardReadResponse, n)
+	parts := make([]*peerpb.ShardReadResponse, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for id := uint32(0); id < n; id++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			parts[id], errs[id] = q.router.Read(ctx, &raftqv1.ShardReadRequest{ShardId: id, Query: &raftqv1.ShardReadRequest_StatsQueue{StatsQueue: req.GetName()}})
+			parts[id], errs[id] = q.router.Read(ctx, &peerpb.ShardReadRequest{ShardId: id, Query: &peerpb.ShardReadRequest_StatsQueue{StatsQueue: req.GetName()}})
 		}()
 	}
 	wg.Wait()

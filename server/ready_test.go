@@ -21,6 +21,7 @@ import (
 	"github.com/raftq/raftq/cluster"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/raftstore"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/shard"
@@ -42,23 +43,25 @@ func (n *startingNode) ShardReplicas(uint32) []string             { return nil }
 func (n *startingNode) ShardLeader(uint32) (string, string, bool) { return "", "", false }
 func (n *startingNode) NoteLeader(uint32, string)                 {}
 func (n *startingNode) MemberGRPC(string) (string, bool)          { return "", false }
+func (n *startingNode) MemberPeer(string) (string, bool)          { return "", false }
 func (n *startingNode) Meta() *meta.Store                         { return n.meta }
 func (n *startingNode) Members() []cluster.Member                 { return nil }
-func (n *startingNode) Known(string) *raftqv1.KnownResponse       { return &raftqv1.KnownResponse{} }
-func (n *startingNode) Repair(context.Context) []*raftqv1.GroupRepair {
+func (n *startingNode) Known(string) *peerpb.KnownResponse        { return &peerpb.KnownResponse{} }
+func (n *startingNode) Repair(context.Context) []*peerpb.GroupRepair {
 	return nil
 }
 func (n *startingNode) Damaged() map[string]*raftstore.DamageError { return nil }
-func (n *startingNode) ChangeGroup(context.Context, string, raftqv1.GroupChangeRequest_Op, string, string) (uint64, error) {
+func (n *startingNode) ChangeGroup(context.Context, string, peerpb.GroupChangeRequest_Op, string, string) (uint64, error) {
 	return 0, &shard.NotLeaderError{}
 }
-func (n *startingNode) ShardDigest(context.Context, *raftqv1.ShardDigestRequest) (*raftqv1.ShardDigestResponse, error) {
+func (n *startingNode) ShardDigest(context.Context, *peerpb.ShardDigestRequest) (*peerpb.ShardDigestResponse, error) {
 	return nil, shard.ErrNoCheckpoint
 }
 
-// serveStarting runs the real services of a starting node on a loopback
-// port and returns a connection to them.
-func serveStarting(t *testing.T) (*startingNode, *grpc.ClientConn) {
+// serveStarting runs the real services of a starting node on loopback
+// ports, the client services on one and the peer service on another, as
+// raftq-node does, and returns a connection to each.
+func serveStarting(t *testing.T) (node *startingNode, client, peer *grpc.ClientConn) {
 	t.Helper()
 	_, tr := raft.NewInmemTransport("n2")
 	ms, err := meta.Open(meta.Config{NodeID: "n2", Dir: t.TempDir(), Transport: tr, Logger: discard()})
@@ -70,21 +73,37 @@ func serveStarting(t *testing.T) (*startingNode, *grpc.ClientConn) {
 		defer cancel()
 		_ = ms.Shutdown(ctx)
 	})
-	node := &startingNode{meta: ms}
-	return node, serve(t, node)
+	node = &startingNode{meta: ms}
+	client, peer = serveBoth(t, node)
+	return node, client, peer
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// serve runs the real services of node on a loopback port and returns a
-// connection to them. The router waits 200 ms for a shard leader.
+// serve runs the real client services of node on a loopback port and
+// returns a connection to them. The router waits 200 ms for a shard leader.
 func serve(t *testing.T, node Node) *grpc.ClientConn {
+	t.Helper()
+	client, _ := serveBoth(t, node)
+	return client
+}
+
+// serveBoth runs the client services and the peer service of node on two
+// loopback ports, as raftq-node does, and returns a connection to each.
+func serveBoth(t *testing.T, node Node) (client, peer *grpc.ClientConn) {
 	t.Helper()
 	logger := discard()
 	rt := router.New(node, router.Options{Logger: logger, LeaderWait: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = rt.Close() })
-	gs := grpc.NewServer()
-	New(node, rt, nil, logger).Register(gs)
+	srv := New(node, rt, nil, logger)
+	gs, ps := grpc.NewServer(), grpc.NewServer()
+	srv.Register(gs)
+	srv.Peer().Register(ps)
+	return serveOn(t, gs), serveOn(t, ps)
+}
+
+func serveOn(t *testing.T, gs *grpc.Server) *grpc.ClientConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
@@ -107,11 +126,11 @@ type call struct {
 // entryPoints calls every service method that needs the shard map with a
 // request that is valid once the map is known (shard 0 exists in every
 // cluster).
-func entryPoints(cc *grpc.ClientConn) []call {
+func entryPoints(cc, pc *grpc.ClientConn) []call {
 	msgs := raftqv1.NewMessagesClient(cc)
 	qs := raftqv1.NewQueuesClient(cc)
 	dlq := raftqv1.NewDeadLettersClient(cc)
-	node := raftqv1.NewNodeClient(cc)
+	node := peerpb.NewPeerClient(pc)
 	receipt := wire.Receipt{Shard: 0, ID: 1, Epoch: 1, Term: 1}.String()
 	id := wire.MessageID{Shard: 0, ID: 1}.String()
 	enq := &fsmpb.Command{Cmd: &fsmpb.Command_Enqueue{Enqueue: &fsmpb.Enqueue{Queue: "jobs", Messages: []*fsmpb.NewMessage{{Body: []byte("x")}}}}}
@@ -185,20 +204,24 @@ func entryPoints(cc *grpc.ClientConn) []call {
 			_, err := dlq.Discard(ctx, &raftqv1.DiscardRequest{Queue: "jobs"}, o...)
 			return err
 		}},
-		{"Node.ShardApply", func(ctx context.Context, o ...grpc.CallOption) error {
-			_, err := node.ShardApply(ctx, &raftqv1.ShardApplyRequest{ShardId: 0, Command: enq}, o...)
+		{"Peer.ShardApply", func(ctx context.Context, o ...grpc.CallOption) error {
+			_, err := node.ShardApply(ctx, &peerpb.ShardApplyRequest{ShardId: 0, Command: enq}, o...)
 			return err
 		}},
-		{"Node.ShardReceive", func(ctx context.Context, o ...grpc.CallOption) error {
-			_, err := node.ShardReceive(ctx, &raftqv1.ShardReceiveRequest{ShardId: 0, Receive: &fsmpb.Receive{Queue: "jobs", Max: 1}}, o...)
+		{"Peer.ShardReceive", func(ctx context.Context, o ...grpc.CallOption) error {
+			_, err := node.ShardReceive(ctx, &peerpb.ShardReceiveRequest{ShardId: 0, Receive: &fsmpb.Receive{Queue: "jobs", Max: 1}}, o...)
 			return err
 		}},
-		{"Node.ShardRead", func(ctx context.Context, o ...grpc.CallOption) error {
-			_, err := node.ShardRead(ctx, &raftqv1.ShardReadRequest{ShardId: 0, Query: &raftqv1.ShardReadRequest_StatsQueue{StatsQueue: "jobs"}}, o...)
+		{"Peer.ShardWait", func(ctx context.Context, o ...grpc.CallOption) error {
+			_, err := node.ShardWait(ctx, &peerpb.ShardWaitRequest{ShardId: 0, Queue: "jobs", WaitMs: 1000}, o...)
 			return err
 		}},
-		{"Node.ShardDigest", func(ctx context.Context, o ...grpc.CallOption) error {
-			_, err := node.ShardDigest(ctx, &raftqv1.ShardDigestRequest{ShardId: 0}, o...)
+		{"Peer.ShardRead", func(ctx context.Context, o ...grpc.CallOption) error {
+			_, err := node.ShardRead(ctx, &peerpb.ShardReadRequest{ShardId: 0, Query: &peerpb.ShardReadRequest_StatsQueue{StatsQueue: "jobs"}}, o...)
+			return err
+		}},
+		{"Peer.ShardDigest", func(ctx context.Context, o ...grpc.CallOption) error {
+			_, err := node.ShardDigest(ctx, &peerpb.ShardDigestRequest{ShardId: 0}, o...)
 			return err
 		}},
 	}
@@ -210,8 +233,8 @@ func entryPoints(cc *grpc.ClientConn) []call {
 // retry at once. It used to crash on a send (integer divide by zero) and
 // answer forwarded calls INVALID_ARGUMENT, which clients take as final.
 func TestStartingNodeAnswersUnavailable(t *testing.T) {
-	_, cc := serveStarting(t)
-	for _, c := range entryPoints(cc) {
+	_, cc, pc := serveStarting(t)
+	for _, c := range entryPoints(cc, pc) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
@@ -232,7 +255,7 @@ func TestStartingNodeAnswersUnavailable(t *testing.T) {
 // the node starts; once the map is loaded, a receipt or id naming a shard
 // beyond it is INVALID_ARGUMENT too, not a readiness problem.
 func TestInvalidInputStaysInvalid(t *testing.T) {
-	node, cc := serveStarting(t)
+	node, cc, _ := serveStarting(t)
 	msgs := raftqv1.NewMessagesClient(cc)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -253,5 +276,21 @@ func TestInvalidInputStaysInvalid(t *testing.T) {
 	}
 	if _, err := msgs.GetMessage(ctx, &raftqv1.GetMessageRequest{MessageId: wire.MessageID{Shard: 5, ID: 1}.String()}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("get message 5-1 of 2 shards = %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+// The client port does not serve the node-to-node protocol: a peer call
+// there is UNIMPLEMENTED, while the peer port answers it.
+func TestPeerServiceIsNotOnTheClientPort(t *testing.T) {
+	node, cc, pc := serveStarting(t)
+	node.count.Store(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := &peerpb.KnownRequest{NodeId: "n1"}
+	if _, err := peerpb.NewPeerClient(cc).Known(ctx, req); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Peer.Known on the client port = %v, want UNIMPLEMENTED", err)
+	}
+	if _, err := peerpb.NewPeerClient(pc).Known(ctx, req); err != nil {
+		t.Fatalf("Peer.Known on the peer port: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/cluster"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/peer"
 	"github.com/raftq/raftq/router"
 )
 
@@ -58,11 +59,18 @@ func New(node Node, rt *router.Router, events Events, logger *slog.Logger) *Serv
 	return &Server{node: node, router: rt, log: logger, events: events}
 }
 
-// Register adds every raftq service to g.
+// Register adds every raftq client service to g, the client listener's
+// server.
 func (s *Server) Register(g *grpc.Server) {
 	raftqv1.RegisterQueuesServer(g, &queues{Server: s})
 	raftqv1.RegisterMessagesServer(g, &messages{Server: s})
 	raftqv1.RegisterDeadLettersServer(g, &deadLetters{Server: s})
 	raftqv1.RegisterClusterServer(g, &clusterSvc{Server: s})
-	raftqv1.RegisterNodeServer(g, &nodeSvc{Server: s})
+}
+
+// Peer is the node-to-node service, for the peer listener's server (never
+// the client listener's): it serves forwarded calls on this node's shards
+// and reports their failures as the client services do.
+func (s *Server) Peer() *peer.Service {
+	return peer.NewService(s.node, s.router.Local(), s.toStatus)
 }

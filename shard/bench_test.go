@@ -108,7 +108,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for acked.Load() < total && ctx.Err() == nil {
-				res, err := leader.Receive(ctx, &fsmpb.Receive{Queue: "bench", Max: recvBatch}, 100*time.Millisecond)
+				res, err := pollClaim(ctx, leader, &fsmpb.Receive{Queue: "bench", Max: recvBatch}, 100*time.Millisecond)
 				if err != nil {
 					b.Error(err)
 					return

@@ -111,7 +111,7 @@ func TestLeaderKillUnderLoadTCP(t *testing.T) {
 	// the message is redelivered; the old receipt is then stale.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := next.sh.Receive(ctx, &fsmpb.Receive{Queue: "leases", Max: 1, VisibilityTimeoutMs: 60_000}, 8*time.Second)
+	res, err := pollClaim(ctx, next.sh, &fsmpb.Receive{Queue: "leases", Max: 1, VisibilityTimeoutMs: 60_000}, 8*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

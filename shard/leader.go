@@ -51,7 +51,7 @@ func (s *Shard) manageLeadership() {
 		stop()
 		cur = notLeaderState
 		s.publish(false)
-		s.wakeAll() // long polls re-propose and learn they lost leadership
+		s.wakeAll() // waits wake and learn they lost leadership
 	}
 	for {
 		select {

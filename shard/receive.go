@@ -2,68 +2,65 @@ package shard
 
 import (
 	"context"
-	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
-	"google.golang.org/protobuf/proto"
 )
 
-// Receive leases up to r.Max messages of r.Queue. When it finds none and
-// wait > 0, it waits for the FSM to report new ready messages in the queue,
-// the wait to elapse or ctx to end, then tries again. Interest is
-// registered before the first try, so an enqueue applied in between is not
-// missed. An empty result is a normal outcome. Only on the leader.
-//
-// A receive is proposed only while the queue holds more leasable messages
-// than the receives already in flight on this leader asked for (see
-// claim); otherwise it waits, or with wait 0 answers empty at once.
-func (s *Shard) Receive(ctx context.Context, r *fsmpb.Receive, wait time.Duration) (*fsmpb.Result, error) {
-	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_Receive{Receive: r}}
-	var wake <-chan struct{}
-	var expired <-chan time.Time
-	if wait > 0 {
-		w, unwatch := s.watch(r.GetQueue())
-		defer unwatch()
-		deadline := time.NewTimer(wait)
-		defer deadline.Stop()
-		wake, expired = w, deadline.C
+// Claim leases up to r.Max messages of r.Queue without waiting. It
+// proposes only while the queue holds more leasable messages than the
+// receives already in flight on this leader asked for (see claim);
+// otherwise it answers empty at once. An empty result is a normal
+// outcome. Only on the leader. Long polls are the router's: it waits with
+// Wait, which leases nothing, and claims after it wakes.
+func (s *Shard) Claim(ctx context.Context, r *fsmpb.Receive) (*fsmpb.Result, error) {
+	// The leadership gate Propose applies, before the claim check reads
+	// the FSM: a follower (or a leader that lost its term) answers with
+	// the hint, not with "nothing here".
+	if err := s.waitReady(ctx); err != nil {
+		return nil, err
 	}
+	release, n, ok := s.claim(r.GetQueue(), r.GetMax())
+	if !ok {
+		return emptyReceive(), nil
+	}
+	defer release()
+	if n < r.GetMax() {
+		// Lease what was claimed, not what arrives meanwhile: that is for
+		// the receives behind this one.
+		r = proto.Clone(r).(*fsmpb.Receive)
+		r.Max = n
+	}
+	return s.Propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Receive{Receive: r}})
+}
+
+// Wait blocks until the queue has leasable messages on this leader that no
+// receive in flight has claimed, ctx ends, or this replica stops leading.
+// It leases nothing: the router uses it to long-poll many shards at once
+// and then claims from the one that woke, so an abandoned wait never
+// strands a lease.
+func (s *Shard) Wait(ctx context.Context, queue string) error {
+	if err := s.waitReady(ctx); err != nil {
+		return err
+	}
+	wake, unwatch := s.watch(queue)
+	defer unwatch()
 	for {
-		// The leadership gate Propose applies, before the claim check
-		// reads the FSM: a follower (or a leader that lost its term, which
-		// wakeAll reports) answers with the hint, not with "nothing here".
-		if err := s.waitReady(ctx); err != nil {
-			return nil, err
-		}
-		if release, n, ok := s.claim(r.GetQueue(), r.GetMax()); ok {
-			c := cmd
-			if n < r.GetMax() {
-				// Lease what was claimed, not what arrives meanwhile: that
-				// is for the receives behind this one.
-				rn := proto.Clone(r).(*fsmpb.Receive)
-				rn.Max = n
-				c = &fsmpb.Command{Cmd: &fsmpb.Command_Receive{Receive: rn}}
-			}
-			res, err := s.Propose(ctx, c)
-			release()
-			if err != nil {
-				return nil, err
-			}
-			if res.GetStatus().GetCode() != fsmpb.Code_CODE_OK || len(res.GetReceive().GetMessages()) > 0 {
-				return res, nil
-			}
-		}
-		if wait <= 0 {
-			return emptyReceive(), nil
+		// Interest is registered before the check, so a notification
+		// between the check and the select is kept, not lost.
+		if s.unclaimed(queue) {
+			return nil
 		}
 		select {
 		case <-wake:
-		case <-expired:
-			return emptyReceive(), nil
+			if !s.IsLeader() {
+				return s.notLeader()
+			}
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-s.closing:
-			return emptyReceive(), nil
+			return ErrShutdown
 		}
 	}
 }
@@ -159,8 +156,8 @@ func (s *Shard) notify(queue string) {
 	s.waitMu.Unlock()
 }
 
-// wakeAll wakes every long poll (leadership lost, shutdown) so each
-// re-proposes and returns the new situation to its caller.
+// wakeAll wakes every Wait (leadership lost, shutdown) so each returns
+// the new situation to its caller.
 func (s *Shard) wakeAll() {
 	s.waitMu.Lock()
 	for _, m := range s.waiters {

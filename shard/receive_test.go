@@ -28,7 +28,7 @@ func TestWaitingReceiversDoNotProposeForClaimedMessages(t *testing.T) {
 		go func() {
 			// 30 s: the waits must outlast both messages below even on a
 			// loaded machine (the test's cancel ends them).
-			res, err := leader.sh.Receive(ctx, &fsmpb.Receive{Queue: "q", Max: 256}, 30*time.Second)
+			res, err := pollClaim(ctx, leader.sh, &fsmpb.Receive{Queue: "q", Max: 256}, 30*time.Second)
 			done <- got{res.GetReceive().GetMessages(), err}
 		}()
 	}
@@ -78,7 +78,7 @@ func TestReceiveClaimsOnlyWhatIsLeasable(t *testing.T) {
 	counts := make(chan int, 2)
 	for range 2 {
 		go func() {
-			res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 4}, 0)
+			res, err := leader.sh.Claim(context.Background(), &fsmpb.Receive{Queue: "q", Max: 4})
 			if err != nil {
 				t.Error(err)
 			}
@@ -90,12 +90,12 @@ func TestReceiveClaimsOnlyWhatIsLeasable(t *testing.T) {
 			t.Fatalf("a concurrent receive of 4 from 10 got %d", n)
 		}
 	}
-	res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 4}, 0)
+	res, err := leader.sh.Claim(context.Background(), &fsmpb.Receive{Queue: "q", Max: 4})
 	if err != nil || len(res.GetReceive().GetMessages()) != 2 {
 		t.Fatalf("third receive = %v, %v; want the 2 left", res, err)
 	}
 	before := leader.sh.ProposerStats().Commands
-	res, err = leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 4}, 0)
+	res, err = leader.sh.Claim(context.Background(), &fsmpb.Receive{Queue: "q", Max: 4})
 	if err != nil || len(res.GetReceive().GetMessages()) != 0 {
 		t.Fatalf("receive on an empty queue = %v, %v", res, err)
 	}
@@ -103,7 +103,7 @@ func TestReceiveClaimsOnlyWhatIsLeasable(t *testing.T) {
 		t.Fatalf("a receive on an empty queue proposed %d commands", n)
 	}
 	// A queue this shard does not hold still reaches the FSM, which refuses it.
-	res, err = leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "nope", Max: 1}, 0)
+	res, err = leader.sh.Claim(context.Background(), &fsmpb.Receive{Queue: "nope", Max: 1})
 	if err != nil || res.GetStatus().GetCode() != fsmpb.Code_CODE_QUEUE_NOT_FOUND {
 		t.Fatalf("receive on an unknown queue = %v, %v; want QUEUE_NOT_FOUND", res, err)
 	}
@@ -130,13 +130,20 @@ func TestFollowerReceiveOnEmptyQueueReturnsNotLeader(t *testing.T) {
 		// A follower that waited out the long poll would take 10 s.
 		for _, wait := range []time.Duration{0, 10 * time.Second} {
 			start := time.Now()
-			_, err := f.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 1}, wait)
+			_, err := pollClaim(context.Background(), f.sh, &fsmpb.Receive{Queue: "q", Max: 1}, wait)
 			if !errors.Is(err, ErrNotLeader) {
 				t.Fatalf("%s: follower Receive (wait %v) err = %v, want ErrNotLeader", f.id, wait, err)
 			}
 			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("%s: follower Receive (wait %v) took %v before refusing", f.id, wait, d)
 			}
+		}
+		// Nor does a wait on a follower stand in for "nothing yet".
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := f.sh.Wait(ctx, "q")
+		cancel()
+		if !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("%s: follower Wait err = %v, want ErrNotLeader", f.id, err)
 		}
 	}
 }
@@ -151,7 +158,7 @@ func TestFailedReceiveReleasesItsClaim(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	for range 20 {
-		if _, err := leader.sh.Receive(cancelled, &fsmpb.Receive{Queue: "q", Max: 1}, 0); err == nil {
+		if _, err := leader.sh.Claim(cancelled, &fsmpb.Receive{Queue: "q", Max: 1}); err == nil {
 			t.Fatal("a receive with a cancelled context succeeded")
 		}
 	}
@@ -161,7 +168,7 @@ func TestFailedReceiveReleasesItsClaim(t *testing.T) {
 	if left != 0 {
 		t.Fatalf("%d messages still claimed after the failed receives", left)
 	}
-	res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 1}, 0)
+	res, err := leader.sh.Claim(context.Background(), &fsmpb.Receive{Queue: "q", Max: 1})
 	if err != nil || len(res.GetReceive().GetMessages()) != 1 || res.GetReceive().GetMessages()[0].GetId() != id {
 		t.Fatalf("receive after the failed ones = %v, %v; want message %d", res, err, id)
 	}
@@ -190,7 +197,7 @@ func TestClaimTakesWhatIsThere(t *testing.T) {
 	release1()
 	release2()
 	// The receive leases what it claimed: all 5, in one call of 256.
-	res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 256}, 0)
+	res, err := leader.sh.Claim(context.Background(), &fsmpb.Receive{Queue: "q", Max: 256})
 	if err != nil || len(res.GetReceive().GetMessages()) != 5 {
 		t.Fatalf("receive: %v, %d messages; want 5", err, len(res.GetReceive().GetMessages()))
 	}
@@ -201,5 +208,25 @@ func enqueueN(t testing.TB, s *Shard, queue string, n int) {
 	t.Helper()
 	for i := range n {
 		mustEnqueue(t, s, queue, &fsmpb.NewMessage{Body: []byte{byte(i)}})
+	}
+}
+
+// pollClaim is a long poll on one shard as the router runs it (Wait, then
+// Claim): claim, and while that leases nothing, wait for unclaimed
+// messages and claim again, until wait passes (an empty answer).
+func pollClaim(ctx context.Context, s *Shard, rq *fsmpb.Receive, wait time.Duration) (*fsmpb.Result, error) {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		res, err := s.Claim(ctx, rq)
+		if err != nil || res.GetStatus().GetCode() != fsmpb.Code_CODE_OK || len(res.GetReceive().GetMessages()) > 0 {
+			return res, err
+		}
+		if err := s.Wait(wctx, rq.GetQueue()); err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return emptyReceive(), nil
+			}
+			return nil, err
+		}
 	}
 }

@@ -41,7 +41,7 @@ func TestFollowerProposeReturnsNotLeaderWithHint(t *testing.T) {
 		if f.sh.IsLeader() {
 			t.Fatalf("%s: follower says IsLeader", f.id)
 		}
-		if _, err := f.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 1}, time.Second); !errors.Is(err, ErrNotLeader) {
+		if _, err := pollClaim(context.Background(), f.sh, &fsmpb.Receive{Queue: "q", Max: 1}, time.Second); !errors.Is(err, ErrNotLeader) {
 			t.Fatalf("%s: follower Receive err = %v, want ErrNotLeader", f.id, err)
 		}
 	}
@@ -127,7 +127,7 @@ func TestLongPollWakesOnEnqueueWithoutSpinning(t *testing.T) {
 	go func() {
 		// 30 s: a long poll not woken by the enqueue returns only then,
 		// far beyond the bounds below.
-		res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 10}, 30*time.Second)
+		res, err := pollClaim(context.Background(), leader.sh, &fsmpb.Receive{Queue: "q", Max: 10}, 30*time.Second)
 		done <- got{res, err, time.Now()}
 	}()
 	time.Sleep(100 * time.Millisecond) // let the first (empty) receive apply
@@ -158,7 +158,7 @@ func TestLongPollWakesOnEnqueueWithoutSpinning(t *testing.T) {
 
 	// An empty wait ends on time with an empty, successful result.
 	start := time.Now()
-	res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 1}, 300*time.Millisecond)
+	res, err := pollClaim(context.Background(), leader.sh, &fsmpb.Receive{Queue: "q", Max: 1}, 300*time.Millisecond)
 	if err != nil || len(res.GetReceive().GetMessages()) != 0 {
 		t.Fatalf("empty long poll = %v, %v", res, err)
 	}
@@ -175,7 +175,7 @@ func TestDelayedMessageDeliveredByLeaderTick(t *testing.T) {
 	mustQueue(t, leader.sh, "q", standard(time.Minute))
 	id := mustEnqueue(t, leader.sh, "q", &fsmpb.NewMessage{Body: []byte("later"), DelayMs: 400})
 	start := time.Now()
-	res, err := leader.sh.Receive(context.Background(), &fsmpb.Receive{Queue: "q", Max: 1}, 5*time.Second)
+	res, err := pollClaim(context.Background(), leader.sh, &fsmpb.Receive{Queue: "q", Max: 1}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/internal/testcluster"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/wire"
 )
 
@@ -332,10 +333,10 @@ func waitSameDigests(t *testing.T, c *testcluster.Cluster, shards uint32) {
 	ctx := ctxT(t, 60*time.Second)
 	for id := uint32(0); id < shards; id++ {
 		for {
-			var first *raftqv1.ShardDigestResponse
+			var first *peerpb.ShardDigestResponse
 			same := true
 			for i := range c.Nodes {
-				d, err := raftqv1.NewNodeClient(c.Conn(i)).ShardDigest(ctx, &raftqv1.ShardDigestRequest{ShardId: id})
+				d, err := peerpb.NewPeerClient(c.PeerConn(i)).ShardDigest(ctx, &peerpb.ShardDigestRequest{ShardId: id})
 				if err != nil {
 					t.Fatalf("digest of shard %d on n%d: %v", id, i+1, err)
 				}

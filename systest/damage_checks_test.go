@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/peer/peerpb"
 )
 
 // What the damage tests check on a running rig: node logs, the operator
@@ -112,7 +112,7 @@ func (r *rig) expectDamaged(i int, logFrom int64, reason string) {
 	if !strings.Contains(out, want) || !strings.Contains(out, "raftq cluster repair") {
 		r.t.Fatalf("raftq cluster status on %s does not name the damaged replica (want %q):\n%s", id, want, out)
 	}
-	_, err := raftqv1.NewNodeClient(r.c.Conn(i)).ShardDigest(ctxT(r.t, 10*time.Second), &raftqv1.ShardDigestRequest{ShardId: 0})
+	_, err := peerpb.NewPeerClient(r.c.PeerConn(i)).ShardDigest(ctxT(r.t, 10*time.Second), &peerpb.ShardDigestRequest{ShardId: 0})
 	if status.Code(err) != codes.NotFound {
 		r.t.Fatalf("%s still holds an open replica of shard 0 (digest: %v)", id, err)
 	}

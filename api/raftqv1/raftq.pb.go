@@ -18,7 +18,6 @@
 package raftqv1
 
 import (
-	fsmpb "github.com/raftq/raftq/fsm/fsmpb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -204,58 +203,6 @@ func (x Reason) Number() protoreflect.EnumNumber {
 // Deprecated: Use Reason.Descriptor instead.
 func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{2}
-}
-
-type GroupChangeRequest_Op int32
-
-const (
-	GroupChangeRequest_OP_UNSPECIFIED  GroupChangeRequest_Op = 0
-	GroupChangeRequest_OP_REMOVE       GroupChangeRequest_Op = 1 // remove the server (a no-op if absent)
-	GroupChangeRequest_OP_ADD_NONVOTER GroupChangeRequest_Op = 2 // add it as a nonvoter (a no-op if present)
-	GroupChangeRequest_OP_PROMOTE      GroupChangeRequest_Op = 3 // make it a voter
-)
-
-// Enum value maps for GroupChangeRequest_Op.
-var (
-	GroupChangeRequest_Op_name = map[int32]string{
-		0: "OP_UNSPECIFIED",
-		1: "OP_REMOVE",
-		2: "OP_ADD_NONVOTER",
-		3: "OP_PROMOTE",
-	}
-	GroupChangeRequest_Op_value = map[string]int32{
-		"OP_UNSPECIFIED":  0,
-		"OP_REMOVE":       1,
-		"OP_ADD_NONVOTER": 2,
-		"OP_PROMOTE":      3,
-	}
-)
-
-func (x GroupChangeRequest_Op) Enum() *GroupChangeRequest_Op {
-	p := new(GroupChangeRequest_Op)
-	*p = x
-	return p
-}
-
-func (x GroupChangeRequest_Op) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (GroupChangeRequest_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_raftqv1_raftq_proto_enumTypes[3].Descriptor()
-}
-
-func (GroupChangeRequest_Op) Type() protoreflect.EnumType {
-	return &file_api_raftqv1_raftq_proto_enumTypes[3]
-}
-
-func (x GroupChangeRequest_Op) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use GroupChangeRequest_Op.Descriptor instead.
-func (GroupChangeRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61, 0}
 }
 
 // QueuePolicy is a queue's configuration. Zero values mean "use the
@@ -3382,751 +3329,11 @@ func (x *ShardMapResponse) GetVersion() uint64 {
 	return 0
 }
 
-type ShardApplyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ShardId       uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	Command       *fsmpb.Command         `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardApplyRequest) Reset() {
-	*x = ShardApplyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardApplyRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardApplyRequest) ProtoMessage() {}
-
-func (x *ShardApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardApplyRequest.ProtoReflect.Descriptor instead.
-func (*ShardApplyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
-}
-
-func (x *ShardApplyRequest) GetShardId() uint32 {
-	if x != nil {
-		return x.ShardId
-	}
-	return 0
-}
-
-func (x *ShardApplyRequest) GetCommand() *fsmpb.Command {
-	if x != nil {
-		return x.Command
-	}
-	return nil
-}
-
-type ShardApplyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Result        *fsmpb.Result          `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardApplyResponse) Reset() {
-	*x = ShardApplyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardApplyResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardApplyResponse) ProtoMessage() {}
-
-func (x *ShardApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardApplyResponse.ProtoReflect.Descriptor instead.
-func (*ShardApplyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
-}
-
-func (x *ShardApplyResponse) GetResult() *fsmpb.Result {
-	if x != nil {
-		return x.Result
-	}
-	return nil
-}
-
-type ShardReceiveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ShardId       uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	Receive       *fsmpb.Receive         `protobuf:"bytes,2,opt,name=receive,proto3" json:"receive,omitempty"`
-	WaitMs        int64                  `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardReceiveRequest) Reset() {
-	*x = ShardReceiveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardReceiveRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardReceiveRequest) ProtoMessage() {}
-
-func (x *ShardReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardReceiveRequest.ProtoReflect.Descriptor instead.
-func (*ShardReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
-}
-
-func (x *ShardReceiveRequest) GetShardId() uint32 {
-	if x != nil {
-		return x.ShardId
-	}
-	return 0
-}
-
-func (x *ShardReceiveRequest) GetReceive() *fsmpb.Receive {
-	if x != nil {
-		return x.Receive
-	}
-	return nil
-}
-
-func (x *ShardReceiveRequest) GetWaitMs() int64 {
-	if x != nil {
-		return x.WaitMs
-	}
-	return 0
-}
-
-type ShardReadRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	ShardId uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	// Types that are valid to be assigned to Query:
-	//
-	//	*ShardReadRequest_StatsQueue
-	//	*ShardReadRequest_GetMessageId
-	//	*ShardReadRequest_ListDeadQueue
-	Query         isShardReadRequest_Query `protobuf_oneof:"query"`
-	Limit         uint32                   `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardReadRequest) Reset() {
-	*x = ShardReadRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardReadRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardReadRequest) ProtoMessage() {}
-
-func (x *ShardReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardReadRequest.ProtoReflect.Descriptor instead.
-func (*ShardReadRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
-}
-
-func (x *ShardReadRequest) GetShardId() uint32 {
-	if x != nil {
-		return x.ShardId
-	}
-	return 0
-}
-
-func (x *ShardReadRequest) GetQuery() isShardReadRequest_Query {
-	if x != nil {
-		return x.Query
-	}
-	return nil
-}
-
-func (x *ShardReadRequest) GetStatsQueue() string {
-	if x != nil {
-		if x, ok := x.Query.(*ShardReadRequest_StatsQueue); ok {
-			return x.StatsQueue
-		}
-	}
-	return ""
-}
-
-func (x *ShardReadRequest) GetGetMessageId() uint64 {
-	if x != nil {
-		if x, ok := x.Query.(*ShardReadRequest_GetMessageId); ok {
-			return x.GetMessageId
-		}
-	}
-	return 0
-}
-
-func (x *ShardReadRequest) GetListDeadQueue() string {
-	if x != nil {
-		if x, ok := x.Query.(*ShardReadRequest_ListDeadQueue); ok {
-			return x.ListDeadQueue
-		}
-	}
-	return ""
-}
-
-func (x *ShardReadRequest) GetLimit() uint32 {
-	if x != nil {
-		return x.Limit
-	}
-	return 0
-}
-
-type isShardReadRequest_Query interface {
-	isShardReadRequest_Query()
-}
-
-type ShardReadRequest_StatsQueue struct {
-	StatsQueue string `protobuf:"bytes,2,opt,name=stats_queue,json=statsQueue,proto3,oneof"`
-}
-
-type ShardReadRequest_GetMessageId struct {
-	GetMessageId uint64 `protobuf:"varint,3,opt,name=get_message_id,json=getMessageId,proto3,oneof"`
-}
-
-type ShardReadRequest_ListDeadQueue struct {
-	ListDeadQueue string `protobuf:"bytes,4,opt,name=list_dead_queue,json=listDeadQueue,proto3,oneof"`
-}
-
-func (*ShardReadRequest_StatsQueue) isShardReadRequest_Query() {}
-
-func (*ShardReadRequest_GetMessageId) isShardReadRequest_Query() {}
-
-func (*ShardReadRequest_ListDeadQueue) isShardReadRequest_Query() {}
-
-type ShardReadResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stats         *QueueStatsResponse    `protobuf:"bytes,1,opt,name=stats,proto3" json:"stats,omitempty"`
-	Message       *fsmpb.Message         `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	Dead          []*fsmpb.Message       `protobuf:"bytes,3,rep,name=dead,proto3" json:"dead,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardReadResponse) Reset() {
-	*x = ShardReadResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardReadResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardReadResponse) ProtoMessage() {}
-
-func (x *ShardReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardReadResponse.ProtoReflect.Descriptor instead.
-func (*ShardReadResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
-}
-
-func (x *ShardReadResponse) GetStats() *QueueStatsResponse {
-	if x != nil {
-		return x.Stats
-	}
-	return nil
-}
-
-func (x *ShardReadResponse) GetMessage() *fsmpb.Message {
-	if x != nil {
-		return x.Message
-	}
-	return nil
-}
-
-func (x *ShardReadResponse) GetDead() []*fsmpb.Message {
-	if x != nil {
-		return x.Dead
-	}
-	return nil
-}
-
-type ShardDigestRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	ShardId uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	// checkpoint, when set, asks for the digest this replica recorded at that
-	// replica comparison (a Tick checkpoint) instead of its current state's;
-	// NOT_FOUND while it has not applied it.
-	Checkpoint uint64 `protobuf:"varint,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
-	// quorum_digest, with checkpoint: the digest a quorum of the group's
-	// replicas recorded there. A replica whose own differs is marked damaged
-	// (it stops voting and serving until repaired) and says so in diverged.
-	QuorumDigest  []byte `protobuf:"bytes,3,opt,name=quorum_digest,json=quorumDigest,proto3" json:"quorum_digest,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardDigestRequest) Reset() {
-	*x = ShardDigestRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardDigestRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardDigestRequest) ProtoMessage() {}
-
-func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardDigestRequest.ProtoReflect.Descriptor instead.
-func (*ShardDigestRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
-}
-
-func (x *ShardDigestRequest) GetShardId() uint32 {
-	if x != nil {
-		return x.ShardId
-	}
-	return 0
-}
-
-func (x *ShardDigestRequest) GetCheckpoint() uint64 {
-	if x != nil {
-		return x.Checkpoint
-	}
-	return 0
-}
-
-func (x *ShardDigestRequest) GetQuorumDigest() []byte {
-	if x != nil {
-		return x.QuorumDigest
-	}
-	return nil
-}
-
-type KnownRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *KnownRequest) Reset() {
-	*x = KnownRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *KnownRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*KnownRequest) ProtoMessage() {}
-
-func (x *KnownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use KnownRequest.ProtoReflect.Descriptor instead.
-func (*KnownRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
-}
-
-func (x *KnownRequest) GetNodeId() string {
-	if x != nil {
-		return x.NodeId
-	}
-	return ""
-}
-
-type KnownResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // empty until the shard map is placed
-	Groups        []*GroupMember         `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`                        // groups whose configuration lists the node
-	HasState      bool                   `protobuf:"varint,3,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`   // the answering node has meta state
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *KnownResponse) Reset() {
-	*x = KnownResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *KnownResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*KnownResponse) ProtoMessage() {}
-
-func (x *KnownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use KnownResponse.ProtoReflect.Descriptor instead.
-func (*KnownResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
-}
-
-func (x *KnownResponse) GetClusterId() string {
-	if x != nil {
-		return x.ClusterId
-	}
-	return ""
-}
-
-func (x *KnownResponse) GetGroups() []*GroupMember {
-	if x != nil {
-		return x.Groups
-	}
-	return nil
-}
-
-func (x *KnownResponse) GetHasState() bool {
-	if x != nil {
-		return x.HasState
-	}
-	return false
-}
-
-type GroupMember struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Voter         bool                   `protobuf:"varint,2,opt,name=voter,proto3" json:"voter,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GroupMember) Reset() {
-	*x = GroupMember{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GroupMember) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GroupMember) ProtoMessage() {}
-
-func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
-func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
-}
-
-func (x *GroupMember) GetGroup() string {
-	if x != nil {
-		return x.Group
-	}
-	return ""
-}
-
-func (x *GroupMember) GetVoter() bool {
-	if x != nil {
-		return x.Voter
-	}
-	return false
-}
-
-type GroupChangeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Op            GroupChangeRequest_Op  `protobuf:"varint,2,opt,name=op,proto3,enum=raftq.v1.GroupChangeRequest_Op" json:"op,omitempty"`
-	NodeId        string                 `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GroupChangeRequest) Reset() {
-	*x = GroupChangeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GroupChangeRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GroupChangeRequest) ProtoMessage() {}
-
-func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GroupChangeRequest.ProtoReflect.Descriptor instead.
-func (*GroupChangeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
-}
-
-func (x *GroupChangeRequest) GetGroup() string {
-	if x != nil {
-		return x.Group
-	}
-	return ""
-}
-
-func (x *GroupChangeRequest) GetOp() GroupChangeRequest_Op {
-	if x != nil {
-		return x.Op
-	}
-	return GroupChangeRequest_OP_UNSPECIFIED
-}
-
-func (x *GroupChangeRequest) GetNodeId() string {
-	if x != nil {
-		return x.NodeId
-	}
-	return ""
-}
-
-func (x *GroupChangeRequest) GetRaftAddr() string {
-	if x != nil {
-		return x.RaftAddr
-	}
-	return ""
-}
-
-type GroupChangeResponse struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	LeaderId        string                 `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderLastIndex uint64                 `protobuf:"varint,2,opt,name=leader_last_index,json=leaderLastIndex,proto3" json:"leader_last_index,omitempty"` // the leader's last log index after the change
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
-}
-
-func (x *GroupChangeResponse) Reset() {
-	*x = GroupChangeResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GroupChangeResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GroupChangeResponse) ProtoMessage() {}
-
-func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GroupChangeResponse.ProtoReflect.Descriptor instead.
-func (*GroupChangeResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
-}
-
-func (x *GroupChangeResponse) GetLeaderId() string {
-	if x != nil {
-		return x.LeaderId
-	}
-	return ""
-}
-
-func (x *GroupChangeResponse) GetLeaderLastIndex() uint64 {
-	if x != nil {
-		return x.LeaderLastIndex
-	}
-	return 0
-}
-
-type ShardDigestResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // the FSM's applied index the digest was taken at
-	Digest        []byte                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`                                  // sha256 of the replica's snapshot stream
-	Diverged      bool                   `protobuf:"varint,4,opt,name=diverged,proto3" json:"diverged,omitempty"`                             // differed from quorum_digest: marked damaged
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ShardDigestResponse) Reset() {
-	*x = ShardDigestResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ShardDigestResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ShardDigestResponse) ProtoMessage() {}
-
-func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ShardDigestResponse.ProtoReflect.Descriptor instead.
-func (*ShardDigestResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
-}
-
-func (x *ShardDigestResponse) GetNodeId() string {
-	if x != nil {
-		return x.NodeId
-	}
-	return ""
-}
-
-func (x *ShardDigestResponse) GetAppliedIndex() uint64 {
-	if x != nil {
-		return x.AppliedIndex
-	}
-	return 0
-}
-
-func (x *ShardDigestResponse) GetDigest() []byte {
-	if x != nil {
-		return x.Digest
-	}
-	return nil
-}
-
-func (x *ShardDigestResponse) GetDiverged() bool {
-	if x != nil {
-		return x.Diverged
-	}
-	return false
-}
-
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
-	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xb3\x04\n" +
+	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\xb3\x04\n" +
 	"\vQueuePolicy\x12'\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x13.raftq.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -4374,63 +3581,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\vshard_count\x18\x01 \x01(\rR\n" +
 	"shardCount\x12+\n" +
 	"\x06shards\x18\x02 \x03(\v2\x13.raftq.v1.ShardInfoR\x06shards\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x04R\aversion\"_\n" +
-	"\x11ShardApplyRequest\x12\x19\n" +
-	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12/\n" +
-	"\acommand\x18\x02 \x01(\v2\x15.raftq.fsm.v1.CommandR\acommand\"B\n" +
-	"\x12ShardApplyResponse\x12,\n" +
-	"\x06result\x18\x01 \x01(\v2\x14.raftq.fsm.v1.ResultR\x06result\"z\n" +
-	"\x13ShardReceiveRequest\x12\x19\n" +
-	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12/\n" +
-	"\areceive\x18\x02 \x01(\v2\x15.raftq.fsm.v1.ReceiveR\areceive\x12\x17\n" +
-	"\await_ms\x18\x03 \x01(\x03R\x06waitMs\"\xc1\x01\n" +
-	"\x10ShardReadRequest\x12\x19\n" +
-	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12!\n" +
-	"\vstats_queue\x18\x02 \x01(\tH\x00R\n" +
-	"statsQueue\x12&\n" +
-	"\x0eget_message_id\x18\x03 \x01(\x04H\x00R\fgetMessageId\x12(\n" +
-	"\x0flist_dead_queue\x18\x04 \x01(\tH\x00R\rlistDeadQueue\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\rR\x05limitB\a\n" +
-	"\x05query\"\xa3\x01\n" +
-	"\x11ShardReadResponse\x122\n" +
-	"\x05stats\x18\x01 \x01(\v2\x1c.raftq.v1.QueueStatsResponseR\x05stats\x12/\n" +
-	"\amessage\x18\x02 \x01(\v2\x15.raftq.fsm.v1.MessageR\amessage\x12)\n" +
-	"\x04dead\x18\x03 \x03(\v2\x15.raftq.fsm.v1.MessageR\x04dead\"t\n" +
-	"\x12ShardDigestRequest\x12\x19\n" +
-	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12\x1e\n" +
-	"\n" +
-	"checkpoint\x18\x02 \x01(\x04R\n" +
-	"checkpoint\x12#\n" +
-	"\rquorum_digest\x18\x03 \x01(\fR\fquorumDigest\"'\n" +
-	"\fKnownRequest\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"z\n" +
-	"\rKnownResponse\x12\x1d\n" +
-	"\n" +
-	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12-\n" +
-	"\x06groups\x18\x02 \x03(\v2\x15.raftq.v1.GroupMemberR\x06groups\x12\x1b\n" +
-	"\thas_state\x18\x03 \x01(\bR\bhasState\"9\n" +
-	"\vGroupMember\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
-	"\x05voter\x18\x02 \x01(\bR\x05voter\"\xdf\x01\n" +
-	"\x12GroupChangeRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12/\n" +
-	"\x02op\x18\x02 \x01(\x0e2\x1f.raftq.v1.GroupChangeRequest.OpR\x02op\x12\x17\n" +
-	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x1b\n" +
-	"\traft_addr\x18\x04 \x01(\tR\braftAddr\"L\n" +
-	"\x02Op\x12\x12\n" +
-	"\x0eOP_UNSPECIFIED\x10\x00\x12\r\n" +
-	"\tOP_REMOVE\x10\x01\x12\x13\n" +
-	"\x0fOP_ADD_NONVOTER\x10\x02\x12\x0e\n" +
-	"\n" +
-	"OP_PROMOTE\x10\x03\"^\n" +
-	"\x13GroupChangeResponse\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12*\n" +
-	"\x11leader_last_index\x18\x02 \x01(\x04R\x0fleaderLastIndex\"\x87\x01\n" +
-	"\x13ShardDigestResponse\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\fR\x06digest\x12\x1a\n" +
-	"\bdiverged\x18\x04 \x01(\bR\bdiverged*U\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion*U\n" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
@@ -4482,16 +3633,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\aCluster\x12;\n" +
 	"\x06Status\x12\x17.raftq.v1.StatusRequest\x1a\x18.raftq.v1.StatusResponse\x12A\n" +
 	"\bShardMap\x12\x19.raftq.v1.ShardMapRequest\x1a\x1a.raftq.v1.ShardMapResponse\x12;\n" +
-	"\x06Repair\x12\x17.raftq.v1.RepairRequest\x1a\x18.raftq.v1.RepairResponse2\xf6\x03\n" +
-	"\x04Node\x12G\n" +
-	"\n" +
-	"ShardApply\x12\x1b.raftq.v1.ShardApplyRequest\x1a\x1c.raftq.v1.ShardApplyResponse\x12K\n" +
-	"\fShardReceive\x12\x1d.raftq.v1.ShardReceiveRequest\x1a\x1c.raftq.v1.ShardApplyResponse\x12D\n" +
-	"\tShardRead\x12\x1a.raftq.v1.ShardReadRequest\x1a\x1b.raftq.v1.ShardReadResponse\x12J\n" +
-	"\vShardDigest\x12\x1c.raftq.v1.ShardDigestRequest\x1a\x1d.raftq.v1.ShardDigestResponse\x128\n" +
-	"\x05Known\x12\x16.raftq.v1.KnownRequest\x1a\x17.raftq.v1.KnownResponse\x12J\n" +
-	"\vGroupChange\x12\x1c.raftq.v1.GroupChangeRequest\x1a\x1d.raftq.v1.GroupChangeResponse\x12@\n" +
-	"\vRepairLocal\x12\x17.raftq.v1.RepairRequest\x1a\x18.raftq.v1.RepairResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"\x06Repair\x12\x17.raftq.v1.RepairRequest\x1a\x18.raftq.v1.RepairResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -4505,180 +3647,141 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 	return file_api_raftqv1_raftq_proto_rawDescData
 }
 
-var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
 	(Reason)(0),                   // 2: raftq.v1.Reason
-	(GroupChangeRequest_Op)(0),    // 3: raftq.v1.GroupChangeRequest.Op
-	(*QueuePolicy)(nil),           // 4: raftq.v1.QueuePolicy
-	(*Attempt)(nil),               // 5: raftq.v1.Attempt
-	(*Message)(nil),               // 6: raftq.v1.Message
-	(*QueueInfo)(nil),             // 7: raftq.v1.QueueInfo
-	(*CreateQueueRequest)(nil),    // 8: raftq.v1.CreateQueueRequest
-	(*GetQueueRequest)(nil),       // 9: raftq.v1.GetQueueRequest
-	(*ListQueuesRequest)(nil),     // 10: raftq.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),    // 11: raftq.v1.ListQueuesResponse
-	(*UpdateQueueRequest)(nil),    // 12: raftq.v1.UpdateQueueRequest
-	(*DeleteQueueRequest)(nil),    // 13: raftq.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),   // 14: raftq.v1.DeleteQueueResponse
-	(*PurgeQueueRequest)(nil),     // 15: raftq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),    // 16: raftq.v1.PurgeQueueResponse
-	(*QueueStatsRequest)(nil),     // 17: raftq.v1.QueueStatsRequest
-	(*QueueStatsResponse)(nil),    // 18: raftq.v1.QueueStatsResponse
-	(*SendRequest)(nil),           // 19: raftq.v1.SendRequest
-	(*SendResponse)(nil),          // 20: raftq.v1.SendResponse
-	(*SendBatchRequest)(nil),      // 21: raftq.v1.SendBatchRequest
-	(*SendResult)(nil),            // 22: raftq.v1.SendResult
-	(*SendBatchResponse)(nil),     // 23: raftq.v1.SendBatchResponse
-	(*ReceiveRequest)(nil),        // 24: raftq.v1.ReceiveRequest
-	(*ReceivedMessage)(nil),       // 25: raftq.v1.ReceivedMessage
-	(*ReceiveResponse)(nil),       // 26: raftq.v1.ReceiveResponse
-	(*ItemStatus)(nil),            // 27: raftq.v1.ItemStatus
-	(*AckRequest)(nil),            // 28: raftq.v1.AckRequest
-	(*AckResponse)(nil),           // 29: raftq.v1.AckResponse
-	(*NackRequest)(nil),           // 30: raftq.v1.NackRequest
-	(*NackResponse)(nil),          // 31: raftq.v1.NackResponse
-	(*ExtendLeaseRequest)(nil),    // 32: raftq.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 33: raftq.v1.ExtendLeaseResponse
-	(*DeadLetterRequest)(nil),     // 34: raftq.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),    // 35: raftq.v1.DeadLetterResponse
-	(*GetMessageRequest)(nil),     // 36: raftq.v1.GetMessageRequest
-	(*MessageInfo)(nil),           // 37: raftq.v1.MessageInfo
-	(*CancelMessageRequest)(nil),  // 38: raftq.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil), // 39: raftq.v1.CancelMessageResponse
-	(*ListDeadRequest)(nil),       // 40: raftq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 41: raftq.v1.ListDeadResponse
-	(*RedriveRequest)(nil),        // 42: raftq.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 43: raftq.v1.RedriveResponse
-	(*DiscardRequest)(nil),        // 44: raftq.v1.DiscardRequest
-	(*DiscardResponse)(nil),       // 45: raftq.v1.DiscardResponse
-	(*StatusRequest)(nil),         // 46: raftq.v1.StatusRequest
-	(*Member)(nil),                // 47: raftq.v1.Member
-	(*ShardInfo)(nil),             // 48: raftq.v1.ShardInfo
-	(*StatusResponse)(nil),        // 49: raftq.v1.StatusResponse
-	(*DamagedReplica)(nil),        // 50: raftq.v1.DamagedReplica
-	(*RepairRequest)(nil),         // 51: raftq.v1.RepairRequest
-	(*RepairResponse)(nil),        // 52: raftq.v1.RepairResponse
-	(*GroupRepair)(nil),           // 53: raftq.v1.GroupRepair
-	(*ShardMapRequest)(nil),       // 54: raftq.v1.ShardMapRequest
-	(*ShardMapResponse)(nil),      // 55: raftq.v1.ShardMapResponse
-	(*ShardApplyRequest)(nil),     // 56: raftq.v1.ShardApplyRequest
-	(*ShardApplyResponse)(nil),    // 57: raftq.v1.ShardApplyResponse
-	(*ShardReceiveRequest)(nil),   // 58: raftq.v1.ShardReceiveRequest
-	(*ShardReadRequest)(nil),      // 59: raftq.v1.ShardReadRequest
-	(*ShardReadResponse)(nil),     // 60: raftq.v1.ShardReadResponse
-	(*ShardDigestRequest)(nil),    // 61: raftq.v1.ShardDigestRequest
-	(*KnownRequest)(nil),          // 62: raftq.v1.KnownRequest
-	(*KnownResponse)(nil),         // 63: raftq.v1.KnownResponse
-	(*GroupMember)(nil),           // 64: raftq.v1.GroupMember
-	(*GroupChangeRequest)(nil),    // 65: raftq.v1.GroupChangeRequest
-	(*GroupChangeResponse)(nil),   // 66: raftq.v1.GroupChangeResponse
-	(*ShardDigestResponse)(nil),   // 67: raftq.v1.ShardDigestResponse
-	nil,                           // 68: raftq.v1.Message.AttributesEntry
-	nil,                           // 69: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 70: raftq.v1.ReceivedMessage.AttributesEntry
-	(*fsmpb.Command)(nil),         // 71: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),          // 72: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),         // 73: raftq.fsm.v1.Receive
-	(*fsmpb.Message)(nil),         // 74: raftq.fsm.v1.Message
+	(*QueuePolicy)(nil),           // 3: raftq.v1.QueuePolicy
+	(*Attempt)(nil),               // 4: raftq.v1.Attempt
+	(*Message)(nil),               // 5: raftq.v1.Message
+	(*QueueInfo)(nil),             // 6: raftq.v1.QueueInfo
+	(*CreateQueueRequest)(nil),    // 7: raftq.v1.CreateQueueRequest
+	(*GetQueueRequest)(nil),       // 8: raftq.v1.GetQueueRequest
+	(*ListQueuesRequest)(nil),     // 9: raftq.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),    // 10: raftq.v1.ListQueuesResponse
+	(*UpdateQueueRequest)(nil),    // 11: raftq.v1.UpdateQueueRequest
+	(*DeleteQueueRequest)(nil),    // 12: raftq.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),   // 13: raftq.v1.DeleteQueueResponse
+	(*PurgeQueueRequest)(nil),     // 14: raftq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),    // 15: raftq.v1.PurgeQueueResponse
+	(*QueueStatsRequest)(nil),     // 16: raftq.v1.QueueStatsRequest
+	(*QueueStatsResponse)(nil),    // 17: raftq.v1.QueueStatsResponse
+	(*SendRequest)(nil),           // 18: raftq.v1.SendRequest
+	(*SendResponse)(nil),          // 19: raftq.v1.SendResponse
+	(*SendBatchRequest)(nil),      // 20: raftq.v1.SendBatchRequest
+	(*SendResult)(nil),            // 21: raftq.v1.SendResult
+	(*SendBatchResponse)(nil),     // 22: raftq.v1.SendBatchResponse
+	(*ReceiveRequest)(nil),        // 23: raftq.v1.ReceiveRequest
+	(*ReceivedMessage)(nil),       // 24: raftq.v1.ReceivedMessage
+	(*ReceiveResponse)(nil),       // 25: raftq.v1.ReceiveResponse
+	(*ItemStatus)(nil),            // 26: raftq.v1.ItemStatus
+	(*AckRequest)(nil),            // 27: raftq.v1.AckRequest
+	(*AckResponse)(nil),           // 28: raftq.v1.AckResponse
+	(*NackRequest)(nil),           // 29: raftq.v1.NackRequest
+	(*NackResponse)(nil),          // 30: raftq.v1.NackResponse
+	(*ExtendLeaseRequest)(nil),    // 31: raftq.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 32: raftq.v1.ExtendLeaseResponse
+	(*DeadLetterRequest)(nil),     // 33: raftq.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),    // 34: raftq.v1.DeadLetterResponse
+	(*GetMessageRequest)(nil),     // 35: raftq.v1.GetMessageRequest
+	(*MessageInfo)(nil),           // 36: raftq.v1.MessageInfo
+	(*CancelMessageRequest)(nil),  // 37: raftq.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil), // 38: raftq.v1.CancelMessageResponse
+	(*ListDeadRequest)(nil),       // 39: raftq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),      // 40: raftq.v1.ListDeadResponse
+	(*RedriveRequest)(nil),        // 41: raftq.v1.RedriveRequest
+	(*RedriveResponse)(nil),       // 42: raftq.v1.RedriveResponse
+	(*DiscardRequest)(nil),        // 43: raftq.v1.DiscardRequest
+	(*DiscardResponse)(nil),       // 44: raftq.v1.DiscardResponse
+	(*StatusRequest)(nil),         // 45: raftq.v1.StatusRequest
+	(*Member)(nil),                // 46: raftq.v1.Member
+	(*ShardInfo)(nil),             // 47: raftq.v1.ShardInfo
+	(*StatusResponse)(nil),        // 48: raftq.v1.StatusResponse
+	(*DamagedReplica)(nil),        // 49: raftq.v1.DamagedReplica
+	(*RepairRequest)(nil),         // 50: raftq.v1.RepairRequest
+	(*RepairResponse)(nil),        // 51: raftq.v1.RepairResponse
+	(*GroupRepair)(nil),           // 52: raftq.v1.GroupRepair
+	(*ShardMapRequest)(nil),       // 53: raftq.v1.ShardMapRequest
+	(*ShardMapResponse)(nil),      // 54: raftq.v1.ShardMapResponse
+	nil,                           // 55: raftq.v1.Message.AttributesEntry
+	nil,                           // 56: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 57: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
 	2,  // 1: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	68, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	55, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,  // 3: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,  // 4: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
-	5,  // 5: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
-	4,  // 6: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
-	4,  // 7: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	7,  // 8: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
-	4,  // 9: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	69, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
-	19, // 11: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
-	22, // 12: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	70, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
-	25, // 14: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
-	27, // 15: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
-	6,  // 16: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
-	37, // 17: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	47, // 18: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	48, // 19: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	50, // 20: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	53, // 21: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	48, // 22: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	71, // 23: raftq.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	72, // 24: raftq.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	73, // 25: raftq.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
-	18, // 26: raftq.v1.ShardReadResponse.stats:type_name -> raftq.v1.QueueStatsResponse
-	74, // 27: raftq.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	74, // 28: raftq.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
-	64, // 29: raftq.v1.KnownResponse.groups:type_name -> raftq.v1.GroupMember
-	3,  // 30: raftq.v1.GroupChangeRequest.op:type_name -> raftq.v1.GroupChangeRequest.Op
-	8,  // 31: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	9,  // 32: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	10, // 33: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	12, // 34: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	13, // 35: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	15, // 36: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	17, // 37: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	19, // 38: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	21, // 39: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	24, // 40: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	28, // 41: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	30, // 42: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	32, // 43: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	34, // 44: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	36, // 45: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	38, // 46: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	40, // 47: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	42, // 48: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	44, // 49: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	46, // 50: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	54, // 51: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	51, // 52: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	56, // 53: raftq.v1.Node.ShardApply:input_type -> raftq.v1.ShardApplyRequest
-	58, // 54: raftq.v1.Node.ShardReceive:input_type -> raftq.v1.ShardReceiveRequest
-	59, // 55: raftq.v1.Node.ShardRead:input_type -> raftq.v1.ShardReadRequest
-	61, // 56: raftq.v1.Node.ShardDigest:input_type -> raftq.v1.ShardDigestRequest
-	62, // 57: raftq.v1.Node.Known:input_type -> raftq.v1.KnownRequest
-	65, // 58: raftq.v1.Node.GroupChange:input_type -> raftq.v1.GroupChangeRequest
-	51, // 59: raftq.v1.Node.RepairLocal:input_type -> raftq.v1.RepairRequest
-	7,  // 60: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	7,  // 61: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	11, // 62: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	7,  // 63: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	14, // 64: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	16, // 65: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	18, // 66: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	20, // 67: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	23, // 68: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	26, // 69: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	29, // 70: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	31, // 71: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	33, // 72: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	35, // 73: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	37, // 74: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	39, // 75: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	41, // 76: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	43, // 77: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	45, // 78: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	49, // 79: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	55, // 80: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	52, // 81: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	57, // 82: raftq.v1.Node.ShardApply:output_type -> raftq.v1.ShardApplyResponse
-	57, // 83: raftq.v1.Node.ShardReceive:output_type -> raftq.v1.ShardApplyResponse
-	60, // 84: raftq.v1.Node.ShardRead:output_type -> raftq.v1.ShardReadResponse
-	67, // 85: raftq.v1.Node.ShardDigest:output_type -> raftq.v1.ShardDigestResponse
-	63, // 86: raftq.v1.Node.Known:output_type -> raftq.v1.KnownResponse
-	66, // 87: raftq.v1.Node.GroupChange:output_type -> raftq.v1.GroupChangeResponse
-	52, // 88: raftq.v1.Node.RepairLocal:output_type -> raftq.v1.RepairResponse
-	60, // [60:89] is the sub-list for method output_type
-	31, // [31:60] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	4,  // 5: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
+	3,  // 6: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
+	3,  // 7: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	6,  // 8: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
+	3,  // 9: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	56, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	18, // 11: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
+	21, // 12: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
+	57, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	24, // 14: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
+	26, // 15: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
+	5,  // 16: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
+	36, // 17: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
+	46, // 18: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	47, // 19: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	49, // 20: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	52, // 21: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	47, // 22: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	7,  // 23: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	8,  // 24: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	9,  // 25: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	11, // 26: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	12, // 27: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	14, // 28: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	16, // 29: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	18, // 30: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	20, // 31: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	23, // 32: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	27, // 33: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	29, // 34: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	31, // 35: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	33, // 36: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	35, // 37: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	37, // 38: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	39, // 39: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	41, // 40: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	43, // 41: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	45, // 42: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	53, // 43: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	50, // 44: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	6,  // 45: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	6,  // 46: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	10, // 47: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	6,  // 48: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	13, // 49: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	15, // 50: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	17, // 51: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	19, // 52: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	22, // 53: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	25, // 54: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	28, // 55: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	30, // 56: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	32, // 57: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	34, // 58: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	36, // 59: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	38, // 60: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	40, // 61: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	42, // 62: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	44, // 63: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	48, // 64: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	54, // 65: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	51, // 66: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	45, // [45:67] is the sub-list for method output_type
+	23, // [23:45] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -4686,20 +3789,15 @@ func file_api_raftqv1_raftq_proto_init() {
 	if File_api_raftqv1_raftq_proto != nil {
 		return
 	}
-	file_api_raftqv1_raftq_proto_msgTypes[55].OneofWrappers = []any{
-		(*ShardReadRequest_StatsQueue)(nil),
-		(*ShardReadRequest_GetMessageId)(nil),
-		(*ShardReadRequest_ListDeadQueue)(nil),
-	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   67,
+			NumEnums:      3,
+			NumMessages:   55,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   4,
 		},
 		GoTypes:           file_api_raftqv1_raftq_proto_goTypes,
 		DependencyIndexes: file_api_raftqv1_raftq_proto_depIdxs,

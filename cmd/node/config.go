@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +21,42 @@ import (
 // broken, not skewed.
 const maxClockOffsetLimit = time.Minute
 
+// peerPortOffset places the default peer port beside the gRPC port. The
+// default ports are 7101 gRPC, 7201 raft, 7301 gossip, 7401 HTTP: +400
+// gives 7501, the next free block.
+const peerPortOffset = 400
+
+// offsetPort is addr with its port moved by off.
+func offsetPort(addr string, off int) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p+off > 65535 {
+		return "", fmt.Errorf("port %q plus %d is not a port", port, off)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+off)), nil
+}
+
+// peerAdvertise is the default peer advertise address: peer-bind itself,
+// or when it listens on every interface, the host clients are told
+// (grpc-advertise) with peer-bind's port.
+func peerAdvertise(peerBind, grpcAdvertise string) (string, error) {
+	host, port, err := net.SplitHostPort(peerBind)
+	if err != nil {
+		return "", fmt.Errorf("--peer-bind %q: %w", peerBind, err)
+	}
+	if host != "" && host != "0.0.0.0" && host != "::" {
+		return peerBind, nil
+	}
+	ghost, _, err := net.SplitHostPort(grpcAdvertise)
+	if err != nil {
+		return "", fmt.Errorf("--grpc-advertise %q: %w", grpcAdvertise, err)
+	}
+	return net.JoinHostPort(ghost, port), nil
+}
+
 // flagHelp is returned when --help was asked for; usage is already printed.
 var flagHelp = flag.ErrHelp
 
@@ -30,6 +68,8 @@ type config struct {
 	DataDir         string
 	GRPCBind        string
 	GRPCAdvertise   string
+	PeerBind        string
+	PeerAdvertise   string
 	RaftBind        string
 	RaftAdvertise   string
 	GossipBind      string
@@ -64,8 +104,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	host, _ := os.Hostname()
 	fs.StringVar(&c.NodeID, "node-id", host, "unique, stable node id (raft server id); keep it across restarts")
 	fs.StringVar(&c.DataDir, "data-dir", "", "directory for raft logs, snapshots and state (default ./data/<node-id>)")
-	fs.StringVar(&c.GRPCBind, "grpc-bind", "127.0.0.1:7101", "client and node-to-node gRPC listen address")
-	fs.StringVar(&c.GRPCAdvertise, "grpc-advertise", "", "gRPC address other nodes and clients use (default: grpc-bind)")
+	fs.StringVar(&c.GRPCBind, "grpc-bind", "127.0.0.1:7101", "client gRPC listen address")
+	fs.StringVar(&c.GRPCAdvertise, "grpc-advertise", "", "gRPC address clients use, and nodes name to clients as a shard's leader (default: grpc-bind)")
+	fs.StringVar(&c.PeerBind, "peer-bind", "", fmt.Sprintf("node-to-node gRPC listen address: forwarding to shard leaders, replica digests, repair; only other nodes of the cluster need to reach it (default: grpc-bind's host, its port + %d)", peerPortOffset))
+	fs.StringVar(&c.PeerAdvertise, "peer-advertise", "", "peer address other nodes dial (default: peer-bind, or with a wildcard host grpc-advertise's host and peer-bind's port)")
 	fs.StringVar(&c.RaftBind, "raft-bind", "127.0.0.1:7201", "raft listen address, shared by all raft groups of the node")
 	fs.StringVar(&c.RaftAdvertise, "raft-advertise", "", "raft address peers dial (default: raft-bind)")
 	fs.StringVar(&c.GossipBind, "gossip-bind", "127.0.0.1:7301", "memberlist gossip listen address (TCP and UDP)")
@@ -129,15 +171,34 @@ func (c *config) finish() error {
 	if c.GRPCAdvertise == "" {
 		c.GRPCAdvertise = c.GRPCBind
 	}
+	if c.PeerBind == "" {
+		bind, err := offsetPort(c.GRPCBind, peerPortOffset)
+		if err != nil {
+			return fmt.Errorf("--peer-bind from --grpc-bind: %w", err)
+		}
+		c.PeerBind = bind
+	}
+	if c.PeerAdvertise == "" {
+		adv, err := peerAdvertise(c.PeerBind, c.GRPCAdvertise)
+		if err != nil {
+			return err
+		}
+		c.PeerAdvertise = adv
+	}
 	if c.RaftAdvertise == "" {
 		c.RaftAdvertise = c.RaftBind
 	}
 	if c.GossipAdvertise == "" {
 		c.GossipAdvertise = c.GossipBind
 	}
-	for name, addr := range map[string]string{"grpc-advertise": c.GRPCAdvertise, "raft-advertise": c.RaftAdvertise, "gossip-advertise": c.GossipAdvertise} {
-		if strings.HasPrefix(addr, "0.0.0.0:") || strings.HasPrefix(addr, "[::]:") || strings.HasPrefix(addr, ":") {
-			return fmt.Errorf("--%s %q is not an address peers can dial; set it explicitly", name, addr)
+	// In flag order, so the first flag to fix is named (the peer address
+	// derives from the gRPC one).
+	for _, a := range []struct{ name, addr string }{
+		{"grpc-advertise", c.GRPCAdvertise}, {"peer-advertise", c.PeerAdvertise},
+		{"raft-advertise", c.RaftAdvertise}, {"gossip-advertise", c.GossipAdvertise},
+	} {
+		if strings.HasPrefix(a.addr, "0.0.0.0:") || strings.HasPrefix(a.addr, "[::]:") || strings.HasPrefix(a.addr, ":") {
+			return fmt.Errorf("--%s %q is not an address peers can dial; set it explicitly", a.name, a.addr)
 		}
 	}
 	switch {

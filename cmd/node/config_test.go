@@ -51,6 +51,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--node-id", "n", "--bootstrap-expect", "2"}, nil, "below --replication"},
 		{[]string{"--node-id", "n", "--cluster-name", strings.Repeat("x", 256)}, nil, "--cluster-name is 256 bytes"},
 		{[]string{"--node-id", "n", "--grpc-bind", "0.0.0.0:7101"}, nil, "grpc-advertise"},
+		{[]string{"--node-id", "n", "--grpc-bind", "127.0.0.1:65500"}, nil, "--peer-bind from --grpc-bind"},
+		{[]string{"--node-id", "n", "--peer-bind", "7501"}, nil, "--peer-bind"},
 		{[]string{"--node-id", "n", "--log-level", "loud"}, nil, "--log-level"},
 		{[]string{"--node-id", "n", "--log-store", "rocks"}, nil, `--log-store must be wal or bolt, got "rocks"`},
 		{[]string{"--node-id", "n", "extra"}, nil, "unexpected argument"},
@@ -79,7 +81,7 @@ func TestParseConfigHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "wal-segment-size", "disk-stall-timeout", "disk-reserve", "repair", "snapshot-threshold", "snapshot-interval", "RAFTQ_"} {
+	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "peer-bind", "peer-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "wal-segment-size", "disk-stall-timeout", "disk-reserve", "repair", "snapshot-threshold", "snapshot-interval", "RAFTQ_"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}
@@ -109,6 +111,29 @@ func TestParseConfigDiskSettings(t *testing.T) {
 	for in, want := range map[string]uint64{"512": 512, "1.5KiB": 1536, "2 GiB": 2 << 30, "3MB": 3e6} {
 		if got, err := parseSize(in); err != nil || got != want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+}
+
+func TestParseConfigPeerAddresses(t *testing.T) {
+	cases := []struct {
+		args      []string
+		bind, adv string
+	}{
+		{[]string{"--node-id", "n"}, "127.0.0.1:7501", "127.0.0.1:7501"},
+		{[]string{"--node-id", "n", "--grpc-bind", "127.0.0.2:9000"}, "127.0.0.2:9400", "127.0.0.2:9400"},
+		{[]string{"--node-id", "n", "--grpc-bind", "0.0.0.0:7101", "--grpc-advertise", "10.0.0.5:7101"}, "0.0.0.0:7501", "10.0.0.5:7501"},
+		{[]string{"--node-id", "n", "--peer-bind", "10.0.0.6:8000"}, "10.0.0.6:8000", "10.0.0.6:8000"},
+		{[]string{"--node-id", "n", "--peer-bind", "0.0.0.0:8000", "--peer-advertise", "n1:8000"}, "0.0.0.0:8000", "n1:8000"},
+	}
+	for _, tc := range cases {
+		c, err := parseConfig(tc.args, env(nil), io.Discard)
+		if err != nil {
+			t.Errorf("parseConfig(%q): %v", tc.args, err)
+			continue
+		}
+		if c.PeerBind != tc.bind || c.PeerAdvertise != tc.adv {
+			t.Errorf("parseConfig(%q): peer bind %s advertise %s; want %s, %s", tc.args, c.PeerBind, c.PeerAdvertise, tc.bind, tc.adv)
 		}
 	}
 }

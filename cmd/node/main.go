@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -80,6 +81,11 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen gRPC %s: %w", cfg.GRPCBind, err)
 	}
+	plis, err := net.Listen("tcp", cfg.PeerBind)
+	if err != nil {
+		_ = lis.Close()
+		return fmt.Errorf("listen peer %s: %w", cfg.PeerBind, err)
+	}
 	now := time.Now
 	if cfg.ClockOffset != 0 {
 		log.Warn("clock offset set: this node's time is skewed (testing only)", "offset", cfg.ClockOffset)
@@ -91,7 +97,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	fatal := make(chan error, 1)
 	stall, reserve, segment := cfg.diskSettings()
 	node, err := cluster.Start(ctx, cluster.Config{
-		NodeID: cfg.NodeID, DataDir: cfg.DataDir, GRPCAddr: cfg.GRPCAdvertise,
+		NodeID: cfg.NodeID, DataDir: cfg.DataDir, GRPCAddr: cfg.GRPCAdvertise, PeerAddr: cfg.PeerAdvertise,
 		RaftBind: cfg.RaftBind, RaftAdvertise: cfg.RaftAdvertise,
 		GossipBind: cfg.GossipBind, GossipAdvertise: cfg.GossipAdvertise,
 		Join: cfg.joinList(), ClusterName: cfg.ClusterName, BootstrapExpect: cfg.BootstrapExpect,
@@ -110,6 +116,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	})
 	if err != nil {
 		_ = lis.Close()
+		_ = plis.Close()
 		return fmt.Errorf("start cluster node: %w", err)
 	}
 	met := metrics.New(node)
@@ -117,15 +124,27 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	defer rt.Close()
 	// Peers and clients ping connections with calls in flight every 10 s
 	// (internal/liveness); without the policy the server would close them.
-	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.MaxRecvMsgSize(64<<20), bufpool.ServerOption(), liveness.KeepaliveServerOption())
-	server.New(node, rt, met, log).Register(gs)
+	newServer := func() *grpc.Server {
+		return grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.MaxRecvMsgSize(64<<20), bufpool.ServerOption(), liveness.KeepaliveServerOption())
+	}
+	// Clients and nodes get listeners of their own: the node-to-node
+	// service is never served on the client port, so the peer port can be
+	// kept to cluster members.
+	gs, ps := newServer(), newServer()
+	srv := server.New(node, rt, met, log)
+	srv.Register(gs)
+	srv.Peer().Register(ps)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
+	// Forwarding nodes probe the peer connection's liveness with health
+	// checks (internal/liveness).
+	healthpb.RegisterHealthServer(ps, hs)
 	reflection.Register(gs)
 
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- gs.Serve(lis) }()
+	go func() { serveErr <- ps.Serve(plis) }()
 	var hsrv *http.Server
 	if cfg.HTTPBind != "" {
 		mux := http.NewServeMux()
@@ -157,7 +176,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 			}
 		}()
 	}
-	log.Info("raftq-node started", "grpc", cfg.GRPCAdvertise, "raft", cfg.RaftAdvertise, "gossip", cfg.GossipAdvertise,
+	log.Info("raftq-node started", "grpc", cfg.GRPCAdvertise, "peer", cfg.PeerAdvertise, "raft", cfg.RaftAdvertise, "gossip", cfg.GossipAdvertise,
 		"http", cfg.HTTPBind, "data", cfg.DataDir, "join", strings.Join(cfg.joinList(), ","), "bootstrap_expect", cfg.BootstrapExpect)
 
 	var stopErr error
@@ -188,13 +207,22 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	defer cancel()
 	hs.Shutdown()
 	drained := make(chan struct{})
-	go func() { gs.GracefulStop(); close(drained) }()
+	go func() {
+		var wg sync.WaitGroup
+		for _, s := range []*grpc.Server{gs, ps} {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.GracefulStop() }()
+		}
+		wg.Wait()
+		close(drained)
+	}()
 	select {
 	case <-drained:
 	case <-time.After(cfg.ShutdownTimeout / 2):
 		// Long polls may still be parked; they lease nothing while waiting,
 		// so cutting them is safe.
 		gs.Stop()
+		ps.Stop()
 		<-drained
 	}
 	if hsrv != nil {

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/internal/grayproxy"
+	"github.com/raftq/raftq/peer/peerpb"
 )
 
 // The probes of these tests are quick so the tests are; a probe is a
@@ -27,16 +27,16 @@ var testCfg = Config{After: 100 * time.Millisecond, Timeout: 500 * time.Millisec
 // slowNode answers ShardApply after holding each call for delay, or when
 // the call ends.
 type slowNode struct {
-	raftqv1.UnimplementedNodeServer
+	peerpb.UnimplementedPeerServer
 	delay time.Duration
 	calls atomic.Int32
 }
 
-func (n *slowNode) ShardApply(ctx context.Context, _ *raftqv1.ShardApplyRequest) (*raftqv1.ShardApplyResponse, error) {
+func (n *slowNode) ShardApply(ctx context.Context, _ *peerpb.ShardApplyRequest) (*peerpb.ShardApplyResponse, error) {
 	n.calls.Add(1)
 	select {
 	case <-time.After(n.delay):
-		return &raftqv1.ShardApplyResponse{}, nil
+		return &peerpb.ShardApplyResponse{}, nil
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
@@ -49,7 +49,7 @@ func serve(t *testing.T, n *slowNode) string {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer()
-	raftqv1.RegisterNodeServer(gs, n)
+	peerpb.RegisterPeerServer(gs, n)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 	return lis.Addr().String()
@@ -78,7 +78,7 @@ func guarded(ctx context.Context, cc *grpc.ClientConn, p *Peer) (callErr, silent
 		return err, nil
 	}
 	gctx, stop := p.Guard(ctx)
-	_, callErr = raftqv1.NewNodeClient(cc).ShardApply(gctx, &raftqv1.ShardApplyRequest{})
+	_, callErr = peerpb.NewPeerClient(cc).ShardApply(gctx, &peerpb.ShardApplyRequest{})
 	return callErr, stop()
 }
 

@@ -90,9 +90,9 @@ type Options struct {
 
 // Node is one raftq-node process.
 type Node struct {
-	ID, Dir, GRPC, Raft, Gossip, HTTP string
-	LogPath                           string
-	ExtraArgs                         []string
+	ID, Dir, GRPC, Peer, Raft, Gossip, HTTP string
+	LogPath                                 string
+	ExtraArgs                               []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -130,9 +130,9 @@ func Start(t testing.TB, bin string, opts Options) *Cluster {
 	// together, so its ports are distinct; ports from separate calls are
 	// not (the kernel can hand a just-closed port out again), and two nodes
 	// sharing one failed a test run.
-	all := freePorts(t, 4*opts.Nodes)
+	all := freePorts(t, 5*opts.Nodes)
 	for i := 1; i <= opts.Nodes; i++ {
-		ports := all[4*(i-1) : 4*i]
+		ports := all[5*(i-1) : 5*i]
 		n := &Node{
 			ID:     "n" + strconv.Itoa(i),
 			Dir:    nodeDir(opts, dir, i),
@@ -140,6 +140,7 @@ func Start(t testing.TB, bin string, opts Options) *Cluster {
 			Raft:   "127.0.0.1:" + ports[1],
 			Gossip: "127.0.0.1:" + ports[2],
 			HTTP:   "127.0.0.1:" + ports[3],
+			Peer:   "127.0.0.1:" + ports[4],
 		}
 		n.LogPath = filepath.Join(dir, n.ID+".log")
 		if i-1 < len(opts.NodeArgs) {
@@ -215,7 +216,7 @@ func (c *Cluster) RestartArgs(i int, extra ...string) {
 	}
 	args := []string{
 		"--node-id", n.ID, "--data-dir", n.Dir,
-		"--grpc-bind", n.GRPC, "--raft-bind", n.Raft, "--gossip-bind", n.Gossip, "--http-bind", n.HTTP,
+		"--grpc-bind", n.GRPC, "--peer-bind", n.Peer, "--raft-bind", n.Raft, "--gossip-bind", n.Gossip, "--http-bind", n.HTTP,
 		"--join", c.join, "--cluster-name", c.name, "--bootstrap-expect", strconv.Itoa(c.opts.Nodes), "--shards", strconv.Itoa(c.opts.Shards),
 		"--replication", strconv.Itoa(min(3, c.opts.Nodes)), "--shutdown-timeout", "10s",
 	}
@@ -398,7 +399,18 @@ func (c *Cluster) DumpLogs() {
 // Conn returns a shared client connection to node i's gRPC port.
 func (c *Cluster) Conn(i int) *grpc.ClientConn {
 	c.t.Helper()
-	addr := c.Nodes[i].GRPC
+	return c.dial(c.Nodes[i].GRPC)
+}
+
+// PeerConn returns a shared connection to node i's peer port
+// (peer/peerpb), where the node-to-node service is served.
+func (c *Cluster) PeerConn(i int) *grpc.ClientConn {
+	c.t.Helper()
+	return c.dial(c.Nodes[i].Peer)
+}
+
+func (c *Cluster) dial(addr string) *grpc.ClientConn {
+	c.t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cc, ok := c.conns[addr]; ok {

@@ -19,6 +19,7 @@ type Cluster struct {
 	P          *Project
 	containers []string
 	conns      []*grpc.ClientConn
+	peerConns  []*grpc.ClientConn
 }
 
 // NewCluster resolves the containers and dials the published gRPC ports.
@@ -35,15 +36,22 @@ func NewCluster(ctx context.Context, p *Project) (*Cluster, error) {
 			c.Close()
 			return nil, err
 		}
+		pc, err := dial(p.PeerAddr(i))
+		if err != nil {
+			_ = cc.Close()
+			c.Close()
+			return nil, err
+		}
 		c.containers = append(c.containers, id)
 		c.conns = append(c.conns, cc)
+		c.peerConns = append(c.peerConns, pc)
 	}
 	return c, nil
 }
 
-// Close closes the client connections.
+// Close closes the client and peer connections.
 func (c *Cluster) Close() {
-	for _, cc := range c.conns {
+	for _, cc := range append(c.conns, c.peerConns...) {
 		_ = cc.Close()
 	}
 }
@@ -52,7 +60,10 @@ func (c *Cluster) Size() int                   { return Nodes }
 func (c *Cluster) NodeID(i int) string         { return service(i) }
 func (c *Cluster) Addr(i int) string           { return c.P.Addr(i) }
 func (c *Cluster) Conn(i int) *grpc.ClientConn { return c.conns[i] }
-func (c *Cluster) Offset(int) time.Duration    { return 0 }
+
+// PeerConn is the connection to node i's peer port.
+func (c *Cluster) PeerConn(i int) *grpc.ClientConn { return c.peerConns[i] }
+func (c *Cluster) Offset(int) time.Duration        { return 0 }
 func (c *Cluster) docker(ctx context.Context, args ...string) error {
 	_, err := run(ctx, nil, "docker", args...)
 	return err

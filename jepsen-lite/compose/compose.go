@@ -137,7 +137,7 @@ func Up(ctx context.Context, o Options) (*Project, error) {
 }
 
 func (p *Project) portsFree() bool {
-	for _, s := range []int{101, 102, 103, 401, 402, 403} {
+	for _, s := range []int{101, 102, 103, 401, 402, 403, 501, 502, 503} {
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d%d", p.Prefix, s))
 		if err != nil {
 			return false
@@ -171,6 +171,9 @@ func (p *Project) Down(ctx context.Context, logPath string) error {
 
 // Addr is the published gRPC address of slot i (service n<i+1>).
 func (p *Project) Addr(i int) string { return fmt.Sprintf("127.0.0.1:%d%d", p.Prefix, 101+i) }
+
+// PeerAddr is slot i's published peer port (docker/compose.yaml).
+func (p *Project) PeerAddr(i int) string { return fmt.Sprintf("127.0.0.1:%d%d", p.Prefix, 501+i) }
 
 // Container is the container id of slot i.
 func (p *Project) Container(ctx context.Context, i int) (string, error) {

@@ -131,7 +131,7 @@ type ShardReplicas struct {
 	// the end of the wait for convergence.
 	Applied map[string]uint64 `json:"applied"`
 	Commit  map[string]uint64 `json:"commit,omitempty"`
-	// Digests is each replica's FSM digest (Node.ShardDigest) as
+	// Digests is each replica's FSM digest (Peer.ShardDigest) as
 	// "<applied index>:<sha256 hex>"; Errors says why a replica gave none.
 	Digests map[string]string `json:"digests,omitempty"`
 	Errors  []string          `json:"errors,omitempty"`

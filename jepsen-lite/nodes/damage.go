@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/peer/peerpb"
 )
 
 // DataDir is node i's data directory on this machine: the damage nemesis
@@ -48,7 +48,7 @@ func (c *Cluster) Repaired(ctx context.Context, i int) error {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		k, err := raftqv1.NewNodeClient(c.conns[j]).Known(cctx, &raftqv1.KnownRequest{NodeId: id})
+		k, err := peerpb.NewPeerClient(c.peerConns[j]).Known(cctx, &peerpb.KnownRequest{NodeId: id})
 		cancel()
 		if err != nil || !k.GetHasState() {
 			continue

@@ -30,6 +30,7 @@ const (
 	GRPCPort   = 7101
 	RaftPort   = 7201
 	GossipPort = 7301
+	PeerPort   = 7501
 )
 
 // MaxClockOffset is every node's --max-clock-offset (the nodes' default,
@@ -41,7 +42,7 @@ const MaxClockOffset = 500 * time.Millisecond
 // Node is one raftq-node process slot (the process may be down).
 type Node struct {
 	ID, NS, IP, Dir, Log string
-	GRPC                 string
+	GRPC, Peer           string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -60,6 +61,8 @@ type Cluster struct {
 	Nodes  []*Node
 	join   string
 	conns  []*grpc.ClientConn
+	// peerConns reach the nodes' peer ports (replica digests, Known).
+	peerConns []*grpc.ClientConn
 }
 
 // New lays out one node per namespace; data and logs go under dir.
@@ -72,6 +75,7 @@ func New(bin, dir string, nw *netns.Net, shards int) (*Cluster, error) {
 			Dir:  filepath.Join(dir, "n"+strconv.Itoa(i+1)),
 			Log:  filepath.Join(dir, "n"+strconv.Itoa(i+1)+".log"),
 			GRPC: fmt.Sprintf("%s:%d", ns.IP, GRPCPort),
+			Peer: fmt.Sprintf("%s:%d", ns.IP, PeerPort),
 		}
 		gossip = append(gossip, fmt.Sprintf("%s:%d", ns.IP, GossipPort))
 		c.Nodes = append(c.Nodes, n)
@@ -80,6 +84,11 @@ func New(bin, dir string, nw *netns.Net, shards int) (*Cluster, error) {
 			return nil, fmt.Errorf("dial %s: %w", n.GRPC, err)
 		}
 		c.conns = append(c.conns, cc)
+		pc, err := grpc.NewClient(n.Peer, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: %w", n.Peer, err)
+		}
+		c.peerConns = append(c.peerConns, pc)
 	}
 	c.join = strings.Join(gossip, ",")
 	return c, nil
@@ -87,6 +96,9 @@ func New(bin, dir string, nw *netns.Net, shards int) (*Cluster, error) {
 
 // Conn is the shared client connection to node i.
 func (c *Cluster) Conn(i int) *grpc.ClientConn { return c.conns[i] }
+
+// PeerConn is the shared connection to node i's peer port.
+func (c *Cluster) PeerConn(i int) *grpc.ClientConn { return c.peerConns[i] }
 
 // Start launches node i with the given clock offset. The process is
 // `ip netns exec`, which execs the node in place, so its pid is the node's.
@@ -104,7 +116,7 @@ func (c *Cluster) Start(i int, offset time.Duration) error {
 	fmt.Fprintf(logf, "=== jepsen-lite: start %s clock-offset %v repair %v at %s\n", n.ID, offset, n.repair, time.Now().Format(time.RFC3339Nano))
 	args := []string{"netns", "exec", n.NS, c.Bin,
 		"--node-id", n.ID, "--data-dir", n.Dir,
-		"--grpc-bind", n.GRPC,
+		"--grpc-bind", n.GRPC, "--peer-bind", n.Peer,
 		"--raft-bind", fmt.Sprintf("%s:%d", n.IP, RaftPort),
 		"--gossip-bind", fmt.Sprintf("%s:%d", n.IP, GossipPort),
 		"--http-bind", "",
@@ -225,7 +237,7 @@ func (c *Cluster) KillAll(ctx context.Context) {
 			_ = c.Kill(ctx, i)
 		}
 	}
-	for _, cc := range c.conns {
+	for _, cc := range append(c.conns, c.peerConns...) {
 		_ = cc.Close()
 	}
 }

@@ -835,7 +835,10 @@ type NodeMeta struct {
 	// clock_hold: the node refuses to lead any raft group, because its clock
 	// is beyond --max-clock-offset from the cluster's or not yet compared
 	// (docs/fsm.md, "Clock bound"); leaders do not hand leadership to it.
-	ClockHold     bool `protobuf:"varint,7,opt,name=clock_hold,json=clockHold,proto3" json:"clock_hold,omitempty"`
+	ClockHold bool `protobuf:"varint,7,opt,name=clock_hold,json=clockHold,proto3" json:"clock_hold,omitempty"`
+	// peer_addr: where the node serves the node-to-node protocol
+	// (peer/peerpb/peer.proto, --peer-bind).
+	PeerAddr      string `protobuf:"bytes,8,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -919,6 +922,13 @@ func (x *NodeMeta) GetClockHold() bool {
 	return false
 }
 
+func (x *NodeMeta) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
@@ -974,7 +984,7 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x06shards\x18\x03 \x03(\v2\x1c.raftq.meta.v1.ShardReplicasR\x06shards\x12-\n" +
 	"\x05nodes\x18\x04 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\tR\tclusterId\"\xde\x01\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\"\xfb\x01\n" +
 	"\bNodeMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -983,7 +993,8 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x10bootstrap_expect\x18\x05 \x01(\rR\x0fbootstrapExpect\x12\x1b\n" +
 	"\thas_state\x18\x06 \x01(\bR\bhasState\x12\x1d\n" +
 	"\n" +
-	"clock_hold\x18\a \x01(\bR\tclockHold*c\n" +
+	"clock_hold\x18\a \x01(\bR\tclockHold\x12\x1b\n" +
+	"\tpeer_addr\x18\b \x01(\tR\bpeerAddr*c\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x0f\n" +
 	"\vCODE_EXISTS\x10\x01\x12\x12\n" +

@@ -1,4 +1,4 @@
-package router
+package peer
 
 import (
 	"fmt"
@@ -19,8 +19,8 @@ type peerConn struct {
 	live *liveness.Peer
 }
 
-// connPool keeps one gRPC client connection per peer address; gRPC
-// multiplexes concurrent calls over it.
+// connPool keeps one gRPC client connection per address, with a liveness
+// watch on it; gRPC multiplexes concurrent calls over it.
 type connPool struct {
 	probe liveness.Config
 

@@ -1,0 +1,116 @@
+package router
+
+import (
+	"context"
+	"time"
+
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/peer"
+	"github.com/raftq/raftq/peer/peerpb"
+	"github.com/raftq/raftq/shard"
+)
+
+// proposeLocal proposes on a shard this node hosts, recording latency.
+// Forwarded calls (Local) use it too, so every proposal a leader makes is
+// observed once.
+func (r *Router) proposeLocal(ctx context.Context, sh *shard.Shard, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+	start := time.Now()
+	res, err := sh.Propose(ctx, cmd)
+	if r.opts.ObservePropose != nil && err == nil {
+		r.opts.ObservePropose(sh.ID(), time.Since(start))
+	}
+	return res, err
+}
+
+// receiveLocal leases, without waiting, from a shard this node leads.
+func receiveLocal(ctx context.Context, sh *shard.Shard, rq *fsmpb.Receive) (*fsmpb.Result, error) {
+	if !sh.IsLeader() {
+		id, addr := sh.Leader()
+		return nil, &shard.NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
+	}
+	return sh.Claim(ctx, rq)
+}
+
+// readLocal serves a read on a shard this node leads.
+func readLocal(ctx context.Context, sh *shard.Shard, req *peerpb.ShardReadRequest) (*peerpb.ShardReadResponse, error) {
+	if err := sh.VerifyLeader(ctx); err != nil {
+		return nil, err
+	}
+	f := sh.FSM()
+	resp := &peerpb.ShardReadResponse{}
+	switch q := req.GetQuery().(type) {
+	case *peerpb.ShardReadRequest_StatsQueue:
+		if st, ok := f.Stats(q.StatsQueue); ok {
+			resp.Stats = &peerpb.QueueStats{
+				Name: q.StatsQueue, Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight,
+				Dead: st.Dead, BlockedGroups: st.BlockedGroups, OldestReadyAgeMs: oldestAge(time.Now().UnixMilli(), st.OldestReadyMs),
+			}
+		}
+	case *peerpb.ShardReadRequest_GetMessageId:
+		if m, ok := f.Message(q.GetMessageId); ok {
+			resp.Message = m
+		}
+	case *peerpb.ShardReadRequest_ListDeadQueue:
+		resp.Dead = f.ListDead(q.ListDeadQueue, int(req.GetLimit()))
+	}
+	return resp, nil
+}
+
+// Local is what the peer service serves forwarded calls with: the shard
+// replicas this node hosts, reached without forwarding again.
+func (r *Router) Local() peer.Shards { return local{r} }
+
+type local struct{ r *Router }
+
+// shard is the local replica of id, or the not-leader error naming the
+// leader this node knows of.
+func (l local) shard(id uint32) (*shard.Shard, error) {
+	if sh := l.r.topo.LocalShard(id); sh != nil {
+		return sh, nil
+	}
+	leader, _, _ := l.r.topo.ShardLeader(id)
+	return nil, &shard.NotLeaderError{LeaderID: leader}
+}
+
+func (l local) Ready() error       { return l.r.Ready() }
+func (l local) ShardCount() uint32 { return l.r.topo.ShardCount() }
+
+func (l local) Apply(ctx context.Context, id uint32, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+	sh, err := l.shard(id)
+	if err != nil {
+		return nil, err
+	}
+	return l.r.proposeLocal(ctx, sh, cmd)
+}
+
+func (l local) Receive(ctx context.Context, id uint32, rq *fsmpb.Receive) (*fsmpb.Result, error) {
+	sh, err := l.shard(id)
+	if err != nil {
+		return nil, err
+	}
+	return receiveLocal(ctx, sh, rq)
+}
+
+func (l local) Wait(ctx context.Context, id uint32, queue string) error {
+	sh, err := l.shard(id)
+	if err != nil {
+		return err
+	}
+	return sh.Wait(ctx, queue)
+}
+
+func (l local) Read(ctx context.Context, id uint32, req *peerpb.ShardReadRequest) (*peerpb.ShardReadResponse, error) {
+	sh, err := l.shard(id)
+	if err != nil {
+		return nil, err
+	}
+	return readLocal(ctx, sh, req)
+}
+
+func (l local) Digest(id uint32) ([32]byte, uint64, error) {
+	sh := l.r.topo.LocalShard(id)
+	if sh == nil {
+		return [32]byte{}, 0, peer.ErrNoReplica
+	}
+	return sh.FSM().Digest()
+}
