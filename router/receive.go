@@ -11,6 +11,7 @@ import (
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -117,8 +118,8 @@ func (r *Router) sweep(ctx context.Context, rq *fsmpb.Receive) ([]Leased, error)
 				if firstErr == nil {
 					firstErr = a.err
 				}
-				var nl *NoLeaderError
-				if errors.As(a.err, &nl) {
+				var nl *raftgroup.NotLeaderError
+				if errors.As(a.err, &nl) && nl.Waited {
 					leaderless = append(leaderless, a.id)
 				}
 				continue
@@ -265,7 +266,7 @@ func (r *Router) receiveShardWait(ctx context.Context, id uint32, rq *fsmpb.Rece
 func ReceiveLocal(ctx context.Context, sh *shard.Shard, rq *fsmpb.Receive, wait time.Duration) (*fsmpb.Result, error) {
 	if !sh.IsLeader() {
 		id, addr := sh.Leader()
-		return nil, &shard.NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
+		return nil, &raftgroup.NotLeaderError{Group: shard.GroupName(sh.ID()), LeaderID: string(id), LeaderAddr: string(addr)}
 	}
 	if rq.GetMax() == 0 {
 		wctx, cancel := context.WithTimeout(ctx, wait)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/shard"
 )
@@ -35,7 +36,7 @@ func (n *nodeSvc) local(ctx context.Context, id uint32) (*shard.Shard, error) {
 	sh := n.node.LocalShard(id)
 	if sh == nil {
 		leader, _, _ := n.node.ShardLeader(id)
-		return nil, n.toStatus(ctx, &shard.NotLeaderError{LeaderID: leader})
+		return nil, n.toStatus(ctx, &raftgroup.NotLeaderError{LeaderID: leader})
 	}
 	return sh, nil
 }

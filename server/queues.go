@@ -14,7 +14,7 @@ import (
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
-	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 type queues struct {
@@ -29,7 +29,7 @@ const forwardedKey = "raftq-forwarded"
 // forwardMeta sends a control-plane write to the meta leader.
 func forwardMeta[T any](ctx context.Context, s *Server, err error, fn func(context.Context, raftqv1.QueuesClient) (T, error)) (T, error) {
 	var zero T
-	var nl meta.NotLeaderError
+	var nl *raftgroup.NotLeaderError
 	if !errors.As(err, &nl) {
 		return zero, s.toStatus(ctx, err)
 	}
@@ -117,7 +117,7 @@ func (s *Server) lookupQueue(ctx context.Context, name string) (*raftqv1.QueueIn
 	// asked, this replica's answer stands, unless the replica is still
 	// starting (no shard map yet): its meta state is then known to lag, and
 	// NOT_FOUND, which clients take as final, would be a guess.
-	info, err := forwardMeta(ctx, s, meta.NotLeaderError{LeaderID: s.node.Meta().LeaderID()},
+	info, err := forwardMeta(ctx, s, &raftgroup.NotLeaderError{Group: "meta", LeaderID: s.node.Meta().LeaderID()},
 		func(ctx context.Context, c raftqv1.QueuesClient) (*raftqv1.QueueInfo, error) {
 			return c.GetQueue(ctx, &raftqv1.GetQueueRequest{Name: name})
 		})

@@ -21,6 +21,7 @@ import (
 	"github.com/raftq/raftq/cluster"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftstore"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/shard"
@@ -50,7 +51,7 @@ func (n *startingNode) Repair(context.Context) []*raftqv1.GroupRepair {
 }
 func (n *startingNode) Damaged() map[string]*raftstore.DamageError { return nil }
 func (n *startingNode) ChangeGroup(context.Context, string, raftqv1.GroupChangeRequest_Op, string, string) (uint64, error) {
-	return 0, &shard.NotLeaderError{}
+	return 0, &raftgroup.NotLeaderError{}
 }
 func (n *startingNode) ShardDigest(context.Context, *raftqv1.ShardDigestRequest) (*raftqv1.ShardDigestResponse, error) {
 	return nil, shard.ErrNoCheckpoint
