@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -15,6 +14,7 @@ import (
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/raftgroup"
+	"github.com/raftq/raftq/router"
 )
 
 type queues struct {
@@ -195,24 +195,19 @@ func (q *queues) QueueStats(ctx context.Context, req *raftqv1.QueueStatsRequest)
 	if _, err := q.lookupQueue(ctx, req.GetName()); err != nil {
 		return nil, err
 	}
-	n := q.router.ShardCount()
-	parts := make([]*raftqv1.ShardReadResponse, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for id := uint32(0); id < n; id++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			parts[id], errs[id] = q.router.Read(ctx, &raftqv1.ShardReadRequest{ShardId: id, Query: &raftqv1.ShardReadRequest_StatsQueue{StatsQueue: req.GetName()}})
-		}()
+	plan, err := q.router.PlanShards()
+	if err != nil {
+		return nil, q.toStatus(ctx, err)
 	}
-	wg.Wait()
+	answers := router.Scatter(ctx, plan, func(ctx context.Context, p router.Part) (*raftqv1.ShardReadResponse, error) {
+		return q.router.Read(ctx, &raftqv1.ShardReadRequest{ShardId: p.Shard, Query: &raftqv1.ShardReadRequest_StatsQueue{StatsQueue: req.GetName()}})
+	})
 	out := &raftqv1.QueueStatsResponse{Name: req.GetName()}
-	for id, p := range parts {
-		if errs[id] != nil {
-			return nil, q.toStatus(ctx, fmt.Errorf("stats of shard %d: %w", id, errs[id]))
+	for _, a := range answers {
+		if a.Err != nil {
+			return nil, q.toStatus(ctx, fmt.Errorf("stats of shard %d: %w", a.Shard, a.Err))
 		}
-		st := p.GetStats()
+		st := a.Value.GetStats()
 		out.Ready += st.GetReady()
 		out.Delayed += st.GetDelayed()
 		out.InFlight += st.GetInFlight()
