@@ -10,7 +10,8 @@ import (
 // group's raft.Shutdown has returned; nil if the caller has none): raft
 // never answers futures left in its apply channel when it stops. On ctx
 // the future keeps running and its outcome is unknown to the caller; on
-// down it returns raft.ErrRaftShutdown.
+// down it returns the future's answer if it has one, else
+// raft.ErrRaftShutdown.
 func WaitFuture(ctx context.Context, f raft.Future, down <-chan struct{}) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
@@ -20,6 +21,11 @@ func WaitFuture(ctx context.Context, f raft.Future, down <-chan struct{}) error 
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-down:
-		return raft.ErrRaftShutdown
+		select {
+		case err := <-done:
+			return err
+		default:
+			return raft.ErrRaftShutdown
+		}
 	}
 }

@@ -427,18 +427,7 @@ func (s *Shard) runCompleter(inflight <-chan *batch, win *window) {
 func (s *Shard) complete(b *batch) {
 	// raft never answers futures still sitting in its apply channel when it
 	// shuts down, so do not wait on them past shutdown.
-	resolved := make(chan error, 1)
-	go func() { resolved <- b.future.Error() }()
-	var err error
-	select {
-	case err = <-resolved:
-	case <-s.raftDown:
-		select {
-		case err = <-resolved:
-		default:
-			err = raft.ErrRaftShutdown
-		}
-	}
+	err := raftgroup.WaitFuture(context.Background(), b.future, s.raftDown)
 	fail := func(err error) {
 		for _, pt := range b.parts {
 			pt.resolve(outcome{err: err})
