@@ -64,7 +64,7 @@ type Config struct {
 	// past Disk.StallAfter sidelines it ("log-stall", all raft traffic
 	// held) until the write completes; a write refused for lack of space
 	// sidelines it from campaigning ("disk-full") until there is room; any
-	// other write error calls Disk.OnFatal (logwatch.go).
+	// other write error calls Disk.OnFatal (raftgroup/logwatch.go).
 	Disk raftgroup.DiskOptions
 	// AdmitSend, if set, is asked before this leader proposes an enqueue;
 	// an error refuses the send (nothing proposed) and is returned as is.

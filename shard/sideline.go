@@ -11,7 +11,7 @@ import (
 	"github.com/raftq/raftq/raftmux"
 )
 
-// Sideline reasons this package sets itself (logwatch.go).
+// Sideline reasons this package sets itself (raftgroup/logwatch.go).
 const (
 	reasonLogStall = "log-stall" // a raft store write is in flight past its bound
 	reasonDiskFull = "disk-full" // a raft store write found no space
