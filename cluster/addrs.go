@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // updateAddresses points a raft group led here at the current raft address
@@ -34,7 +36,7 @@ func (n *Node) updateAddresses(ctx context.Context, r *raft.Raft) bool {
 		} else {
 			fut = r.AddNonvoter(srv.ID, raft.ServerAddress(m.RaftAddr), f.Index(), 5*time.Second)
 		}
-		if err := waitFuture(ctx, fut); err != nil {
+		if err := raftgroup.WaitFuture(ctx, fut, nil); err != nil {
 			n.logger.Warn("updating raft address", "member", m.NodeID, "err", err)
 		}
 		return true

@@ -100,18 +100,6 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 	}
 }
 
-// waitFuture waits for f or ctx.
-func waitFuture(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 type bootstrapVerdict int
 
 const (

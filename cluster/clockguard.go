@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftq/raftq/clockskew"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 	"github.com/raftq/raftq/shard"
 )
@@ -263,7 +264,7 @@ func (g *clockGuard) moveLeadershipAway(ctx context.Context) {
 		go func() {
 			tctx, cancel := context.WithTimeout(ctx, clockTransferEvery)
 			defer cancel()
-			if err := waitFuture(tctx, gr.r.LeadershipTransferToServer(id, addr)); err != nil {
+			if err := raftgroup.WaitFuture(tctx, gr.r.LeadershipTransferToServer(id, addr), nil); err != nil {
 				g.n.logger.Warn("clock check: leadership transfer failed", "group", gr.name, "to", id, "err", err)
 			}
 		}()

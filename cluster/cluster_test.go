@@ -14,6 +14,7 @@ import (
 
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // queuesReconciled checks that every shard replica on every running node
@@ -191,11 +192,11 @@ func TestCluster_FormServeJoinRestart(t *testing.T) {
 
 	t.Run("writes on a follower return NotLeader with the leader id", func(t *testing.T) {
 		_, err := follower.Meta().CreateQueue(ctx, "jobs", pol(1000))
-		var nl meta.NotLeaderError
-		if !errors.Is(err, meta.ErrNotLeader) || !errors.As(err, &nl) || nl.LeaderID != leader.NodeID() {
+		var nl *raftgroup.NotLeaderError
+		if !errors.Is(err, raftgroup.ErrNotLeader) || !errors.As(err, &nl) || nl.LeaderID != leader.NodeID() {
 			t.Fatalf("follower create: %v (%+v), want NotLeader naming %s", err, nl, leader.NodeID())
 		}
-		if err := follower.Meta().DeleteQueue(ctx, "jobs"); !errors.Is(err, meta.ErrNotLeader) {
+		if err := follower.Meta().DeleteQueue(ctx, "jobs"); !errors.Is(err, raftgroup.ErrNotLeader) {
 			t.Fatalf("follower delete: %v, want ErrNotLeader", err)
 		}
 	})

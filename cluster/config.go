@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -61,12 +62,12 @@ type Config struct {
 	Logger         *slog.Logger
 
 	// Raft tunes every raft group of the node (meta and shards).
-	Raft shard.RaftTuning
+	Raft raftgroup.RaftTuning
 	// Disk says how every raft group's log and stable-store writes are
-	// watched (shard.DiskWatch): a write stalled past Disk.StallAfter
+	// watched (raftgroup.DiskWatch): a write stalled past Disk.StallAfter
 	// sidelines the replica until it completes; Disk.OnFatal is called on
 	// a write error other than lack of space and must stop the process.
-	Disk shard.DiskOptions
+	Disk raftgroup.DiskOptions
 	// DiskReserve is the free space the node keeps in DataDir: below it,
 	// new sends to the shards it leads are refused (RESOURCE_EXHAUSTED).
 	// Zero: never refuse.

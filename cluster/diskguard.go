@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -56,7 +57,7 @@ type diskGuard struct {
 }
 
 func newDiskGuard(node, dir string, reserve DiskReserve, logger *slog.Logger) *diskGuard {
-	g := &diskGuard{node: node, dir: dir, reserve: reserve, logger: logger, space: shard.DiskSpace}
+	g := &diskGuard{node: node, dir: dir, reserve: reserve, logger: logger, space: raftgroup.DiskSpace}
 	g.state.Store(&DiskSpace{Dir: dir})
 	return g
 }
@@ -130,8 +131,8 @@ func (n *Node) DiskSpace() DiskSpace { return *n.disk.state.Load() }
 
 // RaftDiskStats reports the raft store writes of the meta replica and of
 // every local shard replica.
-func (n *Node) RaftDiskStats() []shard.DiskStats {
-	var out []shard.DiskStats
+func (n *Node) RaftDiskStats() []raftgroup.DiskStats {
+	var out []raftgroup.DiskStats
 	if st, ok := n.meta.DiskStats(); ok {
 		out = append(out, st)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -64,7 +65,7 @@ func (h *handOff) maybe(ctx context.Context) bool {
 	h.n.logger.Info("handing shard leadership to its preferred replica", "shard", h.id, "to", target)
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := waitFuture(tctx, h.s.Raft().LeadershipTransferToServer(raft.ServerID(target), addr)); err != nil {
+	if err := raftgroup.WaitFuture(tctx, h.s.Raft().LeadershipTransferToServer(raft.ServerID(target), addr), nil); err != nil {
 		h.n.logger.Warn("shard leadership hand-off failed", "shard", h.id, "to", target, "err", err)
 		return false
 	}

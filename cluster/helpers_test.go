@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/peer/peerpb"
-	"github.com/raftq/raftq/shard"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // testLogger is quiet unless RAFTQ_TEST_LOG names a level (e.g. debug).
@@ -109,7 +109,7 @@ func (tc *testCluster) define(id string, expect int, join ...string) Config {
 		Replication:     3,
 		Logger:          testLogger(),
 		Peers:           testPeers{tc},
-		Raft:            shard.RaftTuning{SnapshotInterval: time.Hour},
+		Raft:            raftgroup.RaftTuning{SnapshotInterval: time.Hour},
 		NonvoterGrace:   300 * time.Millisecond,
 		DeleteGrace:     300 * time.Millisecond,
 		// Short, so tests see shards settle on their preferred replicas.
@@ -276,7 +276,7 @@ func (p testPeers) GroupChange(ctx context.Context, to Member, req *peerpb.Group
 	}
 	last, err := n.ChangeGroup(ctx, req.GetGroup(), req.GetOp(), req.GetNodeId(), req.GetRaftAddr())
 	if err != nil {
-		var nl *shard.NotLeaderError
+		var nl *raftgroup.NotLeaderError
 		if errors.As(err, &nl) {
 			return nil, nl.LeaderID, err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // metaDutiesLoop runs on every node and acts while this node leads the meta
@@ -73,7 +74,7 @@ func (n *Node) admitMembers(ctx context.Context) {
 		}
 		n.logger.Info("meta: adding nonvoter", "member", m.NodeID, "raft", m.RaftAddr)
 		fut := n.meta.Raft().AddNonvoter(raft.ServerID(m.NodeID), raft.ServerAddress(m.RaftAddr), f.Index(), 5*time.Second)
-		if err := waitFuture(ctx, fut); err != nil {
+		if err := raftgroup.WaitFuture(ctx, fut, nil); err != nil {
 			n.logger.Warn("meta: adding nonvoter", "member", m.NodeID, "err", err)
 		}
 		// One change per pass: the prevIndex above is stale after it.

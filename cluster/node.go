@@ -20,6 +20,7 @@ import (
 
 	"github.com/raftq/raftq/clockskew"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 	"github.com/raftq/raftq/raftstore"
 )
@@ -235,7 +236,7 @@ func (n *Node) transferLeadership(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := waitFuture(ctx, s.Raft().LeadershipTransfer()); err != nil {
+			if err := raftgroup.WaitFuture(ctx, s.Raft().LeadershipTransfer(), nil); err != nil {
 				// Its peers elect a leader after a timeout instead: a pause,
 				// not a fault (they are often stopping too).
 				n.logger.Info("shard leadership not handed off before stopping; the other replicas elect a leader", "shard", s.ID(), "err", err)

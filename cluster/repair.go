@@ -9,8 +9,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftq/raftq/peer/peerpb"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftstore"
-	"github.com/raftq/raftq/shard"
 )
 
 // A damaged replica is repaired the one way raft allows: it is removed
@@ -36,7 +36,7 @@ func (n *Node) ChangeGroup(ctx context.Context, group string, op peerpb.GroupCha
 	}
 	if r.State() != raft.Leader {
 		_, id := r.LeaderWithID()
-		return 0, &shard.NotLeaderError{LeaderID: string(id)}
+		return 0, &raftgroup.NotLeaderError{Group: group, LeaderID: string(id)}
 	}
 	f := r.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -77,10 +77,10 @@ func (n *Node) ChangeGroup(ctx context.Context, group string, op peerpb.GroupCha
 		return 0, fmt.Errorf("unknown group change %v", op)
 	}
 	if fut != nil {
-		if err := waitFuture(ctx, fut); err != nil {
+		if err := raftgroup.WaitFuture(ctx, fut, nil); err != nil {
 			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 				_, lid := r.LeaderWithID()
-				return 0, &shard.NotLeaderError{LeaderID: string(lid)}
+				return 0, &raftgroup.NotLeaderError{Group: group, LeaderID: string(lid)}
 			}
 			return 0, fmt.Errorf("%s %s in %s: %w", op, nodeID, group, err)
 		}
@@ -100,7 +100,7 @@ func (n *Node) groupRaft(group string) (*raft.Raft, error) {
 	if s := n.shards.get(id); s != nil {
 		return s.Raft(), nil
 	}
-	return nil, &shard.NotLeaderError{}
+	return nil, &raftgroup.NotLeaderError{Group: group}
 }
 
 // groupChange asks group's leader, wherever it is, to apply op to this

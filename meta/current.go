@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // Current reports whether this replica's state can be trusted as up to date
@@ -22,7 +24,7 @@ func (s *Store) Current(ctx context.Context, maxLag time.Duration) bool {
 	if s.raft.State() == raft.Leader {
 		vctx, cancel := context.WithTimeout(ctx, maxLag)
 		defer cancel()
-		if err := waitFuture(vctx, s.raft.VerifyLeader()); err != nil {
+		if err := raftgroup.WaitFuture(vctx, s.raft.VerifyLeader(), nil); err != nil {
 			return false
 		}
 		return s.raft.AppliedIndex() >= s.raft.CommitIndex()

@@ -7,9 +7,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 	"github.com/raftq/raftq/raftstore"
-	"github.com/raftq/raftq/shard"
 )
 
 // Config opens the meta raft group of one node.
@@ -28,14 +28,14 @@ type Config struct {
 	Gate   *raftmux.Gate
 	Now    func() time.Time
 	Logger *slog.Logger
-	Tuning shard.RaftTuning
+	Tuning raftgroup.RaftTuning
 	// Disk says how the meta replica's raft writes are watched
-	// (shard.DiskWatch); Disk.OnFatal stops the node on a write error.
-	Disk shard.DiskOptions
+	// (raftgroup.DiskWatch); Disk.OnFatal stops the node on a write error.
+	Disk raftgroup.DiskOptions
 	// Node is the node's identity (raftstore.OpenNode).
 	Node *raftstore.Node
 	// Damaged is called if the replica finds damaged bytes while running
-	// (shard.RaftOptions.Damaged); the node must stop.
+	// (raftgroup.RaftOptions.Damaged); the node must stop.
 	Damaged func(*raftstore.DamageError)
 }
 
@@ -56,10 +56,10 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Gate != nil {
 		s.gate = cfg.Gate
 	}
-	s.disk = shard.NewDiskWatch(shard.DiskWatchConfig{
-		Group: "meta", Dir: cfg.Dir, Options: cfg.Disk, Logger: logger, Room: shard.SpaceRoom(cfg.Tuning),
+	s.disk = raftgroup.NewDiskWatch(raftgroup.DiskWatchConfig{
+		Group: "meta", Dir: cfg.Dir, Options: cfg.Disk, Logger: logger, Room: raftgroup.SpaceRoom(cfg.Tuning),
 	})
-	g, err := shard.OpenRaft(shard.RaftOptions{
+	g, err := raftgroup.OpenRaft(raftgroup.RaftOptions{
 		NodeID:    cfg.NodeID,
 		Dir:       cfg.Dir,
 		Transport: cfg.Transport,
@@ -96,7 +96,7 @@ func Open(cfg Config) (*Store, error) {
 		s.stalled.Store(on)
 		stallHold(on)
 		if on && r.State() == raft.Leader {
-			go shard.NudgeElection(r, cfg.Transport, raft.ServerID(cfg.NodeID), logger)
+			go raftgroup.NudgeElection(r, cfg.Transport, raft.ServerID(cfg.NodeID), logger)
 		}
 	}, hold("disk-full", raftmux.HoldCampaign))
 	go func() {

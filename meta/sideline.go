@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 )
 
@@ -35,7 +36,7 @@ func (s *Store) Sideline(reason string) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), sidelineTransferWait)
 			defer cancel()
-			if err := waitFuture(ctx, s.raft.LeadershipTransfer()); err != nil {
+			if err := raftgroup.WaitFuture(ctx, s.raft.LeadershipTransfer(), nil); err != nil {
 				s.logger.Warn("sidelined meta leader could not transfer leadership", "reason", reason, "err", err)
 			}
 		}()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 )
 
@@ -83,9 +84,9 @@ func TestSidelinedMetaReplicaDoesNotLead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := old.CreateQueue(ctx, "refused", nil)
-	var nl NotLeaderError
+	var nl *raftgroup.NotLeaderError
 	if !errors.As(err, &nl) || nl.LeaderID == old.nodeID {
-		t.Fatalf("write on the sidelined replica: %v, want a NotLeaderError not naming itself", err)
+		t.Fatalf("write on the sidelined replica: %v, want a *raftgroup.NotLeaderError not naming itself", err)
 	}
 	if _, err := next.CreateQueue(ctx, "kept", nil); err != nil {
 		t.Fatalf("write on the new leader: %v", err)

@@ -20,9 +20,9 @@ import (
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta/metapb"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 	"github.com/raftq/raftq/raftstore"
-	"github.com/raftq/raftq/shard"
 )
 
 // Store is this node's member of the meta raft group: a local replica of
@@ -33,7 +33,7 @@ type Store struct {
 	closer io.Closer
 	// replica is the group's checked stores (raftstore).
 	replica *raftstore.Replica
-	disk    *shard.DiskWatch // nil in tests that build a Store by hand
+	disk    *raftgroup.DiskWatch // nil in tests that build a Store by hand
 	// stalled: a raft write of this replica is stuck (DiskWatch); it may
 	// still be raft's leader, but cannot commit.
 	stalled atomic.Bool
@@ -140,7 +140,7 @@ func (s *Store) Fresh() bool { return s.replica != nil && s.replica.Fresh() }
 // returned wrapped for the caller to treat as normal.
 func (s *Store) Bootstrap(ctx context.Context, servers []raft.Server) error {
 	f := s.raft.BootstrapCluster(raft.Configuration{Servers: servers})
-	if err := waitFuture(ctx, f); err != nil {
+	if err := raftgroup.WaitFuture(ctx, f, nil); err != nil {
 		return fmt.Errorf("bootstrap meta: %w", err)
 	}
 	return nil
@@ -319,7 +319,7 @@ func (s *Store) notLeader() error {
 	if id == s.nodeID {
 		id = ""
 	}
-	return NotLeaderError{LeaderID: id}
+	return &raftgroup.NotLeaderError{Group: "meta", LeaderID: id}
 }
 
 // apply proposes cmd through the meta leader and maps the FSM's result code
@@ -332,7 +332,7 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 		return nil, s.notLeader()
 	}
 	if s.stalled.Load() {
-		return nil, NotLeaderError{} // raft names this replica, but it cannot write
+		return nil, &raftgroup.NotLeaderError{Group: "meta"} // raft names this replica, but it cannot write
 	}
 	cmd.Version = CommandVersion
 	cmd.NowMs = s.now().UnixMilli()
@@ -348,7 +348,7 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 		}
 	}
 	f := s.raft.ApplyLog(raftstore.Command(b), timeout)
-	if err := waitFuture(ctx, f); err != nil {
+	if err := raftgroup.WaitFuture(ctx, f, nil); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 			// Refused before it reached the log: certainly not applied.
 			return nil, fmt.Errorf("%w: %w", s.notLeader(), err)
@@ -358,7 +358,7 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 			// still commit it. Report it as unknown, not as a refusal, so
 			// nobody is told "nothing happened" (a retried delete would
 			// otherwise answer NotFound for a delete that took effect).
-			return nil, fmt.Errorf("%w: meta: %w", shard.ErrUnknownResult, err)
+			return nil, fmt.Errorf("%w: meta: %w", raftgroup.ErrUnknownResult, err)
 		}
 		return nil, err
 	}
@@ -380,26 +380,13 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 	}
 }
 
-// waitFuture waits for f or ctx; on ctx the future keeps running and its
-// outcome is unknown to the caller.
-func waitFuture(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // TransferLeadership hands meta leadership to another voter if this node
 // leads, waiting at most until ctx ends.
 func (s *Store) TransferLeadership(ctx context.Context) error {
 	if !s.IsLeader() {
 		return nil
 	}
-	if err := waitFuture(ctx, s.raft.LeadershipTransfer()); err != nil {
+	if err := raftgroup.WaitFuture(ctx, s.raft.LeadershipTransfer(), nil); err != nil {
 		return fmt.Errorf("meta leadership transfer: %w", err)
 	}
 	return nil
@@ -410,7 +397,7 @@ func (s *Store) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() {
 		// A stable-store write waiting for space would hold raft's shutdown.
 		_ = s.disk.Close()
-		err := waitFuture(ctx, s.raft.Shutdown())
+		err := raftgroup.WaitFuture(ctx, s.raft.Shutdown(), nil)
 		close(s.stopped)
 		if s.closer != nil {
 			if cerr := s.closer.Close(); cerr != nil && err == nil {
@@ -426,9 +413,9 @@ func (s *Store) Shutdown(ctx context.Context) error {
 
 // DiskStats reports the meta replica's raft store writes; ok is false for
 // a Store without a disk watch.
-func (s *Store) DiskStats() (st shard.DiskStats, ok bool) {
+func (s *Store) DiskStats() (st raftgroup.DiskStats, ok bool) {
 	if s.disk == nil {
-		return shard.DiskStats{}, false
+		return raftgroup.DiskStats{}, false
 	}
 	return s.disk.Stats(), true
 }

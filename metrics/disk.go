@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raftq/raftq/cluster"
-	"github.com/raftq/raftq/shard"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // Disks reports a node's disk space and its raft groups' store writes;
@@ -12,7 +12,7 @@ import (
 // it is given does.
 type Disks interface {
 	DiskSpace() cluster.DiskSpace
-	RaftDiskStats() []shard.DiskStats
+	RaftDiskStats() []raftgroup.DiskStats
 }
 
 var (
@@ -47,9 +47,9 @@ func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descStalls, prometheus.CounterValue, float64(st.Stalls), st.Group)
 		ch <- prometheus.MustNewConstMetric(descFull, prometheus.GaugeValue, b2f(st.Full), st.Group)
 		ch <- prometheus.MustNewConstMetric(descFulls, prometheus.CounterValue, float64(st.FullEpisodes), st.Group)
-		buckets := make(map[float64]uint64, len(shard.AppendBuckets))
+		buckets := make(map[float64]uint64, len(raftgroup.AppendBuckets))
 		var cum uint64
-		for i, le := range shard.AppendBuckets {
+		for i, le := range raftgroup.AppendBuckets {
 			cum += st.AppendHist[i]
 			buckets[le] = cum
 		}

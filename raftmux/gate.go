@@ -225,7 +225,7 @@ func (t *gatedTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddr
 }
 
 // Ungated returns the transport t wraps if t is a GatedTransport, else t:
-// for the one RPC a held replica must still send (shard.NudgeElection).
+// for the one RPC a held replica must still send (raftgroup.NudgeElection).
 func Ungated(t raft.Transport) raft.Transport {
 	if g, ok := t.(*gatedTransport); ok {
 		return g.Transport

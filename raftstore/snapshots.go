@@ -16,7 +16,7 @@ import (
 )
 
 // A replica's snapshots are raft's file snapshot store in its directory
-// (shard/raft.go opens it there): snapshots/<name>/meta.json, which holds
+// (raftgroup/raft.go opens it there): snapshots/<name>/meta.json, which holds
 // the snapshot's metadata and a CRC-64 (ECMA) of snapshots/<name>/state.bin.
 // A snapshot being written is snapshots/<name>.tmp; raft ignores those.
 // They are read here directly because raft's store writes a test file into

@@ -38,30 +38,24 @@ func (r *Router) Apply(ctx context.Context, id uint32, cmd *fsmpb.Command) (*fsm
 }
 
 // ApplyAll proposes cmd on every shard in parallel and returns the results
-// in shard order; the first error wins (the others may have applied).
-// Without a shard map it fails with a *NotReadyError instead of reporting
-// success over no shards.
+// in shard order; the first error in shard order wins (the others may have
+// applied). Without a shard map it fails with a *NotReadyError instead of
+// reporting success over no shards.
 func (r *Router) ApplyAll(ctx context.Context, cmd *fsmpb.Command) ([]*fsmpb.Result, error) {
-	n, err := r.shards()
+	plan, err := r.PlanShards()
 	if err != nil {
 		return nil, err
 	}
-	results := make([]*fsmpb.Result, n)
-	errs := make([]error, n)
-	done := make(chan struct{}, n)
-	for id := uint32(0); id < n; id++ {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			results[id], errs[id] = r.Apply(ctx, id, cmd)
-		}()
-	}
-	for range n {
-		<-done
-	}
-	for id, err := range errs {
-		if err != nil {
-			return results, fmt.Errorf("shard %d: %w", id, err)
+	answers := Scatter(ctx, plan, func(ctx context.Context, p Part) (*fsmpb.Result, error) {
+		return r.Apply(ctx, p.Shard, cmd)
+	})
+	results := make([]*fsmpb.Result, len(answers))
+	var first error
+	for i, a := range answers {
+		results[i] = a.Value
+		if a.Err != nil && first == nil {
+			first = fmt.Errorf("shard %d: %w", a.Shard, a.Err)
 		}
 	}
-	return results, nil
+	return results, first
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftq/raftq/peer"
 	"github.com/raftq/raftq/peer/peerpb"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -47,25 +48,6 @@ const ShardLeaderTrailer = "raftq-shard-leader"
 func FormatShardLeader(id uint32, nodeID, addr string) string {
 	return fmt.Sprintf("%d:%s", id, FormatLeaderHint(nodeID, addr))
 }
-
-// ErrNoLeader means no leader could be found for a shard within the wait.
-var ErrNoLeader = errors.New("no leader for shard")
-
-// NoLeaderError names the shard and the last hint.
-type NoLeaderError struct {
-	Shard      uint32
-	LeaderID   string
-	LeaderAddr string
-}
-
-func (e *NoLeaderError) Error() string {
-	if e.LeaderID != "" {
-		return fmt.Sprintf("shard %d: leader %s (%s) not reachable in time", e.Shard, e.LeaderID, e.LeaderAddr)
-	}
-	return fmt.Sprintf("shard %d: no leader elected", e.Shard)
-}
-
-func (e *NoLeaderError) Unwrap() error { return ErrNoLeader }
 
 // FormatLeaderHint renders the trailer value.
 func FormatLeaderHint(nodeID, addr string) string {
@@ -122,7 +104,7 @@ func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.
 				break
 			}
 			v, err := local(ctx, sh)
-			var nl *shard.NotLeaderError
+			var nl *raftgroup.NotLeaderError
 			if errors.As(err, &nl) {
 				lastID, lastAddr = nl.LeaderID, nl.LeaderAddr
 				if nl.LeaderID != "" && nl.LeaderID != self {
@@ -208,7 +190,7 @@ func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.
 			if ctx.Err() != nil {
 				return zero, ctx.Err()
 			}
-			return zero, &NoLeaderError{Shard: id, LeaderID: lastID, LeaderAddr: lastAddr}
+			return zero, &raftgroup.NotLeaderError{Group: shard.GroupName(id), LeaderID: lastID, LeaderAddr: lastAddr, Waited: true}
 		}
 		backoff = min(backoff*2, 400*time.Millisecond)
 	}

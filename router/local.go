@@ -7,6 +7,7 @@ import (
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/peer"
 	"github.com/raftq/raftq/peer/peerpb"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -26,7 +27,7 @@ func (r *Router) proposeLocal(ctx context.Context, sh *shard.Shard, cmd *fsmpb.C
 func receiveLocal(ctx context.Context, sh *shard.Shard, rq *fsmpb.Receive) (*fsmpb.Result, error) {
 	if !sh.IsLeader() {
 		id, addr := sh.Leader()
-		return nil, &shard.NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
+		return nil, &raftgroup.NotLeaderError{Group: shard.GroupName(sh.ID()), LeaderID: string(id), LeaderAddr: string(addr)}
 	}
 	return sh.Claim(ctx, rq)
 }
@@ -69,7 +70,7 @@ func (l local) shard(id uint32) (*shard.Shard, error) {
 		return sh, nil
 	}
 	leader, _, _ := l.r.topo.ShardLeader(id)
-	return nil, &shard.NotLeaderError{LeaderID: leader}
+	return nil, &raftgroup.NotLeaderError{Group: shard.GroupName(id), LeaderID: leader}
 }
 
 func (l local) Ready() error       { return l.r.Ready() }

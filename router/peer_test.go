@@ -18,6 +18,7 @@ import (
 	"github.com/raftq/raftq/internal/grayproxy"
 	"github.com/raftq/raftq/internal/liveness"
 	"github.com/raftq/raftq/peer/peerpb"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -291,9 +292,9 @@ func TestLeaderWithoutAddressIsWaitedForNotSpunOn(t *testing.T) {
 	r := New(topo, Options{LeaderWait: time.Second, PeerProbe: testProbe})
 	t.Cleanup(func() { _ = r.Close() })
 	_, err = r.Apply(ctxT(t, time.Minute), 0, enqueue())
-	var nl *NoLeaderError
+	var nl *raftgroup.NotLeaderError
 	if !errors.As(err, &nl) {
-		t.Fatalf("err = %v, want NoLeaderError after LeaderWait", err)
+		t.Fatalf("err = %v, want a *raftgroup.NotLeaderError after LeaderWait", err)
 	}
 	// With backoff from 20 ms, a second of waiting makes a handful of
 	// calls; a loop without sleeping makes thousands.

@@ -12,6 +12,7 @@ import (
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/peer"
 	"github.com/raftq/raftq/peer/peerpb"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -120,8 +121,8 @@ func (r *Router) sweep(ctx context.Context, rq *fsmpb.Receive) ([]Leased, error)
 				if firstErr == nil {
 					firstErr = a.err
 				}
-				var nl *NoLeaderError
-				if errors.As(a.err, &nl) {
+				var nl *raftgroup.NotLeaderError
+				if errors.As(a.err, &nl) && nl.Waited {
 					leaderless = append(leaderless, a.id)
 				}
 				continue
@@ -271,7 +272,7 @@ func (r *Router) waitShard(ctx context.Context, id uint32, queue string, d time.
 		func(ctx context.Context, sh *shard.Shard) (bool, error) {
 			if !sh.IsLeader() {
 				lid, addr := sh.Leader()
-				return false, &shard.NotLeaderError{LeaderID: string(lid), LeaderAddr: string(addr)}
+				return false, &raftgroup.NotLeaderError{Group: shard.GroupName(id), LeaderID: string(lid), LeaderAddr: string(addr)}
 			}
 			wctx, cancel := context.WithTimeout(ctx, d)
 			defer cancel()

@@ -9,6 +9,7 @@ import (
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/peer/peerpb"
+	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/wire"
 )
 
@@ -44,14 +45,21 @@ func (d *deadLetters) ListDead(ctx context.Context, req *raftqv1.ListDeadRequest
 	if _, err := d.lookupQueue(ctx, req.GetQueue()); err != nil {
 		return nil, err
 	}
+	plan, err := d.router.PlanShards()
+	if err != nil {
+		return nil, d.toStatus(ctx, err)
+	}
+	answers := router.Scatter(ctx, plan, func(ctx context.Context, p router.Part) (*peerpb.ShardReadResponse, error) {
+		return d.router.Read(ctx, &peerpb.ShardReadRequest{ShardId: p.Shard, Query: &peerpb.ShardReadRequest_ListDeadQueue{ListDeadQueue: req.GetQueue()}, Limit: limit})
+	})
+	// Shard order, then a stable sort: ties keep the lower shard first.
 	var all []*raftqv1.MessageInfo
-	for id := uint32(0); id < d.router.ShardCount(); id++ {
-		resp, err := d.router.Read(ctx, &peerpb.ShardReadRequest{ShardId: id, Query: &peerpb.ShardReadRequest_ListDeadQueue{ListDeadQueue: req.GetQueue()}, Limit: limit})
-		if err != nil {
-			return nil, d.toStatus(ctx, fmt.Errorf("list dead on shard %d: %w", id, err))
+	for _, a := range answers {
+		if a.Err != nil {
+			return nil, d.toStatus(ctx, fmt.Errorf("list dead on shard %d: %w", a.Shard, a.Err))
 		}
-		for _, m := range resp.GetDead() {
-			all = append(all, &raftqv1.MessageInfo{MessageId: wire.MessageID{Shard: id, ID: m.GetId()}.String(), Message: messageFromFSM(m)})
+		for _, m := range a.Value.GetDead() {
+			all = append(all, &raftqv1.MessageInfo{MessageId: wire.MessageID{Shard: a.Shard, ID: m.GetId()}.String(), Message: messageFromFSM(m)})
 		}
 	}
 	// Oldest death first across shards, like one queue.

@@ -13,6 +13,7 @@ import (
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/shard"
 	"github.com/raftq/raftq/wire"
@@ -30,10 +31,8 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	var nl *shard.NotLeaderError
-	var nol *router.NoLeaderError
+	var nl *raftgroup.NotLeaderError
 	var re *router.ResultError
-	var mnl meta.NotLeaderError
 	var nr *router.NotReadyError
 	var pe *router.PeerError
 	var mre *meta.RefusedError
@@ -54,20 +53,16 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		s.refuse(ctx, "")
 		return status.Error(codes.Unavailable, nr.Error())
 	case errors.As(err, &nl):
+		// Nothing proposed, whichever group refused (a shard, the meta
+		// group, or a router that found no leader in time).
 		s.refuse(ctx, nl.LeaderID)
-		return status.Errorf(codes.Unavailable, "not the leader: %v", err)
-	case errors.As(err, &nol):
-		s.refuse(ctx, nol.LeaderID)
 		return status.Error(codes.Unavailable, err.Error())
-	case errors.As(err, &mnl):
-		s.refuse(ctx, mnl.LeaderID)
-		return status.Errorf(codes.Unavailable, "control plane: %v", err)
 	case errors.As(err, &re):
 		return resultStatus(re.Status)
 	case errors.Is(err, shard.ErrDiskFull):
 		// Refused before proposing: nothing applied; retry after space is freed.
 		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, shard.ErrUnknownResult):
+	case errors.Is(err, raftgroup.ErrUnknownResult):
 		return status.Errorf(codes.Unavailable, "outcome unknown, the request may have been applied: %v", err)
 	case errors.Is(err, shard.ErrShutdown):
 		s.refuse(ctx, "")

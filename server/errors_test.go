@@ -16,6 +16,7 @@ import (
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/shard"
 	"github.com/raftq/raftq/wire"
@@ -94,14 +95,14 @@ func TestStatusMapping(t *testing.T) {
 		{"deadline", fmt.Errorf("apply: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "apply: context deadline exceeded", none},
 		{"cancelled", context.Canceled, codes.Canceled, "canceled", none},
 		{"node starting", fmt.Errorf("send: %w", &router.NotReadyError{NodeID: "n2"}), codes.Unavailable, "node n2 is starting", []string{""}},
-		{"shard not leader, leader known", &shard.NotLeaderError{LeaderID: "n3"}, codes.Unavailable, "not the leader", []string{"n3=h3:7101"}},
-		{"shard not leader, leader unknown", &shard.NotLeaderError{}, codes.Unavailable, "not the leader", []string{""}},
-		{"no shard leader reachable", &router.NoLeaderError{Shard: 1, LeaderID: "n3"}, codes.Unavailable, "shard 1", []string{"n3=h3:7101"}},
-		{"no shard leader at all", &router.NoLeaderError{Shard: 1}, codes.Unavailable, "shard 1", []string{""}},
-		{"meta not leader", fmt.Errorf("create queue: %w", meta.NotLeaderError{LeaderID: "n3"}), codes.Unavailable, "control plane", []string{"n3=h3:7101"}},
-		{"meta leader of unknown address", meta.NotLeaderError{LeaderID: "n9"}, codes.Unavailable, "control plane", []string{"n9="}},
+		{"shard not leader, leader known", &raftgroup.NotLeaderError{Group: "shard-1", LeaderID: "n3"}, codes.Unavailable, "shard-1: not leader", []string{"n3=h3:7101"}},
+		{"shard not leader, leader unknown", &raftgroup.NotLeaderError{Group: "shard-1"}, codes.Unavailable, "leader unknown", []string{""}},
+		{"no shard leader reachable", &raftgroup.NotLeaderError{Group: "shard-1", LeaderID: "n3", Waited: true}, codes.Unavailable, "not reachable", []string{"n3=h3:7101"}},
+		{"no shard leader at all", &raftgroup.NotLeaderError{Group: "shard-1", Waited: true}, codes.Unavailable, "no leader elected", []string{""}},
+		{"meta not leader", fmt.Errorf("create queue: %w", &raftgroup.NotLeaderError{Group: "meta", LeaderID: "n3"}), codes.Unavailable, "meta: not leader", []string{"n3=h3:7101"}},
+		{"meta leader of unknown address", &raftgroup.NotLeaderError{Group: "meta", LeaderID: "n9"}, codes.Unavailable, "meta: not leader", []string{"n9="}},
 		{"shard shutting down", fmt.Errorf("apply: %w", shard.ErrShutdown), codes.Unavailable, "node shutting down", []string{""}},
-		{"outcome unknown", fmt.Errorf("apply: %w", shard.ErrUnknownResult), codes.Unavailable, "outcome unknown", none},
+		{"outcome unknown", fmt.Errorf("apply: %w", raftgroup.ErrUnknownResult), codes.Unavailable, "outcome unknown", none},
 		{"disk full", &shard.DiskFullError{}, codes.ResourceExhausted, "", none},
 		{"meta refused: exists", &meta.RefusedError{Kind: meta.ErrExists, Reason: "queue q exists"}, codes.AlreadyExists, "queue q exists", none},
 		{"meta refused: not found", fmt.Errorf("update: %w", &meta.RefusedError{Kind: meta.ErrNotFound, Reason: "no queue q"}), codes.NotFound, "no queue q", none},

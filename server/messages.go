@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -126,11 +125,8 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 	}
 	shards := m.router.ShardCount() // not 0: ShardForSend succeeded, and the count never shrinks
 	results := make([]*raftqv1.SendResult, n)
-	type part struct {
-		idx  []int
-		msgs []*fsmpb.NewMessage
-	}
-	parts := map[uint32]*part{}
+	msgs := make([]*fsmpb.NewMessage, n)
+	to := make([]uint32, n)
 	policy := m.sendPolicy(req.GetQueue())
 	for i, sr := range req.GetMessages() {
 		nm, err := m.newMessage(policy, sr)
@@ -143,42 +139,38 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 		if !fixed {
 			id = free
 		}
-		p := parts[id]
-		if p == nil {
-			p = &part{}
-			parts[id] = p
+		msgs[i], to[i] = nm, id
+	}
+	plan := router.PlanItems(n, func(i int) (uint32, bool) { return to[i], msgs[i] != nil })
+	answers := router.Scatter(ctx, plan, func(ctx context.Context, p router.Part) (*fsmpb.Result, error) {
+		part := make([]*fsmpb.NewMessage, len(p.Items))
+		for k, i := range p.Items {
+			part[k] = msgs[i]
 		}
-		p.idx = append(p.idx, i)
-		p.msgs = append(p.msgs, nm)
+		return m.router.Apply(ctx, p.Shard, enqueueCmd(req.GetQueue(), part))
+	})
+	for _, a := range answers {
+		err := a.Err
+		if err == nil {
+			err = resultStatus(a.Value.GetStatus())
+		}
+		items := a.Value.GetEnqueue().GetItems()
+		if err == nil && len(items) != len(a.Items) {
+			err = status.Errorf(codes.Internal, "enqueue returned %d results for %d messages", len(items), len(a.Items))
+		}
+		for k, i := range a.Items {
+			if err != nil {
+				st, _ := status.FromError(m.toStatus(ctx, err))
+				results[i] = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message()}
+				continue
+			}
+			code, msg := itemStatus(items[k].GetStatus())
+			results[i] = &raftqv1.SendResult{Code: code, Error: msg, Deduplicated: items[k].GetDeduplicated()}
+			if code == 0 {
+				results[i].MessageId = wire.MessageID{Shard: a.Shard, ID: items[k].GetMessageId()}.String()
+			}
+		}
 	}
-	var wg sync.WaitGroup
-	for id, p := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := m.router.Apply(ctx, id, enqueueCmd(req.GetQueue(), p.msgs))
-			if err == nil {
-				err = resultStatus(res.GetStatus())
-			}
-			items := res.GetEnqueue().GetItems()
-			if err == nil && len(items) != len(p.idx) {
-				err = status.Errorf(codes.Internal, "enqueue returned %d results for %d messages", len(items), len(p.idx))
-			}
-			for k, i := range p.idx {
-				if err != nil {
-					st, _ := status.FromError(m.toStatus(ctx, err))
-					results[i] = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message()}
-					continue
-				}
-				code, msg := itemStatus(items[k].GetStatus())
-				results[i] = &raftqv1.SendResult{Code: code, Error: msg, Deduplicated: items[k].GetDeduplicated()}
-				if code == 0 {
-					results[i].MessageId = wire.MessageID{Shard: id, ID: items[k].GetMessageId()}.String()
-				}
-			}
-		}()
-	}
-	wg.Wait()
 	sent, deduplicated, full := 0, 0, 0
 	for _, r := range results {
 		switch {
@@ -298,7 +290,6 @@ func (m *messages) Ack(ctx context.Context, req *raftqv1.AckRequest) (*raftqv1.A
 		return nil, err
 	}
 	out := make([]*raftqv1.ItemStatus, n)
-	byShard := map[uint32][]int{}
 	parsed := make([]wire.Receipt, n)
 	for i, s := range req.GetReceipts() {
 		r, err := m.shardOf(s)
@@ -308,37 +299,34 @@ func (m *messages) Ack(ctx context.Context, req *raftqv1.AckRequest) (*raftqv1.A
 			continue
 		}
 		parsed[i] = r
-		byShard[r.Shard] = append(byShard[r.Shard], i)
 	}
-	var wg sync.WaitGroup
-	for id, idx := range byShard {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ack := &fsmpb.Ack{}
-			for _, i := range idx {
-				ack.Receipts = append(ack.Receipts, fsmReceipt(parsed[i]))
+	plan := router.PlanItems(n, func(i int) (uint32, bool) { return parsed[i].Shard, out[i] == nil })
+	answers := router.Scatter(ctx, plan, func(ctx context.Context, p router.Part) (*fsmpb.Result, error) {
+		ack := &fsmpb.Ack{}
+		for _, i := range p.Items {
+			ack.Receipts = append(ack.Receipts, fsmReceipt(parsed[i]))
+		}
+		return m.router.Apply(ctx, p.Shard, &fsmpb.Command{Cmd: &fsmpb.Command_Ack{Ack: ack}})
+	})
+	for _, a := range answers {
+		err := a.Err
+		if err == nil {
+			err = resultStatus(a.Value.GetStatus())
+		}
+		items := a.Value.GetItems().GetItems()
+		if err == nil && len(items) != len(a.Items) {
+			err = status.Errorf(codes.Internal, "ack returned %d results for %d receipts", len(items), len(a.Items))
+		}
+		for k, i := range a.Items {
+			if err != nil {
+				st, _ := status.FromError(m.toStatus(ctx, err))
+				out[i] = &raftqv1.ItemStatus{Code: int32(st.Code()), Error: st.Message()}
+				continue
 			}
-			res, err := m.router.Apply(ctx, id, &fsmpb.Command{Cmd: &fsmpb.Command_Ack{Ack: ack}})
-			if err == nil {
-				err = resultStatus(res.GetStatus())
-			}
-			items := res.GetItems().GetItems()
-			if err == nil && len(items) != len(idx) {
-				err = status.Errorf(codes.Internal, "ack returned %d results for %d receipts", len(items), len(idx))
-			}
-			for k, i := range idx {
-				if err != nil {
-					st, _ := status.FromError(m.toStatus(ctx, err))
-					out[i] = &raftqv1.ItemStatus{Code: int32(st.Code()), Error: st.Message()}
-					continue
-				}
-				code, msg := itemStatus(items[k].GetStatus())
-				out[i] = &raftqv1.ItemStatus{Code: code, Error: leaseError(parsed[i], msg), AlreadyAcked: items[k].GetAlreadyAcked()}
-			}
-		}()
+			code, msg := itemStatus(items[k].GetStatus())
+			out[i] = &raftqv1.ItemStatus{Code: code, Error: leaseError(parsed[i], msg), AlreadyAcked: items[k].GetAlreadyAcked()}
+		}
 	}
-	wg.Wait()
 	acked := 0
 	for _, r := range out {
 		if r.GetCode() == 0 && !r.GetAlreadyAcked() { // a repeat was counted when it first committed

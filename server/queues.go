@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -16,6 +15,8 @@ import (
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/peer/peerpb"
+	"github.com/raftq/raftq/raftgroup"
+	"github.com/raftq/raftq/router"
 )
 
 type queues struct {
@@ -30,7 +31,7 @@ const forwardedKey = "raftq-forwarded"
 // forwardMeta sends a control-plane write to the meta leader.
 func forwardMeta[T any](ctx context.Context, s *Server, err error, fn func(context.Context, raftqv1.QueuesClient) (T, error)) (T, error) {
 	var zero T
-	var nl meta.NotLeaderError
+	var nl *raftgroup.NotLeaderError
 	if !errors.As(err, &nl) {
 		return zero, s.toStatus(ctx, err)
 	}
@@ -118,7 +119,7 @@ func (s *Server) lookupQueue(ctx context.Context, name string) (*raftqv1.QueueIn
 	// asked, this replica's answer stands, unless the replica is still
 	// starting (no shard map yet): its meta state is then known to lag, and
 	// NOT_FOUND, which clients take as final, would be a guess.
-	info, err := forwardMeta(ctx, s, meta.NotLeaderError{LeaderID: s.node.Meta().LeaderID()},
+	info, err := forwardMeta(ctx, s, &raftgroup.NotLeaderError{Group: "meta", LeaderID: s.node.Meta().LeaderID()},
 		func(ctx context.Context, c raftqv1.QueuesClient) (*raftqv1.QueueInfo, error) {
 			return c.GetQueue(ctx, &raftqv1.GetQueueRequest{Name: name})
 		})
@@ -202,24 +203,19 @@ func (q *queues) QueueStats(ctx context.Context, req *raftqv1.QueueStatsRequest)
 	if _, err := q.lookupQueue(ctx, req.GetName()); err != nil {
 		return nil, err
 	}
-	n := q.router.ShardCount()
-	parts := make([]*peerpb.ShardReadResponse, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for id := uint32(0); id < n; id++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			parts[id], errs[id] = q.router.Read(ctx, &peerpb.ShardReadRequest{ShardId: id, Query: &peerpb.ShardReadRequest_StatsQueue{StatsQueue: req.GetName()}})
-		}()
+	plan, err := q.router.PlanShards()
+	if err != nil {
+		return nil, q.toStatus(ctx, err)
 	}
-	wg.Wait()
+	answers := router.Scatter(ctx, plan, func(ctx context.Context, p router.Part) (*peerpb.ShardReadResponse, error) {
+		return q.router.Read(ctx, &peerpb.ShardReadRequest{ShardId: p.Shard, Query: &peerpb.ShardReadRequest_StatsQueue{StatsQueue: req.GetName()}})
+	})
 	out := &raftqv1.QueueStatsResponse{Name: req.GetName()}
-	for id, p := range parts {
-		if errs[id] != nil {
-			return nil, q.toStatus(ctx, fmt.Errorf("stats of shard %d: %w", id, errs[id]))
+	for _, a := range answers {
+		if a.Err != nil {
+			return nil, q.toStatus(ctx, fmt.Errorf("stats of shard %d: %w", a.Shard, a.Err))
 		}
-		st := p.GetStats()
+		st := a.Value.GetStats()
 		out.Ready += st.GetReady()
 		out.Delayed += st.GetDelayed()
 		out.InFlight += st.GetInFlight()

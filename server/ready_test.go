@@ -22,6 +22,7 @@ import (
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/peer/peerpb"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftstore"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/shard"
@@ -52,7 +53,7 @@ func (n *startingNode) Repair(context.Context) []*peerpb.GroupRepair {
 }
 func (n *startingNode) Damaged() map[string]*raftstore.DamageError { return nil }
 func (n *startingNode) ChangeGroup(context.Context, string, peerpb.GroupChangeRequest_Op, string, string) (uint64, error) {
-	return 0, &shard.NotLeaderError{}
+	return 0, &raftgroup.NotLeaderError{}
 }
 func (n *startingNode) ShardDigest(context.Context, *peerpb.ShardDigestRequest) (*peerpb.ShardDigestResponse, error) {
 	return nil, shard.ErrNoCheckpoint

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // ackAnywhere proposes an ack of one receipt at whichever replica leads,
@@ -23,7 +24,7 @@ func (c *cluster) ackAnywhere(r *fsmpb.Receipt) *fsmpb.ItemResult {
 		if err == nil {
 			return res.GetItems().GetItems()[0]
 		}
-		if !errors.Is(err, ErrUnknownResult) || ctx.Err() != nil {
+		if !errors.Is(err, raftgroup.ErrUnknownResult) || ctx.Err() != nil {
 			c.t.Fatalf("ack of message %d: %v", r.GetMessageId(), err)
 		}
 	}

@@ -10,13 +10,14 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // benchCluster is three replicas over real TCP (raftmux) with bolt files
 // and fsync on, with the production raft defaults.
 func benchCluster(b *testing.B) (*cluster, *Shard) {
 	b.Helper()
-	c := newCluster(b, 3, false, RaftTuning{})
+	c := newCluster(b, 3, false, raftgroup.RaftTuning{})
 	leader := c.leader()
 	mustQueue(b, leader.sh, "bench", &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_STANDARD, VisibilityTimeoutMs: 60_000})
 	return c, leader.sh

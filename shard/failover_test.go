@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // TestLeaderKillUnderLoadTCP runs three replicas over real TCP (raftmux) and
@@ -52,7 +53,7 @@ func TestLeaderKillUnderLoadTCP(t *testing.T) {
 				switch {
 				case err == nil:
 					acked = append(acked, res.GetEnqueue().GetItems()[0].GetMessageId())
-				case errors.Is(err, ErrUnknownResult):
+				case errors.Is(err, raftgroup.ErrUnknownResult):
 					unsure++
 				}
 				mu.Unlock()

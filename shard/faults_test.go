@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // storeFault injects faults under one replica's raft stores: appends and
@@ -15,7 +17,7 @@ type storeFault struct {
 	block   chan struct{} // non-nil: writes wait until it is closed
 	failLog error         // non-nil: appends fail with it
 	blocked atomic.Int32  // writes waiting on block now
-	free    atomic.Uint64 // what DiskSpace reports
+	free    atomic.Uint64 // what raftgroup.DiskSpace reports
 }
 
 func newStoreFault() *storeFault {
@@ -77,7 +79,10 @@ func (l *faultyLogs) StoreLogs(logs []*raft.Log) error {
 	return l.LogStore.StoreLogs(logs)
 }
 
-func (l *faultyLogs) IsMonotonic() bool { return isMonotonic(l.LogStore) }
+func (l *faultyLogs) IsMonotonic() bool {
+	m, ok := l.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
 
 type faultyStable struct {
 	raft.StableStore
@@ -100,18 +105,18 @@ func (s *faultyStable) SetUint64(k []byte, v uint64) error {
 
 // withDiskFaults gives every replica of a test cluster a storeFault and
 // the disk options o.
-func withDiskFaults(o DiskOptions) func(*cluster) {
+func withDiskFaults(o raftgroup.DiskOptions) func(*cluster) {
 	return func(c *cluster) { c.disk = &o }
 }
 
-func (c *cluster) diskOptions() DiskOptions {
+func (c *cluster) diskOptions() raftgroup.DiskOptions {
 	if c.disk == nil {
-		return DiskOptions{}
+		return raftgroup.DiskOptions{}
 	}
 	return *c.disk
 }
 
-func (c *cluster) diskHooks(nd *node) *diskTestHooks {
+func (c *cluster) diskHooks(nd *node) *raftgroup.DiskTestHooks {
 	if c.disk == nil {
 		return nil
 	}
@@ -119,9 +124,9 @@ func (c *cluster) diskHooks(nd *node) *diskTestHooks {
 		nd.disk = newStoreFault()
 	}
 	f := nd.disk
-	return &diskTestHooks{
-		logs:   func(s raft.LogStore) raft.LogStore { return &faultyLogs{LogStore: s, f: f} },
-		stable: func(s raft.StableStore) raft.StableStore { return &faultyStable{StableStore: s, f: f} },
-		space:  func(string) (uint64, uint64, error) { return f.free.Load(), 1 << 41, nil },
+	return &raftgroup.DiskTestHooks{
+		Logs:   func(s raft.LogStore) raft.LogStore { return &faultyLogs{LogStore: s, f: f} },
+		Stable: func(s raft.StableStore) raft.StableStore { return &faultyStable{StableStore: s, f: f} },
+		Space:  func(string) (uint64, uint64, error) { return f.free.Load(), 1 << 41, nil },
 	}
 }

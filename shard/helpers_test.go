@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 )
 
@@ -27,8 +28,8 @@ func testLogger() *slog.Logger {
 
 // fastTuning keeps elections short for tests while leaving room for the
 // race detector on a busy two-core machine (200 ms flapped at load 10).
-func fastTuning() RaftTuning {
-	return RaftTuning{
+func fastTuning() raftgroup.RaftTuning {
+	return raftgroup.RaftTuning{
 		HeartbeatTimeout:   400 * time.Millisecond,
 		ElectionTimeout:    400 * time.Millisecond,
 		LeaderLeaseTimeout: 200 * time.Millisecond,
@@ -54,16 +55,16 @@ type cluster struct {
 	t       testing.TB
 	shardID uint32
 	nodes   []*node
-	tuning  RaftTuning
+	tuning  raftgroup.RaftTuning
 	grace   time.Duration
 	inmem   bool
 	mu      sync.Mutex
 	// disk, if set, gives each replica these disk options and a
 	// storeFault under its stores (withDiskFaults).
-	disk *DiskOptions
+	disk *raftgroup.DiskOptions
 }
 
-func newCluster(t testing.TB, n int, inmem bool, tuning RaftTuning, opts ...func(*cluster)) *cluster {
+func newCluster(t testing.TB, n int, inmem bool, tuning raftgroup.RaftTuning, opts ...func(*cluster)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, shardID: 1, tuning: tuning, inmem: inmem, grace: 300 * time.Millisecond}
 	for _, o := range opts {
@@ -342,7 +343,7 @@ func (c *cluster) proposeAnywhere(ctx context.Context, cmd *fsmpb.Command) (*fsm
 				return res, nil
 			}
 			lastErr = err
-			if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrShutdown) {
+			if !errors.Is(err, raftgroup.ErrNotLeader) && !errors.Is(err, ErrShutdown) {
 				return nil, err
 			}
 		}
@@ -366,7 +367,7 @@ func (c *cluster) mustEnqueueAnywhere(queue, key string, body []byte) uint64 {
 		if err == nil {
 			return res.GetEnqueue().GetItems()[0].GetMessageId()
 		}
-		if !errors.Is(err, ErrUnknownResult) || ctx.Err() != nil {
+		if !errors.Is(err, raftgroup.ErrUnknownResult) || ctx.Err() != nil {
 			c.t.Fatalf("enqueue %s: %v", key, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 const (
@@ -86,7 +87,7 @@ func (s *Shard) manageLeadership() {
 // lease grace for this term, then open for proposals and run the tick timer.
 func (s *Shard) leaderDuties(ctx context.Context, st *leaderState) {
 	for {
-		err := s.await(ctx, s.raft.Barrier(s.cfg.Raft.ElectionTimeout*10))
+		err := raftgroup.WaitFuture(ctx, s.raft.Barrier(s.cfg.Raft.ElectionTimeout*10), s.raftDown)
 		if err == nil {
 			break
 		}
@@ -113,7 +114,7 @@ func (s *Shard) leaderDuties(ctx context.Context, st *leaderState) {
 		// An unknown result is retried too: LeaderGrace applies once per
 		// term, so a duplicate is a no-op.
 		s.logger.Warn("leader grace proposal failed", "term", st.term, "err", err)
-		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrShutdown) || !sleepCtx(ctx, dutyRetry) {
+		if errors.Is(err, raftgroup.ErrNotLeader) || errors.Is(err, ErrShutdown) || !sleepCtx(ctx, dutyRetry) {
 			return
 		}
 	}
@@ -158,21 +159,6 @@ func (s *Shard) runTicks(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-	}
-}
-
-// await waits for a raft future, but not past ctx or raft's shutdown: raft
-// never answers futures left in its apply channel when it stops.
-func (s *Shard) await(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.raftDown:
-		return raft.ErrRaftShutdown
 	}
 }
 

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // TestPartitionedLeader cuts the leader off while proposers keep writing to
 // it. Nothing it cannot commit may be acknowledged: its callers see
-// ErrUnknownResult or NotLeaderError, VerifyLeader fails on it, the majority
+// raftgroup.ErrUnknownResult or raftgroup.NotLeaderError, VerifyLeader fails on it, the majority
 // elects a new leader, and after healing every acknowledged write is on all
 // replicas.
 func TestPartitionedLeader(t *testing.T) {
@@ -24,8 +25,8 @@ func TestPartitionedLeader(t *testing.T) {
 		t.Fatalf("VerifyLeader on the leader: %v", err)
 	}
 	for _, f := range c.followers(old) {
-		if err := f.sh.VerifyLeader(context.Background()); !errors.Is(err, ErrNotLeader) {
-			t.Fatalf("VerifyLeader on follower %s: %v, want ErrNotLeader", f.id, err)
+		if err := f.sh.VerifyLeader(context.Background()); !errors.Is(err, raftgroup.ErrNotLeader) {
+			t.Fatalf("VerifyLeader on follower %s: %v, want raftgroup.ErrNotLeader", f.id, err)
 		}
 	}
 
@@ -63,9 +64,9 @@ func TestPartitionedLeader(t *testing.T) {
 				case err == nil:
 					acked = append(acked, res.GetEnqueue().GetItems()[0].GetMessageId())
 					outcome["ok"]++
-				case errors.Is(err, ErrUnknownResult):
+				case errors.Is(err, raftgroup.ErrUnknownResult):
 					outcome["unknown"]++
-				case errors.Is(err, ErrNotLeader):
+				case errors.Is(err, raftgroup.ErrNotLeader):
 					outcome["not-leader"]++
 				case errors.Is(err, context.DeadlineExceeded):
 					// Propose's contract: ctx ended before the command was
@@ -111,8 +112,8 @@ func TestPartitionedLeader(t *testing.T) {
 	for old.sh.IsLeader() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := old.sh.VerifyLeader(context.Background()); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("VerifyLeader on the partitioned old leader: %v, want ErrNotLeader", err)
+	if err := old.sh.VerifyLeader(context.Background()); !errors.Is(err, raftgroup.ErrNotLeader) {
+		t.Fatalf("VerifyLeader on the partitioned old leader: %v, want raftgroup.ErrNotLeader", err)
 	}
 	close(stop)
 	wg.Wait()

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftstore"
 	"google.golang.org/protobuf/proto"
 )
@@ -101,9 +102,9 @@ type batch struct {
 // Propose applies cmd through raft, coalesced with concurrent calls into one
 // log entry, and returns its own Result. Only the leader proposes.
 //
-// Errors: NotLeaderError (nothing proposed; retry at the hint), ctx.Err()
+// Errors: raftgroup.NotLeaderError (nothing proposed; retry at the hint), ctx.Err()
 // when ctx ended before the command was handed to raft (dropped),
-// ErrUnknownResult when the outcome is indeterminate, ErrShutdown.
+// raftgroup.ErrUnknownResult when the outcome is indeterminate, ErrShutdown.
 func (s *Shard) Propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	if cmd == nil {
 		return nil, errors.New("shard: nil command")
@@ -153,7 +154,7 @@ func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, err
 		if p.state.CompareAndSwap(reqQueued, reqCancelled) {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: %w", ErrUnknownResult, ctx.Err())
+		return nil, fmt.Errorf("%w: %w", raftgroup.ErrUnknownResult, ctx.Err())
 	case <-lost:
 		if p.state.CompareAndSwap(reqQueued, reqCancelled) {
 			return nil, s.notLeader()
@@ -167,7 +168,7 @@ func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, err
 		case o := <-p.done:
 			return o.res, o.err
 		case <-t.C:
-			return nil, fmt.Errorf("%w: leadership lost", ErrUnknownResult)
+			return nil, fmt.Errorf("%w: leadership lost", raftgroup.ErrUnknownResult)
 		}
 	case <-s.proposerDone:
 		// The proposer exited; a request it never took is dropped here,
@@ -426,25 +427,14 @@ func (s *Shard) runCompleter(inflight <-chan *batch, win *window) {
 func (s *Shard) complete(b *batch) {
 	// raft never answers futures still sitting in its apply channel when it
 	// shuts down, so do not wait on them past shutdown.
-	resolved := make(chan error, 1)
-	go func() { resolved <- b.future.Error() }()
-	var err error
-	select {
-	case err = <-resolved:
-	case <-s.raftDown:
-		select {
-		case err = <-resolved:
-		default:
-			err = raft.ErrRaftShutdown
-		}
-	}
+	err := raftgroup.WaitFuture(context.Background(), b.future, s.raftDown)
 	fail := func(err error) {
 		for _, pt := range b.parts {
 			pt.resolve(outcome{err: err})
 		}
 	}
 	if errors.Is(err, raft.ErrRaftShutdown) {
-		fail(fmt.Errorf("%w: %w", ErrUnknownResult, ErrShutdown))
+		fail(fmt.Errorf("%w: %w", raftgroup.ErrUnknownResult, ErrShutdown))
 		return
 	}
 	if _, local := b.future.(errFuture); local {
@@ -473,7 +463,7 @@ func (s *Shard) complete(b *batch) {
 func (s *Shard) applyError(err error) error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress),
-		errors.Is(err, ErrNoSpace):
+		errors.Is(err, raftgroup.ErrNoSpace):
 		// Rejected before it reached the log (raft's leaderLoop answers a
 		// transfer-in-progress apply without dispatching it; a leader
 		// whose append found no space sent the entry nowhere and stepped
@@ -484,11 +474,11 @@ func (s *Shard) applyError(err error) error {
 		errors.Is(err, raft.ErrAbortedByRestore):
 		// Appended (or possibly appended) by a leader that then stepped
 		// down: a new leader may still commit it (raft-notes trap 8).
-		return fmt.Errorf("%w: %w", ErrUnknownResult, err)
+		return fmt.Errorf("%w: %w", raftgroup.ErrUnknownResult, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
-		return fmt.Errorf("%w: %w: %w", ErrUnknownResult, ErrShutdown, err)
+		return fmt.Errorf("%w: %w: %w", raftgroup.ErrUnknownResult, ErrShutdown, err)
 	default:
-		return fmt.Errorf("%w: %w", ErrUnknownResult, err)
+		return fmt.Errorf("%w: %w", raftgroup.ErrUnknownResult, err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // Eight consumers long-poll one queue and one message arrives: one receive
@@ -131,8 +132,8 @@ func TestFollowerReceiveOnEmptyQueueReturnsNotLeader(t *testing.T) {
 		for _, wait := range []time.Duration{0, 10 * time.Second} {
 			start := time.Now()
 			_, err := pollClaim(context.Background(), f.sh, &fsmpb.Receive{Queue: "q", Max: 1}, wait)
-			if !errors.Is(err, ErrNotLeader) {
-				t.Fatalf("%s: follower Receive (wait %v) err = %v, want ErrNotLeader", f.id, wait, err)
+			if !errors.Is(err, raftgroup.ErrNotLeader) {
+				t.Fatalf("%s: follower Receive (wait %v) err = %v, want raftgroup.ErrNotLeader", f.id, wait, err)
 			}
 			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("%s: follower Receive (wait %v) took %v before refusing", f.id, wait, d)
@@ -142,8 +143,8 @@ func TestFollowerReceiveOnEmptyQueueReturnsNotLeader(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := f.sh.Wait(ctx, "q")
 		cancel()
-		if !errors.Is(err, ErrNotLeader) {
-			t.Fatalf("%s: follower Wait err = %v, want ErrNotLeader", f.id, err)
+		if !errors.Is(err, raftgroup.ErrNotLeader) {
+			t.Fatalf("%s: follower Wait err = %v, want raftgroup.ErrNotLeader", f.id, err)
 		}
 	}
 }

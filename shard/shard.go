@@ -1,6 +1,7 @@
-// Package shard runs one raft group that hosts the queue FSM: raft and
-// raft-boltdb wiring, a group-commit proposer, leader duties (barrier, lease
-// grace, clock ticks), long-poll receive and leadership notifications.
+// Package shard runs one raft group that hosts the queue FSM on the raft
+// plumbing of package raftgroup: a group-commit proposer, leader duties
+// (barrier, lease grace, clock ticks), long-poll receive and leadership
+// notifications.
 package shard
 
 import (
@@ -16,6 +17,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 	"github.com/raftq/raftq/raftstore"
 )
@@ -38,7 +40,7 @@ type Config struct {
 	// Now stamps entries on the leader; default time.Now. Tests inject skew.
 	Now    func() time.Time
 	Logger *slog.Logger
-	Raft   RaftTuning
+	Raft   raftgroup.RaftTuning
 	// MaxClockOffset is the clock bound the cluster enforces (default
 	// MaxClockSkew). A new leader adds twice it to every earlier-term
 	// lease (LeaderGrace.skew_ms), the most by which its clock can run
@@ -51,7 +53,7 @@ type Config struct {
 	// lone shard.
 	Node *raftstore.Node
 	// Damaged is called once if the replica finds damaged bytes while it
-	// runs (RaftOptions.Damaged): the owner must shut the shard down, from
+	// runs (raftgroup.RaftOptions.Damaged): the owner must shut the shard down, from
 	// another goroutine.
 	Damaged func(*raftstore.DamageError)
 	// Gate is the raftmux.Gate that Transport was built with, so Sideline
@@ -62,14 +64,14 @@ type Config struct {
 	// past Disk.StallAfter sidelines it ("log-stall", all raft traffic
 	// held) until the write completes; a write refused for lack of space
 	// sidelines it from campaigning ("disk-full") until there is room; any
-	// other write error calls Disk.OnFatal (logwatch.go).
-	Disk DiskOptions
+	// other write error calls Disk.OnFatal (raftgroup/logwatch.go).
+	Disk raftgroup.DiskOptions
 	// AdmitSend, if set, is asked before this leader proposes an enqueue;
 	// an error refuses the send (nothing proposed) and is returned as is.
 	// The node's disk-space guard refuses here with a *DiskFullError.
 	AdmitSend func() error
 
-	diskTest *diskTestHooks
+	diskTest *raftgroup.DiskTestHooks
 }
 
 // GroupName is the raft group id of shard id on the raft mux.
@@ -85,7 +87,7 @@ type Shard struct {
 	// by comparing this replica with others.
 	replica *raftstore.Replica
 	fsm     *fsm.FSM
-	disk    *DiskWatch
+	disk    *raftgroup.DiskWatch
 
 	propCh       chan *proposal // sends (bulk lane)
 	fastCh       chan *proposal // everything else (see runProposer)
@@ -144,7 +146,7 @@ func Open(cfg Config) (*Shard, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cfg.Raft = cfg.Raft.withDefaults()
+	cfg.Raft = cfg.Raft.WithDefaults()
 	if cfg.MaxClockOffset <= 0 {
 		cfg.MaxClockOffset = MaxClockSkew
 	}
@@ -173,11 +175,11 @@ func Open(cfg Config) (*Shard, error) {
 	}
 	s.lead.Store(notLeaderState)
 	s.fsm = fsm.New(fsm.Options{Notify: s.notify, Checkpoint: s.checkpoints.record})
-	s.disk = NewDiskWatch(DiskWatchConfig{
-		Group: GroupName(cfg.ID), Dir: cfg.Dir, Options: cfg.Disk, Logger: s.logger, Room: SpaceRoom(cfg.Raft),
-		test: cfg.diskTest,
+	s.disk = raftgroup.NewDiskWatch(raftgroup.DiskWatchConfig{
+		Group: GroupName(cfg.ID), Dir: cfg.Dir, Options: cfg.Disk, Logger: s.logger, Room: raftgroup.SpaceRoom(cfg.Raft),
+		Test: cfg.diskTest,
 	})
-	g, err := OpenRaft(RaftOptions{
+	g, err := raftgroup.OpenRaft(raftgroup.RaftOptions{
 		NodeID:    cfg.NodeID,
 		Dir:       cfg.Dir,
 		Transport: cfg.Transport,
@@ -200,7 +202,7 @@ func Open(cfg Config) (*Shard, error) {
 	s.disk.Attach(func(on bool) {
 		stalled(on)
 		if on && r.State() == raft.Leader {
-			go NudgeElection(r, cfg.Transport, raft.ServerID(cfg.NodeID), s.logger)
+			go raftgroup.NudgeElection(r, cfg.Transport, raft.ServerID(cfg.NodeID), s.logger)
 		}
 	}, s.sidelineFor(reasonDiskFull, raftmux.HoldCampaign))
 	s.wg.Add(3)
@@ -294,9 +296,9 @@ func (s *Shard) notLeader() error {
 	if id == raft.ServerID(s.cfg.NodeID) {
 		// raft still names us while we are stepping down or not ready yet:
 		// a hint pointing at ourselves would loop the caller.
-		return &NotLeaderError{}
+		return &raftgroup.NotLeaderError{Group: GroupName(s.cfg.ID)}
 	}
-	return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
+	return &raftgroup.NotLeaderError{Group: GroupName(s.cfg.ID), LeaderID: string(id), LeaderAddr: string(addr)}
 }
 
 // VerifyLeader confirms with a quorum that this replica still leads, for
@@ -305,7 +307,7 @@ func (s *Shard) VerifyLeader(ctx context.Context) error {
 	if err := s.waitReady(ctx); err != nil {
 		return err
 	}
-	err := s.await(ctx, s.raft.VerifyLeader())
+	err := raftgroup.WaitFuture(ctx, s.raft.VerifyLeader(), s.raftDown)
 	switch {
 	case err == nil:
 		return nil
@@ -356,7 +358,7 @@ func (s *Shard) Shutdown(ctx context.Context) error {
 	var errs []error
 	if s.raft.State() == raft.Leader && s.hasOtherVoters() {
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := s.await(tctx, s.raft.LeadershipTransfer()); err != nil {
+		if err := raftgroup.WaitFuture(tctx, s.raft.LeadershipTransfer(), s.raftDown); err != nil {
 			// Debug: the node tried the same hand-off just before (cluster.Node
 			// logs its outcome at info); this is a second try.
 			s.logger.Debug("leadership not handed off before stopping; the other replicas elect a leader", "err", err)

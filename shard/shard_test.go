@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 func standard(visibility time.Duration) *fsmpb.QueuePolicy {
@@ -31,9 +32,9 @@ func TestFollowerProposeReturnsNotLeaderWithHint(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		_, err := f.sh.Propose(context.Background(), enqueueCmd("q", &fsmpb.NewMessage{Body: []byte("x")}))
-		var nl *NotLeaderError
-		if !errors.As(err, &nl) || !errors.Is(err, ErrNotLeader) {
-			t.Fatalf("%s: err = %v, want NotLeaderError", f.id, err)
+		var nl *raftgroup.NotLeaderError
+		if !errors.As(err, &nl) || !errors.Is(err, raftgroup.ErrNotLeader) {
+			t.Fatalf("%s: err = %v, want raftgroup.NotLeaderError", f.id, err)
 		}
 		if nl.LeaderID != leader.id || nl.LeaderAddr != string(leader.addr) {
 			t.Fatalf("%s: hint = %+v, want %s at %s", f.id, nl, leader.id, leader.addr)
@@ -41,8 +42,8 @@ func TestFollowerProposeReturnsNotLeaderWithHint(t *testing.T) {
 		if f.sh.IsLeader() {
 			t.Fatalf("%s: follower says IsLeader", f.id)
 		}
-		if _, err := pollClaim(context.Background(), f.sh, &fsmpb.Receive{Queue: "q", Max: 1}, time.Second); !errors.Is(err, ErrNotLeader) {
-			t.Fatalf("%s: follower Receive err = %v, want ErrNotLeader", f.id, err)
+		if _, err := pollClaim(context.Background(), f.sh, &fsmpb.Receive{Queue: "q", Max: 1}, time.Second); !errors.Is(err, raftgroup.ErrNotLeader) {
+			t.Fatalf("%s: follower Receive err = %v, want raftgroup.ErrNotLeader", f.id, err)
 		}
 	}
 	if info := leader.sh.Info(); info.State != raft.Leader || !info.Ready || info.LeaderID != leader.id {
@@ -195,7 +196,7 @@ func TestDelayedMessageDeliveredByLeaderTick(t *testing.T) {
 }
 
 func TestLaggingFollowerCatchesUpViaSnapshot(t *testing.T) {
-	for _, store := range []string{LogStoreWAL, LogStoreBolt} {
+	for _, store := range []string{raftgroup.LogStoreWAL, raftgroup.LogStoreBolt} {
 		t.Run(store, func(t *testing.T) { testLaggingFollowerCatchesUpViaSnapshot(t, store) })
 	}
 }

@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 )
 
-// Sideline reasons this package sets itself (logwatch.go).
+// Sideline reasons this package sets itself (raftgroup/logwatch.go).
 const (
 	reasonLogStall = "log-stall" // a raft store write is in flight past its bound
 	reasonDiskFull = "disk-full" // a raft store write found no space
@@ -28,8 +29,8 @@ func (s *Shard) sidelineFor(reason string, h raftmux.Hold) func(bool) {
 	}
 }
 
-// DiskStats reports the replica's raft store writes (logwatch.go).
-func (s *Shard) DiskStats() DiskStats { return s.disk.Stats() }
+// DiskStats reports the replica's raft store writes (raftgroup/logwatch.go).
+func (s *Shard) DiskStats() raftgroup.DiskStats { return s.disk.Stats() }
 
 // sidelineTransferWait bounds the leadership transfer a sidelined leader
 // tries; a leader whose raft loop is stuck never answers it.
@@ -38,7 +39,7 @@ const sidelineTransferWait = 5 * time.Second
 // Sideline keeps this replica from leading for reason (a short label, e.g.
 // "clock-skew" or "log-stall"): h is held on its raft Gate (raftmux.Hold),
 // its leader duties end at once (queued proposals are refused with a
-// hint-less NotLeaderError, handed ones answered ErrUnknownResult), and if
+// hint-less raftgroup.NotLeaderError, handed ones answered raftgroup.ErrUnknownResult), and if
 // it leads, leadership is transferred away in the background. It keeps
 // replicating as a follower unless h is HoldAll. Several reasons may hold
 // at once; Unsideline releases one.
@@ -58,7 +59,7 @@ func (s *Shard) Sideline(reason string, h raftmux.Hold) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), sidelineTransferWait)
 			defer cancel()
-			if err := s.await(ctx, s.raft.LeadershipTransfer()); err != nil {
+			if err := raftgroup.WaitFuture(ctx, s.raft.LeadershipTransfer(), s.raftDown); err != nil {
 				s.logger.Warn("sidelined leader could not transfer leadership", "reason", reason, "err", err)
 			}
 		}()

@@ -8,11 +8,12 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 )
 
 // A sidelined leader gives leadership away at once, refuses proposals with
-// a NotLeaderError (certainly not applied), and never leads again until
+// a raftgroup.NotLeaderError (certainly not applied), and never leads again until
 // released; the group keeps committing meanwhile.
 func TestSidelinedLeaderStepsAsideAndStaysAside(t *testing.T) {
 	c := newCluster(t, 3, false, fastTuning())
@@ -27,9 +28,9 @@ func TestSidelinedLeaderStepsAsideAndStaysAside(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_, err := old.sh.Propose(ctx, enqueueCmd("q", &fsmpb.NewMessage{Body: []byte("x")}))
 	cancel()
-	var nl *NotLeaderError
+	var nl *raftgroup.NotLeaderError
 	if !errors.As(err, &nl) {
-		t.Fatalf("propose on a sidelined replica: %v, want NotLeaderError", err)
+		t.Fatalf("propose on a sidelined replica: %v, want raftgroup.NotLeaderError", err)
 	}
 
 	var next *node

@@ -5,6 +5,7 @@ import (
 
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -112,7 +113,7 @@ func joinParts(outs []outcome) outcome {
 	for _, o := range outs {
 		st := o.res.GetStatus()
 		switch {
-		case o.err != nil && errors.Is(o.err, ErrUnknownResult):
+		case o.err != nil && errors.Is(o.err, raftgroup.ErrUnknownResult):
 			st = &fsmpb.Status{Code: fsmpb.Code_CODE_UNAVAILABLE, Message: "outcome unknown, may have been applied (part of a split batch): " + o.err.Error()}
 		case o.err != nil:
 			st = &fsmpb.Status{Code: fsmpb.Code_CODE_UNAVAILABLE, Message: "not committed (part of a split batch): " + o.err.Error()}
@@ -133,11 +134,11 @@ func joinParts(outs []outcome) outcome {
 // then retries the whole batch at the leader instead of the caller getting
 // an UNAVAILABLE per item. The hint is the last part's that names a
 // leader, being the freshest; nil if any part failed otherwise.
-func allNotLeader(outs []outcome) *NotLeaderError {
-	var best *NotLeaderError
+func allNotLeader(outs []outcome) *raftgroup.NotLeaderError {
+	var best *raftgroup.NotLeaderError
 	for _, o := range outs {
-		var nl *NotLeaderError
-		if errors.Is(o.err, ErrUnknownResult) || !errors.As(o.err, &nl) {
+		var nl *raftgroup.NotLeaderError
+		if errors.Is(o.err, raftgroup.ErrUnknownResult) || !errors.As(o.err, &nl) {
 			return nil
 		}
 		if best == nil || nl.LeaderID != "" || nl.LeaderAddr != "" {

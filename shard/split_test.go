@@ -9,6 +9,7 @@ import (
 
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/raftgroup"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -76,8 +77,8 @@ func enqueueResult(ids ...uint64) *fsmpb.Result {
 
 func TestJoinParts(t *testing.T) {
 	notFound := &fsmpb.Result{Status: &fsmpb.Status{Code: fsmpb.Code_CODE_QUEUE_NOT_FOUND, Message: "no q"}}
-	refused := &NotLeaderError{LeaderID: "n2"}
-	lost := fmt.Errorf("%w: leadership lost", ErrUnknownResult)
+	refused := &raftgroup.NotLeaderError{LeaderID: "n2"}
+	lost := fmt.Errorf("%w: leadership lost", raftgroup.ErrUnknownResult)
 	ok, unavail, missing := fsmpb.Code_CODE_OK, fsmpb.Code_CODE_UNAVAILABLE, fsmpb.Code_CODE_QUEUE_NOT_FOUND
 	for _, c := range []struct {
 		name    string
@@ -89,9 +90,9 @@ func TestJoinParts(t *testing.T) {
 	}{
 		{"all applied", []outcome{{res: enqueueResult(1, 2), n: 2}, {res: enqueueResult(3), n: 1}}, []uint64{1, 2, 3}, []fsmpb.Code{ok, ok, ok}, ok, nil},
 		{"all refused alike", []outcome{{res: notFound, n: 2}, {res: notFound, n: 1}}, nil, nil, missing, nil},
-		{"all not leader", []outcome{{err: refused, n: 1}, {err: refused, n: 2}}, nil, nil, ok, ErrNotLeader},
-		{"all lost", []outcome{{err: lost, n: 1}, {err: lost, n: 2}}, nil, nil, ok, ErrUnknownResult},
-		{"not leader, hints differ", []outcome{{err: &NotLeaderError{}, n: 1}, {err: refused, n: 2}, {err: &NotLeaderError{LeaderID: "n3", LeaderAddr: "a3"}, n: 1}, {err: &NotLeaderError{}, n: 1}}, nil, nil, ok, ErrNotLeader},
+		{"all not leader", []outcome{{err: refused, n: 1}, {err: refused, n: 2}}, nil, nil, ok, raftgroup.ErrNotLeader},
+		{"all lost", []outcome{{err: lost, n: 1}, {err: lost, n: 2}}, nil, nil, ok, raftgroup.ErrUnknownResult},
+		{"not leader, hints differ", []outcome{{err: &raftgroup.NotLeaderError{}, n: 1}, {err: refused, n: 2}, {err: &raftgroup.NotLeaderError{LeaderID: "n3", LeaderAddr: "a3"}, n: 1}, {err: &raftgroup.NotLeaderError{}, n: 1}}, nil, nil, ok, raftgroup.ErrNotLeader},
 		{"not leader and lost", []outcome{{err: refused, n: 1}, {err: lost, n: 1}}, []uint64{0, 0}, []fsmpb.Code{unavail, unavail}, ok, nil},
 		{"one part lost", []outcome{{res: enqueueResult(1), n: 1}, {err: lost, n: 2}}, []uint64{1, 0, 0}, []fsmpb.Code{ok, unavail, unavail}, ok, nil},
 		{"gap", []outcome{{res: enqueueResult(1), n: 1}, {err: refused, n: 1}, {res: enqueueResult(2), n: 1}}, []uint64{1, 0, 2}, []fsmpb.Code{ok, unavail, ok}, ok, nil},
@@ -104,7 +105,7 @@ func TestJoinParts(t *testing.T) {
 					t.Fatalf("err = %v, want %v", o.err, c.wantErr)
 				}
 				if c.name == "not leader, hints differ" {
-					var nl *NotLeaderError
+					var nl *raftgroup.NotLeaderError
 					if !errors.As(o.err, &nl) || nl.LeaderID != "n3" || nl.LeaderAddr != "a3" {
 						t.Fatalf("err = %v, want the last hint naming a leader (n3 at a3)", o.err)
 					}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/cluster"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -90,7 +91,7 @@ type config struct {
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	Repair          bool
-	// SnapshotThreshold and SnapshotInterval override shard.RaftTuning's
+	// SnapshotThreshold and SnapshotInterval override raftgroup.RaftTuning's
 	// snapshot schedule; zero keeps the defaults. For tests that need a
 	// snapshot on disk within seconds (systest/damage_test.go).
 	SnapshotThreshold uint64
@@ -114,9 +115,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "gossip address peers use (default: gossip-bind)")
 	fs.StringVar(&c.HTTPBind, "http-bind", "127.0.0.1:7401", "HTTP listen address for /metrics and /healthz (empty disables)")
 	fs.BoolVar(&c.RaftMetrics, "raft-metrics", false, "serve hashicorp/raft's internal timings (commit, bolt StoreLogs, AppendEntries, FSM apply) at /debug/raft-metrics on --http-bind")
-	fs.StringVar(&c.LogStore, "log-store", shard.LogStoreWAL, "raft log store of raft groups this node creates: wal (segment files, one fdatasync per append) or bolt (raft-boltdb); a group keeps the store it was created with")
+	fs.StringVar(&c.LogStore, "log-store", raftgroup.LogStoreWAL, "raft log store of raft groups this node creates: wal (segment files, one fdatasync per append) or bolt (raft-boltdb); a group keeps the store it was created with")
 	fs.StringVar(&c.WALSegmentSize, "wal-segment-size", "64MiB", "size of the raft log's segment files (--log-store wal) for raft groups this node creates; each group preallocates one ahead")
-	fs.DurationVar(&c.DiskStall, "disk-stall-timeout", shard.DefaultStallAfter, "a raft log or stable-store write in flight this long makes the replica step aside (its followers elect another leader) until it completes; 0 disables")
+	fs.DurationVar(&c.DiskStall, "disk-stall-timeout", raftgroup.DefaultStallAfter, "a raft log or stable-store write in flight this long makes the replica step aside (its followers elect another leader) until it completes; 0 disables")
 	fs.StringVar(&c.DiskReserve, "disk-reserve", "512MiB,5%", "free space kept in --data-dir: below the largest of these sizes and percentages of the filesystem, new sends are refused with RESOURCE_EXHAUSTED (receives, acks and deletes go on); 0 disables")
 	fs.StringVar(&c.Join, "join", "", "comma-separated gossip addresses of nodes to join (retried until one answers)")
 	fs.StringVar(&c.ClusterName, "cluster-name", "", "label on every gossip message; nodes with a different name (or none) are ignored, so clusters sharing a network never merge (set the same on every node; changing it on a running cluster splits it)")
@@ -212,8 +213,8 @@ func (c *config) finish() error {
 		return fmt.Errorf("--bootstrap-expect %d is below --replication %d: shards could not be placed", c.BootstrapExpect, c.Replication)
 	case len(c.ClusterName) > cluster.MaxClusterNameLen:
 		return fmt.Errorf("--cluster-name is %d bytes, at most %d", len(c.ClusterName), cluster.MaxClusterNameLen)
-	case c.LogStore != shard.LogStoreWAL && c.LogStore != shard.LogStoreBolt:
-		return fmt.Errorf("--log-store must be %s or %s, got %q", shard.LogStoreWAL, shard.LogStoreBolt, c.LogStore)
+	case c.LogStore != raftgroup.LogStoreWAL && c.LogStore != raftgroup.LogStoreBolt:
+		return fmt.Errorf("--log-store must be %s or %s, got %q", raftgroup.LogStoreWAL, raftgroup.LogStoreBolt, c.LogStore)
 	case c.MaxClockOffset < time.Millisecond || c.MaxClockOffset > maxClockOffsetLimit:
 		return fmt.Errorf("--max-clock-offset must be within 1ms..%v, got %v", maxClockOffsetLimit, c.MaxClockOffset)
 	case c.ShutdownTimeout <= 0:

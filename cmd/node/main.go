@@ -28,9 +28,9 @@ import (
 	"github.com/raftq/raftq/internal/bufpool"
 	"github.com/raftq/raftq/internal/liveness"
 	"github.com/raftq/raftq/metrics"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/server"
-	"github.com/raftq/raftq/shard"
 )
 
 func main() {
@@ -102,9 +102,9 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		GossipBind: cfg.GossipBind, GossipAdvertise: cfg.GossipAdvertise,
 		Join: cfg.joinList(), ClusterName: cfg.ClusterName, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, MaxClockOffset: cfg.MaxClockOffset, Logger: base,
-		Raft: shard.RaftTuning{LogStore: cfg.LogStore, WALSegmentBytes: segment,
+		Raft: raftgroup.RaftTuning{LogStore: cfg.LogStore, WALSegmentBytes: segment,
 			SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
-		Disk:        shard.DiskOptions{StallAfter: stall, OnFatal: func(err error) { diskFatal(log, err) }},
+		Disk:        raftgroup.DiskOptions{StallAfter: stall, OnFatal: func(err error) { diskFatal(log, err) }},
 		DiskReserve: reserve,
 		Repair:      cfg.Repair,
 		Fatal: func(err error) {
@@ -249,14 +249,14 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 }
 
 // diskFatal stops the process after a raft store write failed with
-// anything but lack of space (shard.DiskOptions.OnFatal). It exits at once,
+// anything but lack of space (raftgroup.DiskOptions.OnFatal). It exits at once,
 // from the failing write: the node must not go on (a failed fsync may have
 // lost data the kernel said was written, and retrying it could report
 // success for nothing), and what the failed write held was never
 // acknowledged. On restart every raft group recovers from its log on disk.
 func diskFatal(log *slog.Logger, err error) {
 	attrs := []any{"err", err}
-	var de *shard.DiskError
+	var de *raftgroup.DiskError
 	if errors.As(err, &de) {
 		attrs = append(attrs, "group", de.Group, "op", de.Op, "dir", de.Dir, "cause", de.Err)
 	}

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package shard
+package raftgroup
 
 import "errors"
 

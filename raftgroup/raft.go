@@ -1,4 +1,4 @@
-package shard
+package raftgroup
 
 import (
 	"errors"
@@ -39,12 +39,13 @@ type RaftTuning struct {
 	// segment goes.
 	WALSegmentBytes int
 
-	// onSnapshotLook, if set, is told every look of the snapshot
+	// OnSnapshotLook, if set, is told every look of the snapshot
 	// scheduler (tests only).
-	onSnapshotLook func(snapshotLook)
+	OnSnapshotLook func(SnapshotLook)
 }
 
-func (t RaftTuning) withDefaults() RaftTuning {
+// WithDefaults fills the zero fields with the defaults above.
+func (t RaftTuning) WithDefaults() RaftTuning {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -134,7 +135,7 @@ func (g *Group) Close() error { return g.closer.Close() }
 // raft on f and its snapshot scheduler.
 func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 	if o.NodeID == "" || o.Dir == "" || o.Transport == nil {
-		return nil, errors.New("shard: OpenRaft needs NodeID, Dir and Transport")
+		return nil, errors.New("raftgroup: OpenRaft needs NodeID, Dir and Transport")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -142,25 +143,25 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 	if o.Group == "" {
 		o.Group = filepath.Base(o.Dir)
 	}
-	tun := o.Tuning.withDefaults()
+	tun := o.Tuning.WithDefaults()
 	rep, err := raftstore.Open(raftstore.Options{
 		Dir: o.Dir, NodeID: o.NodeID, Group: o.Group, Node: o.Node,
 		LogStore: tun.LogStore, WALSegmentBytes: tun.WALSegmentBytes,
 		Logger: o.Logger, Damaged: o.Damaged, WrapLogs: o.Disk.logStore,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("shard: %w", err)
+		return nil, fmt.Errorf("raftgroup: %w", err)
 	}
 	logs, err := raft.NewLogCache(tun.LogCacheSize, rep.Logs())
 	if err != nil {
 		_ = rep.Close()
-		return nil, fmt.Errorf("shard: log cache: %w", err)
+		return nil, fmt.Errorf("raftgroup: log cache: %w", err)
 	}
 	hlog := raftmux.HCLogger(o.Logger, "raft")
 	files, err := raft.NewFileSnapshotStoreWithLogger(o.Dir, raftNeverReaps, hlog)
 	if err != nil {
 		_ = rep.Close()
-		return nil, fmt.Errorf("shard: snapshot store: %w", err)
+		return nil, fmt.Errorf("raftgroup: snapshot store: %w", err)
 	}
 	snaps := newWritebackStore(files, o.Dir, snapshotDirtyWindow, snapshotWritebackStep, tun.SnapshotRetain)
 	closeAll := func() { _ = closers{snaps, rep}.Close() }
@@ -169,11 +170,11 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 		snapIndex = metas[0].Index
 	} else if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("shard: list snapshots: %w", err)
+		return nil, fmt.Errorf("raftgroup: list snapshots: %w", err)
 	}
 	if err := rep.CheckCovered(snapIndex); err != nil {
 		closeAll()
-		return nil, fmt.Errorf("shard: %w", err)
+		return nil, fmt.Errorf("raftgroup: %w", err)
 	}
 
 	cfg := raft.DefaultConfig()
@@ -196,7 +197,7 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 	cfg.NotifyCh = o.NotifyCh
 	if err := raft.ValidateConfig(cfg); err != nil {
 		closeAll()
-		return nil, fmt.Errorf("shard: raft config: %w", err)
+		return nil, fmt.Errorf("raftgroup: raft config: %w", err)
 	}
 
 	// Only a replica the node never had may take part in bootstrapping
@@ -206,12 +207,12 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 			raft.Configuration{Servers: o.Bootstrap})
 		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			closeAll()
-			return nil, fmt.Errorf("shard: bootstrap: %w", err)
+			return nil, fmt.Errorf("raftgroup: bootstrap: %w", err)
 		}
 	}
 	if err := rep.MarkReady(); err != nil {
 		closeAll()
-		return nil, fmt.Errorf("shard: %w", err)
+		return nil, fmt.Errorf("raftgroup: %w", err)
 	}
 	applied := newLogBytes()
 	guarded := raftstore.GuardFSM(countLogBytes(f, applied), rep)
@@ -225,17 +226,17 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 			_ = r.Shutdown().Error()
 		}
 		closeAll()
-		return nil, fmt.Errorf("shard: %w", d)
+		return nil, fmt.Errorf("raftgroup: %w", d)
 	}
 	if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("shard: start raft: %w", err)
+		return nil, fmt.Errorf("raftgroup: start raft: %w", err)
 	}
 	checked.Running()
 	sched := startSnapshotScheduler(&snapshotScheduler{
 		r: r, store: snaps, applied: applied, self: cfg.LocalID,
 		threshold: tun.SnapshotThreshold, interval: tun.SnapshotInterval, logger: o.Logger,
-		onLook: tun.onSnapshotLook,
+		onLook: tun.OnSnapshotLook,
 	})
 	return &Group{Raft: r, Replica: rep, closer: closers{sched, snaps, rep}}, nil
 }

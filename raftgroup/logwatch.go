@@ -1,4 +1,4 @@
-package shard
+package raftgroup
 
 import (
 	"errors"
@@ -51,15 +51,16 @@ type DiskWatchConfig struct {
 	// for the next log segment (SpaceRoom). Default SpaceRoom(RaftTuning{}).
 	Room uint64
 
-	test *diskTestHooks
+	// Test, if set, puts faults under the watched stores (tests only).
+	Test *DiskTestHooks
 }
 
-// diskTestHooks let tests put a failing or blocking store under the watch
-// and fake the free space.
-type diskTestHooks struct {
-	logs   func(raft.LogStore) raft.LogStore
-	stable func(raft.StableStore) raft.StableStore
-	space  func(string) (free, total uint64, err error)
+// DiskTestHooks let tests put a failing or blocking store under the watch
+// and fake the free space; nil fields change nothing.
+type DiskTestHooks struct {
+	Logs   func(raft.LogStore) raft.LogStore
+	Stable func(raft.StableStore) raft.StableStore
+	Space  func(string) (free, total uint64, err error)
 }
 
 // SpaceRoom is the free space a group with tuning t needs to append again
@@ -129,8 +130,8 @@ func NewDiskWatch(cfg DiskWatchConfig) *DiskWatch {
 		cfg.Logger = slog.Default()
 	}
 	w := &DiskWatch{cfg: cfg, logger: cfg.Logger, space: DiskSpace, closed: make(chan struct{})}
-	if cfg.test != nil && cfg.test.space != nil {
-		w.space = cfg.test.space
+	if cfg.Test != nil && cfg.Test.Space != nil {
+		w.space = cfg.Test.Space
 	}
 	return w
 }
@@ -360,8 +361,8 @@ func (w *DiskWatch) logStore(s raft.LogStore) raft.LogStore {
 	if w == nil {
 		return s
 	}
-	if t := w.cfg.test; t != nil && t.logs != nil {
-		s = t.logs(s)
+	if t := w.cfg.Test; t != nil && t.Logs != nil {
+		s = t.Logs(s)
 	}
 	return &watchedLogs{LogStore: s, w: w}
 }
@@ -384,8 +385,8 @@ func (w *DiskWatch) stableStore(s raft.StableStore) raft.StableStore {
 	if w == nil {
 		return s
 	}
-	if t := w.cfg.test; t != nil && t.stable != nil {
-		s = t.stable(s)
+	if t := w.cfg.Test; t != nil && t.Stable != nil {
+		s = t.Stable(s)
 	}
 	return &watchedStable{StableStore: s, w: w}
 }

@@ -1,4 +1,4 @@
-package shard
+package raftgroup
 
 import (
 	"errors"
@@ -97,26 +97,26 @@ type snapshotScheduler struct {
 	threshold uint64
 	interval  time.Duration
 	logger    *slog.Logger
-	// onLook, if set, is told every look (RaftTuning.onSnapshotLook).
-	onLook func(snapshotLook)
+	// onLook, if set, is told every look (RaftTuning.OnSnapshotLook).
+	onLook func(SnapshotLook)
 
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
 }
 
-// snapshotLook is one look of the scheduler: when, the slot it computed,
+// SnapshotLook is one look of the scheduler: when, the slot it computed,
 // and what it decided. Tests watch these instead of timing snapshot files.
-type snapshotLook struct {
-	self   raft.ServerID
-	at     time.Time // the instant judged against the slot
-	pos, n int       // voter position and count
-	slot   time.Duration
-	inSlot bool
-	due    bool  // judged only in the slot
-	began  bool  // a snapshot was asked for
-	err    error // its outcome
-	took   time.Duration
+type SnapshotLook struct {
+	Self   raft.ServerID
+	At     time.Time // the instant judged against the slot
+	Pos, N int       // voter position and count
+	Slot   time.Duration
+	InSlot bool
+	Due    bool  // judged only in the slot
+	Began  bool  // a snapshot was asked for
+	Err    error // its outcome
+	Took   time.Duration
 }
 
 func startSnapshotScheduler(s *snapshotScheduler) *snapshotScheduler {
@@ -147,17 +147,17 @@ func (s *snapshotScheduler) run() {
 			return
 		case <-t.C:
 		}
-		look := snapshotLook{self: s.self, at: time.Now(), pos: pos, n: n, slot: w}
-		look.inSlot = inSnapshotSlot(look.at, pos, n, w)
-		look.due = look.inSlot && s.due()
-		if !look.due {
+		look := SnapshotLook{Self: s.self, At: time.Now(), Pos: pos, N: n, Slot: w}
+		look.InSlot = inSnapshotSlot(look.At, pos, n, w)
+		look.Due = look.InSlot && s.due()
+		if !look.Due {
 			s.report(look)
 			continue
 		}
 		applied := s.applied.since()
 		began := time.Now()
 		err := s.r.Snapshot().Error()
-		look.began, look.err, look.took = true, err, time.Since(began)
+		look.Began, look.Err, look.Took = true, err, time.Since(began)
 		s.report(look)
 		switch {
 		case err == nil:
@@ -173,7 +173,7 @@ func (s *snapshotScheduler) run() {
 	}
 }
 
-func (s *snapshotScheduler) report(l snapshotLook) {
+func (s *snapshotScheduler) report(l SnapshotLook) {
 	if s.onLook != nil {
 		s.onLook(l)
 	}

@@ -12,35 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-	wal "github.com/hashicorp/raft-wal"
-
 	"github.com/raftq/raftq/fsm/fsmpb"
-	"github.com/raftq/raftq/raftstore"
+	"github.com/raftq/raftq/raftgroup"
 )
-
-func TestClassifyWrite(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-		want DiskErrorKind
-	}{
-		{"write ENOSPC", &fs.PathError{Op: "write", Path: "seg", Err: syscall.ENOSPC}, DiskNoSpace},
-		{"write EDQUOT", &fs.PathError{Op: "write", Path: "seg", Err: syscall.EDQUOT}, DiskNoSpace},
-		{"bare ENOSPC (fallocate, bbolt)", fmt.Errorf("commit: %w", syscall.ENOSPC), DiskNoSpace},
-		{"fsync ENOSPC", &fs.PathError{Op: "sync", Path: "seg", Err: syscall.ENOSPC}, DiskFatal},
-		{"fsync EIO", &fs.PathError{Op: "sync", Path: "seg", Err: syscall.EIO}, DiskFatal},
-		{"write EIO", &fs.PathError{Op: "write", Path: "seg", Err: syscall.EIO}, DiskFatal},
-		{"read-only fs", &fs.PathError{Op: "open", Path: "seg", Err: syscall.EROFS}, DiskFatal},
-		{"broken store, even for lack of space", fmt.Errorf("%w: %w", raftstore.ErrStoreBroken, syscall.ENOSPC), DiskFatal},
-		{"closed wal", wal.ErrClosed, 0},
-		{"nil", nil, 0},
-	} {
-		if got := classifyWrite(tc.err); got != tc.want {
-			t.Errorf("%s: classifyWrite(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
-		}
-	}
-}
 
 // A leader whose log append stops completing holds back all its raft
 // traffic once the append is StallAfter late, so the others elect a leader
@@ -49,7 +23,7 @@ func TestClassifyWrite(t *testing.T) {
 // enqueue is on every replica.
 func TestStalledLeaderIsReplacedAndResumes(t *testing.T) {
 	fatal := make(chan error, 1)
-	c := newCluster(t, 3, false, fastTuning(), withDiskFaults(DiskOptions{
+	c := newCluster(t, 3, false, fastTuning(), withDiskFaults(raftgroup.DiskOptions{
 		StallAfter: 300 * time.Millisecond,
 		OnFatal:    func(err error) { fatal <- err },
 	}))
@@ -127,7 +101,7 @@ func TestStalledLeaderIsReplacedAndResumes(t *testing.T) {
 // not applied, the leader steps down and stays out of elections until its
 // directory has room, and then takes part again.
 func TestNoSpaceLeaderStepsDownUntilSpaceIsBack(t *testing.T) {
-	c := newCluster(t, 3, true, fastTuning(), withDiskFaults(DiskOptions{
+	c := newCluster(t, 3, true, fastTuning(), withDiskFaults(raftgroup.DiskOptions{
 		OnFatal: func(err error) { t.Errorf("no space is not fatal, got OnFatal(%v)", err) },
 	}))
 	old := c.leader()
@@ -138,8 +112,8 @@ func TestNoSpaceLeaderStepsDownUntilSpaceIsBack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_, err := old.sh.Propose(ctx, enqueueCmd("q", &fsmpb.NewMessage{Body: []byte("refused"), DedupKey: "refused"}))
 	cancel()
-	if !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("propose on a leader whose disk is full: %v, want a NotLeaderError (certainly not applied)", err)
+	if !errors.Is(err, raftgroup.ErrNotLeader) {
+		t.Fatalf("propose on a leader whose disk is full: %v, want a raftgroup.NotLeaderError (certainly not applied)", err)
 	}
 	waitFor(t, 10*time.Second, "the full replica to sideline itself", func() bool {
 		return slices.Contains(old.sh.Sidelines(), reasonDiskFull) && old.sh.DiskStats().Full
@@ -164,12 +138,12 @@ func TestNoSpaceLeaderStepsDownUntilSpaceIsBack(t *testing.T) {
 	}
 }
 
-// An fsync error is fatal: OnFatal gets a *DiskError naming the directory
+// An fsync error is fatal: OnFatal gets a *raftgroup.DiskError naming the directory
 // and the cause, once, and the enqueue whose append failed is neither
 // acknowledged nor applied anywhere.
 func TestFsyncErrorIsFatalAndNothingIsAcknowledged(t *testing.T) {
 	fatal := make(chan error, 4)
-	c := newCluster(t, 3, true, fastTuning(), withDiskFaults(DiskOptions{OnFatal: func(err error) { fatal <- err }}))
+	c := newCluster(t, 3, true, fastTuning(), withDiskFaults(raftgroup.DiskOptions{OnFatal: func(err error) { fatal <- err }}))
 	old := c.leader()
 	mustQueue(t, old.sh, "q", standard(time.Minute))
 	mustEnqueue(t, old.sh, "q", &fsmpb.NewMessage{Body: []byte("before")})
@@ -181,11 +155,11 @@ func TestFsyncErrorIsFatalAndNothingIsAcknowledged(t *testing.T) {
 	if err == nil {
 		t.Fatalf("an enqueue whose append failed was acknowledged: %v", res)
 	}
-	var de *DiskError
+	var de *raftgroup.DiskError
 	select {
 	case got := <-fatal:
-		if !errors.As(got, &de) || de.Kind != DiskFatal || de.Op != opAppend || de.Dir != old.dir || !errors.Is(got, syscall.EIO) {
-			t.Fatalf("OnFatal(%v), want a fatal append DiskError in %s wrapping EIO", got, old.dir)
+		if !errors.As(got, &de) || de.Kind != raftgroup.DiskFatal || de.Op != "append" || de.Dir != old.dir || !errors.Is(got, syscall.EIO) {
+			t.Fatalf("OnFatal(%v), want a fatal append raftgroup.DiskError in %s wrapping EIO", got, old.dir)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("OnFatal was not called")
@@ -207,61 +181,6 @@ func TestFsyncErrorIsFatalAndNothingIsAcknowledged(t *testing.T) {
 	}
 }
 
-// A stable-store write refused for lack of space waits for space instead
-// of failing (raft panics when it cannot persist its term), and counts as
-// a stall while it waits.
-func TestStableWriteWaitsForSpace(t *testing.T) {
-	var (
-		mu    sync.Mutex
-		calls []bool
-	)
-	w := NewDiskWatch(DiskWatchConfig{Group: "g", Dir: t.TempDir(), Options: DiskOptions{
-		StallAfter: 100 * time.Millisecond,
-		OnFatal:    func(err error) { t.Errorf("OnFatal(%v)", err) },
-	}})
-	defer w.Close()
-	w.space = func(string) (uint64, uint64, error) { return 0, 1, nil }
-	w.Attach(func(on bool) { mu.Lock(); calls = append(calls, on); mu.Unlock() }, nil)
-	var full atomic.Bool
-	full.Store(true)
-	st := w.stableStore(&fakeStable{fail: func() error {
-		if full.Load() {
-			return syscall.ENOSPC
-		}
-		return nil
-	}})
-	done := make(chan error, 1)
-	go func() { done <- st.SetUint64([]byte("CurrentTerm"), 7) }()
-	waitFor(t, 10*time.Second, "the waiting write to count as a stall", func() bool { return w.Stats().Stalled })
-	select {
-	case err := <-done:
-		t.Fatalf("SetUint64 returned %v while the disk was full", err)
-	default:
-	}
-	full.Store(false)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("SetUint64 after space came back: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("SetUint64 did not finish once space came back")
-	}
-	stats := w.Stats()
-	mu.Lock()
-	defer mu.Unlock()
-	if stats.Stalled || stats.Stalls != 1 || !stats.Full || !slices.Equal(calls, []bool{true, false}) {
-		t.Fatalf("stats %+v, stall reports %v; want one finished stall and the no-space episode open", stats, calls)
-	}
-}
-
-type fakeStable struct {
-	raft.StableStore
-	fail func() error
-}
-
-func (f *fakeStable) SetUint64([]byte, uint64) error { return f.fail() }
-
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -280,7 +199,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 func TestStalledLeaderHandsOverBeforeFollowersTimeOut(t *testing.T) {
 	tun := fastTuning()
 	tun.HeartbeatTimeout, tun.ElectionTimeout = 10*time.Second, 10*time.Second
-	c := newCluster(t, 3, false, tun, withDiskFaults(DiskOptions{StallAfter: 300 * time.Millisecond}))
+	c := newCluster(t, 3, false, tun, withDiskFaults(raftgroup.DiskOptions{StallAfter: 300 * time.Millisecond}))
 	// The first election waits out a 10-20 s randomized timeout.
 	old := c.leaderWithin(60 * time.Second)
 	mustQueue(t, old.sh, "q", standard(time.Minute))

@@ -1,4 +1,4 @@
-package shard
+package raftgroup
 
 import (
 	"log/slog"
