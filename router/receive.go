@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -220,20 +219,17 @@ func (r *Router) askShards(ctx context.Context, rq *fsmpb.Receive, ids []uint32,
 			out[i].share++
 		}
 	}
-	if len(ids) == 1 {
-		a := &out[0]
-		a.res, a.err = r.receiveShardWait(ctx, a.id, shareOf(rq, a.share, a.byteShare), 0)
-		return out
+	plan := make([]Part, len(ids))
+	for i, id := range ids {
+		plan[i] = Part{Shard: id, Items: []int{i}}
 	}
-	var wg sync.WaitGroup
-	for i := range out {
-		wg.Add(1)
-		go func(a *asked) {
-			defer wg.Done()
-			a.res, a.err = r.receiveShardWait(ctx, a.id, shareOf(rq, a.share, a.byteShare), 0)
-		}(&out[i])
+	answers := Scatter(ctx, plan, func(ctx context.Context, p Part) (*fsmpb.Result, error) {
+		a := &out[p.Items[0]]
+		return r.receiveShardWait(ctx, a.id, shareOf(rq, a.share, a.byteShare), 0)
+	})
+	for i, a := range answers {
+		out[i].res, out[i].err = a.Value, a.Err
 	}
-	wg.Wait()
 	return out
 }
 
