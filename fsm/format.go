@@ -1,0 +1,116 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/raftq/raftq/fsm/fsmpb"
+)
+
+// LogFormat is the highest log format this binary applies. Each node
+// advertises it (cluster), the meta group records every node's advertised
+// value, and a leader proposes a command kind only once every voter of its
+// group has recorded at least the kind's format (CommandFormat). Raise it
+// when a release adds a command kind an older replica would stop on.
+const LogFormat uint32 = 1
+
+// BaseFormat is the format every raftq binary applies, including those that
+// predate log formats and advertise none: a node with no recorded format is
+// taken to be at BaseFormat.
+const BaseFormat uint32 = 1
+
+// commandFormats is the format each shard command kind needs, by its oneof
+// field name in fsmpb.Command. Every kind must be listed
+// (TestCommandFormatsCoverEveryKind); a new kind gets the LogFormat of the
+// release that adds it.
+var commandFormats = map[protoreflect.Name]uint32{
+	"upsert_queue": 1,
+	"delete_queue": 1,
+	"purge_queue":  1,
+	"enqueue":      1,
+	"receive":      1,
+	"ack":          1,
+	"nack":         1,
+	"extend":       1,
+	"dead_letter":  1,
+	"redrive":      1,
+	"discard_dead": 1,
+	"tick":         1,
+	"leader_grace": 1,
+	"cancel":       1,
+}
+
+// CommandFormat is the log format a shard command needs from every replica.
+// A kind missing from the table is taken to need LogFormat, so a forgotten
+// entry holds the kind back until every voter runs this format, never less.
+func CommandFormat(c *fsmpb.Command) uint32 {
+	f := kindField(c)
+	if f == nil {
+		return BaseFormat // empty: every replica refuses it alike
+	}
+	if n, ok := commandFormats[f.Name()]; ok {
+		return n
+	}
+	return LogFormat
+}
+
+// ErrFormatLag is matched (errors.Is) by a *FormatLagError.
+var ErrFormatLag = errors.New("log format not yet supported by every voter")
+
+// NodeFormat is one node's recorded log format.
+type NodeFormat struct {
+	NodeID string
+	Format uint32
+}
+
+// FormatLagError refuses a proposal before it reaches the log: its command
+// kind needs a log format that some voters of the group have not recorded.
+// Nothing was proposed; the proposal succeeds once those nodes run a binary
+// of that format and have advertised it.
+type FormatLagError struct {
+	Group   string // raft group: "meta" or "shard-N"
+	Kind    string // command kind (oneof field name)
+	Need    uint32
+	Lagging []NodeFormat // sorted by node id
+}
+
+func (e *FormatLagError) Error() string {
+	lag := make([]string, len(e.Lagging))
+	for i, n := range e.Lagging {
+		lag[i] = fmt.Sprintf("%s (format %d)", n.NodeID, n.Format)
+	}
+	return fmt.Sprintf("%s: command %s needs log format %d, which voters %s do not support yet: upgrade them first",
+		e.Group, e.Kind, e.Need, strings.Join(lag, ", "))
+}
+
+// Is makes errors.Is(err, ErrFormatLag) hold.
+func (e *FormatLagError) Is(target error) bool { return target == ErrFormatLag }
+
+// CheckFormat returns a *FormatLagError if any of voters has a recorded
+// format below need; formatOf returns a node's recorded format, 0 if none
+// is recorded (taken as BaseFormat). Formats at or below BaseFormat pass
+// without looking at the voters.
+func CheckFormat(group, kind string, need uint32, voters []string, formatOf func(nodeID string) uint32) error {
+	if need <= BaseFormat {
+		return nil
+	}
+	var lag []NodeFormat
+	for _, id := range voters {
+		f := BaseFormat
+		if formatOf != nil {
+			f = max(formatOf(id), BaseFormat)
+		}
+		if f < need {
+			lag = append(lag, NodeFormat{NodeID: id, Format: f})
+		}
+	}
+	if len(lag) == 0 {
+		return nil
+	}
+	slices.SortFunc(lag, func(a, b NodeFormat) int { return strings.Compare(a.NodeID, b.NodeID) })
+	return &FormatLagError{Group: group, Kind: kind, Need: need, Lagging: lag}
+}
