@@ -10,13 +10,14 @@ import (
 // recordFormats, run by the meta leader, writes into the meta log the log
 // format of every alive member whose advertised format (gossip
 // NodeMeta.log_format) differs from the record, so that every node gates
-// command kinds on the same formats (shard.Config.VoterFormat,
+// command kinds on the same formats (shard.Config.NodeFormat,
 // meta.Store's propose path). A node's record follows its binary both ways:
 // a rolled-back node records its lower format.
 //
-// It records nothing while a meta voter advertises no format, or has never
-// been seen in gossip: such a voter may run a binary from before log
-// formats, which stops on the NodeFormat command (fsm.IgnorableKindMin).
+// It records nothing while a meta replica (voter or nonvoter) advertises
+// no format, or has never been seen in gossip: it may run a binary from
+// before log formats, which stops on the NodeFormat command
+// (fsm.IgnorableKindMin).
 // Until the records exist, every node counts as fsm.BaseFormat, which
 // holds back only kinds newer than every release so far.
 func (n *Node) recordFormats(ctx context.Context) {
@@ -30,7 +31,7 @@ func (n *Node) recordFormats(ctx context.Context) {
 		advertised[id] = m.meta.GetLogFormat()
 	}
 	n.gossip.mu.RUnlock()
-	for _, id := range meta.Voters(f.Configuration()) {
+	for _, id := range meta.Servers(f.Configuration()) {
 		if advertised[id] == 0 {
 			return
 		}

@@ -13,8 +13,9 @@ import (
 
 // LogFormat is the highest log format this binary applies. Each node
 // advertises it (cluster), the meta group records every node's advertised
-// value, and a leader proposes a command kind only once every voter of its
-// group has recorded at least the kind's format (CommandFormat). Raise it
+// value, and a leader proposes a command kind only once every replica of
+// its group (voters and nonvoters) has recorded at least the kind's format
+// (CommandFormat). Raise it
 // when a release adds a command kind an older replica would stop on.
 const LogFormat uint32 = 1
 
@@ -46,7 +47,7 @@ var commandFormats = map[protoreflect.Name]uint32{
 
 // CommandFormat is the log format a shard command needs from every replica.
 // A kind missing from the table is taken to need LogFormat, so a forgotten
-// entry holds the kind back until every voter runs this format, never less.
+// entry holds the kind back until every replica runs this format, never less.
 func CommandFormat(c *fsmpb.Command) uint32 {
 	f := kindField(c)
 	if f == nil {
@@ -59,7 +60,7 @@ func CommandFormat(c *fsmpb.Command) uint32 {
 }
 
 // ErrFormatLag is matched (errors.Is) by a *FormatLagError.
-var ErrFormatLag = errors.New("log format not yet supported by every voter")
+var ErrFormatLag = errors.New("log format not yet supported by every replica")
 
 // NodeFormat is one node's recorded log format.
 type NodeFormat struct {
@@ -68,7 +69,8 @@ type NodeFormat struct {
 }
 
 // FormatLagError refuses a proposal before it reaches the log: its command
-// kind needs a log format that some voters of the group have not recorded.
+// kind needs a log format that some replicas of the group have not
+// recorded.
 // Nothing was proposed; the proposal succeeds once those nodes run a binary
 // of that format and have advertised it.
 type FormatLagError struct {
@@ -83,23 +85,24 @@ func (e *FormatLagError) Error() string {
 	for i, n := range e.Lagging {
 		lag[i] = fmt.Sprintf("%s (format %d)", n.NodeID, n.Format)
 	}
-	return fmt.Sprintf("%s: command %s needs log format %d, which voters %s do not support yet: upgrade them first",
+	return fmt.Sprintf("%s: command %s needs log format %d, which replicas %s do not support yet: upgrade them first",
 		e.Group, e.Kind, e.Need, strings.Join(lag, ", "))
 }
 
 // Is makes errors.Is(err, ErrFormatLag) hold.
 func (e *FormatLagError) Is(target error) bool { return target == ErrFormatLag }
 
-// CheckFormat returns a *FormatLagError if any of voters has a recorded
-// format below need; formatOf returns a node's recorded format, 0 if none
-// is recorded (taken as BaseFormat). Formats at or below BaseFormat pass
-// without looking at the voters.
-func CheckFormat(group, kind string, need uint32, voters []string, formatOf func(nodeID string) uint32) error {
+// CheckFormat returns a *FormatLagError if any of replicas (node ids) has a
+// recorded format below need; formatOf returns a node's recorded format, 0
+// if none is recorded (taken as BaseFormat). Formats at or below BaseFormat
+// pass without looking at the replicas. Nonvoters count: one that meets a
+// kind it lacks stops its whole node, the shard replicas it hosts with it.
+func CheckFormat(group, kind string, need uint32, replicas []string, formatOf func(nodeID string) uint32) error {
 	if need <= BaseFormat {
 		return nil
 	}
 	var lag []NodeFormat
-	for _, id := range voters {
+	for _, id := range replicas {
 		f := BaseFormat
 		if formatOf != nil {
 			f = max(formatOf(id), BaseFormat)

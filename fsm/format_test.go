@@ -34,15 +34,15 @@ func TestCommandFormatsCoverEveryKind(t *testing.T) {
 func TestCheckFormat(t *testing.T) {
 	recorded := map[string]uint32{"n1": 2, "n2": 3, "n4": 1}
 	formatOf := func(id string) uint32 { return recorded[id] }
-	voters := []string{"n4", "n1", "n2", "n3"} // n3 has recorded nothing
+	replicas := []string{"n4", "n1", "n2", "n3"} // n3 has recorded nothing
 
-	if err := CheckFormat("shard-0", "enqueue", BaseFormat, voters, formatOf); err != nil {
+	if err := CheckFormat("shard-0", "enqueue", BaseFormat, replicas, formatOf); err != nil {
 		t.Fatalf("base format refused: %v", err)
 	}
 	if err := CheckFormat("shard-0", "x", 2, []string{"n1", "n2"}, formatOf); err != nil {
-		t.Fatalf("format 2 refused though every voter has it: %v", err)
+		t.Fatalf("format 2 refused though every replica has it: %v", err)
 	}
-	err := CheckFormat("shard-0", "x", 2, voters, formatOf)
+	err := CheckFormat("shard-0", "x", 2, replicas, formatOf)
 	var lag *FormatLagError
 	if !errors.As(err, &lag) || !errors.Is(err, ErrFormatLag) {
 		t.Fatalf("CheckFormat = %v, want a FormatLagError", err)
@@ -57,6 +57,6 @@ func TestCheckFormat(t *testing.T) {
 		}
 	}
 	if strings.Contains(err.Error(), "n1") || strings.Contains(err.Error(), "n2 ") {
-		t.Errorf("error %q names voters that support the format", err)
+		t.Errorf("error %q names replicas that support the format", err)
 	}
 }

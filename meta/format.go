@@ -19,8 +19,8 @@ import (
 // (TestCommandFormatsCoverEveryKind).
 //
 // node_format is format 1 like the rest, but a binary that predates log
-// formats stops on it: the cluster proposes it only while every meta voter
-// advertises a format (cluster/formats.go).
+// formats stops on it: the cluster proposes it only while every meta
+// replica advertises a format (cluster/formats.go).
 var commandFormats = map[protoreflect.Name]uint32{
 	"create_queue": 1,
 	"update_queue": 1,
@@ -29,7 +29,7 @@ var commandFormats = map[protoreflect.Name]uint32{
 	"node_format":  1,
 }
 
-// CommandFormat is the log format a meta command needs from every voter;
+// CommandFormat is the log format a meta command needs from every replica;
 // a kind missing from the table needs fsm.LogFormat.
 func CommandFormat(c *metapb.Command) uint32 {
 	m := c.ProtoReflect()
@@ -51,9 +51,9 @@ func kindName(c *metapb.Command) string {
 	return "empty"
 }
 
-// checkFormat refuses cmd with a *fsm.FormatLagError if a voter of the meta
-// group has not recorded the log format its kind needs. Kinds of the base
-// format pass without reading the configuration.
+// checkFormat refuses cmd with a *fsm.FormatLagError if a replica (voter
+// or nonvoter) of the meta group has not recorded the log format its kind
+// needs. Kinds of the base format pass without reading the configuration.
 func (s *Store) checkFormat(cmd *metapb.Command) error {
 	need := CommandFormat(cmd)
 	if s.kindFormat != nil {
@@ -66,16 +66,15 @@ func (s *Store) checkFormat(cmd *metapb.Command) error {
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("meta: configuration: %w", err)
 	}
-	return fsm.CheckFormat("meta", kindName(cmd), need, Voters(f.Configuration()), s.fsm.NodeFormat)
+	return fsm.CheckFormat("meta", kindName(cmd), need, Servers(f.Configuration()), s.fsm.NodeFormat)
 }
 
-// Voters lists the voter ids of a raft configuration.
-func Voters(c raft.Configuration) []string {
-	var out []string
-	for _, srv := range c.Servers {
-		if srv.Suffrage == raft.Voter {
-			out = append(out, string(srv.ID))
-		}
+// Servers lists the ids of every server of a raft configuration, voters
+// and nonvoters.
+func Servers(c raft.Configuration) []string {
+	out := make([]string, len(c.Servers))
+	for i, srv := range c.Servers {
+		out[i] = string(srv.ID)
 	}
 	return out
 }

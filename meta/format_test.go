@@ -116,10 +116,10 @@ func TestCommandFormatsCoverEveryKind(t *testing.T) {
 }
 
 // A leader of a real three-voter meta group proposes a kind that needs
-// format 2 only once every voter has recorded format 2: refused with a
-// FormatLagError naming the lagging voter while m3 is at format 1, and
+// format 2 only once every replica has recorded format 2: refused with a
+// FormatLagError naming the lagging replica while m3 is at format 1, and
 // accepted (and applied on every replica) once m3 records format 2.
-func TestStore_NewKindWaitsForEveryVoter(t *testing.T) {
+func TestStore_NewKindWaitsForEveryReplica(t *testing.T) {
 	stores := openGatedGroup(t, 3)
 	leader := leaderOf(t, stores, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -146,7 +146,7 @@ func TestStore_NewKindWaitsForEveryVoter(t *testing.T) {
 		t.Fatalf("lag %+v, want m3 at format 1 in meta, need 2", lag)
 	}
 	if !strings.Contains(err.Error(), "m3 (format 1)") || !strings.Contains(err.Error(), "create_queue") {
-		t.Errorf("error %q does not name the lagging voter and the kind", err)
+		t.Errorf("error %q does not name the lagging replica and the kind", err)
 	}
 	if _, ok := leader.Queue("new-kind"); ok {
 		t.Fatal("the refused command was applied")
@@ -156,7 +156,7 @@ func TestStore_NewKindWaitsForEveryVoter(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := leader.CreateQueue(ctx, "new-kind", policy(1)); err != nil {
-		t.Fatalf("proposal once every voter records format 2: %v", err)
+		t.Fatalf("proposal once every replica records format 2: %v", err)
 	}
 	for _, s := range stores {
 		waitFor(t, func() bool { _, ok := s.Queue("new-kind"); return ok && s.NodeFormat("m3") == 2 })

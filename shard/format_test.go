@@ -35,10 +35,10 @@ func (r *formatRecord) set(id string, n uint32) {
 // naming the lagging follower; it proposes the kind once that follower has
 // recorded format 2, and every replica applies it. Kinds of the base format
 // pass meanwhile.
-func TestNewKindWaitsForEveryVoter(t *testing.T) {
+func TestNewKindWaitsForEveryReplica(t *testing.T) {
 	rec := &formatRecord{m: map[string]uint32{}}
 	c := newCluster(t, 3, true, fastTuning(), func(c *cluster) {
-		c.voterFormat = rec.get
+		c.nodeFormat = rec.get
 		c.kindFormat = func(cmd *fsmpb.Command) uint32 {
 			if _, ok := cmd.GetCmd().(*fsmpb.Command_DeleteQueue); ok {
 				return 2 // stands for a kind a newer release adds
@@ -66,7 +66,7 @@ func TestNewKindWaitsForEveryVoter(t *testing.T) {
 		t.Fatalf("lag %+v, want only %s at format 1 in %s", lag, old.id, GroupName(c.shardID))
 	}
 	if !strings.Contains(err.Error(), old.id+" (format 1)") || !strings.Contains(err.Error(), "delete_queue") {
-		t.Errorf("error %q does not name the lagging voter and the kind", err)
+		t.Errorf("error %q does not name the lagging replica and the kind", err)
 	}
 	c.converge()
 	for _, nd := range c.live() {

@@ -61,10 +61,10 @@ type cluster struct {
 	// disk, if set, gives each replica these disk options and a
 	// storeFault under its stores (withDiskFaults).
 	disk *DiskOptions
-	// voterFormat and kindFormat, if set, are every replica's
-	// Config.VoterFormat and Config.kindFormat.
-	voterFormat func(string) uint32
-	kindFormat  func(*fsmpb.Command) uint32
+	// nodeFormat and kindFormat, if set, are every replica's
+	// Config.NodeFormat and Config.kindFormat.
+	nodeFormat func(string) uint32
+	kindFormat func(*fsmpb.Command) uint32
 }
 
 func newCluster(t testing.TB, n int, inmem bool, tuning RaftTuning, opts ...func(*cluster)) *cluster {
@@ -147,8 +147,8 @@ func (c *cluster) start(nd *node, bootstrap []raft.Server) {
 		Disk:       c.diskOptions(),
 		diskTest:   c.diskHooks(nd),
 
-		VoterFormat: c.voterFormat,
-		kindFormat:  c.kindFormat,
+		NodeFormat: c.nodeFormat,
+		kindFormat: c.kindFormat,
 	})
 	if err != nil {
 		c.t.Fatalf("open %s: %v", nd.id, err)

@@ -184,7 +184,7 @@ func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, err
 }
 
 // checkFormat refuses cmd with a *fsm.FormatLagError, before it is
-// queued, if a voter of this shard has not recorded the log format its kind
+// queued, if a replica (voter or nonvoter) of this shard has not recorded the log format its kind
 // needs: a replica without the kind would stop on it (fsm.IgnorableKindMin).
 // Kinds of the base format, all of today's, pass on one comparison.
 func (s *Shard) checkFormat(cmd *fsmpb.Command) error {
@@ -199,13 +199,12 @@ func (s *Shard) checkFormat(cmd *fsmpb.Command) error {
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("shard %d: configuration: %w", s.cfg.ID, err)
 	}
-	var voters []string
-	for _, srv := range f.Configuration().Servers {
-		if srv.Suffrage == raft.Voter {
-			voters = append(voters, string(srv.ID))
-		}
+	servers := f.Configuration().Servers
+	ids := make([]string, len(servers))
+	for i, srv := range servers {
+		ids[i] = string(srv.ID)
 	}
-	return fsm.CheckFormat(GroupName(s.cfg.ID), fsm.KindName(cmd), need, voters, s.cfg.VoterFormat)
+	return fsm.CheckFormat(GroupName(s.cfg.ID), fsm.KindName(cmd), need, ids, s.cfg.NodeFormat)
 }
 
 // runProposer packs queued proposals into rounds of entries. It waits for

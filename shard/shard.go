@@ -69,11 +69,11 @@ type Config struct {
 	// an error refuses the send (nothing proposed) and is returned as is.
 	// The node's disk-space guard refuses here with a *DiskFullError.
 	AdmitSend func() error
-	// VoterFormat returns a node's log format as the meta group recorded
-	// it (0: none recorded). The leader proposes a command kind only once
-	// every voter of the shard has the kind's fsm.CommandFormat. Nil: every
-	// voter is taken to be at fsm.BaseFormat.
-	VoterFormat func(nodeID string) uint32
+	// NodeFormat returns a node's log format as the meta group recorded it
+	// (0: none recorded). The leader proposes a command kind only once
+	// every replica of the shard has the kind's fsm.CommandFormat. Nil:
+	// every replica is taken to be at fsm.BaseFormat.
+	NodeFormat func(nodeID string) uint32
 
 	diskTest *diskTestHooks
 	// kindFormat, if set, replaces fsm.CommandFormat: tests gate a kind on
