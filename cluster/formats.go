@@ -17,20 +17,15 @@ import (
 // It records nothing while a meta replica (voter or nonvoter) advertises
 // no format, or has never been seen in gossip: it may run a binary from
 // before log formats, which stops on the NodeFormat command
-// (fsm.IgnorableKindMin).
-// Until the records exist, every node counts as fsm.BaseFormat, which
-// holds back only kinds newer than every release so far.
+// (fsm.IgnorableKindMin). Until the records exist, every node counts as
+// fsm.BaseFormat, which holds back only kinds newer than every release so
+// far.
 func (n *Node) recordFormats(ctx context.Context) {
 	f := n.meta.Raft().GetConfiguration()
 	if err := f.Error(); err != nil {
 		return
 	}
-	advertised := map[string]uint32{}
-	n.gossip.mu.RLock()
-	for id, m := range n.gossip.members {
-		advertised[id] = m.meta.GetLogFormat()
-	}
-	n.gossip.mu.RUnlock()
+	advertised := n.gossip.logFormats()
 	for _, id := range meta.Servers(f.Configuration()) {
 		if advertised[id] == 0 {
 			return
@@ -50,4 +45,16 @@ func (n *Node) recordFormats(ctx context.Context) {
 		}
 		n.logger.Info("meta: recorded log format", "member", m.NodeID, "format", want)
 	}
+}
+
+// logFormats is the last advertised log format of every member gossip has
+// seen, in any state (0: advertised none).
+func (g *gossip) logFormats() map[string]uint32 {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make(map[string]uint32, len(g.members))
+	for id, m := range g.members {
+		out[id] = m.meta.GetLogFormat()
+	}
+	return out
 }

@@ -65,7 +65,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	case errors.As(err, &re):
 		return resultStatus(re.Status)
 	case errors.Is(err, fsm.ErrFormatLag):
-		// Refused before proposing: a voter's binary is older than the
+		// Refused before proposing: a replica's binary is older than the
 		// command kind; nothing applied. Retry after the upgrade.
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, shard.ErrDiskFull):

@@ -184,9 +184,10 @@ func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, err
 }
 
 // checkFormat refuses cmd with a *fsm.FormatLagError, before it is
-// queued, if a replica (voter or nonvoter) of this shard has not recorded the log format its kind
-// needs: a replica without the kind would stop on it (fsm.IgnorableKindMin).
-// Kinds of the base format, all of today's, pass on one comparison.
+// queued, if a replica (voter or nonvoter) of this shard has not recorded
+// the log format its kind needs: a replica without the kind would stop on
+// it (fsm.IgnorableKindMin). Kinds of the base format, all of today's,
+// pass on one comparison.
 func (s *Shard) checkFormat(cmd *fsmpb.Command) error {
 	need := fsm.CommandFormat(cmd)
 	if s.cfg.kindFormat != nil {
