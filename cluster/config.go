@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/raftgroup"
+	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -103,6 +104,12 @@ type Config struct {
 	// damaged bytes, it lost its state, it belongs to another cluster);
 	// the process should exit with err. Default: log it.
 	Fatal func(error)
+
+	// logFormat is the log format this node advertises (gossip
+	// NodeMeta.log_format) for the meta leader to record: fsm.LogFormat
+	// unless a test pins another to stand for a node of another release
+	// (docs/fsm.md, "Unknown commands and log formats").
+	logFormat uint32
 }
 
 // DefaultShards is the shard count a cluster bootstrapped by voters nodes
@@ -156,6 +163,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Version == "" {
 		c.Version = "dev"
+	}
+	if c.logFormat == 0 {
+		c.logFormat = fsm.LogFormat
 	}
 	if c.DigestInterval == 0 {
 		c.DigestInterval = 2 * time.Minute

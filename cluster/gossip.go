@@ -107,6 +107,7 @@ func (g *gossip) localMeta() *metapb.NodeMeta {
 		BootstrapExpect: uint32(cfg.BootstrapExpect),
 		HasState:        g.hasState.Load(),
 		ClockHold:       g.n.clock.holds(),
+		LogFormat:       cfg.logFormat,
 	}
 }
 

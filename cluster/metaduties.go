@@ -36,6 +36,7 @@ func (n *Node) metaDutiesLoop(ctx context.Context) {
 			n.placeShards(ctx)
 		}
 		n.admitMembers(ctx)
+		n.recordFormats(ctx)
 	}
 }
 

@@ -148,7 +148,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.goLoop(n.shards.manageLoop)
 	n.goLoop(n.disk.loop)
 	logger.Info("node started", "raft", n.mux.Addr(), "gossip", n.gossip.selfAddr,
-		"grpc", cfg.GRPCAddr, "peer", cfg.PeerAddr, "bootstrap_expect", cfg.BootstrapExpect, "has_state", n.meta.HasState(), "verified", ident.Verified())
+		"grpc", cfg.GRPCAddr, "peer", cfg.PeerAddr, "bootstrap_expect", cfg.BootstrapExpect, "has_state", n.meta.HasState(), "verified", ident.Verified(),
+		"log_format", cfg.logFormat)
 	ok = true
 	return n, nil
 }

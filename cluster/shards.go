@@ -229,6 +229,7 @@ func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 		Damaged:        func(d *raftstore.DamageError) { ss.damagedWhileRunning(id, d) },
 		Disk:           ss.n.cfg.Disk,
 		AdmitSend:      ss.n.disk.admitSend,
+		NodeFormat:     ss.n.meta.NodeFormat,
 	})
 	if err != nil {
 		if c, ok := tr.(interface{ Close() error }); ok {

@@ -30,6 +30,7 @@ func (s *state) applyEntry(e *fsmpb.Entry, term uint64) *Response {
 }
 
 func (s *state) applyCommand(ctx *applyCtx, c *fsmpb.Command) *fsmpb.Result {
+	cmd := c
 	switch c := c.GetCmd().(type) {
 	case *fsmpb.Command_UpsertQueue:
 		return s.upsertQueue(c.UpsertQueue)
@@ -60,9 +61,15 @@ func (s *state) applyCommand(ctx *applyCtx, c *fsmpb.Command) *fsmpb.Result {
 	case *fsmpb.Command_Cancel:
 		return s.cancel(c.Cancel)
 	default:
-		// An empty command, or one from a newer version that decoded to no
-		// known field: refused the same way on every replica.
-		return failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "empty or unknown command")
+		if nums, _ := UnknownKinds(cmd); len(nums) > 0 {
+			// An ignorable kind of a newer binary (checkKinds stopped on
+			// any other): skipped alike by every replica that lacks it.
+			// Only the proposer's result reaches a caller, and a proposer
+			// knows the kinds it proposes.
+			return &fsmpb.Result{Status: okStatus()}
+		}
+		// An empty command: refused the same way on every replica.
+		return failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "empty command")
 	}
 }
 

@@ -80,7 +80,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l
 
 // ApplyBatch applies logs in order and returns exactly one response per log:
 // a *Response for LogCommand logs, nil for the rest. An entry that does not
-// decode is a divergence this replica cannot recover from: it panics.
+// decode, or holds a command kind this binary does not know and may not
+// skip (IgnorableKindMin), is a divergence this replica cannot recover
+// from: it panics before applying any log of the batch.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	// Decode before taking the lock: readers (Stats, NextDue, long polls)
 	// are not held up by protobuf work.
@@ -94,6 +96,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			panic(fmt.Sprintf("fsm: log index %d term %d cannot be applied: %v; "+
 				"this replica must stop rather than diverge (is it older than the leader?)", l.Index, l.Term, err))
 		}
+		checkKinds(e, l.Index, l.Term)
 		entries[i] = e
 	}
 	out := make([]interface{}, len(logs))

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/meta/metapb"
 )
 
@@ -20,7 +21,8 @@ type FSM struct {
 	mu       sync.RWMutex
 	applied  uint64
 	queues   map[string]*metapb.Queue
-	shardMap *metapb.ShardMap // nil until placed
+	shardMap *metapb.ShardMap  // nil until placed
+	formats  map[string]uint32 // node id -> recorded log format (NodeFormat)
 
 	// onChange runs after every applied command or restore, outside mu.
 	onChange func()
@@ -29,7 +31,7 @@ type FSM struct {
 // NewFSM returns an empty FSM; onChange (may be nil) is called after every
 // state change and must not block.
 func NewFSM(onChange func()) *FSM {
-	return &FSM{queues: map[string]*metapb.Queue{}, onChange: onChange}
+	return &FSM{queues: map[string]*metapb.Queue{}, formats: map[string]uint32{}, onChange: onChange}
 }
 
 // Apply applies one log. Non-command logs and indexes at or below the last
@@ -45,6 +47,11 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	}
 	if cmd.GetVersion() != CommandVersion {
 		panic(fmt.Sprintf("meta: command version %d at index %d not supported", cmd.GetVersion(), l.Index))
+	}
+	if nums, ignorable := fsm.UnknownKinds(&cmd); len(nums) > 0 && !ignorable {
+		// A kind of a newer binary: the same rule as the shard FSM's
+		// (fsm.IgnorableKindMin), checked before anything changes.
+		panic(fsm.UnknownKindMessage("meta", l.Index, l.Term, cmd.ProtoReflect().Descriptor().FullName(), nums))
 	}
 	f.mu.Lock()
 	if l.Index <= f.applied {
@@ -74,8 +81,13 @@ func (f *FSM) applyLocked(cmd *metapb.Command) *metapb.Result {
 		return f.deleteQueue(c.DeleteQueue)
 	case *metapb.Command_PlaceShards:
 		return f.placeShards(c.PlaceShards)
+	case *metapb.Command_NodeFormat:
+		return f.nodeFormat(c.NodeFormat)
 	default:
-		panic(fmt.Sprintf("meta: unknown command %T", c))
+		if nums, _ := fsm.UnknownKinds(cmd); len(nums) > 0 {
+			return &metapb.Result{} // ignorable kind of a newer binary (Apply stopped on any other)
+		}
+		return &metapb.Result{Code: metapb.Code_CODE_INVALID, Message: "empty command"}
 	}
 }
 
@@ -228,6 +240,7 @@ func (f *FSM) snapshotProto() *metapb.Snapshot {
 	if f.shardMap != nil {
 		snap.ShardMap = proto.CloneOf(f.shardMap)
 	}
+	snap.NodeFormats = f.nodeFormatsLocked()
 	f.mu.RUnlock()
 	return snap
 }
@@ -247,6 +260,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.applied = snap.GetAppliedIndex()
 	f.queues = queues
 	f.shardMap = snap.GetShardMap()
+	f.formats = formatsFromProto(snap.GetNodeFormats())
 	f.mu.Unlock()
 	f.changed()
 	return nil

@@ -59,6 +59,10 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.As(err, &re):
 		return resultStatus(re.Status)
+	case errors.Is(err, fsm.ErrFormatLag):
+		// Refused before proposing: a replica's binary is older than the
+		// command kind; nothing applied. Retry after the upgrade.
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, shard.ErrDiskFull):
 		// Refused before proposing: nothing applied; retry after space is freed.
 		return status.Error(codes.ResourceExhausted, err.Error())

@@ -62,6 +62,10 @@ type cluster struct {
 	// disk, if set, gives each replica these disk options and a
 	// storeFault under its stores (withDiskFaults).
 	disk *raftgroup.DiskOptions
+	// nodeFormat and kindFormat, if set, are every replica's
+	// Config.NodeFormat and Config.kindFormat.
+	nodeFormat func(string) uint32
+	kindFormat func(*fsmpb.Command) uint32
 }
 
 func newCluster(t testing.TB, n int, inmem bool, tuning raftgroup.RaftTuning, opts ...func(*cluster)) *cluster {
@@ -143,6 +147,9 @@ func (c *cluster) start(nd *node, bootstrap []raft.Server) {
 		Gate:       nd.gate,
 		Disk:       c.diskOptions(),
 		diskTest:   c.diskHooks(nd),
+
+		NodeFormat: c.nodeFormat,
+		kindFormat: c.kindFormat,
 	})
 	if err != nil {
 		c.t.Fatalf("open %s: %v", nd.id, err)

@@ -130,6 +130,9 @@ func (s *Shard) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result,
 }
 
 func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, error) {
+	if err := s.checkFormat(p.cmd); err != nil {
+		return nil, err
+	}
 	p.size = proto.Size(p.cmd)
 	p.done = make(chan outcome, 1)
 	// lost ends the wait when this replica stops leading. raft answers the
@@ -179,6 +182,31 @@ func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, err
 		o := <-p.done
 		return o.res, o.err
 	}
+}
+
+// checkFormat refuses cmd with a *fsm.FormatLagError, before it is
+// queued, if a replica (voter or nonvoter) of this shard has not recorded
+// the log format its kind needs: a replica without the kind would stop on
+// it (fsm.IgnorableKindMin). Kinds of the base format, all of today's,
+// pass on one comparison.
+func (s *Shard) checkFormat(cmd *fsmpb.Command) error {
+	need := fsm.CommandFormat(cmd)
+	if s.cfg.kindFormat != nil {
+		need = s.cfg.kindFormat(cmd)
+	}
+	if need <= fsm.BaseFormat {
+		return nil
+	}
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("shard %d: configuration: %w", s.cfg.ID, err)
+	}
+	servers := f.Configuration().Servers
+	ids := make([]string, len(servers))
+	for i, srv := range servers {
+		ids[i] = string(srv.ID)
+	}
+	return fsm.CheckFormat(GroupName(s.cfg.ID), fsm.KindName(cmd), need, ids, s.cfg.NodeFormat)
 }
 
 // runProposer packs queued proposals into rounds of entries. It waits for

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 	"github.com/raftq/raftq/raftstore"
@@ -70,8 +71,16 @@ type Config struct {
 	// an error refuses the send (nothing proposed) and is returned as is.
 	// The node's disk-space guard refuses here with a *DiskFullError.
 	AdmitSend func() error
+	// NodeFormat returns a node's log format as the meta group recorded it
+	// (0: none recorded). The leader proposes a command kind only once
+	// every replica of the shard has the kind's fsm.CommandFormat. Nil:
+	// every replica is taken to be at fsm.BaseFormat.
+	NodeFormat func(nodeID string) uint32
 
 	diskTest *raftgroup.DiskTestHooks
+	// kindFormat, if set, replaces fsm.CommandFormat: tests gate a kind on
+	// a format no release has yet.
+	kindFormat func(*fsmpb.Command) uint32
 }
 
 // GroupName is the raft group id of shard id on the raft mux.

@@ -1,0 +1,143 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/meta/metapb"
+)
+
+// commandFormats is the log format each meta command kind needs, by its
+// oneof field name in metapb.Command; the formats are the same numbers as
+// the shard log's (fsm.LogFormat). Every kind must be listed
+// (TestCommandFormatsCoverEveryKind).
+//
+// node_format is format 1 like the rest, but a binary that predates log
+// formats stops on it: the cluster proposes it only while every meta
+// replica advertises a format (cluster/formats.go).
+var commandFormats = map[protoreflect.Name]uint32{
+	"create_queue": 1,
+	"update_queue": 1,
+	"delete_queue": 1,
+	"place_shards": 1,
+	"node_format":  1,
+}
+
+// CommandFormat is the log format a meta command needs from every replica;
+// a kind missing from the table needs fsm.LogFormat.
+func CommandFormat(c *metapb.Command) uint32 {
+	m := c.ProtoReflect()
+	f := m.WhichOneof(m.Descriptor().Oneofs().ByName("cmd"))
+	if f == nil {
+		return fsm.BaseFormat
+	}
+	if n, ok := commandFormats[f.Name()]; ok {
+		return n
+	}
+	return fsm.LogFormat
+}
+
+func kindName(c *metapb.Command) string {
+	m := c.ProtoReflect()
+	if f := m.WhichOneof(m.Descriptor().Oneofs().ByName("cmd")); f != nil {
+		return string(f.Name())
+	}
+	return "empty"
+}
+
+// checkFormat refuses cmd with a *fsm.FormatLagError if a replica (voter
+// or nonvoter) of the meta group has not recorded the log format its kind
+// needs. Kinds of the base format pass without reading the configuration.
+func (s *Store) checkFormat(cmd *metapb.Command) error {
+	need := CommandFormat(cmd)
+	if s.kindFormat != nil {
+		need = s.kindFormat(cmd)
+	}
+	if need <= fsm.BaseFormat {
+		return nil
+	}
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("meta: configuration: %w", err)
+	}
+	return fsm.CheckFormat("meta", kindName(cmd), need, Servers(f.Configuration()), s.fsm.NodeFormat)
+}
+
+// Servers lists the ids of every server of a raft configuration, voters
+// and nonvoters.
+func Servers(c raft.Configuration) []string {
+	out := make([]string, len(c.Servers))
+	for i, srv := range c.Servers {
+		out[i] = string(srv.ID)
+	}
+	return out
+}
+
+// RecordNodeFormat records nodeID's advertised log format in the meta log,
+// so that every node gates command kinds on the same formats. A node whose
+// binary was rolled back records a lower format the same way.
+func (s *Store) RecordNodeFormat(ctx context.Context, nodeID string, format uint32) error {
+	cmd := &metapb.Command{Cmd: &metapb.Command_NodeFormat{NodeFormat: &metapb.NodeFormat{NodeId: nodeID, Format: format}}}
+	if _, err := s.apply(ctx, cmd); err != nil {
+		return fmt.Errorf("record log format %d of node %s: %w", format, nodeID, err)
+	}
+	return nil
+}
+
+// NodeFormat is nodeID's recorded log format from the local replica, 0 if
+// none is recorded.
+func (s *Store) NodeFormat(nodeID string) uint32 { return s.fsm.NodeFormat(nodeID) }
+
+// NodeFormats lists every recorded log format, sorted by node id.
+func (s *Store) NodeFormats() []fsm.NodeFormat { return s.fsm.NodeFormats() }
+
+func (f *FSM) nodeFormat(c *metapb.NodeFormat) *metapb.Result {
+	if c.GetNodeId() == "" || c.GetFormat() == 0 {
+		return &metapb.Result{Code: metapb.Code_CODE_INVALID, Message: "node id and a format above 0 required"}
+	}
+	f.formats[c.GetNodeId()] = c.GetFormat()
+	return &metapb.Result{}
+}
+
+// NodeFormat is nodeID's recorded log format, 0 if none is recorded.
+func (f *FSM) NodeFormat(nodeID string) uint32 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.formats[nodeID]
+}
+
+// NodeFormats lists every recorded log format, sorted by node id.
+func (f *FSM) NodeFormats() []fsm.NodeFormat {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]fsm.NodeFormat, 0, len(f.formats))
+	for id, n := range f.formats {
+		out = append(out, fsm.NodeFormat{NodeID: id, Format: n})
+	}
+	slices.SortFunc(out, func(a, b fsm.NodeFormat) int { return strings.Compare(a.NodeID, b.NodeID) })
+	return out
+}
+
+// nodeFormatsLocked is the snapshot form of the record; f.mu is held.
+func (f *FSM) nodeFormatsLocked() []*metapb.NodeFormat {
+	out := make([]*metapb.NodeFormat, 0, len(f.formats))
+	for id, n := range f.formats {
+		out = append(out, &metapb.NodeFormat{NodeId: id, Format: n})
+	}
+	slices.SortFunc(out, func(a, b *metapb.NodeFormat) int { return strings.Compare(a.GetNodeId(), b.GetNodeId()) })
+	return out
+}
+
+func formatsFromProto(in []*metapb.NodeFormat) map[string]uint32 {
+	out := make(map[string]uint32, len(in))
+	for _, n := range in {
+		out[n.GetNodeId()] = n.GetFormat()
+	}
+	return out
+}
