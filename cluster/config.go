@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
 )
 
