@@ -74,7 +74,12 @@ type Member struct {
 	NodeID   string
 	GRPCAddr string
 	RaftAddr string
+	PeerAddr string // node-to-node protocol
 	State    string // alive, suspect, dead
+	// LogFormat is the replicated-log format recorded for the node in meta
+	// (0: none recorded yet); docs/deploy.md, "Log formats across an
+	// upgrade".
+	LogFormat uint32
 }
 
 // ShardInfo is one shard's replicas and leader.
@@ -141,7 +146,10 @@ func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
 		out.Damaged = append(out.Damaged, DamagedReplica{Group: d.GetGroup(), Reason: d.GetReason(), Detail: d.GetDetail()})
 	}
 	for _, m := range resp.GetMembers() {
-		out.Members = append(out.Members, Member{NodeID: m.GetNodeId(), GRPCAddr: m.GetGrpcAddr(), RaftAddr: m.GetRaftAddr(), State: m.GetState()})
+		out.Members = append(out.Members, Member{
+			NodeID: m.GetNodeId(), GRPCAddr: m.GetGrpcAddr(), RaftAddr: m.GetRaftAddr(), PeerAddr: m.GetPeerAddr(),
+			State: m.GetState(), LogFormat: m.GetLogFormat(),
+		})
 	}
 	for _, s := range resp.GetShards() {
 		out.Shards = append(out.Shards, ShardInfo{

@@ -31,7 +31,10 @@ func (c *clusterSvc) shards() []*raftqv1.ShardInfo {
 func (c *clusterSvc) Status(ctx context.Context, _ *raftqv1.StatusRequest) (*raftqv1.StatusResponse, error) {
 	resp := &raftqv1.StatusResponse{NodeId: c.node.NodeID(), Shards: c.shards(), MetaLeaderId: c.node.Meta().LeaderID(), Damaged: c.damaged()}
 	for _, m := range c.node.Members() {
-		resp.Members = append(resp.Members, &raftqv1.Member{NodeId: m.NodeID, GrpcAddr: m.GRPCAddr, RaftAddr: m.RaftAddr, State: m.State})
+		resp.Members = append(resp.Members, &raftqv1.Member{
+			NodeId: m.NodeID, GrpcAddr: m.GRPCAddr, RaftAddr: m.RaftAddr, State: m.State,
+			PeerAddr: m.PeerAddr, LogFormat: c.node.Meta().NodeFormat(m.NodeID),
+		})
 	}
 	return resp, nil
 }

@@ -2788,11 +2788,19 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type Member struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	GrpcAddr      string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,3,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	State         string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"` // alive, suspect, dead
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeId   string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	GrpcAddr string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	RaftAddr string                 `protobuf:"bytes,3,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	State    string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"` // alive, suspect, dead
+	// peer_addr: where the node serves the node-to-node protocol.
+	PeerAddr string `protobuf:"bytes,5,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	// log_format: the highest replicated-log format the node's binary
+	// applies, as recorded in meta (0: none recorded yet). Leaders propose a
+	// command kind that needs format N only once every replica of the group
+	// is recorded at N or above (docs/deploy.md, "Log formats across an
+	// upgrade").
+	LogFormat     uint32 `protobuf:"varint,6,opt,name=log_format,json=logFormat,proto3" json:"log_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2853,6 +2861,20 @@ func (x *Member) GetState() string {
 		return x.State
 	}
 	return ""
+}
+
+func (x *Member) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
+func (x *Member) GetLogFormat() uint32 {
+	if x != nil {
+		return x.LogFormat
+	}
+	return 0
 }
 
 type ShardInfo struct {
@@ -3544,12 +3566,15 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"messageIds\"/\n" +
 	"\x0fDiscardResponse\x12\x1c\n" +
 	"\tdiscarded\x18\x01 \x01(\x04R\tdiscarded\"\x0f\n" +
-	"\rStatusRequest\"q\n" +
+	"\rStatusRequest\"\xad\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x14\n" +
-	"\x05state\x18\x04 \x01(\tR\x05state\"\xe5\x01\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1b\n" +
+	"\tpeer_addr\x18\x05 \x01(\tR\bpeerAddr\x12\x1d\n" +
+	"\n" +
+	"log_format\x18\x06 \x01(\rR\tlogFormat\"\xe5\x01\n" +
 	"\tShardInfo\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12\x1a\n" +
 	"\breplicas\x18\x02 \x03(\tR\breplicas\x12\x1b\n" +

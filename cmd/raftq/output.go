@@ -285,9 +285,13 @@ func (o *output) status(st *client.ClusterStatus) error {
 	fmt.Fprintf(o.w, "node %s, meta leader %s\n\n", st.NodeID, dash(st.MetaLeaderID))
 	rows := make([][]string, len(st.Members))
 	for i, m := range st.Members {
-		rows[i] = []string{m.NodeID, m.GRPCAddr, dash(m.RaftAddr), m.State}
+		format := "-"
+		if m.LogFormat > 0 {
+			format = strconv.FormatUint(uint64(m.LogFormat), 10)
+		}
+		rows[i] = []string{m.NodeID, m.GRPCAddr, dash(m.PeerAddr), dash(m.RaftAddr), m.State, format}
 	}
-	if err := o.table("NODE\tGRPC\tRAFT\tSTATE", rows); err != nil {
+	if err := o.table("NODE\tGRPC\tPEER\tRAFT\tSTATE\tLOG-FORMAT", rows); err != nil {
 		return err
 	}
 	fmt.Fprintln(o.w)
