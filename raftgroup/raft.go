@@ -55,7 +55,8 @@ func (t RaftTuning) WithDefaults() RaftTuning {
 	def(&t.ElectionTimeout, 500*time.Millisecond)
 	// A leader steps down when it has not heard from a quorum for this long.
 	// At 250 ms, saturated runs (CPU-bound nodes, a GC near GOMEMLIMIT)
-	// deposed healthy leaders mid-load (docs/benchmarks.md); election speed
+	// deposed healthy leaders mid-load (docs/benchmarks.md, "Settings that
+	// matter"); election speed
 	// is set by the heartbeat timeout, not this.
 	def(&t.LeaderLeaseTimeout, 500*time.Millisecond)
 	def(&t.CommitTimeout, 50*time.Millisecond)
