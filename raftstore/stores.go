@@ -21,9 +21,9 @@ const (
 	// LogStoreWAL keeps the raft log in raft-wal segment files under
 	// <dir>/wal: one write and one fdatasync per append, and truncation
 	// by deleting whole segments. It is the default for new groups: per
-	// raft round it takes half the time of bolt or less and a third to a
-	// sixth of its CPU (BenchmarkLogStoreAppend; docs/benchmarks.md, "The
-	// log in segment files").
+	// raft round it takes less time and CPU than bolt
+	// (BenchmarkLogStoreAppend; docs/benchmarks.md, "Component
+	// benchmarks").
 	LogStoreWAL = "wal"
 	// LogStoreBolt keeps the raft log in <dir>/raft.db (raft-boltdb): a
 	// copy-on-write B-tree with two fdatasyncs per commit.
