@@ -111,7 +111,7 @@ type RaftOptions struct {
 	// from another goroutine.
 	Damaged func(*raftstore.DamageError)
 	// NotifyCh, if set, receives leadership changes (raft Config.NotifyCh).
-	// Raft blocks on it: the reader must never block (raft-notes trap 7).
+	// Raft's main loop blocks on it: the reader must never block.
 	NotifyCh chan<- bool
 	// Disk, if set, watches the log and stable-store writes (logwatch.go).
 	Disk *DiskWatch

@@ -74,8 +74,9 @@ func openStores(dir, kind string, segmentBytes int, logger *slog.Logger) (*store
 	// directory, where raft-wal's meta store would wait forever.
 	st.bolt, err = raftboltdb.New(raftboltdb.Options{
 		Path: filepath.Join(dir, boltFileName),
-		// NoFreelistSync + map freelist: the freelist is rebuilt at open
-		// instead of rewritten on every commit (consul#5181); fsync of the
+		// NoFreelistSync + map freelist, as Consul's raft store sets them:
+		// the freelist is rebuilt at open instead of rewritten on every
+		// commit, a write that grows with the file; fsync of the
 		// data itself stays on (NoSync false) — durability before ack.
 		BoltOptions: &bbolt.Options{
 			Timeout:        boltOpenLimit,
