@@ -334,8 +334,8 @@ func (c *Client) noteLeader(shard int, addr string) {
 // learnLeaders notes the shard leaders a node forwarded a successful call
 // to (ShardLeaderTrailer). Nodes forward rather than refuse, so this is how
 // a cached leader that lost its term, in a failover or a hand-off to the
-// preferred replica, gets replaced: until then every call took an extra
-// hop through it (docs/benchmarks.md, "Calls through a follower").
+// preferred replica, gets replaced: until then every call takes an extra
+// hop through it.
 func (c *Client) learnLeaders(trailer metadata.MD) {
 	for _, v := range trailer.Get(ShardLeaderTrailer) {
 		id, hint, ok := strings.Cut(v, ":")

@@ -30,14 +30,12 @@ const (
 	coalesceBytes = 1 << 20
 	// A stream may have this many coalesced calls in flight: enough to
 	// keep a leader's pipeline full, few enough that waiting sends form
-	// large batches. On a one-shard cluster 4 (1,024 messages of 1 KiB in
-	// flight) capped the leader's rounds below the proposer's 1 MiB, and 8
-	// gave 5-17 % more throughput at saturation and 3-16 % less node CPU
-	// per message in four interleaved pairs. With three shards 8 cost a
-	// quarter of the throughput against 4 and let producers outrun
-	// consumers: the proposer's fast lane keeps receives ahead of sends
-	// within a shard, but a receive may sweep several shards
-	// (docs/benchmarks.md, "Receives at a leader").
+	// large batches. On one shard 4 (1,024 messages of 1 KiB in flight)
+	// keep the leader's rounds below the proposer's 1 MiB, and 8 fill them
+	// (docs/benchmarks.md, "What bounds the ceiling"). With several shards
+	// 8 let producers outrun consumers: the proposer's fast lane keeps
+	// receives ahead of sends within a shard, but a receive may sweep
+	// several shards.
 	coalesceCallsOneShard = 8
 	coalesceCallsPerShard = 4
 )

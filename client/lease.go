@@ -100,11 +100,10 @@ func (c *Client) ReceiveTimed(ctx context.Context, queue string, o ReceiveOption
 
 // receiveShard picks the shard whose leader takes the next receive, in
 // rotation. Any node can serve a receive, but a node's router asks the
-// shards it leads first: at a follower, a receive on a shallow queue cost
+// shards it leads first: at a follower, a receive on a shallow queue costs
 // a forwarded long poll and a forwarded lease, two more gRPC hops on both
-// nodes, for 2 of 3 receives on a one-shard cluster (docs/benchmarks.md,
-// "Receives at a leader"). The router still sweeps every shard, so the
-// choice moves only where the first try is made.
+// nodes. The router still sweeps every shard, so the choice moves only
+// where the first try is made.
 func (c *Client) receiveShard() int {
 	n := c.smap.Load().count
 	if n == 0 {

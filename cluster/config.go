@@ -41,7 +41,7 @@ type Config struct {
 	// Shards is the number of data shards, fixed at bootstrap. Default:
 	// one per Replication bootstrap voters, rounded up (1 on a 3-node
 	// cluster), so each node holds one replica. Every raft group has fixed
-	// costs (a bolt commit with two fsyncs per round on every replica,
+	// costs (a log append and its fsync per round on every replica,
 	// heartbeats, goroutines) and groups do not share commits, so a few
 	// busy groups beat many quiet ones: on a 3-node cluster on one 2-core
 	// machine 1 shard carries about 1.2x the messages of 3, at half the

@@ -4,25 +4,24 @@ import "encoding/binary"
 
 // dedupIndex maps live dedup key hashes to their message. With every
 // Go-client send carrying a key it holds every message of the last dedup
-// window (5.4 M keys at 18,000 msgs/s and the default 5 minutes), and every
-// keyed enqueue looks a key up, inserts one and expires one: as a Go map
-// that was 9 % of a saturated leader's CPU late in a six-minute run
-// (runtime.mapaccess2, docs/benchmarks.md "An open-addressing dedup
-// index").
+// window (millions of keys at a saturated shard's send rate and the default
+// 5 minutes), and every keyed enqueue looks a key up, inserts one and
+// expires one: as a Go map, that churn was among the largest costs of a
+// saturated leader.
 //
 // It is an open-addressing table with linear probing over fixed-size,
-// pointer-free slots (the garbage collector never scans it), 1.4-1.9 times
-// as fast as the map for this churn (BenchmarkDedupIndex against
-// BenchmarkDedupGoMap). Growth is incremental: the old table is moved
-// into one twice its size a few slots per insert, so no apply pauses for a
-// rehash of millions of keys on every replica at once. The index is a
-// look-up structure only; snapshots and expiry order come from
-// state.dedupExpiry, so its layout never has to match across replicas.
+// pointer-free slots (the garbage collector never scans it), faster than
+// the map for this churn (BenchmarkDedupIndex against BenchmarkDedupGoMap;
+// docs/benchmarks.md, "Component benchmarks"). Growth is incremental: the
+// old table is moved into one twice its size a few slots per insert, so no
+// apply pauses for a rehash of millions of keys on every replica at once.
+// The index is a look-up structure only; snapshots and expiry order come
+// from state.dedupExpiry, so its layout never has to match across replicas.
 //
 // It stays on the Go heap on purpose. A version mapped outside it and
 // advised onto huge pages was no faster (the misses are cache misses, not
 // TLB misses) and, no longer counting toward GOGC's heap goal, made the
-// collector run 1.7 times as often over the same pointerful heap.
+// collector run more often over the same pointerful heap.
 type dedupIndex struct {
 	cur dedupTable
 	// old is the table being moved into cur, nil slots when none is. Its

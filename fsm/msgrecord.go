@@ -11,12 +11,11 @@ import (
 // what deterministic proto.Marshal of m.toProto(true) writes: fields in
 // number order, proto3 zero values left out, attributes in key order (the
 // map's deterministic order), map entries with both key and value.
-// A snapshot writes one per queued message, and building a Message and
-// marshalling it cost 1.3 µs and an allocation per message, so a 1 M
-// backlog spent over a second of CPU per snapshot on every replica
-// (docs/benchmarks.md, "Snapshot records by hand"). TestMessageRecordEncoding
-// holds the two encoders to the same bytes, so Digest and restore see no
-// change.
+// A snapshot writes one per queued message, and building a Message to
+// marshal it allocates per message, which for a large backlog was most of
+// a snapshot's CPU on every replica (BenchmarkSnapshot).
+// TestMessageRecordEncoding holds the two encoders to the same bytes, so
+// Digest and restore see no change.
 func appendMessageRecord(b []byte, m *msg) ([]byte, error) {
 	var err error
 	b = appendUint(b, 1, m.id)

@@ -21,8 +21,7 @@ import (
 //
 // in this order: one header, queues by name, messages by id, dedup keys by
 // (expiry, message id), one trailer with the counts. Restore accepts dedup
-// records in any order (snapshots before this change wrote them by queue
-// and key).
+// records in any order (older builds wrote them by queue and key).
 const (
 	snapshotMagic   = "raftqfsm"
 	snapshotVersion = 1

@@ -54,7 +54,7 @@ func nameChar(c rune) bool {
 // ValidateNewQueueName is ValidateQueueName plus the rules for a queue
 // being created: the name starts with a letter, a digit or '_'. "." and
 // ".." read as paths and "-x" as a command-line flag, so they are refused
-// when created. Queues created before this rule keep working: only the
+// when created. Existing queues with such names keep working: only the
 // API's create path applies it, never Apply or a restore.
 func ValidateNewQueueName(name string) error {
 	if err := ValidateQueueName(name); err != nil {

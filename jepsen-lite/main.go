@@ -132,8 +132,8 @@ func realMain() int {
 }
 
 // retainRun removes the directory of a run that passed unless keepAll:
-// each holds its nodes' data, and a make test used to leave about a
-// gigabyte of them. A failed or unfinished run keeps its directory for
+// each holds its nodes' data, and a make test's passing runs add up to
+// about a gigabyte. A failed or unfinished run keeps its directory for
 // the report, the history and the node logs.
 func retainRun(dir string, passed, keepAll bool) {
 	if !passed || keepAll {

@@ -31,8 +31,8 @@ type Metrics struct {
 	propose  *prometheus.HistogramVec
 	messages *prometheus.CounterVec
 	// A receive's call time is mostly its long poll when consumers keep
-	// up; these split it into the wait and the claim (bar: claim p99 <
-	// 10 ms, so the buckets are fine below 25 ms).
+	// up; these split it into the wait and the claim (a claim should take
+	// milliseconds, so the buckets are fine below 25 ms).
 	receiveWait  prometheus.Histogram
 	receiveClaim prometheus.Histogram
 	// receiveParked is the long polls waiting now: consumers idle at this

@@ -12,7 +12,7 @@ import (
 
 // DefaultStallAfter is how long a raft log or stable-store write may be in
 // flight before the replica counts as stalled. Appends normally take
-// milliseconds; a busy disk's worst fsyncs measured a few hundred (the
+// milliseconds; a busy disk's worst fsyncs take a few hundred (the
 // snapshot bursts in docs/shard.md), so a second is a disk that has
 // stopped, while leaving the followers time to elect a replacement within
 // the 3 s failover bar.

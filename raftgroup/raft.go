@@ -55,7 +55,8 @@ func (t RaftTuning) WithDefaults() RaftTuning {
 	def(&t.ElectionTimeout, 500*time.Millisecond)
 	// A leader steps down when it has not heard from a quorum for this long.
 	// At 250 ms, saturated runs (CPU-bound nodes, a GC near GOMEMLIMIT)
-	// deposed healthy leaders mid-load (docs/benchmarks.md); election speed
+	// deposed healthy leaders mid-load (docs/benchmarks.md, "Settings that
+	// matter"); election speed
 	// is set by the heartbeat timeout, not this.
 	def(&t.LeaderLeaseTimeout, 500*time.Millisecond)
 	def(&t.CommitTimeout, 50*time.Millisecond)
@@ -110,7 +111,7 @@ type RaftOptions struct {
 	// from another goroutine.
 	Damaged func(*raftstore.DamageError)
 	// NotifyCh, if set, receives leadership changes (raft Config.NotifyCh).
-	// Raft blocks on it: the reader must never block (raft-notes trap 7).
+	// Raft's main loop blocks on it: the reader must never block.
 	NotifyCh chan<- bool
 	// Disk, if set, watches the log and stable-store writes (logwatch.go).
 	Disk *DiskWatch

@@ -12,11 +12,11 @@ import (
 
 // Old snapshots are deleted a step at a time, in the background. raft's
 // file store removes them with one os.RemoveAll when a new one is in
-// place, and on ext4 (mounted with discard here) freeing a 1 GB file at
-// once held every fsync on the disk for up to 300 ms: each replica's log,
-// on a machine that co-locates them (docs/benchmarks.md, "Deleting
-// snapshots gradually"). Truncating 16 MiB at a time, 20 ms apart, kept
-// the worst concurrent fsync to 24-33 ms (BenchmarkSyncDuringReap).
+// place, and freeing a gigabyte file at once on ext4 (mounted with discard)
+// holds every fsync on the disk meanwhile, the log appends of each replica
+// sharing it included. Truncating snapshotReapStep at a time,
+// snapshotReapPause apart, bounds that stall (BenchmarkSyncDuringReap;
+// docs/benchmarks.md, "Component benchmarks").
 const (
 	snapshotReapStep  = 16 << 20
 	snapshotReapPause = 20 * time.Millisecond

@@ -12,13 +12,13 @@ import (
 )
 
 // Snapshots are started here, not by raft's own trigger, for two reasons
-// measured with a 1 M-message backlog of 1 KiB (1.2 GB snapshots) churning
-// at 6,000 msgs/s (docs/benchmarks.md, "Snapshots by size and in turns"):
+// that matter once the state is large (a 1 M-message backlog of 1 KiB is a
+// 1.2 GB snapshot; docs/benchmarks.md, "What bounds the ceiling"):
 //
 //   - When. raft snapshots whenever the log has grown by the threshold in
-//     entries, and under that load 8,192 entries came in about 12 s while a
-//     snapshot took 10-20 s: every replica was rewriting the whole state
-//     nearly all the time, ten times the disk traffic of the log itself.
+//     entries, and under steady load those entries can come faster than a
+//     large snapshot is written, so every replica would rewrite its whole
+//     state nearly all the time, many times the disk traffic of the log.
 //     Here a snapshot is also due only once the log applied since the last
 //     one is at least as large as that snapshot, so the snapshot never
 //     writes more than the log it replaces, and a restart replays at most
@@ -26,9 +26,9 @@ import (
 //     backlog) would wait for a log as large as its old snapshot, so
 //     after snapshotMaxAge intervals the threshold in entries is enough.
 //   - Who. raft's trigger fires on every replica at a random point of each
-//     interval, so two replicas' snapshots overlapped; two at once
-//     saturated the shared disk, no quorum was idle, commits queued behind
-//     the writes and nothing due was claimed for 2 s. Here the wall clock is
+//     interval, so two replicas' snapshots can overlap; two at once
+//     saturate a shared disk, leave no idle quorum, and commits queue
+//     behind the writes. Here the wall clock is
 //     cut into slots, one per voter in ID order, and a replica starts a
 //     snapshot only in the first half of its own slot. A slot is at least
 //     twice as long as the replica's last snapshot took (and at least the

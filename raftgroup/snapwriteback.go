@@ -11,14 +11,12 @@ import (
 // A snapshot may keep snapshotDirtyWindow bytes in the page cache; beyond
 // that its older pages are sent to disk in steps of snapshotWritebackStep.
 // raft's file sink fsyncs only at Close, and the kernel's own writeback
-// starts at a share of RAM (10 % by default: gigabytes), so a 1 GB snapshot
-// (a 1 M-message backlog of 1 KiB bodies) went to disk in one burst at its
-// end, and the log's fdatasync queued behind it for a second or more
-// (docs/benchmarks.md, "Scheduled lateness"). Snapshots within the window
-// (a steady shard's dedup keys and in-flight messages: tens of MB) are
-// written exactly as before: writing them back early, in 32 MiB steps from
-// the start, made the enqueue tail under steady load longer in three
-// interleaved pairs.
+// starts at a share of RAM (10 % by default: gigabytes), so a gigabyte
+// snapshot (a 1 M-message backlog of 1 KiB bodies) would go to disk in one
+// burst at its end, with the log's fdatasync queued behind it. Snapshots
+// within the window (a steady shard's dedup keys and in-flight messages:
+// tens of MB) are left to the one flush at Close: writing them back early
+// lengthened the enqueue tail under steady load.
 const (
 	snapshotDirtyWindow   = 128 << 20
 	snapshotWritebackStep = 8 << 20

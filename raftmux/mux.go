@@ -201,7 +201,8 @@ type TransportOptions struct {
 	// with the snapshot size on its own.
 	Timeout time.Duration
 	// MaxRPCsInFlight is raft's AppendEntries pipeline depth; 0 keeps raft's
-	// default (2). 1 disables pipelining entirely (raft#612 workaround).
+	// default (2). 1 disables pipelining: one AppendEntries in flight per
+	// follower.
 	MaxRPCsInFlight int
 	// Logger receives raft transport logs at warn level or above; nil means
 	// the Mux's logger.

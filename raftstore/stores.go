@@ -21,9 +21,9 @@ const (
 	// LogStoreWAL keeps the raft log in raft-wal segment files under
 	// <dir>/wal: one write and one fdatasync per append, and truncation
 	// by deleting whole segments. It is the default for new groups: per
-	// raft round it takes half the time of bolt or less and a third to a
-	// sixth of its CPU (BenchmarkLogStoreAppend; docs/benchmarks.md, "The
-	// log in segment files").
+	// raft round it takes less time and CPU than bolt
+	// (BenchmarkLogStoreAppend; docs/benchmarks.md, "Component
+	// benchmarks").
 	LogStoreWAL = "wal"
 	// LogStoreBolt keeps the raft log in <dir>/raft.db (raft-boltdb): a
 	// copy-on-write B-tree with two fdatasyncs per commit.
@@ -74,8 +74,9 @@ func openStores(dir, kind string, segmentBytes int, logger *slog.Logger) (*store
 	// directory, where raft-wal's meta store would wait forever.
 	st.bolt, err = raftboltdb.New(raftboltdb.Options{
 		Path: filepath.Join(dir, boltFileName),
-		// NoFreelistSync + map freelist: the freelist is rebuilt at open
-		// instead of rewritten on every commit (consul#5181); fsync of the
+		// NoFreelistSync + map freelist, as Consul's raft store sets them:
+		// the freelist is rebuilt at open instead of rewritten on every
+		// commit, a write that grows with the file; fsync of the
 		// data itself stays on (NoSync false) — durability before ack.
 		BoltOptions: &bbolt.Options{
 			Timeout:        boltOpenLimit,

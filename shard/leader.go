@@ -21,8 +21,9 @@ const (
 	dutyRetry = 100 * time.Millisecond
 )
 
-// watchLeadership drains raft's NotifyCh. It only stores and kicks, so raft
-// never waits on us (raft-notes trap 7); manageLeadership does the work.
+// watchLeadership drains raft's NotifyCh. raft's main loop blocks until the
+// channel is read, so this only stores and kicks; manageLeadership does the
+// work.
 func (s *Shard) watchLeadership() {
 	defer s.wg.Done()
 	for {

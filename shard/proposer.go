@@ -501,7 +501,7 @@ func (s *Shard) applyError(err error) error {
 	case errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrAbortedByRestore):
 		// Appended (or possibly appended) by a leader that then stepped
-		// down: a new leader may still commit it (raft-notes trap 8).
+		// down: a new leader may still commit it.
 		return fmt.Errorf("%w: %w", raftgroup.ErrUnknownResult, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return fmt.Errorf("%w: %w: %w", raftgroup.ErrUnknownResult, ErrShutdown, err)

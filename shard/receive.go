@@ -72,11 +72,10 @@ func emptyReceive() *fsmpb.Result {
 // claim reserves want messages of queue for a receive about to be proposed,
 // and refuses while the receives in flight on this leader already ask for
 // every message the queue can lease now. Such a receive could only commit
-// empty, a raft round on every replica for nothing: with 8 consumers
-// long-polling one queue, each enqueue woke them all and each proposed, so
-// a message cost 8 receive commands and about 4 rounds instead of 1
-// (docs/benchmarks.md, "One shard by default, and no receive herd"). The release wakes the queue's
-// waiters to look again at what the finished receive left.
+// empty, a raft round on every replica for nothing: without the claim,
+// every consumer long-polling a queue woke for each enqueue and proposed,
+// so a message cost a receive command per consumer. The release wakes the
+// queue's waiters to look again at what the finished receive left.
 //
 // It only decides whether to propose; leases are still granted by the FSM
 // alone, so a stale count can delay a receive, never lease twice. A queue
@@ -84,10 +83,9 @@ func emptyReceive() *fsmpb.Result {
 //
 // It claims n, at most want and no more than is leasable and unclaimed, and
 // the receive asks the FSM for n. Claiming all of want whatever was there
-// made receives take turns: one in flight reserved its full batch, so the
-// next could not propose until that many more had arrived, and with 8
-// consumers at 10,000 msgs/s the receive calls' p99 was 431-589 ms
-// while messages waited at most 36-64 ms (docs/benchmarks.md, "Receives claim what is there").
+// would make receives take turns: one in flight would reserve its full
+// batch, and the next could not propose until that many more had arrived,
+// so receive calls would wait far longer than their messages did.
 func (s *Shard) claim(queue string, want uint32) (release func(), n uint32, ok bool) {
 	leasable, known := s.fsm.Leasable(queue)
 	n = max(want, 1)

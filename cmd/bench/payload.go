@@ -50,8 +50,8 @@ func encode(h header, fill []byte) []byte {
 
 // encodeInto reuses buf, a body encode made for this fill whose send has
 // completed, writing only the header: its filler is already in place. Any
-// other buf gets a new body. Making and zeroing a 1 KiB body per send was
-// about 8 % of the load generator's CPU.
+// other buf gets a new body. A body made and zeroed per send would be CPU
+// taken from the nodes the load generator shares its cores with.
 func encodeInto(buf []byte, h header, fill []byte) []byte {
 	if len(buf) != max(len(fill), payloadHeader) {
 		return encode(h, fill)

@@ -24,9 +24,9 @@ type asyncSend struct {
 //
 // The collector waits on the oldest send as soon as it is out, so an
 // enqueue latency ends when the answer is in. (Collecting only when the
-// window was full measured how long a send sat in the window: with a
-// --rate cap that is the window over the producer's share of the rate,
-// 205 ms at 20,000/s over 16 producers, whatever the cluster did.)
+// window is full would measure how long a send sat in the window: with a
+// --rate cap, the window over the producer's share of the rate, whatever
+// the cluster did.)
 func (l *load) produceAsync(ctx context.Context, p int) {
 	slots := make(chan struct{}, l.inflight)
 	window := make(chan asyncSend, l.inflight)

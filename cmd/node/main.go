@@ -150,7 +150,8 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", met.Handler())
 		// Profiles for operators (bound to loopback by default, like the
-		// metrics): how the ceiling in docs/benchmarks.md was found.
+		// metrics): they show where a node's CPU goes (docs/benchmarks.md,
+		// "What bounds the ceiling").
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

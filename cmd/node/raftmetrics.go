@@ -13,9 +13,10 @@ import (
 // time, leader log dispatch, bolt StoreLogs, AppendEntries RPCs, FSM apply)
 // in memory and serves the last minute of 10 s intervals as JSON. They are
 // how a slow commit is split into disk, network and apply
-// (docs/benchmarks.md). The libraries report only to go-metrics' single
-// process-wide sink, so this installs that sink, which is why it is opt-in
-// (--raft-metrics) rather than part of /metrics. Timings are aggregated over
+// (docs/benchmarks.md, "What bounds the ceiling"). The libraries report
+// only to go-metrics' single process-wide sink, so this installs that
+// sink, which is why it is opt-in (--raft-metrics) rather than part of
+// /metrics. Timings are aggregated over
 // all raft groups of the node; names carry no group label.
 func raftMetrics() (http.HandlerFunc, error) {
 	sink := gometrics.NewInmemSink(10*time.Second, time.Minute)

@@ -19,9 +19,8 @@ import (
 // it and on the side that marshals it. raftq's calls are mostly in that
 // range (a coalesced SendBatch of 42 KiB, a Receive answer of up to
 // 256 KiB), and below the ceiling there are more and smaller calls, so
-// the clearing grew as the load fell: 3.7 % of the shard leader's CPU and
-// 5 % of raftq-bench's at 33,000 msgs/s (docs/benchmarks.md, "Bursts at
-// 80 %, and gRPC's buffer clearing"). With a tier at every power of two a
+// the clearing is a visible share of both the leader's and the client's
+// CPU, the more so the lower the load. With a tier at every power of two a
 // buffer is at most twice its message, and clearing it costs about what
 // copying the message does.
 const (
