@@ -27,6 +27,11 @@ if [ -z "$base" ]; then
 		base=HEAD~1
 	fi
 fi
+if ! git rev-parse --verify -q "$base^{commit}" >/dev/null &&
+	[ "$(git rev-parse --is-shallow-repository)" = true ]; then
+	# A CI checkout of depth 1 lacks the previous commit: ask its remote.
+	git fetch --quiet --deepen=1 2>/dev/null || true
+fi
 if ! git rev-parse --verify -q "$base^{commit}" >/dev/null; then
 	if [ "$(git rev-parse --is-shallow-repository)" = true ]; then
 		fail "$base is not in this shallow clone; fetch one more commit (git fetch --deepen=1) or set API_BASE to a commit it has"
