@@ -65,6 +65,15 @@ func (n *startingNode) ShardDigest(context.Context, *peerpb.ShardDigestRequest) 
 func serveStarting(t *testing.T) (node *startingNode, client, peer *grpc.ClientConn) {
 	t.Helper()
 	_, tr := raft.NewInmemTransport("n2")
+	node = &startingNode{meta: openMeta(t, tr)}
+	client, peer = serveBoth(t, node)
+	return node, client, peer
+}
+
+// openMeta opens node n2's meta replica on tr in a temporary directory,
+// shut down when the test ends.
+func openMeta(t *testing.T, tr raft.Transport) *meta.Store {
+	t.Helper()
 	ms, err := meta.Open(meta.Config{NodeID: "n2", Dir: t.TempDir(), Transport: tr, Logger: discard()})
 	if err != nil {
 		t.Fatalf("open meta: %v", err)
@@ -74,9 +83,7 @@ func serveStarting(t *testing.T) (node *startingNode, client, peer *grpc.ClientC
 		defer cancel()
 		_ = ms.Shutdown(ctx)
 	})
-	node = &startingNode{meta: ms}
-	client, peer = serveBoth(t, node)
-	return node, client, peer
+	return ms
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

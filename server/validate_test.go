@@ -16,7 +16,6 @@ import (
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
-	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/wire"
 )
 
@@ -29,15 +28,7 @@ import (
 func servePlaced(t *testing.T) *grpc.ClientConn {
 	t.Helper()
 	addr, tr := raft.NewInmemTransport("")
-	ms, err := meta.Open(meta.Config{NodeID: "n2", Dir: t.TempDir(), Transport: tr, Logger: discard()})
-	if err != nil {
-		t.Fatalf("open meta: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = ms.Shutdown(ctx)
-	})
+	ms := openMeta(t, tr)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := ms.Bootstrap(ctx, []raft.Server{{Suffrage: raft.Voter, ID: "n2", Address: addr}}); err != nil {
