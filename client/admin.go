@@ -179,3 +179,45 @@ func (c *Client) Repair(ctx context.Context, node string) ([]GroupRepair, error)
 	}
 	return out, nil
 }
+
+// NodeInfo is one node as the answering node knows it (Client.Nodes).
+type NodeInfo struct {
+	NodeID   string
+	GRPCAddr string
+	PeerAddr string
+	RaftAddr string
+	// State is the gossip state ("alive", "suspect", "dead", "left"), or
+	// "unknown" for a node meta lists that gossip does not know.
+	State     string
+	Version   string
+	LogFormat uint32
+	// Replicas are the shards the shard map places on the node; Leaders
+	// the shards it leads, as the answering node sees them.
+	Replicas []uint32
+	Leaders  []uint32
+	// Meta is the node's place in the meta group: "voter", "nonvoter" or
+	// "" (not a member).
+	Meta string
+}
+
+// Nodes lists every node the cluster knows of, sorted by id: gossip
+// members, meta servers and shard replicas.
+func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
+	var resp *raftqv1.NodesResponse
+	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewClusterClient(cc).Nodes(ctx, &raftqv1.NodesRequest{}, co...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster nodes: %w", fromStatus(err))
+	}
+	out := make([]NodeInfo, 0, len(resp.GetNodes()))
+	for _, n := range resp.GetNodes() {
+		out = append(out, NodeInfo{
+			NodeID: n.GetNodeId(), GRPCAddr: n.GetGrpcAddr(), PeerAddr: n.GetPeerAddr(), RaftAddr: n.GetRaftAddr(),
+			State: n.GetState(), Version: n.GetVersion(), LogFormat: n.GetLogFormat(),
+			Replicas: n.GetReplicas(), Leaders: n.GetLeaders(), Meta: n.GetMeta(),
+		})
+	}
+	return out, nil
+}

@@ -947,6 +947,7 @@ const (
 	Cluster_Status_FullMethodName   = "/raftq.v1.Cluster/Status"
 	Cluster_ShardMap_FullMethodName = "/raftq.v1.Cluster/ShardMap"
 	Cluster_Repair_FullMethodName   = "/raftq.v1.Cluster/Repair"
+	Cluster_Nodes_FullMethodName    = "/raftq.v1.Cluster/Nodes"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -959,6 +960,10 @@ type ClusterClient interface {
 	// re-adds them empty, through raft (docs/operations.md). Any node takes
 	// it and passes it to the node named.
 	Repair(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (*RepairResponse, error)
+	// Nodes lists every node the answering node knows of (gossip members,
+	// meta servers and shard replicas): addresses, state, build and the
+	// replicas and leaderships it holds.
+	Nodes(ctx context.Context, in *NodesRequest, opts ...grpc.CallOption) (*NodesResponse, error)
 }
 
 type clusterClient struct {
@@ -999,6 +1004,16 @@ func (c *clusterClient) Repair(ctx context.Context, in *RepairRequest, opts ...g
 	return out, nil
 }
 
+func (c *clusterClient) Nodes(ctx context.Context, in *NodesRequest, opts ...grpc.CallOption) (*NodesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodesResponse)
+	err := c.cc.Invoke(ctx, Cluster_Nodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1009,6 +1024,10 @@ type ClusterServer interface {
 	// re-adds them empty, through raft (docs/operations.md). Any node takes
 	// it and passes it to the node named.
 	Repair(context.Context, *RepairRequest) (*RepairResponse, error)
+	// Nodes lists every node the answering node knows of (gossip members,
+	// meta servers and shard replicas): addresses, state, build and the
+	// replicas and leaderships it holds.
+	Nodes(context.Context, *NodesRequest) (*NodesResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1027,6 +1046,9 @@ func (UnimplementedClusterServer) ShardMap(context.Context, *ShardMapRequest) (*
 }
 func (UnimplementedClusterServer) Repair(context.Context, *RepairRequest) (*RepairResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Repair not implemented")
+}
+func (UnimplementedClusterServer) Nodes(context.Context, *NodesRequest) (*NodesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Nodes not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1103,6 +1125,24 @@ func _Cluster_Repair_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Nodes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Nodes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Nodes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Nodes(ctx, req.(*NodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1121,6 +1161,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Repair",
 			Handler:    _Cluster_Repair_Handler,
+		},
+		{
+			MethodName: "Nodes",
+			Handler:    _Cluster_Nodes_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
