@@ -83,6 +83,10 @@ func (f *FSM) applyLocked(cmd *metapb.Command) *metapb.Result {
 		return f.placeShards(c.PlaceShards)
 	case *metapb.Command_NodeFormat:
 		return f.nodeFormat(c.NodeFormat)
+	case *metapb.Command_MoveStep:
+		return f.moveStep(c.MoveStep)
+	case *metapb.Command_RetireNode:
+		return f.retireNode(c.RetireNode)
 	default:
 		if nums, _ := fsm.UnknownKinds(cmd); len(nums) > 0 {
 			return &metapb.Result{} // ignorable kind of a newer binary (Apply stopped on any other)
