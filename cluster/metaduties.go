@@ -69,8 +69,15 @@ func (n *Node) admitMembers(ctx context.Context) {
 	for _, s := range f.Configuration().Servers {
 		known[s.ID] = true
 	}
+	sm := n.meta.ShardMap()
 	for _, m := range n.gossip.alive() {
 		if m.NodeID == n.cfg.NodeID || m.RaftAddr == "" || known[raft.ServerID(m.NodeID)] || time.Since(m.aliveSince) < n.cfg.NonvoterGrace {
+			continue
+		}
+		if sm.IsRetired(m.NodeID) {
+			if n.refusedRetired.CompareAndSwap(false, true) {
+				n.logger.Warn("meta: a retired node is back; refused: its id was removed for good (start it under a new id with an empty data directory)", "member", m.NodeID)
+			}
 			continue
 		}
 		n.logger.Info("meta: adding nonvoter", "member", m.NodeID, "raft", m.RaftAddr)

@@ -87,6 +87,8 @@ func (f *FSM) applyLocked(cmd *metapb.Command) *metapb.Result {
 		return f.moveStep(c.MoveStep)
 	case *metapb.Command_RetireNode:
 		return f.retireNode(c.RetireNode)
+	case *metapb.Command_DrainNode:
+		return f.drainNode(c.DrainNode)
 	default:
 		if nums, _ := fsm.UnknownKinds(cmd); len(nums) > 0 {
 			return &metapb.Result{} // ignorable kind of a newer binary (Apply stopped on any other)

@@ -40,6 +40,10 @@ func (m ShardMap) MoveOf(shard uint32) (Move, bool) {
 	return Move{}, false
 }
 
+// Drain is a node being drained (DrainNode): To is "" when each replica
+// goes to the least loaded node.
+type Drain struct{ Node, To string }
+
 // IsRetired reports whether node was retired (RetireNode).
 func (m ShardMap) IsRetired(node string) bool { return slices.Contains(m.Retired, node) }
 
@@ -188,6 +192,46 @@ func (f *FSM) retireNode(c *metapb.RetireNode) *metapb.Result {
 	}
 	f.shardMap.Retired = append(f.shardMap.Retired, id)
 	slices.Sort(f.shardMap.Retired)
+	f.shardMap.Drains = slices.DeleteFunc(f.shardMap.Drains, func(d *metapb.DrainNode) bool { return d.GetNodeId() == id })
 	f.shardMap.Version++
 	return &metapb.Result{}
+}
+
+func (f *FSM) drainNode(c *metapb.DrainNode) *metapb.Result {
+	id, to := c.GetNodeId(), c.GetTo()
+	switch {
+	case id == "" || id == to:
+		return &metapb.Result{Code: metapb.Code_CODE_INVALID, Message: "a node id (and a different target) required"}
+	case f.shardMap == nil:
+		return refusal("no shard map is placed")
+	case slices.Contains(f.shardMap.GetRetired(), id):
+		return &metapb.Result{} // drained and retired already
+	case slices.Contains(f.shardMap.GetRetired(), to):
+		return refusal("node %s is retired", to)
+	}
+	for _, d := range f.shardMap.GetDrains() {
+		switch {
+		case d.GetNodeId() == id && d.GetTo() == to:
+			return &metapb.Result{}
+		case d.GetNodeId() == id:
+			return refusal("node %s is being drained to %q already", id, d.GetTo())
+		case d.GetNodeId() == to:
+			return refusal("node %s is being drained itself", to)
+		case d.GetTo() == id && id != "":
+			return refusal("node %s is the target of the drain of %s", id, d.GetNodeId())
+		}
+	}
+	f.shardMap.Drains = append(f.shardMap.Drains, &metapb.DrainNode{NodeId: id, To: to})
+	f.shardMap.Version++
+	return &metapb.Result{}
+}
+
+// DrainNode records that node is to be drained (to to, or "" for the
+// least loaded nodes) and retired; see metapb.DrainNode.
+func (s *Store) DrainNode(ctx context.Context, node, to string) error {
+	cmd := &metapb.Command{Cmd: &metapb.Command_DrainNode{DrainNode: &metapb.DrainNode{NodeId: node, To: to}}}
+	if _, err := s.apply(ctx, cmd); err != nil {
+		return fmt.Errorf("drain node %s: %w", node, err)
+	}
+	return nil
 }

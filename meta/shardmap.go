@@ -32,6 +32,7 @@ type ShardMap struct {
 	// node ids.
 	Moves   []Move
 	Retired []string
+	Drains  []Drain
 }
 
 // Placed reports whether the map has been written.
@@ -57,7 +58,7 @@ func (m ShardMap) ShardsOf(node string) []uint32 {
 // Clone returns a deep copy.
 func (m ShardMap) Clone() ShardMap {
 	out := ShardMap{Version: m.Version, Count: m.Count, RaftAddrs: maps.Clone(m.RaftAddrs), ClusterID: m.ClusterID,
-		Changes: maps.Clone(m.Changes), Moves: slices.Clone(m.Moves), Retired: slices.Clone(m.Retired)}
+		Changes: maps.Clone(m.Changes), Moves: slices.Clone(m.Moves), Retired: slices.Clone(m.Retired), Drains: slices.Clone(m.Drains)}
 	out.Replicas = cloneLists(m.Replicas)
 	out.Learners = cloneLists(m.Learners)
 	return out
@@ -96,6 +97,9 @@ func shardMapFromProto(p *metapb.ShardMap) ShardMap {
 		if s.GetChanges() > 0 {
 			m.Changes[s.GetShard()] = s.GetChanges()
 		}
+	}
+	for _, d := range p.GetDrains() {
+		m.Drains = append(m.Drains, Drain{Node: d.GetNodeId(), To: d.GetTo()})
 	}
 	for _, mv := range p.GetMoves() {
 		m.Moves = append(m.Moves, Move{Shard: mv.GetShard(), From: mv.GetFrom(), To: mv.GetTo(), Phase: mv.GetPhase()})

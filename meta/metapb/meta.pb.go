@@ -177,6 +177,7 @@ type Command struct {
 	//	*Command_NodeFormat
 	//	*Command_MoveStep
 	//	*Command_RetireNode
+	//	*Command_DrainNode
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -296,6 +297,15 @@ func (x *Command) GetRetireNode() *RetireNode {
 	return nil
 }
 
+func (x *Command) GetDrainNode() *DrainNode {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_DrainNode); ok {
+			return x.DrainNode
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -328,6 +338,10 @@ type Command_RetireNode struct {
 	RetireNode *RetireNode `protobuf:"bytes,9,opt,name=retire_node,json=retireNode,proto3,oneof"`
 }
 
+type Command_DrainNode struct {
+	DrainNode *DrainNode `protobuf:"bytes,10,opt,name=drain_node,json=drainNode,proto3,oneof"`
+}
+
 func (*Command_CreateQueue) isCommand_Cmd() {}
 
 func (*Command_UpdateQueue) isCommand_Cmd() {}
@@ -341,6 +355,8 @@ func (*Command_NodeFormat) isCommand_Cmd() {}
 func (*Command_MoveStep) isCommand_Cmd() {}
 
 func (*Command_RetireNode) isCommand_Cmd() {}
+
+func (*Command_DrainNode) isCommand_Cmd() {}
 
 // NodeFormat records the highest log format a node advertised (gossip
 // NodeMeta.log_format): leaders gate new command kinds on the recorded
@@ -842,6 +858,63 @@ func (x *Move) GetPhase() MovePhase {
 	return MovePhase_MOVE_PHASE_UNSPECIFIED
 }
 
+// DrainNode asks the meta leader to move every replica off node_id (to
+// node to, when set; else each to the node with the fewest replicas that
+// lacks the shard), then remove it from meta and retire it
+// (cluster/drain.go). Draining a node already draining to the same place
+// changes nothing.
+type DrainNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNode) Reset() {
+	*x = DrainNode{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNode) ProtoMessage() {}
+
+func (x *DrainNode) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNode.ProtoReflect.Descriptor instead.
+func (*DrainNode) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DrainNode) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DrainNode) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
 // RetireNode removes a node from the cluster for good: no shard may still
 // place a replica on it; its id is refused if it comes back.
 type RetireNode struct {
@@ -853,7 +926,7 @@ type RetireNode struct {
 
 func (x *RetireNode) Reset() {
 	*x = RetireNode{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	mi := &file_meta_metapb_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +938,7 @@ func (x *RetireNode) String() string {
 func (*RetireNode) ProtoMessage() {}
 
 func (x *RetireNode) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	mi := &file_meta_metapb_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +951,7 @@ func (x *RetireNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireNode.ProtoReflect.Descriptor instead.
 func (*RetireNode) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{9}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RetireNode) GetNodeId() string {
@@ -898,7 +971,7 @@ type NodeAddr struct {
 
 func (x *NodeAddr) Reset() {
 	*x = NodeAddr{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[10]
+	mi := &file_meta_metapb_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +983,7 @@ func (x *NodeAddr) String() string {
 func (*NodeAddr) ProtoMessage() {}
 
 func (x *NodeAddr) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[10]
+	mi := &file_meta_metapb_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +996,7 @@ func (x *NodeAddr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAddr.ProtoReflect.Descriptor instead.
 func (*NodeAddr) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{10}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NodeAddr) GetNodeId() string {
@@ -952,7 +1025,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[11]
+	mi := &file_meta_metapb_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1037,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[11]
+	mi := &file_meta_metapb_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1050,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{11}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Result) GetCode() Code {
@@ -1013,7 +1086,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[12]
+	mi := &file_meta_metapb_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1098,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[12]
+	mi := &file_meta_metapb_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1111,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{12}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Queue) GetName() string {
@@ -1083,7 +1156,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[13]
+	mi := &file_meta_metapb_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1168,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[13]
+	mi := &file_meta_metapb_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1181,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{13}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Snapshot) GetVersion() uint32 {
@@ -1155,16 +1228,17 @@ type ShardMap struct {
 	// cluster_id names the cluster: random, chosen when the map is placed.
 	// Every node records it in its node.json; a data directory of another
 	// cluster is refused.
-	ClusterId     string   `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Moves         []*Move  `protobuf:"bytes,6,rep,name=moves,proto3" json:"moves,omitempty"`     // running replica moves, sorted by shard
-	Retired       []string `protobuf:"bytes,7,rep,name=retired,proto3" json:"retired,omitempty"` // retired node ids, sorted
+	ClusterId     string       `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Moves         []*Move      `protobuf:"bytes,6,rep,name=moves,proto3" json:"moves,omitempty"`     // running replica moves, sorted by shard
+	Retired       []string     `protobuf:"bytes,7,rep,name=retired,proto3" json:"retired,omitempty"` // retired node ids, sorted
+	Drains        []*DrainNode `protobuf:"bytes,8,rep,name=drains,proto3" json:"drains,omitempty"`   // nodes being drained, in request order
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardMap) Reset() {
 	*x = ShardMap{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[14]
+	mi := &file_meta_metapb_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1250,7 @@ func (x *ShardMap) String() string {
 func (*ShardMap) ProtoMessage() {}
 
 func (x *ShardMap) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[14]
+	mi := &file_meta_metapb_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1263,7 @@ func (x *ShardMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMap.ProtoReflect.Descriptor instead.
 func (*ShardMap) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{14}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ShardMap) GetVersion() uint64 {
@@ -1241,6 +1315,13 @@ func (x *ShardMap) GetRetired() []string {
 	return nil
 }
 
+func (x *ShardMap) GetDrains() []*DrainNode {
+	if x != nil {
+		return x.Drains
+	}
+	return nil
+}
+
 // NodeMeta is a node's gossip metadata (memberlist caps it at 512 bytes): its
 // static identity, whether it held meta raft state when last announced, and
 // whether its clock check keeps it from leading.
@@ -1268,7 +1349,7 @@ type NodeMeta struct {
 
 func (x *NodeMeta) Reset() {
 	*x = NodeMeta{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[15]
+	mi := &file_meta_metapb_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1361,7 @@ func (x *NodeMeta) String() string {
 func (*NodeMeta) ProtoMessage() {}
 
 func (x *NodeMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[15]
+	mi := &file_meta_metapb_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1374,7 @@ func (x *NodeMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeMeta.ProtoReflect.Descriptor instead.
 func (*NodeMeta) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{15}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeMeta) GetNodeId() string {
@@ -1363,7 +1444,7 @@ var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xf9\x03\n" +
+	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xb4\x04\n" +
 	"\aCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12?\n" +
@@ -1375,7 +1456,10 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"nodeFormat\x126\n" +
 	"\tmove_step\x18\b \x01(\v2\x17.raftq.meta.v1.MoveStepH\x00R\bmoveStep\x12<\n" +
 	"\vretire_node\x18\t \x01(\v2\x19.raftq.meta.v1.RetireNodeH\x00R\n" +
-	"retireNodeB\x05\n" +
+	"retireNode\x129\n" +
+	"\n" +
+	"drain_node\x18\n" +
+	" \x01(\v2\x18.raftq.meta.v1.DrainNodeH\x00R\tdrainNodeB\x05\n" +
 	"\x03cmd\"=\n" +
 	"\n" +
 	"NodeFormat\x12\x17\n" +
@@ -1411,7 +1495,10 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12.\n" +
-	"\x05phase\x18\x04 \x01(\x0e2\x18.raftq.meta.v1.MovePhaseR\x05phase\"%\n" +
+	"\x05phase\x18\x04 \x01(\x0e2\x18.raftq.meta.v1.MovePhaseR\x05phase\"4\n" +
+	"\tDrainNode\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"%\n" +
 	"\n" +
 	"RetireNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"@\n" +
@@ -1434,7 +1521,7 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x06queues\x18\x03 \x03(\v2\x14.raftq.meta.v1.QueueR\x06queues\x124\n" +
 	"\tshard_map\x18\x04 \x01(\v2\x17.raftq.meta.v1.ShardMapR\bshardMap\x12<\n" +
-	"\fnode_formats\x18\x05 \x03(\v2\x19.raftq.meta.v1.NodeFormatR\vnodeFormats\"\x83\x02\n" +
+	"\fnode_formats\x18\x05 \x03(\v2\x19.raftq.meta.v1.NodeFormatR\vnodeFormats\"\xb5\x02\n" +
 	"\bShardMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x124\n" +
@@ -1443,7 +1530,8 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12)\n" +
 	"\x05moves\x18\x06 \x03(\v2\x13.raftq.meta.v1.MoveR\x05moves\x12\x18\n" +
-	"\aretired\x18\a \x03(\tR\aretired\"\x9a\x02\n" +
+	"\aretired\x18\a \x03(\tR\aretired\x120\n" +
+	"\x06drains\x18\b \x03(\v2\x18.raftq.meta.v1.DrainNodeR\x06drains\"\x9a\x02\n" +
 	"\bNodeMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -1483,7 +1571,7 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_meta_metapb_meta_proto_goTypes = []any{
 	(MovePhase)(0),            // 0: raftq.meta.v1.MovePhase
 	(Code)(0),                 // 1: raftq.meta.v1.Code
@@ -1496,14 +1584,15 @@ var file_meta_metapb_meta_proto_goTypes = []any{
 	(*ShardReplicas)(nil),     // 8: raftq.meta.v1.ShardReplicas
 	(*MoveStep)(nil),          // 9: raftq.meta.v1.MoveStep
 	(*Move)(nil),              // 10: raftq.meta.v1.Move
-	(*RetireNode)(nil),        // 11: raftq.meta.v1.RetireNode
-	(*NodeAddr)(nil),          // 12: raftq.meta.v1.NodeAddr
-	(*Result)(nil),            // 13: raftq.meta.v1.Result
-	(*Queue)(nil),             // 14: raftq.meta.v1.Queue
-	(*Snapshot)(nil),          // 15: raftq.meta.v1.Snapshot
-	(*ShardMap)(nil),          // 16: raftq.meta.v1.ShardMap
-	(*NodeMeta)(nil),          // 17: raftq.meta.v1.NodeMeta
-	(*fsmpb.QueuePolicy)(nil), // 18: raftq.fsm.v1.QueuePolicy
+	(*DrainNode)(nil),         // 11: raftq.meta.v1.DrainNode
+	(*RetireNode)(nil),        // 12: raftq.meta.v1.RetireNode
+	(*NodeAddr)(nil),          // 13: raftq.meta.v1.NodeAddr
+	(*Result)(nil),            // 14: raftq.meta.v1.Result
+	(*Queue)(nil),             // 15: raftq.meta.v1.Queue
+	(*Snapshot)(nil),          // 16: raftq.meta.v1.Snapshot
+	(*ShardMap)(nil),          // 17: raftq.meta.v1.ShardMap
+	(*NodeMeta)(nil),          // 18: raftq.meta.v1.NodeMeta
+	(*fsmpb.QueuePolicy)(nil), // 19: raftq.fsm.v1.QueuePolicy
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
 	4,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
@@ -1512,27 +1601,29 @@ var file_meta_metapb_meta_proto_depIdxs = []int32{
 	7,  // 3: raftq.meta.v1.Command.place_shards:type_name -> raftq.meta.v1.PlaceShards
 	3,  // 4: raftq.meta.v1.Command.node_format:type_name -> raftq.meta.v1.NodeFormat
 	9,  // 5: raftq.meta.v1.Command.move_step:type_name -> raftq.meta.v1.MoveStep
-	11, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
-	18, // 7: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	18, // 8: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	8,  // 9: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	12, // 10: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	0,  // 11: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
-	0,  // 12: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
-	1,  // 13: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
-	14, // 14: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
-	18, // 15: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	14, // 16: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
-	16, // 17: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
-	3,  // 18: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
-	8,  // 19: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
-	12, // 20: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
-	10, // 21: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	12, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
+	11, // 7: raftq.meta.v1.Command.drain_node:type_name -> raftq.meta.v1.DrainNode
+	19, // 8: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	19, // 9: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	8,  // 10: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	13, // 11: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	0,  // 12: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
+	0,  // 13: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
+	1,  // 14: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
+	15, // 15: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
+	19, // 16: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	15, // 17: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
+	17, // 18: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
+	3,  // 19: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
+	8,  // 20: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
+	13, // 21: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
+	10, // 22: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
+	11, // 23: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_meta_metapb_meta_proto_init() }
@@ -1548,6 +1639,7 @@ func file_meta_metapb_meta_proto_init() {
 		(*Command_NodeFormat)(nil),
 		(*Command_MoveStep)(nil),
 		(*Command_RetireNode)(nil),
+		(*Command_DrainNode)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1555,7 +1647,7 @@ func file_meta_metapb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
