@@ -66,7 +66,7 @@ func (f *fakeShards) Digest(id uint32) ([32]byte, uint64, error) {
 
 type fakeNode struct{}
 
-func (fakeNode) NodeID() string                     { return "n1" }
+func (fakeNode) NodeID() string { return "n1" }
 func (fakeNode) ReplicaStatus(group string) (*peerpb.ReplicaStatusResponse, error) {
 	return nil, ErrNoReplica
 }
