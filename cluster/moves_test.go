@@ -166,3 +166,51 @@ func TestDrainReplacesANodeThroughRaft(t *testing.T) {
 		return nil
 	})
 }
+
+// The meta leader dies (a crash: no leadership transfer) while shard 0's
+// move is under way; the next meta leader resumes it from its recorded
+// phase and the drain completes, with nothing acknowledged lost.
+func TestMoveResumesAfterTheMetaLeaderDies(t *testing.T) {
+	tc := formThree(t)
+	before := tc.enqueue(t, "before", 20)
+	n4 := joinFourth(t, tc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The victim leads meta and is not n3 (whose drain it is) nor n4.
+	var victim *Node
+	waitFor(t, 30*time.Second, "meta led by n1 or n2", func() error {
+		l, ok := tc.metaLeader()
+		if !ok {
+			return errors.New("no meta leader")
+		}
+		if l.NodeID() != "n1" && l.NodeID() != "n2" {
+			_ = l.Meta().TransferLeadership(ctx)
+			return fmt.Errorf("led by %s", l.NodeID())
+		}
+		victim = l
+		return nil
+	})
+	via := "n1"
+	if victim.NodeID() == "n1" {
+		via = "n2"
+	}
+	stop := steadyWriter(tc, via)
+	if err := victim.Meta().DrainNode(ctx, "n3", "n4"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the move started", func() error {
+		if _, ok := victim.ShardMap().MoveOf(0); !ok {
+			return errors.New("no move yet")
+		}
+		return nil
+	})
+	tc.kill(victim.NodeID())
+	replaced(t, tc, via)
+	acked := append(stop(), before...)
+	waitFor(t, 30*time.Second, "every acknowledged write on n4", func() error {
+		if miss := missing(n4, acked); len(miss) > 0 {
+			return fmt.Errorf("%d missing, e.g. %d", len(miss), miss[0])
+		}
+		return nil
+	})
+}
