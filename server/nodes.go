@@ -10,8 +10,8 @@ import (
 )
 
 // Nodes lists every node this one knows of: gossip members, servers of the
-// meta configuration (a dead node stays there until removed) and replicas
-// in the shard map.
+// meta configuration (a dead node stays there until removed), replicas in
+// the shard map and retired ids.
 func (c *clusterSvc) Nodes(ctx context.Context, _ *raftqv1.NodesRequest) (*raftqv1.NodesResponse, error) {
 	sm := c.node.Meta().ShardMap()
 	byID := map[string]*raftqv1.NodeInfo{}
@@ -49,11 +49,15 @@ func (c *clusterSvc) Nodes(ctx context.Context, _ *raftqv1.NodesRequest) (*raftq
 			ni.Leaders = append(ni.Leaders, id)
 		}
 	}
+	for _, id := range sm.Retired {
+		get(id)
+	}
 	resp := &raftqv1.NodesResponse{NodeId: c.node.NodeID()}
 	for _, ni := range byID {
 		if ni.RaftAddr == "" {
 			ni.RaftAddr = sm.RaftAddrs[ni.GetNodeId()]
 		}
+		drainFlags(sm, ni)
 		resp.Nodes = append(resp.Nodes, ni)
 	}
 	slices.SortFunc(resp.Nodes, func(a, b *raftqv1.NodeInfo) int {

@@ -3403,6 +3403,8 @@ type NodeInfo struct {
 	// meta: the node's place in the meta group: "voter", "nonvoter" or ""
 	// (not a member).
 	Meta          string `protobuf:"bytes,10,opt,name=meta,proto3" json:"meta,omitempty"`
+	Draining      bool   `protobuf:"varint,11,opt,name=draining,proto3" json:"draining,omitempty"` // being removed or replaced (RemoveNode, ReplaceNode)
+	Retired       bool   `protobuf:"varint,12,opt,name=retired,proto3" json:"retired,omitempty"`   // removed for good: refused if it comes back
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3507,6 +3509,20 @@ func (x *NodeInfo) GetMeta() string {
 	return ""
 }
 
+func (x *NodeInfo) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *NodeInfo) GetRetired() bool {
+	if x != nil {
+		return x.Retired
+	}
+	return false
+}
+
 type NodesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"` // the node that answered
@@ -3557,6 +3573,179 @@ func (x *NodesResponse) GetNodes() []*NodeInfo {
 		return x.Nodes
 	}
 	return nil
+}
+
+type RemoveNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *RemoveNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type ReplaceNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OldNodeId     string                 `protobuf:"bytes,1,opt,name=old_node_id,json=oldNodeId,proto3" json:"old_node_id,omitempty"`
+	NewNodeId     string                 `protobuf:"bytes,2,opt,name=new_node_id,json=newNodeId,proto3" json:"new_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplaceNodeRequest) Reset() {
+	*x = ReplaceNodeRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplaceNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplaceNodeRequest) ProtoMessage() {}
+
+func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplaceNodeRequest.ProtoReflect.Descriptor instead.
+func (*ReplaceNodeRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ReplaceNodeRequest) GetOldNodeId() string {
+	if x != nil {
+		return x.OldNodeId
+	}
+	return ""
+}
+
+func (x *ReplaceNodeRequest) GetNewNodeId() string {
+	if x != nil {
+		return x.NewNodeId
+	}
+	return ""
+}
+
+type NodeDrainResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeId   string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	To       string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`                     // the replacement; empty for RemoveNode
+	Done     bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`                // the node is drained, out of meta and retired
+	Replicas []uint32               `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"` // shards it still holds
+	// moving: the replica move running now, e.g. "shard 0: n3 -> n4 (promote)".
+	Moving        string `protobuf:"bytes,5,opt,name=moving,proto3" json:"moving,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeDrainResponse) Reset() {
+	*x = NodeDrainResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeDrainResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeDrainResponse) ProtoMessage() {}
+
+func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
+func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *NodeDrainResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeDrainResponse) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *NodeDrainResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *NodeDrainResponse) GetReplicas() []uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *NodeDrainResponse) GetMoving() string {
+	if x != nil {
+		return x.Moving
+	}
+	return ""
 }
 
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
@@ -3815,7 +4004,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"shardCount\x12+\n" +
 	"\x06shards\x18\x02 \x03(\v2\x13.raftq.v1.ShardInfoR\x06shards\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\"\x0e\n" +
-	"\fNodesRequest\"\x93\x02\n" +
+	"\fNodesRequest\"\xc9\x02\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -3828,10 +4017,23 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\breplicas\x18\b \x03(\rR\breplicas\x12\x18\n" +
 	"\aleaders\x18\t \x03(\rR\aleaders\x12\x12\n" +
 	"\x04meta\x18\n" +
-	" \x01(\tR\x04meta\"R\n" +
+	" \x01(\tR\x04meta\x12\x1a\n" +
+	"\bdraining\x18\v \x01(\bR\bdraining\x12\x18\n" +
+	"\aretired\x18\f \x01(\bR\aretired\"R\n" +
 	"\rNodesResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12(\n" +
-	"\x05nodes\x18\x02 \x03(\v2\x12.raftq.v1.NodeInfoR\x05nodes*U\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x12.raftq.v1.NodeInfoR\x05nodes\",\n" +
+	"\x11RemoveNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"T\n" +
+	"\x12ReplaceNodeRequest\x12\x1e\n" +
+	"\vold_node_id\x18\x01 \x01(\tR\toldNodeId\x12\x1e\n" +
+	"\vnew_node_id\x18\x02 \x01(\tR\tnewNodeId\"\x84\x01\n" +
+	"\x11NodeDrainResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\x12\x1a\n" +
+	"\breplicas\x18\x04 \x03(\rR\breplicas\x12\x16\n" +
+	"\x06moving\x18\x05 \x01(\tR\x06moving*U\n" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
@@ -3879,12 +4081,15 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\vDeadLetters\x12A\n" +
 	"\bListDead\x12\x19.raftq.v1.ListDeadRequest\x1a\x1a.raftq.v1.ListDeadResponse\x12>\n" +
 	"\aRedrive\x12\x18.raftq.v1.RedriveRequest\x1a\x19.raftq.v1.RedriveResponse\x12>\n" +
-	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\x80\x02\n" +
+	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\x92\x03\n" +
 	"\aCluster\x12;\n" +
 	"\x06Status\x12\x17.raftq.v1.StatusRequest\x1a\x18.raftq.v1.StatusResponse\x12A\n" +
 	"\bShardMap\x12\x19.raftq.v1.ShardMapRequest\x1a\x1a.raftq.v1.ShardMapResponse\x12;\n" +
 	"\x06Repair\x12\x17.raftq.v1.RepairRequest\x1a\x18.raftq.v1.RepairResponse\x128\n" +
-	"\x05Nodes\x12\x16.raftq.v1.NodesRequest\x1a\x17.raftq.v1.NodesResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"\x05Nodes\x12\x16.raftq.v1.NodesRequest\x1a\x17.raftq.v1.NodesResponse\x12F\n" +
+	"\n" +
+	"RemoveNode\x12\x1b.raftq.v1.RemoveNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponse\x12H\n" +
+	"\vReplaceNode\x12\x1c.raftq.v1.ReplaceNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -3899,7 +4104,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -3959,14 +4164,17 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*NodesRequest)(nil),          // 55: raftq.v1.NodesRequest
 	(*NodeInfo)(nil),              // 56: raftq.v1.NodeInfo
 	(*NodesResponse)(nil),         // 57: raftq.v1.NodesResponse
-	nil,                           // 58: raftq.v1.Message.AttributesEntry
-	nil,                           // 59: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 60: raftq.v1.ReceivedMessage.AttributesEntry
+	(*RemoveNodeRequest)(nil),     // 58: raftq.v1.RemoveNodeRequest
+	(*ReplaceNodeRequest)(nil),    // 59: raftq.v1.ReplaceNodeRequest
+	(*NodeDrainResponse)(nil),     // 60: raftq.v1.NodeDrainResponse
+	nil,                           // 61: raftq.v1.Message.AttributesEntry
+	nil,                           // 62: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 63: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
 	2,  // 1: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	58, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	61, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,  // 3: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,  // 4: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
 	4,  // 5: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
@@ -3974,10 +4182,10 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	3,  // 7: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
 	6,  // 8: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
 	3,  // 9: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	59, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	62, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
 	18, // 11: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
 	21, // 12: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	60, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	63, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
 	24, // 14: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
 	26, // 15: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
 	5,  // 16: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
@@ -4011,31 +4219,35 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	53, // 44: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
 	50, // 45: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
 	55, // 46: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	6,  // 47: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	6,  // 48: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	10, // 49: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	6,  // 50: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	13, // 51: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	15, // 52: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	17, // 53: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	19, // 54: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	22, // 55: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	25, // 56: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	28, // 57: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	30, // 58: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	32, // 59: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	34, // 60: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	36, // 61: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	38, // 62: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	40, // 63: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	42, // 64: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	44, // 65: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	48, // 66: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	54, // 67: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	51, // 68: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	57, // 69: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	47, // [47:70] is the sub-list for method output_type
-	24, // [24:47] is the sub-list for method input_type
+	58, // 47: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	59, // 48: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	6,  // 49: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	6,  // 50: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	10, // 51: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	6,  // 52: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	13, // 53: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	15, // 54: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	17, // 55: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	19, // 56: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	22, // 57: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	25, // 58: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	28, // 59: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	30, // 60: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	32, // 61: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	34, // 62: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	36, // 63: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	38, // 64: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	40, // 65: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	42, // 66: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	44, // 67: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	48, // 68: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	54, // 69: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	51, // 70: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	57, // 71: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	60, // 72: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	60, // 73: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	49, // [49:74] is the sub-list for method output_type
+	24, // [24:49] is the sub-list for method input_type
 	24, // [24:24] is the sub-list for extension type_name
 	24, // [24:24] is the sub-list for extension extendee
 	0,  // [0:24] is the sub-list for field type_name
@@ -4052,7 +4264,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   58,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

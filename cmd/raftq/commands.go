@@ -78,6 +78,8 @@ func commands() []command {
 				}, nil
 			}
 		}, false},
+		removeNodeCommand(),
+		replaceNodeCommand(),
 		queueCreateOrUpdate("create"),
 		{"queue list", "", "list queues", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {

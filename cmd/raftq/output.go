@@ -319,7 +319,14 @@ func (o *output) nodes(ns []client.NodeInfo) error {
 		if n.LogFormat > 0 {
 			format = strconv.FormatUint(uint64(n.LogFormat), 10)
 		}
-		rows[i] = []string{n.NodeID, dash(n.GRPCAddr), dash(n.PeerAddr), dash(n.RaftAddr), n.State, dash(n.Meta),
+		state := n.State
+		switch {
+		case n.Retired:
+			state = "retired"
+		case n.Draining:
+			state += ",draining"
+		}
+		rows[i] = []string{n.NodeID, dash(n.GRPCAddr), dash(n.PeerAddr), dash(n.RaftAddr), state, dash(n.Meta),
 			dash(n.Version), format, dash(shardList(n.Replicas)), dash(shardList(n.Leaders))}
 	}
 	return o.table("NODE\tGRPC\tPEER\tRAFT\tSTATE\tMETA\tVERSION\tLOG-FORMAT\tREPLICAS\tLEADS", rows)
