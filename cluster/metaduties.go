@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -72,6 +73,11 @@ func (n *Node) admitMembers(ctx context.Context) {
 	sm := n.meta.ShardMap()
 	for _, m := range n.gossip.alive() {
 		if m.NodeID == n.cfg.NodeID || m.RaftAddr == "" || known[raft.ServerID(m.NodeID)] || time.Since(m.aliveSince) < n.cfg.NonvoterGrace {
+			continue
+		}
+		if slices.ContainsFunc(sm.Drains, func(d meta.Drain) bool { return d.Node == m.NodeID }) {
+			// Being drained: finishDrain removed it from the configuration
+			// and is about to retire it.
 			continue
 		}
 		if sm.IsRetired(m.NodeID) {

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/client"
 	"github.com/raftq/raftq/internal/ledger"
 	"github.com/raftq/raftq/internal/testcluster"
@@ -68,31 +69,41 @@ func (r *replaceRig) node(id string) (client.NodeInfo, bool) {
 	return client.NodeInfo{}, false
 }
 
-// replaced checks the end state: both shards on n1, n2 and n4, n3 retired
-// and out of meta, n4 a meta voter, and n3 set its replicas aside, which
-// it does only once their groups removed it.
+// replaced waits until n1's view shows the end state: both shards on n1,
+// n2 and n4, n3 retired and out of meta, n4 a meta voter; and checks that
+// n3, if running, set its replicas aside, which it does only once their
+// groups removed it.
 func (r *replaceRig) replaced() {
 	r.t.Helper()
-	ns, err := r.cl.Nodes(r.ctx)
-	if err != nil {
-		r.t.Fatal(err)
+	var last []*raftqv1.NodeInfo
+	ok := func() bool {
+		resp, err := raftqv1.NewClusterClient(r.c.Conn(0)).Nodes(r.ctx, &raftqv1.NodesRequest{})
+		if err != nil {
+			return false
+		}
+		last = resp.GetNodes()
+		for _, n := range last {
+			switch n.GetNodeId() {
+			case "n3":
+				if !n.GetRetired() || n.GetMeta() != "" || len(n.GetReplicas()) != 0 {
+					return false
+				}
+				continue
+			case "n4":
+				if n.GetMeta() != "voter" {
+					return false
+				}
+			}
+			if !slices.Equal(n.GetReplicas(), []uint32{0, 1}) {
+				return false
+			}
+		}
+		return len(last) == 4
 	}
-	for _, n := range ns {
-		want := []uint32{0, 1}
-		switch n.NodeID {
-		case "n3":
-			if !n.Retired || n.Meta != "" || len(n.Replicas) != 0 {
-				r.t.Errorf("n3: %+v, want retired, out of meta, no replicas", n)
-			}
-			continue
-		case "n4":
-			if n.Meta != "voter" {
-				r.t.Errorf("n4 meta %q, want voter", n.Meta)
-			}
-		}
-		if !slices.Equal(n.Replicas, want) {
-			r.t.Errorf("%s holds %v, want %v", n.NodeID, n.Replicas, want)
-		}
+	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+	defer cancel()
+	if err := ledger.WaitFor(ctx, "n1 sees n3 replaced by n4", ok, 100*time.Millisecond); err != nil {
+		r.t.Fatalf("%v; last view: %v", err, last)
 	}
 	for _, id := range []string{"0", "1"} {
 		aside, _ := filepath.Glob(filepath.Join(r.c.Nodes[2].Dir, "shards", id+".removed-*"))
