@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/shard"
 )
 
 // steadyWriter enqueues into shard 0 through whichever node leads it,
@@ -35,18 +36,24 @@ func steadyWriter(tc *testCluster, via string) (stop func() []uint64) {
 				return
 			default:
 			}
-			var leader *Node
+			// Each replica is read once: a replica moved off its node is
+			// closed and its LocalShard turns nil.
+			var target *Node
 			if s := n.LocalShard(0); s != nil {
 				l, _ := s.Leader()
-				leader = tc.liveNode(string(l))
+				target = tc.liveNode(string(l))
 			}
-			if leader == nil || leader.LocalShard(0) == nil {
+			var leader *shard.Shard
+			if target != nil {
+				leader = target.LocalShard(0)
+			}
+			if leader == nil {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
 			time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			res, err := leader.LocalShard(0).Propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Enqueue{Enqueue: &fsmpb.Enqueue{
+			res, err := leader.Propose(ctx, &fsmpb.Command{Cmd: &fsmpb.Command_Enqueue{Enqueue: &fsmpb.Enqueue{
 				Queue: "q", Messages: []*fsmpb.NewMessage{{Body: fmt.Appendf(nil, "steady-%d", i)}}}}})
 			cancel()
 			if err == nil && res.GetStatus().GetCode() == fsmpb.Code_CODE_OK {
