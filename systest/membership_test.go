@@ -209,3 +209,38 @@ func TestMembership_RemoveNodeRefusals(t *testing.T) {
 		}
 	}
 }
+
+// `raftq cluster remove-node` of a joined node takes it out of meta and
+// retires it; running it again says the same and changes nothing.
+func TestMembership_RemoveNodeRetiresIt(t *testing.T) {
+	c := startCluster(t, testcluster.Options{Shards: 1})
+	cl := dialLedgerClient(t, c)
+	ctx := ctxT(t, 2*time.Minute)
+	c.AddNode()
+	n4Meta := func() string {
+		resp, err := raftqv1.NewClusterClient(c.Conn(0)).Nodes(ctx, &raftqv1.NodesRequest{})
+		if err != nil {
+			return "error"
+		}
+		for _, n := range resp.GetNodes() {
+			if n.GetNodeId() == "n4" {
+				if n.GetRetired() {
+					return "retired:" + n.GetMeta()
+				}
+				return n.GetMeta()
+			}
+		}
+		return "absent"
+	}
+	waitFor(t, ctx, "n4 a meta nonvoter", func() bool { return n4Meta() == "nonvoter" })
+	for try := range 2 {
+		out, err := exec.CommandContext(ctx, cliBin, "--addr", c.Nodes[0].GRPC, "cluster", "remove-node", "n4", "--wait", "1m").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "node n4 drained, removed and retired") {
+			t.Fatalf("remove-node (try %d): %v\n%s", try, err, out)
+		}
+	}
+	waitFor(t, ctx, "n1 sees n4 retired and out of meta", func() bool { return n4Meta() == "retired:" })
+	if d, err := cl.RemoveNode(ctx, "n4"); err != nil || !d.Done {
+		t.Fatalf("remove again through the client: %+v %v", d, err)
+	}
+}
