@@ -54,7 +54,7 @@ func (n *Node) ChangeGroup(ctx context.Context, group string, op peerpb.GroupCha
 	switch op {
 	case peerpb.GroupChangeRequest_OP_REMOVE:
 		if cur != nil {
-			n.logger.Warn("removing a replica from its group for repair", "group", group, "replica", nodeID)
+			n.logger.Warn("removing a replica from its group (repair or move)", "group", group, "replica", nodeID)
 			fut = r.RemoveServer(id, f.Index(), groupChangeWait)
 		}
 	case peerpb.GroupChangeRequest_OP_ADD_NONVOTER:
