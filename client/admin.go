@@ -179,3 +179,95 @@ func (c *Client) Repair(ctx context.Context, node string) ([]GroupRepair, error)
 	}
 	return out, nil
 }
+
+// NodeInfo is one node as the answering node knows it (Client.Nodes).
+type NodeInfo struct {
+	NodeID   string
+	GRPCAddr string
+	PeerAddr string
+	RaftAddr string
+	// State is the gossip state ("alive", "suspect", "dead", "left"), or
+	// "unknown" for a node meta lists that gossip does not know.
+	State     string
+	Version   string
+	LogFormat uint32
+	// Replicas are the shards the shard map places on the node; Leaders
+	// the shards it leads, as the answering node sees them.
+	Replicas []uint32
+	Leaders  []uint32
+	// Meta is the node's place in the meta group: "voter", "nonvoter" or
+	// "" (not a member).
+	Meta string
+	// Draining: being removed or replaced; Retired: removed for good.
+	Draining, Retired bool
+}
+
+// Nodes lists every node the cluster knows of, sorted by id: gossip
+// members, meta servers and shard replicas.
+func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
+	var resp *raftqv1.NodesResponse
+	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewClusterClient(cc).Nodes(ctx, &raftqv1.NodesRequest{}, co...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster nodes: %w", fromStatus(err))
+	}
+	out := make([]NodeInfo, 0, len(resp.GetNodes()))
+	for _, n := range resp.GetNodes() {
+		out = append(out, NodeInfo{
+			NodeID: n.GetNodeId(), GRPCAddr: n.GetGrpcAddr(), PeerAddr: n.GetPeerAddr(), RaftAddr: n.GetRaftAddr(),
+			State: n.GetState(), Version: n.GetVersion(), LogFormat: n.GetLogFormat(),
+			Replicas: n.GetReplicas(), Leaders: n.GetLeaders(), Meta: n.GetMeta(),
+			Draining: n.GetDraining(), Retired: n.GetRetired(),
+		})
+	}
+	return out, nil
+}
+
+// NodeDrain is the progress of a node's removal or replacement.
+type NodeDrain struct {
+	NodeID string
+	To     string // the replacement; "" for RemoveNode
+	// Done: the node holds no replica, is out of meta and retired.
+	Done bool
+	// Replicas are the shards it still holds; Moving the replica move
+	// running now ("" if none).
+	Replicas []uint32
+	Moving   string
+}
+
+// RemoveNode drains node: its replicas move to the least loaded nodes,
+// one at a time through raft, then it leaves meta and its id is retired.
+// It returns once the drain is recorded; calling it again is harmless and
+// reports progress (Done once finished).
+func (c *Client) RemoveNode(ctx context.Context, node string) (NodeDrain, error) {
+	var resp *raftqv1.NodeDrainResponse
+	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewClusterClient(cc).RemoveNode(ctx, &raftqv1.RemoveNodeRequest{NodeId: node}, co...)
+		return err
+	})
+	if err != nil {
+		return NodeDrain{}, fmt.Errorf("remove node %s: %w", node, fromStatus(err))
+	}
+	return nodeDrain(resp), nil
+}
+
+// ReplaceNode drains old to replacement, a member already, then removes
+// and retires old; like RemoveNode it returns once recorded and may be
+// called again for progress.
+func (c *Client) ReplaceNode(ctx context.Context, old, replacement string) (NodeDrain, error) {
+	var resp *raftqv1.NodeDrainResponse
+	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewClusterClient(cc).ReplaceNode(ctx, &raftqv1.ReplaceNodeRequest{OldNodeId: old, NewNodeId: replacement}, co...)
+		return err
+	})
+	if err != nil {
+		return NodeDrain{}, fmt.Errorf("replace node %s with %s: %w", old, replacement, fromStatus(err))
+	}
+	return nodeDrain(resp), nil
+}
+
+func nodeDrain(r *raftqv1.NodeDrainResponse) NodeDrain {
+	return NodeDrain{NodeID: r.GetNodeId(), To: r.GetTo(), Done: r.GetDone(), Replicas: r.GetReplicas(), Moving: r.GetMoving()}
+}

@@ -85,7 +85,8 @@ type Config struct {
 	// replica is alive; this spreads shard leaders over the nodes (default
 	// 5 s).
 	PreferredLeaderDelay time.Duration
-	// Version is advertised in gossip metadata.
+	// Version is advertised in gossip metadata (default: the binary's
+	// build info, fsm.BinaryVersion).
 	Version string
 	// Repair lets the node repair its damaged or lost replicas: each is
 	// removed from its raft group and re-added empty, through raft. Off,
@@ -162,7 +163,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.PreferredLeaderDelay = 5 * time.Second
 	}
 	if c.Version == "" {
-		c.Version = "dev"
+		c.Version = fsm.BinaryVersion()
 	}
 	if c.logFormat == 0 {
 		c.logFormat = fsm.LogFormat

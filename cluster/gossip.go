@@ -27,6 +27,8 @@ type Member struct {
 	GossipAddr string
 	// State is "alive", "suspect", "dead" or "left".
 	State string
+	// Version is the binary version the node advertises.
+	Version string
 }
 
 type member struct {
@@ -161,6 +163,7 @@ func (g *gossip) upsert(node *memberlist.Node, state string) {
 			RaftAddr:   m.GetRaftAddr(),
 			GossipAddr: node.Address(),
 			State:      state,
+			Version:    m.GetVersion(),
 		},
 		meta: &m,
 	}

@@ -296,4 +296,12 @@ func (p testPeers) ShardDigest(ctx context.Context, to Member, req *peerpb.Shard
 	return n.ShardDigest(ctx, req)
 }
 
+func (p testPeers) ReplicaStatus(ctx context.Context, to Member, req *peerpb.ReplicaStatusRequest) (*peerpb.ReplicaStatusResponse, error) {
+	n, err := p.node(to.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	return n.ReplicaStatus(req.GetGroup())
+}
+
 func (testPeers) Close() {}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -69,8 +70,20 @@ func (n *Node) admitMembers(ctx context.Context) {
 	for _, s := range f.Configuration().Servers {
 		known[s.ID] = true
 	}
+	sm := n.meta.ShardMap()
 	for _, m := range n.gossip.alive() {
 		if m.NodeID == n.cfg.NodeID || m.RaftAddr == "" || known[raft.ServerID(m.NodeID)] || time.Since(m.aliveSince) < n.cfg.NonvoterGrace {
+			continue
+		}
+		if slices.ContainsFunc(sm.Drains, func(d meta.Drain) bool { return d.Node == m.NodeID }) {
+			// Being drained: finishDrain removed it from the configuration
+			// and is about to retire it.
+			continue
+		}
+		if sm.IsRetired(m.NodeID) {
+			if n.refusedRetired.CompareAndSwap(false, true) {
+				n.logger.Warn("meta: a retired node is back; refused: its id was removed for good (start it under a new id with an empty data directory)", "member", m.NodeID)
+			}
 			continue
 		}
 		n.logger.Info("meta: adding nonvoter", "member", m.NodeID, "raft", m.RaftAddr)

@@ -61,6 +61,8 @@ type Node struct {
 	fatalOnce sync.Once
 	digests   digestCounters
 	repairMu  sync.Mutex // serializes Repair
+	// refusedRetired: a retired node came back and was refused (logged once).
+	refusedRetired atomic.Bool
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -145,6 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.goLoop(n.clock.loop)
 	n.goLoop(n.metaDutiesLoop)
+	n.goLoop(n.moveLoop)
 	n.goLoop(n.shards.manageLoop)
 	n.goLoop(n.disk.loop)
 	logger.Info("node started", "raft", n.mux.Addr(), "gossip", n.gossip.selfAddr,

@@ -18,6 +18,8 @@ type PeerClient interface {
 	GroupChange(ctx context.Context, to Member, req *peerpb.GroupChangeRequest) (*peerpb.GroupChangeResponse, string, error)
 	// ShardDigest asks for a replica's state digest (replica comparison).
 	ShardDigest(ctx context.Context, to Member, req *peerpb.ShardDigestRequest) (*peerpb.ShardDigestResponse, error)
+	// ReplicaStatus asks how far a member's replica of a group applied.
+	ReplicaStatus(ctx context.Context, to Member, req *peerpb.ReplicaStatusRequest) (*peerpb.ReplicaStatusResponse, error)
 	Close()
 }
 
@@ -37,6 +39,10 @@ func (p *peers) GroupChange(ctx context.Context, to Member, req *peerpb.GroupCha
 
 func (p *peers) ShardDigest(ctx context.Context, to Member, req *peerpb.ShardDigestRequest) (*peerpb.ShardDigestResponse, error) {
 	return p.c.ShardDigest(ctx, to.PeerAddr, req)
+}
+
+func (p *peers) ReplicaStatus(ctx context.Context, to Member, req *peerpb.ReplicaStatusRequest) (*peerpb.ReplicaStatusResponse, error) {
+	return p.c.ReplicaStatus(ctx, to.PeerAddr, req)
 }
 
 func (p *peers) Close() { _ = p.c.Close() }

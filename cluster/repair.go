@@ -54,7 +54,7 @@ func (n *Node) ChangeGroup(ctx context.Context, group string, op peerpb.GroupCha
 	switch op {
 	case peerpb.GroupChangeRequest_OP_REMOVE:
 		if cur != nil {
-			n.logger.Warn("removing a replica from its group for repair", "group", group, "replica", nodeID)
+			n.logger.Warn("removing a replica from its group (repair or move)", "group", group, "replica", nodeID)
 			fut = r.RemoveServer(id, f.Index(), groupChangeWait)
 		}
 	case peerpb.GroupChangeRequest_OP_ADD_NONVOTER:
@@ -112,8 +112,15 @@ func (n *Node) groupChange(ctx context.Context, group string, op peerpb.GroupCha
 
 func (n *Node) groupChangeIndex(ctx context.Context, group string, op peerpb.GroupChangeRequest_Op) (uint64, error) {
 	req := &peerpb.GroupChangeRequest{Group: group, Op: op, NodeId: n.cfg.NodeID, RaftAddr: n.mux.Addr()}
+	return n.groupChangeAt(ctx, req)
+}
+
+// groupChangeAt passes req to the other alive members in turn, following
+// a refusal's leader hint, until the group's leader takes it.
+func (n *Node) groupChangeAt(ctx context.Context, req *peerpb.GroupChangeRequest) (uint64, error) {
+	group, op := req.GetGroup(), req.GetOp()
 	var lastErr error
-	tried := map[string]bool{}
+	tried := map[string]bool{n.cfg.NodeID: true}
 	try := func(m Member) (uint64, bool) {
 		tried[m.NodeID] = true
 		cctx, cancel := context.WithTimeout(ctx, groupChangeWait+2*time.Second)
@@ -138,7 +145,7 @@ func (n *Node) groupChangeIndex(ctx context.Context, group string, op peerpb.Gro
 		return 0, false
 	}
 	for _, m := range n.gossip.alive() {
-		if m.NodeID == n.cfg.NodeID || tried[m.NodeID] {
+		if tried[m.NodeID] {
 			continue
 		}
 		if idx, ok := try(m.Member); ok {
@@ -148,7 +155,7 @@ func (n *Node) groupChangeIndex(ctx context.Context, group string, op peerpb.Gro
 	if lastErr == nil {
 		lastErr = errors.New("no other member is alive")
 	}
-	return 0, fmt.Errorf("%v %s in %s: no leader took it: %w", op, n.cfg.NodeID, group, lastErr)
+	return 0, fmt.Errorf("%v %s in %s: no leader took it: %w", op, req.GetNodeId(), group, lastErr)
 }
 
 // Repair repairs this node's damaged shard replicas: each is removed from

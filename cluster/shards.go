@@ -32,15 +32,18 @@ type shardSet struct {
 	// damaged holds the replicas found damaged (at open or while running):
 	// they are not opened again until repaired (Node.Repair).
 	damaged map[uint32]*raftstore.DamageError
-	wake    chan struct{} // cap 1: open what is assigned again
-	// count caches placed.Count: the map is placed once and never changes,
-	// and every request asks for it.
+	// stops ends the per-replica loops of each open replica when it is
+	// closed because the map no longer assigns it here.
+	stops map[uint32]context.CancelFunc
+	wake  chan struct{} // cap 1: open what is assigned again
+	// count caches placed.Count: the count never changes once placed, and
+	// every request asks for it.
 	count atomic.Uint32
 }
 
 func newShardSet(n *Node) *shardSet {
 	return &shardSet{n: n, local: map[uint32]*shard.Shard{}, hints: map[uint32]string{},
-		damaged: map[uint32]*raftstore.DamageError{}, wake: make(chan struct{}, 1)}
+		damaged: map[uint32]*raftstore.DamageError{}, stops: map[uint32]context.CancelFunc{}, wake: make(chan struct{}, 1)}
 }
 
 // manageLoop waits until the node's identity is settled and the shard map
@@ -66,6 +69,7 @@ func (ss *shardSet) manageLoop(ctx context.Context) {
 			ss.placed = m
 			ss.mu.Unlock()
 			ss.count.Store(m.Count)
+			ss.closeUnassigned(ctx, m)
 			if ss.openAssigned(ctx, m) && !isDone(ss.n.ready) {
 				ss.n.markReady()
 				ss.n.logger.Info("node ready", "local_shards", m.ShardsOf(ss.n.cfg.NodeID), "damaged", ss.damagedIDs())
@@ -123,7 +127,11 @@ func (ss *shardSet) openAssigned(ctx context.Context, m meta.ShardMap) bool {
 		ss.mu.Unlock()
 		ss.n.clock.applyShard(s)
 		ss.n.clock.applyMu.Unlock()
-		ss.n.goLoop(func(ctx context.Context) { ss.n.reconcileLoop(ctx, id, s) })
+		rctx, stop := context.WithCancel(ss.n.ctx)
+		ss.mu.Lock()
+		ss.stops[id] = stop
+		ss.mu.Unlock()
+		ss.n.goLoop(func(context.Context) { ss.n.reconcileLoop(rctx, id, s) })
 	}
 	return all
 }
@@ -186,7 +194,15 @@ func (ss *shardSet) damagedWhileRunning(id uint32, d *raftstore.DamageError) {
 
 func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 	var boot []raft.Server
+	// A replica placed at bootstrap bootstraps the group from the map; one
+	// added by a move (a learner, or any replica once the shard's replicas
+	// changed) starts empty and is added by the group's leader, which
+	// holds the configuration in its log.
+	bootstrap := m.Changes[id] == 0 && slices.Contains(m.Replicas[id], ss.n.cfg.NodeID)
 	for _, node := range m.Replicas[id] {
+		if !bootstrap {
+			break
+		}
 		addr := m.RaftAddrs[node]
 		if addr == "" {
 			return nil, fmt.Errorf("no raft address for replica %s", node)

@@ -14,6 +14,9 @@ var (
 	ErrInvalid = errors.New("meta: invalid argument")
 	// ErrAlreadyPlaced: the shard map is written once and never replaced.
 	ErrAlreadyPlaced = errors.New("meta: shard map already placed")
+	// ErrRefused: a valid change the cluster's state does not allow now
+	// (a move already runs on the shard, a group would shrink).
+	ErrRefused = errors.New("meta: refused")
 )
 
 // RefusedError is a write the meta group refused, or that was refused

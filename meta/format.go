@@ -27,6 +27,9 @@ var commandFormats = map[protoreflect.Name]uint32{
 	"delete_queue": 1,
 	"place_shards": 1,
 	"node_format":  1,
+	"move_step":    1,
+	"retire_node":  1,
+	"drain_node":   1,
 }
 
 // CommandFormat is the log format a meta command needs from every replica;

@@ -30,13 +30,13 @@ func TestFSM_UnknownCommandStopsReplica(t *testing.T) {
 	var p any
 	func() {
 		defer func() { p = recover() }()
-		f.Apply(&raft.Log{Index: 2, Term: 4, Type: raft.LogCommand, Data: rawCommand(9)})
+		f.Apply(&raft.Log{Index: 2, Term: 4, Type: raft.LogCommand, Data: rawCommand(99)})
 	}()
 	if p == nil {
 		t.Fatal("a meta command of unknown kind applied instead of stopping the replica")
 	}
 	msg := fmt.Sprint(p)
-	for _, want := range []string{"meta: log index 2 term 4", "unknown command kind 9", "raftq.meta.v1.Command", fsm.BinaryVersion(), "log format 1"} {
+	for _, want := range []string{"meta: log index 2 term 4", "unknown command kind 99", "raftq.meta.v1.Command", fsm.BinaryVersion(), "log format 1"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("panic message %q lacks %q", msg, want)
 		}

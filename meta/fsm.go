@@ -83,6 +83,12 @@ func (f *FSM) applyLocked(cmd *metapb.Command) *metapb.Result {
 		return f.placeShards(c.PlaceShards)
 	case *metapb.Command_NodeFormat:
 		return f.nodeFormat(c.NodeFormat)
+	case *metapb.Command_MoveStep:
+		return f.moveStep(c.MoveStep)
+	case *metapb.Command_RetireNode:
+		return f.retireNode(c.RetireNode)
+	case *metapb.Command_DrainNode:
+		return f.drainNode(c.DrainNode)
 	default:
 		if nums, _ := fsm.UnknownKinds(cmd); len(nums) > 0 {
 			return &metapb.Result{} // ignorable kind of a newer binary (Apply stopped on any other)

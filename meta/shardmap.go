@@ -7,8 +7,9 @@ import (
 	"github.com/raftq/raftq/meta/metapb"
 )
 
-// ShardMap is the placement of the data shards. It is written once, after
-// bootstrap, and never changes: Count is fixed for the life of the cluster.
+// ShardMap is the placement of the data shards. It is placed once, after
+// bootstrap; Count is fixed for the life of the cluster, and a shard's
+// replicas change only through replica moves (meta/moves.go).
 type ShardMap struct {
 	// Version is 0 while no map is placed.
 	Version uint64
@@ -22,21 +23,31 @@ type ShardMap struct {
 	// ClusterID names the cluster; chosen at random when the map is placed
 	// (empty in maps placed before it existed).
 	ClusterID string
+	// Learners maps a shard id to the nodes joining it as nonvoters.
+	Learners map[uint32][]string
+	// Changes counts each shard's replica-set changes since placement: a
+	// fresh replica bootstraps from Replicas only while it is 0.
+	Changes map[uint32]uint64
+	// Moves are the running replica moves, by shard; Retired the retired
+	// node ids.
+	Moves   []Move
+	Retired []string
+	Drains  []Drain
 }
 
 // Placed reports whether the map has been written.
 func (m ShardMap) Placed() bool { return m.Version > 0 }
 
-// Hosts reports whether node is a replica of shard.
+// Hosts reports whether node is a replica of shard, voter or learner.
 func (m ShardMap) Hosts(shard uint32, node string) bool {
-	return slices.Contains(m.Replicas[shard], node)
+	return slices.Contains(m.Replicas[shard], node) || slices.Contains(m.Learners[shard], node)
 }
 
-// ShardsOf returns the shards node replicates, ascending.
+// ShardsOf returns the shards node replicates, voter or learner, ascending.
 func (m ShardMap) ShardsOf(node string) []uint32 {
 	var out []uint32
-	for id, nodes := range m.Replicas {
-		if slices.Contains(nodes, node) {
+	for id := uint32(0); id < m.Count; id++ {
+		if m.Hosts(id, node) {
 			out = append(out, id)
 		}
 	}
@@ -46,12 +57,20 @@ func (m ShardMap) ShardsOf(node string) []uint32 {
 
 // Clone returns a deep copy.
 func (m ShardMap) Clone() ShardMap {
-	out := ShardMap{Version: m.Version, Count: m.Count, RaftAddrs: maps.Clone(m.RaftAddrs), ClusterID: m.ClusterID}
-	if m.Replicas != nil {
-		out.Replicas = make(map[uint32][]string, len(m.Replicas))
-		for id, nodes := range m.Replicas {
-			out.Replicas[id] = slices.Clone(nodes)
-		}
+	out := ShardMap{Version: m.Version, Count: m.Count, RaftAddrs: maps.Clone(m.RaftAddrs), ClusterID: m.ClusterID,
+		Changes: maps.Clone(m.Changes), Moves: slices.Clone(m.Moves), Retired: slices.Clone(m.Retired), Drains: slices.Clone(m.Drains)}
+	out.Replicas = cloneLists(m.Replicas)
+	out.Learners = cloneLists(m.Learners)
+	return out
+}
+
+func cloneLists(in map[uint32][]string) map[uint32][]string {
+	if in == nil {
+		return nil
+	}
+	out := make(map[uint32][]string, len(in))
+	for id, nodes := range in {
+		out[id] = slices.Clone(nodes)
 	}
 	return out
 }
@@ -66,9 +85,24 @@ func shardMapFromProto(p *metapb.ShardMap) ShardMap {
 		Replicas:  make(map[uint32][]string, len(p.GetShards())),
 		RaftAddrs: make(map[string]string, len(p.GetNodes())),
 		ClusterID: p.GetClusterId(),
+		Learners:  map[uint32][]string{},
+		Changes:   map[uint32]uint64{},
+		Retired:   slices.Clone(p.GetRetired()),
 	}
 	for _, s := range p.GetShards() {
 		m.Replicas[s.GetShard()] = slices.Clone(s.GetNodes())
+		if len(s.GetLearners()) > 0 {
+			m.Learners[s.GetShard()] = slices.Clone(s.GetLearners())
+		}
+		if s.GetChanges() > 0 {
+			m.Changes[s.GetShard()] = s.GetChanges()
+		}
+	}
+	for _, d := range p.GetDrains() {
+		m.Drains = append(m.Drains, Drain{Node: d.GetNodeId(), To: d.GetTo()})
+	}
+	for _, mv := range p.GetMoves() {
+		m.Moves = append(m.Moves, Move{Shard: mv.GetShard(), From: mv.GetFrom(), To: mv.GetTo(), Phase: mv.GetPhase()})
 	}
 	for _, n := range p.GetNodes() {
 		m.RaftAddrs[n.GetNodeId()] = n.GetRaftAddr()

@@ -382,6 +382,8 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 		return res, refused(ErrNotFound, "%s", res.GetMessage())
 	case metapb.Code_CODE_ALREADY_PLACED:
 		return res, refused(ErrAlreadyPlaced, "%s", res.GetMessage())
+	case metapb.Code_CODE_REFUSED:
+		return res, refused(ErrRefused, "%s", res.GetMessage())
 	default:
 		return res, refused(ErrInvalid, "%s", res.GetMessage())
 	}

@@ -55,3 +55,13 @@ func (c *Client) RepairLocal(ctx context.Context, addr string, req *peerpb.Repai
 	}
 	return pc.RepairLocal(ctx, req)
 }
+
+// ReplicaStatus asks the node at addr how far its replica of a group
+// applied.
+func (c *Client) ReplicaStatus(ctx context.Context, addr string, req *peerpb.ReplicaStatusRequest) (*peerpb.ReplicaStatusResponse, error) {
+	pc, err := c.peer(addr)
+	if err != nil {
+		return nil, err
+	}
+	return pc.ReplicaStatus(ctx, req)
+}

@@ -52,6 +52,9 @@ type Node interface {
 	// errors wrap shard.ErrNoCheckpoint while the replica has not
 	// recorded it.
 	ShardDigest(ctx context.Context, req *peerpb.ShardDigestRequest) (*peerpb.ShardDigestResponse, error)
+	// ReplicaStatus reports how far the local replica of group applied;
+	// errors wrap ErrNoReplica when the node holds none.
+	ReplicaStatus(group string) (*peerpb.ReplicaStatusResponse, error)
 }
 
 // Service serves the peer protocol. It never forwards again: a node that
@@ -196,4 +199,18 @@ func (s *Service) RepairLocal(ctx context.Context, req *peerpb.RepairLocalReques
 		return nil, status.Errorf(codes.FailedPrecondition, "this is node %s, not %s", s.node.NodeID(), id)
 	}
 	return &peerpb.RepairLocalResponse{Groups: s.node.Repair(ctx)}, nil
+}
+
+func (s *Service) ReplicaStatus(ctx context.Context, req *peerpb.ReplicaStatusRequest) (*peerpb.ReplicaStatusResponse, error) {
+	if req.GetGroup() == "" {
+		return nil, status.Error(codes.InvalidArgument, "group is required")
+	}
+	resp, err := s.node.ReplicaStatus(req.GetGroup())
+	if errors.Is(err, ErrNoReplica) {
+		return nil, status.Errorf(codes.NotFound, "%s on %s: %v", req.GetGroup(), s.node.NodeID(), err)
+	}
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return resp, nil
 }

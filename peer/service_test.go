@@ -66,7 +66,10 @@ func (f *fakeShards) Digest(id uint32) ([32]byte, uint64, error) {
 
 type fakeNode struct{}
 
-func (fakeNode) NodeID() string                     { return "n1" }
+func (fakeNode) NodeID() string { return "n1" }
+func (fakeNode) ReplicaStatus(group string) (*peerpb.ReplicaStatusResponse, error) {
+	return nil, ErrNoReplica
+}
 func (fakeNode) Known(string) *peerpb.KnownResponse { return &peerpb.KnownResponse{HasState: true} }
 func (fakeNode) Repair(context.Context) []*peerpb.GroupRepair {
 	return []*peerpb.GroupRepair{{Group: "shard-0"}}

@@ -281,6 +281,16 @@ func (n *Node) Groups() []string {
 	return slices.Sorted(maps.Keys(n.id.Groups))
 }
 
+// Forget drops group from the registry: its replica was moved off this
+// node and its directory set aside, so a later replica of the group here
+// is a new one, created empty.
+func (n *Node) Forget(group string) error {
+	if _, ok := n.group(group); !ok {
+		return nil
+	}
+	return n.update(func(id *NodeIdentity) { delete(id.Groups, group) })
+}
+
 func (n *Node) setGroup(group string, e GroupEntry) error {
 	if cur, ok := n.group(group); ok && cur == e {
 		return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/raftq/raftq/cluster"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/peer"
 	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftstore"
@@ -48,6 +49,9 @@ func (n *startingNode) MemberPeer(string) (string, bool)          { return "", f
 func (n *startingNode) Meta() *meta.Store                         { return n.meta }
 func (n *startingNode) Members() []cluster.Member                 { return nil }
 func (n *startingNode) Known(string) *peerpb.KnownResponse        { return &peerpb.KnownResponse{} }
+func (n *startingNode) ReplicaStatus(string) (*peerpb.ReplicaStatusResponse, error) {
+	return nil, peer.ErrNoReplica
+}
 func (n *startingNode) Repair(context.Context) []*peerpb.GroupRepair {
 	return nil
 }

@@ -3351,6 +3351,403 @@ func (x *ShardMapResponse) GetVersion() uint64 {
 	return 0
 }
 
+type NodesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodesRequest) Reset() {
+	*x = NodesRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodesRequest) ProtoMessage() {}
+
+func (x *NodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
+func (*NodesRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
+}
+
+type NodeInfo struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeId   string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	GrpcAddr string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	PeerAddr string                 `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	RaftAddr string                 `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	// state: gossip state (alive, suspect, dead, left), or "unknown" for a
+	// node listed in meta that gossip does not know.
+	State     string   `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	Version   string   `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`                       // the node's binary version, as it advertises it
+	LogFormat uint32   `protobuf:"varint,7,opt,name=log_format,json=logFormat,proto3" json:"log_format,omitempty"` // recorded in meta (0: none recorded)
+	Replicas  []uint32 `protobuf:"varint,8,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`             // shards the shard map places on the node
+	Leaders   []uint32 `protobuf:"varint,9,rep,packed,name=leaders,proto3" json:"leaders,omitempty"`               // shards it leads, as the answering node sees it
+	// meta: the node's place in the meta group: "voter", "nonvoter" or ""
+	// (not a member).
+	Meta          string `protobuf:"bytes,10,opt,name=meta,proto3" json:"meta,omitempty"`
+	Draining      bool   `protobuf:"varint,11,opt,name=draining,proto3" json:"draining,omitempty"` // being removed or replaced (RemoveNode, ReplaceNode)
+	Retired       bool   `protobuf:"varint,12,opt,name=retired,proto3" json:"retired,omitempty"`   // removed for good: refused if it comes back
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeInfo) Reset() {
+	*x = NodeInfo{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeInfo) ProtoMessage() {}
+
+func (x *NodeInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
+func (*NodeInfo) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *NodeInfo) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetLogFormat() uint32 {
+	if x != nil {
+		return x.LogFormat
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetReplicas() []uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *NodeInfo) GetLeaders() []uint32 {
+	if x != nil {
+		return x.Leaders
+	}
+	return nil
+}
+
+func (x *NodeInfo) GetMeta() string {
+	if x != nil {
+		return x.Meta
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *NodeInfo) GetRetired() bool {
+	if x != nil {
+		return x.Retired
+	}
+	return false
+}
+
+type NodesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"` // the node that answered
+	Nodes         []*NodeInfo            `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`                 // sorted by node id
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodesResponse) Reset() {
+	*x = NodesResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodesResponse) ProtoMessage() {}
+
+func (x *NodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
+func (*NodesResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *NodesResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodesResponse) GetNodes() []*NodeInfo {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+type RemoveNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *RemoveNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type ReplaceNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OldNodeId     string                 `protobuf:"bytes,1,opt,name=old_node_id,json=oldNodeId,proto3" json:"old_node_id,omitempty"`
+	NewNodeId     string                 `protobuf:"bytes,2,opt,name=new_node_id,json=newNodeId,proto3" json:"new_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplaceNodeRequest) Reset() {
+	*x = ReplaceNodeRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplaceNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplaceNodeRequest) ProtoMessage() {}
+
+func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplaceNodeRequest.ProtoReflect.Descriptor instead.
+func (*ReplaceNodeRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ReplaceNodeRequest) GetOldNodeId() string {
+	if x != nil {
+		return x.OldNodeId
+	}
+	return ""
+}
+
+func (x *ReplaceNodeRequest) GetNewNodeId() string {
+	if x != nil {
+		return x.NewNodeId
+	}
+	return ""
+}
+
+type NodeDrainResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeId   string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	To       string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`                     // the replacement; empty for RemoveNode
+	Done     bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`                // the node is drained, out of meta and retired
+	Replicas []uint32               `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"` // shards it still holds
+	// moving: the replica move running now, e.g. "shard 0: n3 -> n4 (promote)".
+	Moving        string `protobuf:"bytes,5,opt,name=moving,proto3" json:"moving,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeDrainResponse) Reset() {
+	*x = NodeDrainResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeDrainResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeDrainResponse) ProtoMessage() {}
+
+func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
+func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *NodeDrainResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeDrainResponse) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *NodeDrainResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *NodeDrainResponse) GetReplicas() []uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *NodeDrainResponse) GetMoving() string {
+	if x != nil {
+		return x.Moving
+	}
+	return ""
+}
+
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
@@ -3606,7 +4003,37 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\vshard_count\x18\x01 \x01(\rR\n" +
 	"shardCount\x12+\n" +
 	"\x06shards\x18\x02 \x03(\v2\x13.raftq.v1.ShardInfoR\x06shards\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x04R\aversion*U\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\"\x0e\n" +
+	"\fNodesRequest\"\xc9\x02\n" +
+	"\bNodeInfo\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
+	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12\x1b\n" +
+	"\traft_addr\x18\x04 \x01(\tR\braftAddr\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\tR\aversion\x12\x1d\n" +
+	"\n" +
+	"log_format\x18\a \x01(\rR\tlogFormat\x12\x1a\n" +
+	"\breplicas\x18\b \x03(\rR\breplicas\x12\x18\n" +
+	"\aleaders\x18\t \x03(\rR\aleaders\x12\x12\n" +
+	"\x04meta\x18\n" +
+	" \x01(\tR\x04meta\x12\x1a\n" +
+	"\bdraining\x18\v \x01(\bR\bdraining\x12\x18\n" +
+	"\aretired\x18\f \x01(\bR\aretired\"R\n" +
+	"\rNodesResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12(\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x12.raftq.v1.NodeInfoR\x05nodes\",\n" +
+	"\x11RemoveNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"T\n" +
+	"\x12ReplaceNodeRequest\x12\x1e\n" +
+	"\vold_node_id\x18\x01 \x01(\tR\toldNodeId\x12\x1e\n" +
+	"\vnew_node_id\x18\x02 \x01(\tR\tnewNodeId\"\x84\x01\n" +
+	"\x11NodeDrainResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\bR\x04done\x12\x1a\n" +
+	"\breplicas\x18\x04 \x03(\rR\breplicas\x12\x16\n" +
+	"\x06moving\x18\x05 \x01(\tR\x06moving*U\n" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
@@ -3654,11 +4081,15 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\vDeadLetters\x12A\n" +
 	"\bListDead\x12\x19.raftq.v1.ListDeadRequest\x1a\x1a.raftq.v1.ListDeadResponse\x12>\n" +
 	"\aRedrive\x12\x18.raftq.v1.RedriveRequest\x1a\x19.raftq.v1.RedriveResponse\x12>\n" +
-	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\xc6\x01\n" +
+	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\x92\x03\n" +
 	"\aCluster\x12;\n" +
 	"\x06Status\x12\x17.raftq.v1.StatusRequest\x1a\x18.raftq.v1.StatusResponse\x12A\n" +
 	"\bShardMap\x12\x19.raftq.v1.ShardMapRequest\x1a\x1a.raftq.v1.ShardMapResponse\x12;\n" +
-	"\x06Repair\x12\x17.raftq.v1.RepairRequest\x1a\x18.raftq.v1.RepairResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"\x06Repair\x12\x17.raftq.v1.RepairRequest\x1a\x18.raftq.v1.RepairResponse\x128\n" +
+	"\x05Nodes\x12\x16.raftq.v1.NodesRequest\x1a\x17.raftq.v1.NodesResponse\x12F\n" +
+	"\n" +
+	"RemoveNode\x12\x1b.raftq.v1.RemoveNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponse\x12H\n" +
+	"\vReplaceNode\x12\x1c.raftq.v1.ReplaceNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -3673,7 +4104,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -3730,14 +4161,20 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*GroupRepair)(nil),           // 52: raftq.v1.GroupRepair
 	(*ShardMapRequest)(nil),       // 53: raftq.v1.ShardMapRequest
 	(*ShardMapResponse)(nil),      // 54: raftq.v1.ShardMapResponse
-	nil,                           // 55: raftq.v1.Message.AttributesEntry
-	nil,                           // 56: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 57: raftq.v1.ReceivedMessage.AttributesEntry
+	(*NodesRequest)(nil),          // 55: raftq.v1.NodesRequest
+	(*NodeInfo)(nil),              // 56: raftq.v1.NodeInfo
+	(*NodesResponse)(nil),         // 57: raftq.v1.NodesResponse
+	(*RemoveNodeRequest)(nil),     // 58: raftq.v1.RemoveNodeRequest
+	(*ReplaceNodeRequest)(nil),    // 59: raftq.v1.ReplaceNodeRequest
+	(*NodeDrainResponse)(nil),     // 60: raftq.v1.NodeDrainResponse
+	nil,                           // 61: raftq.v1.Message.AttributesEntry
+	nil,                           // 62: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 63: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
 	2,  // 1: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	55, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	61, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,  // 3: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,  // 4: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
 	4,  // 5: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
@@ -3745,10 +4182,10 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	3,  // 7: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
 	6,  // 8: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
 	3,  // 9: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	56, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	62, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
 	18, // 11: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
 	21, // 12: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	57, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	63, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
 	24, // 14: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
 	26, // 15: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
 	5,  // 16: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
@@ -3758,55 +4195,62 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	49, // 20: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
 	52, // 21: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
 	47, // 22: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	7,  // 23: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	8,  // 24: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	9,  // 25: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	11, // 26: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	12, // 27: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	14, // 28: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	16, // 29: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	18, // 30: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	20, // 31: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	23, // 32: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	27, // 33: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	29, // 34: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	31, // 35: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	33, // 36: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	35, // 37: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	37, // 38: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	39, // 39: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	41, // 40: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	43, // 41: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	45, // 42: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	53, // 43: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	50, // 44: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	6,  // 45: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	6,  // 46: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	10, // 47: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	6,  // 48: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	13, // 49: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	15, // 50: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	17, // 51: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	19, // 52: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	22, // 53: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	25, // 54: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	28, // 55: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	30, // 56: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	32, // 57: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	34, // 58: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	36, // 59: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	38, // 60: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	40, // 61: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	42, // 62: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	44, // 63: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	48, // 64: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	54, // 65: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	51, // 66: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	45, // [45:67] is the sub-list for method output_type
-	23, // [23:45] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	56, // 23: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
+	7,  // 24: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	8,  // 25: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	9,  // 26: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	11, // 27: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	12, // 28: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	14, // 29: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	16, // 30: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	18, // 31: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	20, // 32: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	23, // 33: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	27, // 34: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	29, // 35: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	31, // 36: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	33, // 37: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	35, // 38: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	37, // 39: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	39, // 40: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	41, // 41: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	43, // 42: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	45, // 43: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	53, // 44: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	50, // 45: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	55, // 46: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	58, // 47: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	59, // 48: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	6,  // 49: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	6,  // 50: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	10, // 51: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	6,  // 52: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	13, // 53: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	15, // 54: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	17, // 55: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	19, // 56: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	22, // 57: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	25, // 58: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	28, // 59: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	30, // 60: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	32, // 61: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	34, // 62: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	36, // 63: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	38, // 64: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	40, // 65: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	42, // 66: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	44, // 67: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	48, // 68: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	54, // 69: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	51, // 70: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	57, // 71: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	60, // 72: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	60, // 73: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	49, // [49:74] is the sub-list for method output_type
+	24, // [24:49] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -3820,7 +4264,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   55,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -944,9 +944,12 @@ var DeadLetters_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Cluster_Status_FullMethodName   = "/raftq.v1.Cluster/Status"
-	Cluster_ShardMap_FullMethodName = "/raftq.v1.Cluster/ShardMap"
-	Cluster_Repair_FullMethodName   = "/raftq.v1.Cluster/Repair"
+	Cluster_Status_FullMethodName      = "/raftq.v1.Cluster/Status"
+	Cluster_ShardMap_FullMethodName    = "/raftq.v1.Cluster/ShardMap"
+	Cluster_Repair_FullMethodName      = "/raftq.v1.Cluster/Repair"
+	Cluster_Nodes_FullMethodName       = "/raftq.v1.Cluster/Nodes"
+	Cluster_RemoveNode_FullMethodName  = "/raftq.v1.Cluster/RemoveNode"
+	Cluster_ReplaceNode_FullMethodName = "/raftq.v1.Cluster/ReplaceNode"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -959,6 +962,23 @@ type ClusterClient interface {
 	// re-adds them empty, through raft (docs/operations.md). Any node takes
 	// it and passes it to the node named.
 	Repair(ctx context.Context, in *RepairRequest, opts ...grpc.CallOption) (*RepairResponse, error)
+	// Nodes lists every node the answering node knows of (gossip members,
+	// meta servers and shard replicas): addresses, state, build and the
+	// replicas and leaderships it holds.
+	Nodes(ctx context.Context, in *NodesRequest, opts ...grpc.CallOption) (*NodesResponse, error)
+	// RemoveNode drains a node: each of its replicas moves, one at a time
+	// through raft, to the node with the fewest replicas that lacks the
+	// shard; then the node leaves meta and its id is retired (refused if it
+	// comes back). It records the drain and returns; asking again reports
+	// progress, and done once the node is retired. FAILED_PRECONDITION when
+	// the cluster cannot spare the node (fewer than 3 meta voters would be
+	// left, or no other node can take one of its shards).
+	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*NodeDrainResponse, error)
+	// ReplaceNode drains old_node_id to new_node_id, which must be a member
+	// already (started with --join and --bootstrap-expect 0): every replica
+	// of the old node moves to the new one, the new one becomes a meta voter
+	// if the old one was, then the old one is removed and retired.
+	ReplaceNode(ctx context.Context, in *ReplaceNodeRequest, opts ...grpc.CallOption) (*NodeDrainResponse, error)
 }
 
 type clusterClient struct {
@@ -999,6 +1019,36 @@ func (c *clusterClient) Repair(ctx context.Context, in *RepairRequest, opts ...g
 	return out, nil
 }
 
+func (c *clusterClient) Nodes(ctx context.Context, in *NodesRequest, opts ...grpc.CallOption) (*NodesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodesResponse)
+	err := c.cc.Invoke(ctx, Cluster_Nodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*NodeDrainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeDrainResponse)
+	err := c.cc.Invoke(ctx, Cluster_RemoveNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) ReplaceNode(ctx context.Context, in *ReplaceNodeRequest, opts ...grpc.CallOption) (*NodeDrainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeDrainResponse)
+	err := c.cc.Invoke(ctx, Cluster_ReplaceNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1009,6 +1059,23 @@ type ClusterServer interface {
 	// re-adds them empty, through raft (docs/operations.md). Any node takes
 	// it and passes it to the node named.
 	Repair(context.Context, *RepairRequest) (*RepairResponse, error)
+	// Nodes lists every node the answering node knows of (gossip members,
+	// meta servers and shard replicas): addresses, state, build and the
+	// replicas and leaderships it holds.
+	Nodes(context.Context, *NodesRequest) (*NodesResponse, error)
+	// RemoveNode drains a node: each of its replicas moves, one at a time
+	// through raft, to the node with the fewest replicas that lacks the
+	// shard; then the node leaves meta and its id is retired (refused if it
+	// comes back). It records the drain and returns; asking again reports
+	// progress, and done once the node is retired. FAILED_PRECONDITION when
+	// the cluster cannot spare the node (fewer than 3 meta voters would be
+	// left, or no other node can take one of its shards).
+	RemoveNode(context.Context, *RemoveNodeRequest) (*NodeDrainResponse, error)
+	// ReplaceNode drains old_node_id to new_node_id, which must be a member
+	// already (started with --join and --bootstrap-expect 0): every replica
+	// of the old node moves to the new one, the new one becomes a meta voter
+	// if the old one was, then the old one is removed and retired.
+	ReplaceNode(context.Context, *ReplaceNodeRequest) (*NodeDrainResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1027,6 +1094,15 @@ func (UnimplementedClusterServer) ShardMap(context.Context, *ShardMapRequest) (*
 }
 func (UnimplementedClusterServer) Repair(context.Context, *RepairRequest) (*RepairResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Repair not implemented")
+}
+func (UnimplementedClusterServer) Nodes(context.Context, *NodesRequest) (*NodesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Nodes not implemented")
+}
+func (UnimplementedClusterServer) RemoveNode(context.Context, *RemoveNodeRequest) (*NodeDrainResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RemoveNode not implemented")
+}
+func (UnimplementedClusterServer) ReplaceNode(context.Context, *ReplaceNodeRequest) (*NodeDrainResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReplaceNode not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1103,6 +1179,60 @@ func _Cluster_Repair_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Nodes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Nodes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Nodes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Nodes(ctx, req.(*NodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).RemoveNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_RemoveNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).RemoveNode(ctx, req.(*RemoveNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_ReplaceNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplaceNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).ReplaceNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_ReplaceNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).ReplaceNode(ctx, req.(*ReplaceNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1121,6 +1251,18 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Repair",
 			Handler:    _Cluster_Repair_Handler,
+		},
+		{
+			MethodName: "Nodes",
+			Handler:    _Cluster_Nodes_Handler,
+		},
+		{
+			MethodName: "RemoveNode",
+			Handler:    _Cluster_RemoveNode_Handler,
+		},
+		{
+			MethodName: "ReplaceNode",
+			Handler:    _Cluster_ReplaceNode_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

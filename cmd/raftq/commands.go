@@ -64,6 +64,22 @@ func commands() []command {
 				}, nil
 			}
 		}, false},
+		{"cluster nodes", "", "list nodes: addresses, state, version, replicas and leaders held", func(a *app, fs *flag.FlagSet) binder {
+			return func(pos []string) (action, error) {
+				if err := exactly(pos); err != nil {
+					return nil, err
+				}
+				return func(ctx context.Context, c *client.Client, o *output) error {
+					ns, err := c.Nodes(ctx)
+					if err != nil {
+						return err
+					}
+					return o.nodes(ns)
+				}, nil
+			}
+		}, false},
+		removeNodeCommand(),
+		replaceNodeCommand(),
 		queueCreateOrUpdate("create"),
 		{"queue list", "", "list queues", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {

@@ -309,6 +309,37 @@ func (o *output) status(st *client.ClusterStatus) error {
 	return nil
 }
 
+func (o *output) nodes(ns []client.NodeInfo) error {
+	if o.json {
+		return o.emit(ns)
+	}
+	rows := make([][]string, len(ns))
+	for i, n := range ns {
+		format := "-"
+		if n.LogFormat > 0 {
+			format = strconv.FormatUint(uint64(n.LogFormat), 10)
+		}
+		state := n.State
+		switch {
+		case n.Retired:
+			state = "retired"
+		case n.Draining:
+			state += ",draining"
+		}
+		rows[i] = []string{n.NodeID, dash(n.GRPCAddr), dash(n.PeerAddr), dash(n.RaftAddr), state, dash(n.Meta),
+			dash(n.Version), format, dash(shardList(n.Replicas)), dash(shardList(n.Leaders))}
+	}
+	return o.table("NODE\tGRPC\tPEER\tRAFT\tSTATE\tMETA\tVERSION\tLOG-FORMAT\tREPLICAS\tLEADS", rows)
+}
+
+func shardList(ids []uint32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(uint64(id), 10)
+	}
+	return strings.Join(s, ",")
+}
+
 func (o *output) repairs(node string, rs []client.GroupRepair) error {
 	if o.json {
 		return o.emit(rs)

@@ -93,6 +93,9 @@ type Node struct {
 	ID, Dir, GRPC, Peer, Raft, Gossip, HTTP string
 	LogPath                                 string
 	ExtraArgs                               []string
+	// Joiner: added after the cluster formed (AddNode); it starts with
+	// --bootstrap-expect 0 and joins through the others.
+	Joiner bool
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -168,6 +171,37 @@ func Start(t testing.TB, bin string, opts Options) *Cluster {
 	return c
 }
 
+// AddNode starts one more node, n<len+1>, with --bootstrap-expect 0 and
+// --join naming the first nodes, waits until it serves, and returns its
+// index. It becomes a member (a meta nonvoter) holding no replica until
+// one is moved to it.
+func (c *Cluster) AddNode() int {
+	c.t.Helper()
+	i := len(c.Nodes)
+	ports := freePorts(c.t, 5)
+	dir := filepath.Dir(c.Nodes[0].LogPath)
+	n := &Node{
+		ID:     "n" + strconv.Itoa(i+1),
+		Dir:    filepath.Join(dir, "n"+strconv.Itoa(i+1)+"-data"),
+		GRPC:   "127.0.0.1:" + ports[0],
+		Raft:   "127.0.0.1:" + ports[1],
+		Gossip: "127.0.0.1:" + ports[2],
+		HTTP:   "127.0.0.1:" + ports[3],
+		Peer:   "127.0.0.1:" + ports[4],
+		Joiner: true,
+	}
+	n.LogPath = filepath.Join(dir, n.ID+".log")
+	c.Nodes = append(c.Nodes, n)
+	c.Restart(i)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.WaitServing(ctx, i); err != nil {
+		c.DumpLogs()
+		c.t.Fatalf("added node %s never became healthy: %v", n.ID, err)
+	}
+	return i
+}
+
 // nodeDir is the data directory of node i (1-based).
 func nodeDir(opts Options, tmp string, i int) string {
 	if i-1 < len(opts.DataDirs) && opts.DataDirs[i-1] != "" {
@@ -214,10 +248,14 @@ func (c *Cluster) RestartArgs(i int, extra ...string) {
 	if err != nil {
 		c.t.Fatalf("open log: %v", err)
 	}
+	expect := c.opts.Nodes
+	if n.Joiner {
+		expect = 0
+	}
 	args := []string{
 		"--node-id", n.ID, "--data-dir", n.Dir,
 		"--grpc-bind", n.GRPC, "--peer-bind", n.Peer, "--raft-bind", n.Raft, "--gossip-bind", n.Gossip, "--http-bind", n.HTTP,
-		"--join", c.join, "--cluster-name", c.name, "--bootstrap-expect", strconv.Itoa(c.opts.Nodes), "--shards", strconv.Itoa(c.opts.Shards),
+		"--join", c.join, "--cluster-name", c.name, "--bootstrap-expect", strconv.Itoa(expect), "--shards", strconv.Itoa(c.opts.Shards),
 		"--replication", strconv.Itoa(min(3, c.opts.Nodes)), "--shutdown-timeout", "10s",
 	}
 	args = append(args, c.opts.Args...)

@@ -36,6 +36,70 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// MovePhase is how far a replica move got. Each is recorded before the
+// move executor acts on it (cluster/moves.go), so a new meta leader
+// resumes from the record.
+type MovePhase int32
+
+const (
+	MovePhase_MOVE_PHASE_UNSPECIFIED MovePhase = 0
+	// ADD: to is a learner in the map; the group adds it as a nonvoter and
+	// it catches up.
+	MovePhase_MOVE_PHASE_ADD MovePhase = 1
+	// PROMOTE: to is a voter in the map; the group promotes it.
+	MovePhase_MOVE_PHASE_PROMOTE MovePhase = 2
+	// REMOVE: the group removes from (to is a voter by now).
+	MovePhase_MOVE_PHASE_REMOVE MovePhase = 3
+	// DONE: from leaves the map and the move record is dropped; from then
+	// closes its replica and sets it aside.
+	MovePhase_MOVE_PHASE_DONE MovePhase = 4
+)
+
+// Enum value maps for MovePhase.
+var (
+	MovePhase_name = map[int32]string{
+		0: "MOVE_PHASE_UNSPECIFIED",
+		1: "MOVE_PHASE_ADD",
+		2: "MOVE_PHASE_PROMOTE",
+		3: "MOVE_PHASE_REMOVE",
+		4: "MOVE_PHASE_DONE",
+	}
+	MovePhase_value = map[string]int32{
+		"MOVE_PHASE_UNSPECIFIED": 0,
+		"MOVE_PHASE_ADD":         1,
+		"MOVE_PHASE_PROMOTE":     2,
+		"MOVE_PHASE_REMOVE":      3,
+		"MOVE_PHASE_DONE":        4,
+	}
+)
+
+func (x MovePhase) Enum() *MovePhase {
+	p := new(MovePhase)
+	*p = x
+	return p
+}
+
+func (x MovePhase) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MovePhase) Descriptor() protoreflect.EnumDescriptor {
+	return file_meta_metapb_meta_proto_enumTypes[0].Descriptor()
+}
+
+func (MovePhase) Type() protoreflect.EnumType {
+	return &file_meta_metapb_meta_proto_enumTypes[0]
+}
+
+func (x MovePhase) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MovePhase.Descriptor instead.
+func (MovePhase) EnumDescriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{0}
+}
+
 type Code int32
 
 const (
@@ -44,6 +108,9 @@ const (
 	Code_CODE_NOT_FOUND      Code = 2
 	Code_CODE_ALREADY_PLACED Code = 3
 	Code_CODE_INVALID        Code = 4
+	// CODE_REFUSED: valid, but the cluster's state does not allow it now
+	// (a move already runs on the shard, a quorum would be lost).
+	Code_CODE_REFUSED Code = 5
 )
 
 // Enum value maps for Code.
@@ -54,6 +121,7 @@ var (
 		2: "CODE_NOT_FOUND",
 		3: "CODE_ALREADY_PLACED",
 		4: "CODE_INVALID",
+		5: "CODE_REFUSED",
 	}
 	Code_value = map[string]int32{
 		"CODE_OK":             0,
@@ -61,6 +129,7 @@ var (
 		"CODE_NOT_FOUND":      2,
 		"CODE_ALREADY_PLACED": 3,
 		"CODE_INVALID":        4,
+		"CODE_REFUSED":        5,
 	}
 )
 
@@ -75,11 +144,11 @@ func (x Code) String() string {
 }
 
 func (Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_meta_metapb_meta_proto_enumTypes[0].Descriptor()
+	return file_meta_metapb_meta_proto_enumTypes[1].Descriptor()
 }
 
 func (Code) Type() protoreflect.EnumType {
-	return &file_meta_metapb_meta_proto_enumTypes[0]
+	return &file_meta_metapb_meta_proto_enumTypes[1]
 }
 
 func (x Code) Number() protoreflect.EnumNumber {
@@ -88,7 +157,7 @@ func (x Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Code.Descriptor instead.
 func (Code) EnumDescriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{0}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{1}
 }
 
 // Command is the payload of one meta raft log entry.
@@ -106,6 +175,9 @@ type Command struct {
 	//	*Command_DeleteQueue
 	//	*Command_PlaceShards
 	//	*Command_NodeFormat
+	//	*Command_MoveStep
+	//	*Command_RetireNode
+	//	*Command_DrainNode
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -207,6 +279,33 @@ func (x *Command) GetNodeFormat() *NodeFormat {
 	return nil
 }
 
+func (x *Command) GetMoveStep() *MoveStep {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_MoveStep); ok {
+			return x.MoveStep
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRetireNode() *RetireNode {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_RetireNode); ok {
+			return x.RetireNode
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDrainNode() *DrainNode {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_DrainNode); ok {
+			return x.DrainNode
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -231,6 +330,18 @@ type Command_NodeFormat struct {
 	NodeFormat *NodeFormat `protobuf:"bytes,7,opt,name=node_format,json=nodeFormat,proto3,oneof"`
 }
 
+type Command_MoveStep struct {
+	MoveStep *MoveStep `protobuf:"bytes,8,opt,name=move_step,json=moveStep,proto3,oneof"`
+}
+
+type Command_RetireNode struct {
+	RetireNode *RetireNode `protobuf:"bytes,9,opt,name=retire_node,json=retireNode,proto3,oneof"`
+}
+
+type Command_DrainNode struct {
+	DrainNode *DrainNode `protobuf:"bytes,10,opt,name=drain_node,json=drainNode,proto3,oneof"`
+}
+
 func (*Command_CreateQueue) isCommand_Cmd() {}
 
 func (*Command_UpdateQueue) isCommand_Cmd() {}
@@ -240,6 +351,12 @@ func (*Command_DeleteQueue) isCommand_Cmd() {}
 func (*Command_PlaceShards) isCommand_Cmd() {}
 
 func (*Command_NodeFormat) isCommand_Cmd() {}
+
+func (*Command_MoveStep) isCommand_Cmd() {}
+
+func (*Command_RetireNode) isCommand_Cmd() {}
+
+func (*Command_DrainNode) isCommand_Cmd() {}
 
 // NodeFormat records the highest log format a node advertised (gossip
 // NodeMeta.log_format): leaders gate new command kinds on the recorded
@@ -523,7 +640,14 @@ type ShardReplicas struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Shard uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
 	// Node ids; the first is the preferred leader.
-	Nodes         []string `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes []string `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// learners: nodes joining the group as nonvoters (a move in its add
+	// phase). They open an empty replica and never bootstrap it.
+	Learners []string `protobuf:"bytes,3,rep,name=learners,proto3" json:"learners,omitempty"`
+	// changes counts the replica-set changes since placement. A node
+	// bootstraps a fresh replica from nodes only while it is 0: after a
+	// change the group's configuration lives in its own log.
+	Changes       uint64 `protobuf:"varint,4,opt,name=changes,proto3" json:"changes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -572,6 +696,271 @@ func (x *ShardReplicas) GetNodes() []string {
 	return nil
 }
 
+func (x *ShardReplicas) GetLearners() []string {
+	if x != nil {
+		return x.Learners
+	}
+	return nil
+}
+
+func (x *ShardReplicas) GetChanges() uint64 {
+	if x != nil {
+		return x.Changes
+	}
+	return 0
+}
+
+// MoveStep advances the move of one replica of shard from node from to
+// node to by one phase. ADD starts it (refused while another move of the
+// shard runs); each later phase applies only to that move, at the phase
+// before it or at its own (a retried step changes nothing).
+type MoveStep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	ToRaftAddr    string                 `protobuf:"bytes,4,opt,name=to_raft_addr,json=toRaftAddr,proto3" json:"to_raft_addr,omitempty"` // with ADD: where the group reaches to
+	Phase         MovePhase              `protobuf:"varint,5,opt,name=phase,proto3,enum=raftq.meta.v1.MovePhase" json:"phase,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveStep) Reset() {
+	*x = MoveStep{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveStep) ProtoMessage() {}
+
+func (x *MoveStep) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveStep.ProtoReflect.Descriptor instead.
+func (*MoveStep) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *MoveStep) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *MoveStep) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *MoveStep) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *MoveStep) GetToRaftAddr() string {
+	if x != nil {
+		return x.ToRaftAddr
+	}
+	return ""
+}
+
+func (x *MoveStep) GetPhase() MovePhase {
+	if x != nil {
+		return x.Phase
+	}
+	return MovePhase_MOVE_PHASE_UNSPECIFIED
+}
+
+type Move struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Phase         MovePhase              `protobuf:"varint,4,opt,name=phase,proto3,enum=raftq.meta.v1.MovePhase" json:"phase,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Move) Reset() {
+	*x = Move{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Move) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Move) ProtoMessage() {}
+
+func (x *Move) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Move.ProtoReflect.Descriptor instead.
+func (*Move) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Move) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *Move) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *Move) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *Move) GetPhase() MovePhase {
+	if x != nil {
+		return x.Phase
+	}
+	return MovePhase_MOVE_PHASE_UNSPECIFIED
+}
+
+// DrainNode asks the meta leader to move every replica off node_id (to
+// node to, when set; else each to the node with the fewest replicas that
+// lacks the shard), then remove it from meta and retire it
+// (cluster/drain.go). Draining a node already draining to the same place
+// changes nothing.
+type DrainNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNode) Reset() {
+	*x = DrainNode{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNode) ProtoMessage() {}
+
+func (x *DrainNode) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNode.ProtoReflect.Descriptor instead.
+func (*DrainNode) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DrainNode) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DrainNode) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+// RetireNode removes a node from the cluster for good: no shard may still
+// place a replica on it; its id is refused if it comes back.
+type RetireNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireNode) Reset() {
+	*x = RetireNode{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireNode) ProtoMessage() {}
+
+func (x *RetireNode) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireNode.ProtoReflect.Descriptor instead.
+func (*RetireNode) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RetireNode) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
 type NodeAddr struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -582,7 +971,7 @@ type NodeAddr struct {
 
 func (x *NodeAddr) Reset() {
 	*x = NodeAddr{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[7]
+	mi := &file_meta_metapb_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +983,7 @@ func (x *NodeAddr) String() string {
 func (*NodeAddr) ProtoMessage() {}
 
 func (x *NodeAddr) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[7]
+	mi := &file_meta_metapb_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +996,7 @@ func (x *NodeAddr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAddr.ProtoReflect.Descriptor instead.
 func (*NodeAddr) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{7}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NodeAddr) GetNodeId() string {
@@ -636,7 +1025,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[8]
+	mi := &file_meta_metapb_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +1037,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[8]
+	mi := &file_meta_metapb_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +1050,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{8}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Result) GetCode() Code {
@@ -697,7 +1086,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	mi := &file_meta_metapb_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +1098,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	mi := &file_meta_metapb_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +1111,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{9}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Queue) GetName() string {
@@ -767,7 +1156,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[10]
+	mi := &file_meta_metapb_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +1168,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[10]
+	mi := &file_meta_metapb_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +1181,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{10}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Snapshot) GetVersion() uint32 {
@@ -839,14 +1228,17 @@ type ShardMap struct {
 	// cluster_id names the cluster: random, chosen when the map is placed.
 	// Every node records it in its node.json; a data directory of another
 	// cluster is refused.
-	ClusterId     string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId     string       `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Moves         []*Move      `protobuf:"bytes,6,rep,name=moves,proto3" json:"moves,omitempty"`     // running replica moves, sorted by shard
+	Retired       []string     `protobuf:"bytes,7,rep,name=retired,proto3" json:"retired,omitempty"` // retired node ids, sorted
+	Drains        []*DrainNode `protobuf:"bytes,8,rep,name=drains,proto3" json:"drains,omitempty"`   // nodes being drained, in request order
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardMap) Reset() {
 	*x = ShardMap{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[11]
+	mi := &file_meta_metapb_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +1250,7 @@ func (x *ShardMap) String() string {
 func (*ShardMap) ProtoMessage() {}
 
 func (x *ShardMap) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[11]
+	mi := &file_meta_metapb_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +1263,7 @@ func (x *ShardMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMap.ProtoReflect.Descriptor instead.
 func (*ShardMap) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{11}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ShardMap) GetVersion() uint64 {
@@ -909,6 +1301,27 @@ func (x *ShardMap) GetClusterId() string {
 	return ""
 }
 
+func (x *ShardMap) GetMoves() []*Move {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *ShardMap) GetRetired() []string {
+	if x != nil {
+		return x.Retired
+	}
+	return nil
+}
+
+func (x *ShardMap) GetDrains() []*DrainNode {
+	if x != nil {
+		return x.Drains
+	}
+	return nil
+}
+
 // NodeMeta is a node's gossip metadata (memberlist caps it at 512 bytes): its
 // static identity, whether it held meta raft state when last announced, and
 // whether its clock check keeps it from leading.
@@ -936,7 +1349,7 @@ type NodeMeta struct {
 
 func (x *NodeMeta) Reset() {
 	*x = NodeMeta{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[12]
+	mi := &file_meta_metapb_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1361,7 @@ func (x *NodeMeta) String() string {
 func (*NodeMeta) ProtoMessage() {}
 
 func (x *NodeMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[12]
+	mi := &file_meta_metapb_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1374,7 @@ func (x *NodeMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeMeta.ProtoReflect.Descriptor instead.
 func (*NodeMeta) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{12}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeMeta) GetNodeId() string {
@@ -1031,7 +1444,7 @@ var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\x83\x03\n" +
+	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xb4\x04\n" +
 	"\aCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12?\n" +
@@ -1040,7 +1453,13 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\fdelete_queue\x18\x05 \x01(\v2\x1a.raftq.meta.v1.DeleteQueueH\x00R\vdeleteQueue\x12?\n" +
 	"\fplace_shards\x18\x06 \x01(\v2\x1a.raftq.meta.v1.PlaceShardsH\x00R\vplaceShards\x12<\n" +
 	"\vnode_format\x18\a \x01(\v2\x19.raftq.meta.v1.NodeFormatH\x00R\n" +
-	"nodeFormatB\x05\n" +
+	"nodeFormat\x126\n" +
+	"\tmove_step\x18\b \x01(\v2\x17.raftq.meta.v1.MoveStepH\x00R\bmoveStep\x12<\n" +
+	"\vretire_node\x18\t \x01(\v2\x19.raftq.meta.v1.RetireNodeH\x00R\n" +
+	"retireNode\x129\n" +
+	"\n" +
+	"drain_node\x18\n" +
+	" \x01(\v2\x18.raftq.meta.v1.DrainNodeH\x00R\tdrainNodeB\x05\n" +
 	"\x03cmd\"=\n" +
 	"\n" +
 	"NodeFormat\x12\x17\n" +
@@ -1059,10 +1478,30 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x06shards\x18\x02 \x03(\v2\x1c.raftq.meta.v1.ShardReplicasR\x06shards\x12-\n" +
 	"\x05nodes\x18\x03 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x04 \x01(\tR\tclusterId\";\n" +
+	"cluster_id\x18\x04 \x01(\tR\tclusterId\"q\n" +
 	"\rShardReplicas\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x14\n" +
-	"\x05nodes\x18\x02 \x03(\tR\x05nodes\"@\n" +
+	"\x05nodes\x18\x02 \x03(\tR\x05nodes\x12\x1a\n" +
+	"\blearners\x18\x03 \x03(\tR\blearners\x12\x18\n" +
+	"\achanges\x18\x04 \x01(\x04R\achanges\"\x96\x01\n" +
+	"\bMoveStep\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12 \n" +
+	"\fto_raft_addr\x18\x04 \x01(\tR\n" +
+	"toRaftAddr\x12.\n" +
+	"\x05phase\x18\x05 \x01(\x0e2\x18.raftq.meta.v1.MovePhaseR\x05phase\"p\n" +
+	"\x04Move\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12.\n" +
+	"\x05phase\x18\x04 \x01(\x0e2\x18.raftq.meta.v1.MovePhaseR\x05phase\"4\n" +
+	"\tDrainNode\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"%\n" +
+	"\n" +
+	"RetireNode\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"@\n" +
 	"\bNodeAddr\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"w\n" +
@@ -1082,14 +1521,17 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x06queues\x18\x03 \x03(\v2\x14.raftq.meta.v1.QueueR\x06queues\x124\n" +
 	"\tshard_map\x18\x04 \x01(\v2\x17.raftq.meta.v1.ShardMapR\bshardMap\x12<\n" +
-	"\fnode_formats\x18\x05 \x03(\v2\x19.raftq.meta.v1.NodeFormatR\vnodeFormats\"\xbe\x01\n" +
+	"\fnode_formats\x18\x05 \x03(\v2\x19.raftq.meta.v1.NodeFormatR\vnodeFormats\"\xb5\x02\n" +
 	"\bShardMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x124\n" +
 	"\x06shards\x18\x03 \x03(\v2\x1c.raftq.meta.v1.ShardReplicasR\x06shards\x12-\n" +
 	"\x05nodes\x18\x04 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\tR\tclusterId\"\x9a\x02\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12)\n" +
+	"\x05moves\x18\x06 \x03(\v2\x13.raftq.meta.v1.MoveR\x05moves\x12\x18\n" +
+	"\aretired\x18\a \x03(\tR\aretired\x120\n" +
+	"\x06drains\x18\b \x03(\v2\x18.raftq.meta.v1.DrainNodeR\x06drains\"\x9a\x02\n" +
 	"\bNodeMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -1101,13 +1543,20 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"clock_hold\x18\a \x01(\bR\tclockHold\x12\x1b\n" +
 	"\tpeer_addr\x18\b \x01(\tR\bpeerAddr\x12\x1d\n" +
 	"\n" +
-	"log_format\x18\t \x01(\rR\tlogFormat*c\n" +
+	"log_format\x18\t \x01(\rR\tlogFormat*\x7f\n" +
+	"\tMovePhase\x12\x1a\n" +
+	"\x16MOVE_PHASE_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eMOVE_PHASE_ADD\x10\x01\x12\x16\n" +
+	"\x12MOVE_PHASE_PROMOTE\x10\x02\x12\x15\n" +
+	"\x11MOVE_PHASE_REMOVE\x10\x03\x12\x13\n" +
+	"\x0fMOVE_PHASE_DONE\x10\x04*u\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x0f\n" +
 	"\vCODE_EXISTS\x10\x01\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x02\x12\x17\n" +
 	"\x13CODE_ALREADY_PLACED\x10\x03\x12\x10\n" +
-	"\fCODE_INVALID\x10\x04B$Z\"github.com/raftq/raftq/meta/metapbb\x06proto3"
+	"\fCODE_INVALID\x10\x04\x12\x10\n" +
+	"\fCODE_REFUSED\x10\x05B$Z\"github.com/raftq/raftq/meta/metapbb\x06proto3"
 
 var (
 	file_meta_metapb_meta_proto_rawDescOnce sync.Once
@@ -1121,48 +1570,60 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 	return file_meta_metapb_meta_proto_rawDescData
 }
 
-var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_meta_metapb_meta_proto_goTypes = []any{
-	(Code)(0),                 // 0: raftq.meta.v1.Code
-	(*Command)(nil),           // 1: raftq.meta.v1.Command
-	(*NodeFormat)(nil),        // 2: raftq.meta.v1.NodeFormat
-	(*CreateQueue)(nil),       // 3: raftq.meta.v1.CreateQueue
-	(*UpdateQueue)(nil),       // 4: raftq.meta.v1.UpdateQueue
-	(*DeleteQueue)(nil),       // 5: raftq.meta.v1.DeleteQueue
-	(*PlaceShards)(nil),       // 6: raftq.meta.v1.PlaceShards
-	(*ShardReplicas)(nil),     // 7: raftq.meta.v1.ShardReplicas
-	(*NodeAddr)(nil),          // 8: raftq.meta.v1.NodeAddr
-	(*Result)(nil),            // 9: raftq.meta.v1.Result
-	(*Queue)(nil),             // 10: raftq.meta.v1.Queue
-	(*Snapshot)(nil),          // 11: raftq.meta.v1.Snapshot
-	(*ShardMap)(nil),          // 12: raftq.meta.v1.ShardMap
-	(*NodeMeta)(nil),          // 13: raftq.meta.v1.NodeMeta
-	(*fsmpb.QueuePolicy)(nil), // 14: raftq.fsm.v1.QueuePolicy
+	(MovePhase)(0),            // 0: raftq.meta.v1.MovePhase
+	(Code)(0),                 // 1: raftq.meta.v1.Code
+	(*Command)(nil),           // 2: raftq.meta.v1.Command
+	(*NodeFormat)(nil),        // 3: raftq.meta.v1.NodeFormat
+	(*CreateQueue)(nil),       // 4: raftq.meta.v1.CreateQueue
+	(*UpdateQueue)(nil),       // 5: raftq.meta.v1.UpdateQueue
+	(*DeleteQueue)(nil),       // 6: raftq.meta.v1.DeleteQueue
+	(*PlaceShards)(nil),       // 7: raftq.meta.v1.PlaceShards
+	(*ShardReplicas)(nil),     // 8: raftq.meta.v1.ShardReplicas
+	(*MoveStep)(nil),          // 9: raftq.meta.v1.MoveStep
+	(*Move)(nil),              // 10: raftq.meta.v1.Move
+	(*DrainNode)(nil),         // 11: raftq.meta.v1.DrainNode
+	(*RetireNode)(nil),        // 12: raftq.meta.v1.RetireNode
+	(*NodeAddr)(nil),          // 13: raftq.meta.v1.NodeAddr
+	(*Result)(nil),            // 14: raftq.meta.v1.Result
+	(*Queue)(nil),             // 15: raftq.meta.v1.Queue
+	(*Snapshot)(nil),          // 16: raftq.meta.v1.Snapshot
+	(*ShardMap)(nil),          // 17: raftq.meta.v1.ShardMap
+	(*NodeMeta)(nil),          // 18: raftq.meta.v1.NodeMeta
+	(*fsmpb.QueuePolicy)(nil), // 19: raftq.fsm.v1.QueuePolicy
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
-	3,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
-	4,  // 1: raftq.meta.v1.Command.update_queue:type_name -> raftq.meta.v1.UpdateQueue
-	5,  // 2: raftq.meta.v1.Command.delete_queue:type_name -> raftq.meta.v1.DeleteQueue
-	6,  // 3: raftq.meta.v1.Command.place_shards:type_name -> raftq.meta.v1.PlaceShards
-	2,  // 4: raftq.meta.v1.Command.node_format:type_name -> raftq.meta.v1.NodeFormat
-	14, // 5: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	14, // 6: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	7,  // 7: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	8,  // 8: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	0,  // 9: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
-	10, // 10: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
-	14, // 11: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	10, // 12: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
-	12, // 13: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
-	2,  // 14: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
-	7,  // 15: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
-	8,  // 16: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	4,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
+	5,  // 1: raftq.meta.v1.Command.update_queue:type_name -> raftq.meta.v1.UpdateQueue
+	6,  // 2: raftq.meta.v1.Command.delete_queue:type_name -> raftq.meta.v1.DeleteQueue
+	7,  // 3: raftq.meta.v1.Command.place_shards:type_name -> raftq.meta.v1.PlaceShards
+	3,  // 4: raftq.meta.v1.Command.node_format:type_name -> raftq.meta.v1.NodeFormat
+	9,  // 5: raftq.meta.v1.Command.move_step:type_name -> raftq.meta.v1.MoveStep
+	12, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
+	11, // 7: raftq.meta.v1.Command.drain_node:type_name -> raftq.meta.v1.DrainNode
+	19, // 8: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	19, // 9: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	8,  // 10: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	13, // 11: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	0,  // 12: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
+	0,  // 13: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
+	1,  // 14: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
+	15, // 15: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
+	19, // 16: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	15, // 17: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
+	17, // 18: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
+	3,  // 19: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
+	8,  // 20: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
+	13, // 21: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
+	10, // 22: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
+	11, // 23: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_meta_metapb_meta_proto_init() }
@@ -1176,14 +1637,17 @@ func file_meta_metapb_meta_proto_init() {
 		(*Command_DeleteQueue)(nil),
 		(*Command_PlaceShards)(nil),
 		(*Command_NodeFormat)(nil),
+		(*Command_MoveStep)(nil),
+		(*Command_RetireNode)(nil),
+		(*Command_DrainNode)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   13,
+			NumEnums:      2,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

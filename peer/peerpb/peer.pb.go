@@ -1161,6 +1161,110 @@ func (x *GroupRepair) GetOutcome() string {
 	return ""
 }
 
+type ReplicaStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaStatusRequest) Reset() {
+	*x = ReplicaStatusRequest{}
+	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaStatusRequest) ProtoMessage() {}
+
+func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaStatusRequest.ProtoReflect.Descriptor instead.
+func (*ReplicaStatusRequest) Descriptor() ([]byte, []int) {
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReplicaStatusRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type ReplicaStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	LastIndex     uint64                 `protobuf:"varint,3,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaStatusResponse) Reset() {
+	*x = ReplicaStatusResponse{}
+	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaStatusResponse) ProtoMessage() {}
+
+func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaStatusResponse.ProtoReflect.Descriptor instead.
+func (*ReplicaStatusResponse) Descriptor() ([]byte, []int) {
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReplicaStatusResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ReplicaStatusResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *ReplicaStatusResponse) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
 var File_peer_peerpb_peer_proto protoreflect.FileDescriptor
 
 const file_peer_peerpb_peer_proto_rawDesc = "" +
@@ -1243,7 +1347,14 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\vGroupRepair\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
-	"\aoutcome\x18\x03 \x01(\tR\aoutcome2\x96\x05\n" +
+	"\aoutcome\x18\x03 \x01(\tR\aoutcome\",\n" +
+	"\x14ReplicaStatusRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"t\n" +
+	"\x15ReplicaStatusResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x03 \x01(\x04R\tlastIndex2\xf2\x05\n" +
 	"\x04Peer\x12Q\n" +
 	"\n" +
 	"ShardApply\x12 .raftq.peer.v1.ShardApplyRequest\x1a!.raftq.peer.v1.ShardApplyResponse\x12U\n" +
@@ -1253,7 +1364,8 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\vShardDigest\x12!.raftq.peer.v1.ShardDigestRequest\x1a\".raftq.peer.v1.ShardDigestResponse\x12B\n" +
 	"\x05Known\x12\x1b.raftq.peer.v1.KnownRequest\x1a\x1c.raftq.peer.v1.KnownResponse\x12T\n" +
 	"\vGroupChange\x12!.raftq.peer.v1.GroupChangeRequest\x1a\".raftq.peer.v1.GroupChangeResponse\x12T\n" +
-	"\vRepairLocal\x12!.raftq.peer.v1.RepairLocalRequest\x1a\".raftq.peer.v1.RepairLocalResponseB$Z\"github.com/raftq/raftq/peer/peerpbb\x06proto3"
+	"\vRepairLocal\x12!.raftq.peer.v1.RepairLocalRequest\x1a\".raftq.peer.v1.RepairLocalResponse\x12Z\n" +
+	"\rReplicaStatus\x12#.raftq.peer.v1.ReplicaStatusRequest\x1a$.raftq.peer.v1.ReplicaStatusResponseB$Z\"github.com/raftq/raftq/peer/peerpbb\x06proto3"
 
 var (
 	file_peer_peerpb_peer_proto_rawDescOnce sync.Once
@@ -1268,39 +1380,41 @@ func file_peer_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_peer_peerpb_peer_proto_goTypes = []any{
-	(GroupChangeRequest_Op)(0),  // 0: raftq.peer.v1.GroupChangeRequest.Op
-	(*ShardApplyRequest)(nil),   // 1: raftq.peer.v1.ShardApplyRequest
-	(*ShardApplyResponse)(nil),  // 2: raftq.peer.v1.ShardApplyResponse
-	(*ShardReceiveRequest)(nil), // 3: raftq.peer.v1.ShardReceiveRequest
-	(*ShardWaitRequest)(nil),    // 4: raftq.peer.v1.ShardWaitRequest
-	(*ShardWaitResponse)(nil),   // 5: raftq.peer.v1.ShardWaitResponse
-	(*ShardReadRequest)(nil),    // 6: raftq.peer.v1.ShardReadRequest
-	(*QueueStats)(nil),          // 7: raftq.peer.v1.QueueStats
-	(*ShardReadResponse)(nil),   // 8: raftq.peer.v1.ShardReadResponse
-	(*ShardDigestRequest)(nil),  // 9: raftq.peer.v1.ShardDigestRequest
-	(*ShardDigestResponse)(nil), // 10: raftq.peer.v1.ShardDigestResponse
-	(*KnownRequest)(nil),        // 11: raftq.peer.v1.KnownRequest
-	(*KnownResponse)(nil),       // 12: raftq.peer.v1.KnownResponse
-	(*GroupMember)(nil),         // 13: raftq.peer.v1.GroupMember
-	(*GroupChangeRequest)(nil),  // 14: raftq.peer.v1.GroupChangeRequest
-	(*GroupChangeResponse)(nil), // 15: raftq.peer.v1.GroupChangeResponse
-	(*RepairLocalRequest)(nil),  // 16: raftq.peer.v1.RepairLocalRequest
-	(*RepairLocalResponse)(nil), // 17: raftq.peer.v1.RepairLocalResponse
-	(*GroupRepair)(nil),         // 18: raftq.peer.v1.GroupRepair
-	(*fsmpb.Command)(nil),       // 19: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),        // 20: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),       // 21: raftq.fsm.v1.Receive
-	(*fsmpb.Message)(nil),       // 22: raftq.fsm.v1.Message
+	(GroupChangeRequest_Op)(0),    // 0: raftq.peer.v1.GroupChangeRequest.Op
+	(*ShardApplyRequest)(nil),     // 1: raftq.peer.v1.ShardApplyRequest
+	(*ShardApplyResponse)(nil),    // 2: raftq.peer.v1.ShardApplyResponse
+	(*ShardReceiveRequest)(nil),   // 3: raftq.peer.v1.ShardReceiveRequest
+	(*ShardWaitRequest)(nil),      // 4: raftq.peer.v1.ShardWaitRequest
+	(*ShardWaitResponse)(nil),     // 5: raftq.peer.v1.ShardWaitResponse
+	(*ShardReadRequest)(nil),      // 6: raftq.peer.v1.ShardReadRequest
+	(*QueueStats)(nil),            // 7: raftq.peer.v1.QueueStats
+	(*ShardReadResponse)(nil),     // 8: raftq.peer.v1.ShardReadResponse
+	(*ShardDigestRequest)(nil),    // 9: raftq.peer.v1.ShardDigestRequest
+	(*ShardDigestResponse)(nil),   // 10: raftq.peer.v1.ShardDigestResponse
+	(*KnownRequest)(nil),          // 11: raftq.peer.v1.KnownRequest
+	(*KnownResponse)(nil),         // 12: raftq.peer.v1.KnownResponse
+	(*GroupMember)(nil),           // 13: raftq.peer.v1.GroupMember
+	(*GroupChangeRequest)(nil),    // 14: raftq.peer.v1.GroupChangeRequest
+	(*GroupChangeResponse)(nil),   // 15: raftq.peer.v1.GroupChangeResponse
+	(*RepairLocalRequest)(nil),    // 16: raftq.peer.v1.RepairLocalRequest
+	(*RepairLocalResponse)(nil),   // 17: raftq.peer.v1.RepairLocalResponse
+	(*GroupRepair)(nil),           // 18: raftq.peer.v1.GroupRepair
+	(*ReplicaStatusRequest)(nil),  // 19: raftq.peer.v1.ReplicaStatusRequest
+	(*ReplicaStatusResponse)(nil), // 20: raftq.peer.v1.ReplicaStatusResponse
+	(*fsmpb.Command)(nil),         // 21: raftq.fsm.v1.Command
+	(*fsmpb.Result)(nil),          // 22: raftq.fsm.v1.Result
+	(*fsmpb.Receive)(nil),         // 23: raftq.fsm.v1.Receive
+	(*fsmpb.Message)(nil),         // 24: raftq.fsm.v1.Message
 }
 var file_peer_peerpb_peer_proto_depIdxs = []int32{
-	19, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	20, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	21, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
+	21, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
+	22, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
+	23, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
 	7,  // 3: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
-	22, // 4: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	22, // 5: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
+	24, // 4: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
+	24, // 5: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
 	13, // 6: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
 	0,  // 7: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
 	18, // 8: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
@@ -1312,16 +1426,18 @@ var file_peer_peerpb_peer_proto_depIdxs = []int32{
 	11, // 14: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
 	14, // 15: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
 	16, // 16: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
-	2,  // 17: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
-	2,  // 18: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
-	5,  // 19: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
-	8,  // 20: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
-	10, // 21: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
-	12, // 22: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
-	15, // 23: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
-	17, // 24: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
+	19, // 17: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
+	2,  // 18: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
+	2,  // 19: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
+	5,  // 20: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
+	8,  // 21: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
+	10, // 22: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
+	12, // 23: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
+	15, // 24: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
+	17, // 25: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
+	20, // 26: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1343,7 +1459,7 @@ func file_peer_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_peerpb_peer_proto_rawDesc), len(file_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

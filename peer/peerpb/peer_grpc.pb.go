@@ -28,14 +28,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Peer_ShardApply_FullMethodName   = "/raftq.peer.v1.Peer/ShardApply"
-	Peer_ShardReceive_FullMethodName = "/raftq.peer.v1.Peer/ShardReceive"
-	Peer_ShardWait_FullMethodName    = "/raftq.peer.v1.Peer/ShardWait"
-	Peer_ShardRead_FullMethodName    = "/raftq.peer.v1.Peer/ShardRead"
-	Peer_ShardDigest_FullMethodName  = "/raftq.peer.v1.Peer/ShardDigest"
-	Peer_Known_FullMethodName        = "/raftq.peer.v1.Peer/Known"
-	Peer_GroupChange_FullMethodName  = "/raftq.peer.v1.Peer/GroupChange"
-	Peer_RepairLocal_FullMethodName  = "/raftq.peer.v1.Peer/RepairLocal"
+	Peer_ShardApply_FullMethodName    = "/raftq.peer.v1.Peer/ShardApply"
+	Peer_ShardReceive_FullMethodName  = "/raftq.peer.v1.Peer/ShardReceive"
+	Peer_ShardWait_FullMethodName     = "/raftq.peer.v1.Peer/ShardWait"
+	Peer_ShardRead_FullMethodName     = "/raftq.peer.v1.Peer/ShardRead"
+	Peer_ShardDigest_FullMethodName   = "/raftq.peer.v1.Peer/ShardDigest"
+	Peer_Known_FullMethodName         = "/raftq.peer.v1.Peer/Known"
+	Peer_GroupChange_FullMethodName   = "/raftq.peer.v1.Peer/GroupChange"
+	Peer_RepairLocal_FullMethodName   = "/raftq.peer.v1.Peer/RepairLocal"
+	Peer_ReplicaStatus_FullMethodName = "/raftq.peer.v1.Peer/ReplicaStatus"
 )
 
 // PeerClient is the client API for Peer service.
@@ -66,6 +67,9 @@ type PeerClient interface {
 	// RepairLocal repairs this node's damaged replicas (the client API's
 	// Cluster.Repair, passed to the node named).
 	RepairLocal(ctx context.Context, in *RepairLocalRequest, opts ...grpc.CallOption) (*RepairLocalResponse, error)
+	// ReplicaStatus says how far this node's replica of a group applied:
+	// the move executor promotes a new replica once it has caught up.
+	ReplicaStatus(ctx context.Context, in *ReplicaStatusRequest, opts ...grpc.CallOption) (*ReplicaStatusResponse, error)
 }
 
 type peerClient struct {
@@ -156,6 +160,16 @@ func (c *peerClient) RepairLocal(ctx context.Context, in *RepairLocalRequest, op
 	return out, nil
 }
 
+func (c *peerClient) ReplicaStatus(ctx context.Context, in *ReplicaStatusRequest, opts ...grpc.CallOption) (*ReplicaStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplicaStatusResponse)
+	err := c.cc.Invoke(ctx, Peer_ReplicaStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -184,6 +198,9 @@ type PeerServer interface {
 	// RepairLocal repairs this node's damaged replicas (the client API's
 	// Cluster.Repair, passed to the node named).
 	RepairLocal(context.Context, *RepairLocalRequest) (*RepairLocalResponse, error)
+	// ReplicaStatus says how far this node's replica of a group applied:
+	// the move executor promotes a new replica once it has caught up.
+	ReplicaStatus(context.Context, *ReplicaStatusRequest) (*ReplicaStatusResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -217,6 +234,9 @@ func (UnimplementedPeerServer) GroupChange(context.Context, *GroupChangeRequest)
 }
 func (UnimplementedPeerServer) RepairLocal(context.Context, *RepairLocalRequest) (*RepairLocalResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RepairLocal not implemented")
+}
+func (UnimplementedPeerServer) ReplicaStatus(context.Context, *ReplicaStatusRequest) (*ReplicaStatusResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReplicaStatus not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -383,6 +403,24 @@ func _Peer_RepairLocal_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_ReplicaStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplicaStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).ReplicaStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_ReplicaStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).ReplicaStatus(ctx, req.(*ReplicaStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -421,6 +459,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RepairLocal",
 			Handler:    _Peer_RepairLocal_Handler,
+		},
+		{
+			MethodName: "ReplicaStatus",
+			Handler:    _Peer_ReplicaStatus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/meta/metapb"
+	"github.com/raftq/raftq/raftgroup"
+)
+
+// A drain (remove-node, replace-node) is recorded in meta and carried out
+// by the meta leader's move executor (cluster/moves.go), so it survives a
+// leader change: while the node holds a replica, the executor starts the
+// move of one of them; once it holds none, the node leaves the meta
+// configuration (its replacement promoted to a meta voter first) and its
+// id is retired.
+
+// advanceDrain starts the next move of d, or finishes it.
+func (n *Node) advanceDrain(ctx context.Context, m meta.ShardMap, d meta.Drain) error {
+	shards := m.ShardsOf(d.Node)
+	if len(shards) == 0 {
+		return n.finishDrain(ctx, d)
+	}
+	id := shards[0]
+	to := d.To
+	if to == "" {
+		to = leastLoaded(m, id, n.drainTargets(m))
+		if to == "" {
+			return fmt.Errorf("drain %s: no node can take shard %d (every live member holds it)", d.Node, id)
+		}
+	}
+	tm, ok := n.gossip.get(to)
+	if !ok || tm.RaftAddr == "" {
+		return fmt.Errorf("drain %s: target %s is not a live member", d.Node, to)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := n.meta.MoveStep(ctx, id, d.Node, to, tm.RaftAddr, metapb.MovePhase_MOVE_PHASE_ADD); err != nil {
+		return err
+	}
+	n.logger.Info("replica move: started", "shard", id, "from", d.Node, "to", to)
+	return nil
+}
+
+// drainTargets are the alive members that may take a replica: not
+// retired, not draining.
+func (n *Node) drainTargets(m meta.ShardMap) []string {
+	var out []string
+	for _, mem := range n.gossip.alive() {
+		id := mem.NodeID
+		if m.IsRetired(id) || slices.ContainsFunc(m.Drains, func(d meta.Drain) bool { return d.Node == id }) {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// leastLoaded picks, among candidates, the node with the fewest replicas
+// that does not hold shard; ties go to the lowest id.
+func leastLoaded(m meta.ShardMap, shard uint32, candidates []string) string {
+	best, bestN := "", 0
+	slices.Sort(candidates)
+	for _, c := range candidates {
+		if m.Hosts(shard, c) {
+			continue
+		}
+		if k := len(m.ShardsOf(c)); best == "" || k < bestN {
+			best, bestN = c, k
+		}
+	}
+	return best
+}
+
+// finishDrain removes the drained node from the meta configuration and
+// retires its id. A replacement that is a meta nonvoter is promoted first,
+// so the meta group keeps its number of voters.
+func (n *Node) finishDrain(ctx context.Context, d meta.Drain) error {
+	if d.Node == n.cfg.NodeID {
+		// This node leads meta: hand leadership over and let the next
+		// leader remove it.
+		return n.meta.TransferLeadership(ctx)
+	}
+	r := n.meta.Raft()
+	f := r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("meta configuration: %w", err)
+	}
+	var old, repl *raft.Server
+	for _, s := range f.Configuration().Servers {
+		switch string(s.ID) {
+		case d.Node:
+			old = &s
+		case d.To:
+			repl = &s
+		}
+	}
+	if old != nil && old.Suffrage == raft.Voter && repl != nil && repl.Suffrage != raft.Voter {
+		n.logger.Info("meta: promoting the replacement to voter", "node", d.To, "replaces", d.Node)
+		if err := raftgroup.WaitFuture(ctx, r.AddVoter(repl.ID, repl.Address, f.Index(), groupChangeWait), nil); err != nil {
+			return fmt.Errorf("promote %s in meta: %w", d.To, err)
+		}
+		return nil // the next round removes the old one from the new configuration
+	}
+	if old != nil {
+		n.logger.Warn("meta: removing a drained node", "node", d.Node)
+		if err := raftgroup.WaitFuture(ctx, r.RemoveServer(old.ID, f.Index(), groupChangeWait), nil); err != nil {
+			return fmt.Errorf("remove %s from meta: %w", d.Node, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := n.meta.RetireNode(ctx, d.Node); err != nil {
+		return err
+	}
+	n.logger.Warn("node drained, removed and retired: its id is refused if it comes back", "node", d.Node)
+	return nil
+}

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/raftgroup"
+)
+
+// minMetaVoters is the fewest meta voters RemoveNode leaves: with fewer,
+// one more loss stops the control plane.
+const minMetaVoters = 3
+
+func (c *clusterSvc) RemoveNode(ctx context.Context, req *raftqv1.RemoveNodeRequest) (*raftqv1.NodeDrainResponse, error) {
+	return c.drain(ctx, req.GetNodeId(), "", func(ctx context.Context, cc raftqv1.ClusterClient) (*raftqv1.NodeDrainResponse, error) {
+		return cc.RemoveNode(ctx, req)
+	})
+}
+
+func (c *clusterSvc) ReplaceNode(ctx context.Context, req *raftqv1.ReplaceNodeRequest) (*raftqv1.NodeDrainResponse, error) {
+	if req.GetNewNodeId() == "" {
+		return nil, invalid("new_node_id is required (the member that takes the old node's replicas)")
+	}
+	return c.drain(ctx, req.GetOldNodeId(), req.GetNewNodeId(), func(ctx context.Context, cc raftqv1.ClusterClient) (*raftqv1.NodeDrainResponse, error) {
+		return cc.ReplaceNode(ctx, req)
+	})
+}
+
+// drain checks the request against this node's view, records the drain
+// through the meta leader (forwarding the call there if need be) and
+// reports its progress. Recording a drain already recorded changes
+// nothing, so the call is safe to repeat.
+func (c *clusterSvc) drain(ctx context.Context, id, to string, forward func(context.Context, raftqv1.ClusterClient) (*raftqv1.NodeDrainResponse, error)) (*raftqv1.NodeDrainResponse, error) {
+	if id == "" {
+		return nil, invalid("node_id is required (the node to remove)")
+	}
+	if id == to {
+		return nil, invalid("the old and the new node are both %s", id)
+	}
+	sm := c.node.Meta().ShardMap()
+	if !sm.Placed() {
+		return nil, status.Error(codes.Unavailable, "the shard map is not placed yet; retry once the cluster is ready")
+	}
+	if sm.IsRetired(id) {
+		return &raftqv1.NodeDrainResponse{NodeId: id, To: to, Done: true}, nil
+	}
+	f := c.node.Meta().Raft().GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "meta configuration: %v", err)
+	}
+	servers := map[string]raft.ServerSuffrage{}
+	for _, s := range f.Configuration().Servers {
+		servers[string(s.ID)] = s.Suffrage
+	}
+	if _, ok := servers[c.node.NodeID()]; !ok {
+		// Removed from meta (drained itself): its view no longer moves.
+		return nil, status.Errorf(codes.Unavailable, "node %s is not in the meta group (removed?); ask another node", c.node.NodeID())
+	}
+	draining := slices.ContainsFunc(sm.Drains, func(d meta.Drain) bool { return d.Node == id })
+	if _, ok := servers[id]; !ok && len(sm.ShardsOf(id)) == 0 && !draining {
+		return nil, status.Errorf(codes.NotFound, "unknown node %s: neither meta nor any shard lists it", id)
+	}
+	if err := c.canDrain(sm, servers, id, to); err != nil {
+		return nil, err
+	}
+	err := c.node.Meta().DrainNode(ctx, id, to)
+	var nl *raftgroup.NotLeaderError
+	switch {
+	case err == nil:
+	case errors.As(err, &nl):
+		return c.forwardCluster(ctx, nl, err, forward)
+	case errors.Is(err, meta.ErrRefused):
+		return nil, status.Error(codes.FailedPrecondition, refusedReason(err))
+	case errors.Is(err, meta.ErrInvalid):
+		return nil, status.Error(codes.InvalidArgument, refusedReason(err))
+	default:
+		return nil, c.toStatus(ctx, err)
+	}
+	return drainProgress(c.node.Meta().ShardMap(), id, to), nil
+}
+
+// canDrain refuses a drain the cluster cannot spare: to must be a live
+// member of meta; without to, the meta group keeps minMetaVoters voters
+// and every shard of the node has another node to go to.
+func (c *clusterSvc) canDrain(sm meta.ShardMap, servers map[string]raft.ServerSuffrage, id, to string) error {
+	alive := map[string]bool{}
+	for _, m := range c.node.Members() {
+		alive[m.NodeID] = m.State == "alive"
+	}
+	if to != "" {
+		if _, ok := servers[to]; !ok || !alive[to] {
+			return status.Errorf(codes.FailedPrecondition, "node %s is not a live member of the cluster: start it with --join and --bootstrap-expect 0 and wait until `raftq cluster nodes` lists it as alive", to)
+		}
+		if sm.IsRetired(to) {
+			return status.Errorf(codes.FailedPrecondition, "node %s is retired", to)
+		}
+		return nil
+	}
+	voters := 0
+	for _, s := range servers {
+		if s == raft.Voter {
+			voters++
+		}
+	}
+	if servers[id] == raft.Voter && voters-1 < minMetaVoters {
+		return status.Errorf(codes.FailedPrecondition,
+			"removing %s would leave the meta group %d voter(s); raftq keeps at least %d: replace it instead (raftq cluster replace-node %s NEW)",
+			id, voters-1, minMetaVoters, id)
+	}
+	for _, shard := range sm.ShardsOf(id) {
+		ok := false
+		for node, up := range alive {
+			if up && node != id && !sm.Hosts(shard, node) && !sm.IsRetired(node) {
+				ok = true
+			}
+		}
+		if !ok {
+			return status.Errorf(codes.FailedPrecondition,
+				"no live node can take %s's replica of shard %d: every other live node holds it; add a node first", id, shard)
+		}
+	}
+	return nil
+}
+
+func drainProgress(sm meta.ShardMap, id, to string) *raftqv1.NodeDrainResponse {
+	resp := &raftqv1.NodeDrainResponse{NodeId: id, To: to, Done: sm.IsRetired(id), Replicas: sm.ShardsOf(id)}
+	for _, mv := range sm.Moves {
+		resp.Moving = fmt.Sprintf("shard %d: %s -> %s (%s)", mv.Shard, mv.From, mv.To,
+			strings.ToLower(strings.TrimPrefix(mv.Phase.String(), "MOVE_PHASE_")))
+	}
+	return resp
+}
+
+func refusedReason(err error) string {
+	var re *meta.RefusedError
+	if errors.As(err, &re) {
+		return re.Reason
+	}
+	return err.Error()
+}
+
+// forwardCluster passes a cluster write to the meta leader once.
+func (c *clusterSvc) forwardCluster(ctx context.Context, nl *raftgroup.NotLeaderError, err error, fn func(context.Context, raftqv1.ClusterClient) (*raftqv1.NodeDrainResponse, error)) (*raftqv1.NodeDrainResponse, error) {
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(forwardedKey)) > 0 || nl.LeaderID == "" {
+		return nil, c.toStatus(ctx, err)
+	}
+	addr, ok := c.node.MemberGRPC(nl.LeaderID)
+	if !ok {
+		return nil, c.toStatus(ctx, err)
+	}
+	conn, cerr := c.router.Conn(addr)
+	if cerr != nil {
+		return nil, status.Errorf(codes.Unavailable, "forward to meta leader %s: %v", nl.LeaderID, cerr)
+	}
+	return fn(metadata.AppendToOutgoingContext(ctx, forwardedKey, c.node.NodeID()), raftqv1.NewClusterClient(conn))
+}
+
+// drainFlags marks the nodes being drained and the retired ones in a
+// Nodes answer.
+func drainFlags(sm meta.ShardMap, ni *raftqv1.NodeInfo) {
+	ni.Retired = sm.IsRetired(ni.GetNodeId())
+	ni.Draining = slices.ContainsFunc(sm.Drains, func(d meta.Drain) bool { return d.Node == ni.GetNodeId() })
+}
