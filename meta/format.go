@@ -27,9 +27,11 @@ var commandFormats = map[protoreflect.Name]uint32{
 	"delete_queue": 1,
 	"place_shards": 1,
 	"node_format":  1,
-	"move_step":    1,
-	"retire_node":  1,
-	"drain_node":   1,
+	// Format 2: replica moves and drains (docs/cluster.md, "Replica
+	// moves"); a replica of format 1 would stop on them.
+	"move_step":   2,
+	"retire_node": 2,
+	"drain_node":  2,
 }
 
 // CommandFormat is the log format a meta command needs from every replica;

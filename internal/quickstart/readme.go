@@ -97,6 +97,8 @@ var Volatile = map[string]func(string) bool{
 	"ID": isMessageID, "RECEIPT": isReceipt, "LEADER": isNode, "ADDR": isAddr,
 	"TERM": isUint, "COMMIT": isUint, "APPLIED": isUint, "REPLICAS": isNodeList,
 	"OLDEST-READY": isDuration, "CREATED": isTime, "created": isTime,
+	// Recorded by the meta leader shortly after it is elected: "-" until then.
+	"LOG-FORMAT": func(s string) bool { return s == "-" || isUint(s) },
 }
 
 func isMessageID(s string) bool { _, err := wire.ParseMessageID(s); return err == nil }
