@@ -50,7 +50,7 @@ func TestUnknownCommandStopsReplica(t *testing.T) {
 		"log index 2 term 3",
 		"unknown command kind 15",
 		"raftq.fsm.v1.Command",
-		"log format 1",
+		fmt.Sprintf("log format %d", LogFormat),
 		BinaryVersion(),
 		"stops rather than diverge",
 	} {

@@ -36,7 +36,7 @@ func TestFSM_UnknownCommandStopsReplica(t *testing.T) {
 		t.Fatal("a meta command of unknown kind applied instead of stopping the replica")
 	}
 	msg := fmt.Sprint(p)
-	for _, want := range []string{"meta: log index 2 term 4", "unknown command kind 99", "raftq.meta.v1.Command", fsm.BinaryVersion(), "log format 1"} {
+	for _, want := range []string{"meta: log index 2 term 4", "unknown command kind 99", "raftq.meta.v1.Command", fsm.BinaryVersion(), fmt.Sprintf("log format %d", fsm.LogFormat)} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("panic message %q lacks %q", msg, want)
 		}
