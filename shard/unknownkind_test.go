@@ -44,7 +44,7 @@ func TestUnknownKindStopsNode(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
 		t.Fatalf("child: %v, want a panic (exit status 2); output:\n%s", err, out.String())
 	}
-	m := regexp.MustCompile(`panic: fsm: log index (\d+) term \d+: unknown command kind 15 \(field of raftq\.fsm\.v1\.Command\); this binary \(.+, log format `+strconv.Itoa(int(fsm.LogFormat))+`\) cannot apply it and stops rather than diverge`).FindSubmatch(out.Bytes())
+	m := regexp.MustCompile(`panic: fsm: log index (\d+) term \d+: unknown command kind 15 \(field of raftq\.fsm\.v1\.Command\); this binary \(.+, log format ` + strconv.Itoa(int(fsm.LogFormat)) + `\) cannot apply it and stops rather than diverge`).FindSubmatch(out.Bytes())
 	if m == nil {
 		t.Fatalf("child did not stop with the unknown-kind message; output:\n%s", out.String())
 	}
