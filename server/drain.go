@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
@@ -78,7 +78,9 @@ func (c *clusterSvc) drain(ctx context.Context, id, to string, forward func(cont
 	switch {
 	case err == nil:
 	case errors.As(err, &nl):
-		return c.forwardCluster(ctx, nl, err, forward)
+		return forwardToMetaLeader(ctx, c.Server, err, func(ctx context.Context, cc *grpc.ClientConn) (*raftqv1.NodeDrainResponse, error) {
+			return forward(ctx, raftqv1.NewClusterClient(cc))
+		})
 	case errors.Is(err, meta.ErrRefused):
 		return nil, status.Error(codes.FailedPrecondition, refusedReason(err))
 	case errors.Is(err, meta.ErrInvalid):
@@ -147,22 +149,6 @@ func refusedReason(err error) string {
 		return re.Reason
 	}
 	return err.Error()
-}
-
-// forwardCluster passes a cluster write to the meta leader once.
-func (c *clusterSvc) forwardCluster(ctx context.Context, nl *raftgroup.NotLeaderError, err error, fn func(context.Context, raftqv1.ClusterClient) (*raftqv1.NodeDrainResponse, error)) (*raftqv1.NodeDrainResponse, error) {
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(forwardedKey)) > 0 || nl.LeaderID == "" {
-		return nil, c.toStatus(ctx, err)
-	}
-	addr, ok := c.node.MemberGRPC(nl.LeaderID)
-	if !ok {
-		return nil, c.toStatus(ctx, err)
-	}
-	conn, cerr := c.router.Conn(addr)
-	if cerr != nil {
-		return nil, status.Errorf(codes.Unavailable, "forward to meta leader %s: %v", nl.LeaderID, cerr)
-	}
-	return fn(metadata.AppendToOutgoingContext(ctx, forwardedKey, c.node.NodeID()), raftqv1.NewClusterClient(conn))
 }
 
 // drainFlags marks the nodes being drained and the retired ones in a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -28,8 +29,18 @@ type queues struct {
 // a node that lost leadership meanwhile refuses instead of bouncing it on.
 const forwardedKey = "raftq-forwarded"
 
-// forwardMeta sends a control-plane write to the meta leader.
+// forwardMeta sends a Queues write to the meta leader.
 func forwardMeta[T any](ctx context.Context, s *Server, err error, fn func(context.Context, raftqv1.QueuesClient) (T, error)) (T, error) {
+	return forwardToMetaLeader(ctx, s, err, func(ctx context.Context, cc *grpc.ClientConn) (T, error) {
+		return fn(ctx, raftqv1.NewQueuesClient(cc))
+	})
+}
+
+// forwardToMetaLeader sends a control-plane write that this node refused
+// with err to the meta leader err names, once: a call that was already
+// forwarded, or a leader this node cannot name or dial, is answered with
+// err's status.
+func forwardToMetaLeader[T any](ctx context.Context, s *Server, err error, fn func(context.Context, *grpc.ClientConn) (T, error)) (T, error) {
 	var zero T
 	var nl *raftgroup.NotLeaderError
 	if !errors.As(err, &nl) {
@@ -46,7 +57,7 @@ func forwardMeta[T any](ctx context.Context, s *Server, err error, fn func(conte
 	if cerr != nil {
 		return zero, status.Errorf(codes.Unavailable, "forward to meta leader %s: %v", nl.LeaderID, cerr)
 	}
-	return fn(metadata.AppendToOutgoingContext(ctx, forwardedKey, s.node.NodeID()), raftqv1.NewQueuesClient(conn))
+	return fn(metadata.AppendToOutgoingContext(ctx, forwardedKey, s.node.NodeID()), conn)
 }
 
 func upsertCmd(q meta.Queue) *fsmpb.Command {
