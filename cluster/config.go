@@ -76,6 +76,11 @@ type Config struct {
 	// NonvoterGrace is how long a member must be alive in gossip before the
 	// meta leader adds it as a nonvoter (default 2 s).
 	NonvoterGrace time.Duration
+	// DeadNodeGrace is how long a member must be continuously not alive
+	// in gossip before the meta leader drains it: its replicas are
+	// re-created on live nodes and its id retired (deadnodes.go). Default
+	// 5 min; negative disables.
+	DeadNodeGrace time.Duration
 	// DeleteGrace is how long a queue must be absent from the local meta
 	// replica before reconciliation deletes it from a shard (default 10 s),
 	// so a lagging meta view never deletes a freshly created queue.
@@ -112,6 +117,11 @@ type Config struct {
 	// (docs/fsm.md, "Unknown commands and log formats").
 	logFormat uint32
 }
+
+// DefaultDeadNodeGrace is Config.DeadNodeGrace's default: long enough for
+// a reboot or a rolling upgrade, short enough that a lost machine does not
+// leave its shards one failure from unavailability for long.
+const DefaultDeadNodeGrace = 5 * time.Minute
 
 // DefaultShards is the shard count a cluster bootstrapped by voters nodes
 // with replication replicas per shard gets when none is set: one shard per
@@ -155,6 +165,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.NonvoterGrace <= 0 {
 		c.NonvoterGrace = 2 * time.Second
+	}
+	if c.DeadNodeGrace == 0 {
+		c.DeadNodeGrace = DefaultDeadNodeGrace
 	}
 	if c.DeleteGrace <= 0 {
 		c.DeleteGrace = 10 * time.Second

@@ -78,8 +78,10 @@ func leastLoaded(m meta.ShardMap, shard uint32, candidates []string) string {
 }
 
 // finishDrain removes the drained node from the meta configuration and
-// retires its id. A replacement that is a meta nonvoter is promoted first,
-// so the meta group keeps its number of voters.
+// retires its id. If it was a meta voter, its replacement is promoted
+// first, so the meta group keeps its number of voters; a drain without a
+// replacement promotes a live meta nonvoter when the remaining voters
+// would otherwise be even.
 func (n *Node) finishDrain(ctx context.Context, d meta.Drain) error {
 	if d.Node == n.cfg.NodeID {
 		// This node leads meta: hand leadership over and let the next
@@ -100,10 +102,18 @@ func (n *Node) finishDrain(ctx context.Context, d meta.Drain) error {
 			repl = &s
 		}
 	}
+	if old != nil && old.Suffrage == raft.Voter && d.To == "" && remainingVoters(f.Configuration(), d.Node)%2 == 0 {
+		// No replacement named (remove-node, a dead node) and removing it
+		// would leave an even number of voters, which tolerates no more
+		// failures than one fewer: a live meta nonvoter, if any, is
+		// promoted first. Once it is, the count is odd and the next round
+		// removes the drained node.
+		repl = n.metaVoterToPromote(n.meta.ShardMap(), f.Configuration(), d.Node)
+	}
 	if old != nil && old.Suffrage == raft.Voter && repl != nil && repl.Suffrage != raft.Voter {
-		n.logger.Info("meta: promoting the replacement to voter", "node", d.To, "replaces", d.Node)
+		n.logger.Info("meta: promoting a nonvoter to voter", "node", repl.ID, "replaces", d.Node)
 		if err := raftgroup.WaitFuture(ctx, r.AddVoter(repl.ID, repl.Address, f.Index(), groupChangeWait), nil); err != nil {
-			return fmt.Errorf("promote %s in meta: %w", d.To, err)
+			return fmt.Errorf("promote %s in meta: %w", repl.ID, err)
 		}
 		return nil // the next round removes the old one from the new configuration
 	}
@@ -120,4 +130,15 @@ func (n *Node) finishDrain(ctx context.Context, d meta.Drain) error {
 	}
 	n.logger.Warn("node drained, removed and retired: its id is refused if it comes back", "node", d.Node)
 	return nil
+}
+
+// remainingVoters counts the voters of cfg other than node.
+func remainingVoters(cfg raft.Configuration, node string) int {
+	k := 0
+	for _, s := range cfg.Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != node {
+			k++
+		}
+	}
+	return k
 }

@@ -21,10 +21,11 @@ import (
 // acknowledge entries it then forgets, so a quorum could form without the
 // writes it had acknowledged. Until verified the node's raft traffic is
 // isolated (raftmux.SetIsolated); it asks a member that has meta state
-// which groups list its id. None: it is new. Some: it lost its state, and
-// only with --repair is it removed from those groups and re-added empty,
-// through raft. A brand-new cluster (every expected member without state)
-// verifies itself.
+// which groups list its id. None: it is new. Some: it lost its state, so
+// it is removed from those groups and re-added empty, through raft, as a
+// fresh replica (it never voted under this identity: it was isolated). A
+// retired id stays out (retired.go). A brand-new cluster (every expected
+// member without state) verifies itself.
 
 const verifyEvery = 250 * time.Millisecond
 
@@ -101,6 +102,14 @@ func (n *Node) tryVerify(ctx context.Context) (bool, error) {
 		if !resp.GetHasState() {
 			continue
 		}
+		if a := resp.GetAliveGossipAddr(); a != "" && a != n.gossip.selfAddr {
+			// Another process runs under this id (or the old one is not
+			// yet declared dead): re-adding this one would throw a live
+			// replica out of its groups. Wait until gossip says it is gone.
+			return false, fmt.Errorf("%s sees node id %s alive at gossip address %s, not this node's %s: "+
+				"if another process runs under this id, stop one of them; a crashed one is declared dead within seconds",
+				m.NodeID, n.cfg.NodeID, a, n.gossip.selfAddr)
+		}
 		return true, n.verifyWith(ctx, resp)
 	}
 	return false, lastErr
@@ -108,6 +117,10 @@ func (n *Node) tryVerify(ctx context.Context) (bool, error) {
 
 // verifyWith acts on what a member with state said of this node.
 func (n *Node) verifyWith(ctx context.Context, resp *peerpb.KnownResponse) error {
+	if resp.GetRetired() {
+		n.stayOutRetired()
+		return nil
+	}
 	lost := n.lostGroups(resp.GetGroups())
 	if len(lost) == 0 {
 		n.logger.Info("identity check: the cluster does not know this node: it joins as a new member")
@@ -117,14 +130,12 @@ func (n *Node) verifyWith(ctx context.Context, resp *peerpb.KnownResponse) error
 	for i, g := range lost {
 		names[i] = g.GetGroup()
 	}
-	if !n.cfg.Repair {
-		err := fmt.Errorf("node %s lost its raft state: the cluster lists it in %s, but this node has no intact replica of %s; "+
-			"it will not vote or serve. Start it with --repair to remove it from those groups and re-add it empty (docs/operations.md)",
-			n.cfg.NodeID, strings.Join(names, ", "), strings.Join(names, ", "))
-		n.fatal(err)
-		return err
-	}
-	n.logger.Warn("identity check: this node lost its state; repairing: removing it from its groups, then re-adding it empty", "groups", names)
+	// Until verified the node's raft traffic is isolated, so nothing in its
+	// directory ever voted or acknowledged an entry under this identity:
+	// re-adding it empty, through raft, can forget nothing. That is what
+	// --repair did; an empty directory no longer needs it.
+	n.logger.Warn("identity check: the cluster lists this node but its data directory has no state for it (lost or wiped): "+
+		"rejoining as a fresh replica: removed from each group, then re-added empty and caught up", "groups", names)
 	for _, g := range lost {
 		if err := n.groupChange(ctx, g.GetGroup(), peerpb.GroupChangeRequest_OP_REMOVE); err != nil {
 			return fmt.Errorf("remove %s from %s: %w", n.cfg.NodeID, g.GetGroup(), err)
@@ -197,7 +208,16 @@ func (n *Node) intact(group string) bool {
 // Known lists the raft groups whose configuration names nodeID, as this
 // node's meta replica knows them.
 func (n *Node) Known(nodeID string) *peerpb.KnownResponse {
+	if n.retired.Load() {
+		// Its meta replica is cut off and stale: it is nobody's authority.
+		return &peerpb.KnownResponse{}
+	}
 	resp := &peerpb.KnownResponse{HasState: n.meta.HasState()}
+	if nodeID != n.cfg.NodeID {
+		if m, ok := n.gossip.get(nodeID); ok && m.State == "alive" {
+			resp.AliveGossipAddr = m.GossipAddr
+		}
+	}
 	if !resp.HasState {
 		return resp
 	}
@@ -210,6 +230,7 @@ func (n *Node) Known(nodeID string) *peerpb.KnownResponse {
 	}
 	m := n.meta.ShardMap()
 	resp.ClusterId = m.ClusterID
+	resp.Retired = m.IsRetired(nodeID)
 	for _, id := range m.ShardsOf(nodeID) {
 		voter := true
 		if s := n.shards.get(id); s != nil {

@@ -13,7 +13,8 @@ import (
 )
 
 // metaDutiesLoop runs on every node and acts while this node leads the meta
-// group: it places the shard map once and admits members as nonvoters.
+// group: it places the shard map once, admits members as nonvoters and
+// replaces members that stay dead (deadnodes.go).
 func (n *Node) metaDutiesLoop(ctx context.Context) {
 	changes, stop := n.meta.Changes()
 	defer stop()
@@ -31,6 +32,7 @@ func (n *Node) metaDutiesLoop(ctx context.Context) {
 			n.gossip.announceState()
 		}
 		if !n.meta.IsLeader() {
+			n.dead.reset(0)
 			continue
 		}
 		if !n.meta.ShardMap().Placed() {
@@ -38,6 +40,7 @@ func (n *Node) metaDutiesLoop(ctx context.Context) {
 		}
 		n.admitMembers(ctx)
 		n.recordFormats(ctx)
+		n.replaceDeadNodes(ctx)
 	}
 }
 

@@ -63,6 +63,10 @@ type Node struct {
 	repairMu  sync.Mutex // serializes Repair
 	// refusedRetired: a retired node came back and was refused (logged once).
 	refusedRetired atomic.Bool
+	// dead: the meta leader's clocks of members not alive (deadnodes.go).
+	dead *deadNodes
+	// retired: this node's id was retired; it stays out (retired.go).
+	retired atomic.Bool
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -87,7 +91,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 	}
-	n := &Node{cfg: cfg, logger: logger, ready: make(chan struct{}), ident: ident, verified: make(chan struct{})}
+	n := &Node{cfg: cfg, logger: logger, ready: make(chan struct{}), ident: ident, verified: make(chan struct{}), dead: newDeadNodes()}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.shards = newShardSet(n)
 	n.clock = newClockGuard(n)
@@ -148,6 +152,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.goLoop(n.clock.loop)
 	n.goLoop(n.metaDutiesLoop)
 	n.goLoop(n.moveLoop)
+	n.goLoop(n.retiredLoop)
 	n.goLoop(n.shards.manageLoop)
 	n.goLoop(n.disk.loop)
 	logger.Info("node started", "raft", n.mux.Addr(), "gossip", n.gossip.selfAddr,

@@ -115,46 +115,27 @@ func (f *fatals) first() error {
 }
 
 // A node whose whole data directory is lost comes back empty under its old
-// name: it must not take part (it would vote with nothing), must say why,
-// and with --repair rejoins every group empty and catches up.
-func TestNodeThatLostItsStateRejoinsOnlyWhenRepaired(t *testing.T) {
+// name: it takes no part in raft until a member with state says the
+// cluster lists it (it would vote with nothing), then, with no flag, it is
+// removed from each group and re-added empty, and catches up.
+func TestNodeThatLostItsStateRejoinsAsAFreshReplica(t *testing.T) {
 	tc := formThree(t)
 	ids := tc.enqueue(t, "before", 20)
 	tc.stop("n3")
 	if err := os.RemoveAll(tc.cfgs["n3"].DataDir); err != nil {
 		t.Fatal(err)
 	}
+	// The cluster still serves on n1 and n2.
+	ids = append(ids, tc.enqueue(t, "while-out", 10)...)
 
 	var f fatals
 	cfg := tc.cfgs["n3"]
 	cfg.Fatal = f.record
 	tc.cfgs["n3"] = cfg
 	n3 := tc.start("n3")
-	waitFor(t, 20*time.Second, "n3 refuses to take part", func() error {
-		if f.first() == nil {
-			return errors.New("no fatal yet")
-		}
-		return nil
-	})
-	if err := f.first(); !strings.Contains(err.Error(), "lost its raft state") || !strings.Contains(err.Error(), "--repair") {
-		t.Fatalf("fatal says %v", err)
+	if n3.ident.Verified() || !n3.mux.Isolated() {
+		t.Fatalf("an empty n3 takes part in raft before its identity check: verified %v isolated %v", n3.ident.Verified(), n3.mux.Isolated())
 	}
-	if !n3.mux.Isolated() {
-		t.Fatal("n3 is not isolated from raft after finding it lost its state")
-	}
-	if s, ok := groupSuffrage(tc.nodes["n1"].Meta().Raft(), "n3"); !ok || s != raft.Voter {
-		t.Fatalf("n3 left the meta group without a repair: %v %v", s, ok)
-	}
-	// The cluster still serves on n1 and n2.
-	ids = append(ids, tc.enqueue(t, "while-fenced", 10)...)
-	tc.stop("n3")
-	// The refused start left an empty meta replica behind (it is opened
-	// before the identity check); it must be repaired like a missing one,
-	// not taken for the replica the meta group lists.
-
-	cfg.Repair = true
-	tc.cfgs["n3"] = cfg
-	n3 = tc.start("n3")
 	waitFor(t, 40*time.Second, "n3 rejoined as a voter everywhere", func() error {
 		if len(n3.ident.Rejoining()) > 0 {
 			return fmt.Errorf("still rejoining %v", n3.ident.Rejoining())
@@ -174,8 +155,8 @@ func TestNodeThatLostItsStateRejoinsOnlyWhenRepaired(t *testing.T) {
 		}
 		return nil
 	})
-	if f.first() != nil && len(f.errs) > 1 {
-		t.Fatalf("repairing start reported %v", f.errs[1:])
+	if err := f.first(); err != nil {
+		t.Fatalf("rejoining start reported %v", err)
 	}
 	waitFor(t, 15*time.Second, "replicas agree", func() error { return tc.shardDigestsMatch(n3) })
 	for _, want := range []string{"meta OP_REMOVE n3", "meta OP_ADD_NONVOTER n3", "meta OP_PROMOTE n3"} {

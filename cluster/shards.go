@@ -63,7 +63,12 @@ func (ss *shardSet) manageLoop(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		m := ss.n.meta.ShardMap()
-		if m.Placed() {
+		if ss.n.retired.Load() {
+			// Retired (retired.go): close what is open, open nothing.
+			if err := ss.closeAll(ctx); err != nil {
+				ss.n.logger.Warn("closing the replicas of a retired node", "err", err)
+			}
+		} else if m.Placed() {
 			ss.n.recordClusterID(m)
 			ss.mu.Lock()
 			ss.placed = m
@@ -271,6 +276,20 @@ func (ss *shardSet) all() []*shard.Shard {
 		out[i] = ss.local[id]
 	}
 	return out
+}
+
+// closeAll stops every open replica and its loops, keeping its directory.
+func (ss *shardSet) closeAll(ctx context.Context) error {
+	ss.mu.Lock()
+	stops := ss.stops
+	ss.stops = map[uint32]context.CancelFunc{}
+	ss.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return ss.shutdownAll(sctx)
 }
 
 func (ss *shardSet) shutdownAll(ctx context.Context) error {

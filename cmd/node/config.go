@@ -17,6 +17,11 @@ import (
 	"github.com/raftq/raftq/shard"
 )
 
+// minDeadNodeGrace is the shortest --dead-node-grace: gossip takes a few
+// seconds to call a member dead, and a replacement must never follow a
+// single missed probe.
+const minDeadNodeGrace = 5 * time.Second
+
 // maxClockOffsetLimit caps --max-clock-offset: the bound lengthens every
 // lease by twice it at each leader change, and a clock a minute off is
 // broken, not skewed.
@@ -91,6 +96,7 @@ type config struct {
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	Repair          bool
+	DeadNodeGrace   time.Duration
 	// SnapshotThreshold and SnapshotInterval override raftgroup.RaftTuning's
 	// snapshot schedule; zero keeps the defaults. For tests that need a
 	// snapshot on disk within seconds (systest/damage_test.go).
@@ -131,6 +137,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "TESTING: log entries after which a snapshot may be taken (0: the default, 8192; docs/shard.md)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "TESTING: snapshot slot period shared by a group's voters (0: the default, 30s; docs/shard.md)")
 	fs.BoolVar(&c.Repair, "repair", false, "repair this node's damaged or lost replicas: each is removed from its raft group and re-added empty through raft (docs/operations.md); without it such a node refuses to start or leaves them out")
+	fs.DurationVar(&c.DeadNodeGrace, "dead-node-grace", cluster.DefaultDeadNodeGrace, fmt.Sprintf("a member not alive in gossip for this long without a break is replaced: its replicas are re-created on live nodes and its id retired, when enough live nodes exist (docs/cluster.md, \"Dead nodes\"); at least %v, 0 disables; set the same on every node (the meta leader's applies)", minDeadNodeGrace))
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: raftq-node [flags]\n\nRuns one node of a raftq cluster. Every flag may also be set as RAFTQ_<FLAG>,\ne.g. RAFTQ_NODE_ID=n1, RAFTQ_JOIN=127.0.0.1:7301.\n\n"+
 			"Also: raftq-node probe (the container health check) and\n"+
@@ -219,6 +226,8 @@ func (c *config) finish() error {
 		return fmt.Errorf("--max-clock-offset must be within 1ms..%v, got %v", maxClockOffsetLimit, c.MaxClockOffset)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout must be positive")
+	case c.DeadNodeGrace != 0 && c.DeadNodeGrace < minDeadNodeGrace:
+		return fmt.Errorf("--dead-node-grace must be 0 (never replace) or at least %v, got %v", minDeadNodeGrace, c.DeadNodeGrace)
 	case c.SnapshotInterval < 0:
 		return fmt.Errorf("--snapshot-interval must not be negative")
 	}

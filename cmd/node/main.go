@@ -107,6 +107,12 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		Disk:        raftgroup.DiskOptions{StallAfter: stall, OnFatal: func(err error) { diskFatal(log, err) }},
 		DiskReserve: reserve,
 		Repair:      cfg.Repair,
+		DeadNodeGrace: func() time.Duration {
+			if cfg.DeadNodeGrace == 0 {
+				return -1 // disabled
+			}
+			return cfg.DeadNodeGrace
+		}(),
 		Fatal: func(err error) {
 			select {
 			case fatal <- err:

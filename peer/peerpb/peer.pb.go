@@ -782,12 +782,18 @@ func (x *KnownRequest) GetNodeId() string {
 }
 
 type KnownResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // empty until the shard map is placed
-	Groups        []*GroupMember         `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`                        // groups whose configuration lists the node
-	HasState      bool                   `protobuf:"varint,3,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`   // the answering node has meta state
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // empty until the shard map is placed
+	Groups    []*GroupMember         `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`                        // groups whose configuration lists the node
+	HasState  bool                   `protobuf:"varint,3,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`   // the answering node has meta state
+	// retired: the node's id is retired (drained, replaced): it must stay out.
+	Retired bool `protobuf:"varint,4,opt,name=retired,proto3" json:"retired,omitempty"`
+	// alive_gossip_addr: the gossip address at which the answering node sees
+	// the node alive, empty if it does not; a node that finds its id alive at
+	// another address is not the only process under that id.
+	AliveGossipAddr string `protobuf:"bytes,5,opt,name=alive_gossip_addr,json=aliveGossipAddr,proto3" json:"alive_gossip_addr,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *KnownResponse) Reset() {
@@ -839,6 +845,20 @@ func (x *KnownResponse) GetHasState() bool {
 		return x.HasState
 	}
 	return false
+}
+
+func (x *KnownResponse) GetRetired() bool {
+	if x != nil {
+		return x.Retired
+	}
+	return false
+}
+
+func (x *KnownResponse) GetAliveGossipAddr() string {
+	if x != nil {
+		return x.AliveGossipAddr
+	}
+	return ""
 }
 
 type GroupMember struct {
@@ -1317,12 +1337,14 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x06digest\x18\x03 \x01(\fR\x06digest\x12\x1a\n" +
 	"\bdiverged\x18\x04 \x01(\bR\bdiverged\"'\n" +
 	"\fKnownRequest\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x7f\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xc5\x01\n" +
 	"\rKnownResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x122\n" +
 	"\x06groups\x18\x02 \x03(\v2\x1a.raftq.peer.v1.GroupMemberR\x06groups\x12\x1b\n" +
-	"\thas_state\x18\x03 \x01(\bR\bhasState\"9\n" +
+	"\thas_state\x18\x03 \x01(\bR\bhasState\x12\x18\n" +
+	"\aretired\x18\x04 \x01(\bR\aretired\x12*\n" +
+	"\x11alive_gossip_addr\x18\x05 \x01(\tR\x0faliveGossipAddr\"9\n" +
 	"\vGroupMember\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05voter\x18\x02 \x01(\bR\x05voter\"\xe4\x01\n" +
