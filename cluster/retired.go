@@ -83,6 +83,12 @@ func (n *Node) stayOutRetired() {
 		"its replicas are closed and none is opened; to bring this machine back, start it with a new node id and an empty data directory (docs/operations.md)",
 		"node_id", n.cfg.NodeID)
 	n.shards.kick() // manageLoop closes the open replicas
+	// The meta replica too: cut off, it would only campaign in a loop.
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	defer cancel()
+	if err := n.meta.Shutdown(ctx); err != nil {
+		n.logger.Warn("closing the meta replica of a retired node", "err", err)
+	}
 }
 
 // Retired reports whether this node found its id retired and stays out.

@@ -102,19 +102,21 @@ func (r *rig) sendFails() {
 	}
 }
 
-// A node whose whole data directory is gone refuses to start (it would
-// otherwise vote with nothing under its old name) and says to use
-// --repair; with it the node is removed from its groups, re-added empty,
-// and catches up.
-func TestWipedNodeExitsAndRejoinsWithRepair(t *testing.T) {
+// A node whose whole data directory is gone comes back under its old id
+// with no flag: it takes no part in raft until a member says the cluster
+// lists it (it would otherwise vote with nothing), then it is removed from
+// each group, re-added empty as a fresh replica, and catches up; nothing
+// acknowledged is lost.
+func TestWipedNodeRejoinsAsAFreshReplica(t *testing.T) {
 	r := newRig(t)
 	r.send("before", 200)
 	_, victim, _ := r.roles()
 	r.stop(victim, true)
 	mustRemove(t, r.c.Nodes[victim].Dir)
-	r.expectExit(victim, "lost its raft state", "--repair")
 	r.send("while-out", 50)
-	r.rejoinWithRepair(victim, "meta", "shard-0")
+	from := r.logSize(victim)
+	r.rejoin(victim, nil, "meta", "shard-0")
+	r.waitLog(victim, from, regexp.MustCompile(`.*identity check: the cluster lists this node but its data directory has no state.*`), time.Second)
 	r.send("after", 20)
 	r.verifyAll()
 }
@@ -171,8 +173,15 @@ func (r *rig) expectExit(i int, says ...string) {
 // groups has rejoined with a vote.
 func (r *rig) rejoinWithRepair(i int, groups ...string) {
 	r.t.Helper()
+	r.rejoin(i, []string{"--repair"}, groups...)
+}
+
+// rejoin starts node i with args and waits until each of groups has
+// rejoined with a vote.
+func (r *rig) rejoin(i int, args []string, groups ...string) {
+	r.t.Helper()
 	from := r.logSize(i)
-	r.c.RestartArgs(i, "--repair")
+	r.c.RestartArgs(i, args...)
 	r.waitServing(i)
 	for _, g := range groups {
 		r.waitLog(i, from, regexp.MustCompile(fmt.Sprintf(`.*replica rejoined its group.*group=%s .*voter=true.*`, regexp.QuoteMeta(g))), 60*time.Second)
