@@ -95,9 +95,10 @@ type Config struct {
 	Version string
 	// Repair lets the node repair its damaged or lost replicas: each is
 	// removed from its raft group and re-added empty, through raft. Off,
-	// a node that finds its meta replica damaged, or its data directory
-	// empty while the cluster lists it, refuses to start (it says why),
-	// and damaged shard replicas wait for `raftq cluster repair`.
+	// a node that finds its meta replica damaged refuses to start (it
+	// says why), and damaged shard replicas wait for `raftq cluster
+	// repair`. A data directory empty while the cluster lists the node is
+	// re-added either way (identity.go): it never took part in raft.
 	Repair bool
 	// DigestInterval is how often a shard leader compares its replicas'
 	// state digests (cluster/digests.go): default 2 min, stretched so the

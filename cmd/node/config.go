@@ -136,7 +136,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "TESTING: log entries after which a snapshot may be taken (0: the default, 8192; docs/shard.md)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "TESTING: snapshot slot period shared by a group's voters (0: the default, 30s; docs/shard.md)")
-	fs.BoolVar(&c.Repair, "repair", false, "repair this node's damaged or lost replicas: each is removed from its raft group and re-added empty through raft (docs/operations.md); without it such a node refuses to start or leaves them out")
+	fs.BoolVar(&c.Repair, "repair", false, "repair this node's damaged or lost replicas: each is removed from its raft group and re-added empty through raft (docs/operations.md); without it a node with a damaged meta replica refuses to start and damaged shard replicas are left out (an empty data directory rejoins without it)")
 	fs.DurationVar(&c.DeadNodeGrace, "dead-node-grace", cluster.DefaultDeadNodeGrace, fmt.Sprintf("a member not alive in gossip for this long without a break is replaced: its replicas are re-created on live nodes and its id retired, when enough live nodes exist (docs/cluster.md, \"Dead nodes\"); at least %v, 0 disables; set the same on every node (the meta leader's applies)", minDeadNodeGrace))
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: raftq-node [flags]\n\nRuns one node of a raftq cluster. Every flag may also be set as RAFTQ_<FLAG>,\ne.g. RAFTQ_NODE_ID=n1, RAFTQ_JOIN=127.0.0.1:7301.\n\n"+

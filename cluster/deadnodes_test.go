@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/meta/metapb"
+)
+
+// gossipWith is a Node whose gossip table holds the given members alive
+// (since an hour ago) and nothing else: enough for the dead-node checks.
+func gossipWith(alive ...string) *Node {
+	n := &Node{}
+	n.gossip = &gossip{n: n, members: map[string]*member{}}
+	for _, id := range alive {
+		n.gossip.members[id] = &member{
+			Member:     Member{NodeID: id, RaftAddr: id + ":1", State: "alive"},
+			meta:       &metapb.NodeMeta{NodeId: id},
+			aliveSince: time.Now().Add(-time.Hour),
+		}
+	}
+	return n
+}
+
+// A dead node is drained only if every shard it holds has a live node to
+// take the replica and a quorum of its voters alive besides it: a move
+// adds (a nonvoter, then a voter) before it removes, and a group without
+// a quorum takes no change.
+func TestCannotReplace(t *testing.T) {
+	three := func(shards map[uint32][]string) meta.ShardMap {
+		return meta.ShardMap{Version: 1, Count: uint32(len(shards)), Replicas: shards}
+	}
+	for _, tc := range []struct {
+		name     string
+		m        meta.ShardMap
+		alive    []string
+		dead     string
+		notAlive []string
+		want     string // "" or a part of the reason
+	}{
+		{"a spare node", three(map[uint32][]string{0: {"n1", "n2", "n3"}}), []string{"n1", "n2", "n4"}, "n3", []string{"n3"}, ""},
+		{"no spare node", three(map[uint32][]string{0: {"n1", "n2", "n3"}}), []string{"n1", "n2"}, "n3", []string{"n3"}, "no live node can take shard 0"},
+		{"the spare holds the other shard", three(map[uint32][]string{0: {"n1", "n2", "n3"}, 1: {"n2", "n3", "n4"}}), []string{"n1", "n2", "n4"}, "n3", []string{"n3"}, ""},
+		{"two of three dead", three(map[uint32][]string{0: {"n1", "n2", "n3"}}), []string{"n1", "n4", "n5"}, "n3", []string{"n2", "n3"}, "1 of 3 voters alive, not a quorum"},
+		{"two replicas, one dead", three(map[uint32][]string{0: {"n1", "n3"}}), []string{"n1", "n2"}, "n3", []string{"n3"}, "1 of 2 voters alive"},
+		{"one replica, dead", three(map[uint32][]string{0: {"n3"}}), []string{"n1", "n2"}, "n3", []string{"n3"}, "0 of 1 voters alive"},
+		{"five replicas, two dead", three(map[uint32][]string{0: {"n1", "n2", "n3", "n4", "n5"}}), []string{"n1", "n2", "n3", "n6"}, "n5", []string{"n4", "n5"}, ""},
+		{"a retired spare does not count", meta.ShardMap{Version: 1, Count: 1, Replicas: map[uint32][]string{0: {"n1", "n2", "n3"}}, Retired: []string{"n4"}},
+			[]string{"n1", "n2", "n4"}, "n3", []string{"n3"}, "no live node can take shard 0"},
+		{"a draining spare does not count", meta.ShardMap{Version: 1, Count: 1, Replicas: map[uint32][]string{0: {"n1", "n2", "n3"}}, Drains: []meta.Drain{{Node: "n4"}}},
+			[]string{"n1", "n2", "n4"}, "n3", []string{"n3"}, "no live node can take shard 0"},
+		{"the target of a drain", meta.ShardMap{Version: 1, Count: 1, Replicas: map[uint32][]string{0: {"n1", "n2", "n3"}}, Drains: []meta.Drain{{Node: "n1", To: "n3"}}},
+			[]string{"n1", "n2", "n4"}, "n3", []string{"n3"}, "target of a running drain"},
+		{"a meta-only member", three(map[uint32][]string{0: {"n1", "n2", "n3"}}), []string{"n1", "n2", "n3"}, "n4", []string{"n4"}, ""},
+	} {
+		got := gossipWith(tc.alive...).cannotReplace(tc.m, tc.dead, tc.notAlive)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: cannotReplace = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Removing a meta voter without a named replacement promotes a live
+// nonvoter only when the voters left would be even.
+func TestRemainingVoters(t *testing.T) {
+	cfg := raft.Configuration{Servers: []raft.Server{
+		{ID: "n1", Suffrage: raft.Voter}, {ID: "n2", Suffrage: raft.Voter}, {ID: "n3", Suffrage: raft.Voter}, {ID: "n4", Suffrage: raft.Nonvoter},
+	}}
+	if k := remainingVoters(cfg, "n3"); k != 2 {
+		t.Fatalf("remainingVoters = %d, want 2", k)
+	}
+	n := gossipWith("n1", "n2", "n4")
+	n.cfg.NonvoterGrace = time.Second
+	m := meta.ShardMap{Version: 1}
+	if s := n.metaVoterToPromote(m, cfg, "n3"); s == nil || s.ID != "n4" {
+		t.Fatalf("metaVoterToPromote = %v, want n4", s)
+	}
+	m.Retired = []string{"n4"}
+	if s := n.metaVoterToPromote(m, cfg, "n3"); s != nil {
+		t.Fatalf("a retired nonvoter was picked: %v", s)
+	}
+}
