@@ -36,14 +36,20 @@ import (
 // quorum) and only then is the dead one removed. A group that has lost
 // its quorum cannot take any change, so the drain waits and says why.
 
-// deadNodeLogEvery rate-limits the "cannot replace" line per node.
-const deadNodeLogEvery = time.Minute
+const (
+	// deadNodeLogEvery rate-limits the "cannot replace" line per node.
+	deadNodeLogEvery = time.Minute
+	// deadNodeWarnAfter is how long a member is away before the leader
+	// says so (or half the grace, if shorter).
+	deadNodeWarnAfter = 10 * time.Second
+)
 
 // deadNodes is the meta leader's state for dead-node replacement; only
 // metaDutiesLoop touches it.
 type deadNodes struct {
 	term   uint64 // meta term the clocks were started in
 	since  map[string]time.Time
+	warned map[string]bool
 	logged map[string]deadLog
 }
 
@@ -53,7 +59,7 @@ type deadLog struct {
 }
 
 func newDeadNodes() *deadNodes {
-	return &deadNodes{since: map[string]time.Time{}, logged: map[string]deadLog{}}
+	return &deadNodes{since: map[string]time.Time{}, warned: map[string]bool{}, logged: map[string]deadLog{}}
 }
 
 // reset forgets every clock: this node does not lead meta, or leads it in
@@ -61,6 +67,7 @@ func newDeadNodes() *deadNodes {
 func (d *deadNodes) reset(term uint64) {
 	d.term = term
 	clear(d.since)
+	clear(d.warned)
 	clear(d.logged)
 }
 
@@ -93,18 +100,27 @@ func (n *Node) replaceDeadNodes(ctx context.Context) {
 		if alive[id] || id == n.cfg.NodeID {
 			delete(d.since, id)
 			delete(d.logged, id)
+			delete(d.warned, id)
 			continue
 		}
 		notAlive = append(notAlive, id)
-		if _, ok := d.since[id]; !ok {
+		since, ok := d.since[id]
+		if !ok {
+			since = now
 			d.since[id] = now
+		}
+		// Said once the absence is more than a blip (a leader that has
+		// just started has not heard every member yet).
+		if !d.warned[id] && now.Sub(since) >= min(n.cfg.DeadNodeGrace/2, deadNodeWarnAfter) {
+			d.warned[id] = true
 			n.logger.Warn("dead node: a member is not alive; it is replaced if it stays away for the grace period",
-				"member", id, "grace", n.cfg.DeadNodeGrace)
+				"member", id, "away_for", now.Sub(since).Round(time.Second), "grace", n.cfg.DeadNodeGrace)
 		}
 	}
 	for id := range d.since {
 		if !slices.Contains(notAlive, id) {
 			delete(d.since, id) // no longer a member
+			delete(d.warned, id)
 		}
 	}
 	if len(m.Drains) > 0 {

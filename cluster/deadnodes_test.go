@@ -1,6 +1,10 @@
 package cluster
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,4 +87,72 @@ func TestRemainingVoters(t *testing.T) {
 	if s := n.metaVoterToPromote(m, cfg, "n3"); s != nil {
 		t.Fatalf("a retired nonvoter was picked: %v", s)
 	}
+}
+
+// A killed member is drained once it has been away for the grace, counted
+// afresh by a new meta leader: a leadership change during the grace puts
+// the replacement at least a full grace after it. Its shard replica is
+// re-created on n4 through raft with every acknowledged write, and n4, a
+// meta nonvoter, takes its place as a meta voter.
+func TestDeadNodeReplacedAfterGraceCountedByEachLeader(t *testing.T) {
+	const grace = 3 * time.Second
+	tc := newTestCluster(t)
+	tc.define("n1", 3)
+	tc.define("n2", 3, "n1")
+	tc.define("n3", 3, "n1")
+	for _, id := range []string{"n1", "n2", "n3"} {
+		cfg := tc.cfgs[id]
+		cfg.Shards = 1
+		cfg.DeadNodeGrace = grace
+		tc.cfgs[id] = cfg
+		tc.start(id)
+	}
+	tc.waitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tc.mustCreateQueue(ctx, "q", pol(60_000))
+	waitFor(t, 15*time.Second, "queue in every shard", tc.queuesReconciled)
+	n4 := joinFourth(t, tc)
+	if err := tc.nodes["n3"].Meta().TransferLeadership(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids := tc.enqueue(t, "before", 20)
+
+	tc.kill("n3")
+	time.Sleep(grace - time.Second)
+	var old *Node
+	waitFor(t, 10*time.Second, "a meta leader", func() error {
+		var ok bool
+		if old, ok = tc.metaLeader(); !ok {
+			return errors.New("none")
+		}
+		return nil
+	})
+	if err := old.Meta().TransferLeadership(ctx); err != nil {
+		t.Fatal(err)
+	}
+	transferred := time.Now()
+	if n, ok := tc.metaLeader(); ok && n == old {
+		t.Fatalf("%s still leads meta after the transfer", old.NodeID())
+	}
+	var recorded time.Time
+	waitFor(t, 30*time.Second, "n3's drain recorded", func() error {
+		m := tc.nodes["n1"].ShardMap()
+		if m.IsRetired("n3") || slices.ContainsFunc(m.Drains, func(d meta.Drain) bool { return d.Node == "n3" }) {
+			recorded = time.Now()
+			return nil
+		}
+		return errors.New("not yet")
+	})
+	if after := recorded.Sub(transferred); after < grace {
+		t.Fatalf("n3's drain was recorded %v after the meta leader changed, within the grace %v: the new leader did not start the clock afresh", after, grace)
+	}
+	replaced(t, tc, "n1")
+	ids = append(ids, tc.enqueue(t, "after", 10)...)
+	waitFor(t, 20*time.Second, "n4 holds every acknowledged write", func() error {
+		if m := missing(n4, ids); len(m) > 0 {
+			return fmt.Errorf("n4 lacks %d", len(m))
+		}
+		return nil
+	})
 }

@@ -12,11 +12,31 @@ var ErrNotReady = errors.New("node not ready")
 
 // NotReadyError names the node. It is returned before anything is
 // proposed or forwarded, so the call certainly had no effect and is safe
-// to retry at once, at this node later or at another one now.
-type NotReadyError struct{ NodeID string }
+// to retry at once, at this node later or at another one now. Retired: the
+// node's id was retired from the cluster, so it never will be ready.
+type NotReadyError struct {
+	NodeID  string
+	Retired bool
+}
 
 func (e *NotReadyError) Error() string {
+	if e.Retired {
+		return fmt.Sprintf("node %s was retired from the cluster: it serves nothing; use another node", e.NodeID)
+	}
 	return fmt.Sprintf("node %s is starting: shard map not loaded yet; retry", e.NodeID)
+}
+
+// retiredTopology is a Topology that can tell its node was retired
+// (*cluster.Node): such a node's shard map is stale for good.
+type retiredTopology interface{ Retired() bool }
+
+// RetiredError returns a *NotReadyError if topo's node was retired, else
+// nil.
+func RetiredError(topo Topology) error {
+	if t, ok := topo.(retiredTopology); ok && t.Retired() {
+		return &NotReadyError{NodeID: topo.NodeID(), Retired: true}
+	}
+	return nil
 }
 
 func (e *NotReadyError) Unwrap() error { return ErrNotReady }
@@ -28,6 +48,9 @@ func (e *NotReadyError) Unwrap() error { return ErrNotReady }
 // this check (a 0 here once crashed a restarting node with an integer
 // divide by zero).
 func (r *Router) shards() (uint32, error) {
+	if err := RetiredError(r.topo); err != nil {
+		return 0, err
+	}
 	n := r.topo.ShardCount()
 	if n == 0 {
 		return 0, &NotReadyError{NodeID: r.topo.NodeID()}

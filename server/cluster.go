@@ -4,6 +4,7 @@ import (
 	"context"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/router"
 )
 
 type clusterSvc struct {
@@ -28,7 +29,19 @@ func (c *clusterSvc) shards() []*raftqv1.ShardInfo {
 	return out
 }
 
+// retired refuses the cluster views of a node whose id was retired: its
+// meta replica is cut off and stale, so what it would list is wrong.
+func (c *clusterSvc) retired(ctx context.Context) error {
+	if err := router.RetiredError(c.node); err != nil {
+		return c.toStatus(ctx, err)
+	}
+	return nil
+}
+
 func (c *clusterSvc) Status(ctx context.Context, _ *raftqv1.StatusRequest) (*raftqv1.StatusResponse, error) {
+	if err := c.retired(ctx); err != nil {
+		return nil, err
+	}
 	resp := &raftqv1.StatusResponse{NodeId: c.node.NodeID(), Shards: c.shards(), MetaLeaderId: c.node.Meta().LeaderID(), Damaged: c.damaged()}
 	for _, m := range c.node.Members() {
 		resp.Members = append(resp.Members, &raftqv1.Member{
@@ -40,6 +53,9 @@ func (c *clusterSvc) Status(ctx context.Context, _ *raftqv1.StatusRequest) (*raf
 }
 
 func (c *clusterSvc) ShardMap(ctx context.Context, _ *raftqv1.ShardMapRequest) (*raftqv1.ShardMapResponse, error) {
+	if err := c.retired(ctx); err != nil {
+		return nil, err
+	}
 	sm := c.node.Meta().ShardMap()
 	return &raftqv1.ShardMapResponse{ShardCount: c.node.ShardCount(), Shards: c.shards(), Version: sm.Version}, nil
 }

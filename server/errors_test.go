@@ -95,6 +95,7 @@ func TestStatusMapping(t *testing.T) {
 		{"deadline", fmt.Errorf("apply: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "apply: context deadline exceeded", none},
 		{"cancelled", context.Canceled, codes.Canceled, "canceled", none},
 		{"node starting", fmt.Errorf("send: %w", &router.NotReadyError{NodeID: "n2"}), codes.Unavailable, "node n2 is starting", []string{""}},
+		{"node retired", fmt.Errorf("send: %w", &router.NotReadyError{NodeID: "n2", Retired: true}), codes.Unavailable, "node n2 was retired from the cluster", []string{""}},
 		{"shard not leader, leader known", &raftgroup.NotLeaderError{Group: "shard-1", LeaderID: "n3"}, codes.Unavailable, "shard-1: not leader", []string{"n3=h3:7101"}},
 		{"shard not leader, leader unknown", &raftgroup.NotLeaderError{Group: "shard-1"}, codes.Unavailable, "leader unknown", []string{""}},
 		{"no shard leader reachable", &raftgroup.NotLeaderError{Group: "shard-1", LeaderID: "n3", Waited: true}, codes.Unavailable, "not reachable", []string{"n3=h3:7101"}},

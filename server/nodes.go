@@ -13,6 +13,9 @@ import (
 // meta configuration (a dead node stays there until removed), replicas in
 // the shard map and retired ids.
 func (c *clusterSvc) Nodes(ctx context.Context, _ *raftqv1.NodesRequest) (*raftqv1.NodesResponse, error) {
+	if err := c.retired(ctx); err != nil {
+		return nil, err
+	}
 	sm := c.node.Meta().ShardMap()
 	byID := map[string]*raftqv1.NodeInfo{}
 	get := func(id string) *raftqv1.NodeInfo {

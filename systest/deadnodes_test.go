@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/client"
 	"github.com/raftq/raftq/internal/ledger"
 	"github.com/raftq/raftq/internal/testcluster"
@@ -117,6 +121,30 @@ func TestDeadNode_ReplacedAfterGrace(t *testing.T) {
 	}
 	if v := nodesView(t, ctx, cl)[vid]; !v.Retired || len(v.Replicas) != 0 || v.Meta != "" {
 		t.Errorf("after its return %s is %+v", vid, v)
+	}
+	// Asked directly, it refuses: its view is stale for good.
+	if _, err := raftqv1.NewClusterClient(c.Conn(victim)).Nodes(ctx, &raftqv1.NodesRequest{}); status.Code(err) != codes.Unavailable ||
+		!strings.Contains(err.Error(), "node "+vid+" was retired from the cluster") {
+		t.Errorf("cluster nodes at the retired %s: %v", vid, err)
+	}
+	// Wiped, under the same id, it is still refused: a retired id never
+	// rejoins, even as a fresh replica.
+	if err := c.Stop(victim, 20*time.Second); err != nil {
+		t.Logf("stop %s: %v", vid, err)
+	}
+	if err := os.RemoveAll(c.Nodes[victim].Dir); err != nil {
+		t.Fatal(err)
+	}
+	from = logSize(t, c, victim)
+	c.Restart(victim)
+	waitFor(t, ctx, vid+", wiped, says it was retired", func() bool {
+		return strings.Contains(logOf(t, c, victim)[from:], "this node's id was retired from the cluster")
+	})
+	if open := localShardMetrics(t, ctx, c, victim); len(open) != 0 {
+		t.Errorf("retired and wiped %s hosts replicas: %v", vid, open)
+	}
+	if v := nodesView(t, ctx, cl)[vid]; !v.Retired || len(v.Replicas) != 0 || v.Meta != "" {
+		t.Errorf("after its wiped return %s is %+v", vid, v)
 	}
 	_ = c.Stop(victim, 20*time.Second)
 	tr.Stop()

@@ -169,6 +169,10 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 			mux.HandleFunc("/debug/raft-metrics", h)
 		}
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if node.Retired() {
+				http.Error(w, "retired: this node's id was removed from the cluster", http.StatusServiceUnavailable)
+				return
+			}
 			select {
 			case <-node.Ready():
 				_, _ = io.WriteString(w, "ok\n")
