@@ -185,6 +185,13 @@ func (n *Node) cannotReplace(m meta.ShardMap, dead string, notAlive []string) st
 	if slices.ContainsFunc(m.Drains, func(d meta.Drain) bool { return d.To == dead }) {
 		return "it is the target of a running drain"
 	}
+	for _, mv := range m.Moves {
+		if mv.To == dead {
+			// The executor runs one move at a time and a move cannot be
+			// abandoned: this one waits for the node to catch up.
+			return fmt.Sprintf("a move of shard %d onto it is running and cannot finish while it is away: bring it back", mv.Shard)
+		}
+	}
 	targets := slices.DeleteFunc(n.drainTargets(m), func(id string) bool { return id == dead })
 	for _, id := range m.ShardsOf(dead) {
 		if leastLoaded(m, id, slices.Clone(targets)) == "" {
