@@ -38,6 +38,7 @@ func (n *Node) metaDutiesLoop(ctx context.Context) {
 		}
 		n.admitMembers(ctx)
 		n.recordFormats(ctx)
+		n.rebalanceDuty(ctx)
 	}
 }
 

@@ -63,6 +63,7 @@ type Node struct {
 	repairMu  sync.Mutex // serializes Repair
 	// refusedRetired: a retired node came back and was refused (logged once).
 	refusedRetired atomic.Bool
+	balance        rebalancer // the meta leader's rebalancing (rebalance.go)
 
 	shutdownOnce sync.Once
 	shutdownErr  error

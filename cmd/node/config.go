@@ -91,6 +91,8 @@ type config struct {
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	Repair          bool
+	Rebalance       bool
+	RebalanceStable time.Duration
 	// SnapshotThreshold and SnapshotInterval override raftgroup.RaftTuning's
 	// snapshot schedule; zero keeps the defaults. For tests that need a
 	// snapshot on disk within seconds (systest/damage_test.go).
@@ -131,6 +133,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "TESTING: log entries after which a snapshot may be taken (0: the default, 8192; docs/shard.md)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "TESTING: snapshot slot period shared by a group's voters (0: the default, 30s; docs/shard.md)")
 	fs.BoolVar(&c.Repair, "repair", false, "repair this node's damaged or lost replicas: each is removed from its raft group and re-added empty through raft (docs/operations.md); without it such a node refuses to start or leaves them out")
+	fs.BoolVar(&c.Rebalance, "rebalance", true, "on the meta leader: move replicas and preferred leaders on its own so every live node holds within 1 of the mean (a joining node receives its share); false: only when `raftq cluster rebalance` asks (docs/cluster.md, \"Rebalancing\")")
+	fs.DurationVar(&c.RebalanceStable, "rebalance-stable", 10*time.Second, "how long the live nodes and meta servers must stay the same before the meta leader rebalances on its own")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: raftq-node [flags]\n\nRuns one node of a raftq cluster. Every flag may also be set as RAFTQ_<FLAG>,\ne.g. RAFTQ_NODE_ID=n1, RAFTQ_JOIN=127.0.0.1:7301.\n\n"+
 			"Also: raftq-node probe (the container health check) and\n"+
@@ -221,6 +225,8 @@ func (c *config) finish() error {
 		return fmt.Errorf("--shutdown-timeout must be positive")
 	case c.SnapshotInterval < 0:
 		return fmt.Errorf("--snapshot-interval must not be negative")
+	case c.RebalanceStable < 100*time.Millisecond || c.RebalanceStable > time.Hour:
+		return fmt.Errorf("--rebalance-stable must be within 100ms..1h, got %v", c.RebalanceStable)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err

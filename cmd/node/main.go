@@ -104,9 +104,10 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, MaxClockOffset: cfg.MaxClockOffset, Logger: base,
 		Raft: raftgroup.RaftTuning{LogStore: cfg.LogStore, WALSegmentBytes: segment,
 			SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
-		Disk:        raftgroup.DiskOptions{StallAfter: stall, OnFatal: func(err error) { diskFatal(log, err) }},
-		DiskReserve: reserve,
-		Repair:      cfg.Repair,
+		Disk:             raftgroup.DiskOptions{StallAfter: stall, OnFatal: func(err error) { diskFatal(log, err) }},
+		DiskReserve:      reserve,
+		Repair:           cfg.Repair,
+		DisableRebalance: !cfg.Rebalance, RebalanceStable: cfg.RebalanceStable,
 		Fatal: func(err error) {
 			select {
 			case fatal <- err:
