@@ -40,6 +40,9 @@ type rebalancer struct {
 	// forced: an operator asked (Rebalance without dry run): rebalance now,
 	// automatic or not, until the plan is empty.
 	forced bool
+	// waiting is why the last step could not be taken, logged once per
+	// reason: a node that stays down would repeat it every second.
+	waiting string
 }
 
 // RebalanceStatus is the plan as the meta leader sees it.
@@ -87,7 +90,16 @@ func (n *Node) rebalanceDuty(ctx context.Context) {
 	r.mu.Lock()
 	r.next = now.Add(moveEvery)
 	r.mu.Unlock()
-	if err := n.rebalanceStep(ctx, m, plan); err != nil && ctx.Err() == nil {
+	err = n.rebalanceStep(ctx, m, plan)
+	why := ""
+	if err != nil {
+		why = err.Error()
+	}
+	r.mu.Lock()
+	changed := why != r.waiting
+	r.waiting = why
+	r.mu.Unlock()
+	if err != nil && changed && ctx.Err() == nil {
 		n.logger.Info("rebalance: not yet", "err", err)
 	}
 }
