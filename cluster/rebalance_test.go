@@ -188,3 +188,37 @@ func TestRebalanceOnRequest(t *testing.T) {
 		t.Fatalf("rebalance during a drain: %v, want ErrDraining", err)
 	}
 }
+
+// After rebalancing gave n4 replicas, replacing n3 by n4 still completes:
+// a replica of n3 whose shard n4 holds already goes to the node that
+// lacks it, and every shard ends on n1, n2 and n4.
+func TestReplaceOntoANodeThatHoldsTheShard(t *testing.T) {
+	tc := formRebalancing(t, true)
+	tc.start("n4")
+	waitFor(t, 90*time.Second, "balanced", func() error { return balanced(tc, "n1") })
+	l, ok := tc.metaLeader()
+	if !ok {
+		t.Fatal("no meta leader")
+	}
+	n3, n4 := l.ShardMap().ShardsOf("n3"), l.ShardMap().ShardsOf("n4")
+	if !slices.ContainsFunc(n3, func(id uint32) bool { return slices.Contains(n4, id) }) {
+		t.Fatalf("n3 %v and n4 %v share no shard: nothing to show", n3, n4)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.Meta().DrainNode(ctx, "n3", "n4"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 90*time.Second, "n3 replaced", func() error {
+		m := tc.liveNode("n1").ShardMap()
+		if !m.IsRetired("n3") || len(m.Moves) > 0 {
+			return fmt.Errorf("moves %v drains %v retired %v", m.Moves, m.Drains, m.Retired)
+		}
+		for id := range m.Count {
+			if got := slices.Sorted(slices.Values(m.Replicas[id])); !slices.Equal(got, []string{"n1", "n2", "n4"}) {
+				return fmt.Errorf("shard %d on %v", id, got)
+			}
+		}
+		return nil
+	})
+}

@@ -267,6 +267,19 @@ func TestPlanBalance_Properties(t *testing.T) {
 		if again := PlanBalance(after, eligible); !again.Empty() {
 			t.Fatalf("%s: planned again: %+v", name, again)
 		}
+		// The meta leader takes one step and plans again: the rest of the
+		// plan never grows, so stepping converges in as many steps.
+		if len(p.Moves) > 0 {
+			step := applyPlan(t, m, BalancePlan{Moves: p.Moves[:1]})
+			if next := PlanBalance(step, eligible); len(next.Moves) != len(p.Moves)-1 {
+				t.Fatalf("%s: after %+v the plan has %d moves, want %d", name, p.Moves[0], len(next.Moves), len(p.Moves)-1)
+			}
+		} else if len(p.Leaders) > 0 {
+			step := applyPlan(t, m, BalancePlan{Leaders: p.Leaders[:1]})
+			if next := PlanBalance(step, eligible); len(next.Moves) != 0 || len(next.Leaders) > len(p.Leaders)-1 {
+				t.Fatalf("%s: after %+v the plan is %+v, want at most %d leader changes", name, p.Leaders[0], next, len(p.Leaders)-1)
+			}
+		}
 	}
 }
 
