@@ -33,7 +33,11 @@ var ErrDraining = errors.New("a node is being drained")
 // rebalancer is the meta leader's rebalancing state; none of it is
 // replicated: a new meta leader starts waiting for stability afresh.
 type rebalancer struct {
-	mu          sync.Mutex
+	mu sync.Mutex
+	// term is the meta term this state belongs to: a leader that lost
+	// meta and won it back did not watch membership in between, and an
+	// operator's request was made to whoever led then.
+	term        uint64
 	fingerprint string    // the eligible nodes and meta servers last seen
 	since       time.Time // when they last changed
 	next        time.Time // rate limit: no step before
@@ -43,6 +47,14 @@ type rebalancer struct {
 	// waiting is why the last step could not be taken, logged once per
 	// reason: a node that stays down would repeat it every second.
 	waiting string
+}
+
+// newTerm starts afresh in a new meta term; r.mu is held.
+func (r *rebalancer) newTerm(term uint64, now time.Time) {
+	if term == r.term {
+		return
+	}
+	r.term, r.fingerprint, r.since, r.next, r.forced, r.waiting = term, "", now, time.Time{}, false, ""
 }
 
 // RebalanceStatus is the plan as the meta leader sees it.
@@ -69,6 +81,7 @@ func (n *Node) rebalanceDuty(ctx context.Context) {
 	r := &n.balance
 	r.mu.Lock()
 	now := time.Now()
+	r.newTerm(n.meta.Raft().CurrentTerm(), now)
 	if fp := strings.Join(elig, ",") + "|" + strings.Join(servers, ","); fp != r.fingerprint {
 		r.fingerprint, r.since = fp, now
 	}
@@ -213,6 +226,7 @@ func (n *Node) Rebalance(dryRun bool) (RebalanceStatus, error) {
 	}
 	r := &n.balance
 	r.mu.Lock()
+	r.newTerm(n.meta.Raft().CurrentTerm(), time.Now())
 	r.forced, r.next = true, time.Time{}
 	r.mu.Unlock()
 	st.Started = true
