@@ -90,6 +90,15 @@ type Config struct {
 	// replica is alive; this spreads shard leaders over the nodes (default
 	// 5 s).
 	PreferredLeaderDelay time.Duration
+	// DisableRebalance turns automatic rebalancing off: the meta leader
+	// then moves replicas and preferred leaders only when an operator asks
+	// (raftq cluster rebalance).
+	DisableRebalance bool
+	// RebalanceStable is how long the eligible nodes and the meta servers
+	// must stay the same before the meta leader rebalances on its own
+	// (default 10 s): a node that restarts or flaps does not get replicas
+	// moved around it.
+	RebalanceStable time.Duration
 	// Version is advertised in gossip metadata (default: the binary's
 	// build info, fsm.BinaryVersion).
 	Version string
@@ -175,6 +184,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PreferredLeaderDelay <= 0 {
 		c.PreferredLeaderDelay = 5 * time.Second
+	}
+	if c.RebalanceStable <= 0 {
+		c.RebalanceStable = 10 * time.Second
 	}
 	if c.Version == "" {
 		c.Version = fsm.BinaryVersion()

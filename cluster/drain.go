@@ -28,7 +28,10 @@ func (n *Node) advanceDrain(ctx context.Context, m meta.ShardMap, d meta.Drain) 
 	}
 	id := shards[0]
 	to := d.To
-	if to == "" {
+	if to == "" || m.Hosts(id, to) {
+		// The replacement may hold the shard already (the rebalancer gave
+		// it a replica before the drain was recorded): this replica then
+		// goes where remove-node would send it.
 		to = leastLoaded(m, id, n.drainTargets(m))
 		if to == "" {
 			return fmt.Errorf("drain %s: no node can take shard %d (every live member holds it)", d.Node, id)

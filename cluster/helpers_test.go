@@ -117,6 +117,9 @@ func (tc *testCluster) define(id string, expect int, join ...string) Config {
 		// margin over it: the stopped node is those shards' preferred
 		// replica, so no hand-off follows the transfer it checks for.
 		PreferredLeaderDelay: time.Second,
+		// These tests place replicas by hand (drains, repairs) and check
+		// where they are; rebalancing has tests of its own that turn it on.
+		DisableRebalance: true,
 	}
 	tc.cfgs[id] = cfg
 	return cfg

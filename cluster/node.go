@@ -67,6 +67,7 @@ type Node struct {
 	dead *deadNodes
 	// retired: this node's id was retired; it stays out (retired.go).
 	retired atomic.Bool
+	balance rebalancer // the meta leader's rebalancing (rebalance.go)
 
 	shutdownOnce sync.Once
 	shutdownErr  error

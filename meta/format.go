@@ -32,6 +32,9 @@ var commandFormats = map[protoreflect.Name]uint32{
 	"move_step":   2,
 	"retire_node": 2,
 	"drain_node":  2,
+	// Format 3: balanced preferred leaders (docs/cluster.md,
+	// "Rebalancing"); a replica of format 2 would stop on it.
+	"prefer_leader": 3,
 }
 
 // CommandFormat is the log format a meta command needs from every replica;

@@ -56,6 +56,9 @@ func (n *startingNode) Repair(context.Context) []*peerpb.GroupRepair {
 	return nil
 }
 func (n *startingNode) Damaged() map[string]*raftstore.DamageError { return nil }
+func (n *startingNode) Rebalance(bool) (cluster.RebalanceStatus, error) {
+	return cluster.RebalanceStatus{}, &raftgroup.NotLeaderError{Group: "meta"}
+}
 func (n *startingNode) ChangeGroup(context.Context, string, peerpb.GroupChangeRequest_Op, string, string) (uint64, error) {
 	return 0, &raftgroup.NotLeaderError{}
 }

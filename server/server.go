@@ -24,6 +24,9 @@ type Node interface {
 	Meta() *meta.Store
 	Members() []cluster.Member
 	Repairer
+	// Rebalance reports (and unless dryRun starts) the balance plan; only
+	// on the meta leader (cluster/rebalance.go).
+	Rebalance(dryRun bool) (cluster.RebalanceStatus, error)
 }
 
 // Events receives message events and receive timings for metrics;

@@ -3748,6 +3748,334 @@ func (x *NodeDrainResponse) GetMoving() string {
 	return ""
 }
 
+type RebalanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DryRun        bool                   `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"` // only print the plan
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceRequest) Reset() {
+	*x = RebalanceRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRequest) ProtoMessage() {}
+
+func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *RebalanceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type ReplicaMovePlan struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShardId       uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaMovePlan) Reset() {
+	*x = ReplicaMovePlan{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaMovePlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaMovePlan) ProtoMessage() {}
+
+func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaMovePlan.ProtoReflect.Descriptor instead.
+func (*ReplicaMovePlan) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *ReplicaMovePlan) GetShardId() uint32 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *ReplicaMovePlan) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *ReplicaMovePlan) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type LeaderChangePlan struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShardId       uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"` // the preferred leader now ("" if none)
+	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaderChangePlan) Reset() {
+	*x = LeaderChangePlan{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaderChangePlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaderChangePlan) ProtoMessage() {}
+
+func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaderChangePlan.ProtoReflect.Descriptor instead.
+func (*LeaderChangePlan) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *LeaderChangePlan) GetShardId() uint32 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *LeaderChangePlan) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *LeaderChangePlan) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type NodeBalance struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Replicas      uint32                 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`                                // now, counting a running move as done
+	ReplicasAfter uint32                 `protobuf:"varint,3,opt,name=replicas_after,json=replicasAfter,proto3" json:"replicas_after,omitempty"` // once the plan is carried out
+	Leaders       uint32                 `protobuf:"varint,4,opt,name=leaders,proto3" json:"leaders,omitempty"`                                  // shards it is the preferred leader of
+	LeadersAfter  uint32                 `protobuf:"varint,5,opt,name=leaders_after,json=leadersAfter,proto3" json:"leaders_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeBalance) Reset() {
+	*x = NodeBalance{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeBalance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeBalance) ProtoMessage() {}
+
+func (x *NodeBalance) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeBalance.ProtoReflect.Descriptor instead.
+func (*NodeBalance) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *NodeBalance) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeBalance) GetReplicas() uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *NodeBalance) GetReplicasAfter() uint32 {
+	if x != nil {
+		return x.ReplicasAfter
+	}
+	return 0
+}
+
+func (x *NodeBalance) GetLeaders() uint32 {
+	if x != nil {
+		return x.Leaders
+	}
+	return 0
+}
+
+func (x *NodeBalance) GetLeadersAfter() uint32 {
+	if x != nil {
+		return x.LeadersAfter
+	}
+	return 0
+}
+
+type RebalanceResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Moves   []*ReplicaMovePlan     `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"` // in the order they would run
+	Leaders []*LeaderChangePlan    `protobuf:"bytes,2,rep,name=leaders,proto3" json:"leaders,omitempty"`
+	Nodes   []*NodeBalance         `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"` // the eligible nodes, by id
+	// started: the meta leader began carrying the plan out (false for a dry
+	// run or an empty plan).
+	Started bool `protobuf:"varint,4,opt,name=started,proto3" json:"started,omitempty"`
+	// moving: the replica move running now, e.g. "shard 0: n3 -> n4 (add)".
+	Moving string `protobuf:"bytes,5,opt,name=moving,proto3" json:"moving,omitempty"`
+	// automatic: the meta leader rebalances on its own (--rebalance).
+	Automatic     bool `protobuf:"varint,6,opt,name=automatic,proto3" json:"automatic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceResponse) Reset() {
+	*x = RebalanceResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceResponse) ProtoMessage() {}
+
+func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
+func (*RebalanceResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *RebalanceResponse) GetMoves() []*ReplicaMovePlan {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetLeaders() []*LeaderChangePlan {
+	if x != nil {
+		return x.Leaders
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetNodes() []*NodeBalance {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetStarted() bool {
+	if x != nil {
+		return x.Started
+	}
+	return false
+}
+
+func (x *RebalanceResponse) GetMoving() string {
+	if x != nil {
+		return x.Moving
+	}
+	return ""
+}
+
+func (x *RebalanceResponse) GetAutomatic() bool {
+	if x != nil {
+		return x.Automatic
+	}
+	return false
+}
+
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
@@ -4033,7 +4361,30 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x12\n" +
 	"\x04done\x18\x03 \x01(\bR\x04done\x12\x1a\n" +
 	"\breplicas\x18\x04 \x03(\rR\breplicas\x12\x16\n" +
-	"\x06moving\x18\x05 \x01(\tR\x06moving*U\n" +
+	"\x06moving\x18\x05 \x01(\tR\x06moving\"+\n" +
+	"\x10RebalanceRequest\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"P\n" +
+	"\x0fReplicaMovePlan\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\"Q\n" +
+	"\x10LeaderChangePlan\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\"\xa8\x01\n" +
+	"\vNodeBalance\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +
+	"\breplicas\x18\x02 \x01(\rR\breplicas\x12%\n" +
+	"\x0ereplicas_after\x18\x03 \x01(\rR\rreplicasAfter\x12\x18\n" +
+	"\aleaders\x18\x04 \x01(\rR\aleaders\x12#\n" +
+	"\rleaders_after\x18\x05 \x01(\rR\fleadersAfter\"\xf7\x01\n" +
+	"\x11RebalanceResponse\x12/\n" +
+	"\x05moves\x18\x01 \x03(\v2\x19.raftq.v1.ReplicaMovePlanR\x05moves\x124\n" +
+	"\aleaders\x18\x02 \x03(\v2\x1a.raftq.v1.LeaderChangePlanR\aleaders\x12+\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x15.raftq.v1.NodeBalanceR\x05nodes\x12\x18\n" +
+	"\astarted\x18\x04 \x01(\bR\astarted\x12\x16\n" +
+	"\x06moving\x18\x05 \x01(\tR\x06moving\x12\x1c\n" +
+	"\tautomatic\x18\x06 \x01(\bR\tautomatic*U\n" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
@@ -4081,7 +4432,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\vDeadLetters\x12A\n" +
 	"\bListDead\x12\x19.raftq.v1.ListDeadRequest\x1a\x1a.raftq.v1.ListDeadResponse\x12>\n" +
 	"\aRedrive\x12\x18.raftq.v1.RedriveRequest\x1a\x19.raftq.v1.RedriveResponse\x12>\n" +
-	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\x92\x03\n" +
+	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\xd8\x03\n" +
 	"\aCluster\x12;\n" +
 	"\x06Status\x12\x17.raftq.v1.StatusRequest\x1a\x18.raftq.v1.StatusResponse\x12A\n" +
 	"\bShardMap\x12\x19.raftq.v1.ShardMapRequest\x1a\x1a.raftq.v1.ShardMapResponse\x12;\n" +
@@ -4089,7 +4440,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x05Nodes\x12\x16.raftq.v1.NodesRequest\x1a\x17.raftq.v1.NodesResponse\x12F\n" +
 	"\n" +
 	"RemoveNode\x12\x1b.raftq.v1.RemoveNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponse\x12H\n" +
-	"\vReplaceNode\x12\x1c.raftq.v1.ReplaceNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"\vReplaceNode\x12\x1c.raftq.v1.ReplaceNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponse\x12D\n" +
+	"\tRebalance\x12\x1a.raftq.v1.RebalanceRequest\x1a\x1b.raftq.v1.RebalanceResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -4104,7 +4456,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -4167,14 +4519,19 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*RemoveNodeRequest)(nil),     // 58: raftq.v1.RemoveNodeRequest
 	(*ReplaceNodeRequest)(nil),    // 59: raftq.v1.ReplaceNodeRequest
 	(*NodeDrainResponse)(nil),     // 60: raftq.v1.NodeDrainResponse
-	nil,                           // 61: raftq.v1.Message.AttributesEntry
-	nil,                           // 62: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 63: raftq.v1.ReceivedMessage.AttributesEntry
+	(*RebalanceRequest)(nil),      // 61: raftq.v1.RebalanceRequest
+	(*ReplicaMovePlan)(nil),       // 62: raftq.v1.ReplicaMovePlan
+	(*LeaderChangePlan)(nil),      // 63: raftq.v1.LeaderChangePlan
+	(*NodeBalance)(nil),           // 64: raftq.v1.NodeBalance
+	(*RebalanceResponse)(nil),     // 65: raftq.v1.RebalanceResponse
+	nil,                           // 66: raftq.v1.Message.AttributesEntry
+	nil,                           // 67: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 68: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
 	2,  // 1: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	61, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	66, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,  // 3: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,  // 4: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
 	4,  // 5: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
@@ -4182,10 +4539,10 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	3,  // 7: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
 	6,  // 8: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
 	3,  // 9: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	62, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	67, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
 	18, // 11: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
 	21, // 12: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	63, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	68, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
 	24, // 14: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
 	26, // 15: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
 	5,  // 16: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
@@ -4196,61 +4553,66 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	52, // 21: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
 	47, // 22: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
 	56, // 23: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
-	7,  // 24: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	8,  // 25: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	9,  // 26: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	11, // 27: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	12, // 28: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	14, // 29: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	16, // 30: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	18, // 31: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	20, // 32: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	23, // 33: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	27, // 34: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	29, // 35: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	31, // 36: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	33, // 37: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	35, // 38: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	37, // 39: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	39, // 40: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	41, // 41: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	43, // 42: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	45, // 43: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	53, // 44: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	50, // 45: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	55, // 46: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	58, // 47: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	59, // 48: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	6,  // 49: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	6,  // 50: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	10, // 51: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	6,  // 52: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	13, // 53: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	15, // 54: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	17, // 55: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	19, // 56: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	22, // 57: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	25, // 58: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	28, // 59: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	30, // 60: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	32, // 61: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	34, // 62: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	36, // 63: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	38, // 64: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	40, // 65: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	42, // 66: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	44, // 67: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	48, // 68: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	54, // 69: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	51, // 70: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	57, // 71: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	60, // 72: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	60, // 73: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	49, // [49:74] is the sub-list for method output_type
-	24, // [24:49] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	62, // 24: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
+	63, // 25: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
+	64, // 26: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
+	7,  // 27: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	8,  // 28: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	9,  // 29: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	11, // 30: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	12, // 31: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	14, // 32: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	16, // 33: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	18, // 34: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	20, // 35: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	23, // 36: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	27, // 37: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	29, // 38: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	31, // 39: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	33, // 40: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	35, // 41: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	37, // 42: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	39, // 43: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	41, // 44: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	43, // 45: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	45, // 46: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	53, // 47: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	50, // 48: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	55, // 49: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	58, // 50: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	59, // 51: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	61, // 52: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	6,  // 53: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	6,  // 54: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	10, // 55: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	6,  // 56: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	13, // 57: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	15, // 58: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	17, // 59: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	19, // 60: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	22, // 61: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	25, // 62: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	28, // 63: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	30, // 64: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	32, // 65: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	34, // 66: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	36, // 67: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	38, // 68: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	40, // 69: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	42, // 70: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	44, // 71: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	48, // 72: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	54, // 73: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	51, // 74: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	57, // 75: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	60, // 76: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	60, // 77: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	65, // 78: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	53, // [53:79] is the sub-list for method output_type
+	27, // [27:53] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -4264,7 +4626,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   61,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -950,6 +950,7 @@ const (
 	Cluster_Nodes_FullMethodName       = "/raftq.v1.Cluster/Nodes"
 	Cluster_RemoveNode_FullMethodName  = "/raftq.v1.Cluster/RemoveNode"
 	Cluster_ReplaceNode_FullMethodName = "/raftq.v1.Cluster/ReplaceNode"
+	Cluster_Rebalance_FullMethodName   = "/raftq.v1.Cluster/Rebalance"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -979,6 +980,14 @@ type ClusterClient interface {
 	// of the old node moves to the new one, the new one becomes a meta voter
 	// if the old one was, then the old one is removed and retired.
 	ReplaceNode(ctx context.Context, in *ReplaceNodeRequest, opts ...grpc.CallOption) (*NodeDrainResponse, error)
+	// Rebalance answers with the plan that spreads replicas and preferred
+	// leaders evenly over the live nodes (docs/cluster.md, "Rebalancing"),
+	// computed by the meta leader (the call is forwarded there). Without
+	// dry_run the meta leader also starts carrying it out now, without
+	// waiting for the cluster to be stable and even if automatic
+	// rebalancing is off; the moves run one at a time as the response's
+	// progress shows. FAILED_PRECONDITION while a drain runs.
+	Rebalance(ctx context.Context, in *RebalanceRequest, opts ...grpc.CallOption) (*RebalanceResponse, error)
 }
 
 type clusterClient struct {
@@ -1049,6 +1058,16 @@ func (c *clusterClient) ReplaceNode(ctx context.Context, in *ReplaceNodeRequest,
 	return out, nil
 }
 
+func (c *clusterClient) Rebalance(ctx context.Context, in *RebalanceRequest, opts ...grpc.CallOption) (*RebalanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RebalanceResponse)
+	err := c.cc.Invoke(ctx, Cluster_Rebalance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1076,6 +1095,14 @@ type ClusterServer interface {
 	// of the old node moves to the new one, the new one becomes a meta voter
 	// if the old one was, then the old one is removed and retired.
 	ReplaceNode(context.Context, *ReplaceNodeRequest) (*NodeDrainResponse, error)
+	// Rebalance answers with the plan that spreads replicas and preferred
+	// leaders evenly over the live nodes (docs/cluster.md, "Rebalancing"),
+	// computed by the meta leader (the call is forwarded there). Without
+	// dry_run the meta leader also starts carrying it out now, without
+	// waiting for the cluster to be stable and even if automatic
+	// rebalancing is off; the moves run one at a time as the response's
+	// progress shows. FAILED_PRECONDITION while a drain runs.
+	Rebalance(context.Context, *RebalanceRequest) (*RebalanceResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1103,6 +1130,9 @@ func (UnimplementedClusterServer) RemoveNode(context.Context, *RemoveNodeRequest
 }
 func (UnimplementedClusterServer) ReplaceNode(context.Context, *ReplaceNodeRequest) (*NodeDrainResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReplaceNode not implemented")
+}
+func (UnimplementedClusterServer) Rebalance(context.Context, *RebalanceRequest) (*RebalanceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Rebalance not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1233,6 +1263,24 @@ func _Cluster_ReplaceNode_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Rebalance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RebalanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Rebalance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Rebalance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Rebalance(ctx, req.(*RebalanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1263,6 +1311,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReplaceNode",
 			Handler:    _Cluster_ReplaceNode_Handler,
+		},
+		{
+			MethodName: "Rebalance",
+			Handler:    _Cluster_Rebalance_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -97,6 +97,8 @@ type config struct {
 	LogLevel        string
 	Repair          bool
 	DeadNodeGrace   time.Duration
+	Rebalance       bool
+	RebalanceStable time.Duration
 	// SnapshotThreshold and SnapshotInterval override raftgroup.RaftTuning's
 	// snapshot schedule; zero keeps the defaults. For tests that need a
 	// snapshot on disk within seconds (systest/damage_test.go).
@@ -138,6 +140,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "TESTING: snapshot slot period shared by a group's voters (0: the default, 30s; docs/shard.md)")
 	fs.BoolVar(&c.Repair, "repair", false, "repair this node's damaged or lost replicas: each is removed from its raft group and re-added empty through raft (docs/operations.md); without it a node with a damaged meta replica refuses to start and damaged shard replicas are left out (an empty data directory rejoins without it)")
 	fs.DurationVar(&c.DeadNodeGrace, "dead-node-grace", cluster.DefaultDeadNodeGrace, fmt.Sprintf("a member not alive in gossip for this long without a break is replaced: its replicas are re-created on live nodes and its id retired, when enough live nodes exist (docs/cluster.md, \"Dead nodes\"); at least %v, 0 disables; set the same on every node (the meta leader's applies)", minDeadNodeGrace))
+	fs.BoolVar(&c.Rebalance, "rebalance", true, "on the meta leader: move replicas and preferred leaders on its own so every live node holds within 1 of the mean (a joining node receives its share); false: only when `raftq cluster rebalance` asks (docs/cluster.md, \"Rebalancing\")")
+	fs.DurationVar(&c.RebalanceStable, "rebalance-stable", 10*time.Second, "how long the live nodes and meta servers must stay the same before the meta leader rebalances on its own")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: raftq-node [flags]\n\nRuns one node of a raftq cluster. Every flag may also be set as RAFTQ_<FLAG>,\ne.g. RAFTQ_NODE_ID=n1, RAFTQ_JOIN=127.0.0.1:7301.\n\n"+
 			"Also: raftq-node probe (the container health check) and\n"+
@@ -230,6 +234,8 @@ func (c *config) finish() error {
 		return fmt.Errorf("--dead-node-grace must be 0 (never replace) or at least %v, got %v", minDeadNodeGrace, c.DeadNodeGrace)
 	case c.SnapshotInterval < 0:
 		return fmt.Errorf("--snapshot-interval must not be negative")
+	case c.RebalanceStable < 100*time.Millisecond || c.RebalanceStable > time.Hour:
+		return fmt.Errorf("--rebalance-stable must be within 100ms..1h, got %v", c.RebalanceStable)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err

@@ -60,6 +60,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--node-id", "n", "--max-clock-offset", "2m"}, nil, "--max-clock-offset"},
 		{[]string{"--node-id", "n", "--dead-node-grace", "4s"}, nil, "--dead-node-grace must be 0 (never replace) or at least 5s"},
 		{[]string{"--node-id", "n", "--dead-node-grace", "-1m"}, nil, "--dead-node-grace must be 0"},
+		{[]string{"--node-id", "n", "--rebalance-stable", "10ms"}, nil, "--rebalance-stable must be within 100ms..1h"},
+		{[]string{"--node-id", "n", "--rebalance-stable", "2h"}, nil, "--rebalance-stable must be within"},
 		{[]string{"--node-id", "n", "--disk-reserve", "lots"}, nil, `--disk-reserve: size "lots"`},
 		{[]string{"--node-id", "n", "--disk-reserve", "512MiB,120%"}, nil, "within [0, 100)"},
 		{[]string{"--node-id", "n", "--disk-reserve", "5 parsecs"}, nil, `unknown unit "parsecs"`},
@@ -83,7 +85,7 @@ func TestParseConfigHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "peer-bind", "peer-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "wal-segment-size", "disk-stall-timeout", "disk-reserve", "repair", "dead-node-grace", "snapshot-threshold", "snapshot-interval", "RAFTQ_"} {
+	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "peer-bind", "peer-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "wal-segment-size", "disk-stall-timeout", "disk-reserve", "repair", "dead-node-grace", "snapshot-threshold", "snapshot-interval", "rebalance", "rebalance-stable", "RAFTQ_"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}

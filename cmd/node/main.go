@@ -113,6 +113,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 			}
 			return cfg.DeadNodeGrace
 		}(),
+		DisableRebalance: !cfg.Rebalance, RebalanceStable: cfg.RebalanceStable,
 		Fatal: func(err error) {
 			select {
 			case fatal <- err:

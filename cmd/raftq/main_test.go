@@ -70,6 +70,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"extend", "r", "13h"}, "DURATION 13h0m0s is above the limit 12h0m0s"},
 		{[]string{"cluster", "status", "--wait", "-1s"}, "--wait -1s is negative"},
 		{[]string{"cluster", "status", "extra"}, "usage: raftq cluster status [flags] (see raftq cluster status --help)"},
+		{[]string{"cluster", "rebalance", "now"}, "want 0 argument(s)"},
+		{[]string{"cluster", "rebalance", "--dry-run=maybe"}, "invalid boolean value"},
 		{[]string{"completion", "fish"}, `SHELL "fish": want bash or zsh`},
 		{[]string{"queue"}, `"queue" needs a subcommand`},
 		{[]string{"receive", "q", "--nosuch"}, "flag provided but not defined: -nosuch"},

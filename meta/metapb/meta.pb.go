@@ -178,6 +178,7 @@ type Command struct {
 	//	*Command_MoveStep
 	//	*Command_RetireNode
 	//	*Command_DrainNode
+	//	*Command_PreferLeader
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -306,6 +307,15 @@ func (x *Command) GetDrainNode() *DrainNode {
 	return nil
 }
 
+func (x *Command) GetPreferLeader() *PreferLeader {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_PreferLeader); ok {
+			return x.PreferLeader
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -342,6 +352,10 @@ type Command_DrainNode struct {
 	DrainNode *DrainNode `protobuf:"bytes,10,opt,name=drain_node,json=drainNode,proto3,oneof"`
 }
 
+type Command_PreferLeader struct {
+	PreferLeader *PreferLeader `protobuf:"bytes,11,opt,name=prefer_leader,json=preferLeader,proto3,oneof"`
+}
+
 func (*Command_CreateQueue) isCommand_Cmd() {}
 
 func (*Command_UpdateQueue) isCommand_Cmd() {}
@@ -357,6 +371,8 @@ func (*Command_MoveStep) isCommand_Cmd() {}
 func (*Command_RetireNode) isCommand_Cmd() {}
 
 func (*Command_DrainNode) isCommand_Cmd() {}
+
+func (*Command_PreferLeader) isCommand_Cmd() {}
 
 // NodeFormat records the highest log format a node advertised (gossip
 // NodeMeta.log_format): leaders gate new command kinds on the recorded
@@ -1440,11 +1456,68 @@ func (x *NodeMeta) GetLogFormat() uint32 {
 	return 0
 }
 
+// PreferLeader makes node_id the preferred leader of shard: the first of
+// its replicas in the map, which the shard's leader hands leadership to
+// (docs/cluster.md, "Preferred leaders"). node_id must be a voter of the
+// shard in the map. Proposed by the meta leader's rebalancer (log format
+// 3); it reorders the replicas and changes nothing else.
+type PreferLeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreferLeader) Reset() {
+	*x = PreferLeader{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreferLeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreferLeader) ProtoMessage() {}
+
+func (x *PreferLeader) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreferLeader.ProtoReflect.Descriptor instead.
+func (*PreferLeader) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PreferLeader) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *PreferLeader) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xb4\x04\n" +
+	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xf8\x04\n" +
 	"\aCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12?\n" +
@@ -1459,7 +1532,8 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"retireNode\x129\n" +
 	"\n" +
 	"drain_node\x18\n" +
-	" \x01(\v2\x18.raftq.meta.v1.DrainNodeH\x00R\tdrainNodeB\x05\n" +
+	" \x01(\v2\x18.raftq.meta.v1.DrainNodeH\x00R\tdrainNode\x12B\n" +
+	"\rprefer_leader\x18\v \x01(\v2\x1b.raftq.meta.v1.PreferLeaderH\x00R\fpreferLeaderB\x05\n" +
 	"\x03cmd\"=\n" +
 	"\n" +
 	"NodeFormat\x12\x17\n" +
@@ -1543,7 +1617,10 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"clock_hold\x18\a \x01(\bR\tclockHold\x12\x1b\n" +
 	"\tpeer_addr\x18\b \x01(\tR\bpeerAddr\x12\x1d\n" +
 	"\n" +
-	"log_format\x18\t \x01(\rR\tlogFormat*\x7f\n" +
+	"log_format\x18\t \x01(\rR\tlogFormat\"=\n" +
+	"\fPreferLeader\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId*\x7f\n" +
 	"\tMovePhase\x12\x1a\n" +
 	"\x16MOVE_PHASE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eMOVE_PHASE_ADD\x10\x01\x12\x16\n" +
@@ -1571,7 +1648,7 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_meta_metapb_meta_proto_goTypes = []any{
 	(MovePhase)(0),            // 0: raftq.meta.v1.MovePhase
 	(Code)(0),                 // 1: raftq.meta.v1.Code
@@ -1592,7 +1669,8 @@ var file_meta_metapb_meta_proto_goTypes = []any{
 	(*Snapshot)(nil),          // 16: raftq.meta.v1.Snapshot
 	(*ShardMap)(nil),          // 17: raftq.meta.v1.ShardMap
 	(*NodeMeta)(nil),          // 18: raftq.meta.v1.NodeMeta
-	(*fsmpb.QueuePolicy)(nil), // 19: raftq.fsm.v1.QueuePolicy
+	(*PreferLeader)(nil),      // 19: raftq.meta.v1.PreferLeader
+	(*fsmpb.QueuePolicy)(nil), // 20: raftq.fsm.v1.QueuePolicy
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
 	4,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
@@ -1603,27 +1681,28 @@ var file_meta_metapb_meta_proto_depIdxs = []int32{
 	9,  // 5: raftq.meta.v1.Command.move_step:type_name -> raftq.meta.v1.MoveStep
 	12, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
 	11, // 7: raftq.meta.v1.Command.drain_node:type_name -> raftq.meta.v1.DrainNode
-	19, // 8: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	19, // 9: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	8,  // 10: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	13, // 11: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	0,  // 12: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
-	0,  // 13: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
-	1,  // 14: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
-	15, // 15: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
-	19, // 16: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	15, // 17: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
-	17, // 18: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
-	3,  // 19: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
-	8,  // 20: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
-	13, // 21: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
-	10, // 22: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
-	11, // 23: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	19, // 8: raftq.meta.v1.Command.prefer_leader:type_name -> raftq.meta.v1.PreferLeader
+	20, // 9: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	20, // 10: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	8,  // 11: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	13, // 12: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	0,  // 13: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
+	0,  // 14: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
+	1,  // 15: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
+	15, // 16: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
+	20, // 17: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	15, // 18: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
+	17, // 19: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
+	3,  // 20: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
+	8,  // 21: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
+	13, // 22: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
+	10, // 23: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
+	11, // 24: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_meta_metapb_meta_proto_init() }
@@ -1640,6 +1719,7 @@ func file_meta_metapb_meta_proto_init() {
 		(*Command_MoveStep)(nil),
 		(*Command_RetireNode)(nil),
 		(*Command_DrainNode)(nil),
+		(*Command_PreferLeader)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1647,7 +1727,7 @@ func file_meta_metapb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

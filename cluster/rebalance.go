@@ -1,0 +1,234 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/meta/metapb"
+	"github.com/raftq/raftq/raftgroup"
+)
+
+// Rebalancing is a duty of the meta leader. Once the cluster has been
+// stable for Config.RebalanceStable (the same eligible nodes and meta
+// servers all along) and no move or drain runs, it takes the first step
+// of the balance plan (meta.PlanBalance): it records a replica move's add
+// phase, which the move executor (moves.go) carries through, or a
+// preferred-leader change (PreferLeader), which the shard's leader then
+// follows (handoff.go). Each step is recorded in meta before anything acts
+// on it and the plan is recomputed from the map every time, so a new meta
+// leader simply carries on. Drains go first: none of this runs while one
+// does.
+
+// ErrDraining is returned by Rebalance while a drain runs.
+var ErrDraining = errors.New("a node is being drained")
+
+// rebalancer is the meta leader's rebalancing state; none of it is
+// replicated: a new meta leader starts waiting for stability afresh.
+type rebalancer struct {
+	mu sync.Mutex
+	// term is the meta term this state belongs to: a leader that lost
+	// meta and won it back did not watch membership in between, and an
+	// operator's request was made to whoever led then.
+	term        uint64
+	fingerprint string    // the eligible nodes and meta servers last seen
+	since       time.Time // when they last changed
+	next        time.Time // rate limit: no step before
+	// forced: an operator asked (Rebalance without dry run): rebalance now,
+	// automatic or not, until the plan is empty.
+	forced bool
+	// waiting is why the last step could not be taken, logged once per
+	// reason: a node that stays down would repeat it every second.
+	waiting string
+}
+
+// newTerm starts afresh in a new meta term; r.mu is held.
+func (r *rebalancer) newTerm(term uint64, now time.Time) {
+	if term == r.term {
+		return
+	}
+	r.term, r.fingerprint, r.since, r.next, r.forced, r.waiting = term, "", now, time.Time{}, false, ""
+}
+
+// RebalanceStatus is the plan as the meta leader sees it.
+type RebalanceStatus struct {
+	Plan      meta.BalancePlan
+	Started   bool   // a step is under way or was just recorded
+	Moving    string // the running move, "" if none
+	Automatic bool
+}
+
+// rebalanceDuty is called on every pass of the meta duties loop.
+func (n *Node) rebalanceDuty(ctx context.Context) {
+	if !isDone(n.verifiedCh()) {
+		return
+	}
+	m := n.meta.ShardMap()
+	if !m.Placed() {
+		return
+	}
+	elig, servers, err := n.balanceEligible(m)
+	if err != nil {
+		return
+	}
+	r := &n.balance
+	r.mu.Lock()
+	now := time.Now()
+	r.newTerm(n.meta.Raft().CurrentTerm(), now)
+	if fp := strings.Join(elig, ",") + "|" + strings.Join(servers, ","); fp != r.fingerprint {
+		r.fingerprint, r.since = fp, now
+	}
+	due := now.After(r.next) && (r.forced || (!n.cfg.DisableRebalance && now.Sub(r.since) >= n.cfg.RebalanceStable))
+	r.mu.Unlock()
+	if !due || len(m.Moves) > 0 || len(m.Drains) > 0 {
+		return
+	}
+	plan := meta.PlanBalance(m, elig)
+	if plan.Empty() {
+		r.mu.Lock()
+		if r.forced {
+			n.logger.Info("rebalance: balanced")
+		}
+		r.forced = false
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Lock()
+	r.next = now.Add(moveEvery)
+	r.mu.Unlock()
+	err = n.rebalanceStep(ctx, m, plan)
+	why := ""
+	if err != nil {
+		why = err.Error()
+	}
+	r.mu.Lock()
+	changed := why != r.waiting
+	r.waiting = why
+	r.mu.Unlock()
+	if err != nil && changed && ctx.Err() == nil {
+		n.logger.Info("rebalance: not yet", "err", err)
+	}
+}
+
+// rebalanceStep records the plan's first step that can be taken now.
+func (n *Node) rebalanceStep(ctx context.Context, m meta.ShardMap, plan meta.BalancePlan) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if len(plan.Moves) > 0 {
+		for _, mv := range plan.Moves {
+			// A shard with a replica on a node that is down would have no
+			// voter to spare while the move runs (4 voters, 3 up): it
+			// waits for that node to return or be replaced.
+			if !n.allAlive(m.Replicas[mv.Shard]) {
+				continue
+			}
+			tm, ok := n.gossip.get(mv.To)
+			if !ok || tm.RaftAddr == "" {
+				continue
+			}
+			if err := n.meta.MoveStep(ctx, mv.Shard, mv.From, mv.To, tm.RaftAddr, metapb.MovePhase_MOVE_PHASE_ADD); err != nil {
+				return err
+			}
+			n.logger.Info("rebalance: replica move started", "shard", mv.Shard, "from", mv.From, "to", mv.To, "moves_left", len(plan.Moves)-1)
+			return nil
+		}
+		return errors.New("every planned move is of a shard with a replica on a node that is not alive")
+	}
+	lc := plan.Leaders[0]
+	if err := n.meta.PreferLeader(ctx, lc.Shard, lc.To); err != nil {
+		return err
+	}
+	n.logger.Info("rebalance: preferred leader changed", "shard", lc.Shard, "from", lc.From, "to", lc.To, "changes_left", len(plan.Leaders)-1)
+	return nil
+}
+
+func (n *Node) allAlive(nodes []string) bool {
+	for _, id := range nodes {
+		if m, ok := n.gossip.get(id); !ok || m.State != "alive" {
+			return false
+		}
+	}
+	return true
+}
+
+// balanceEligible lists the nodes that may hold replicas, and the meta
+// servers: members of the meta group alive in gossip for the grace
+// period, with a raft address, not retired, not draining or the target of
+// a drain, and not held by their clock check.
+func (n *Node) balanceEligible(m meta.ShardMap) (eligible, servers []string, err error) {
+	f := n.meta.Raft().GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, nil, fmt.Errorf("meta configuration: %w", err)
+	}
+	inMeta := map[string]bool{}
+	for _, s := range f.Configuration().Servers {
+		inMeta[string(s.ID)] = true
+		servers = append(servers, string(s.ID)+"="+suffrageName(s.Suffrage))
+	}
+	slices.Sort(servers)
+	for _, mem := range n.gossip.alive() {
+		id := mem.NodeID
+		switch {
+		case !inMeta[id], mem.RaftAddr == "", m.IsRetired(id),
+			slices.ContainsFunc(m.Drains, func(d meta.Drain) bool { return d.Node == id || d.To == id }),
+			!n.gossip.aliveFor(id, n.cfg.NonvoterGrace), !n.gossip.mayLead(id):
+			continue
+		}
+		eligible = append(eligible, id)
+	}
+	slices.Sort(eligible)
+	return eligible, servers, nil
+}
+
+func suffrageName(s raft.ServerSuffrage) string {
+	if s == raft.Voter {
+		return "voter"
+	}
+	return "nonvoter"
+}
+
+// Rebalance reports the balance plan; unless dryRun it also starts
+// carrying it out now, ignoring the stability wait and DisableRebalance.
+// Only the meta leader answers; elsewhere it returns a
+// *raftgroup.NotLeaderError naming the leader.
+func (n *Node) Rebalance(dryRun bool) (RebalanceStatus, error) {
+	if !n.meta.IsLeader() {
+		return RebalanceStatus{}, &raftgroup.NotLeaderError{Group: metaGroup, LeaderID: n.meta.LeaderID()}
+	}
+	m := n.meta.ShardMap()
+	if !m.Placed() {
+		return RebalanceStatus{}, errors.New("the shard map is not placed yet")
+	}
+	elig, _, err := n.balanceEligible(m)
+	if err != nil {
+		return RebalanceStatus{}, err
+	}
+	st := RebalanceStatus{Plan: meta.PlanBalance(m, elig), Automatic: !n.cfg.DisableRebalance}
+	for _, mv := range m.Moves {
+		st.Moving = fmt.Sprintf("shard %d: %s -> %s (%s)", mv.Shard, mv.From, mv.To,
+			strings.ToLower(strings.TrimPrefix(mv.Phase.String(), "MOVE_PHASE_")))
+	}
+	if dryRun {
+		return st, nil
+	}
+	for _, d := range m.Drains {
+		return st, fmt.Errorf("%w: %s; rebalancing waits until it is retired", ErrDraining, d.Node)
+	}
+	if st.Plan.Empty() {
+		return st, nil
+	}
+	r := &n.balance
+	r.mu.Lock()
+	r.newTerm(n.meta.Raft().CurrentTerm(), time.Now())
+	r.forced, r.next = true, time.Time{}
+	r.mu.Unlock()
+	st.Started = true
+	return st, nil
+}
