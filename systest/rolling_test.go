@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,9 +119,10 @@ func (r *rollRig) roll(i int, bin string, want uint32) {
 //     /healthz 200;
 //  2. in its own `cluster status`: every member alive, meta and every
 //     shard with a leader, and its own log format recorded as want;
-//  3. caught up: on every shard it replicates, its APPLIED index has
-//     reached the COMMIT index the shard's leader showed in its own
-//     `cluster status` once the node was back.
+//  3. caught up: `raftq --addr NODE cluster status --caught-up` exits 0:
+//     on every shard it replicates, its APPLIED index has reached the
+//     COMMIT index the shard's leader showed in its own `cluster status`
+//     once the node was back.
 func (r *rollRig) caughtUp(i int, want uint32) {
 	r.t.Helper()
 	n := r.c.Nodes[i]
@@ -132,87 +134,51 @@ func (r *rollRig) caughtUp(i int, want uint32) {
 	}
 	waitFor(r.t, ctx, n.ID+" /healthz 200", func() bool { return httpOK(ctx, "http://"+n.HTTP+"/healthz") })
 	var last string
-	ready := func() (*raftqv1.StatusResponse, bool) {
+	ready := func() bool {
 		st, err := raftqv1.NewClusterClient(r.c.Conn(i)).Status(ctx, &raftqv1.StatusRequest{})
 		if err != nil {
 			last = err.Error()
-			return nil, false
+			return false
 		}
 		if st.GetMetaLeaderId() == "" {
 			last = "meta has no leader"
-			return nil, false
+			return false
 		}
 		if len(st.GetMembers()) != len(r.c.Nodes) {
 			last = fmt.Sprintf("%d members", len(st.GetMembers()))
-			return nil, false
+			return false
 		}
 		for _, m := range st.GetMembers() {
 			if m.GetState() != "alive" {
 				last = m.GetNodeId() + " " + m.GetState()
-				return nil, false
+				return false
 			}
 			if m.GetNodeId() == n.ID && m.GetLogFormat() != want {
 				last = fmt.Sprintf("%s recorded at log format %d", n.ID, m.GetLogFormat())
-				return nil, false
+				return false
 			}
 		}
 		for _, s := range st.GetShards() {
 			if s.GetLeaderId() == "" {
 				last = fmt.Sprintf("shard %d has no leader", s.GetShardId())
-				return nil, false
-			}
-		}
-		return st, true
-	}
-	var st *raftqv1.StatusResponse
-	if err := ledger.WaitFor(ctx, n.ID+"'s status ready", func() bool { var ok bool; st, ok = ready(); return ok }, 100*time.Millisecond); err != nil {
-		r.t.Fatalf("%v; last: %s", err, last)
-	}
-	marks := map[uint32]uint64{}
-	for _, s := range st.GetShards() {
-		if !slices.Contains(s.GetReplicas(), n.ID) {
-			continue
-		}
-		marks[s.GetShardId()] = r.leaderCommit(ctx, s.GetShardId(), s.GetLeaderId())
-	}
-	if len(marks) == 0 {
-		r.t.Fatalf("%s replicates no shard: %v", n.ID, st.GetShards())
-	}
-	if err := ledger.WaitFor(ctx, n.ID+" applied up to its leaders' commit indexes", func() bool {
-		st, err := raftqv1.NewClusterClient(r.c.Conn(i)).Status(ctx, &raftqv1.StatusRequest{})
-		if err != nil {
-			return false
-		}
-		for _, s := range st.GetShards() {
-			if mark, ok := marks[s.GetShardId()]; ok && s.GetAppliedIndex() < mark {
-				last = fmt.Sprintf("shard %d applied %d < %d", s.GetShardId(), s.GetAppliedIndex(), mark)
 				return false
 			}
 		}
 		return true
-	}, 100*time.Millisecond); err != nil {
+	}
+	if err := ledger.WaitFor(ctx, n.ID+"'s status ready", ready, 100*time.Millisecond); err != nil {
 		r.t.Fatalf("%v; last: %s", err, last)
 	}
-}
-
-// leaderCommit is shard id's commit index in the status of its leader.
-func (r *rollRig) leaderCommit(ctx context.Context, id uint32, leader string) uint64 {
-	r.t.Helper()
-	k := slices.IndexFunc(r.c.Nodes, func(n *testcluster.Node) bool { return n.ID == leader })
-	if k < 0 {
-		r.t.Fatalf("shard %d's leader %q is no node of the cluster", id, leader)
+	// Check 3 is the operator's own command: it asks each shard's leader
+	// for its commit index once and waits for the node to apply it.
+	cctx, cancelCLI := context.WithTimeout(ctx, 40*time.Second)
+	defer cancelCLI()
+	out, err := exec.CommandContext(cctx, cliBin, "--addr", n.GRPC, "--timeout", "10s",
+		"cluster", "status", "--wait", "30s", "--caught-up").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "node "+n.ID+",") {
+		r.c.DumpLogs()
+		r.t.Fatalf("raftq --addr %s cluster status --caught-up: %v\n%s", n.ID, err, out)
 	}
-	st, err := raftqv1.NewClusterClient(r.c.Conn(k)).Status(ctx, &raftqv1.StatusRequest{})
-	if err != nil {
-		r.t.Fatalf("status of %s: %v", leader, err)
-	}
-	for _, s := range st.GetShards() {
-		if s.GetShardId() == id && s.GetCommitIndex() > 0 {
-			return s.GetCommitIndex()
-		}
-	}
-	r.t.Fatalf("%s shows no commit index for shard %d: %v", leader, id, st.GetShards())
-	return 0
 }
 
 func httpOK(ctx context.Context, url string) bool {
