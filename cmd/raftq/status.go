@@ -21,7 +21,7 @@ const statusPoll = 250 * time.Millisecond
 func statusCommand() command {
 	return command{"cluster status", "", "show members and shard leaders; exit 3 until meta and every shard have a leader", func(a *app, fs *flag.FlagSet) binder {
 		wait := fs.Duration("wait", 0, "wait up to this long for a node to answer and for meta and every shard to have a leader (added to --timeout)")
-		caughtUp := fs.Bool("caught-up", false, "also require the answering node (the first --addr that answers) to have applied, on every shard it replicates, what the shard's leader had committed when asked (with --wait: wait for it)")
+		caughtUp := fs.Bool("caught-up", false, "also require the node at the first --addr to have applied, on every shard it replicates, what the shard's leader had committed when asked (with --wait: wait for it); its own view is shown")
 		return func(pos []string) (action, error) {
 			if err := exactly(pos); err != nil {
 				return nil, err
@@ -37,7 +37,11 @@ func statusCommand() command {
 					return err
 				}
 				if err == nil && *caughtUp {
-					st, err = awaitCaughtUp(ctx, c, st, deadline)
+					var own *client.ClusterStatus
+					own, err = awaitCaughtUp(ctx, c, a.g.seeds()[0], deadline)
+					if own != nil {
+						st = own
+					}
 				}
 				if perr := o.status(st); perr != nil {
 					return perr
