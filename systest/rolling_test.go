@@ -91,6 +91,10 @@ func (r *rollRig) formats(i int) map[string]uint32 {
 func (r *rollRig) roll(i int, bin string, want uint32) {
 	r.t.Helper()
 	id := r.c.Nodes[i].ID
+	// The SIGTERM lands on calls in progress.
+	if err := r.std.WaitInFlight(r.ctx, true, true, false); err != nil {
+		r.t.Fatal(err)
+	}
 	sends, acks := r.progress()
 	began := time.Now()
 	if err := r.c.Stop(i, 25*time.Second); err != nil {
