@@ -26,10 +26,10 @@ const upgradeFrom = "f03be84"
 // the build uses the module cache (and the Go proxy for anything missing).
 // A checkout without that history (a shallow CI clone) fetches it first.
 // Without git or the history the test skips, or fails under
-// RAFTQ_STRICT_FAULTS=1.
-func previousNodeBin(t *testing.T) string {
+// RAFTQ_STRICT_FAULTS=1. It returns the binary and the commit it is of.
+func previousNodeBin(t *testing.T) (bin, commit string) {
 	t.Helper()
-	commit := upgradeFrom
+	commit = upgradeFrom
 	if c := os.Getenv("RAFTQ_UPGRADE_FROM"); c != "" {
 		commit = c
 	}
@@ -72,7 +72,7 @@ func previousNodeBin(t *testing.T) string {
 	if out, err := exec.CommandContext(ctx, "tar", "-xf", tarball, "-C", src).CombinedOutput(); err != nil {
 		t.Fatalf("untar %s: %v\n%s", commit, err, out)
 	}
-	bin := filepath.Join(dir, "raftq-node-"+commit)
+	bin = filepath.Join(dir, "raftq-node-"+commit)
 	began := time.Now()
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/node")
 	build.Dir = src
@@ -81,5 +81,5 @@ func previousNodeBin(t *testing.T) string {
 		t.Fatalf("go build of raftq-node at %s: %v\n%s", commit, err, out)
 	}
 	t.Logf("built raftq-node at %s in %v", commit, time.Since(began).Round(time.Millisecond))
-	return bin
+	return bin, commit
 }

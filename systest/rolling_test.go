@@ -225,7 +225,7 @@ func TestRolling_RestartEveryNodeUnderLoad(t *testing.T) {
 // this tree's. Each upgraded node is recorded at this binary's log format
 // before the next is touched; under load, nothing lost.
 func TestRolling_UpgradeEveryNodeUnderLoad(t *testing.T) {
-	old := previousNodeBin(t)
+	old, commit := previousNodeBin(t)
 	r := newRollRig(t, old)
 	before := r.formats(0)
 	from := before["n1"]
@@ -234,7 +234,7 @@ func TestRolling_UpgradeEveryNodeUnderLoad(t *testing.T) {
 			t.Fatalf("log formats before the upgrade %v: want every node at one format, 1..%d", before, fsm.LogFormat)
 		}
 	}
-	t.Logf("cluster of %s at log format %d; upgrading to log format %d", upgradeFrom, from, fsm.LogFormat)
+	t.Logf("cluster of %s at log format %d; upgrading to log format %d", commit, from, fsm.LogFormat)
 	for i := range r.c.Nodes {
 		r.roll(i, nodeBin, fsm.LogFormat)
 		// Nodes not yet rolled keep their record: gating holds back the
