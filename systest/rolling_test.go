@@ -250,5 +250,15 @@ func TestRolling_UpgradeEveryNodeUnderLoad(t *testing.T) {
 			}
 		}
 	}
+	// With every node upgraded the gate opens: a drain (drain_node and
+	// retire_node, format-2 meta kinds) of a node joined on the new binary
+	// goes through.
+	r.c.SetBin(nodeBin)
+	r.c.AddNode()
+	waitFor(t, r.ctx, "n4 a live meta member", func() bool { return r.formats(0)["n4"] == fsm.LogFormat })
+	out, err := exec.CommandContext(r.ctx, cliBin, "--addr", r.c.Nodes[0].GRPC, "cluster", "remove-node", "n4", "--wait", "1m").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "node n4 drained, removed and retired") {
+		t.Fatalf("remove-node n4 after the upgrade: %v\n%s", err, out)
+	}
 	r.finish()
 }

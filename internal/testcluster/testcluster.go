@@ -206,6 +206,14 @@ func (c *Cluster) AddNode() int {
 	return i
 }
 
+// SetBin makes bin the binary of every node without one of its own
+// (Node.Bin) from its next start, and of nodes added from now on: once a
+// rolling upgrade is done, the cluster's binary is the new one.
+func (c *Cluster) SetBin(bin string) {
+	c.t.Helper()
+	c.bin = bin
+}
+
 // nodeDir is the data directory of node i (1-based).
 func nodeDir(opts Options, tmp string, i int) string {
 	if i-1 < len(opts.DataDirs) && opts.DataDirs[i-1] != "" {
