@@ -59,25 +59,11 @@ running_nodes() {
 		--format '{{.Label "com.docker.compose.service"}}' | sort
 }
 
-# cli [--except SERVICE] ARGS... runs the raftq CLI in a running node's
-# container other than SERVICE, with every other running node as a seed.
-cli() {
-	local except="" n via="" seeds=""
-	if [[ ${1:-} == --except ]]; then
-		except=$2
-		shift 2
-	fi
-	for n in $(running_nodes); do
-		[[ $n == "$except" ]] && continue
-		via=${via:-$n}
-		seeds+="${seeds:+,}$n:7101"
-	done
-	[[ -n $via ]] || die "no running node in project $project (make compose-up starts it)"
-	dk exec "$(container "$via")" raftq --addr "$seeds" --timeout 15s "$@"
-}
-
-# The CLI call of a drain can run as long as its --wait: no 60 s bound.
-cli_long() {
+# cli_via EXCEPT ARGS... runs the raftq CLI in a running node's container
+# other than the service EXCEPT ("" for none), with every other running
+# node as a seed. The CLI's --timeout bounds it (a drain's --wait is added
+# to it), not a timeout of our own.
+cli_via() {
 	local except=$1 n via="" seeds=""
 	shift
 	for n in $(running_nodes); do
@@ -85,9 +71,10 @@ cli_long() {
 		via=${via:-$n}
 		seeds+="${seeds:+,}$n:7101"
 	done
-	[[ -n $via ]] || die "no running node in project $project other than $except"
+	[[ -n $via ]] || die "no running node in project $project${except:+ other than $except} (make compose-up starts it)"
 	docker exec "$(container "$via")" raftq --addr "$seeds" --timeout 15s "$@"
 }
+cli() { cli_via "" "$@"; }
 
 # node_state ID prints ID's STATE column in `cluster nodes` (alive,
 # suspect, dead, left, unknown, retired; ",draining" appended while it is
@@ -166,7 +153,7 @@ remove() {
 		say "draining $n: raftq cluster remove-node $n --wait $remove_wait"
 		# Refused (fewer than 3 meta voters left, a shard no other node can
 		# take) or not done in time: stop here, with the node untouched.
-		cli_long "$n" cluster remove-node "$n" --wait "$remove_wait" || die "remove-node $n did not complete; $n is left running"
+		cli_via "$n" cluster remove-node "$n" --wait "$remove_wait" || die "remove-node $n did not complete; $n is left running"
 	else
 		say "$n is already retired"
 	fi

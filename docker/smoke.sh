@@ -139,7 +139,12 @@ export RAFTQ_IMAGE=raftq:dev RAFTQ_SHARDS=${RAFTQ_SHARDS:-4} RAFTQ_LOG_LEVEL=inf
 started=0
 for attempt in 1 2 3; do
 	project="raftqsmoke$$-$attempt"
-	RAFTQ_PORT_PREFIX=$((RANDOM % 30 + 30))
+	# Prefixes 20-29 keep every host port (up to <prefix>505) below the
+	# kernel's ephemeral range (32768 up, on Linux), where any process's
+	# outgoing connections may take a port between the check below and
+	# compose binding it (n4's, 40 s later, on a loaded machine); and
+	# clear of a developer's cluster (17) and jepsen-lite's (30-59).
+	RAFTQ_PORT_PREFIX=$((RANDOM % 10 + 20))
 	RAFTQ_SUBNET_PREFIX="172.29.$((RANDOM % 200 + 20))"
 	export RAFTQ_PORT_PREFIX RAFTQ_SUBNET_PREFIX
 	free=1
