@@ -64,13 +64,22 @@ clean:
 # FROM scratch with binaries built on the host.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 COMPOSE_PROJECT ?= raftq
-.PHONY: docker-image compose-up compose-down compose-smoke
+.PHONY: docker-image compose-up compose-down compose-add-node compose-remove-node compose-smoke
 docker-image:
 	GO=$(GO) docker/build-image.sh raftq:dev
 compose-up: docker-image
 	$(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml up -d
+# The profiles take the added nodes (n4, n5) down too.
 compose-down:
-	$(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml down
+	$(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml --profile n4 --profile n5 down
+# N=4 or 5 joins node nN to the running cluster; remove drains any node
+# (raftq cluster remove-node --wait), then deletes its container and volume.
+compose-add-node:
+	@test -n "$(N)" || { echo "usage: make compose-add-node N=4" >&2; exit 2; }
+	RAFTQ_PROJECT=$(COMPOSE_PROJECT) docker/cluster.sh add $(N)
+compose-remove-node:
+	@test -n "$(N)" || { echo "usage: make compose-remove-node N=4" >&2; exit 2; }
+	RAFTQ_PROJECT=$(COMPOSE_PROJECT) docker/cluster.sh remove $(N)
 # Prints "skipped: no Docker engine" and succeeds when no engine answers;
 # fails instead under RAFTQ_STRICT_FAULTS=1 (.ci/run sets it).
 compose-smoke:

@@ -141,6 +141,26 @@ func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster status: %w", fromStatus(err))
 	}
+	return statusFromProto(resp), nil
+}
+
+// StatusAt asks the node at addr, and no other, for its view of the
+// cluster: Status falls back to any node when no seed answers, which a
+// caller that needs one node's own indexes (a rolling restart waiting for
+// that node to catch up) must not get. addr need not be a seed.
+func (c *Client) StatusAt(ctx context.Context, addr string) (*ClusterStatus, error) {
+	var resp *raftqv1.StatusResponse
+	_, err := c.attempt(ctx, addr, c.cfg.callTimeout, true, func(ctx context.Context, cc *grpc.ClientConn) (err error) {
+		resp, err = raftqv1.NewClusterClient(cc).Status(ctx, &raftqv1.StatusRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster status of %s: %w", addr, fromStatus(err))
+	}
+	return statusFromProto(resp), nil
+}
+
+func statusFromProto(resp *raftqv1.StatusResponse) *ClusterStatus {
 	out := &ClusterStatus{NodeID: resp.GetNodeId(), MetaLeaderID: resp.GetMetaLeaderId()}
 	for _, d := range resp.GetDamaged() {
 		out.Damaged = append(out.Damaged, DamagedReplica{Group: d.GetGroup(), Reason: d.GetReason(), Detail: d.GetDetail()})
@@ -157,7 +177,7 @@ func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
 			Term: s.GetTerm(), CommitIndex: s.GetCommitIndex(), AppliedIndex: s.GetAppliedIndex(),
 		})
 	}
-	return out, nil
+	return out
 }
 
 // Repair removes node's damaged replicas from their raft groups and

@@ -18,7 +18,13 @@
 #      or delivery again after a confirmed ack fails the smoke;
 #   4. docker start of the killed node: healthy again, seen alive;
 #   5. docker/partition.sh isolates a follower: the rest still serves; after
-#      heal the node catches up to the majority's commit index.
+#      heal the node catches up to the majority's commit index;
+#   6. docker/cluster.sh add 4 joins n4 (alive in cluster nodes); N sends;
+#      cluster replace-node n3 n4 moves n3's replicas to n4 and
+#      docker/cluster.sh remove 3 deletes the retired n3's container and
+#      volume; docker/cluster.sh add 5, then remove 5 (remove-node --wait):
+#      n5 retired, container and volume gone; the N sends are received
+#      through n1, n2 and n4.
 # The project and its volumes are removed at the end, pass or fail, and so
 # are dangling raftq images (an earlier raftq:dev this build replaced).
 #
@@ -76,6 +82,8 @@ note() {
 }
 
 compose() { timeout 120 "${compose_cmd[@]}" -p "$project" -f "$root/docker/compose.yaml" "$@"; }
+# compose_all also covers the nodes added later (profiles n4, n5).
+compose_all() { compose --profile n4 --profile n5 "$@"; }
 
 cleanup() {
 	local rc=$?
@@ -85,14 +93,14 @@ cleanup() {
 	if [[ -n $project ]]; then
 		if [[ $rc -ne 0 ]]; then
 			local logs="${TMPDIR:-/tmp}/$project.log"
-			compose logs --no-color >"$logs" 2>&1 || true
+			compose_all logs --no-color >"$logs" 2>&1 || true
 			log "container logs saved to $logs; the last lines:"
 			tail -n 15 "$logs" | cut -c1-300 | sed 's/^/    /'
 		fi
 		if [[ ${RAFTQ_SMOKE_KEEP:-0} == 1 ]]; then
-			log "RAFTQ_SMOKE_KEEP=1: leaving project $project up (${compose_cmd[*]} -p $project -f docker/compose.yaml down -v)"
+			log "RAFTQ_SMOKE_KEEP=1: leaving project $project up (${compose_cmd[*]} -p $project -f docker/compose.yaml --profile n4 --profile n5 down -v)"
 		else
-			compose down -v --remove-orphans -t 5 >/dev/null 2>&1 || true
+			compose_all down -v --remove-orphans -t 5 >/dev/null 2>&1 || true
 		fi
 	fi
 	rm -rf "$work"
@@ -131,11 +139,16 @@ export RAFTQ_IMAGE=raftq:dev RAFTQ_SHARDS=${RAFTQ_SHARDS:-4} RAFTQ_LOG_LEVEL=inf
 started=0
 for attempt in 1 2 3; do
 	project="raftqsmoke$$-$attempt"
-	RAFTQ_PORT_PREFIX=$((RANDOM % 30 + 30))
+	# Prefixes 20-29 keep every host port (up to <prefix>505) below the
+	# kernel's ephemeral range (32768 up, on Linux), where any process's
+	# outgoing connections may take a port between the check below and
+	# compose binding it (n4's, 40 s later, on a loaded machine); and
+	# clear of a developer's cluster (17) and jepsen-lite's (30-59).
+	RAFTQ_PORT_PREFIX=$((RANDOM % 10 + 20))
 	RAFTQ_SUBNET_PREFIX="172.29.$((RANDOM % 200 + 20))"
 	export RAFTQ_PORT_PREFIX RAFTQ_SUBNET_PREFIX
 	free=1
-	for p in 101 102 103 401 402 403 501 502 503; do port_free "$RAFTQ_PORT_PREFIX$p" || free=0; done
+	for p in 101 102 103 104 105 401 402 403 404 405 501 502 503 504 505; do port_free "$RAFTQ_PORT_PREFIX$p" || free=0; done
 	if ((free == 0)); then
 		project=""
 		continue
@@ -147,7 +160,7 @@ for attempt in 1 2 3; do
 		break
 	fi
 	sed 's/^/    /' "$work/up.log"
-	compose down -v --remove-orphans -t 1 >/dev/null 2>&1 || true
+	compose_all down -v --remove-orphans -t 1 >/dev/null 2>&1 || true
 	project=""
 done
 ((started)) || fail "could not start the compose project"
@@ -497,3 +510,68 @@ drain "$all_addrs" 20 f-
 drain_verdict "the send through $follower"
 out=$(cli "$all_addrs" queue stats "$queue" --json) || fail "queue stats: $out"
 note "final: send with $follower as seed received and acked; queue stats $(jq -c '{ready, in_flight, dead}' <<<"$out")"
+
+# ---- 6. add nodes, move replicas onto one, remove two ----------------------
+
+# jq over `cluster nodes --json` (Go field names or snake_case keys).
+jq_node() { echo "[.[] | select((.NodeID // .node_id) == \"$1\")][0]"; }
+nodes_json() { cli "$1" cluster nodes --json; }
+
+# add_node N: docker/cluster.sh add N, then nN must be alive and a meta
+# nonvoter in cluster nodes.
+add_node() {
+	local t0=$SECONDS out
+	"$root/docker/cluster.sh" add "$1" >"$work/add$1.log" 2>&1 || {
+		sed 's/^/    /' "$work/add$1.log"
+		fail "docker/cluster.sh add $1"
+	}
+	port[n$1]="127.0.0.1:${RAFTQ_PORT_PREFIX}10$1"
+	out=$(nodes_json "$all_addrs") || fail "cluster nodes: $out"
+	[[ $(jq -r "$(jq_node "n$1") | \"\(.State // .state) \(.Meta // .meta)\"" <<<"$out") == "alive nonvoter" ]] ||
+		fail "cluster nodes does not list n$1 alive as a meta nonvoter: $(jq -c "$(jq_node "n$1")" <<<"$out")"
+	added_in=$((SECONDS - t0))
+}
+
+# remove_node N SEEDS: docker/cluster.sh remove N, then nN must be retired
+# and its container and volume gone.
+remove_node() {
+	local out
+	"$root/docker/cluster.sh" remove "$1" >"$work/remove$1.log" 2>&1 || {
+		sed 's/^/    /' "$work/remove$1.log"
+		fail "docker/cluster.sh remove $1"
+	}
+	out=$(nodes_json "$2") || fail "cluster nodes: $out"
+	[[ $(jq -r "$(jq_node "n$1") | (.Retired // .retired)" <<<"$out") == true ]] ||
+		fail "n$1 not retired after docker/cluster.sh remove $1: $(jq -c "$(jq_node "n$1")" <<<"$out")"
+	[[ -z $(timeout 30 docker ps -aq --filter "label=com.docker.compose.project=$project" --filter "label=com.docker.compose.service=n$1") ]] ||
+		fail "n$1's container is still there after remove"
+	! timeout 30 docker volume inspect "${project}_n$1-data" >/dev/null 2>&1 || fail "n$1's volume ${project}_n$1-data is still there after remove"
+}
+
+add_node 4
+note "add: docker/cluster.sh add 4 took ${added_in}s; n4 alive in cluster nodes, a meta nonvoter holding no replica"
+m=20
+for ((i = 1; i <= m; i++)); do send_retry "$all_addrs" "e-$i" "ke-$i"; done
+
+# n4 takes n3's replicas; n3, retired by that, is then removed.
+move_at=$SECONDS
+out=$(timeout 150 "$cli_bin" --addr "$all_addrs" --timeout 15s cluster replace-node n3 n4 --wait 2m 2>&1) ||
+	fail "replace-node n3 n4: $out"
+moved=$((SECONDS - move_at))
+rest="${port[n1]},${port[n2]},${port[n4]}"
+remove_node 3 "$rest"
+out=$(nodes_json "$rest") || fail "cluster nodes: $out"
+n4_shards=$(jq -r "$(jq_node n4) | [(.Replicas // .replicas // [])[]] | length" <<<"$out")
+((n4_shards == RAFTQ_SHARDS)) || fail "n4 holds $n4_shards of ${RAFTQ_SHARDS} shards after replacing n3: $(jq -c "$(jq_node n4)" <<<"$out")"
+[[ $(jq -r "$(jq_node n4) | (.Meta // .meta)" <<<"$out") == voter ]] || fail "n4 is not a meta voter after replacing n3"
+note "replace: replace-node n3 n4 moved ${RAFTQ_SHARDS} shards in ${moved}s, n4 a meta voter; docker/cluster.sh remove 3 left n3 retired, its container and volume gone"
+
+# n5 joins and is removed through remove-node (it holds no replica).
+add_node 5
+remove_at=$SECONDS
+remove_node 5 "$rest"
+note "add+remove: docker/cluster.sh add 5 took ${added_in}s, remove 5 (remove-node n5 --wait, stop, rm, volume rm) $((SECONDS - remove_at))s; n5 retired"
+
+drain "$rest" 40 e-
+drain_verdict "after replacing n3 by n4 and removing n3 and n5"
+note "no loss: $m/$m sends acknowledged before n4 joined received through n1, n2, n4 at the end"

@@ -21,6 +21,7 @@ const statusPoll = 250 * time.Millisecond
 func statusCommand() command {
 	return command{"cluster status", "", "show members and shard leaders; exit 3 until meta and every shard have a leader", func(a *app, fs *flag.FlagSet) binder {
 		wait := fs.Duration("wait", 0, "wait up to this long for a node to answer and for meta and every shard to have a leader (added to --timeout)")
+		caughtUp := fs.Bool("caught-up", false, "also require the node at the first --addr to have applied, on every shard it replicates, what the shard's leader had committed when asked (with --wait: wait for it); its own view is shown")
 		return func(pos []string) (action, error) {
 			if err := exactly(pos); err != nil {
 				return nil, err
@@ -30,9 +31,17 @@ func statusCommand() command {
 			}
 			a.g.wait, a.g.waitForNodes = *wait, *wait > 0
 			return func(ctx context.Context, c *client.Client, o *output) error {
+				deadline := time.Now().Add(*wait)
 				st, err := awaitReady(ctx, c, *wait)
 				if st == nil {
 					return err
+				}
+				if err == nil && *caughtUp {
+					var own *client.ClusterStatus
+					own, err = awaitCaughtUp(ctx, c, a.g.seeds()[0], deadline)
+					if own != nil {
+						st = own
+					}
 				}
 				if perr := o.status(st); perr != nil {
 					return perr

@@ -41,14 +41,18 @@ type Ledger struct {
 	// (receive call end + visibility): until then a message may still come
 	// back.
 	leaseEnd time.Time
+	// seqs are the FIFO sequences whose order Check judges (order.go).
+	seqs map[string][]string
 }
 
 type send struct {
 	state sendState
 	id    string            // the id the send was answered with
 	ids   map[string]string // message ids seen for this body -> where first seen
-	// delivered counts the receives that returned this body.
+	// delivered counts the receives that returned this body; firstEnd is
+	// when the first of them returned.
 	delivered int
+	firstEnd  time.Time
 }
 
 type sendState uint8
@@ -87,7 +91,7 @@ const (
 
 // New returns an empty ledger for a queue whose leases last visibility.
 func New(visibility time.Duration) *Ledger {
-	return &Ledger{visibility: visibility, sends: map[string]*send{}, msgs: map[string]*entry{}}
+	return &Ledger{visibility: visibility, sends: map[string]*send{}, msgs: map[string]*entry{}, seqs: map[string][]string{}}
 }
 
 // Visibility is the lease length the ledger judges redeliveries by.
@@ -144,6 +148,9 @@ func (l *Ledger) Delivered(d Delivery) {
 	if !ok {
 		l.foreign = append(l.foreign, fmt.Sprintf("%s (%s)", d.Body, d.ID))
 		return
+	}
+	if s.delivered == 0 || d.CallEnd.Before(s.firstEnd) {
+		s.firstEnd = d.CallEnd
 	}
 	s.delivered++
 	if _, seen := s.ids[d.ID]; !seen {
@@ -254,6 +261,7 @@ type Verdict struct {
 	Early       []string // redeliveries before the previous lease could have ended
 	Repeated    []string // one lease epoch returned by two receives
 	Foreign     []string // deliveries of bodies never sent
+	OutOfOrder  []string // FIFO sequences delivered out of send order (order.go)
 }
 
 // Check judges the history booked so far.
@@ -308,7 +316,8 @@ func (l *Ledger) Check() Verdict {
 			}
 		}
 	}
-	for _, s := range [][]string{v.Lost, v.Duplicated, v.Resurrected, v.Early, v.Repeated, v.Foreign} {
+	v.OutOfOrder = l.outOfOrder()
+	for _, s := range [][]string{v.Lost, v.Duplicated, v.Resurrected, v.Early, v.Repeated, v.Foreign, v.OutOfOrder} {
 		slices.Sort(s)
 	}
 	return v
@@ -341,6 +350,7 @@ func (v Verdict) Err() error {
 	add("redeliveries before the lease ended", v.Early)
 	add("lease epochs returned twice", v.Repeated)
 	add("deliveries of bodies never sent", v.Foreign)
+	add("FIFO groups delivered out of send order", v.OutOfOrder)
 	if len(parts) == 0 {
 		return nil
 	}

@@ -54,6 +54,10 @@ type ProducerOptions struct {
 	DedupKeys bool
 	// Groups > 0 spreads sends over that many message groups.
 	Groups int
+	// Ordered: the queue is FIFO, and Check judges that each of this
+	// producer's groups is delivered in its send order (Sequenced). Only
+	// with Window 0, where each send waits for the one before.
+	Ordered bool
 }
 
 func (t *Traffic) stopped() bool {
@@ -91,10 +95,15 @@ func (t *Traffic) Producer(name string, o ProducerOptions) {
 			if o.DedupKeys {
 				opts = append(opts, client.DedupKey(body))
 			}
+			group := ""
 			if o.Groups > 0 {
-				opts = append(opts, client.Group("g"+strconv.Itoa(k%o.Groups)))
+				group = "g" + strconv.Itoa(k%o.Groups)
+				opts = append(opts, client.Group(group))
 			}
 			t.L.Attempt(body)
+			if o.Ordered && group != "" && o.Window == 0 {
+				t.L.Sequenced(name+"/"+group, body)
+			}
 			t.Sending.Add(1)
 			sctx, cancel := context.WithTimeout(t.ctx, 15*time.Second)
 			if o.Window == 0 {

@@ -96,6 +96,10 @@ type Node struct {
 	// Joiner: added after the cluster formed (AddNode); it starts with
 	// --bootstrap-expect 0 and joins through the others.
 	Joiner bool
+	// Bin, if set, is the raftq-node binary this node runs from its next
+	// start on, instead of the cluster's: a rolling upgrade sets it node by
+	// node.
+	Bin string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -202,6 +206,14 @@ func (c *Cluster) AddNode() int {
 	return i
 }
 
+// SetBin makes bin the binary of every node without one of its own
+// (Node.Bin) from its next start, and of nodes added from now on: once a
+// rolling upgrade is done, the cluster's binary is the new one.
+func (c *Cluster) SetBin(bin string) {
+	c.t.Helper()
+	c.bin = bin
+}
+
 // nodeDir is the data directory of node i (1-based).
 func nodeDir(opts Options, tmp string, i int) string {
 	if i-1 < len(opts.DataDirs) && opts.DataDirs[i-1] != "" {
@@ -261,8 +273,12 @@ func (c *Cluster) RestartArgs(i int, extra ...string) {
 	args = append(args, c.opts.Args...)
 	args = append(args, n.ExtraArgs...)
 	args = append(args, extra...)
-	fmt.Fprintf(logf, "=== testcluster: start %s %s at %s\n", n.ID, strings.Join(extra, " "), time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(c.bin, args...)
+	bin := c.bin
+	if n.Bin != "" {
+		bin = n.Bin
+	}
+	fmt.Fprintf(logf, "=== testcluster: start %s %s at %s (%s)\n", n.ID, strings.Join(extra, " "), time.Now().Format(time.RFC3339Nano), bin)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
