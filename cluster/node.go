@@ -111,6 +111,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.openMeta(); err != nil {
 		return nil, err
 	}
+	if cfg.Restore != nil && n.meta.HasState() {
+		return nil, fmt.Errorf("cluster: --restore builds a new cluster, but %s already holds meta state: start every initial voter with an empty data directory", cfg.DataDir)
+	}
 	if ident.Verified() {
 		n.verifiedOnce.Do(func() { close(n.verified) })
 	}

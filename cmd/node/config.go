@@ -91,6 +91,7 @@ type config struct {
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	Repair          bool
+	Restore         string
 	// SnapshotThreshold and SnapshotInterval override raftgroup.RaftTuning's
 	// snapshot schedule; zero keeps the defaults. For tests that need a
 	// snapshot on disk within seconds (systest/damage_test.go).
@@ -130,6 +131,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "TESTING: log entries after which a snapshot may be taken (0: the default, 8192; docs/shard.md)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "TESTING: snapshot slot period shared by a group's voters (0: the default, 30s; docs/shard.md)")
+	fs.StringVar(&c.Restore, "restore", "", "build a new cluster from the backup in this directory (raftq backup create): set it, with the same backup, on every initial voter, each with an empty data directory (docs/operations.md, \"Restore\")")
 	fs.BoolVar(&c.Repair, "repair", false, "repair this node's damaged or lost replicas: each is removed from its raft group and re-added empty through raft (docs/operations.md); without it such a node refuses to start or leaves them out")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: raftq-node [flags]\n\nRuns one node of a raftq cluster. Every flag may also be set as RAFTQ_<FLAG>,\ne.g. RAFTQ_NODE_ID=n1, RAFTQ_JOIN=127.0.0.1:7301.\n\n"+
@@ -221,6 +223,10 @@ func (c *config) finish() error {
 		return fmt.Errorf("--shutdown-timeout must be positive")
 	case c.SnapshotInterval < 0:
 		return fmt.Errorf("--snapshot-interval must not be negative")
+	case c.Restore != "" && c.BootstrapExpect == 0:
+		return fmt.Errorf("--restore builds a new cluster: set --bootstrap-expect on every initial voter, each with --restore of the same backup")
+	case c.Restore != "" && c.Repair:
+		return fmt.Errorf("--restore and --repair do not go together: --restore builds a new cluster from empty data directories")
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err

@@ -80,6 +80,8 @@ func commands() []command {
 		}, false},
 		removeNodeCommand(),
 		replaceNodeCommand(),
+		backupCreateCommand(),
+		backupVerifyCommand(),
 		queueCreateOrUpdate("create"),
 		{"queue list", "", "list queues", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {
