@@ -189,4 +189,3 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
-

@@ -214,7 +214,6 @@ func (n *Node) noteHint(group, hint string) {
 	}
 }
 
-
 // restoreID names the backup a node restores from in its gossip metadata
 // ("" for none).
 func restoreID(src *backup.Source) string {
