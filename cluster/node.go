@@ -112,7 +112,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if cfg.Restore != nil && n.meta.HasState() {
-		return nil, fmt.Errorf("cluster: --restore builds a new cluster, but %s already holds meta state: start every initial voter with an empty data directory", cfg.DataDir)
+		// A voter restarted while the restore is under way must keep
+		// seeding the shards it has yet to create, so this is no refusal;
+		// on a cluster that formed long ago it changes nothing (the map is
+		// placed, every replica exists).
+		logger.Warn("--restore on a node with meta state: only groups not created yet start from the backup; remove --restore once the restored cluster serves",
+			"dir", cfg.DataDir)
 	}
 	if ident.Verified() {
 		n.verifiedOnce.Do(func() { close(n.verified) })
