@@ -142,8 +142,12 @@ func (w *Writer) Commit() error {
 	if err := syncDir(w.tmp); err != nil {
 		return err
 	}
-	// rename(2) replaces an empty directory and refuses a non-empty one,
-	// so a directory filled meanwhile is never overwritten.
+	// An empty target goes first (os.Remove refuses a non-empty one, so
+	// a directory filled meanwhile is never overwritten): os.Rename does
+	// not replace directories.
+	if err := os.Remove(w.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("backup: %s: %w", w.dir, err)
+	}
 	if err := os.Rename(w.tmp, w.dir); err != nil {
 		return fmt.Errorf("backup: move into place: %w", err)
 	}
