@@ -96,10 +96,10 @@ func (w *chunkWriter) flush() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	// Send marshals the chunk before returning, so the buffer is free
-	// again afterwards.
+	// A fresh buffer per chunk: gRPC may keep a sent message for stats
+	// handlers, so a sent buffer is never written again.
 	err := w.send(&peerpb.BackupChunk{Group: w.group, Data: w.buf})
-	w.buf = w.buf[:0]
+	w.buf = make([]byte, 0, BackupChunkBytes)
 	if err != nil {
 		return fmt.Errorf("%s: send backup chunk: %w", w.group, err)
 	}
