@@ -181,6 +181,8 @@ func TestBackup_RestoreIntoNewCluster(t *testing.T) {
 		t.Fatalf("backup verify: %v\n%s", err, out)
 	}
 
+	backupRefusals(t, ctx, dir)
+
 	r := testcluster.Start(t, nodeBin, testcluster.Options{Shards: 2, IDPrefix: "m", Args: []string{"--restore", dir}})
 	rcl := dialLedgerClient(t, r)
 	for name, w := range want {
@@ -267,4 +269,43 @@ func runCLI(ctx context.Context, c *testcluster.Cluster, args ...string) (string
 		err = fmt.Errorf("exit %d", ee.ExitCode())
 	}
 	return string(out), err
+}
+
+// backupRefusals checks what refuses a backup: a damaged copy names its
+// piece, and a node refuses to restore it into another shard count.
+func backupRefusals(t *testing.T, ctx context.Context, dir string) {
+	t.Helper()
+	bad := filepath.Join(t.TempDir(), "damaged")
+	if err := os.CopyFS(bad, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	piece := filepath.Join(bad, "shard-1.piece")
+	b, err := os.ReadFile(piece)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-3] ^= 1
+	if err := os.WriteFile(piece, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(ctx, nil, "backup", "verify", bad); err == nil || !strings.Contains(out, "piece shard-1") || !strings.Contains(out, "checksum mismatch") {
+		t.Errorf("verify of a damaged backup: %v, output %q; want a failure naming shard-1", err, out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--restore", dir, "--shards", "3"}, "the backup has 2 shards and Shards is 3"},
+		{[]string{"--restore", bad}, "piece shard-1"},
+	} {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		args := append([]string{"--node-id", "x1", "--data-dir", t.TempDir(), "--bootstrap-expect", "3",
+			"--grpc-bind", "127.0.0.1:0", "--peer-bind", "127.0.0.1:0", "--raft-bind", "127.0.0.1:0",
+			"--gossip-bind", "127.0.0.1:0", "--http-bind", ""}, c.args...)
+		out, err := exec.CommandContext(cctx, nodeBin, args...).CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("raftq-node %v: %v; want a refusal mentioning %q in:\n%s", c.args, err, c.want, out)
+		}
+	}
 }
