@@ -138,8 +138,8 @@ func (n *Node) Backup(ctx context.Context, info func(BackupInfo) error, send fun
 
 func (n *Node) gatherPiece(ctx context.Context, group string, send func(*peerpb.BackupChunk) error) error {
 	var lastErr error
-	for {
-		sent, err := n.pieceOnce(ctx, group, send)
+	for attempt := 0; ; attempt++ {
+		sent, err := n.pieceOnce(ctx, group, n.pieceSource(group, attempt), send)
 		if err == nil {
 			return nil
 		}
@@ -155,19 +155,30 @@ func (n *Node) gatherPiece(ctx context.Context, group string, send func(*peerpb.
 	}
 }
 
-// pieceOnce asks the group's leader, as this node knows it, for its piece;
-// sent says whether any chunk reached send.
-func (n *Node) pieceOnce(ctx context.Context, group string, send func(*peerpb.BackupChunk) error) (sent bool, err error) {
+// pieceSource is the node to ask for group's piece: its leader as this
+// node knows it, or, when it knows none (a shard it does not host and has
+// not routed to), the group's replicas in turn: a replica that does not
+// lead refuses with its leader hint, which the next attempt follows.
+func (n *Node) pieceSource(group string, attempt int) string {
+	if group == "meta" {
+		return n.meta.LeaderID()
+	}
+	id, _ := parseShardGroup(group)
+	if leader, _, ok := n.ShardLeader(id); ok && leader != "" {
+		return leader
+	}
+	if reps := n.meta.ShardMap().Replicas[id]; len(reps) > 0 {
+		return reps[attempt%len(reps)]
+	}
+	return ""
+}
+
+// pieceOnce asks node for group's piece; sent says whether any chunk
+// reached send.
+func (n *Node) pieceOnce(ctx context.Context, group, leader string, send func(*peerpb.BackupChunk) error) (sent bool, err error) {
 	counted := func(c *peerpb.BackupChunk) error {
 		sent = true
 		return send(c)
-	}
-	var leader string
-	if group == "meta" {
-		leader = n.meta.LeaderID()
-	} else {
-		id, _ := parseShardGroup(group)
-		leader, _, _ = n.ShardLeader(id)
 	}
 	if leader == "" {
 		return false, fmt.Errorf("%s: no leader known", group)

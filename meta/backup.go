@@ -98,6 +98,11 @@ func (s *Store) RestoreBackup(ctx context.Context, old *metapb.Snapshot, replica
 	// raft places the restored snapshot above both its last index and
 	// this one, so the FSM's applied index (the backup's) stays below
 	// every entry that follows.
+	// raft refuses a user snapshot until the leader applied its
+	// configuration entry; a new leader may not have yet.
+	if err := raftgroup.WaitFuture(ctx, s.raft.Barrier(timeoutOf(ctx)), s.stopped); err != nil {
+		return ShardMap{}, fmt.Errorf("restore: barrier: %w", err)
+	}
 	sm := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: old.GetAppliedIndex(), Size: int64(len(b))}
 	if err := s.raft.Restore(sm, bytes.NewReader(b), timeoutOf(ctx)); err != nil {
 		return ShardMap{}, fmt.Errorf("restore: meta: %w", err)

@@ -63,6 +63,10 @@ func TestStore_BackupPieceRestoresIntoANewGroup(t *testing.T) {
 	}
 	r := mustOpenSingle(t, dir, false)
 	waitLeader(t, r)
+	// The log after the snapshot applies once the leader commits again.
+	if err := r.Raft().Barrier(5 * time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := r.Queue("after"); !ok || len(r.Queues()) != 41 || r.ShardMap().Count != 2 {
 		t.Fatalf("after restart: %d queues, map %+v", len(r.Queues()), r.ShardMap())
 	}

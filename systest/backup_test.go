@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftq/raftq/backup"
 	"github.com/raftq/raftq/client"
 	"github.com/raftq/raftq/internal/testcluster"
 )
@@ -83,6 +84,10 @@ func TestBackup_RestoreIntoNewCluster(t *testing.T) {
 	c := startCluster(t, testcluster.Options{Shards: 2})
 	cl := dialLedgerClient(t, c)
 	ctx := ctxT(t, 3*time.Minute)
+	// The backup is asked of a joined node that hosts no replica and has
+	// routed nothing: every piece comes from another node, found through
+	// the shard map and the replicas' leader hints.
+	n4 := c.Nodes[c.AddNode()]
 	fifoOpts := client.QueueOptions{FIFO: true, Visibility: 2 * time.Second, DedupWindow: 10 * time.Minute}
 	stdOpts := client.QueueOptions{Visibility: 2 * time.Second, MaxReceives: 7, BackoffBase: 200 * time.Millisecond,
 		BackoffMax: 2 * time.Second, Retention: 48 * time.Hour, CompletedRetention: 5 * time.Minute, DedupWindow: 10 * time.Minute}
@@ -156,7 +161,7 @@ func TestBackup_RestoreIntoNewCluster(t *testing.T) {
 
 	dir := filepath.Join(t.TempDir(), "backup")
 	from := time.Now()
-	out, err := runCLI(ctx, c, "backup", "create", "--out", dir)
+	out, err := runCLI(ctx, []string{n4.GRPC}, "backup", "create", "--out", dir)
 	to := time.Now()
 	if err != nil {
 		t.Fatalf("backup create: %v\n%s", err, out)
@@ -169,7 +174,7 @@ func TestBackup_RestoreIntoNewCluster(t *testing.T) {
 	if len(owed) < 100 {
 		t.Fatalf("only %d messages owed by the backup: too little load to judge", len(owed))
 	}
-	if out, err := runCLI(ctx, c, "backup", "create", "--out", dir); err == nil || !strings.Contains(out, "not empty") {
+	if out, err := runCLI(ctx, c.Addrs(), "backup", "create", "--out", dir); err == nil || !strings.Contains(out, "not empty") {
 		t.Errorf("a second backup into %s: err %v, output %q; want a refusal naming the non-empty directory", dir, err, out)
 	}
 	for i := range c.Nodes {
@@ -179,6 +184,9 @@ func TestBackup_RestoreIntoNewCluster(t *testing.T) {
 	}
 	if out, err := runCLI(ctx, nil, "backup", "verify", dir); err != nil {
 		t.Fatalf("backup verify: %v\n%s", err, out)
+	}
+	if m, err := backup.ReadManifest(dir); err != nil || m.GatheredBy != n4.ID || m.ShardCount != 2 {
+		t.Fatalf("manifest %+v, %v; want 2 shards gathered by %s", m, err, n4.ID)
 	}
 
 	backupRefusals(t, ctx, dir)
@@ -255,11 +263,11 @@ func TestBackup_RestoreIntoNewCluster(t *testing.T) {
 	t.Logf("restored cluster delivered all %d owed messages", len(owed))
 }
 
-// runCLI runs the operator CLI against c (nil: an offline command) and
-// returns its combined output.
-func runCLI(ctx context.Context, c *testcluster.Cluster, args ...string) (string, error) {
-	if c != nil {
-		args = append([]string{"--addr", strings.Join(c.Addrs(), ",")}, args...)
+// runCLI runs the operator CLI against the nodes at addrs (none: an
+// offline command) and returns its combined output.
+func runCLI(ctx context.Context, addrs []string, args ...string) (string, error) {
+	if len(addrs) > 0 {
+		args = append([]string{"--addr", strings.Join(addrs, ",")}, args...)
 	}
 	cmd := exec.CommandContext(ctx, cliBin, args...)
 	cmd.Env = append(os.Environ(), "RAFTQ_ADDR=")
