@@ -40,12 +40,10 @@ func (n *Node) BackupPiece(ctx context.Context, group string, send func(*peerpb.
 		}
 		index, term = i, t
 	} else {
+		// The peer service checked the name and the shard's range.
 		id, ok := parseShardGroup(group)
 		if !ok {
-			return fmt.Errorf("group %q is neither meta nor shard-N: %w", group, errNoSuchGroup)
-		}
-		if id >= n.ShardCount() {
-			return fmt.Errorf("%s: no such shard (the cluster has %d): %w", group, n.ShardCount(), errNoSuchGroup)
+			return fmt.Errorf("group %q is neither meta nor shard-N", group)
 		}
 		s := n.shards.get(id)
 		if s == nil {
@@ -62,8 +60,6 @@ func (n *Node) BackupPiece(ctx context.Context, group string, send func(*peerpb.
 	}
 	return send(&peerpb.BackupChunk{Group: group, End: true, Index: index, Term: term, Sha256: w.sum.Sum(nil), Size: w.size})
 }
-
-var errNoSuchGroup = errors.New("no such group")
 
 // chunkWriter cuts a piece into chunks of BackupChunkBytes as it is
 // written and hashes it.

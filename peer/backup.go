@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -12,10 +13,17 @@ import (
 )
 
 func (s *Service) BackupPiece(req *peerpb.BackupPieceRequest, stream grpc.ServerStreamingServer[peerpb.BackupChunk]) error {
-	if req.GetGroup() == "" {
-		return status.Error(codes.InvalidArgument, "group is required")
-	}
 	ctx := stream.Context()
+	if g := req.GetGroup(); g != "meta" {
+		rest, ok := strings.CutPrefix(g, "shard-")
+		id, err := strconv.ParseUint(rest, 10, 32)
+		if !ok || err != nil {
+			return status.Errorf(codes.InvalidArgument, "group %q: want meta or shard-N", g)
+		}
+		if err := s.shard(ctx, uint32(id)); err != nil {
+			return err
+		}
+	}
 	if err := s.node.BackupPiece(ctx, req.GetGroup(), stream.Send); err != nil {
 		return s.status(ctx, err)
 	}
