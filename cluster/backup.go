@@ -134,15 +134,17 @@ func (n *Node) Backup(ctx context.Context, info func(BackupInfo) error, send fun
 
 func (n *Node) gatherPiece(ctx context.Context, group string, send func(*peerpb.BackupChunk) error) error {
 	var lastErr error
+	failed := ""
 	for attempt := 0; ; attempt++ {
-		sent, err := n.pieceOnce(ctx, group, n.pieceSource(group, attempt), send)
+		src := n.pieceSource(group, attempt, failed)
+		sent, err := n.pieceOnce(ctx, group, src, send)
 		if err == nil {
 			return nil
 		}
 		if sent {
 			return fmt.Errorf("backup: piece %s broke off: %w", group, err)
 		}
-		lastErr = err
+		lastErr, failed = err, src
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("backup: piece %s: no leader gave it before the deadline: %w (last: %v)", group, ctx.Err(), lastErr)
@@ -152,21 +154,28 @@ func (n *Node) gatherPiece(ctx context.Context, group string, send func(*peerpb.
 }
 
 // pieceSource is the node to ask for group's piece: its leader as this
-// node knows it, or, when it knows none (a shard it does not host and has
-// not routed to), the group's replicas in turn: a replica that does not
-// lead refuses with its leader hint, which the next attempt follows.
-func (n *Node) pieceSource(group string, attempt int) string {
+// node knows it, unless that is the node that just failed (a dead leader
+// stays the hint until someone names another); else the group's replicas
+// in turn: a replica that does not lead refuses with its leader hint,
+// which the next attempt follows.
+func (n *Node) pieceSource(group string, attempt int, failed string) string {
 	if group == "meta" {
 		return n.meta.LeaderID()
 	}
 	id, _ := parseShardGroup(group)
-	if leader, _, ok := n.ShardLeader(id); ok && leader != "" {
+	if leader, _, ok := n.ShardLeader(id); ok && leader != "" && leader != failed {
 		return leader
 	}
-	if reps := n.meta.ShardMap().Replicas[id]; len(reps) > 0 {
-		return reps[attempt%len(reps)]
+	var reps []string
+	for _, r := range n.meta.ShardMap().Replicas[id] {
+		if r != failed {
+			reps = append(reps, r)
+		}
 	}
-	return ""
+	if len(reps) == 0 {
+		return ""
+	}
+	return reps[attempt%len(reps)]
 }
 
 // pieceOnce asks node for group's piece; sent says whether any chunk

@@ -75,7 +75,8 @@ const (
 // TestBackup_RestoreIntoNewCluster takes a backup with the CLI from a
 // 3-node, 2-shard cluster under load (producers on a FIFO queue with dedup
 // keys and on a standard queue with a non-default policy, a consumer
-// acking, and leases left open), stops it, restores the backup into a new
+// acking, and leases left open), as a shard leader is killed, stops it,
+// restores the backup into a new
 // 3-node cluster with other node ids and data directories, and checks
 // that every message acknowledged before the backup started and not acked
 // before it ended is there, the policies are equal, a used dedup key is
@@ -132,14 +133,16 @@ func TestBackup_RestoreIntoNewCluster(t *testing.T) {
 		go producer(backupFIFO, p)
 		go producer(backupStd, p)
 	}
-	// A consumer acks on both queues; some leases on the standard queue
-	// are left open, so the backup holds leased messages too.
+	// A consumer acks on both queues, slower than the producers send, so
+	// the backup owes a backlog; some leases on the standard queue are
+	// left open, so the backup holds leased messages too.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for i := 0; loadCtx.Err() == nil; i++ {
 			q := []string{backupFIFO, backupStd}[i%2]
-			ms, err := cl.Receive(loadCtx, q, client.ReceiveOptions{Max: 5, Wait: 200 * time.Millisecond})
+			time.Sleep(50 * time.Millisecond)
+			ms, err := cl.Receive(loadCtx, q, client.ReceiveOptions{Max: 3, Wait: 200 * time.Millisecond})
 			if err != nil {
 				continue
 			}
@@ -159,6 +162,12 @@ func TestBackup_RestoreIntoNewCluster(t *testing.T) {
 		return len(book.sent) >= 300 && len(book.ackAsked) >= 50
 	})
 
+	// The backup starts as shard 0's leader dies (kill -9): its piece
+	// comes from the next leader, which holds everything the dead one
+	// acknowledged. n4 had routed to the dead one, so it must find the new
+	// one through the other replicas.
+	dead := shardLeader(t, c, 0, 0)
+	c.Kill(dead)
 	dir := filepath.Join(t.TempDir(), "backup")
 	from := time.Now()
 	out, err := runCLI(ctx, []string{n4.GRPC}, "backup", "create", "--out", dir)
@@ -178,6 +187,9 @@ func TestBackup_RestoreIntoNewCluster(t *testing.T) {
 		t.Errorf("a second backup into %s: err %v, output %q; want a refusal naming the non-empty directory", dir, err, out)
 	}
 	for i := range c.Nodes {
+		if i == dead {
+			continue
+		}
 		if err := c.Stop(i, 15*time.Second); err != nil {
 			t.Logf("stop %s: %v", c.Nodes[i].ID, err)
 		}
