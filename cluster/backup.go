@@ -119,7 +119,7 @@ type BackupInfo struct {
 func (n *Node) Backup(ctx context.Context, info func(BackupInfo) error, send func(*peerpb.BackupChunk) error) error {
 	sm := n.meta.ShardMap()
 	if !sm.Placed() {
-		return errors.New("backup: the shard map is not placed yet")
+		return errors.New("the shard map is not placed yet")
 	}
 	if err := info(BackupInfo{ShardCount: sm.Count, ClusterID: sm.ClusterID}); err != nil {
 		return err
@@ -142,12 +142,12 @@ func (n *Node) gatherPiece(ctx context.Context, group string, send func(*peerpb.
 			return nil
 		}
 		if sent {
-			return fmt.Errorf("backup: piece %s broke off: %w", group, err)
+			return fmt.Errorf("piece %s broke off: %w", group, err)
 		}
 		lastErr, failed = err, src
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("backup: piece %s: no leader gave it before the deadline: %w (last: %v)", group, ctx.Err(), lastErr)
+			return fmt.Errorf("piece %s: no leader gave it before the deadline: %w (last: %v)", group, ctx.Err(), lastErr)
 		case <-time.After(pieceRetry):
 		}
 	}
