@@ -56,7 +56,7 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 		// every initial voter must hold the configuration, or a group
 		// whose first bootstrapper cannot lead (its clock is off, say)
 		// never elects anyone.
-		servers, verdict, detail := bootstrapCandidates(n.gossip.alive(), expect, n.formedNew.Load())
+		servers, verdict, detail := bootstrapCandidates(n.gossip.alive(), expect, n.formedNew.Load(), restoreID(n.cfg.Restore))
 		switch verdict {
 		case joinExisting:
 			// A cluster exists: its meta leader will add this node.
@@ -68,8 +68,8 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 			continue
 		case tooFew:
 			if detail != "" {
-				warn("expect-"+detail, "bootstrap: a member advertises a different bootstrap-expect; not counted",
-					"member", detail, "ours", expect)
+				warn("expect-"+detail, "bootstrap: a member advertises a different bootstrap-expect or --restore backup; not counted",
+					"member", detail, "ours", expect, "restore", restoreID(n.cfg.Restore))
 			}
 			lastKey = ""
 			continue
@@ -112,12 +112,15 @@ const (
 // bootstrapCandidates decides from the alive members what a node with
 // bootstrap-expect expect should do, and with which voters (sorted by id, so
 // every initial node proposes the identical configuration). detail names a
-// member with state (joinExisting) or one with a mismatched expect value.
+// member with state (joinExisting) or one with a mismatched expect value
+// or restore: initial voters that would start from different backups (or
+// one from none) must never form one cluster, since each seeds its own
+// replicas from its backup.
 //
 // With sameFormation, a member with state that advertises the same expect
 // value counts as a candidate instead of making this node join: it is
 // another initial voter of this formation that bootstrapped first.
-func bootstrapCandidates(alive []member, expect int, sameFormation bool) ([]raft.Server, bootstrapVerdict, string) {
+func bootstrapCandidates(alive []member, expect int, sameFormation bool, restore string) ([]raft.Server, bootstrapVerdict, string) {
 	var servers []raft.Server
 	mismatch := ""
 	for _, m := range alive {
@@ -125,7 +128,7 @@ func bootstrapCandidates(alive []member, expect int, sameFormation bool) ([]raft
 		case m.meta.GetHasState() && !(sameFormation && e == expect):
 			return nil, joinExisting, m.NodeID
 		case e == 0:
-		case e != expect:
+		case e != expect || m.meta.GetRestore() != restore:
 			mismatch = m.NodeID
 		default:
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.NodeID), Address: raft.ServerAddress(m.RaftAddr)})

@@ -39,7 +39,7 @@ func TestBootstrapCandidates(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			servers, verdict, _ := bootstrapCandidates(tc.alive, tc.expect, tc.sameFormation)
+			servers, verdict, _ := bootstrapCandidates(tc.alive, tc.expect, tc.sameFormation, "")
 			if verdict != tc.want {
 				t.Fatalf("verdict %v, want %v", verdict, tc.want)
 			}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/raftq/raftq/backup"
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
@@ -116,6 +117,13 @@ type Config struct {
 	// Peers reaches other nodes for identity checks and repair; default:
 	// their Node gRPC service at their advertised gRPC address.
 	Peers PeerClient
+	// Restore, if set, builds a new cluster from a backup (raftq-node
+	// --restore): every bootstrap voter sets the same one. The meta leader
+	// restores the backup's queues with a shard map placed over this
+	// cluster's voters instead of placing an empty one, and every replica
+	// of a shard starts from the shard's piece (docs/operations.md,
+	// "Restore"). A node with meta state refuses it.
+	Restore *backup.Source
 	// Fatal is called when the node must stop (its meta replica found
 	// damaged bytes, it lost its state, it belongs to another cluster);
 	// the process should exit with err. Default: log it.
@@ -157,6 +165,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Replication <= 0 {
 		c.Replication = 3
+	}
+	if c.Restore != nil {
+		if c.BootstrapExpect <= 0 {
+			return c, errors.New("cluster: a restore builds a new cluster: it needs BootstrapExpect (--bootstrap-expect) on every initial voter")
+		}
+		if n := c.Restore.ShardCount(); c.Shards != 0 && c.Shards != n {
+			return c, fmt.Errorf("cluster: the backup has %d shards and Shards is %d: a restored cluster keeps the backup's shard count (message ids name their shard); leave --shards unset or set it to %d", n, c.Shards, n)
+		}
+		c.Shards = c.Restore.ShardCount()
 	}
 	if c.Shards == 0 {
 		c.Shards = DefaultShards(c.BootstrapExpect, c.Replication)

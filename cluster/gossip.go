@@ -110,6 +110,7 @@ func (g *gossip) localMeta() *metapb.NodeMeta {
 		HasState:        g.hasState.Load(),
 		ClockHold:       g.n.clock.holds(),
 		LogFormat:       cfg.logFormat,
+		Restore:         restoreID(cfg.Restore),
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftq/raftq/peer"
 	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/raftgroup"
 )
@@ -305,6 +306,12 @@ func (p testPeers) ReplicaStatus(ctx context.Context, to Member, req *peerpb.Rep
 		return nil, err
 	}
 	return n.ReplicaStatus(req.GetGroup())
+}
+
+// BackupPiece is not served in-process: backups are tested with real
+// nodes (systest).
+func (testPeers) BackupPiece(context.Context, Member, *peerpb.BackupPieceRequest) (*peer.PieceStream, error) {
+	return nil, errors.New("testPeers: BackupPiece is not served in-process")
 }
 
 func (testPeers) Close() {}

@@ -82,7 +82,7 @@ func (n *Node) tryVerify(ctx context.Context) (bool, error) {
 	}
 	if len(withState) == 0 {
 		if n.cfg.BootstrapExpect > 0 {
-			if _, verdict, _ := bootstrapCandidates(alive, n.cfg.BootstrapExpect, false); verdict == bootstrapNow {
+			if _, verdict, _ := bootstrapCandidates(alive, n.cfg.BootstrapExpect, false, restoreID(n.cfg.Restore)); verdict == bootstrapNow {
 				n.logger.Info("identity check: every expected member is new; this is a new cluster")
 				n.formedNew.Store(true)
 				return true, n.settle("")

@@ -46,6 +46,10 @@ func (n *Node) metaDutiesLoop(ctx context.Context) {
 }
 
 func (n *Node) placeShards(ctx context.Context) {
+	if n.cfg.Restore != nil {
+		n.placeRestored(ctx)
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	m, err := n.meta.PlaceShards(ctx, n.cfg.Shards, n.cfg.Replication)
@@ -97,5 +101,24 @@ func (n *Node) admitMembers(ctx context.Context) {
 		}
 		// One change per pass: the prevIndex above is stale after it.
 		return
+	}
+}
+
+// placeRestored is placeShards for a cluster built from a backup: the
+// backup's queues and a map placed over this cluster's voters arrive in
+// one raft step (meta.Store.RestoreBackup), so no shard ever opens
+// against a meta state without its queues.
+func (n *Node) placeRestored(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	src := n.cfg.Restore
+	m, err := n.meta.RestoreBackup(ctx, src.Meta, n.cfg.Replication)
+	switch {
+	case err == nil:
+		n.logger.Info("meta restored from backup; shard map placed", "backup", src.Dir, "backup_cluster", src.Manifest.ClusterID,
+			"queues", len(src.Meta.GetQueues()), "shards", m.Count, "replicas", m.Replicas)
+	case errors.Is(err, meta.ErrAlreadyPlaced):
+	default:
+		n.logger.Warn("restoring meta from backup", "backup", src.Dir, "err", err)
 	}
 }

@@ -116,6 +116,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.openMeta(); err != nil {
 		return nil, err
 	}
+	if cfg.Restore != nil && n.meta.HasState() {
+		// A voter restarted while the restore is under way must keep
+		// seeding the shards it has yet to create, so this is no refusal;
+		// on a cluster that formed long ago it changes nothing (the map is
+		// placed, every replica exists).
+		logger.Warn("--restore on a node with meta state: only groups not created yet start from the backup; remove --restore once the restored cluster serves",
+			"dir", cfg.DataDir)
+	}
 	if ident.Verified() {
 		n.verifiedOnce.Do(func() { close(n.verified) })
 	}

@@ -20,6 +20,8 @@ type PeerClient interface {
 	ShardDigest(ctx context.Context, to Member, req *peerpb.ShardDigestRequest) (*peerpb.ShardDigestResponse, error)
 	// ReplicaStatus asks how far a member's replica of a group applied.
 	ReplicaStatus(ctx context.Context, to Member, req *peerpb.ReplicaStatusRequest) (*peerpb.ReplicaStatusResponse, error)
+	// BackupPiece streams a group's backup piece from its leader.
+	BackupPiece(ctx context.Context, to Member, req *peerpb.BackupPieceRequest) (*peer.PieceStream, error)
 	Close()
 }
 
@@ -46,3 +48,7 @@ func (p *peers) ReplicaStatus(ctx context.Context, to Member, req *peerpb.Replic
 }
 
 func (p *peers) Close() { _ = p.c.Close() }
+
+func (p *peers) BackupPiece(ctx context.Context, to Member, req *peerpb.BackupPieceRequest) (*peer.PieceStream, error) {
+	return p.c.BackupPiece(ctx, to.PeerAddr, req)
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 	"github.com/raftq/raftq/raftstore"
 	"github.com/raftq/raftq/shard"
@@ -225,6 +226,14 @@ func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 		}
 		return 0
 	})
+	var seed *raftgroup.Seed
+	if bootstrap && ss.n.cfg.Restore != nil {
+		// Every replica placed at bootstrap seeds the same piece, so the
+		// group starts identical everywhere (raftgroup.Seed).
+		if seed = ss.n.cfg.Restore.ShardSeed(id); seed == nil {
+			return nil, fmt.Errorf("the backup has no piece of shard %d", id)
+		}
+	}
 	gate := &raftmux.Gate{}
 	// Held from the start while the clock check holds this node; the
 	// state it has once the shard is listed is applied in openAssigned.
@@ -241,6 +250,7 @@ func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 		Dir:            filepath.Join(ss.n.cfg.DataDir, "shards", strconv.FormatUint(uint64(id), 10)),
 		Transport:      tr,
 		Bootstrap:      boot,
+		Seed:           seed,
 		Now:            ss.n.cfg.Now,
 		Logger:         ss.n.logger,
 		Raft:           ss.n.cfg.Raft,

@@ -66,3 +66,10 @@ func decodeSnapshot(r io.Reader) (*metapb.Snapshot, error) {
 	}
 	return &s, nil
 }
+
+// DecodeSnapshot reads a meta snapshot (the bytes Snapshot persists, and a
+// backup's meta piece).
+func DecodeSnapshot(r io.Reader) (*metapb.Snapshot, error) { return decodeSnapshot(r) }
+
+// EncodeSnapshot is the inverse of DecodeSnapshot.
+func EncodeSnapshot(s *metapb.Snapshot) ([]byte, error) { return encodeSnapshot(s) }

@@ -48,6 +48,10 @@ type Node interface {
 	Known(nodeID string) *peerpb.KnownResponse
 	ChangeGroup(ctx context.Context, group string, op peerpb.GroupChangeRequest_Op, nodeID, raftAddr string) (uint64, error)
 	Repair(ctx context.Context) []*peerpb.GroupRepair
+	// BackupPiece streams this node's piece of group ("meta", "shard-N")
+	// through send if it leads the group, and fails with a not-leader
+	// error before sending anything if it does not.
+	BackupPiece(ctx context.Context, group string, send func(*peerpb.BackupChunk) error) error
 	// ShardDigest answers a replica comparison (a checkpoint digest);
 	// errors wrap shard.ErrNoCheckpoint while the replica has not
 	// recorded it.

@@ -77,6 +77,9 @@ func (fakeNode) Repair(context.Context) []*peerpb.GroupRepair {
 func (fakeNode) ChangeGroup(context.Context, string, peerpb.GroupChangeRequest_Op, string, string) (uint64, error) {
 	return 0, errNotLeader
 }
+func (fakeNode) BackupPiece(context.Context, string, func(*peerpb.BackupChunk) error) error {
+	return errNotLeader
+}
 func (fakeNode) ShardDigest(context.Context, *peerpb.ShardDigestRequest) (*peerpb.ShardDigestResponse, error) {
 	return nil, shard.ErrNoCheckpoint
 }

@@ -115,6 +115,10 @@ type RaftOptions struct {
 	NotifyCh chan<- bool
 	// Disk, if set, watches the log and stable-store writes (logwatch.go).
 	Disk *DiskWatch
+	// Seed, if set, replaces the bootstrap of a new replica: the group
+	// starts from this state, with the Bootstrap voters as configuration
+	// (seed.go). Every bootstrapping replica must get the same seed.
+	Seed *Seed
 }
 
 // Group is one opened raft replica: raft, its checked stores, and what
@@ -203,7 +207,12 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 
 	// Only a replica the node never had may take part in bootstrapping
 	// its group: one that lost its state must not start the group afresh.
-	if len(o.Bootstrap) > 0 && rep.MayBootstrap() {
+	if len(o.Bootstrap) > 0 && rep.MayBootstrap() && o.Seed != nil {
+		if err := seedGroup(o.Seed, logs, rep.Stable(), snaps, o.Transport, raft.Configuration{Servers: o.Bootstrap}); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("raftgroup: seed: %w", err)
+		}
+	} else if len(o.Bootstrap) > 0 && rep.MayBootstrap() {
 		err := raft.BootstrapCluster(cfg, logs, rep.Stable(), snaps, o.Transport,
 			raft.Configuration{Servers: o.Bootstrap})
 		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {

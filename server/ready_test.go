@@ -62,6 +62,12 @@ func (n *startingNode) Rebalance(bool) (cluster.RebalanceStatus, error) {
 func (n *startingNode) ChangeGroup(context.Context, string, peerpb.GroupChangeRequest_Op, string, string) (uint64, error) {
 	return 0, &raftgroup.NotLeaderError{}
 }
+func (n *startingNode) BackupPiece(context.Context, string, func(*peerpb.BackupChunk) error) error {
+	return &raftgroup.NotLeaderError{}
+}
+func (n *startingNode) Backup(context.Context, func(cluster.BackupInfo) error, func(*peerpb.BackupChunk) error) error {
+	return router.ErrNotReady
+}
 func (n *startingNode) ShardDigest(context.Context, *peerpb.ShardDigestRequest) (*peerpb.ShardDigestResponse, error) {
 	return nil, shard.ErrNoCheckpoint
 }

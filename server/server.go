@@ -5,6 +5,7 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/raftq/raftq/cluster"
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/peer"
+	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/router"
 )
 
@@ -27,6 +29,8 @@ type Node interface {
 	// Rebalance reports (and unless dryRun starts) the balance plan; only
 	// on the meta leader (cluster/rebalance.go).
 	Rebalance(dryRun bool) (cluster.RebalanceStatus, error)
+	// Backup gathers a backup from every group's leader (cluster.Node.Backup).
+	Backup(ctx context.Context, info func(cluster.BackupInfo) error, send func(*peerpb.BackupChunk) error) error
 }
 
 // Events receives message events and receive timings for metrics;

@@ -66,6 +66,8 @@ type cluster struct {
 	// Config.NodeFormat and Config.kindFormat.
 	nodeFormat func(string) uint32
 	kindFormat func(*fsmpb.Command) uint32
+	// seed, if set, is every bootstrapping replica's Config.Seed.
+	seed *raftgroup.Seed
 }
 
 func newCluster(t testing.TB, n int, inmem bool, tuning raftgroup.RaftTuning, opts ...func(*cluster)) *cluster {
@@ -150,6 +152,7 @@ func (c *cluster) start(nd *node, bootstrap []raft.Server) {
 
 		NodeFormat: c.nodeFormat,
 		kindFormat: c.kindFormat,
+		Seed:       c.seed,
 	})
 	if err != nil {
 		c.t.Fatalf("open %s: %v", nd.id, err)

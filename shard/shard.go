@@ -38,6 +38,9 @@ type Config struct {
 	// Bootstrap, if non-empty and the replica has no raft state, bootstraps
 	// the group with these voters (ErrCantBootstrap is ignored).
 	Bootstrap []raft.Server
+	// Seed, if set with Bootstrap, starts a new group from a backup's
+	// piece instead of empty (raftgroup.Seed).
+	Seed *raftgroup.Seed
 	// Now stamps entries on the leader; default time.Now. Tests inject skew.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -200,6 +203,7 @@ func Open(cfg Config) (*Shard, error) {
 		Node:      cfg.Node,
 		Damaged:   cfg.Damaged,
 		Disk:      s.disk,
+		Seed:      cfg.Seed,
 	}, &appliedHook{FSM: s.fsm, after: s.kickApplied})
 	if err != nil {
 		_ = s.disk.Close()

@@ -4076,6 +4076,163 @@ func (x *RebalanceResponse) GetAutomatic() bool {
 	return false
 }
 
+type BackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
+}
+
+// BackupChunk: the first chunk of a stream has group empty and carries
+// shard_count, cluster_id and node_id; every later one is a run of one
+// piece's bytes, and the last chunk of a piece has end set with the
+// piece's index, term, sha256 and size. The pieces come in order:
+// shard-0 .. shard-N-1, then meta.
+type BackupChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"` // "shard-N" or "meta"; empty on the first chunk
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	End           bool                   `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
+	Index         uint64                 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	Term          uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	Sha256        []byte                 `protobuf:"bytes,6,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Size          uint64                 `protobuf:"varint,7,opt,name=size,proto3" json:"size,omitempty"`
+	ShardCount    uint32                 `protobuf:"varint,8,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	ClusterId     string                 `protobuf:"bytes,9,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	NodeId        string                 `protobuf:"bytes,10,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"` // the node that gathered the backup
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupChunk) Reset() {
+	*x = BackupChunk{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupChunk) ProtoMessage() {}
+
+func (x *BackupChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
+func (*BackupChunk) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *BackupChunk) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *BackupChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *BackupChunk) GetEnd() bool {
+	if x != nil {
+		return x.End
+	}
+	return false
+}
+
+func (x *BackupChunk) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *BackupChunk) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *BackupChunk) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *BackupChunk) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *BackupChunk) GetShardCount() uint32 {
+	if x != nil {
+		return x.ShardCount
+	}
+	return 0
+}
+
+func (x *BackupChunk) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *BackupChunk) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
@@ -4384,7 +4541,22 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x05nodes\x18\x03 \x03(\v2\x15.raftq.v1.NodeBalanceR\x05nodes\x12\x18\n" +
 	"\astarted\x18\x04 \x01(\bR\astarted\x12\x16\n" +
 	"\x06moving\x18\x05 \x01(\tR\x06moving\x12\x1c\n" +
-	"\tautomatic\x18\x06 \x01(\bR\tautomatic*U\n" +
+	"\tautomatic\x18\x06 \x01(\bR\tautomatic\"\x0f\n" +
+	"\rBackupRequest\"\xf8\x01\n" +
+	"\vBackupChunk\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\bR\x03end\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04term\x18\x05 \x01(\x04R\x04term\x12\x16\n" +
+	"\x06sha256\x18\x06 \x01(\fR\x06sha256\x12\x12\n" +
+	"\x04size\x18\a \x01(\x04R\x04size\x12\x1f\n" +
+	"\vshard_count\x18\b \x01(\rR\n" +
+	"shardCount\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\t \x01(\tR\tclusterId\x12\x17\n" +
+	"\anode_id\x18\n" +
+	" \x01(\tR\x06nodeId*U\n" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
@@ -4432,7 +4604,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\vDeadLetters\x12A\n" +
 	"\bListDead\x12\x19.raftq.v1.ListDeadRequest\x1a\x1a.raftq.v1.ListDeadResponse\x12>\n" +
 	"\aRedrive\x12\x18.raftq.v1.RedriveRequest\x1a\x19.raftq.v1.RedriveResponse\x12>\n" +
-	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\xd8\x03\n" +
+	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\x94\x04\n" +
 	"\aCluster\x12;\n" +
 	"\x06Status\x12\x17.raftq.v1.StatusRequest\x1a\x18.raftq.v1.StatusResponse\x12A\n" +
 	"\bShardMap\x12\x19.raftq.v1.ShardMapRequest\x1a\x1a.raftq.v1.ShardMapResponse\x12;\n" +
@@ -4441,7 +4613,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
 	"RemoveNode\x12\x1b.raftq.v1.RemoveNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponse\x12H\n" +
 	"\vReplaceNode\x12\x1c.raftq.v1.ReplaceNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponse\x12D\n" +
-	"\tRebalance\x12\x1a.raftq.v1.RebalanceRequest\x1a\x1b.raftq.v1.RebalanceResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"\tRebalance\x12\x1a.raftq.v1.RebalanceRequest\x1a\x1b.raftq.v1.RebalanceResponse\x12:\n" +
+	"\x06Backup\x12\x17.raftq.v1.BackupRequest\x1a\x15.raftq.v1.BackupChunk0\x01B$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -4456,7 +4629,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -4524,14 +4697,16 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*LeaderChangePlan)(nil),      // 63: raftq.v1.LeaderChangePlan
 	(*NodeBalance)(nil),           // 64: raftq.v1.NodeBalance
 	(*RebalanceResponse)(nil),     // 65: raftq.v1.RebalanceResponse
-	nil,                           // 66: raftq.v1.Message.AttributesEntry
-	nil,                           // 67: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 68: raftq.v1.ReceivedMessage.AttributesEntry
+	(*BackupRequest)(nil),         // 66: raftq.v1.BackupRequest
+	(*BackupChunk)(nil),           // 67: raftq.v1.BackupChunk
+	nil,                           // 68: raftq.v1.Message.AttributesEntry
+	nil,                           // 69: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 70: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
 	2,  // 1: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	66, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	68, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,  // 3: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,  // 4: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
 	4,  // 5: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
@@ -4539,10 +4714,10 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	3,  // 7: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
 	6,  // 8: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
 	3,  // 9: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	67, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	69, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
 	18, // 11: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
 	21, // 12: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	68, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	70, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
 	24, // 14: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
 	26, // 15: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
 	5,  // 16: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
@@ -4582,34 +4757,36 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	58, // 50: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
 	59, // 51: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
 	61, // 52: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	6,  // 53: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	6,  // 54: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	10, // 55: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	6,  // 56: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	13, // 57: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	15, // 58: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	17, // 59: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	19, // 60: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	22, // 61: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	25, // 62: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	28, // 63: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	30, // 64: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	32, // 65: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	34, // 66: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	36, // 67: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	38, // 68: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	40, // 69: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	42, // 70: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	44, // 71: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	48, // 72: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	54, // 73: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	51, // 74: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	57, // 75: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	60, // 76: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	60, // 77: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	65, // 78: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	53, // [53:79] is the sub-list for method output_type
-	27, // [27:53] is the sub-list for method input_type
+	66, // 53: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	6,  // 54: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	6,  // 55: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	10, // 56: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	6,  // 57: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	13, // 58: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	15, // 59: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	17, // 60: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	19, // 61: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	22, // 62: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	25, // 63: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	28, // 64: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	30, // 65: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	32, // 66: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	34, // 67: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	36, // 68: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	38, // 69: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	40, // 70: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	42, // 71: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	44, // 72: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	48, // 73: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	54, // 74: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	51, // 75: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	57, // 76: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	60, // 77: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	60, // 78: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	65, // 79: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	67, // 80: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	54, // [54:81] is the sub-list for method output_type
+	27, // [27:54] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	27, // [27:27] is the sub-list for extension extendee
 	0,  // [0:27] is the sub-list for field type_name
@@ -4626,7 +4803,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   66,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -951,6 +951,7 @@ const (
 	Cluster_RemoveNode_FullMethodName  = "/raftq.v1.Cluster/RemoveNode"
 	Cluster_ReplaceNode_FullMethodName = "/raftq.v1.Cluster/ReplaceNode"
 	Cluster_Rebalance_FullMethodName   = "/raftq.v1.Cluster/Rebalance"
+	Cluster_Backup_FullMethodName      = "/raftq.v1.Cluster/Backup"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -988,6 +989,14 @@ type ClusterClient interface {
 	// rebalancing is off; the moves run one at a time as the response's
 	// progress shows. FAILED_PRECONDITION while a drain runs.
 	Rebalance(ctx context.Context, in *RebalanceRequest, opts ...grpc.CallOption) (*RebalanceResponse, error)
+	// Backup streams a consistent backup of the cluster: first a chunk with
+	// the shard count and cluster id, then every shard's piece, then the
+	// meta piece. Each piece is its group's state at an index the group
+	// committed, taken by the group's leader; the shards come before meta so
+	// that the meta piece lists every queue a shard piece holds (unless it
+	// was deleted meanwhile). The answering node gathers the pieces from the
+	// leaders. docs/operations.md, "Back up".
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
 }
 
 type clusterClient struct {
@@ -1068,6 +1077,25 @@ func (c *clusterClient) Rebalance(ctx context.Context, in *RebalanceRequest, opt
 	return out, nil
 }
 
+func (c *clusterClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[0], Cluster_Backup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupRequest, BackupChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_BackupClient = grpc.ServerStreamingClient[BackupChunk]
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1103,6 +1131,14 @@ type ClusterServer interface {
 	// rebalancing is off; the moves run one at a time as the response's
 	// progress shows. FAILED_PRECONDITION while a drain runs.
 	Rebalance(context.Context, *RebalanceRequest) (*RebalanceResponse, error)
+	// Backup streams a consistent backup of the cluster: first a chunk with
+	// the shard count and cluster id, then every shard's piece, then the
+	// meta piece. Each piece is its group's state at an index the group
+	// committed, taken by the group's leader; the shards come before meta so
+	// that the meta piece lists every queue a shard piece holds (unless it
+	// was deleted meanwhile). The answering node gathers the pieces from the
+	// leaders. docs/operations.md, "Back up".
+	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1133,6 +1169,9 @@ func (UnimplementedClusterServer) ReplaceNode(context.Context, *ReplaceNodeReque
 }
 func (UnimplementedClusterServer) Rebalance(context.Context, *RebalanceRequest) (*RebalanceResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Rebalance not implemented")
+}
+func (UnimplementedClusterServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
+	return status.Errorf(codes.Unimplemented, "method Backup not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1281,6 +1320,17 @@ func _Cluster_Rebalance_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).Backup(m, &grpc.GenericServerStream[BackupRequest, BackupChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_BackupServer = grpc.ServerStreamingServer[BackupChunk]
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1317,6 +1367,12 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Cluster_Rebalance_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Backup",
+			Handler:       _Cluster_Backup_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "api/raftqv1/raftq.proto",
 }

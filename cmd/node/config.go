@@ -99,6 +99,7 @@ type config struct {
 	DeadNodeGrace   time.Duration
 	Rebalance       bool
 	RebalanceStable time.Duration
+	Restore         string
 	// SnapshotThreshold and SnapshotInterval override raftgroup.RaftTuning's
 	// snapshot schedule; zero keeps the defaults. For tests that need a
 	// snapshot on disk within seconds (systest/damage_test.go).
@@ -138,6 +139,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "TESTING: log entries after which a snapshot may be taken (0: the default, 8192; docs/shard.md)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 0, "TESTING: snapshot slot period shared by a group's voters (0: the default, 30s; docs/shard.md)")
+	fs.StringVar(&c.Restore, "restore", "", "build a new cluster from the backup in this directory (raftq backup create): set it, with the same backup, on every initial voter, each with an empty data directory (docs/operations.md, \"Restore\")")
 	fs.BoolVar(&c.Repair, "repair", false, "repair this node's damaged or lost replicas: each is removed from its raft group and re-added empty through raft (docs/operations.md); without it a node with a damaged meta replica refuses to start and damaged shard replicas are left out (an empty data directory rejoins without it)")
 	fs.DurationVar(&c.DeadNodeGrace, "dead-node-grace", cluster.DefaultDeadNodeGrace, fmt.Sprintf("a member not alive in gossip for this long without a break is replaced: its replicas are re-created on live nodes and its id retired, when enough live nodes exist (docs/cluster.md, \"Dead nodes\"); at least %v, 0 disables; set the same on every node (the meta leader's applies)", minDeadNodeGrace))
 	fs.BoolVar(&c.Rebalance, "rebalance", true, "on the meta leader: move replicas and preferred leaders on its own so every live node holds within 1 of the mean (a joining node receives its share); false: only when `raftq cluster rebalance` asks (docs/cluster.md, \"Rebalancing\")")
@@ -236,6 +238,10 @@ func (c *config) finish() error {
 		return fmt.Errorf("--snapshot-interval must not be negative")
 	case c.RebalanceStable < 100*time.Millisecond || c.RebalanceStable > time.Hour:
 		return fmt.Errorf("--rebalance-stable must be within 100ms..1h, got %v", c.RebalanceStable)
+	case c.Restore != "" && c.BootstrapExpect == 0:
+		return fmt.Errorf("--restore builds a new cluster: set --bootstrap-expect on every initial voter, each with --restore of the same backup")
+	case c.Restore != "" && c.Repair:
+		return fmt.Errorf("--restore and --repair do not go together: --restore builds a new cluster from empty data directories")
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err

@@ -24,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/raftq/raftq/backup"
 	"github.com/raftq/raftq/cluster"
 	"github.com/raftq/raftq/internal/bufpool"
 	"github.com/raftq/raftq/internal/liveness"
@@ -96,6 +97,18 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	// node that lost its state); run returns it and the process exits 1.
 	fatal := make(chan error, 1)
 	stall, reserve, segment := cfg.diskSettings()
+	var restore *backup.Source
+	if cfg.Restore != "" {
+		// Verified whole before anything starts: a damaged backup must
+		// never seed a replica.
+		if restore, err = backup.Open(cfg.Restore); err != nil {
+			_ = lis.Close()
+			_ = plis.Close()
+			return fmt.Errorf("--restore: %w", err)
+		}
+		log.Info("restoring from backup", "dir", cfg.Restore, "backup_cluster", restore.Manifest.ClusterID,
+			"created", restore.Manifest.CreatedAt, "shards", restore.ShardCount())
+	}
 	node, err := cluster.Start(ctx, cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, GRPCAddr: cfg.GRPCAdvertise, PeerAddr: cfg.PeerAdvertise,
 		RaftBind: cfg.RaftBind, RaftAdvertise: cfg.RaftAdvertise,
@@ -114,6 +127,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 			return cfg.DeadNodeGrace
 		}(),
 		DisableRebalance: !cfg.Rebalance, RebalanceStable: cfg.RebalanceStable,
+		Restore: restore,
 		Fatal: func(err error) {
 			select {
 			case fatal <- err:

@@ -81,6 +81,8 @@ func commands() []command {
 		removeNodeCommand(),
 		replaceNodeCommand(),
 		rebalanceCommand(),
+		backupCreateCommand(),
+		backupVerifyCommand(),
 		queueCreateOrUpdate("create"),
 		{"queue list", "", "list queues", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {

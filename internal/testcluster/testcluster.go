@@ -83,6 +83,9 @@ type Options struct {
 	// win), e.g. --clock-offset; they become its ExtraArgs, which later
 	// restarts keep unless the test changes them.
 	NodeArgs [][]string
+	// IDPrefix names the nodes IDPrefix1, IDPrefix2, ... (default "n"),
+	// so a second cluster in one test can have ids of its own.
+	IDPrefix string
 	// DataDirs, if set, is node i's data directory (a filesystem the test
 	// prepared, say); default a directory under the test's temp dir.
 	DataDirs []string
@@ -130,6 +133,9 @@ func Start(t testing.TB, bin string, opts Options) *Cluster {
 	if opts.Shards == 0 {
 		opts.Shards = 4
 	}
+	if opts.IDPrefix == "" {
+		opts.IDPrefix = "n"
+	}
 	c := &Cluster{t: t, bin: bin, opts: opts, conns: map[string]*grpc.ClientConn{}}
 	dir := t.TempDir()
 	var gossip []string
@@ -141,7 +147,7 @@ func Start(t testing.TB, bin string, opts Options) *Cluster {
 	for i := 1; i <= opts.Nodes; i++ {
 		ports := all[5*(i-1) : 5*i]
 		n := &Node{
-			ID:     "n" + strconv.Itoa(i),
+			ID:     opts.IDPrefix + strconv.Itoa(i),
 			Dir:    nodeDir(opts, dir, i),
 			GRPC:   "127.0.0.1:" + ports[0],
 			Raft:   "127.0.0.1:" + ports[1],
@@ -185,8 +191,8 @@ func (c *Cluster) AddNode() int {
 	ports := freePorts(c.t, 5)
 	dir := filepath.Dir(c.Nodes[0].LogPath)
 	n := &Node{
-		ID:     "n" + strconv.Itoa(i+1),
-		Dir:    filepath.Join(dir, "n"+strconv.Itoa(i+1)+"-data"),
+		ID:     c.opts.IDPrefix + strconv.Itoa(i+1),
+		Dir:    filepath.Join(dir, c.opts.IDPrefix+strconv.Itoa(i+1)+"-data"),
 		GRPC:   "127.0.0.1:" + ports[0],
 		Raft:   "127.0.0.1:" + ports[1],
 		Gossip: "127.0.0.1:" + ports[2],
@@ -219,7 +225,7 @@ func nodeDir(opts Options, tmp string, i int) string {
 	if i-1 < len(opts.DataDirs) && opts.DataDirs[i-1] != "" {
 		return opts.DataDirs[i-1]
 	}
-	return filepath.Join(tmp, "n"+strconv.Itoa(i))
+	return filepath.Join(tmp, opts.IDPrefix+strconv.Itoa(i))
 }
 
 func freePorts(t testing.TB, n int) []string {

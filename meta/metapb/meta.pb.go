@@ -1358,7 +1358,11 @@ type NodeMeta struct {
 	PeerAddr string `protobuf:"bytes,8,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
 	// log_format: the highest log format this node's binary applies
 	// (fsm.LogFormat); 0 from a binary that predates log formats.
-	LogFormat     uint32 `protobuf:"varint,9,opt,name=log_format,json=logFormat,proto3" json:"log_format,omitempty"`
+	LogFormat uint32 `protobuf:"varint,9,opt,name=log_format,json=logFormat,proto3" json:"log_format,omitempty"`
+	// restore: the backup a node builds a new cluster from (raftq-node
+	// --restore), as cluster_id@created_at of its manifest; empty without
+	// one. Initial voters bootstrap only with members naming the same one.
+	Restore       string `protobuf:"bytes,10,opt,name=restore,proto3" json:"restore,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1454,6 +1458,13 @@ func (x *NodeMeta) GetLogFormat() uint32 {
 		return x.LogFormat
 	}
 	return 0
+}
+
+func (x *NodeMeta) GetRestore() string {
+	if x != nil {
+		return x.Restore
+	}
+	return ""
 }
 
 // PreferLeader makes node_id the preferred leader of shard: the first of
@@ -1605,7 +1616,7 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12)\n" +
 	"\x05moves\x18\x06 \x03(\v2\x13.raftq.meta.v1.MoveR\x05moves\x12\x18\n" +
 	"\aretired\x18\a \x03(\tR\aretired\x120\n" +
-	"\x06drains\x18\b \x03(\v2\x18.raftq.meta.v1.DrainNodeR\x06drains\"\x9a\x02\n" +
+	"\x06drains\x18\b \x03(\v2\x18.raftq.meta.v1.DrainNodeR\x06drains\"\xb4\x02\n" +
 	"\bNodeMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -1617,7 +1628,9 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"clock_hold\x18\a \x01(\bR\tclockHold\x12\x1b\n" +
 	"\tpeer_addr\x18\b \x01(\tR\bpeerAddr\x12\x1d\n" +
 	"\n" +
-	"log_format\x18\t \x01(\rR\tlogFormat\"=\n" +
+	"log_format\x18\t \x01(\rR\tlogFormat\x12\x18\n" +
+	"\arestore\x18\n" +
+	" \x01(\tR\arestore\"=\n" +
 	"\fPreferLeader\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId*\x7f\n" +

@@ -1285,6 +1285,144 @@ func (x *ReplicaStatusResponse) GetLastIndex() uint64 {
 	return 0
 }
 
+type BackupPieceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupPieceRequest) Reset() {
+	*x = BackupPieceRequest{}
+	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupPieceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupPieceRequest) ProtoMessage() {}
+
+func (x *BackupPieceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupPieceRequest.ProtoReflect.Descriptor instead.
+func (*BackupPieceRequest) Descriptor() ([]byte, []int) {
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *BackupPieceRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// BackupChunk is a run of a piece's bytes; the last chunk of a piece has
+// end set and says what the whole piece was.
+type BackupChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	End           bool                   `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
+	Index         uint64                 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`  // raft index of the state (end only)
+	Term          uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`    // leader term, at least that of every entry in it (end only)
+	Sha256        []byte                 `protobuf:"bytes,6,opt,name=sha256,proto3" json:"sha256,omitempty"` // of the piece's bytes (end only)
+	Size          uint64                 `protobuf:"varint,7,opt,name=size,proto3" json:"size,omitempty"`    // bytes in the piece (end only)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupChunk) Reset() {
+	*x = BackupChunk{}
+	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupChunk) ProtoMessage() {}
+
+func (x *BackupChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
+func (*BackupChunk) Descriptor() ([]byte, []int) {
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *BackupChunk) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *BackupChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *BackupChunk) GetEnd() bool {
+	if x != nil {
+		return x.End
+	}
+	return false
+}
+
+func (x *BackupChunk) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *BackupChunk) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *BackupChunk) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *BackupChunk) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
 var File_peer_peerpb_peer_proto protoreflect.FileDescriptor
 
 const file_peer_peerpb_peer_proto_rawDesc = "" +
@@ -1376,7 +1514,17 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x03 \x01(\x04R\tlastIndex2\xf2\x05\n" +
+	"last_index\x18\x03 \x01(\x04R\tlastIndex\"*\n" +
+	"\x12BackupPieceRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\x9f\x01\n" +
+	"\vBackupChunk\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\bR\x03end\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04term\x18\x05 \x01(\x04R\x04term\x12\x16\n" +
+	"\x06sha256\x18\x06 \x01(\fR\x06sha256\x12\x12\n" +
+	"\x04size\x18\a \x01(\x04R\x04size2\xc2\x06\n" +
 	"\x04Peer\x12Q\n" +
 	"\n" +
 	"ShardApply\x12 .raftq.peer.v1.ShardApplyRequest\x1a!.raftq.peer.v1.ShardApplyResponse\x12U\n" +
@@ -1387,7 +1535,8 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x05Known\x12\x1b.raftq.peer.v1.KnownRequest\x1a\x1c.raftq.peer.v1.KnownResponse\x12T\n" +
 	"\vGroupChange\x12!.raftq.peer.v1.GroupChangeRequest\x1a\".raftq.peer.v1.GroupChangeResponse\x12T\n" +
 	"\vRepairLocal\x12!.raftq.peer.v1.RepairLocalRequest\x1a\".raftq.peer.v1.RepairLocalResponse\x12Z\n" +
-	"\rReplicaStatus\x12#.raftq.peer.v1.ReplicaStatusRequest\x1a$.raftq.peer.v1.ReplicaStatusResponseB$Z\"github.com/raftq/raftq/peer/peerpbb\x06proto3"
+	"\rReplicaStatus\x12#.raftq.peer.v1.ReplicaStatusRequest\x1a$.raftq.peer.v1.ReplicaStatusResponse\x12N\n" +
+	"\vBackupPiece\x12!.raftq.peer.v1.BackupPieceRequest\x1a\x1a.raftq.peer.v1.BackupChunk0\x01B$Z\"github.com/raftq/raftq/peer/peerpbb\x06proto3"
 
 var (
 	file_peer_peerpb_peer_proto_rawDescOnce sync.Once
@@ -1402,7 +1551,7 @@ func file_peer_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_peer_peerpb_peer_proto_goTypes = []any{
 	(GroupChangeRequest_Op)(0),    // 0: raftq.peer.v1.GroupChangeRequest.Op
 	(*ShardApplyRequest)(nil),     // 1: raftq.peer.v1.ShardApplyRequest
@@ -1425,18 +1574,20 @@ var file_peer_peerpb_peer_proto_goTypes = []any{
 	(*GroupRepair)(nil),           // 18: raftq.peer.v1.GroupRepair
 	(*ReplicaStatusRequest)(nil),  // 19: raftq.peer.v1.ReplicaStatusRequest
 	(*ReplicaStatusResponse)(nil), // 20: raftq.peer.v1.ReplicaStatusResponse
-	(*fsmpb.Command)(nil),         // 21: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),          // 22: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),         // 23: raftq.fsm.v1.Receive
-	(*fsmpb.Message)(nil),         // 24: raftq.fsm.v1.Message
+	(*BackupPieceRequest)(nil),    // 21: raftq.peer.v1.BackupPieceRequest
+	(*BackupChunk)(nil),           // 22: raftq.peer.v1.BackupChunk
+	(*fsmpb.Command)(nil),         // 23: raftq.fsm.v1.Command
+	(*fsmpb.Result)(nil),          // 24: raftq.fsm.v1.Result
+	(*fsmpb.Receive)(nil),         // 25: raftq.fsm.v1.Receive
+	(*fsmpb.Message)(nil),         // 26: raftq.fsm.v1.Message
 }
 var file_peer_peerpb_peer_proto_depIdxs = []int32{
-	21, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	22, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	23, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
+	23, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
+	24, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
+	25, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
 	7,  // 3: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
-	24, // 4: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	24, // 5: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
+	26, // 4: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
+	26, // 5: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
 	13, // 6: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
 	0,  // 7: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
 	18, // 8: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
@@ -1449,17 +1600,19 @@ var file_peer_peerpb_peer_proto_depIdxs = []int32{
 	14, // 15: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
 	16, // 16: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
 	19, // 17: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
-	2,  // 18: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
-	2,  // 19: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
-	5,  // 20: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
-	8,  // 21: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
-	10, // 22: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
-	12, // 23: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
-	15, // 24: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
-	17, // 25: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
-	20, // 26: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
+	21, // 18: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
+	2,  // 19: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
+	2,  // 20: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
+	5,  // 21: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
+	8,  // 22: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
+	10, // 23: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
+	12, // 24: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
+	15, // 25: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
+	17, // 26: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
+	20, // 27: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
+	22, // 28: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
+	19, // [19:29] is the sub-list for method output_type
+	9,  // [9:19] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1481,7 +1634,7 @@ func file_peer_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_peerpb_peer_proto_rawDesc), len(file_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

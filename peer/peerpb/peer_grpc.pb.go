@@ -37,6 +37,7 @@ const (
 	Peer_GroupChange_FullMethodName   = "/raftq.peer.v1.Peer/GroupChange"
 	Peer_RepairLocal_FullMethodName   = "/raftq.peer.v1.Peer/RepairLocal"
 	Peer_ReplicaStatus_FullMethodName = "/raftq.peer.v1.Peer/ReplicaStatus"
+	Peer_BackupPiece_FullMethodName   = "/raftq.peer.v1.Peer/BackupPiece"
 )
 
 // PeerClient is the client API for Peer service.
@@ -70,6 +71,11 @@ type PeerClient interface {
 	// ReplicaStatus says how far this node's replica of a group applied:
 	// the move executor promotes a new replica once it has caught up.
 	ReplicaStatus(ctx context.Context, in *ReplicaStatusRequest, opts ...grpc.CallOption) (*ReplicaStatusResponse, error)
+	// BackupPiece streams one group's piece of a backup ("meta" or
+	// "shard-N"), taken by the group's leader at a state the group
+	// committed; others refuse with the raftq-leader trailer before sending
+	// anything. docs/operations.md, "Back up".
+	BackupPiece(ctx context.Context, in *BackupPieceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
 }
 
 type peerClient struct {
@@ -170,6 +176,25 @@ func (c *peerClient) ReplicaStatus(ctx context.Context, in *ReplicaStatusRequest
 	return out, nil
 }
 
+func (c *peerClient) BackupPiece(ctx context.Context, in *BackupPieceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Peer_ServiceDesc.Streams[0], Peer_BackupPiece_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupPieceRequest, BackupChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_BackupPieceClient = grpc.ServerStreamingClient[BackupChunk]
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -201,6 +226,11 @@ type PeerServer interface {
 	// ReplicaStatus says how far this node's replica of a group applied:
 	// the move executor promotes a new replica once it has caught up.
 	ReplicaStatus(context.Context, *ReplicaStatusRequest) (*ReplicaStatusResponse, error)
+	// BackupPiece streams one group's piece of a backup ("meta" or
+	// "shard-N"), taken by the group's leader at a state the group
+	// committed; others refuse with the raftq-leader trailer before sending
+	// anything. docs/operations.md, "Back up".
+	BackupPiece(*BackupPieceRequest, grpc.ServerStreamingServer[BackupChunk]) error
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -237,6 +267,9 @@ func (UnimplementedPeerServer) RepairLocal(context.Context, *RepairLocalRequest)
 }
 func (UnimplementedPeerServer) ReplicaStatus(context.Context, *ReplicaStatusRequest) (*ReplicaStatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReplicaStatus not implemented")
+}
+func (UnimplementedPeerServer) BackupPiece(*BackupPieceRequest, grpc.ServerStreamingServer[BackupChunk]) error {
+	return status.Errorf(codes.Unimplemented, "method BackupPiece not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -421,6 +454,17 @@ func _Peer_ReplicaStatus_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_BackupPiece_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupPieceRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PeerServer).BackupPiece(m, &grpc.GenericServerStream[BackupPieceRequest, BackupChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_BackupPieceServer = grpc.ServerStreamingServer[BackupChunk]
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -465,6 +509,12 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Peer_ReplicaStatus_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "BackupPiece",
+			Handler:       _Peer_BackupPiece_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "peer/peerpb/peer.proto",
 }
