@@ -68,6 +68,9 @@ func (n *Node) moveLoop(ctx context.Context) {
 func (n *Node) advanceMove(ctx context.Context, mv meta.Move) error {
 	g := shardGroup(mv.Shard)
 	toAddr := n.meta.ShardMap().RaftAddrs[mv.To]
+	if mv.Aborting {
+		return n.finishAbort(ctx, mv)
+	}
 	switch mv.Phase {
 	case metapb.MovePhase_MOVE_PHASE_ADD:
 		last, err := n.changeAtLeader(ctx, g, peerpb.GroupChangeRequest_OP_ADD_NONVOTER, mv.To, toAddr)

@@ -32,6 +32,8 @@ var commandFormats = map[protoreflect.Name]uint32{
 	"move_step":   2,
 	"retire_node": 2,
 	"drain_node":  2,
+	// Format 3: aborting a move at ADD (docs/cluster.md, "Replica moves").
+	"abort_move": 3,
 }
 
 // CommandFormat is the log format a meta command needs from every replica;

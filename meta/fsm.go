@@ -89,6 +89,8 @@ func (f *FSM) applyLocked(cmd *metapb.Command) *metapb.Result {
 		return f.retireNode(c.RetireNode)
 	case *metapb.Command_DrainNode:
 		return f.drainNode(c.DrainNode)
+	case *metapb.Command_AbortMove:
+		return f.abortMove(c.AbortMove)
 	default:
 		if nums, _ := fsm.UnknownKinds(cmd); len(nums) > 0 {
 			return &metapb.Result{} // ignorable kind of a newer binary (Apply stopped on any other)

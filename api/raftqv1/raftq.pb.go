@@ -3748,6 +3748,120 @@ func (x *NodeDrainResponse) GetMoving() string {
 	return ""
 }
 
+type CancelMoveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelMoveRequest) Reset() {
+	*x = CancelMoveRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelMoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelMoveRequest) ProtoMessage() {}
+
+func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelMoveRequest.ProtoReflect.Descriptor instead.
+func (*CancelMoveRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *CancelMoveRequest) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+type CancelMoveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	From  string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To    string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	// aborted: the abort is complete (the move record is gone); false while
+	// the executor is still removing the new replica from the group.
+	Aborted       bool `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelMoveResponse) Reset() {
+	*x = CancelMoveResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelMoveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelMoveResponse) ProtoMessage() {}
+
+func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelMoveResponse.ProtoReflect.Descriptor instead.
+func (*CancelMoveResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *CancelMoveResponse) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *CancelMoveResponse) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *CancelMoveResponse) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *CancelMoveResponse) GetAborted() bool {
+	if x != nil {
+		return x.Aborted
+	}
+	return false
+}
+
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
@@ -4033,7 +4147,14 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x12\n" +
 	"\x04done\x18\x03 \x01(\bR\x04done\x12\x1a\n" +
 	"\breplicas\x18\x04 \x03(\rR\breplicas\x12\x16\n" +
-	"\x06moving\x18\x05 \x01(\tR\x06moving*U\n" +
+	"\x06moving\x18\x05 \x01(\tR\x06moving\")\n" +
+	"\x11CancelMoveRequest\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\"h\n" +
+	"\x12CancelMoveResponse\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12\x18\n" +
+	"\aaborted\x18\x04 \x01(\bR\aaborted*U\n" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
@@ -4081,7 +4202,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\vDeadLetters\x12A\n" +
 	"\bListDead\x12\x19.raftq.v1.ListDeadRequest\x1a\x1a.raftq.v1.ListDeadResponse\x12>\n" +
 	"\aRedrive\x12\x18.raftq.v1.RedriveRequest\x1a\x19.raftq.v1.RedriveResponse\x12>\n" +
-	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\x92\x03\n" +
+	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\xdb\x03\n" +
 	"\aCluster\x12;\n" +
 	"\x06Status\x12\x17.raftq.v1.StatusRequest\x1a\x18.raftq.v1.StatusResponse\x12A\n" +
 	"\bShardMap\x12\x19.raftq.v1.ShardMapRequest\x1a\x1a.raftq.v1.ShardMapResponse\x12;\n" +
@@ -4089,7 +4210,9 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x05Nodes\x12\x16.raftq.v1.NodesRequest\x1a\x17.raftq.v1.NodesResponse\x12F\n" +
 	"\n" +
 	"RemoveNode\x12\x1b.raftq.v1.RemoveNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponse\x12H\n" +
-	"\vReplaceNode\x12\x1c.raftq.v1.ReplaceNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"\vReplaceNode\x12\x1c.raftq.v1.ReplaceNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponse\x12G\n" +
+	"\n" +
+	"CancelMove\x12\x1b.raftq.v1.CancelMoveRequest\x1a\x1c.raftq.v1.CancelMoveResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -4104,7 +4227,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -4167,14 +4290,16 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*RemoveNodeRequest)(nil),     // 58: raftq.v1.RemoveNodeRequest
 	(*ReplaceNodeRequest)(nil),    // 59: raftq.v1.ReplaceNodeRequest
 	(*NodeDrainResponse)(nil),     // 60: raftq.v1.NodeDrainResponse
-	nil,                           // 61: raftq.v1.Message.AttributesEntry
-	nil,                           // 62: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 63: raftq.v1.ReceivedMessage.AttributesEntry
+	(*CancelMoveRequest)(nil),     // 61: raftq.v1.CancelMoveRequest
+	(*CancelMoveResponse)(nil),    // 62: raftq.v1.CancelMoveResponse
+	nil,                           // 63: raftq.v1.Message.AttributesEntry
+	nil,                           // 64: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 65: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
 	2,  // 1: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	61, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	63, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,  // 3: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,  // 4: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
 	4,  // 5: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
@@ -4182,10 +4307,10 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	3,  // 7: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
 	6,  // 8: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
 	3,  // 9: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	62, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	64, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
 	18, // 11: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
 	21, // 12: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	63, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	65, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
 	24, // 14: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
 	26, // 15: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
 	5,  // 16: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
@@ -4221,33 +4346,35 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	55, // 46: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
 	58, // 47: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
 	59, // 48: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	6,  // 49: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	6,  // 50: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	10, // 51: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	6,  // 52: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	13, // 53: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	15, // 54: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	17, // 55: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	19, // 56: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	22, // 57: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	25, // 58: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	28, // 59: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	30, // 60: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	32, // 61: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	34, // 62: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	36, // 63: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	38, // 64: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	40, // 65: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	42, // 66: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	44, // 67: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	48, // 68: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	54, // 69: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	51, // 70: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	57, // 71: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	60, // 72: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	60, // 73: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	49, // [49:74] is the sub-list for method output_type
-	24, // [24:49] is the sub-list for method input_type
+	61, // 49: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	6,  // 50: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	6,  // 51: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	10, // 52: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	6,  // 53: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	13, // 54: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	15, // 55: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	17, // 56: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	19, // 57: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	22, // 58: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	25, // 59: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	28, // 60: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	30, // 61: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	32, // 62: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	34, // 63: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	36, // 64: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	38, // 65: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	40, // 66: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	42, // 67: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	44, // 68: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	48, // 69: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	54, // 70: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	51, // 71: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	57, // 72: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	60, // 73: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	60, // 74: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	62, // 75: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	50, // [50:76] is the sub-list for method output_type
+	24, // [24:50] is the sub-list for method input_type
 	24, // [24:24] is the sub-list for extension type_name
 	24, // [24:24] is the sub-list for extension extendee
 	0,  // [0:24] is the sub-list for field type_name
@@ -4264,7 +4391,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   61,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

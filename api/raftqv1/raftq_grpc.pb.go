@@ -950,6 +950,7 @@ const (
 	Cluster_Nodes_FullMethodName       = "/raftq.v1.Cluster/Nodes"
 	Cluster_RemoveNode_FullMethodName  = "/raftq.v1.Cluster/RemoveNode"
 	Cluster_ReplaceNode_FullMethodName = "/raftq.v1.Cluster/ReplaceNode"
+	Cluster_CancelMove_FullMethodName  = "/raftq.v1.Cluster/CancelMove"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -979,6 +980,14 @@ type ClusterClient interface {
 	// of the old node moves to the new one, the new one becomes a meta voter
 	// if the old one was, then the old one is removed and retired.
 	ReplaceNode(ctx context.Context, in *ReplaceNodeRequest, opts ...grpc.CallOption) (*NodeDrainResponse, error)
+	// CancelMove aborts the replica move running on a shard while it is in
+	// its add phase (the new replica is still a nonvoter): the new replica
+	// leaves the group and the map, and a ReplaceNode onto it is cancelled.
+	// NOT_FOUND when no move runs on the shard; FAILED_PRECONDITION once the
+	// new replica is promoted (it votes: the move can only finish). It
+	// returns once the abort is recorded; the meta leader's move executor
+	// completes it within seconds (aborting is set until then).
+	CancelMove(ctx context.Context, in *CancelMoveRequest, opts ...grpc.CallOption) (*CancelMoveResponse, error)
 }
 
 type clusterClient struct {
@@ -1049,6 +1058,16 @@ func (c *clusterClient) ReplaceNode(ctx context.Context, in *ReplaceNodeRequest,
 	return out, nil
 }
 
+func (c *clusterClient) CancelMove(ctx context.Context, in *CancelMoveRequest, opts ...grpc.CallOption) (*CancelMoveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelMoveResponse)
+	err := c.cc.Invoke(ctx, Cluster_CancelMove_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1076,6 +1095,14 @@ type ClusterServer interface {
 	// of the old node moves to the new one, the new one becomes a meta voter
 	// if the old one was, then the old one is removed and retired.
 	ReplaceNode(context.Context, *ReplaceNodeRequest) (*NodeDrainResponse, error)
+	// CancelMove aborts the replica move running on a shard while it is in
+	// its add phase (the new replica is still a nonvoter): the new replica
+	// leaves the group and the map, and a ReplaceNode onto it is cancelled.
+	// NOT_FOUND when no move runs on the shard; FAILED_PRECONDITION once the
+	// new replica is promoted (it votes: the move can only finish). It
+	// returns once the abort is recorded; the meta leader's move executor
+	// completes it within seconds (aborting is set until then).
+	CancelMove(context.Context, *CancelMoveRequest) (*CancelMoveResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1103,6 +1130,9 @@ func (UnimplementedClusterServer) RemoveNode(context.Context, *RemoveNodeRequest
 }
 func (UnimplementedClusterServer) ReplaceNode(context.Context, *ReplaceNodeRequest) (*NodeDrainResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReplaceNode not implemented")
+}
+func (UnimplementedClusterServer) CancelMove(context.Context, *CancelMoveRequest) (*CancelMoveResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CancelMove not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1233,6 +1263,24 @@ func _Cluster_ReplaceNode_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_CancelMove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelMoveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).CancelMove(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_CancelMove_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).CancelMove(ctx, req.(*CancelMoveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1263,6 +1311,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReplaceNode",
 			Handler:    _Cluster_ReplaceNode_Handler,
+		},
+		{
+			MethodName: "CancelMove",
+			Handler:    _Cluster_CancelMove_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
