@@ -73,6 +73,9 @@ func (s *Store) RetireNode(ctx context.Context, node string) error {
 	return nil
 }
 
+// PhaseName is a move phase as people read it: "add", "promote".
+func PhaseName(p metapb.MovePhase) string { return phaseName(p) }
+
 func phaseName(p metapb.MovePhase) string {
 	return strings.ToLower(strings.TrimPrefix(p.String(), "MOVE_PHASE_"))
 }

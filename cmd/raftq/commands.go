@@ -80,6 +80,7 @@ func commands() []command {
 		}, false},
 		removeNodeCommand(),
 		replaceNodeCommand(),
+		moveCancelCommand(),
 		queueCreateOrUpdate("create"),
 		{"queue list", "", "list queues", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {
