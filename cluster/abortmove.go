@@ -38,11 +38,11 @@ func (n *Node) finishAbort(ctx context.Context, mv meta.Move) error {
 // been continuously not alive for the dead-node grace: such a move cannot
 // finish, blocks every other move (the executor runs one at a time) and
 // keeps the dead-node duty from replacing the target. Called by
-// replaceDeadNodes with its clocks; since maps a not-alive member to when
-// it was first seen so.
-func (n *Node) abortDeadTargets(ctx context.Context, m meta.ShardMap, since map[string]time.Time, now time.Time) {
+// replaceDeadNodes with its clocks (d.since: when each not-alive member
+// was first seen so).
+func (n *Node) abortDeadTargets(ctx context.Context, m meta.ShardMap, d *deadNodes, now time.Time) {
 	for _, mv := range m.Moves {
-		s, away := since[mv.To]
+		s, away := d.since[mv.To]
 		if mv.Phase != metapb.MovePhase_MOVE_PHASE_ADD || mv.Aborting || !away || now.Sub(s) < n.cfg.DeadNodeGrace {
 			continue
 		}
@@ -50,9 +50,15 @@ func (n *Node) abortDeadTargets(ctx context.Context, m meta.ShardMap, since map[
 		err := n.meta.AbortMove(cctx, mv.Shard, mv.From, mv.To, false)
 		cancel()
 		if err != nil {
-			n.logger.Warn("replica move: recording the abort of a move onto a dead node", "shard", mv.Shard, "to", mv.To, "err", err)
+			// Say it once a minute, not every round: a replica on an
+			// older log format (docs/fsm.md) refuses it until upgraded.
+			if last, ok := d.aborts[mv.Shard]; !ok || now.Sub(last) >= deadNodeLogEvery {
+				d.aborts[mv.Shard] = now
+				n.logger.Warn("replica move: cannot record the abort of a move onto a dead node", "shard", mv.Shard, "to", mv.To, "err", err)
+			}
 			continue
 		}
+		delete(d.aborts, mv.Shard)
 		n.logger.Warn("replica move: aborting: its new replica has not been alive for the dead-node grace",
 			"shard", mv.Shard, "from", mv.From, "to", mv.To, "away_for", now.Sub(s).Round(time.Second))
 	}

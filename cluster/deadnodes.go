@@ -52,6 +52,8 @@ type deadNodes struct {
 	since  map[string]time.Time
 	warned map[string]bool
 	logged map[string]deadLog
+	// aborts rate-limits the "cannot record the abort" line per shard.
+	aborts map[uint32]time.Time
 }
 
 type deadLog struct {
@@ -60,7 +62,7 @@ type deadLog struct {
 }
 
 func newDeadNodes() *deadNodes {
-	return &deadNodes{since: map[string]time.Time{}, warned: map[string]bool{}, logged: map[string]deadLog{}}
+	return &deadNodes{since: map[string]time.Time{}, warned: map[string]bool{}, logged: map[string]deadLog{}, aborts: map[uint32]time.Time{}}
 }
 
 // reset forgets every clock: this node does not lead meta, or leads it in
@@ -70,6 +72,7 @@ func (d *deadNodes) reset(term uint64) {
 	clear(d.since)
 	clear(d.warned)
 	clear(d.logged)
+	clear(d.aborts)
 }
 
 // replaceDeadNodes runs on the meta leader every duty round.
@@ -124,7 +127,7 @@ func (n *Node) replaceDeadNodes(ctx context.Context) {
 			delete(d.warned, id)
 		}
 	}
-	n.abortDeadTargets(ctx, m, d.since, now)
+	n.abortDeadTargets(ctx, m, d, now)
 	if len(m.Drains) > 0 {
 		return // one drain at a time: the checks below assume no other moves out
 	}

@@ -118,3 +118,61 @@ func TestMoveAbort_TargetDiesDuringAdd(t *testing.T) {
 	tr.Stop()
 	judge(t, ctx, tr, cl, queue)
 }
+
+// `raftq cluster move cancel 0` aborts a replace's move stuck in add (its
+// target frozen), the replace is cancelled, and the target, back, closes
+// its copy; replacing onto it again then completes. A cancel once the new
+// replica is promoted is refused: the move can only finish.
+func TestMoveAbort_CancelByHand(t *testing.T) {
+	c := startCluster(t, testcluster.Options{Shards: 1})
+	cl := dialLedgerClient(t, c)
+	ctx := ctxT(t, 3*time.Minute)
+	n4 := c.AddNode()
+	waitFor(t, ctx, "n4 a live meta nonvoter", func() bool {
+		n, ok := nodesViewOrNil(ctx, cl)["n4"]
+		return ok && n.State == "alive" && n.Meta == "nonvoter"
+	})
+	if _, err := cl.ReplaceNode(ctx, "n3", "n4"); err != nil {
+		t.Fatal(err)
+	}
+	c.Signal(n4, syscall.SIGSTOP)
+	waitFor(t, ctx, "the move onto n4 in add", func() bool {
+		d, err := cl.ReplaceNode(ctx, "n3", "n4")
+		return err == nil && d.Moving == "shard 0: n3 -> n4 (add)"
+	})
+	out, err := exec.CommandContext(ctx, cliBin, "--addr", c.Nodes[0].GRPC, "cluster", "move", "cancel", "0").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "move of shard 0 from n3 to n4 abort") {
+		t.Fatalf("move cancel: %v\n%s", err, out)
+	}
+	waitFor(t, ctx, "the move aborted and the replace cancelled", func() bool {
+		v := nodesViewOrNil(ctx, cl)
+		return v != nil && len(v["n4"].Replicas) == 0 && !v["n3"].Draining && slices.Equal(v["n3"].Replicas, []uint32{0})
+	})
+	c.Signal(n4, syscall.SIGCONT)
+	waitFor(t, ctx, "n4 back, its copy closed", func() bool {
+		v, ok := nodesViewOrNil(ctx, cl)["n4"]
+		return ok && v.State == "alive" && !v.Retired && len(localShardMetrics(t, ctx, c, n4)) == 0
+	})
+
+	if _, err := cl.ReplaceNode(ctx, "n3", "n4"); err != nil {
+		t.Fatal(err)
+	}
+	var phase string
+	waitFor(t, ctx, "the new move past add", func() bool {
+		d, err := cl.ReplaceNode(ctx, "n3", "n4")
+		phase = d.Moving
+		return err == nil && (strings.HasSuffix(d.Moving, "(promote)") || strings.HasSuffix(d.Moving, "(remove)"))
+	})
+	_, err = cl.CancelMove(ctx, 0)
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != codes.FailedPrecondition || !strings.Contains(ce.Msg, "n4 votes already, so the move can only finish") {
+		t.Errorf("cancel at %q: %v", phase, err)
+	}
+	waitFor(t, ctx, "n3 replaced by n4", func() bool {
+		d, err := cl.ReplaceNode(ctx, "n3", "n4")
+		return err == nil && d.Done
+	})
+	if v := nodesView(t, ctx, cl)["n4"]; !slices.Equal(v.Replicas, []uint32{0}) || v.Meta != "voter" {
+		t.Errorf("n4 after the replace: %+v", v)
+	}
+}
