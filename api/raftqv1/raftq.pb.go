@@ -3677,7 +3677,8 @@ type NodeDrainResponse struct {
 	To       string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`                     // the replacement; empty for RemoveNode
 	Done     bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`                // the node is drained, out of meta and retired
 	Replicas []uint32               `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"` // shards it still holds
-	// moving: the replica move running now, e.g. "shard 0: n3 -> n4 (promote)".
+	// moving: the replica move running now, e.g. "shard 0: n3 -> n4 (promote)";
+	// "(aborting)" while a CancelMove or the dead-node grace aborts it.
 	Moving        string `protobuf:"bytes,5,opt,name=moving,proto3" json:"moving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
