@@ -114,3 +114,64 @@ func TestAbortedMoveResumedByTheNextMetaLeader(t *testing.T) {
 		return nil
 	})
 }
+
+// A replace onto n4, which dies before it catches up: once n4 has been
+// away for the dead-node grace, the meta leader aborts the move (n4 leaves
+// shard 0's group and the map, the replace is cancelled), and then
+// replaces n4 itself, which holds nothing any more: it leaves meta and is
+// retired. n3 keeps its replica throughout.
+func TestMoveOntoADeadNodeAbortedAfterTheGrace(t *testing.T) {
+	const grace = 2 * time.Second
+	tc := newTestCluster(t)
+	tc.define("n1", 3)
+	tc.define("n2", 3, "n1")
+	tc.define("n3", 3, "n1")
+	for _, id := range []string{"n1", "n2", "n3"} {
+		cfg := tc.cfgs[id]
+		cfg.Shards = 1
+		cfg.DeadNodeGrace = grace
+		tc.cfgs[id] = cfg
+		tc.start(id)
+	}
+	tc.waitReady(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	joinFourth(t, tc)
+	// n4's log format recorded, so the abort (format 3) may be proposed.
+	waitFor(t, 10*time.Second, "n4's log format recorded", func() error {
+		if f := tc.nodes["n1"].Meta().NodeFormat("n4"); f < 3 {
+			return fmt.Errorf("format %d", f)
+		}
+		return nil
+	})
+	tc.kill("n4")
+	killed := time.Now()
+	waitFor(t, 10*time.Second, "the replace of n3 by n4 recorded", func() error {
+		l, ok := tc.metaLeader()
+		if !ok {
+			return errors.New("no meta leader")
+		}
+		return l.Meta().DrainNode(ctx, "n3", "n4")
+	})
+	waitFor(t, 10*time.Second, "the move onto n4 started", func() error {
+		if _, ok := tc.nodes["n1"].ShardMap().MoveOf(0); !ok {
+			return errors.New("no move")
+		}
+		return nil
+	})
+	waitFor(t, 30*time.Second, "the move aborted, the replace cancelled, n4 retired", func() error {
+		m := tc.nodes["n1"].ShardMap()
+		if len(m.Moves) > 0 || len(m.Drains) > 0 || len(m.Learners[0]) > 0 || !m.IsRetired("n4") || !m.Hosts(0, "n3") {
+			return fmt.Errorf("moves %v drains %v learners %v retired %v", m.Moves, m.Drains, m.Learners, m.Retired)
+		}
+		for _, n := range tc.nodes {
+			if _, in := groupSuffrage(n.LocalShard(0).Raft(), "n4"); in {
+				return fmt.Errorf("n4 in shard 0's group on %s", n.NodeID())
+			}
+		}
+		return nil
+	})
+	if took := time.Since(killed); took < grace {
+		t.Fatalf("aborted %v after n4 died, within the grace %v", took, grace)
+	}
+}
