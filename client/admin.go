@@ -286,10 +286,12 @@ type MoveCancel struct {
 // leaves the group and the map, and a ReplaceNode onto it is cancelled.
 // The error matches ErrNotFound when no move runs on the shard, and is a
 // FailedPrecondition once the new replica is promoted (the move can then
-// only finish).
+// only finish). It is not retried after an ambiguous failure: by then the
+// abort may have completed and the shard's next move begun, which a repeat
+// would cancel too.
 func (c *Client) CancelMove(ctx context.Context, shard uint32) (MoveCancel, error) {
 	var resp *raftqv1.CancelMoveResponse
-	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+	err := c.invoke(ctx, callSpec{shard: anyShard}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewClusterClient(cc).CancelMove(ctx, &raftqv1.CancelMoveRequest{Shard: shard}, co...)
 		return err
 	})
