@@ -2,11 +2,15 @@ package meta
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/meta/metapb"
 )
 
@@ -143,5 +147,25 @@ func TestFSM_AbortMoveRules(t *testing.T) {
 	}
 	if m := shardMapFromProto(f2.ShardMap()); len(m.Drains) != 1 || m.Drains[0] != (Drain{Node: "n3"}) || len(m.Moves) != 0 {
 		t.Fatalf("drains %v moves %v", m.Drains, m.Moves)
+	}
+}
+
+// An abort is a format-3 kind: while a meta replica is recorded at format
+// 2 the leader refuses it before proposing (a format-2 replica would stop
+// on it), naming the replica.
+func TestStore_AbortMoveWaitsForFormat3(t *testing.T) {
+	stores := openGatedGroup(t, 3)
+	leader := leaderOf(t, stores, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for id, n := range map[string]uint32{"m1": 3, "m2": 3, "m3": 2} {
+		if err := leader.RecordNodeFormat(ctx, id, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := leader.AbortMove(ctx, 0, "m3", "m4", false)
+	var lag *fsm.FormatLagError
+	if !errors.As(err, &lag) || lag.Need != 3 || !strings.Contains(err.Error(), "abort_move") || !strings.Contains(err.Error(), "m3 (format 2)") {
+		t.Fatalf("abort with m3 at format 2: %v, want a FormatLagError for abort_move", err)
 	}
 }
