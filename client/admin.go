@@ -291,3 +291,32 @@ func (c *Client) ReplaceNode(ctx context.Context, old, replacement string) (Node
 func nodeDrain(r *raftqv1.NodeDrainResponse) NodeDrain {
 	return NodeDrain{NodeID: r.GetNodeId(), To: r.GetTo(), Done: r.GetDone(), Replicas: r.GetReplicas(), Moving: r.GetMoving()}
 }
+
+// MoveCancel is the outcome of CancelMove.
+type MoveCancel struct {
+	Shard    uint32
+	From, To string
+	// Aborted: the abort is complete; false while the meta leader is still
+	// removing the new replica from the group (seconds).
+	Aborted bool
+}
+
+// CancelMove aborts the replica move running on shard while its new
+// replica is still a nonvoter (the move's add phase): the new replica
+// leaves the group and the map, and a ReplaceNode onto it is cancelled.
+// The error matches ErrNotFound when no move runs on the shard, and is a
+// FailedPrecondition once the new replica is promoted (the move can then
+// only finish). It is not retried after an ambiguous failure: by then the
+// abort may have completed and the shard's next move begun, which a repeat
+// would cancel too.
+func (c *Client) CancelMove(ctx context.Context, shard uint32) (MoveCancel, error) {
+	var resp *raftqv1.CancelMoveResponse
+	err := c.invoke(ctx, callSpec{shard: anyShard}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewClusterClient(cc).CancelMove(ctx, &raftqv1.CancelMoveRequest{Shard: shard}, co...)
+		return err
+	})
+	if err != nil {
+		return MoveCancel{}, fmt.Errorf("cancel the move of shard %d: %w", shard, fromStatus(err))
+	}
+	return MoveCancel{Shard: resp.GetShard(), From: resp.GetFrom(), To: resp.GetTo(), Aborted: resp.GetAborted()}, nil
+}

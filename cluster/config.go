@@ -82,6 +82,10 @@ type Config struct {
 	// re-created on live nodes and its id retired (deadnodes.go). Default
 	// 5 min; negative disables.
 	DeadNodeGrace time.Duration
+	// MoveEvery paces the meta leader's move executor (moves.go): one
+	// step of a replica move per round at most (default 1 s). Tests slow
+	// it to hold a move at a step.
+	MoveEvery time.Duration
 	// DeleteGrace is how long a queue must be absent from the local meta
 	// replica before reconciliation deletes it from a shard (default 10 s),
 	// so a lagging meta view never deletes a freshly created queue.
@@ -192,6 +196,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.NonvoterGrace <= 0 {
 		c.NonvoterGrace = 2 * time.Second
+	}
+	if c.MoveEvery <= 0 {
+		c.MoveEvery = moveEvery
 	}
 	if c.DeadNodeGrace == 0 {
 		c.DeadNodeGrace = DefaultDeadNodeGrace

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/meta/metapb"
 )
 
 // Dead-node replacement is a duty of the meta leader, as Consul's
@@ -51,6 +52,8 @@ type deadNodes struct {
 	since  map[string]time.Time
 	warned map[string]bool
 	logged map[string]deadLog
+	// aborts rate-limits the "cannot record the abort" line per shard.
+	aborts map[uint32]time.Time
 }
 
 type deadLog struct {
@@ -59,7 +62,7 @@ type deadLog struct {
 }
 
 func newDeadNodes() *deadNodes {
-	return &deadNodes{since: map[string]time.Time{}, warned: map[string]bool{}, logged: map[string]deadLog{}}
+	return &deadNodes{since: map[string]time.Time{}, warned: map[string]bool{}, logged: map[string]deadLog{}, aborts: map[uint32]time.Time{}}
 }
 
 // reset forgets every clock: this node does not lead meta, or leads it in
@@ -69,6 +72,7 @@ func (d *deadNodes) reset(term uint64) {
 	clear(d.since)
 	clear(d.warned)
 	clear(d.logged)
+	clear(d.aborts)
 }
 
 // replaceDeadNodes runs on the meta leader every duty round.
@@ -123,6 +127,7 @@ func (n *Node) replaceDeadNodes(ctx context.Context) {
 			delete(d.warned, id)
 		}
 	}
+	n.abortDeadTargets(ctx, m, d, now)
 	if len(m.Drains) > 0 {
 		return // one drain at a time: the checks below assume no other moves out
 	}
@@ -186,11 +191,16 @@ func (n *Node) cannotReplace(m meta.ShardMap, dead string, notAlive []string) st
 		return "it is the target of a running drain"
 	}
 	for _, mv := range m.Moves {
-		if mv.To == dead {
-			// The executor runs one move at a time and a move cannot be
-			// abandoned: this one waits for the node to catch up.
-			return fmt.Sprintf("a move of shard %d onto it is running and cannot finish while it is away: bring it back", mv.Shard)
+		if mv.To != dead {
+			continue
 		}
+		if mv.Phase == metapb.MovePhase_MOVE_PHASE_ADD {
+			// abortDeadTargets aborted it or is about to; the next
+			// round finds it gone.
+			return fmt.Sprintf("the move of shard %d onto it is being aborted", mv.Shard)
+		}
+		// Promoted: it votes, so the move can only run forward.
+		return fmt.Sprintf("a move of shard %d onto it is promoted and cannot finish while it is away: bring it back", mv.Shard)
 	}
 	targets := slices.DeleteFunc(n.drainTargets(m), func(id string) bool { return id == dead })
 	for _, id := range m.ShardsOf(dead) {

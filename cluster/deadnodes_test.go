@@ -59,8 +59,10 @@ func TestCannotReplace(t *testing.T) {
 			[]string{"n1", "n2", "n4"}, "n3", []string{"n3"}, "no live node can take shard 0"},
 		{"the target of a drain", meta.ShardMap{Version: 1, Count: 1, Replicas: map[uint32][]string{0: {"n1", "n2", "n3"}}, Drains: []meta.Drain{{Node: "n1", To: "n3"}}},
 			[]string{"n1", "n2", "n4"}, "n3", []string{"n3"}, "target of a running drain"},
-		{"a move onto it", meta.ShardMap{Version: 1, Count: 1, Replicas: map[uint32][]string{0: {"n1", "n2", "n4"}}, Learners: map[uint32][]string{0: {"n3"}},
-			Moves: []meta.Move{{Shard: 0, From: "n4", To: "n3"}}}, []string{"n1", "n2", "n4", "n5"}, "n3", []string{"n3"}, "a move of shard 0 onto it is running"},
+		{"a move onto it at add", meta.ShardMap{Version: 1, Count: 1, Replicas: map[uint32][]string{0: {"n1", "n2", "n4"}}, Learners: map[uint32][]string{0: {"n3"}},
+			Moves: []meta.Move{{Shard: 0, From: "n4", To: "n3", Phase: metapb.MovePhase_MOVE_PHASE_ADD}}}, []string{"n1", "n2", "n4", "n5"}, "n3", []string{"n3"}, "the move of shard 0 onto it is being aborted"},
+		{"a promoted move onto it", meta.ShardMap{Version: 1, Count: 1, Replicas: map[uint32][]string{0: {"n1", "n2", "n3", "n4"}},
+			Moves: []meta.Move{{Shard: 0, From: "n4", To: "n3", Phase: metapb.MovePhase_MOVE_PHASE_PROMOTE}}}, []string{"n1", "n2", "n4", "n5"}, "n3", []string{"n3"}, "promoted and cannot finish while it is away"},
 		{"a meta-only member", three(map[uint32][]string{0: {"n1", "n2", "n3"}}), []string{"n1", "n2", "n3"}, "n4", []string{"n4"}, ""},
 	} {
 		got := gossipWith(tc.alive...).cannotReplace(tc.m, tc.dead, tc.notAlive)

@@ -21,8 +21,9 @@ import (
 // a move up at its recorded phase and repeats at most one harmless change.
 
 const (
-	// moveEvery paces the executor: the rate limit of moves, so a move
-	// under load costs clients one configuration change a round at most.
+	// moveEvery paces the executor by default (Config.MoveEvery): the
+	// rate limit of moves, so a move under load costs clients one
+	// configuration change a round at most.
 	moveEvery = time.Second
 	// moveLag is how far a new replica's applied index may trail the
 	// leader's last index and still count as caught up: a few rounds of
@@ -34,7 +35,7 @@ const (
 // advances the running move, or starts the next one a drain needs, or
 // finishes a drained node.
 func (n *Node) moveLoop(ctx context.Context) {
-	tick := time.NewTicker(moveEvery)
+	tick := time.NewTicker(n.cfg.MoveEvery)
 	defer tick.Stop()
 	for {
 		select {
@@ -68,6 +69,9 @@ func (n *Node) moveLoop(ctx context.Context) {
 func (n *Node) advanceMove(ctx context.Context, mv meta.Move) error {
 	g := shardGroup(mv.Shard)
 	toAddr := n.meta.ShardMap().RaftAddrs[mv.To]
+	if mv.Aborting {
+		return n.finishAbort(ctx, mv)
+	}
 	switch mv.Phase {
 	case metapb.MovePhase_MOVE_PHASE_ADD:
 		last, err := n.changeAtLeader(ctx, g, peerpb.GroupChangeRequest_OP_ADD_NONVOTER, mv.To, toAddr)

@@ -35,6 +35,8 @@ var commandFormats = map[protoreflect.Name]uint32{
 	// Format 3: balanced preferred leaders (docs/cluster.md,
 	// "Rebalancing"); a replica of format 2 would stop on it.
 	"prefer_leader": 3,
+	// Format 3: aborting a move at ADD (docs/cluster.md, "Replica moves").
+	"abort_move": 3,
 }
 
 // CommandFormat is the log format a meta command needs from every replica;

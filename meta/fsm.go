@@ -91,6 +91,8 @@ func (f *FSM) applyLocked(cmd *metapb.Command) *metapb.Result {
 		return f.drainNode(c.DrainNode)
 	case *metapb.Command_PreferLeader:
 		return f.preferLeader(c.PreferLeader)
+	case *metapb.Command_AbortMove:
+		return f.abortMove(c.AbortMove)
 	default:
 		if nums, _ := fsm.UnknownKinds(cmd); len(nums) > 0 {
 			return &metapb.Result{} // ignorable kind of a newer binary (Apply stopped on any other)

@@ -28,6 +28,9 @@ type Move struct {
 	Shard    uint32
 	From, To string
 	Phase    metapb.MovePhase
+	// Aborting: an abort is recorded (AbortMove); the executor removes To
+	// from the group and finishes it.
+	Aborting bool
 }
 
 // MoveOf returns the running move of shard, if any.
@@ -70,6 +73,9 @@ func (s *Store) RetireNode(ctx context.Context, node string) error {
 	return nil
 }
 
+// PhaseName is a move phase as people read it: "add", "promote".
+func PhaseName(p metapb.MovePhase) string { return phaseName(p) }
+
 func phaseName(p metapb.MovePhase) string {
 	return strings.ToLower(strings.TrimPrefix(p.String(), "MOVE_PHASE_"))
 }
@@ -104,6 +110,9 @@ func (f *FSM) moveStep(c *metapb.MoveStep) *metapb.Result {
 		}
 		if c.GetPhase() <= mv.GetPhase() {
 			return &metapb.Result{} // recorded already: a retried step
+		}
+		if mv.GetAborting() {
+			return refusal("shard %d: the move from %s to %s is being aborted", c.GetShard(), from, to)
 		}
 		if c.GetPhase() != mv.GetPhase()+1 {
 			return refusal("shard %d: the move from %s to %s is at %s; it cannot skip to %s", c.GetShard(), from, to, phaseName(mv.GetPhase()), phaseName(c.GetPhase()))

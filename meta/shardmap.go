@@ -102,7 +102,7 @@ func shardMapFromProto(p *metapb.ShardMap) ShardMap {
 		m.Drains = append(m.Drains, Drain{Node: d.GetNodeId(), To: d.GetTo()})
 	}
 	for _, mv := range p.GetMoves() {
-		m.Moves = append(m.Moves, Move{Shard: mv.GetShard(), From: mv.GetFrom(), To: mv.GetTo(), Phase: mv.GetPhase()})
+		m.Moves = append(m.Moves, Move{Shard: mv.GetShard(), From: mv.GetFrom(), To: mv.GetTo(), Phase: mv.GetPhase(), Aborting: mv.GetAborting()})
 	}
 	for _, n := range p.GetNodes() {
 		m.RaftAddrs[n.GetNodeId()] = n.GetRaftAddr()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
@@ -137,8 +136,11 @@ func (c *clusterSvc) canDrain(sm meta.ShardMap, servers map[string]raft.ServerSu
 func drainProgress(sm meta.ShardMap, id, to string) *raftqv1.NodeDrainResponse {
 	resp := &raftqv1.NodeDrainResponse{NodeId: id, To: to, Done: sm.IsRetired(id), Replicas: sm.ShardsOf(id)}
 	for _, mv := range sm.Moves {
-		resp.Moving = fmt.Sprintf("shard %d: %s -> %s (%s)", mv.Shard, mv.From, mv.To,
-			strings.ToLower(strings.TrimPrefix(mv.Phase.String(), "MOVE_PHASE_")))
+		phase := meta.PhaseName(mv.Phase)
+		if mv.Aborting {
+			phase = "aborting"
+		}
+		resp.Moving = fmt.Sprintf("shard %d: %s -> %s (%s)", mv.Shard, mv.From, mv.To, phase)
 	}
 	return resp
 }

@@ -3677,7 +3677,8 @@ type NodeDrainResponse struct {
 	To       string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`                     // the replacement; empty for RemoveNode
 	Done     bool                   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`                // the node is drained, out of meta and retired
 	Replicas []uint32               `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"` // shards it still holds
-	// moving: the replica move running now, e.g. "shard 0: n3 -> n4 (promote)".
+	// moving: the replica move running now, e.g. "shard 0: n3 -> n4 (promote)";
+	// "(aborting)" while a CancelMove or the dead-node grace aborts it.
 	Moving        string `protobuf:"bytes,5,opt,name=moving,proto3" json:"moving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4233,6 +4234,120 @@ func (x *BackupChunk) GetNodeId() string {
 	return ""
 }
 
+type CancelMoveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelMoveRequest) Reset() {
+	*x = CancelMoveRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelMoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelMoveRequest) ProtoMessage() {}
+
+func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelMoveRequest.ProtoReflect.Descriptor instead.
+func (*CancelMoveRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *CancelMoveRequest) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+type CancelMoveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	From  string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To    string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	// aborted: the abort is complete (the move record is gone); false while
+	// the executor is still removing the new replica from the group.
+	Aborted       bool `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelMoveResponse) Reset() {
+	*x = CancelMoveResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelMoveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelMoveResponse) ProtoMessage() {}
+
+func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelMoveResponse.ProtoReflect.Descriptor instead.
+func (*CancelMoveResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *CancelMoveResponse) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *CancelMoveResponse) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *CancelMoveResponse) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *CancelMoveResponse) GetAborted() bool {
+	if x != nil {
+		return x.Aborted
+	}
+	return false
+}
+
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
@@ -4556,7 +4671,14 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\t \x01(\tR\tclusterId\x12\x17\n" +
 	"\anode_id\x18\n" +
-	" \x01(\tR\x06nodeId*U\n" +
+	" \x01(\tR\x06nodeId\")\n" +
+	"\x11CancelMoveRequest\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\"h\n" +
+	"\x12CancelMoveResponse\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12\x18\n" +
+	"\aaborted\x18\x04 \x01(\bR\aaborted*U\n" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
@@ -4604,7 +4726,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\vDeadLetters\x12A\n" +
 	"\bListDead\x12\x19.raftq.v1.ListDeadRequest\x1a\x1a.raftq.v1.ListDeadResponse\x12>\n" +
 	"\aRedrive\x12\x18.raftq.v1.RedriveRequest\x1a\x19.raftq.v1.RedriveResponse\x12>\n" +
-	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\x94\x04\n" +
+	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\xdd\x04\n" +
 	"\aCluster\x12;\n" +
 	"\x06Status\x12\x17.raftq.v1.StatusRequest\x1a\x18.raftq.v1.StatusResponse\x12A\n" +
 	"\bShardMap\x12\x19.raftq.v1.ShardMapRequest\x1a\x1a.raftq.v1.ShardMapResponse\x12;\n" +
@@ -4614,7 +4736,9 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"RemoveNode\x12\x1b.raftq.v1.RemoveNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponse\x12H\n" +
 	"\vReplaceNode\x12\x1c.raftq.v1.ReplaceNodeRequest\x1a\x1b.raftq.v1.NodeDrainResponse\x12D\n" +
 	"\tRebalance\x12\x1a.raftq.v1.RebalanceRequest\x1a\x1b.raftq.v1.RebalanceResponse\x12:\n" +
-	"\x06Backup\x12\x17.raftq.v1.BackupRequest\x1a\x15.raftq.v1.BackupChunk0\x01B$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"\x06Backup\x12\x17.raftq.v1.BackupRequest\x1a\x15.raftq.v1.BackupChunk0\x01\x12G\n" +
+	"\n" +
+	"CancelMove\x12\x1b.raftq.v1.CancelMoveRequest\x1a\x1c.raftq.v1.CancelMoveResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -4629,7 +4753,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -4699,14 +4823,16 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*RebalanceResponse)(nil),     // 65: raftq.v1.RebalanceResponse
 	(*BackupRequest)(nil),         // 66: raftq.v1.BackupRequest
 	(*BackupChunk)(nil),           // 67: raftq.v1.BackupChunk
-	nil,                           // 68: raftq.v1.Message.AttributesEntry
-	nil,                           // 69: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 70: raftq.v1.ReceivedMessage.AttributesEntry
+	(*CancelMoveRequest)(nil),     // 68: raftq.v1.CancelMoveRequest
+	(*CancelMoveResponse)(nil),    // 69: raftq.v1.CancelMoveResponse
+	nil,                           // 70: raftq.v1.Message.AttributesEntry
+	nil,                           // 71: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 72: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
 	2,  // 1: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	68, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	70, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,  // 3: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,  // 4: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
 	4,  // 5: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
@@ -4714,10 +4840,10 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	3,  // 7: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
 	6,  // 8: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
 	3,  // 9: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	69, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	71, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
 	18, // 11: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
 	21, // 12: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	70, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	72, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
 	24, // 14: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
 	26, // 15: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
 	5,  // 16: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
@@ -4758,35 +4884,37 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	59, // 51: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
 	61, // 52: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
 	66, // 53: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	6,  // 54: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	6,  // 55: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	10, // 56: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	6,  // 57: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	13, // 58: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	15, // 59: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	17, // 60: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	19, // 61: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	22, // 62: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	25, // 63: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	28, // 64: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	30, // 65: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	32, // 66: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	34, // 67: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	36, // 68: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	38, // 69: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	40, // 70: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	42, // 71: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	44, // 72: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	48, // 73: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	54, // 74: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	51, // 75: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	57, // 76: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	60, // 77: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	60, // 78: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	65, // 79: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	67, // 80: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	54, // [54:81] is the sub-list for method output_type
-	27, // [27:54] is the sub-list for method input_type
+	68, // 54: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	6,  // 55: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	6,  // 56: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	10, // 57: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	6,  // 58: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	13, // 59: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	15, // 60: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	17, // 61: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	19, // 62: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	22, // 63: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	25, // 64: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	28, // 65: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	30, // 66: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	32, // 67: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	34, // 68: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	36, // 69: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	38, // 70: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	40, // 71: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	42, // 72: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	44, // 73: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	48, // 74: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	54, // 75: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	51, // 76: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	57, // 77: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	60, // 78: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	60, // 79: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	65, // 80: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	67, // 81: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	69, // 82: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	55, // [55:83] is the sub-list for method output_type
+	27, // [27:55] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	27, // [27:27] is the sub-list for extension extendee
 	0,  // [0:27] is the sub-list for field type_name
@@ -4803,7 +4931,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   68,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -952,6 +952,7 @@ const (
 	Cluster_ReplaceNode_FullMethodName = "/raftq.v1.Cluster/ReplaceNode"
 	Cluster_Rebalance_FullMethodName   = "/raftq.v1.Cluster/Rebalance"
 	Cluster_Backup_FullMethodName      = "/raftq.v1.Cluster/Backup"
+	Cluster_CancelMove_FullMethodName  = "/raftq.v1.Cluster/CancelMove"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -997,6 +998,14 @@ type ClusterClient interface {
 	// was deleted meanwhile). The answering node gathers the pieces from the
 	// leaders. docs/operations.md, "Back up".
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
+	// CancelMove aborts the replica move running on a shard while it is in
+	// its add phase (the new replica is still a nonvoter): the new replica
+	// leaves the group and the map, and a ReplaceNode onto it is cancelled.
+	// NOT_FOUND when no move runs on the shard; FAILED_PRECONDITION once the
+	// new replica is promoted (it votes: the move can only finish). It
+	// returns once the abort is recorded; the meta leader's move executor
+	// completes it within seconds (aborting is set until then).
+	CancelMove(ctx context.Context, in *CancelMoveRequest, opts ...grpc.CallOption) (*CancelMoveResponse, error)
 }
 
 type clusterClient struct {
@@ -1096,6 +1105,16 @@ func (c *clusterClient) Backup(ctx context.Context, in *BackupRequest, opts ...g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_BackupClient = grpc.ServerStreamingClient[BackupChunk]
 
+func (c *clusterClient) CancelMove(ctx context.Context, in *CancelMoveRequest, opts ...grpc.CallOption) (*CancelMoveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelMoveResponse)
+	err := c.cc.Invoke(ctx, Cluster_CancelMove_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1139,6 +1158,14 @@ type ClusterServer interface {
 	// was deleted meanwhile). The answering node gathers the pieces from the
 	// leaders. docs/operations.md, "Back up".
 	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
+	// CancelMove aborts the replica move running on a shard while it is in
+	// its add phase (the new replica is still a nonvoter): the new replica
+	// leaves the group and the map, and a ReplaceNode onto it is cancelled.
+	// NOT_FOUND when no move runs on the shard; FAILED_PRECONDITION once the
+	// new replica is promoted (it votes: the move can only finish). It
+	// returns once the abort is recorded; the meta leader's move executor
+	// completes it within seconds (aborting is set until then).
+	CancelMove(context.Context, *CancelMoveRequest) (*CancelMoveResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1172,6 +1199,9 @@ func (UnimplementedClusterServer) Rebalance(context.Context, *RebalanceRequest) 
 }
 func (UnimplementedClusterServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
 	return status.Errorf(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedClusterServer) CancelMove(context.Context, *CancelMoveRequest) (*CancelMoveResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CancelMove not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1331,6 +1361,24 @@ func _Cluster_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_BackupServer = grpc.ServerStreamingServer[BackupChunk]
 
+func _Cluster_CancelMove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelMoveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).CancelMove(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_CancelMove_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).CancelMove(ctx, req.(*CancelMoveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1365,6 +1413,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Rebalance",
 			Handler:    _Cluster_Rebalance_Handler,
+		},
+		{
+			MethodName: "CancelMove",
+			Handler:    _Cluster_CancelMove_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

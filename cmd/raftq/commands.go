@@ -83,6 +83,7 @@ func commands() []command {
 		rebalanceCommand(),
 		backupCreateCommand(),
 		backupVerifyCommand(),
+		moveCancelCommand(),
 		queueCreateOrUpdate("create"),
 		{"queue list", "", "list queues", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {

@@ -179,6 +179,7 @@ type Command struct {
 	//	*Command_RetireNode
 	//	*Command_DrainNode
 	//	*Command_PreferLeader
+	//	*Command_AbortMove
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -316,6 +317,15 @@ func (x *Command) GetPreferLeader() *PreferLeader {
 	return nil
 }
 
+func (x *Command) GetAbortMove() *AbortMove {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_AbortMove); ok {
+			return x.AbortMove
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -356,6 +366,10 @@ type Command_PreferLeader struct {
 	PreferLeader *PreferLeader `protobuf:"bytes,11,opt,name=prefer_leader,json=preferLeader,proto3,oneof"`
 }
 
+type Command_AbortMove struct {
+	AbortMove *AbortMove `protobuf:"bytes,12,opt,name=abort_move,json=abortMove,proto3,oneof"`
+}
+
 func (*Command_CreateQueue) isCommand_Cmd() {}
 
 func (*Command_UpdateQueue) isCommand_Cmd() {}
@@ -373,6 +387,8 @@ func (*Command_RetireNode) isCommand_Cmd() {}
 func (*Command_DrainNode) isCommand_Cmd() {}
 
 func (*Command_PreferLeader) isCommand_Cmd() {}
+
+func (*Command_AbortMove) isCommand_Cmd() {}
 
 // NodeFormat records the highest log format a node advertised (gossip
 // NodeMeta.log_format): leaders gate new command kinds on the recorded
@@ -807,11 +823,15 @@ func (x *MoveStep) GetPhase() MovePhase {
 }
 
 type Move struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
-	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
-	Phase         MovePhase              `protobuf:"varint,4,opt,name=phase,proto3,enum=raftq.meta.v1.MovePhase" json:"phase,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	From  string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To    string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Phase MovePhase              `protobuf:"varint,4,opt,name=phase,proto3,enum=raftq.meta.v1.MovePhase" json:"phase,omitempty"`
+	// aborting: an AbortMove was recorded (the move is at ADD); the executor
+	// removes to from the group, then finishes the abort. No later phase is
+	// accepted.
+	Aborting      bool `protobuf:"varint,5,opt,name=aborting,proto3" json:"aborting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -872,6 +892,13 @@ func (x *Move) GetPhase() MovePhase {
 		return x.Phase
 	}
 	return MovePhase_MOVE_PHASE_UNSPECIFIED
+}
+
+func (x *Move) GetAborting() bool {
+	if x != nil {
+		return x.Aborting
+	}
+	return false
 }
 
 // DrainNode asks the meta leader to move every replica off node_id (to
@@ -1524,11 +1551,90 @@ func (x *PreferLeader) GetNodeId() string {
 	return ""
 }
 
+// AbortMove abandons the move of shard's replica from node from to node to
+// while it is at ADD (to is a learner, a nonvoter in the group: removing it
+// never touches a quorum); once PROMOTE is recorded, to votes and the move
+// can only run forward, so an abort is refused. It takes two steps, so a
+// new meta leader resumes it (cluster/moves.go): without finish, it marks
+// the move aborting (no later phase is accepted from then on); the
+// executor removes to from the group; with finish, to leaves the map's
+// learners, the move record is dropped, and a drain of from that names to
+// as its target is dropped too (a replace onto a node that died is
+// cancelled: the operator names another target). Each step repeated
+// changes nothing.
+type AbortMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Finish        bool                   `protobuf:"varint,4,opt,name=finish,proto3" json:"finish,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortMove) Reset() {
+	*x = AbortMove{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortMove) ProtoMessage() {}
+
+func (x *AbortMove) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortMove.ProtoReflect.Descriptor instead.
+func (*AbortMove) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AbortMove) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *AbortMove) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *AbortMove) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *AbortMove) GetFinish() bool {
+	if x != nil {
+		return x.Finish
+	}
+	return false
+}
+
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xf8\x04\n" +
+	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xb3\x05\n" +
 	"\aCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12?\n" +
@@ -1544,7 +1650,9 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
 	"drain_node\x18\n" +
 	" \x01(\v2\x18.raftq.meta.v1.DrainNodeH\x00R\tdrainNode\x12B\n" +
-	"\rprefer_leader\x18\v \x01(\v2\x1b.raftq.meta.v1.PreferLeaderH\x00R\fpreferLeaderB\x05\n" +
+	"\rprefer_leader\x18\v \x01(\v2\x1b.raftq.meta.v1.PreferLeaderH\x00R\fpreferLeader\x129\n" +
+	"\n" +
+	"abort_move\x18\f \x01(\v2\x18.raftq.meta.v1.AbortMoveH\x00R\tabortMoveB\x05\n" +
 	"\x03cmd\"=\n" +
 	"\n" +
 	"NodeFormat\x12\x17\n" +
@@ -1575,12 +1683,13 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12 \n" +
 	"\fto_raft_addr\x18\x04 \x01(\tR\n" +
 	"toRaftAddr\x12.\n" +
-	"\x05phase\x18\x05 \x01(\x0e2\x18.raftq.meta.v1.MovePhaseR\x05phase\"p\n" +
+	"\x05phase\x18\x05 \x01(\x0e2\x18.raftq.meta.v1.MovePhaseR\x05phase\"\x8c\x01\n" +
 	"\x04Move\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12.\n" +
-	"\x05phase\x18\x04 \x01(\x0e2\x18.raftq.meta.v1.MovePhaseR\x05phase\"4\n" +
+	"\x05phase\x18\x04 \x01(\x0e2\x18.raftq.meta.v1.MovePhaseR\x05phase\x12\x1a\n" +
+	"\baborting\x18\x05 \x01(\bR\baborting\"4\n" +
 	"\tDrainNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\"%\n" +
@@ -1633,7 +1742,12 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	" \x01(\tR\arestore\"=\n" +
 	"\fPreferLeader\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId*\x7f\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"]\n" +
+	"\tAbortMove\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12\x16\n" +
+	"\x06finish\x18\x04 \x01(\bR\x06finish*\x7f\n" +
 	"\tMovePhase\x12\x1a\n" +
 	"\x16MOVE_PHASE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eMOVE_PHASE_ADD\x10\x01\x12\x16\n" +
@@ -1661,7 +1775,7 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_meta_metapb_meta_proto_goTypes = []any{
 	(MovePhase)(0),            // 0: raftq.meta.v1.MovePhase
 	(Code)(0),                 // 1: raftq.meta.v1.Code
@@ -1683,7 +1797,8 @@ var file_meta_metapb_meta_proto_goTypes = []any{
 	(*ShardMap)(nil),          // 17: raftq.meta.v1.ShardMap
 	(*NodeMeta)(nil),          // 18: raftq.meta.v1.NodeMeta
 	(*PreferLeader)(nil),      // 19: raftq.meta.v1.PreferLeader
-	(*fsmpb.QueuePolicy)(nil), // 20: raftq.fsm.v1.QueuePolicy
+	(*AbortMove)(nil),         // 20: raftq.meta.v1.AbortMove
+	(*fsmpb.QueuePolicy)(nil), // 21: raftq.fsm.v1.QueuePolicy
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
 	4,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
@@ -1695,27 +1810,28 @@ var file_meta_metapb_meta_proto_depIdxs = []int32{
 	12, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
 	11, // 7: raftq.meta.v1.Command.drain_node:type_name -> raftq.meta.v1.DrainNode
 	19, // 8: raftq.meta.v1.Command.prefer_leader:type_name -> raftq.meta.v1.PreferLeader
-	20, // 9: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	20, // 10: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	8,  // 11: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	13, // 12: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	0,  // 13: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
-	0,  // 14: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
-	1,  // 15: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
-	15, // 16: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
-	20, // 17: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	15, // 18: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
-	17, // 19: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
-	3,  // 20: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
-	8,  // 21: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
-	13, // 22: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
-	10, // 23: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
-	11, // 24: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	20, // 9: raftq.meta.v1.Command.abort_move:type_name -> raftq.meta.v1.AbortMove
+	21, // 10: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	21, // 11: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	8,  // 12: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	13, // 13: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	0,  // 14: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
+	0,  // 15: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
+	1,  // 16: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
+	15, // 17: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
+	21, // 18: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	15, // 19: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
+	17, // 20: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
+	3,  // 21: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
+	8,  // 22: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
+	13, // 23: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
+	10, // 24: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
+	11, // 25: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_meta_metapb_meta_proto_init() }
@@ -1733,6 +1849,7 @@ func file_meta_metapb_meta_proto_init() {
 		(*Command_RetireNode)(nil),
 		(*Command_DrainNode)(nil),
 		(*Command_PreferLeader)(nil),
+		(*Command_AbortMove)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1740,7 +1857,7 @@ func file_meta_metapb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
