@@ -14,7 +14,7 @@ import (
 // countFSM counts applied entries.
 type countFSM struct{ n atomic.Uint64 }
 
-func (f *countFSM) Apply(*raft.Log) any               { f.n.Add(1); return nil }
+func (f *countFSM) Apply(*raft.Log) any                 { f.n.Add(1); return nil }
 func (f *countFSM) Snapshot() (raft.FSMSnapshot, error) { return countSnap{}, nil }
 func (f *countFSM) Restore(rc io.ReadCloser) error      { return rc.Close() }
 
