@@ -29,19 +29,24 @@ import (
 //   - Writes do not wait for heartbeats: raft replicates a new entry to
 //     every follower as soon as the leader appends it, at any heartbeat
 //     interval (TestQuiet_WriteDoesNotWaitForHeartbeat).
-//   - A quiet follower starts an election after QuietHeartbeat to
-//     2 × QuietHeartbeat without contact instead of HeartbeatTimeout to
-//     2 × HeartbeatTimeout, and a split vote waits as long again: an idle
-//     group whose leader dies (or is cut off) elects another within
-//     2 × QuietHeartbeat, 4 × with one split vote (4 s and 8 s at the
-//     defaults; TestQuiet_FailoverWithinBound). A group that applied
-//     within QuietAfter fails over as fast as before. Gossip does not
-//     wake followers of a dead leader early: a partitioned leader looks
-//     alive in gossip all the same, so the bound holds either way.
+//   - A quiet follower's own raft would wait QuietHeartbeat to
+//     2 × QuietHeartbeat without contact before it campaigns, so the
+//     Quiescer watches contact for it: a quiet follower that has not heard
+//     from a leader for twice the longest gap between a quiet leader's
+//     heartbeats (2 × QuietHeartbeat/5: 800 ms at the defaults, so a late
+//     heartbeat on a loaded machine starts no election) is woken, and raft, handed the awake
+//     timeout, campaigns at once (a shorter timeout makes raft check its
+//     last contact immediately). A quiet group whose leader dies, or is cut
+//     off from a follower while alive, therefore elects another within
+//     that + quietLook of the last contact, plus the election (a
+//     split vote waits another ElectionTimeout to 2 × ElectionTimeout);
+//     gossip plays no part (TestQuiet_FailoverWithinBound).
 const (
 	// quietLook is how often the Quiescer looks at its groups: one timer
-	// per node, not one per group.
-	quietLook = time.Second
+	// per node, not one per group. It bounds how late a quiet follower
+	// notices a lost leader, and how long a group runs quiet after a
+	// write.
+	quietLook = 250 * time.Millisecond
 )
 
 // Quiescer quiets the idle raft groups of one node. Its one goroutine
@@ -74,6 +79,7 @@ type quietGroup struct {
 	r             *raft.Raft
 	name          string
 	after         time.Duration
+	contact       time.Duration         // a quiet follower without contact this long is woken
 	awake, asleep raft.ReloadableConfig // HeartbeatTimeout and ElectionTimeout of each state
 
 	applied, last uint64
@@ -90,6 +96,7 @@ func (q *Quiescer) add(r *raft.Raft, name string, tun RaftTuning) func() {
 	asleep.HeartbeatTimeout = max(tun.QuietHeartbeat, awake.HeartbeatTimeout)
 	asleep.ElectionTimeout = max(tun.QuietHeartbeat, awake.ElectionTimeout)
 	g := &quietGroup{r: r, name: name, after: tun.QuietAfter, awake: awake, asleep: asleep,
+		contact: max(2*asleep.HeartbeatTimeout/5, awake.HeartbeatTimeout),
 		applied: r.AppliedIndex(), last: r.LastIndex(), changed: time.Now()}
 	q.mu.Lock()
 	q.groups[g] = struct{}{}
@@ -149,8 +156,17 @@ func (q *Quiescer) lookAt(g *quietGroup, now time.Time) {
 		}
 		return
 	}
-	if !g.quiet && now.Sub(g.changed) >= g.after {
-		g.quiet = q.reload(g, g.asleep)
+	if !g.quiet {
+		if now.Sub(g.changed) >= g.after {
+			g.quiet = q.reload(g, g.asleep)
+		}
+		return
+	}
+	if g.r.State() == raft.Follower && now.Sub(g.r.LastContact()) > g.contact {
+		q.logger.Info("quiet raft group lost contact with its leader: waking it to elect one", "group", g.name,
+			"last_contact", g.r.LastContact().Format(time.RFC3339Nano))
+		g.quiet = !q.reload(g, g.awake)
+		g.changed = now
 	}
 }
 
