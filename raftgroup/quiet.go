@@ -2,45 +2,53 @@ package raftgroup
 
 import (
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftq/raftq/raftmux"
 )
 
 // Quiescing idle groups. An idle raft group costs its nodes mostly RPCs:
 // hashicorp/raft's leader sends each follower a heartbeat every
 // HeartbeatTimeout/10 to HeartbeatTimeout/5 and an AppendEntries every
-// CommitTimeout to 2×CommitTimeout, whether or not anything changes; at
+// CommitTimeout to 2 × CommitTimeout, whether or not anything changes; at
 // 128 shards on 3 nodes that was a fifth of a core per node
 // (docs/benchmarks.md, "Idle cost of shards").
 //
 // A replica whose group applied nothing for QuietAfter raises its own
 // HeartbeatTimeout and ElectionTimeout to QuietHeartbeat (raft's
-// ReloadConfig); the first apply after that lowers them again at the next
-// look (quietLook). Each replica decides from what it applied itself, so
-// no message is needed and no replica depends on another's decision:
+// ReloadConfig), and its transport sends its heartbeats together with
+// those of the node's other quiet groups (raftmux/beats.go); the first
+// apply after that wakes it at the next look (quietLook). Each replica
+// decides from what it applied itself, so no message is needed and no
+// replica depends on another's decision:
 //
-//   - A quiet leader heartbeats every QuietHeartbeat/10 to /5. That stays
-//     below LeaderLeaseTimeout (QuietHeartbeat is capped at 4 × the lease),
-//     so a quiet leader keeps its lease, and an awake follower (one that
-//     applied an entry the leader's replica has not looked at yet) keeps
-//     hearing from it within its normal HeartbeatTimeout.
+//   - A quiet leader heartbeats every QuietHeartbeat/10 to /5, each
+//     delayed up to raftmux.BeatWindow: 340 ms apart at most at the
+//     defaults, below LeaderLeaseTimeout (500 ms; QuietHeartbeat is capped
+//     at 3 × the lease), so a quiet leader keeps its lease, and an awake
+//     follower (one that applied an entry before the leader's replica
+//     looked) keeps hearing from it within its HeartbeatTimeout.
 //   - Writes do not wait for heartbeats: raft replicates a new entry to
 //     every follower as soon as the leader appends it, at any heartbeat
-//     interval (TestQuiet_WriteDoesNotWaitForHeartbeat).
+//     interval (TestQuiet_WriteDoesNotWaitForHeartbeat). A linearizable
+//     read (VerifyLeader) on a quiet group waits for a coalesced
+//     heartbeat round: up to BeatWindow longer.
 //   - A quiet follower's own raft would wait QuietHeartbeat to
 //     2 × QuietHeartbeat without contact before it campaigns, so the
-//     Quiescer watches contact for it: a quiet follower that has not heard
-//     from a leader for twice the longest gap between a quiet leader's
-//     heartbeats (2 × QuietHeartbeat/5: 800 ms at the defaults, so a late
-//     heartbeat on a loaded machine starts no election) is woken, and raft, handed the awake
-//     timeout, campaigns at once (a shorter timeout makes raft check its
-//     last contact immediately). A quiet group whose leader dies, or is cut
-//     off from a follower while alive, therefore elects another within
-//     that + quietLook of the last contact, plus the election (a
-//     split vote waits another ElectionTimeout to 2 × ElectionTimeout);
-//     gossip plays no part (TestQuiet_FailoverWithinBound).
+//     Quiescer watches contact for it: a quiet follower that has heard
+//     nothing from a leader for twice the longest gap between a quiet
+//     leader's heartbeats (680 ms at the defaults, so a late heartbeat on
+//     a loaded machine starts no election) plus a random part of
+//     HeartbeatTimeout is woken, and raft, handed the awake timeout,
+//     checks its last contact at once and campaigns. A quiet group whose
+//     leader dies, or is cut off from a follower while alive, therefore
+//     elects another within 680 + 500 + quietLook = 1.43 s of the last
+//     contact at the defaults, plus the election (a split vote waits
+//     another ElectionTimeout to 2 × ElectionTimeout); an awake group
+//     within 0.5-1 s. Gossip plays no part (TestQuiet_FailoverWithinBound).
 const (
 	// quietLook is how often the Quiescer looks at its groups: one timer
 	// per node, not one per group. It bounds how late a quiet follower
@@ -76,11 +84,16 @@ func NewQuiescer(look time.Duration, logger *slog.Logger) *Quiescer {
 // quietGroup is one group's quiescence state; only the Quiescer's goroutine
 // touches the fields after add.
 type quietGroup struct {
-	r             *raft.Raft
-	name          string
-	after         time.Duration
-	contact       time.Duration         // a quiet follower without contact this long is woken
-	awake, asleep raft.ReloadableConfig // HeartbeatTimeout and ElectionTimeout of each state
+	r     *raft.Raft
+	tr    quietTransport // nil if the transport cannot coalesce
+	name  string
+	after time.Duration
+	// A quiet follower without contact for contact+jitter is woken; the
+	// jitter, new after every wake, keeps the followers of a dead leader
+	// from campaigning at once and splitting the vote, as raft's own
+	// randomized timeout does.
+	contact, jitter time.Duration
+	awake, asleep   raft.ReloadableConfig // HeartbeatTimeout and ElectionTimeout of each state
 
 	applied, last uint64
 	changed       time.Time
@@ -90,13 +103,15 @@ type quietGroup struct {
 // add starts watching r; the returned func stops it (call before
 // raft.Shutdown completes or after: a reload of a shut down raft is
 // harmless).
-func (q *Quiescer) add(r *raft.Raft, name string, tun RaftTuning) func() {
+func (q *Quiescer) add(r *raft.Raft, tr raft.Transport, name string, tun RaftTuning) func() {
 	awake := r.ReloadableConfig()
 	asleep := awake
 	asleep.HeartbeatTimeout = max(tun.QuietHeartbeat, awake.HeartbeatTimeout)
 	asleep.ElectionTimeout = max(tun.QuietHeartbeat, awake.ElectionTimeout)
-	g := &quietGroup{r: r, name: name, after: tun.QuietAfter, awake: awake, asleep: asleep,
-		contact: max(2*asleep.HeartbeatTimeout/5, awake.HeartbeatTimeout),
+	qt, _ := tr.(quietTransport)
+	g := &quietGroup{r: r, tr: qt, name: name, after: tun.QuietAfter, awake: awake, asleep: asleep,
+		contact: max(2*(asleep.HeartbeatTimeout/5+raftmux.BeatWindow), awake.HeartbeatTimeout),
+		jitter:  randomBelow(awake.HeartbeatTimeout),
 		applied: r.AppliedIndex(), last: r.LastIndex(), changed: time.Now()}
 	q.mu.Lock()
 	q.groups[g] = struct{}{}
@@ -152,32 +167,54 @@ func (q *Quiescer) lookAt(g *quietGroup, now time.Time) {
 	if applied != g.applied || last != g.last {
 		g.applied, g.last, g.changed = applied, last, now
 		if g.quiet {
-			g.quiet = !q.reload(g, g.awake)
+			g.quiet = !q.reload(g, false)
 		}
 		return
 	}
 	if !g.quiet {
 		if now.Sub(g.changed) >= g.after {
-			g.quiet = q.reload(g, g.asleep)
+			g.quiet = q.reload(g, true)
 		}
 		return
 	}
-	if g.r.State() == raft.Follower && now.Sub(g.r.LastContact()) > g.contact {
+	if g.r.State() == raft.Follower && now.Sub(g.r.LastContact()) > g.contact+g.jitter {
 		q.logger.Info("quiet raft group lost contact with its leader: waking it to elect one", "group", g.name,
 			"last_contact", g.r.LastContact().Format(time.RFC3339Nano))
-		g.quiet = !q.reload(g, g.awake)
+		g.quiet = !q.reload(g, false)
 		g.changed = now
+		g.jitter = randomBelow(g.awake.HeartbeatTimeout)
 	}
 }
 
-// reload sets g's timeouts to rc's, keeping the other reloadable fields
-// as they are now.
-func (q *Quiescer) reload(g *quietGroup, rc raft.ReloadableConfig) bool {
+// randomBelow is a random duration in [0, d).
+func randomBelow(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(d)))
+}
+
+// quietTransport is a transport that coalesces a quiet group's heartbeats
+// with those of the node's other quiet groups (raftmux/beats.go).
+type quietTransport interface{ SetQuiet(bool) }
+
+// reload sets g's timeouts to the quiet or the awake ones, keeping the
+// other reloadable fields as they are now, and tells the transport.
+func (q *Quiescer) reload(g *quietGroup, quiet bool) bool {
+	rc := g.awake
+	if quiet {
+		rc = g.asleep
+	} else if g.tr != nil {
+		g.tr.SetQuiet(false) // before the heartbeats speed up
+	}
 	cur := g.r.ReloadableConfig()
 	cur.HeartbeatTimeout, cur.ElectionTimeout = rc.HeartbeatTimeout, rc.ElectionTimeout
 	if err := g.r.ReloadConfig(cur); err != nil {
 		q.logger.Warn("raft group timeouts not changed", "group", g.name, "heartbeat_timeout", rc.HeartbeatTimeout, "err", err)
 		return false
+	}
+	if quiet && g.tr != nil {
+		g.tr.SetQuiet(true)
 	}
 	return true
 }

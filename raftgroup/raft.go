@@ -41,8 +41,8 @@ type RaftTuning struct {
 	// Quiet, if set, quiets this group's heartbeats while it is idle
 	// (quiet.go): after QuietAfter (default 5 s) without an applied entry,
 	// the replica's heartbeat and election timeouts become QuietHeartbeat
-	// (default 2 s, at most 4 × LeaderLeaseTimeout so a quiet leader keeps
-	// its lease). One Quiescer serves every group of a node.
+	// (default 1.5 s, at most 3 × LeaderLeaseTimeout so a quiet leader
+	// keeps its lease). One Quiescer serves every group of a node.
 	Quiet          *Quiescer
 	QuietAfter     time.Duration
 	QuietHeartbeat time.Duration
@@ -73,10 +73,11 @@ func (t RaftTuning) WithDefaults() RaftTuning {
 		t.LeaderLeaseTimeout = t.HeartbeatTimeout
 	}
 	def(&t.QuietAfter, 5*time.Second)
-	def(&t.QuietHeartbeat, 2*time.Second)
-	// A quiet leader heartbeats at most QuietHeartbeat/5 apart; its lease
+	def(&t.QuietHeartbeat, 1500*time.Millisecond)
+	// A quiet leader heartbeats at most QuietHeartbeat/5 apart, and a
+	// coalesced heartbeat waits up to raftmux.BeatWindow more; its lease
 	// needs contact within LeaderLeaseTimeout.
-	t.QuietHeartbeat = min(t.QuietHeartbeat, 4*t.LeaderLeaseTimeout)
+	t.QuietHeartbeat = min(t.QuietHeartbeat, 3*t.LeaderLeaseTimeout)
 	if t.MaxAppendEntries <= 0 {
 		t.MaxAppendEntries = 512
 	}
@@ -254,7 +255,7 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 	})
 	cs := closers{sched, snaps, rep}
 	if tun.Quiet != nil {
-		cs = append(closers{closeFunc(tun.Quiet.add(r, o.Group, tun))}, cs...)
+		cs = append(closers{closeFunc(tun.Quiet.add(r, o.Transport, o.Group, tun))}, cs...)
 	}
 	return &Group{Raft: r, Replica: rep, closer: cs}, nil
 }

@@ -78,7 +78,8 @@ until cli --timeout 5s cluster status >/dev/null 2>&1; do
 		echo "idle-cost: cluster not ready after ${READY_TIMEOUT}s (logs in $OUT)" >&2
 		exit 1
 	fi
-	sleep 1
+	sleep 1 &
+	wait $!
 done
 echo "idle-cost: $SHARDS shards ready after $(($(date +%s) - start)) s; logs in $OUT" >&2
 for q in idle-a idle-b idle-c; do
@@ -91,7 +92,10 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime, after the ")
 declare -a t0
 for i in 0 1 2; do t0[i]=$(ticks "${pids[i]}"); done
 w0=$(date +%s.%N)
-sleep "$IDLE"
+# In the background, so INT or TERM stops the nodes at once instead of
+# after the sleep.
+sleep "$IDLE" &
+wait $!
 w1=$(date +%s.%N)
 
 report="$OUT/report.txt"
