@@ -73,7 +73,7 @@ func (t RaftTuning) WithDefaults() RaftTuning {
 		t.LeaderLeaseTimeout = t.HeartbeatTimeout
 	}
 	def(&t.QuietAfter, 5*time.Second)
-	def(&t.QuietHeartbeat, 1500*time.Millisecond)
+	def(&t.QuietHeartbeat, time.Second)
 	// A quiet leader heartbeats at most QuietHeartbeat/5 apart, and a
 	// coalesced heartbeat waits up to raftmux.BeatWindow more; its lease
 	// needs contact within LeaderLeaseTimeout.

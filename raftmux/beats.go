@@ -35,7 +35,7 @@ import (
 const (
 	// BeatWindow is the longest a quiet group's heartbeat waits for others
 	// to the same node.
-	BeatWindow = 40 * time.Millisecond
+	BeatWindow = 25 * time.Millisecond
 	// beatsGroup is the reserved layer name of the batch connections; raft
 	// groups are named "meta" and "shard-N".
 	beatsGroup   = "raftmux-beats"
