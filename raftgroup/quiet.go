@@ -26,11 +26,13 @@ import (
 // replica depends on another's decision:
 //
 //   - A quiet leader heartbeats every QuietHeartbeat/10 to /5, each
-//     delayed up to raftmux.BeatWindow: 340 ms apart at most at the
-//     defaults, below LeaderLeaseTimeout (500 ms; QuietHeartbeat is capped
-//     at 3 × the lease), so a quiet leader keeps its lease, and an awake
-//     follower (one that applied an entry before the leader's replica
-//     looked) keeps hearing from it within its HeartbeatTimeout.
+//     delayed up to raftmux.BeatWindow: 225 ms apart at most at the
+//     defaults (1 s, 25 ms), below LeaderLeaseTimeout (500 ms;
+//     QuietHeartbeat is capped at 3 × the lease), so a quiet leader keeps
+//     its lease through a stall of 275 ms (an awake one, 50-100 ms apart,
+//     through 400 ms), and an awake follower (one that applied an entry
+//     before the leader's replica looked) keeps hearing from it within
+//     its HeartbeatTimeout.
 //   - Writes do not wait for heartbeats: raft replicates a new entry to
 //     every follower as soon as the leader appends it, at any heartbeat
 //     interval (TestQuiet_WriteDoesNotWaitForHeartbeat). A linearizable
@@ -40,12 +42,13 @@ import (
 //     2 × QuietHeartbeat without contact before it campaigns, so the
 //     Quiescer watches contact for it: a quiet follower that has heard
 //     nothing from a leader for twice the longest gap between a quiet
-//     leader's heartbeats (680 ms at the defaults, so a late heartbeat on
-//     a loaded machine starts no election) plus a random part of
-//     HeartbeatTimeout is woken, and raft, handed the awake timeout,
-//     checks its last contact at once and campaigns. A quiet group whose
+//     leader's heartbeats, at least HeartbeatTimeout (500 ms at the
+//     defaults, so a late heartbeat on a loaded machine starts no
+//     election), plus a random part of HeartbeatTimeout, is woken, and
+//     raft, handed the awake timeout, checks its last contact at once and
+//     campaigns. A quiet group whose
 //     leader dies, or is cut off from a follower while alive, therefore
-//     elects another within 680 + 500 + quietLook = 1.43 s of the last
+//     elects another within 500 + 500 + quietLook = 1.25 s of the last
 //     contact at the defaults, plus the election (a split vote waits
 //     another ElectionTimeout to 2 × ElectionTimeout); an awake group
 //     within 0.5-1 s. Gossip plays no part (TestQuiet_FailoverWithinBound).

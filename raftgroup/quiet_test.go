@@ -149,7 +149,7 @@ func TestQuiet_WriteDoesNotWaitForHeartbeat(t *testing.T) {
 
 // Killing the leader of a quiet group elects another within the documented
 // bound: the Quiescer wakes a quiet follower that heard nothing for
-// 2 × (QuietHeartbeat/5 + raftmux.BeatWindow) (1.28 s here) plus a random
+// 2 × (QuietHeartbeat/5 + raftmux.BeatWindow) (1.25 s here) plus a random
 // part of HeartbeatTimeout (up to 1 s; it looks every 50 ms), and raft,
 // given the awake timeout again, campaigns at once. Without that watch a
 // quiet follower would wait QuietHeartbeat to 2 × QuietHeartbeat (3-6 s
@@ -175,7 +175,7 @@ func TestQuiet_FailoverWithinBound(t *testing.T) {
 	leader.stop()
 	next := leaderOf(t, reps, 10*time.Second)
 	took := time.Since(began)
-	// 1.28 s + up to 1 s + a look + an election; less than the 3 s a
+	// 1.25 s + up to 1 s + a look + an election; less than the 3 s a
 	// quiet follower's raft would wait at the least.
 	const bound = 2900 * time.Millisecond
 	if took > bound {

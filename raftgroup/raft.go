@@ -34,14 +34,14 @@ type RaftTuning struct {
 	// groups created from now on (a group keeps the store it has).
 	LogStore string
 	// WALSegmentBytes is the size of a LogStoreWAL segment file (default
-	// 64 MiB, raft-wal's). Segments are preallocated, and compaction
-	// frees whole segments only: entries stay readable until their
-	// segment goes.
+	// 64 MiB, raft-wal's). A segment's blocks are allocated as it fills
+	// (raftstore/prealloc.go), and compaction frees whole segments only:
+	// entries stay readable until their segment goes.
 	WALSegmentBytes int
 	// Quiet, if set, quiets this group's heartbeats while it is idle
 	// (quiet.go): after QuietAfter (default 5 s) without an applied entry,
 	// the replica's heartbeat and election timeouts become QuietHeartbeat
-	// (default 1.5 s, at most 3 × LeaderLeaseTimeout so a quiet leader
+	// (default 1 s, at most 3 × LeaderLeaseTimeout so a quiet leader
 	// keeps its lease). One Quiescer serves every group of a node.
 	Quiet          *Quiescer
 	QuietAfter     time.Duration

@@ -6,7 +6,7 @@
 # per node: CPU as % of one core over the idle window (utime+stime from
 # /proc/PID/stat, so other load on the machine does not count), goroutines,
 # RSS and the disk its data directory uses (du: allocated blocks, so
-# preallocated log segments count). Then it takes a CPU profile of n1 while
+# allocated log segment blocks count). Then it takes a CPU profile of n1 while
 # the cluster still idles (after the window, so the profile costs nothing
 # inside it) and stops every node it started, by pid.
 #
