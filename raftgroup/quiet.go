@@ -175,7 +175,10 @@ func (q *Quiescer) lookAt(g *quietGroup, now time.Time) {
 		return
 	}
 	if !g.quiet {
-		if now.Sub(g.changed) >= g.after {
+		// Only a group with a leader goes quiet: a candidate keeps its
+		// short election timeout, and so does a follower that knows no
+		// leader (one would have made it wait for its Quiescer instead).
+		if now.Sub(g.changed) >= g.after && hasLeader(g.r) {
 			g.quiet = q.reload(g, true)
 		}
 		return
@@ -187,6 +190,18 @@ func (q *Quiescer) lookAt(g *quietGroup, now time.Time) {
 		g.changed = now
 		g.jitter = randomBelow(g.awake.HeartbeatTimeout)
 	}
+}
+
+// hasLeader reports whether r leads or follows a leader it knows.
+func hasLeader(r *raft.Raft) bool {
+	switch r.State() {
+	case raft.Leader:
+		return true
+	case raft.Follower:
+		addr, _ := r.LeaderWithID()
+		return addr != ""
+	}
+	return false
 }
 
 // randomBelow is a random duration in [0, d).
