@@ -89,8 +89,11 @@ done
 
 tck=$(getconf CLK_TCK)
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime, after the ")" of comm (no spaces in raftq-node)
-declare -a t0
-for i in 0 1 2; do t0[i]=$(ticks "${pids[i]}"); done
+declare -a t0 l0
+for i in 0 1 2; do
+	t0[i]=$(ticks "${pids[i]}")
+	l0[i]=$(wc -l <"$OUT/n$((i + 1)).log")
+done
 w0=$(date +%s.%N)
 # In the background, so INT or TERM stops the nodes at once instead of
 # after the sleep.
@@ -101,7 +104,9 @@ w1=$(date +%s.%N)
 report="$OUT/report.txt"
 {
 	echo "shards=$SHARDS idle=${IDLE}s node-args=${RAFTQ_NODE_ARGS:-} commit=$(git rev-parse --short HEAD 2>/dev/null || echo -)"
-	printf '%-4s %10s %11s %9s %9s\n' node "cpu%core" goroutines rss-MiB disk-MiB
+	# step-downs: raft leaders that lost their lease in the window (an
+	# idle cluster should have none; a loaded machine makes them).
+	printf '%-4s %10s %11s %9s %9s %11s\n' node "cpu%core" goroutines rss-MiB disk-MiB step-downs
 	for i in 0 1 2; do
 		n=$((i + 1))
 		cpu=$(awk -v a="${t0[i]}" -v b="$(ticks "${pids[i]}")" -v t="$tck" -v w0="$w0" -v w1="$w1" \
@@ -109,7 +114,8 @@ report="$OUT/report.txt"
 		gor=$(curl -fsS --max-time 10 "http://127.0.0.1:$(port $n 300)/debug/pprof/goroutine?debug=1" | awk 'NR==1 {print $4}')
 		rss=$(awk '/^VmRSS:/ {printf "%.0f", $2 / 1024}' "/proc/${pids[i]}/status")
 		disk=$(du -sk "$DATA/n$n" | awk '{printf "%.0f", $1 / 1024}')
-		printf '%-4s %10s %11s %9s %9s\n' "n$n" "$cpu" "$gor" "$rss" "$disk"
+		downs=$(tail -n +"$((l0[i] + 1))" "$OUT/n$n.log" | grep -c "stepping down" || true)
+		printf '%-4s %10s %11s %9s %9s %11s\n' "n$n" "$cpu" "$gor" "$rss" "$disk" "$downs"
 	done
 } | tee "$report"
 if [ "$PROFILE" -gt 0 ]; then
