@@ -104,9 +104,14 @@ func (h *beatHub) close() {
 	h.links = map[raft.ServerAddress]*beatLink{}
 	h.mu.Unlock()
 	for _, l := range links {
-		l.ex.Lock()
-		l.closeConn()
-		l.ex.Unlock()
+		// Not under ex: an exchange stuck on a silent peer fails at once
+		// instead of holding Close for beatTimeout.
+		l.mu.Lock()
+		c := l.live
+		l.mu.Unlock()
+		if c != nil {
+			_ = c.Close()
+		}
 	}
 }
 
@@ -245,6 +250,7 @@ type beatLink struct {
 	pending     []*beatCall
 	armed       bool      // a flush is scheduled
 	directUntil time.Time // send directly until then
+	live        net.Conn  // conn, for beatHub.close
 
 	ex     sync.Mutex // one exchange at a time; guards the fields below
 	conn   net.Conn
@@ -305,6 +311,15 @@ func (l *beatLink) exchange(batch []*beatCall) ([]beatReply, error) {
 		}
 		l.conn, l.w, l.proven = c, bufio.NewWriter(c), false
 		l.enc, l.dec = gob.NewEncoder(l.w), gob.NewDecoder(bufio.NewReader(c))
+		l.mu.Lock()
+		l.live = c
+		l.mu.Unlock()
+		l.h.mu.Lock()
+		closed := l.h.closed // close may have looked before live was set
+		l.h.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
 	}
 	_ = l.conn.SetDeadline(time.Now().Add(beatTimeout))
 	items := make([]beatItem, len(batch))
@@ -332,5 +347,8 @@ func (l *beatLink) closeConn() {
 	if l.conn != nil {
 		_ = l.conn.Close()
 	}
+	l.mu.Lock()
+	l.live = nil
+	l.mu.Unlock()
 	l.conn, l.w, l.enc, l.dec, l.proven = nil, nil, nil, nil, false
 }
