@@ -59,13 +59,11 @@ type beatReply struct {
 }
 
 // isHeartbeat is raft's NetworkTransport test for a heartbeat, which it
-// hands to the heartbeat handler instead of raft's main loop.
+// hands to the heartbeat handler instead of raft's main loop, except that
+// it wants the leader's address in the RPC header (raft since 1.3 puts it
+// there; an older sender's heartbeats simply go directly).
 func isHeartbeat(req *raft.AppendEntriesRequest) bool {
-	leaderAddr := req.RPCHeader.Addr
-	if len(leaderAddr) == 0 {
-		leaderAddr = req.Leader
-	}
-	return req.Term != 0 && leaderAddr != nil && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
+	return req.Term != 0 && len(req.RPCHeader.Addr) != 0 && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
 		len(req.Entries) == 0 && req.LeaderCommitIndex == 0
 }
 
