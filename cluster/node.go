@@ -38,6 +38,7 @@ type Node struct {
 	metaGate *raftmux.Gate // the meta transport's, held by the clock check
 	gossip   *gossip
 	disk     *diskGuard
+	quiet    *raftgroup.Quiescer // quiets the idle shards (shardTuning)
 
 	ctx    context.Context // background loops; cancelled by Shutdown
 	cancel context.CancelFunc
@@ -92,7 +93,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 	}
-	n := &Node{cfg: cfg, logger: logger, ready: make(chan struct{}), ident: ident, verified: make(chan struct{}), dead: newDeadNodes()}
+	n := &Node{cfg: cfg, logger: logger, ready: make(chan struct{}), ident: ident, verified: make(chan struct{}), dead: newDeadNodes(),
+		quiet: raftgroup.NewQuiescer(0, logger)}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.shards = newShardSet(n)
 	n.clock = newClockGuard(n)

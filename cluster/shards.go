@@ -253,7 +253,7 @@ func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 		Seed:           seed,
 		Now:            ss.n.cfg.Now,
 		Logger:         ss.n.logger,
-		Raft:           ss.n.cfg.Raft,
+		Raft:           ss.n.shardTuning(),
 		Gate:           gate,
 		MaxClockOffset: ss.n.cfg.MaxClockOffset,
 		Node:           ss.n.ident,

@@ -64,7 +64,7 @@ type DiskTestHooks struct {
 }
 
 // SpaceRoom is the free space a group with tuning t needs to append again
-// after running out: one preallocated WAL segment and a few MiB for the
+// after running out: one full WAL segment and a few MiB for the
 // stable store and the WAL's metadata.
 func SpaceRoom(t RaftTuning) uint64 {
 	seg := uint64(t.WALSegmentBytes)

@@ -34,10 +34,18 @@ type RaftTuning struct {
 	// groups created from now on (a group keeps the store it has).
 	LogStore string
 	// WALSegmentBytes is the size of a LogStoreWAL segment file (default
-	// 64 MiB, raft-wal's). Segments are preallocated, and compaction
-	// frees whole segments only: entries stay readable until their
-	// segment goes.
+	// 64 MiB, raft-wal's). A segment's blocks are allocated as it fills
+	// (raftstore/prealloc.go), and compaction frees whole segments only:
+	// entries stay readable until their segment goes.
 	WALSegmentBytes int
+	// Quiet, if set, quiets this group's heartbeats while it is idle
+	// (quiet.go): after QuietAfter (default 5 s) without an applied entry,
+	// the replica's heartbeat and election timeouts become QuietHeartbeat
+	// (default 1 s, at most 3 × LeaderLeaseTimeout so a quiet leader
+	// keeps its lease). One Quiescer serves every group of a node.
+	Quiet          *Quiescer
+	QuietAfter     time.Duration
+	QuietHeartbeat time.Duration
 
 	// OnSnapshotLook, if set, is told every look of the snapshot
 	// scheduler (tests only).
@@ -64,6 +72,12 @@ func (t RaftTuning) WithDefaults() RaftTuning {
 	if t.LeaderLeaseTimeout > t.HeartbeatTimeout {
 		t.LeaderLeaseTimeout = t.HeartbeatTimeout
 	}
+	def(&t.QuietAfter, 5*time.Second)
+	def(&t.QuietHeartbeat, time.Second)
+	// A quiet leader heartbeats at most QuietHeartbeat/5 apart, and a
+	// coalesced heartbeat waits up to raftmux.BeatWindow more; its lease
+	// needs contact within LeaderLeaseTimeout.
+	t.QuietHeartbeat = min(t.QuietHeartbeat, 3*t.LeaderLeaseTimeout)
 	if t.MaxAppendEntries <= 0 {
 		t.MaxAppendEntries = 512
 	}
@@ -248,8 +262,17 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 		threshold: tun.SnapshotThreshold, interval: tun.SnapshotInterval, logger: o.Logger,
 		onLook: tun.OnSnapshotLook,
 	})
-	return &Group{Raft: r, Replica: rep, closer: closers{sched, snaps, rep}}, nil
+	cs := closers{sched, snaps, rep}
+	if tun.Quiet != nil {
+		cs = append(closers{closeFunc(tun.Quiet.add(r, o.Transport, o.Group, tun))}, cs...)
+	}
+	return &Group{Raft: r, Replica: rep, closer: cs}, nil
 }
+
+// closeFunc is a func as an io.Closer.
+type closeFunc func()
+
+func (f closeFunc) Close() error { f(); return nil }
 
 // closers closes each in order and returns the first error.
 type closers []io.Closer

@@ -107,7 +107,15 @@ func (g *Gate) refresh() {
 // traffic. It keeps the optional interfaces raft looks for (pre-vote,
 // close, peers) when inner has them.
 func GatedTransport(inner raft.Transport, g *Gate) raft.Transport {
-	t := &gatedTransport{Transport: inner, g: g, consumer: make(chan raft.RPC), done: make(chan struct{})}
+	return newGatedTransport(inner, g, nil, "")
+}
+
+// newGatedTransport is GatedTransport whose quiet heartbeats (SetQuiet) to
+// peers go through beats, and whose group takes the heartbeats beats
+// receives for group.
+func newGatedTransport(inner raft.Transport, g *Gate, beats *beatHub, group string) *gatedTransport {
+	t := &gatedTransport{Transport: inner, g: g, consumer: make(chan raft.RPC), done: make(chan struct{}),
+		beats: beats, group: group}
 	go t.filter()
 	return t
 }
@@ -118,6 +126,42 @@ type gatedTransport struct {
 	consumer chan raft.RPC
 	done     chan struct{}
 	once     sync.Once
+
+	// beats, when set, carries the group's heartbeats while quiet
+	// (beats.go) and hands heartbeats for group to hb.
+	beats *beatHub
+	group string
+	quiet atomic.Bool
+	hbMu  sync.Mutex
+	hb    func(raft.RPC)
+}
+
+// SetQuiet makes the group's heartbeats travel coalesced with those of
+// the node's other quiet groups (beats.go) while on; raftgroup's Quiescer
+// sets it as it quiets and wakes the group.
+func (t *gatedTransport) SetQuiet(on bool) { t.quiet.Store(on) }
+
+// SetHeartbeatHandler passes raft's heartbeat handler to the inner
+// transport and keeps it for coalesced heartbeats.
+func (t *gatedTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
+	t.Transport.SetHeartbeatHandler(cb)
+	if t.beats == nil {
+		return
+	}
+	t.hbMu.Lock()
+	t.hb = cb
+	t.hbMu.Unlock()
+	t.beats.register(t.group, t)
+}
+
+// heartbeatHandler is raft's heartbeat handler; nil on a nil t.
+func (t *gatedTransport) heartbeatHandler() func(raft.RPC) {
+	if t == nil {
+		return nil
+	}
+	t.hbMu.Lock()
+	defer t.hbMu.Unlock()
+	return t.hb
 }
 
 // filter passes incoming RPCs on to raft, refusing a TimeoutNow while
@@ -187,6 +231,11 @@ func (t *gatedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	if t.g.Holding(HoldAll) {
 		return ErrGated
 	}
+	if t.beats != nil && t.quiet.Load() && isHeartbeat(args) {
+		if err := t.beats.send(target, t.group, args, resp); !errors.Is(err, errNoBeats) {
+			return err
+		}
+	}
 	return t.Transport.AppendEntries(id, target, args, resp)
 }
 
@@ -235,7 +284,12 @@ func Ungated(t raft.Transport) raft.Transport {
 
 // Close stops the filter and closes the inner transport when it can be.
 func (t *gatedTransport) Close() error {
-	t.once.Do(func() { close(t.done) })
+	t.once.Do(func() {
+		close(t.done)
+		if t.beats != nil {
+			t.beats.unregister(t.group, t)
+		}
+	})
 	if c, ok := t.Transport.(raft.WithClose); ok {
 		return c.Close()
 	}

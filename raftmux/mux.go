@@ -42,6 +42,7 @@ type Mux struct {
 	isolated atomic.Bool
 	done     chan struct{}
 	wg       sync.WaitGroup
+	beats    *beatHub // coalesced heartbeats of quiet groups (beats.go)
 }
 
 // Listen binds bindAddr and starts accepting. advertiseAddr is the address
@@ -69,6 +70,11 @@ func Listen(bindAddr, advertiseAddr string, logger *slog.Logger) (*Mux, error) {
 		groups:    make(map[string]*layer),
 		pending:   make(map[net.Conn]struct{}),
 		done:      make(chan struct{}),
+	}
+	m.beats, err = newBeatHub(m, BeatWindow)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
 	}
 	m.wg.Add(1)
 	go m.acceptLoop()
@@ -100,6 +106,7 @@ func (m *Mux) Close() error {
 	}
 	m.mu.Unlock()
 
+	m.beats.close()
 	err := m.ln.Close()
 	for _, l := range layers {
 		_ = l.Close()
@@ -208,7 +215,7 @@ type TransportOptions struct {
 	// the Mux's logger.
 	Logger *slog.Logger
 	// Gate, if set, lets the group's owner hold back this replica's raft
-	// traffic (GatedTransport).
+	// traffic (GatedTransport); nil holds nothing.
 	Gate *Gate
 }
 
@@ -237,10 +244,11 @@ func (m *Mux) Transport(group string, opts TransportOptions) (raft.Transport, er
 		Timeout:         opts.Timeout,
 		Logger:          HCLogger(logger.With("group", group), "raft-net"),
 	})
-	if opts.Gate != nil {
-		return GatedTransport(tr, opts.Gate), nil
+	g := opts.Gate
+	if g == nil {
+		g = &Gate{}
 	}
-	return tr, nil
+	return newGatedTransport(tr, g, m.beats, group), nil
 }
 
 // Layer registers group and returns its raw raft.StreamLayer, for callers

@@ -51,6 +51,10 @@ type factsWriter struct {
 	term    Facts // want.Term; Index unused
 	err     error // first write error; later writes are refused
 
+	// kick wakes the flush loop after noteIndex; an idle replica's loop
+	// sleeps instead of ticking (128 idle groups ticking every 200 ms were
+	// a tenth of a node's idle wakeups).
+	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
 }
@@ -112,7 +116,8 @@ func openFacts(path string, flushEvery time.Duration) (*factsWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open facts: %w", err)
 	}
-	w := &factsWriter{f: f, seq: seq, written: cur, term: cur, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &factsWriter{f: f, seq: seq, written: cur, term: cur,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	w.index.Store(cur.Index)
 	go w.flushLoop(flushEvery)
 	return w, nil
@@ -127,7 +132,13 @@ func (w *factsWriter) current() Facts {
 
 // noteIndex records that the log is durable up to index; it reaches the
 // file within flushEvery.
-func (w *factsWriter) noteIndex(index uint64) { w.index.Store(index) }
+func (w *factsWriter) noteIndex(index uint64) {
+	w.index.Store(index)
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
 
 // noteTerm records a term raft has just stored, durably, before returning.
 func (w *factsWriter) noteTerm(term uint64) error {
@@ -176,13 +187,22 @@ func (w *factsWriter) writeLocked() error {
 	return nil
 }
 
+// flushLoop writes a noted index flushEvery after it was noted, with
+// whatever else is noted meanwhile.
 func (w *factsWriter) flushLoop(every time.Duration) {
 	defer close(w.done)
-	t := time.NewTicker(every)
-	defer t.Stop()
+	t := time.NewTimer(every)
+	t.Stop()
 	for {
 		select {
 		case <-w.stop:
+			return
+		case <-w.kick:
+		}
+		t.Reset(every)
+		select {
+		case <-w.stop:
+			t.Stop()
 			return
 		case <-t.C:
 		}

@@ -45,8 +45,8 @@ func segmentFile(walDir string, s types.SegmentInfo) string {
 }
 
 // checkSegments finds segment files that are missing or shorter than
-// raft-wal made them. raft-wal preallocates every segment to its size
-// limit and never shrinks one, so a short file was cut by something else;
+// they were made. Every segment is created at its full size limit
+// (prealloc.go) and never shrinks, so a short file was cut by something else;
 // raft-wal itself would read a cut tail as a torn write and silently
 // start with fewer entries. It returns the segments raft-wal's metadata
 // lists and the problems found; err is ErrInUse or an I/O error.

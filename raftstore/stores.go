@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/segment"
 	"github.com/raftq/raftq/raftmux"
 	"go.etcd.io/bbolt"
 )
@@ -92,7 +93,8 @@ func openStores(dir, kind string, segmentBytes int, logger *slog.Logger) (*store
 			segmentBytes = wal.DefaultSegmentSize
 		}
 		st.wal, err = openReopenWAL(walDir, logger, func() (*wal.WAL, error) {
-			return wal.Open(walDir, wal.WithLogger(raftmux.HCLogger(logger, "raft-wal")), wal.WithSegmentSize(segmentBytes))
+			return wal.Open(walDir, wal.WithLogger(raftmux.HCLogger(logger, "raft-wal")), wal.WithSegmentSize(segmentBytes),
+				wal.WithSegmentFiler(segment.NewFiler(walDir, newGrowFS())))
 		})
 		if err != nil {
 			_ = st.bolt.Close()

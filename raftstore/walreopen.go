@@ -17,8 +17,8 @@ var ErrStoreBroken = errors.New("raft log store unusable")
 
 // reopenWAL is the raft-wal log store with one repair. raft-wal seals a
 // segment in the append that fills it and creates the next one in a
-// background goroutine; when that fails (no room for the preallocated
-// segment, say) it only logs "rotate error", and every later append fails
+// background goroutine; when that fails (no room for the new segment's
+// first blocks, say) it only logs "rotate error", and every later append fails
 // with ErrSealed, even once space is back. Opening the WAL again recovers:
 // the sealed segment and the metadata written before the failure describe
 // a consistent log, a half-created next segment is recovered as an empty

@@ -14,9 +14,10 @@
 # Each node's pid is in $DATA/<node>.pid (kill -9 "$(cat data/n2.pid)"
 # stops one abruptly, to watch failover).
 #
-# Raft log segments are 4 MiB here (the node's default, 64 MiB, is sized for
-# production write rates; each raft group preallocates one segment, so a
-# 3-node dev cluster took 385 MB before its first message). RAFTQ_NODE_ARGS
+# Raft log segments are 4 MiB here (the node's default is 64 MiB; the
+# benchmark figures since 2026-11-24 use 4 MiB; a segment's blocks are
+# allocated as it fills, so either costs an idle group about 1 MiB per
+# node). RAFTQ_NODE_ARGS
 # adds flags to every node and wins over these (e.g. "--shards 8"; shard
 # count, segment size and other settings of a raft group only count when
 # it is created, on a fresh data directory).

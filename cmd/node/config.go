@@ -125,7 +125,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.HTTPBind, "http-bind", "127.0.0.1:7401", "HTTP listen address for /metrics and /healthz (empty disables)")
 	fs.BoolVar(&c.RaftMetrics, "raft-metrics", false, "serve hashicorp/raft's internal timings (commit, bolt StoreLogs, AppendEntries, FSM apply) at /debug/raft-metrics on --http-bind")
 	fs.StringVar(&c.LogStore, "log-store", raftgroup.LogStoreWAL, "raft log store of raft groups this node creates: wal (segment files, one fdatasync per append) or bolt (raft-boltdb); a group keeps the store it was created with")
-	fs.StringVar(&c.WALSegmentSize, "wal-segment-size", "64MiB", "size of the raft log's segment files (--log-store wal) for raft groups this node creates; each group preallocates one ahead")
+	fs.StringVar(&c.WALSegmentSize, "wal-segment-size", "64MiB", "size of the raft log's segment files (--log-store wal) for raft groups this node creates; a segment's blocks are allocated as it fills")
 	fs.DurationVar(&c.DiskStall, "disk-stall-timeout", raftgroup.DefaultStallAfter, "a raft log or stable-store write in flight this long makes the replica step aside (its followers elect another leader) until it completes; 0 disables")
 	fs.StringVar(&c.DiskReserve, "disk-reserve", "512MiB,5%", "free space kept in --data-dir: below the largest of these sizes and percentages of the filesystem, new sends are refused with RESOURCE_EXHAUSTED (receives, acks and deletes go on); 0 disables")
 	fs.StringVar(&c.Join, "join", "", "comma-separated gossip addresses of nodes to join (retried until one answers)")

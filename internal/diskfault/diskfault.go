@@ -7,8 +7,8 @@
 //
 // It knows the on-disk layout of docs/shard.md: <data-dir>/shards/<id>/
 // and <data-dir>/meta/ each hold raft.db, facts, replica.json, wal/ (raft-
-// wal segments named <base index>-<id>.wal, preallocated to their full
-// size, data first and zeros after) and snapshots/<id>/{meta.json,state.bin}.
+// wal segments named <base index>-<id>.wal, created at their full size,
+// data first and zeros (or holes) after) and snapshots/<id>/{meta.json,state.bin}.
 package diskfault
 
 import (
@@ -60,7 +60,7 @@ func NewestSegment(groupDir string) (string, error) {
 }
 
 // DataEnd is the offset just past the last non-zero byte of path: where
-// the written part of a preallocated segment ends.
+// the written part of a segment ends.
 func DataEnd(path string) (int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Measures what an idle cluster costs: starts 3 raftq nodes on loopback
+# with --shards SHARDS on fresh data directories in a temporary directory,
+# waits until meta and every shard have a leader, creates a few queues and
+# sends a few messages, lets the cluster idle for IDLE seconds, and reports
+# per node: CPU as % of one core over the idle window (utime+stime from
+# /proc/PID/stat, so other load on the machine does not count), goroutines,
+# RSS and the disk its data directory uses (du: allocated blocks, so
+# allocated log segment blocks count). Then it takes a CPU profile of n1 while
+# the cluster still idles (after the window, so the profile costs nothing
+# inside it) and stops every node it started, by pid.
+#
+#   SHARDS=128 IDLE=300 scripts/idle-cost.sh
+#
+# Environment: SHARDS (default 1), IDLE seconds (default 300), PROFILE
+# seconds of n1's CPU profile (default 30, 0 skips it), PORT_BASE (default
+# 27100: node i uses PORT_BASE+i for gRPC, +100 raft, +200 gossip, +300
+# HTTP, +400 peer), OUT directory for the report, profile and node logs
+# (default: a new temporary directory, kept), BIN (default bin; `make
+# build` first, or BUILD=1 to build), RAFTQ_NODE_ARGS added to every node.
+# Linux only (/proc).
+set -euo pipefail
+SHARDS=${SHARDS:-1}
+IDLE=${IDLE:-300}
+PROFILE=${PROFILE:-30}
+PORT_BASE=${PORT_BASE:-27100}
+BIN=${BIN:-bin}
+OUT=${OUT:-$(mktemp -d /tmp/raftq-idle.XXXXXX)}
+READY_TIMEOUT=${READY_TIMEOUT:-300}
+mkdir -p "$OUT"
+if [ "${BUILD:-0}" = 1 ]; then
+	CGO_ENABLED=0 go build -o "$BIN/raftq-node" ./cmd/node
+	CGO_ENABLED=0 go build -o "$BIN/raftq" ./cmd/raftq
+fi
+for b in raftq-node raftq; do
+	[ -x "$BIN/$b" ] || {
+		echo "idle-cost: $BIN/$b missing (make build, or BUILD=1)" >&2
+		exit 2
+	}
+done
+
+DATA=$(mktemp -d /tmp/raftq-idle-data.XXXXXX)
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do
+		for _ in $(seq 100); do
+			kill -0 "$p" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	rm -rf "$DATA"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port() { echo $((PORT_BASE + $2 + $1)); } # port NODE OFFSET
+join="127.0.0.1:$(port 1 200),127.0.0.1:$(port 2 200),127.0.0.1:$(port 3 200)"
+addrs="127.0.0.1:$(port 1 0),127.0.0.1:$(port 2 0),127.0.0.1:$(port 3 0)"
+for i in 1 2 3; do
+	# shellcheck disable=SC2086 # RAFTQ_NODE_ARGS is a list of flags
+	"$BIN/raftq-node" --node-id "n$i" --data-dir "$DATA/n$i" \
+		--grpc-bind "127.0.0.1:$(port $i 0)" --raft-bind "127.0.0.1:$(port $i 100)" \
+		--gossip-bind "127.0.0.1:$(port $i 200)" --http-bind "127.0.0.1:$(port $i 300)" \
+		--peer-bind "127.0.0.1:$(port $i 400)" --join "$join" \
+		--bootstrap-expect 3 --shards "$SHARDS" ${RAFTQ_NODE_ARGS:-} \
+		>"$OUT/n$i.log" 2>&1 &
+	pids+=($!)
+done
+cli() { "$BIN/raftq" --addr "$addrs" "$@"; }
+
+start=$(date +%s)
+until cli --timeout 5s cluster status >/dev/null 2>&1; do
+	if [ $(($(date +%s) - start)) -ge "$READY_TIMEOUT" ]; then
+		echo "idle-cost: cluster not ready after ${READY_TIMEOUT}s (logs in $OUT)" >&2
+		exit 1
+	fi
+	sleep 1 &
+	wait $!
+done
+echo "idle-cost: $SHARDS shards ready after $(($(date +%s) - start)) s; logs in $OUT" >&2
+for q in idle-a idle-b idle-c; do
+	cli queue create "$q" >/dev/null
+	for m in 1 2 3; do cli send "$q" "message $m" >/dev/null; done
+done
+
+tck=$(getconf CLK_TCK)
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime, after the ")" of comm (no spaces in raftq-node)
+declare -a t0 l0
+for i in 0 1 2; do
+	t0[i]=$(ticks "${pids[i]}")
+	l0[i]=$(wc -l <"$OUT/n$((i + 1)).log")
+done
+w0=$(date +%s.%N)
+# In the background, so INT or TERM stops the nodes at once instead of
+# after the sleep.
+sleep "$IDLE" &
+wait $!
+w1=$(date +%s.%N)
+
+report="$OUT/report.txt"
+{
+	echo "shards=$SHARDS idle=${IDLE}s node-args=${RAFTQ_NODE_ARGS:-} commit=$(git rev-parse --short HEAD 2>/dev/null || echo -)"
+	# step-downs: raft leaders that lost their lease in the window (an
+	# idle cluster should have none; a loaded machine makes them).
+	printf '%-4s %10s %11s %9s %9s %11s\n' node "cpu%core" goroutines rss-MiB disk-MiB step-downs
+	for i in 0 1 2; do
+		n=$((i + 1))
+		cpu=$(awk -v a="${t0[i]}" -v b="$(ticks "${pids[i]}")" -v t="$tck" -v w0="$w0" -v w1="$w1" \
+			'BEGIN { printf "%.2f", (b - a) / t / (w1 - w0) * 100 }')
+		gor=$(curl -fsS --max-time 10 "http://127.0.0.1:$(port $n 300)/debug/pprof/goroutine?debug=1" | awk 'NR==1 {print $4}')
+		rss=$(awk '/^VmRSS:/ {printf "%.0f", $2 / 1024}' "/proc/${pids[i]}/status")
+		disk=$(du -sk "$DATA/n$n" | awk '{printf "%.0f", $1 / 1024}')
+		downs=$(tail -n +"$((l0[i] + 1))" "$OUT/n$n.log" | grep -c "stepping down" || true)
+		printf '%-4s %10s %11s %9s %9s %11s\n' "n$n" "$cpu" "$gor" "$rss" "$disk" "$downs"
+	done
+} | tee "$report"
+if [ "$PROFILE" -gt 0 ]; then
+	curl -fsS --max-time $((PROFILE + 30)) -o "$OUT/n1.cpu.prof" \
+		"http://127.0.0.1:$(port 1 300)/debug/pprof/profile?seconds=$PROFILE"
+	echo "idle-cost: n1 CPU profile: go tool pprof -top $BIN/raftq-node $OUT/n1.cpu.prof" >&2
+fi
