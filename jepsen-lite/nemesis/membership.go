@@ -117,10 +117,10 @@ func removable(members []int, id func(int) string, view map[string]NodeView, dam
 }
 
 // membership runs one membership operation (planOp). A replace or
-// remove records the drain, waits for its first replica move and, two
-// times in three, disrupts it (kill -9 of the leaving node, the new node,
-// the meta leader or any member; or one of them isolated by a
-// partition), held for the drawn hold. The undo heals the disruption
+// remove records the drain, waits for its first replica move and
+// disrupts it (kill -9 of the leaving node, the meta leader or any
+// member, the new one included; or one of them isolated by a partition),
+// held for the drawn hold. The undo heals the disruption
 // (a killed node that is not leaving restarts), waits until the drain is
 // done (DrainWait) and stops the retired node, whose slot becomes a
 // spare. The cluster never has fewer than MinMembers members, and at most
@@ -184,21 +184,16 @@ func (n *Nemesis) membership(ctx context.Context, hold *time.Duration, begin fun
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: %w", desc, err)
 	}
-	disrupt := n.rng.IntN(3) // 0 none, 1 kill -9, 2 partition
-	if disrupt == 0 {
-		*hold = 0
-	} else {
-		d = n.awaitMove(ctx, progress, d)
-	}
+	kill := n.rng.IntN(2) == 0 // else a partition
+	d = n.awaitMove(ctx, progress, d)
 	heal := func(context.Context) error { return nil }
 	switch {
-	case disrupt == 0:
 	case d.Done:
 		*hold = 0
 		desc += "; drain done before a move was seen: no disruption"
 	default:
 		v, vwhy := n.moveVictim(ctx, leaving)
-		if disrupt == 1 {
+		if kill {
 			off := c.Offset(v)
 			if err := c.Kill(ctx, v); err != nil {
 				return "", nil, fmt.Errorf("%s: kill -9 %s: %w", desc, c.NodeID(v), err)

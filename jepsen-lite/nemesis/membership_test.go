@@ -238,7 +238,7 @@ func TestRemovableSparesTheLastVoters(t *testing.T) {
 // no drain is refused, and a leaving node that was killed mid-move is
 // never started again.
 func TestMembershipChangesKeepTheClusterUp(t *testing.T) {
-	for seed := uint64(1); seed <= 12; seed++ {
+	for seed := uint64(1); seed <= 6; seed++ {
 		// Kills here are the membership nemesis's own (a kill fault alone
 		// may leave 3 members with 2 running, a majority).
 		n, f, rec := fastNemesis(t, &fakeNet{}, []string{"membership", "partition"}, seed)
@@ -280,7 +280,7 @@ func TestMembershipChangesKeepTheClusterUp(t *testing.T) {
 // partitions in the middle of a move.
 func TestMembershipCoversEveryChange(t *testing.T) {
 	shapes := map[string]bool{}
-	for seed := uint64(1); seed <= 10; seed++ {
+	for seed := uint64(1); seed <= 5; seed++ {
 		n, _, rec := fastNemesis(t, &fakeNet{}, []string{"membership"}, seed)
 		n.DrainWait = time.Second
 		runUntil(t, n, rec, func(ops []history.Op) bool { return len(nemesisOps(ops)) >= 30 })
