@@ -167,7 +167,11 @@ func (n *Nemesis) membership(ctx context.Context, hold *time.Duration, begin fun
 	} else {
 		slot := spares[n.rng.IntN(len(spares))]
 		leaving, why = n.target(ctx)
-		for leaving == n.damaged {
+		for try := 0; leaving == n.damaged; try++ {
+			if try == 20 {
+				begin("membership")
+				return "", nil, fmt.Errorf("no member to replace but %s, whose repair is unfinished", c.NodeID(n.damaged))
+			}
 			leaving, why = n.target(ctx)
 		}
 		old := c.NodeID(leaving)
@@ -290,5 +294,8 @@ func (n *Nemesis) moveVictim(ctx context.Context, leaving int) (int, string) {
 		}
 	}
 	running := slices.DeleteFunc(c.Members(), func(i int) bool { return !c.Running(i) })
+	if len(running) == 0 {
+		return leaving, "the node leaving"
+	}
 	return running[0], "node"
 }
