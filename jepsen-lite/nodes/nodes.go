@@ -1,6 +1,7 @@
 // Package nodes runs raftq-node processes inside the namespaces of a
 // netns.Net and gives the nemesis its levers: kill -9, SIGTERM, SIGSTOP and
-// SIGCONT, restart with a clock offset. It also talks to the nodes'
+// SIGCONT, restart with a clock offset, new nodes joined in spare slots and
+// the cluster's membership commands (membership.go). It also talks to the nodes'
 // Cluster service to find shard leaders.
 package nodes
 
@@ -71,7 +72,7 @@ type Cluster struct {
 	dir     string
 	// lastID numbers node ids: every node ever started has its own
 	// ("n1".."n<Initial>", then one more per Join), because a retired id
-	// is refused for good.
+	// is refused for good. Only Join (the nemesis's goroutine) changes it.
 	lastID int
 	join   string
 	conns  []*grpc.ClientConn
@@ -138,12 +139,12 @@ func (c *Cluster) Start(i int, offset time.Duration) error {
 	if n.cmd != nil && !closed(n.done) {
 		return fmt.Errorf("node %s is still running", n.ID)
 	}
+	if n.spare {
+		return fmt.Errorf("slot %d is a spare: Join starts it", i)
+	}
 	logf, err := os.OpenFile(n.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
-	}
-	if n.spare {
-		return fmt.Errorf("slot %d is a spare: Join starts it", i)
 	}
 	fmt.Fprintf(logf, "=== jepsen-lite: start %s clock-offset %v repair %v at %s\n", n.ID, offset, n.repair, time.Now().Format(time.RFC3339Nano))
 	expect := c.Initial
