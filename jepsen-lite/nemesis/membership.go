@@ -189,12 +189,12 @@ func (n *Nemesis) membership(ctx context.Context, hold *time.Duration, begin fun
 		return "", nil, fmt.Errorf("%s: %w", desc, err)
 	}
 	kill := n.rng.IntN(2) == 0 // else a partition
-	d = n.awaitMove(ctx, progress, d)
+	d = n.awaitMove(ctx, progress, d, n.between(0, n.disruptLag))
 	heal := func(context.Context) error { return nil }
 	switch {
 	case d.Done:
 		*hold = 0
-		desc += "; drain done before a move was seen: no disruption"
+		desc += "; drain done before the disruption: none"
 	default:
 		v, vwhy := n.moveVictim(ctx, leaving)
 		if kill {
@@ -236,11 +236,20 @@ func (n *Nemesis) membership(ctx context.Context, hold *time.Duration, begin fun
 	return desc, undo, nil
 }
 
-// awaitMove polls a drain until a replica move is under way or it is
-// done, at most moveWait; it returns the last progress seen.
-func (n *Nemesis) awaitMove(ctx context.Context, progress func(context.Context) (Drain, error), d Drain) Drain {
+// awaitMove polls a drain until a replica move has been under way for
+// lag (so disruptions hit every phase of a move, and later shards' moves
+// too) or it is done, waiting at most moveWait for the first move; it
+// returns the last progress seen.
+func (n *Nemesis) awaitMove(ctx context.Context, progress func(context.Context) (Drain, error), d Drain, lag time.Duration) Drain {
 	deadline := time.Now().Add(moveWait)
-	for d.Moving == "" && !d.Done && time.Now().Before(deadline) && sleep(ctx, n.drainPoll) {
+	var seen time.Time
+	for !d.Done {
+		if d.Moving != "" && seen.IsZero() {
+			seen = time.Now()
+		}
+		if !seen.IsZero() && time.Since(seen) >= lag || seen.IsZero() && time.Now().After(deadline) || !sleep(ctx, n.drainPoll) {
+			break
+		}
 		if p, err := progress(ctx); err == nil {
 			d = p
 		}

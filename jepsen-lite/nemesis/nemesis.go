@@ -91,8 +91,10 @@ type Nemesis struct {
 	// DrainWait bounds a membership change's drain (DefaultDrainWait
 	// unless changed before Run).
 	DrainWait time.Duration
-	// drainPoll is how often a drain's progress is asked for.
-	drainPoll time.Duration
+	// drainPoll is how often a drain's progress is asked for;
+	// disruptLag bounds how long after a drain's first move its
+	// disruption comes.
+	drainPoll, disruptLag time.Duration
 
 	// damaged is the node whose damage is not repaired yet, or -1: the
 	// damage nemesis never has two nodes damaged at once.
@@ -111,7 +113,7 @@ func New(nw Network, c Cluster, rec *history.Recorder, kinds []string, vis time.
 		}
 		seen[k] = true
 	}
-	return &Nemesis{Net: nw, Cluster: c, Rec: rec, Kinds: kinds, Visibility: vis, Log: func(string, ...any) {}, Schedule: DefaultSchedule(), DrainWait: DefaultDrainWait, drainPoll: 300 * time.Millisecond,
+	return &Nemesis{Net: nw, Cluster: c, Rec: rec, Kinds: kinds, Visibility: vis, Log: func(string, ...any) {}, Schedule: DefaultSchedule(), DrainWait: DefaultDrainWait, drainPoll: 300 * time.Millisecond, disruptLag: 12 * time.Second,
 		rng: rand.New(rand.NewPCG(seed, 0x6e656d65)), counts: map[string]int{}, damaged: -1}, nil
 }
 

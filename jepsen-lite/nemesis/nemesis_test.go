@@ -67,7 +67,7 @@ func fastNemesis(t *testing.T, nw Network, kinds []string, seed uint64) (*Nemesi
 		t.Fatal(err)
 	}
 	n.Schedule = Schedule{GapMin: time.Millisecond, GapMax: 3 * time.Millisecond, HoldMin: time.Millisecond, HoldMax: 3 * time.Millisecond}
-	n.drainPoll = time.Millisecond
+	n.drainPoll, n.disruptLag = time.Millisecond, 3*time.Millisecond
 	return n, f, rec
 }
 
