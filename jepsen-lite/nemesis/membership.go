@@ -237,8 +237,8 @@ func (n *Nemesis) membership(ctx context.Context, hold *time.Duration, begin fun
 }
 
 // awaitMove polls a drain until a replica move has been under way for
-// lag (so disruptions hit every phase of a move, and later shards' moves
-// too) or it is done, waiting at most moveWait for the first move; it
+// lag, at most a third of disruptLag per replica left (so disruptions
+// hit every phase of a move, and later shards' moves too), or it is done, waiting at most moveWait for the first move; it
 // returns the last progress seen.
 func (n *Nemesis) awaitMove(ctx context.Context, progress func(context.Context) (Drain, error), d Drain, lag time.Duration) Drain {
 	deadline := time.Now().Add(moveWait)
@@ -246,6 +246,9 @@ func (n *Nemesis) awaitMove(ctx context.Context, progress func(context.Context) 
 	for !d.Done {
 		if d.Moving != "" && seen.IsZero() {
 			seen = time.Now()
+			// A move takes a few seconds: a node with few replicas
+			// left would be drained before a longer lag ran out.
+			lag = min(lag, time.Duration(max(d.Left, 1))*n.disruptLag/3)
 		}
 		if !seen.IsZero() && time.Since(seen) >= lag || seen.IsZero() && time.Now().After(deadline) || !sleep(ctx, n.drainPoll) {
 			break
