@@ -189,7 +189,13 @@ func (n *Nemesis) membership(ctx context.Context, hold *time.Duration, begin fun
 		return "", nil, fmt.Errorf("%s: %w", desc, err)
 	}
 	kill := n.rng.IntN(2) == 0 // else a partition
-	d = n.awaitMove(ctx, progress, d, n.between(0, n.disruptLag))
+	d, last := n.awaitMove(ctx, progress, d, n.between(0, n.disruptLag))
+	when := "during " + d.Moving
+	if d.Moving == "" {
+		// Moves of a drain run one after another, and meta steps
+		// follow the last one.
+		when = "between moves, after " + last
+	}
 	heal := func(context.Context) error { return nil }
 	switch {
 	case d.Done:
@@ -202,7 +208,7 @@ func (n *Nemesis) membership(ctx context.Context, hold *time.Duration, begin fun
 			if err := c.Kill(ctx, v); err != nil {
 				return "", nil, fmt.Errorf("%s: kill -9 %s: %w", desc, c.NodeID(v), err)
 			}
-			desc += fmt.Sprintf("; kill -9 %s (%s) during %s", c.NodeID(v), vwhy, d.Moving)
+			desc += fmt.Sprintf("; kill -9 %s (%s) %s", c.NodeID(v), vwhy, when)
 			if v != leaving {
 				heal = func(context.Context) error { return c.Start(v, off) }
 			}
@@ -216,7 +222,7 @@ func (n *Nemesis) membership(ctx context.Context, hold *time.Duration, begin fun
 			if err := n.Net.Partition(ctx, [][]int{{v}, rest}); err != nil {
 				return "", nil, errors.Join(fmt.Errorf("%s: isolate %s: %w", desc, c.NodeID(v), err), n.Net.Heal(context.WithoutCancel(ctx)))
 			}
-			desc += fmt.Sprintf("; partition isolate %s (%s) during %s", c.NodeID(v), vwhy, d.Moving)
+			desc += fmt.Sprintf("; partition isolate %s (%s) %s", c.NodeID(v), vwhy, when)
 			heal = n.Net.Heal
 		}
 	}
@@ -238,17 +244,22 @@ func (n *Nemesis) membership(ctx context.Context, hold *time.Duration, begin fun
 
 // awaitMove polls a drain until a replica move has been under way for
 // lag, at most a third of disruptLag per replica left (so disruptions
-// hit every phase of a move, and later shards' moves too), or it is done, waiting at most moveWait for the first move; it
-// returns the last progress seen.
-func (n *Nemesis) awaitMove(ctx context.Context, progress func(context.Context) (Drain, error), d Drain, lag time.Duration) Drain {
+// hit every phase of a move, and later shards' moves too), or it is done,
+// waiting at most moveWait for the first move; it returns the last
+// progress seen and the last move seen.
+func (n *Nemesis) awaitMove(ctx context.Context, progress func(context.Context) (Drain, error), d Drain, lag time.Duration) (Drain, string) {
 	deadline := time.Now().Add(moveWait)
 	var seen time.Time
+	last := "no move seen"
 	for !d.Done {
-		if d.Moving != "" && seen.IsZero() {
-			seen = time.Now()
-			// A move takes a few seconds: a node with few replicas
-			// left would be drained before a longer lag ran out.
-			lag = min(lag, time.Duration(max(d.Left, 1))*n.disruptLag/3)
+		if d.Moving != "" {
+			last = d.Moving
+			if seen.IsZero() {
+				seen = time.Now()
+				// A move takes a few seconds: a node with few replicas
+				// left would be drained before a longer lag ran out.
+				lag = min(lag, time.Duration(max(d.Left, 1))*n.disruptLag/3)
+			}
 		}
 		if !seen.IsZero() && time.Since(seen) >= lag || seen.IsZero() && time.Now().After(deadline) || !sleep(ctx, n.drainPoll) {
 			break
@@ -257,7 +268,7 @@ func (n *Nemesis) awaitMove(ctx context.Context, progress func(context.Context) 
 			d = p
 		}
 	}
-	return d
+	return d, last
 }
 
 // awaitDrain polls a drain until it is done, at most DrainWait; errors
