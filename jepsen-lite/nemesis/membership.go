@@ -117,8 +117,8 @@ func removable(members []int, id func(int) string, view map[string]NodeView, dam
 }
 
 // membership runs one membership operation (planOp). A replace or
-// remove records the drain, waits for its first replica move and
-// disrupts it (kill -9 of the leaving node, the meta leader or any
+// remove records the drain and, some seconds into its replica moves
+// (awaitMove), disrupts it (kill -9 of the leaving node, the meta leader or any
 // member, the new one included; or one of them isolated by a partition),
 // held for the drawn hold. The undo heals the disruption
 // (a killed node that is not leaving restarts), waits until the drain is
