@@ -87,15 +87,16 @@ compose-smoke:
 
 # jepsen-lite smoke (docs/jepsen.md): every workload under every fault
 # kind, in private network namespaces (needs root, iproute2, iptables;
-# installed here when missing). Bounded to 5 minutes; SEED replays a
-# schedule. JEPSEN_TIME covers the schedule's worst case for the six kinds
-# to each fire once (6 gaps of 5 s and 5 holds of 8 s: 70 s) plus 30 s for
-# the faults' own work (a rolling restart, a repair); a kind that never
-# fires makes the run INVALID (jepsen-lite/smoke_test.go checks the sum).
+# installed here when missing). Bounded to 6 minutes; SEED replays a
+# schedule. JEPSEN_TIME covers the schedule's worst case for the seven
+# kinds to each fire once (7 gaps of 5 s and 6 holds of 8 s: 83 s) plus
+# 65 s for the faults' own work (a rolling restart, a repair, a node
+# replaced: its every replica moved); a kind that never fires makes the
+# run INVALID (jepsen-lite/smoke_test.go checks the sum).
 # Prints "skipped: needs root" and succeeds when not root; fails instead
 # under RAFTQ_STRICT_FAULTS=1 (.ci/run sets it).
 JEPSEN_SEED ?= 1
-JEPSEN_TIME ?= 100s
+JEPSEN_TIME ?= 150s
 .PHONY: jepsen-smoke
 jepsen-smoke:
 	@if [ "$$(id -u)" != 0 ]; then \
@@ -105,4 +106,4 @@ jepsen-smoke:
 	need=""; command -v ip >/dev/null || need="$$need iproute2"; command -v iptables >/dev/null || need="$$need iptables"; \
 	if [ -n "$$need" ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; fi; \
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq-node ./cmd/node && \
-	timeout -k 30 300 $(GO) run ./jepsen-lite --workload all --nemesis all --time $(JEPSEN_TIME) --seed $(JEPSEN_SEED) --bin $(BIN)/raftq-node
+	timeout -k 30 360 $(GO) run ./jepsen-lite --workload all --nemesis all --time $(JEPSEN_TIME) --seed $(JEPSEN_SEED) --bin $(BIN)/raftq-node

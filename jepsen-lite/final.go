@@ -142,7 +142,7 @@ func drain(ctx context.Context, env *workload.Env, queue string) (int, error) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		gotAny, allOK := false, true
-		for i := range env.Conns {
+		for _, i := range env.Nodes() {
 			c.Pin(i)
 			op, ds := c.Receive(ctx, queue, 100, 300*time.Millisecond, drainVis)
 			if op.Type != history.OK {
@@ -205,9 +205,9 @@ func listDead(ctx context.Context, env *workload.Env, queue string) (int, error)
 	seen := map[string]bool{}
 	var last error
 	answered := 0
-	for i, cc := range env.Conns {
+	for _, i := range env.Nodes() {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := raftqv1.NewDeadLettersClient(cc).ListDead(cctx, &raftqv1.ListDeadRequest{Queue: queue, Limit: 1000})
+		resp, err := raftqv1.NewDeadLettersClient(env.Conns[i]).ListDead(cctx, &raftqv1.ListDeadRequest{Queue: queue, Limit: 1000})
 		cancel()
 		if err != nil {
 			last = fmt.Errorf("list dead %s via %s: %w", queue, env.Addrs[i], err)
@@ -254,9 +254,10 @@ func fetchRecords(ctx context.Context, env *workload.Env) (int, []string) {
 	for _, id := range sorted {
 		var got *raftqv1.MessageInfo
 		var last error
-		for attempt := 0; attempt < 3*len(env.Conns) && got == nil; attempt++ {
+		conns := env.MemberConns()
+		for attempt := 0; attempt < 3*len(conns) && got == nil; attempt++ {
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			got, last = raftqv1.NewMessagesClient(env.Conns[attempt%len(env.Conns)]).GetMessage(cctx, &raftqv1.GetMessageRequest{MessageId: id})
+			got, last = raftqv1.NewMessagesClient(conns[attempt%len(conns)]).GetMessage(cctx, &raftqv1.GetMessageRequest{MessageId: id})
 			cancel()
 			if got == nil && !sleepCtx(ctx, 50*time.Millisecond) {
 				break
@@ -305,7 +306,7 @@ func compareReplicas(ctx context.Context, cl cluster) ([]history.ShardReplicas, 
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		byShard := map[uint32]*history.ShardReplicas{}
-		for i := range cl.Size() {
+		for _, i := range cl.Members() {
 			id := cl.NodeID(i)
 			st, err := cl.Status(ctx, i)
 			if err != nil {
@@ -345,7 +346,7 @@ func compareReplicas(ctx context.Context, cl cluster) ([]history.ShardReplicas, 
 				}
 				first = a
 			}
-			if len(rs.Replicas) < min(3, cl.Size()) {
+			if len(rs.Replicas) < min(3, len(cl.Members())) {
 				converged = false
 			}
 		}

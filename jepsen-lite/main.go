@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +27,7 @@ type options struct {
 	duration  time.Duration
 	seed      uint64
 	nodes     int
+	spares    int
 	shards    int
 	runsDir   string
 	keepAll   bool
@@ -38,11 +40,12 @@ func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("jepsen-lite", flag.ContinueOnError)
 	workload := fs.String("workload", "queue", "comma-separated workloads run together, each on its own queue: queue, fifo, lease, or all")
-	nemesis := fs.String("nemesis", "partition,kill", "comma-separated faults: partition, kill, pause, clock, restart, damage, all, or none")
+	nemesis := fs.String("nemesis", "partition,kill", "comma-separated faults: partition, kill, pause, clock, restart, damage, membership, all, or none")
 	fs.DurationVar(&o.duration, "time", 60*time.Second, "how long clients run under faults (the final phase follows)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the fault schedule and client choices (0: from the clock; printed for replay)")
 	fs.StringVar(&o.backend, "backend", "local", "where nodes run: local (network namespaces, needs root) or compose (docker/compose.yaml; no clock nemesis)")
-	fs.IntVar(&o.nodes, "nodes", 3, "cluster size (3 or 5)")
+	fs.IntVar(&o.nodes, "nodes", 3, "cluster size at the start (3 or 5)")
+	fs.IntVar(&o.spares, "spares", 2, "spare node slots for the membership nemesis (local backend; unused without it)")
 	fs.IntVar(&o.shards, "shards", 4, "data shards")
 	fs.StringVar(&o.runsDir, "runs", "jepsen-lite/runs", "directory for run directories (history, report, node logs)")
 	fs.BoolVar(&o.keepAll, "keep-passed", false, "keep the run directory of a run that passed too (by default only a failed or unfinished run keeps its own: each holds its nodes' data)")
@@ -53,14 +56,24 @@ func parseFlags(args []string) (*options, error) {
 		return nil, err
 	}
 	o.workloads = list(*workload, []string{"queue", "fifo", "lease"})
-	o.nemeses = list(*nemesis, []string{"partition", "kill", "pause", "clock", "restart", "damage"})
+	o.nemeses = list(*nemesis, []string{"partition", "kill", "pause", "clock", "restart", "damage", "membership"})
 	switch o.backend {
 	case "local":
+		if !slices.Contains(o.nemeses, "membership") {
+			o.spares = 0
+		} else if o.spares < 1 {
+			return nil, errors.New("--nemesis membership needs --spares of at least 1")
+		}
+		if o.nodes+o.spares > 9 {
+			return nil, fmt.Errorf("--nodes %d plus --spares %d: at most 9 node slots", o.nodes, o.spares)
+		}
 	case "compose":
 		// The compose file does not pass RAFTQ_CLOCK_OFFSET through, so
-		// the compose backend has no clock skew, and the nodes' files are
-		// in docker volumes the harness does not reach, so no damage;
-		// "all" means the rest.
+		// the compose backend has no clock skew, the nodes' files are in
+		// docker volumes the harness does not reach, so no damage, and it
+		// has no spare nodes, so no membership changes; "all" means the
+		// rest.
+		o.spares = 0
 		if *nemesis == "all" {
 			o.nemeses = []string{"partition", "kill", "pause", "restart"}
 		}
@@ -70,6 +83,8 @@ func parseFlags(args []string) (*options, error) {
 				return nil, errors.New("--backend compose has no clock nemesis (docker/compose.yaml does not pass RAFTQ_CLOCK_OFFSET through)")
 			case "damage":
 				return nil, errors.New("--backend compose has no damage nemesis (the nodes' files are in docker volumes)")
+			case "membership":
+				return nil, errors.New("--backend compose has no membership nemesis (docker/compose.yaml has no spare nodes)")
 			}
 		}
 	default:

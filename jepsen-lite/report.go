@@ -19,6 +19,7 @@ type report struct {
 	Nemesis   []string       `json:"nemesis"`
 	Time      string         `json:"time"`
 	Nodes     int            `json:"nodes"`
+	Spares    int            `json:"spares,omitempty"`
 	Shards    int            `json:"shards"`
 	Dir       string         `json:"dir"`
 	Ops       map[string]int `json:"ops"`
@@ -31,7 +32,7 @@ type report struct {
 }
 
 func newReport(o *options, dir string, ops []history.Op, faults map[string]int, rs []checker.Result, fin *finalInfo) *report {
-	r := &report{Seed: o.seed, Workloads: o.workloads, Nemesis: o.nemeses, Time: o.duration.String(), Nodes: o.nodes, Shards: o.shards,
+	r := &report{Seed: o.seed, Workloads: o.workloads, Nemesis: o.nemeses, Time: o.duration.String(), Nodes: o.nodes, Spares: o.spares, Shards: o.shards,
 		Dir: dir, Ops: map[string]int{}, Faults: faults, Kinds: checker.Faults(ops), Results: rs, Final: fin, Valid: checker.Valid(rs)}
 	for _, op := range ops {
 		if op.Process >= 0 && op.Type != history.Invoke {
@@ -70,7 +71,11 @@ func sortedCounts(m map[string]int) string {
 
 func (r *report) text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n=== jepsen-lite seed %d  workloads %v  nemesis %v  time %s  nodes %d  shards %d\n", r.Seed, r.Workloads, r.Nemesis, r.Time, r.Nodes, r.Shards)
+	spares := ""
+	if r.Spares > 0 {
+		spares = fmt.Sprintf(" (+%d spare)", r.Spares)
+	}
+	fmt.Fprintf(&b, "\n=== jepsen-lite seed %d  workloads %v  nemesis %v  time %s  nodes %d%s  shards %d\n", r.Seed, r.Workloads, r.Nemesis, r.Time, r.Nodes, spares, r.Shards)
 	fmt.Fprintf(&b, "operations: %s\n", sortedCounts(r.Ops))
 	fmt.Fprintf(&b, "faults:     %s\n", sortedCounts(r.Faults))
 	b.WriteString(faultLines(r.Kinds))

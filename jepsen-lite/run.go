@@ -63,8 +63,8 @@ func runAll(ctx context.Context, o *options) (ok bool, err error) {
 	// Registered before teardown, so it runs after the nodes are gone.
 	defer func() { retainRun(dir, ok && err == nil, o.keepAll) }()
 	logf("jepsen-lite seed %d backend %s workloads %v nemesis %v time %v -> %s", o.seed, o.backend, o.workloads, o.nemeses, o.duration, dir)
-	logf("replay: go run ./jepsen-lite --backend %s --workload %s --nemesis %s --time %v --seed %d --nodes %d --shards %d",
-		o.backend, join(o.workloads), join(o.nemeses), o.duration, o.seed, o.nodes, o.shards)
+	logf("replay: go run ./jepsen-lite --backend %s --workload %s --nemesis %s --time %v --seed %d --nodes %d --spares %d --shards %d",
+		o.backend, join(o.workloads), join(o.nemeses), o.duration, o.seed, o.nodes, o.spares, o.shards)
 
 	var (
 		cl       cluster
@@ -88,27 +88,30 @@ func runAll(ctx context.Context, o *options) (ok bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("cluster did not come up: %w", err)
 	}
-	logf("cluster up: %d nodes, %d shards", cl.Size(), o.shards)
+	logf("cluster up: %d nodes (%d spare slots), %d shards", len(cl.Members()), cl.Size()-len(cl.Members()), o.shards)
 
 	rec, err := history.NewRecorder(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
 		return false, err
 	}
 	defer rec.Close()
-	env := &workload.Env{Rec: rec, CallTimeout: 3 * time.Second}
+	// Clients follow membership as the harness sees it: a new node once
+	// it is started, never a retired one's slot (its calls then fail or
+	// time out, as they would for a client that has not heard yet).
+	env := &workload.Env{Rec: rec, CallTimeout: 3 * time.Second, Members: cl.Members}
 	for i := range cl.Size() {
 		env.Conns = append(env.Conns, cl.Conn(i))
 		env.Addrs = append(env.Addrs, cl.Addr(i))
 	}
 	var vis time.Duration
-	setup := &history.Setup{Nemesis: o.nemeses, Nodes: cl.Size(), Shards: o.shards, Replication: min(3, cl.Size()),
+	setup := &history.Setup{Nemesis: o.nemeses, Nodes: o.nodes, Shards: o.shards, Replication: min(3, o.nodes),
 		// docker/compose.yaml leaves --max-clock-offset at the nodes'
 		// default, which nodes.MaxClockOffset is too.
 		ClockBoundMs: nodes.MaxClockOffset.Milliseconds()}
 	for _, w := range wls {
 		vis = max(vis, w.Visibility)
 		for _, q := range w.Queues {
-			if err := createQueue(ctx, env.Conns, q); err != nil {
+			if err := createQueue(ctx, env.MemberConns(), q); err != nil {
 				return false, err
 			}
 			setup.Queues = append(setup.Queues, history.QueueSetup{Name: q.Name, FIFO: q.FIFO,
@@ -190,7 +193,7 @@ func setupLocal(ctx context.Context, o *options, dir string) (cluster, nemesis.N
 			return nil, nil, nil, err
 		}
 	}
-	nw, err := netns.Create(ctx, o.nodes)
+	nw, err := netns.Create(ctx, o.nodes+o.spares)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -200,7 +203,7 @@ func setupLocal(ctx context.Context, o *options, dir string) (cluster, nemesis.N
 		}
 	}
 	logf("network %s: hub namespace %s, %s.0/24", nw.ID, nw.Hub, nw.Subnet)
-	cl, err := nodes.New(bin, dir, nw, o.shards)
+	cl, err := nodes.New(bin, dir, nw, o.shards, o.nodes)
 	if err != nil {
 		return nil, nil, destroy, err
 	}
@@ -208,7 +211,7 @@ func setupLocal(ctx context.Context, o *options, dir string) (cluster, nemesis.N
 		cl.KillAll(cleanup)
 		destroy()
 	}
-	for i := range cl.Nodes {
+	for _, i := range cl.Members() {
 		if err := cl.Start(i, 0); err != nil {
 			return nil, nil, teardown, err
 		}

@@ -56,7 +56,17 @@ func (c *Cluster) Close() {
 	}
 }
 
-func (c *Cluster) Size() int                   { return Nodes }
+func (c *Cluster) Size() int { return Nodes }
+
+// Members is every node: the compose cluster has no spare slots.
+func (c *Cluster) Members() []int {
+	out := make([]int, Nodes)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
 func (c *Cluster) NodeID(i int) string         { return service(i) }
 func (c *Cluster) Addr(i int) string           { return c.P.Addr(i) }
 func (c *Cluster) Conn(i int) *grpc.ClientConn { return c.conns[i] }

@@ -116,8 +116,9 @@ func cutSegments(t *testing.T, dir string) []int64 {
 	return out
 }
 
-// fakeCluster is three node slots whose starts are recorded; Repaired
-// fails until repairedAfter calls.
+// fakeCluster is node slots whose starts are recorded; Repaired fails
+// until repairedAfter calls. Slots marked spare are no members
+// (membership_test.go has its membership levers).
 type fakeCluster struct {
 	dirs          []string
 	running       []bool
@@ -127,10 +128,16 @@ type fakeCluster struct {
 	checks        int
 	// onEvent, if set, sees every start and stop.
 	onEvent func(string)
+	fakeMembership
 }
 
-func (f *fakeCluster) Size() int                              { return len(f.dirs) }
-func (f *fakeCluster) NodeID(i int) string                    { return "n" + string(rune('1'+i)) }
+func (f *fakeCluster) Size() int { return len(f.dirs) }
+func (f *fakeCluster) NodeID(i int) string {
+	if i < len(f.ids) && f.ids[i] != "" {
+		return f.ids[i]
+	}
+	return "n" + string(rune('1'+i))
+}
 func (f *fakeCluster) Leaders(context.Context) map[uint32]int { return nil }
 func (f *fakeCluster) Running(i int) bool                     { return f.running[i] }
 func (f *fakeCluster) Offset(int) time.Duration               { return 0 }
@@ -143,7 +150,11 @@ func (f *fakeCluster) StartRepair(i int) error {
 	f.repair[i] = true
 	return f.start(i, "start --repair")
 }
-func (f *fakeCluster) Kill(_ context.Context, i int) error { return f.stop(i, "kill") }
+func (f *fakeCluster) Kill(_ context.Context, i int) error {
+	err := f.stop(i, "kill")
+	f.sawLive(f.live())
+	return err
+}
 func (f *fakeCluster) Stop(_ context.Context, i int) error { return f.stop(i, "stop") }
 func (f *fakeCluster) start(i int, what string) error {
 	f.running[i] = true

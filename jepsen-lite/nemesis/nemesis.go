@@ -3,8 +3,10 @@
 // restart, SIGSTOP pauses longer than the visibility timeout, clock skew
 // (restart with --clock-offset), rolling restarts, and damaged files (a
 // node's disk lost, its log's tail cut or bytes flipped, then a restart
-// with --repair). One fault is active at a time; each is recorded in the
-// history as an invoke when it starts and an info when it is undone.
+// with --repair), and membership changes (a node replaced, removed or
+// added, its replicas moved under a kill -9 or a partition). One fault is
+// active at a time; each is recorded in the history as an invoke when it
+// starts and an info when it is undone.
 package nemesis
 
 import (
@@ -20,7 +22,7 @@ import (
 )
 
 // Kinds lists the fault families a run may enable.
-var Kinds = []string{"partition", "kill", "pause", "clock", "restart", "damage"}
+var Kinds = []string{"partition", "kill", "pause", "clock", "restart", "damage", "membership"}
 
 // Network is what the nemesis needs of a backend's network: cut the
 // cluster into components (nodes by slot) and undo every cut.
@@ -29,10 +31,13 @@ type Network interface {
 	Heal(ctx context.Context) error
 }
 
-// Cluster is what the nemesis needs of a backend's nodes (slots 0..Size-1).
-// Start with a non-zero offset may fail on backends without clock skew.
+// Cluster is what the nemesis needs of a backend's nodes (slots
+// 0..Size-1, of which Members hold cluster members; the others are spare
+// slots for the membership nemesis). Start with a non-zero offset may
+// fail on backends without clock skew.
 type Cluster interface {
 	Size() int
+	Members() []int
 	NodeID(i int) string
 	Leaders(ctx context.Context) map[uint32]int
 	Running(i int) bool
@@ -83,6 +88,14 @@ type Nemesis struct {
 	// bag holds the kinds still to draw before it is refilled: every
 	// len(Kinds) draws cover every kind.
 	bag []string
+	// DrainWait bounds a membership change's drain (DefaultDrainWait
+	// unless changed before Run).
+	DrainWait time.Duration
+	// drainPoll is how often a drain's progress is asked for;
+	// disruptLag bounds how long after a drain's first move its
+	// disruption comes.
+	drainPoll, disruptLag time.Duration
+
 	// damaged is the node whose damage is not repaired yet, or -1: the
 	// damage nemesis never has two nodes damaged at once.
 	damaged int
@@ -100,7 +113,7 @@ func New(nw Network, c Cluster, rec *history.Recorder, kinds []string, vis time.
 		}
 		seen[k] = true
 	}
-	return &Nemesis{Net: nw, Cluster: c, Rec: rec, Kinds: kinds, Visibility: vis, Log: func(string, ...any) {}, Schedule: DefaultSchedule(),
+	return &Nemesis{Net: nw, Cluster: c, Rec: rec, Kinds: kinds, Visibility: vis, Log: func(string, ...any) {}, Schedule: DefaultSchedule(), DrainWait: DefaultDrainWait, drainPoll: 300 * time.Millisecond, disruptLag: 12 * time.Second,
 		rng: rand.New(rand.NewPCG(seed, 0x6e656d65)), counts: map[string]int{}, damaged: -1}, nil
 }
 
@@ -208,7 +221,7 @@ func (n *Nemesis) one(ctx context.Context, kind string, hold time.Duration, end 
 // "damage-flip-bytes", ...
 func shape(desc string) string {
 	f := strings.Fields(desc)
-	if (f[0] == "partition" || f[0] == "damage") && len(f) > 1 {
+	if (f[0] == "partition" || f[0] == "damage" || f[0] == "membership") && len(f) > 1 {
 		return f[0] + "-" + f[1]
 	}
 	return f[0]
@@ -235,7 +248,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// target picks a shard leader (half the time) or any running node.
+// target picks a shard leader (half the time) or any member.
 func (n *Nemesis) target(ctx context.Context) (int, string) {
 	if n.rng.IntN(2) == 0 {
 		ls := n.Cluster.Leaders(ctx)
@@ -250,7 +263,8 @@ func (n *Nemesis) target(ctx context.Context) (int, string) {
 			return ls[s], fmt.Sprintf("leader of shard %d", s)
 		}
 	}
-	return n.rng.IntN(n.Cluster.Size()), "node"
+	m := n.Cluster.Members()
+	return m[n.rng.IntN(len(m))], "node"
 }
 
 func (n *Nemesis) id(i int) string { return n.Cluster.NodeID(i) }
@@ -301,7 +315,7 @@ func (n *Nemesis) start(ctx context.Context, kind string, hold *time.Duration, b
 		desc := "restart rolling (SIGTERM each node in turn)"
 		begin(desc)
 		t0 := time.Now()
-		for i := range c.Size() {
+		for _, i := range c.Members() {
 			if err := n.restart(ctx, i, c.Offset(i), false); err != nil {
 				return "", nil, err
 			}
@@ -315,6 +329,8 @@ func (n *Nemesis) start(ctx context.Context, kind string, hold *time.Duration, b
 		return fmt.Sprintf("%s: every node serving again after %v", desc, time.Since(t0).Round(time.Millisecond)), func(context.Context) error { return nil }, nil
 	case "damage":
 		return n.damage(ctx, begin)
+	case "membership":
+		return n.membership(ctx, hold, begin)
 	}
 	return "", nil, fmt.Errorf("unknown nemesis %q", kind)
 }
@@ -364,13 +380,18 @@ func (n *Nemesis) partition(ctx context.Context, begin func(string)) (string, fu
 }
 
 func (n *Nemesis) drawPartition(ctx context.Context) ([][]int, string) {
-	nn := n.Cluster.Size()
+	// Spare slots sit in no component: they keep every link.
+	members := n.Cluster.Members()
+	nn := len(members)
 	perm := n.rng.Perm(nn)
+	for k, p := range perm {
+		perm[k] = members[p]
+	}
 	switch shape := n.rng.IntN(4); shape {
 	case 0:
 		i, why := n.target(ctx)
 		var rest []int
-		for j := range nn {
+		for _, j := range members {
 			if j != i {
 				rest = append(rest, j)
 			}
@@ -418,7 +439,7 @@ func (n *Nemesis) HealAll(ctx context.Context) error {
 		return err
 	}
 	c := n.Cluster
-	for i := range c.Size() {
+	for _, i := range c.Members() {
 		switch {
 		case !c.Running(i):
 			if err := c.Start(i, 0); err != nil {

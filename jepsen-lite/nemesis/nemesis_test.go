@@ -51,8 +51,9 @@ func (s shaperNet) CanPartition(comps [][]int) error {
 // milliseconds.
 func fastNemesis(t *testing.T, nw Network, kinds []string, seed uint64) (*Nemesis, *fakeCluster, *history.Recorder) {
 	t.Helper()
-	f := &fakeCluster{running: []bool{true, true, true}, repair: make([]bool, 3)}
-	for range 3 {
+	f := &fakeCluster{running: []bool{true, true, true, false, false}, repair: make([]bool, 5)}
+	f.spare = []bool{false, false, false, true, true}
+	for range 5 {
 		f.dirs = append(f.dirs, fakeData(t, 200<<10))
 	}
 	rec, err := history.NewRecorder(filepath.Join(t.TempDir(), "history.jsonl"))
@@ -66,6 +67,7 @@ func fastNemesis(t *testing.T, nw Network, kinds []string, seed uint64) (*Nemesi
 		t.Fatal(err)
 	}
 	n.Schedule = Schedule{GapMin: time.Millisecond, GapMax: 3 * time.Millisecond, HoldMin: time.Millisecond, HoldMax: 3 * time.Millisecond}
+	n.drainPoll, n.disruptLag = time.Millisecond, 3*time.Millisecond
 	return n, f, rec
 }
 

@@ -1,6 +1,7 @@
 // Package nodes runs raftq-node processes inside the namespaces of a
 // netns.Net and gives the nemesis its levers: kill -9, SIGTERM, SIGSTOP and
-// SIGCONT, restart with a clock offset. It also talks to the nodes'
+// SIGCONT, restart with a clock offset, new nodes joined in spare slots and
+// the cluster's membership commands (membership.go). It also talks to the nodes'
 // Cluster service to find shard leaders.
 package nodes
 
@@ -52,30 +53,51 @@ type Node struct {
 	// repair: start with --repair (set once the node's files were
 	// damaged; damage.go).
 	repair bool
+	// spare: the slot holds no cluster member (never started, or its
+	// last node was retired); Join gives it a fresh node id.
+	spare bool
+	// joiner: the node joined a running cluster (--bootstrap-expect 0);
+	// it was never one of the bootstrap voters.
+	joiner bool
 }
 
-// Cluster is the set of nodes of one run.
+// Cluster is the set of node slots of one run: the first Initial are the
+// bootstrap members, the rest spares the membership nemesis starts as
+// new nodes (membership.go).
 type Cluster struct {
-	Bin    string
-	Shards int
-	Nodes  []*Node
+	Bin     string
+	Shards  int
+	Nodes   []*Node
+	Initial int
+	dir     string
+	// lastID numbers node ids: every node ever started has its own
+	// ("n1".."n<Initial>", then one more per Join), because a retired id
+	// is refused for good. Only Join (the nemesis's goroutine) changes it.
+	lastID int
 	join   string
 	conns  []*grpc.ClientConn
 	// peerConns reach the nodes' peer ports (replica digests, Known).
 	peerConns []*grpc.ClientConn
 }
 
-// New lays out one node per namespace; data and logs go under dir.
-func New(bin, dir string, nw *netns.Net, shards int) (*Cluster, error) {
-	c := &Cluster{Bin: bin, Shards: shards}
+// New lays out one node slot per namespace; data and logs go under dir.
+// The first initial slots are the bootstrap members; the rest are spares.
+func New(bin, dir string, nw *netns.Net, shards, initial int) (*Cluster, error) {
+	if initial < 1 || initial > len(nw.Nodes) {
+		return nil, fmt.Errorf("%d initial nodes of %d slots", initial, len(nw.Nodes))
+	}
+	c := &Cluster{Bin: bin, Shards: shards, Initial: initial, dir: dir, lastID: initial}
 	var gossip []string
 	for i, ns := range nw.Nodes {
 		n := &Node{
-			ID: "n" + strconv.Itoa(i+1), NS: ns.Name, IP: ns.IP,
-			Dir:  filepath.Join(dir, "n"+strconv.Itoa(i+1)),
-			Log:  filepath.Join(dir, "n"+strconv.Itoa(i+1)+".log"),
+			NS: ns.Name, IP: ns.IP,
 			GRPC: fmt.Sprintf("%s:%d", ns.IP, GRPCPort),
 			Peer: fmt.Sprintf("%s:%d", ns.IP, PeerPort),
+		}
+		if i < initial {
+			c.name(n, "n"+strconv.Itoa(i+1))
+		} else {
+			n.spare = true
 		}
 		gossip = append(gossip, fmt.Sprintf("%s:%d", ns.IP, GossipPort))
 		c.Nodes = append(c.Nodes, n)
@@ -90,8 +112,16 @@ func New(bin, dir string, nw *netns.Net, shards int) (*Cluster, error) {
 		}
 		c.peerConns = append(c.peerConns, pc)
 	}
+	// Every slot's gossip address, spares too: a join needs one live
+	// member among them, and slots change hands.
 	c.join = strings.Join(gossip, ",")
 	return c, nil
+}
+
+// name gives node slot n the node id and the data directory and log that
+// go with it.
+func (c *Cluster) name(n *Node, id string) {
+	n.ID, n.Dir, n.Log = id, filepath.Join(c.dir, id), filepath.Join(c.dir, id+".log")
 }
 
 // Conn is the shared client connection to node i.
@@ -109,19 +139,26 @@ func (c *Cluster) Start(i int, offset time.Duration) error {
 	if n.cmd != nil && !closed(n.done) {
 		return fmt.Errorf("node %s is still running", n.ID)
 	}
+	if n.spare {
+		return fmt.Errorf("slot %d is a spare: Join starts it", i)
+	}
 	logf, err := os.OpenFile(n.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
 	}
 	fmt.Fprintf(logf, "=== jepsen-lite: start %s clock-offset %v repair %v at %s\n", n.ID, offset, n.repair, time.Now().Format(time.RFC3339Nano))
+	expect := c.Initial
+	if n.joiner {
+		expect = 0
+	}
 	args := []string{"netns", "exec", n.NS, c.Bin,
 		"--node-id", n.ID, "--data-dir", n.Dir,
 		"--grpc-bind", n.GRPC, "--peer-bind", n.Peer,
 		"--raft-bind", fmt.Sprintf("%s:%d", n.IP, RaftPort),
 		"--gossip-bind", fmt.Sprintf("%s:%d", n.IP, GossipPort),
 		"--http-bind", "",
-		"--join", c.join, "--bootstrap-expect", strconv.Itoa(len(c.Nodes)),
-		"--shards", strconv.Itoa(c.Shards), "--replication", strconv.Itoa(min(3, len(c.Nodes))),
+		"--join", c.join, "--bootstrap-expect", strconv.Itoa(expect),
+		"--shards", strconv.Itoa(c.Shards), "--replication", strconv.Itoa(min(3, c.Initial)),
 		"--shutdown-timeout", "10s", "--clock-offset", offset.String(),
 		"--max-clock-offset", MaxClockOffset.String(),
 	}
@@ -276,10 +313,11 @@ func (c *Cluster) Status(ctx context.Context, i int) (*raftqv1.StatusResponse, e
 	return st, nil
 }
 
-// Index maps a node id ("n2") to its slot, or -1.
+// Index maps a node id ("n2") to the slot of the member that has it, or
+// -1 (a retired id has no slot).
 func (c *Cluster) Index(id string) int {
 	for i, n := range c.Nodes {
-		if n.ID == id {
+		if n.ID == id && !c.isSpare(i) {
 			return i
 		}
 	}
@@ -290,7 +328,7 @@ func (c *Cluster) Index(id string) int {
 // may disagree during faults; the first answer per shard wins.
 func (c *Cluster) Leaders(ctx context.Context) map[uint32]int {
 	out := map[uint32]int{}
-	for i := range c.Nodes {
+	for _, i := range c.Members() {
 		if !c.Running(i) {
 			continue
 		}
@@ -309,10 +347,10 @@ func (c *Cluster) Leaders(ctx context.Context) map[uint32]int {
 	return out
 }
 
-// WaitHealthy waits until every node serves and every shard has a leader
-// that all its replicas agree on.
+// WaitHealthy waits until every member serves and every shard has a
+// leader that all its replicas agree on.
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
-	for i := range c.Nodes {
+	for _, i := range c.Members() {
 		if err := c.WaitServing(ctx, i); err != nil {
 			return err
 		}
@@ -333,7 +371,7 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 
 func (c *Cluster) agree(ctx context.Context) error {
 	leader := map[uint32]string{}
-	for i := range c.Nodes {
+	for _, i := range c.Members() {
 		st, err := c.Status(ctx, i)
 		if err != nil {
 			return err

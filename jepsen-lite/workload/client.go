@@ -32,7 +32,33 @@ type Env struct {
 	Addrs []string
 	// CallTimeout bounds each call beyond its long-poll wait.
 	CallTimeout time.Duration
-	procs       atomic.Int64
+	// Members lists the slots of Conns that hold cluster members now
+	// (nil: all of them); the membership nemesis changes it.
+	Members func() []int
+	procs   atomic.Int64
+}
+
+// Nodes lists the slots of Conns clients may use now.
+func (e *Env) Nodes() []int {
+	if e.Members != nil {
+		if m := e.Members(); len(m) > 0 {
+			return m
+		}
+	}
+	out := make([]int, len(e.Conns))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// MemberConns are the connections to the members.
+func (e *Env) MemberConns() []*grpc.ClientConn {
+	var out []*grpc.ClientConn
+	for _, i := range e.Nodes() {
+		out = append(out, e.Conns[i])
+	}
+	return out
 }
 
 // Client is one logical process: one operation at a time.
@@ -40,7 +66,7 @@ type Client struct {
 	env  *Env
 	proc int
 	rng  *rand.Rand
-	pin  int // node to use, or -1 for a random one per call
+	pin  int // node slot to use, or -1 for a random member per call
 }
 
 // NewClient returns a client with a fresh process id and its own random
@@ -59,10 +85,11 @@ func (c *Client) node() int {
 	if c.pin >= 0 {
 		return c.pin
 	}
-	return c.rng.IntN(len(c.env.Conns))
+	m := c.env.Nodes()
+	return m[c.rng.IntN(len(m))]
 }
 
-// Pin sends every later call to node i (-1: random again).
+// Pin sends every later call to node slot i (-1: a random member again).
 func (c *Client) Pin(i int) { c.pin = i }
 
 // Classify maps a call's error to a completion type. Only answers that

@@ -60,7 +60,7 @@ func startNetCluster(t *testing.T, ctx context.Context) (*netns.Net, *nodes.Clus
 		}
 	})
 	dir := t.TempDir()
-	cl, err := nodes.New(nodeBin, dir, nw, shards)
+	cl, err := nodes.New(nodeBin, dir, nw, shards, len(nw.Nodes))
 	if err != nil {
 		t.Fatal(err)
 	}
