@@ -36,6 +36,12 @@ func (ss *shardSet) closeAndSetAside(ctx context.Context, id uint32, s *shard.Sh
 		return nil
 	}
 	delete(ss.local, id)
+	// The replica's last word on its leader becomes the hint for the shard
+	// it no longer hosts, so this node's views and forwards name a leader
+	// at once rather than after its next refused forward.
+	if leader, _ := s.Leader(); leader != "" && string(leader) != ss.n.cfg.NodeID {
+		ss.hints[id] = string(leader)
+	}
 	stop := ss.stops[id]
 	delete(ss.stops, id)
 	ss.mu.Unlock()

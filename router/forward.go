@@ -155,6 +155,11 @@ func callWait[T any](ctx context.Context, r *Router, id uint32, leaderWait time.
 				var pe *PeerError
 				switch {
 				case err == nil:
+					// It served a leader-only call, so it leads: remember
+					// it, or this node keeps asking replicas in turn and
+					// names no leader for a shard it does not host
+					// (`raftq cluster nodes` asked here).
+					r.topo.NoteLeader(id, rid)
 					return v, nil
 				case errors.As(err, &pe) && !pe.Sent:
 					unreachable++

@@ -315,3 +315,22 @@ func (n *hintingNode) ShardApply(ctx context.Context, _ *peerpb.ShardApplyReques
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderTrailer, n.hint))
 	return nil, status.Error(codes.Unavailable, "not the leader")
 }
+
+// A replica that serves a call asked of it with no leader known is the
+// leader: the node remembers it for the next call and for the views that
+// name shard leaders.
+func TestReplicaThatServesIsNotedAsLeader(t *testing.T) {
+	n, addr := serveLeader(t)
+	topo := &fakeTopo{replicas: []string{"a", "b"}, addrs: map[string]string{"b": addr}}
+	r := New(topo, Options{LeaderWait: time.Second, PeerProbe: testProbe})
+	t.Cleanup(func() { _ = r.Close() })
+	if _, err := r.Apply(ctxT(t, time.Minute), 0, enqueue()); err != nil {
+		t.Fatalf("apply through the only other replica: %v", err)
+	}
+	if id, _, ok := topo.ShardLeader(0); !ok || id != "b" {
+		t.Fatalf("leader after b served = %q (known %v), want b", id, ok)
+	}
+	if got := n.applies.Load(); got != 1 {
+		t.Fatalf("b applied %d times, want 1", got)
+	}
+}
