@@ -113,9 +113,16 @@ func (s *Shard) leaderDuties(ctx context.Context, st *leaderState) {
 			break
 		}
 		// An unknown result is retried too: LeaderGrace applies once per
-		// term, so a duplicate is a no-op.
-		s.logger.Warn("leader grace proposal failed", "term", st.term, "err", err)
-		if errors.Is(err, raftgroup.ErrNotLeader) || errors.Is(err, ErrShutdown) || !sleepCtx(ctx, dutyRetry) {
+		// term, so a duplicate is a no-op. Losing the leadership (an
+		// election, or peers stopping together) or stopping ends these
+		// duties with nothing wrong, as for the barrier above.
+		ended := errors.Is(err, raftgroup.ErrNotLeader) || errors.Is(err, ErrShutdown)
+		level := slog.LevelWarn
+		if ended {
+			level = slog.LevelInfo
+		}
+		s.logger.Log(ctx, level, "leader grace proposal failed", "term", st.term, "err", err)
+		if ended || !sleepCtx(ctx, dutyRetry) {
 			return
 		}
 	}
