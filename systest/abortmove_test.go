@@ -24,6 +24,7 @@ import (
 // is itself retired, a second replace of n3 onto a fresh n5 completes,
 // and the ledger finds nothing acknowledged lost.
 func TestMoveAbort_TargetDiesDuringAdd(t *testing.T) {
+	t.Parallel() // see the package comment
 	c := startCluster(t, testcluster.Options{Shards: 1, Args: []string{"--dead-node-grace", deadGrace}})
 	cl := dialLedgerClient(t, c)
 	const queue = "abortmove"
@@ -124,6 +125,7 @@ func TestMoveAbort_TargetDiesDuringAdd(t *testing.T) {
 // its copy; replacing onto it again then completes. A cancel once the new
 // replica is promoted is refused: the move can only finish.
 func TestMoveAbort_CancelByHand(t *testing.T) {
+	t.Parallel() // see the package comment
 	c := startCluster(t, testcluster.Options{Shards: 1})
 	cl := dialLedgerClient(t, c)
 	ctx := ctxT(t, 3*time.Minute)

@@ -82,6 +82,7 @@ const (
 // before it ended is there, the policies are equal, a used dedup key is
 // still deduplicated and each FIFO group comes out in order.
 func TestBackup_RestoreIntoNewCluster(t *testing.T) {
+	t.Parallel() // see the package comment
 	c := startCluster(t, testcluster.Options{Shards: 2})
 	cl := dialLedgerClient(t, c)
 	ctx := ctxT(t, 3*time.Minute)

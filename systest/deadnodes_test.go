@@ -29,6 +29,7 @@ const deadGrace = "5s"
 // from its old directory it says in its own log that it was retired and
 // holds nothing.
 func TestDeadNode_ReplacedAfterGrace(t *testing.T) {
+	t.Parallel() // see the package comment
 	c := startCluster(t, testcluster.Options{Nodes: 4, Shards: 2, Args: []string{"--dead-node-grace", deadGrace}})
 	cl := dialLedgerClient(t, c)
 	const queue = "deadnode"
@@ -155,6 +156,7 @@ func TestDeadNode_ReplacedAfterGrace(t *testing.T) {
 // node's replicas: nothing is drained, the meta leader says why, and the
 // node, back, carries on as a member.
 func TestDeadNode_NotReplacedWithoutEnoughNodes(t *testing.T) {
+	t.Parallel() // see the package comment
 	c := startCluster(t, testcluster.Options{Shards: 1, Args: []string{"--dead-node-grace", deadGrace}})
 	cl := dialLedgerClient(t, c)
 	ctx := ctxT(t, 90*time.Second)

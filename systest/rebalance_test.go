@@ -51,6 +51,7 @@ func dryRun(ctx context.Context, addr string) (client.RebalancePlan, string, err
 // stable, until every node holds 3 replicas and leads one shard; the
 // ledger finds nothing lost and no double lease.
 func TestRebalance_NewNodeReceivesItsShare(t *testing.T) {
+	t.Parallel() // see the package comment
 	c := startCluster(t, testcluster.Options{Shards: 4, Args: []string{"--rebalance-stable", rebalanceStable}})
 	cl := dialLedgerClient(t, c)
 	createLedgerQueue(t, cl, "grow")

@@ -213,6 +213,7 @@ func (r *rollRig) finish() {
 // Every node in turn: SIGTERM, start again on the same binary and data,
 // wait until it is caught up, then the next; under load, nothing lost.
 func TestRolling_RestartEveryNodeUnderLoad(t *testing.T) {
+	t.Parallel() // see the package comment
 	r := newRollRig(t, nodeBin)
 	for i := range r.c.Nodes {
 		r.roll(i, "", fsm.LogFormat)
@@ -225,6 +226,7 @@ func TestRolling_RestartEveryNodeUnderLoad(t *testing.T) {
 // this tree's. Each upgraded node is recorded at this binary's log format
 // before the next is touched; under load, nothing lost.
 func TestRolling_UpgradeEveryNodeUnderLoad(t *testing.T) {
+	t.Parallel() // see the package comment
 	old, commit := previousNodeBin(t)
 	r := newRollRig(t, old)
 	before := r.formats(0)
