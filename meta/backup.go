@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -66,19 +65,10 @@ func (s *Store) RestoreBackup(ctx context.Context, old *metapb.Snapshot, replica
 	if count == 0 {
 		return ShardMap{}, errors.New("restore: the backup's meta piece has no shard map")
 	}
-	f := s.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return ShardMap{}, fmt.Errorf("restore: configuration: %w", err)
+	voters, addrs, err := s.placementVoters()
+	if err != nil {
+		return ShardMap{}, fmt.Errorf("restore: %w", err)
 	}
-	var voters []string
-	addrs := map[string]string{}
-	for _, srv := range f.Configuration().Servers {
-		if srv.Suffrage == raft.Voter {
-			voters = append(voters, string(srv.ID))
-			addrs[string(srv.ID)] = string(srv.Address)
-		}
-	}
-	slices.Sort(voters)
 	// The map is built by the FSM's own placement code on a scratch FSM,
 	// so it is exactly what PlaceShards would have recorded.
 	scratch := NewFSM(nil)

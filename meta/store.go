@@ -284,9 +284,23 @@ func (s *Store) DeleteQueue(ctx context.Context, name string) error {
 // bootstrap voters) at their configured raft addresses. ErrAlreadyPlaced if
 // a map exists.
 func (s *Store) PlaceShards(ctx context.Context, count uint32, replication int) (ShardMap, error) {
+	voters, addrs, err := s.placementVoters()
+	if err != nil {
+		return ShardMap{}, fmt.Errorf("place shards: %w", err)
+	}
+	cmd := placeCommand(count, Place(count, replication, voters), addrs, newClusterID())
+	if _, err := s.apply(ctx, &metapb.Command{Cmd: &metapb.Command_PlaceShards{PlaceShards: cmd}}); err != nil {
+		return ShardMap{}, fmt.Errorf("place shards: %w", err)
+	}
+	return s.ShardMap(), nil
+}
+
+// placementVoters is what a first placement places over: the meta group's
+// voters, sorted by id, and their raft addresses.
+func (s *Store) placementVoters() ([]string, map[string]string, error) {
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return ShardMap{}, fmt.Errorf("place shards: configuration: %w", err)
+		return nil, nil, fmt.Errorf("configuration: %w", err)
 	}
 	var voters []string
 	addrs := map[string]string{}
@@ -297,14 +311,10 @@ func (s *Store) PlaceShards(ctx context.Context, count uint32, replication int) 
 		}
 	}
 	if len(voters) == 0 {
-		return ShardMap{}, errors.New("place shards: no voters in the meta configuration")
+		return nil, nil, errors.New("no voters in the meta configuration")
 	}
 	slices.Sort(voters)
-	cmd := placeCommand(count, Place(count, replication, voters), addrs, newClusterID())
-	if _, err := s.apply(ctx, &metapb.Command{Cmd: &metapb.Command_PlaceShards{PlaceShards: cmd}}); err != nil {
-		return ShardMap{}, fmt.Errorf("place shards: %w", err)
-	}
-	return s.ShardMap(), nil
+	return voters, addrs, nil
 }
 
 // newClusterID is a random cluster name, fixed by the first placement.
