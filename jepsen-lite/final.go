@@ -249,20 +249,35 @@ func fetchRecords(ctx context.Context, env *workload.Env) (int, []string) {
 		sorted = append(sorted, id)
 	}
 	sort.Strings(sorted)
+	// Each id is asked on its own, so the asks run fetchWorkers at a time:
+	// one after another they took minutes of the smoke's budget once the
+	// shards had gone quiet (a quiet leader's read waits for a heartbeat
+	// round). The results are recorded in id order, as before.
+	type answer struct {
+		got  *raftqv1.MessageInfo
+		last error
+	}
+	answers := make([]answer, len(sorted))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range fetchWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				answers[i].got, answers[i].last = fetchRecord(ctx, env, sorted[i])
+			}
+		}()
+	}
+	for i := range sorted {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 	n := 0
 	var missing []string
-	for _, id := range sorted {
-		var got *raftqv1.MessageInfo
-		var last error
-		conns := env.MemberConns()
-		for attempt := 0; attempt < 3*len(conns) && got == nil; attempt++ {
-			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			got, last = raftqv1.NewMessagesClient(conns[attempt%len(conns)]).GetMessage(cctx, &raftqv1.GetMessageRequest{MessageId: id})
-			cancel()
-			if got == nil && !sleepCtx(ctx, 50*time.Millisecond) {
-				break
-			}
-		}
+	for i, id := range sorted {
+		got, last := answers[i].got, answers[i].last
 		if got == nil {
 			missing = append(missing, fmt.Sprintf("%s: %v", id, last))
 			continue
@@ -271,6 +286,25 @@ func fetchRecords(ctx context.Context, env *workload.Env) (int, []string) {
 		env.Rec.Add(history.Op{Type: history.OK, F: history.FFinal, Process: history.NemesisProcess, MessageID: id, Final: record(got.GetMessage())})
 	}
 	return n, missing
+}
+
+// fetchWorkers is how many record asks run at once in the final phase.
+const fetchWorkers = 8
+
+// fetchRecord asks for one message's record, retrying over the members.
+func fetchRecord(ctx context.Context, env *workload.Env, id string) (*raftqv1.MessageInfo, error) {
+	var got *raftqv1.MessageInfo
+	var last error
+	conns := env.MemberConns()
+	for attempt := 0; attempt < 3*len(conns) && got == nil; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		got, last = raftqv1.NewMessagesClient(conns[attempt%len(conns)]).GetMessage(cctx, &raftqv1.GetMessageRequest{MessageId: id})
+		cancel()
+		if got == nil && !sleepCtx(ctx, 50*time.Millisecond) {
+			break
+		}
+	}
+	return got, last
 }
 
 func record(m *raftqv1.Message) *history.Record {
