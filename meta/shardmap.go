@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/raftq/raftq/meta/metapb"
+	"github.com/raftq/raftq/wire"
 )
 
 // ShardMap is the placement of the data shards. It is placed once, after
@@ -33,6 +34,22 @@ type ShardMap struct {
 	Moves   []Move
 	Retired []string
 	Drains  []Drain
+	// Slots and SlotOwners are the hash slot table as the proto records
+	// it (metapb.ShardMap); read it through Table.
+	Slots      uint32
+	SlotOwners []uint32
+}
+
+// Table is the slot table that places keyed messages on shards. A map
+// that records no slot count is still in its bootstrap layout, where the
+// count is the shard count times wire.SlotsPerShard (the shard count
+// cannot have grown without the count being recorded).
+func (m ShardMap) Table() wire.SlotTable {
+	slots := m.Slots
+	if slots == 0 {
+		slots = m.Count * wire.SlotsPerShard
+	}
+	return wire.SlotTable{Slots: slots, Owners: m.SlotOwners}
 }
 
 // Placed reports whether the map has been written.
@@ -58,7 +75,8 @@ func (m ShardMap) ShardsOf(node string) []uint32 {
 // Clone returns a deep copy.
 func (m ShardMap) Clone() ShardMap {
 	out := ShardMap{Version: m.Version, Count: m.Count, RaftAddrs: maps.Clone(m.RaftAddrs), ClusterID: m.ClusterID,
-		Changes: maps.Clone(m.Changes), Moves: slices.Clone(m.Moves), Retired: slices.Clone(m.Retired), Drains: slices.Clone(m.Drains)}
+		Changes: maps.Clone(m.Changes), Moves: slices.Clone(m.Moves), Retired: slices.Clone(m.Retired), Drains: slices.Clone(m.Drains),
+		Slots: m.Slots, SlotOwners: slices.Clone(m.SlotOwners)}
 	out.Replicas = cloneLists(m.Replicas)
 	out.Learners = cloneLists(m.Learners)
 	return out
@@ -88,6 +106,10 @@ func shardMapFromProto(p *metapb.ShardMap) ShardMap {
 		Learners:  map[uint32][]string{},
 		Changes:   map[uint32]uint64{},
 		Retired:   slices.Clone(p.GetRetired()),
+		Slots:     p.GetSlots(),
+	}
+	if len(p.GetSlotOwners()) > 0 {
+		m.SlotOwners = slices.Clone(p.GetSlotOwners())
 	}
 	for _, s := range p.GetShards() {
 		m.Replicas[s.GetShard()] = slices.Clone(s.GetNodes())

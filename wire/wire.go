@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 )
@@ -99,33 +98,29 @@ func ParseReceipt(s string) (Receipt, error) {
 	return Receipt{Shard: uint32(fields[0]), ID: fields[1], Epoch: fields[2], Term: fields[3]}, nil
 }
 
-// ShardFor places a message group of a queue on one of n shards. The same
-// (queue, group) always maps to the same shard for a fixed n, which is fixed
-// at cluster bootstrap. FNV-1a is stable across Go versions and platforms.
+// ShardFor places a message group of a queue on one of n shards by the
+// plain hash: the placement of a cluster whose slots are still in their
+// bootstrap layout (SlotTable).
 func ShardFor(queue, group string, n uint32) uint32 {
 	if n == 0 {
 		return 0
 	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(queue))
-	_, _ = h.Write([]byte{0})
-	_, _ = h.Write([]byte(group))
-	return uint32(h.Sum64() % uint64(n))
+	return uint32(routingHash(queue, group) % uint64(n))
 }
 
-// ShardForMessage picks the shard a new message must go to, if any. A
-// grouped message goes to its group's shard (order). An ungrouped message
-// with a dedup key goes to a shard fixed by the key, because dedup state is
-// per shard: two sends with one key must meet on one shard. Otherwise ok is
-// false and the sender may pick any shard (balance).
+// ShardForMessage picks the shard a new message must go to in a cluster of
+// n shards in the bootstrap layout, if any. A grouped message goes to its
+// group's shard (order). An ungrouped message with a dedup key goes to a
+// shard fixed by the key, because dedup state is per shard: two sends with
+// one key must meet on one shard. Otherwise ok is false and the sender may
+// pick any shard (balance). A cluster whose shard count grew places
+// through its SlotTable instead.
 func ShardForMessage(queue, group, dedupKey string, n uint32) (shard uint32, ok bool) {
 	switch {
 	case group != "":
 		return ShardFor(queue, group, n), true
 	case dedupKey != "":
-		// A prefix byte that a group id cannot collide with in meaning:
-		// groups and dedup keys live in different hash domains.
-		return ShardFor(queue, "\x01dedup:"+dedupKey, n), true
+		return ShardFor(queue, dedupDomain+dedupKey, n), true
 	default:
 		return 0, false
 	}

@@ -1271,10 +1271,17 @@ type ShardMap struct {
 	// cluster_id names the cluster: random, chosen when the map is placed.
 	// Every node records it in its node.json; a data directory of another
 	// cluster is refused.
-	ClusterId     string       `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Moves         []*Move      `protobuf:"bytes,6,rep,name=moves,proto3" json:"moves,omitempty"`     // running replica moves, sorted by shard
-	Retired       []string     `protobuf:"bytes,7,rep,name=retired,proto3" json:"retired,omitempty"` // retired node ids, sorted
-	Drains        []*DrainNode `protobuf:"bytes,8,rep,name=drains,proto3" json:"drains,omitempty"`   // nodes being drained, in request order
+	ClusterId string       `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Moves     []*Move      `protobuf:"bytes,6,rep,name=moves,proto3" json:"moves,omitempty"`     // running replica moves, sorted by shard
+	Retired   []string     `protobuf:"bytes,7,rep,name=retired,proto3" json:"retired,omitempty"` // retired node ids, sorted
+	Drains    []*DrainNode `protobuf:"bytes,8,rep,name=drains,proto3" json:"drains,omitempty"`   // nodes being drained, in request order
+	// slots: the hash slot count (wire.SlotTable), fixed for the life of the
+	// cluster; 0 in a map placed before slots existed, which means
+	// count * wire.SlotsPerShard. slot_owners[s] is the shard owning slot s;
+	// empty means the bootstrap layout (slot s on shard s % the bootstrap
+	// count), which every map keeps until its shard count first grows.
+	Slots         uint32   `protobuf:"varint,9,opt,name=slots,proto3" json:"slots,omitempty"`
+	SlotOwners    []uint32 `protobuf:"varint,10,rep,packed,name=slot_owners,json=slotOwners,proto3" json:"slot_owners,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1361,6 +1368,20 @@ func (x *ShardMap) GetRetired() []string {
 func (x *ShardMap) GetDrains() []*DrainNode {
 	if x != nil {
 		return x.Drains
+	}
+	return nil
+}
+
+func (x *ShardMap) GetSlots() uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *ShardMap) GetSlotOwners() []uint32 {
+	if x != nil {
+		return x.SlotOwners
 	}
 	return nil
 }
@@ -1715,7 +1736,7 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x06queues\x18\x03 \x03(\v2\x14.raftq.meta.v1.QueueR\x06queues\x124\n" +
 	"\tshard_map\x18\x04 \x01(\v2\x17.raftq.meta.v1.ShardMapR\bshardMap\x12<\n" +
-	"\fnode_formats\x18\x05 \x03(\v2\x19.raftq.meta.v1.NodeFormatR\vnodeFormats\"\xb5\x02\n" +
+	"\fnode_formats\x18\x05 \x03(\v2\x19.raftq.meta.v1.NodeFormatR\vnodeFormats\"\xec\x02\n" +
 	"\bShardMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x124\n" +
@@ -1725,7 +1746,11 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12)\n" +
 	"\x05moves\x18\x06 \x03(\v2\x13.raftq.meta.v1.MoveR\x05moves\x12\x18\n" +
 	"\aretired\x18\a \x03(\tR\aretired\x120\n" +
-	"\x06drains\x18\b \x03(\v2\x18.raftq.meta.v1.DrainNodeR\x06drains\"\xb4\x02\n" +
+	"\x06drains\x18\b \x03(\v2\x18.raftq.meta.v1.DrainNodeR\x06drains\x12\x14\n" +
+	"\x05slots\x18\t \x01(\rR\x05slots\x12\x1f\n" +
+	"\vslot_owners\x18\n" +
+	" \x03(\rR\n" +
+	"slotOwners\"\xb4\x02\n" +
 	"\bNodeMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
