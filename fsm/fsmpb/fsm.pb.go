@@ -101,6 +101,12 @@ const (
 	// enqueue whose part was not committed (refused or outcome unknown);
 	// maps to gRPC Unavailable, retried with the item's dedup key.
 	Code_CODE_UNAVAILABLE Code = 7
+	// An enqueue item whose hash slot this shard has sealed: the slot is
+	// being moved, or was moved, to another shard (growing the shard count,
+	// docs/cluster.md). Nothing was written; the router resends the item
+	// through the current slot table. Written only once the shard applied a
+	// seal, which needs log format 4.
+	Code_CODE_SLOT_MOVED Code = 8
 )
 
 // Enum value maps for Code.
@@ -114,6 +120,7 @@ var (
 		5: "CODE_FAILED_PRECONDITION",
 		6: "CODE_RESOURCE_EXHAUSTED",
 		7: "CODE_UNAVAILABLE",
+		8: "CODE_SLOT_MOVED",
 	}
 	Code_value = map[string]int32{
 		"CODE_OK":                  0,
@@ -124,6 +131,7 @@ var (
 		"CODE_FAILED_PRECONDITION": 5,
 		"CODE_RESOURCE_EXHAUSTED":  6,
 		"CODE_UNAVAILABLE":         7,
+		"CODE_SLOT_MOVED":          8,
 	}
 )
 
@@ -3284,7 +3292,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
-	"\x0fQUEUE_MODE_FIFO\x10\x02*\xcd\x01\n" +
+	"\x0fQUEUE_MODE_FIFO\x10\x02*\xe2\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x19\n" +
 	"\x15CODE_INVALID_ARGUMENT\x10\x01\x12\x18\n" +
@@ -3293,7 +3301,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x12CODE_STALE_RECEIPT\x10\x04\x12\x1c\n" +
 	"\x18CODE_FAILED_PRECONDITION\x10\x05\x12\x1b\n" +
 	"\x17CODE_RESOURCE_EXHAUSTED\x10\x06\x12\x14\n" +
-	"\x10CODE_UNAVAILABLE\x10\a*u\n" +
+	"\x10CODE_UNAVAILABLE\x10\a\x12\x13\n" +
+	"\x0fCODE_SLOT_MOVED\x10\b*u\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_DELAYED\x10\x01\x12\x0f\n" +
