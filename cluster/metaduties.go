@@ -42,6 +42,7 @@ func (n *Node) metaDutiesLoop(ctx context.Context) {
 		n.recordFormats(ctx)
 		n.replaceDeadNodes(ctx)
 		n.rebalanceDuty(ctx)
+		n.reshardDuty(ctx)
 	}
 }
 

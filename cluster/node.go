@@ -69,6 +69,7 @@ type Node struct {
 	// retired: this node's id was retired; it stays out (retired.go).
 	retired atomic.Bool
 	balance rebalancer // the meta leader's rebalancing (rebalance.go)
+	reshard resharder  // the meta leader's slot moves (reshard.go)
 
 	shutdownOnce sync.Once
 	shutdownErr  error

@@ -4348,6 +4348,283 @@ func (x *CancelMoveResponse) GetAborted() bool {
 	return false
 }
 
+type SetShardCountRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Count         uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	DryRun        bool                   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"` // plan only: the new shards' replicas and the slot moves
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetShardCountRequest) Reset() {
+	*x = SetShardCountRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetShardCountRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetShardCountRequest) ProtoMessage() {}
+
+func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetShardCountRequest.ProtoReflect.Descriptor instead.
+func (*SetShardCountRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *SetShardCountRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *SetShardCountRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type SetShardCountResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Previous uint32                 `protobuf:"varint,1,opt,name=previous,proto3" json:"previous,omitempty"` // the shard count before this call
+	Count    uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`       // after it (previous on a dry run)
+	Slots    uint32                 `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"`       // the cluster's hash slot count
+	// new_shards: the replicas of each new shard (planned on a dry run).
+	NewShards []*ReplicaPlacement `protobuf:"bytes,4,rep,name=new_shards,json=newShards,proto3" json:"new_shards,omitempty"`
+	// slot_moves: the running moves first, then the planned ones.
+	SlotMoves []*SlotMoveInfo `protobuf:"bytes,5,rep,name=slot_moves,json=slotMoves,proto3" json:"slot_moves,omitempty"`
+	// slots_per_shard: how many slots each shard owns now (by shard id).
+	SlotsPerShard []uint32 `protobuf:"varint,6,rep,packed,name=slots_per_shard,json=slotsPerShard,proto3" json:"slots_per_shard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetShardCountResponse) Reset() {
+	*x = SetShardCountResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetShardCountResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetShardCountResponse) ProtoMessage() {}
+
+func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetShardCountResponse.ProtoReflect.Descriptor instead.
+func (*SetShardCountResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *SetShardCountResponse) GetPrevious() uint32 {
+	if x != nil {
+		return x.Previous
+	}
+	return 0
+}
+
+func (x *SetShardCountResponse) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *SetShardCountResponse) GetSlots() uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *SetShardCountResponse) GetNewShards() []*ReplicaPlacement {
+	if x != nil {
+		return x.NewShards
+	}
+	return nil
+}
+
+func (x *SetShardCountResponse) GetSlotMoves() []*SlotMoveInfo {
+	if x != nil {
+		return x.SlotMoves
+	}
+	return nil
+}
+
+func (x *SetShardCountResponse) GetSlotsPerShard() []uint32 {
+	if x != nil {
+		return x.SlotsPerShard
+	}
+	return nil
+}
+
+type ReplicaPlacement struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShardId       uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	Nodes         []string               `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaPlacement) Reset() {
+	*x = ReplicaPlacement{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaPlacement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaPlacement) ProtoMessage() {}
+
+func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaPlacement.ProtoReflect.Descriptor instead.
+func (*ReplicaPlacement) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *ReplicaPlacement) GetShardId() uint32 {
+	if x != nil {
+		return x.ShardId
+	}
+	return 0
+}
+
+func (x *ReplicaPlacement) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+type SlotMoveInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"` // 0 for a planned move
+	From  uint32                 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	To    uint32                 `protobuf:"varint,3,opt,name=to,proto3" json:"to,omitempty"`
+	Slots uint32                 `protobuf:"varint,4,opt,name=slots,proto3" json:"slots,omitempty"`
+	// phase: planned, seal, route or done (done moves stay listed while
+	// their dedup look-ups last).
+	Phase         string `protobuf:"bytes,5,opt,name=phase,proto3" json:"phase,omitempty"`
+	HeldGroups    uint32 `protobuf:"varint,6,opt,name=held_groups,json=heldGroups,proto3" json:"held_groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotMoveInfo) Reset() {
+	*x = SlotMoveInfo{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotMoveInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotMoveInfo) ProtoMessage() {}
+
+func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotMoveInfo.ProtoReflect.Descriptor instead.
+func (*SlotMoveInfo) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *SlotMoveInfo) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SlotMoveInfo) GetFrom() uint32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *SlotMoveInfo) GetTo() uint32 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *SlotMoveInfo) GetSlots() uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *SlotMoveInfo) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *SlotMoveInfo) GetHeldGroups() uint32 {
+	if x != nil {
+		return x.HeldGroups
+	}
+	return 0
+}
+
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
@@ -4678,7 +4955,30 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12\x18\n" +
-	"\aaborted\x18\x04 \x01(\bR\aaborted*U\n" +
+	"\aaborted\x18\x04 \x01(\bR\aaborted\"E\n" +
+	"\x14SetShardCountRequest\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\rR\x05count\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"\xf9\x01\n" +
+	"\x15SetShardCountResponse\x12\x1a\n" +
+	"\bprevious\x18\x01 \x01(\rR\bprevious\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x12\x14\n" +
+	"\x05slots\x18\x03 \x01(\rR\x05slots\x129\n" +
+	"\n" +
+	"new_shards\x18\x04 \x03(\v2\x1a.raftq.v1.ReplicaPlacementR\tnewShards\x125\n" +
+	"\n" +
+	"slot_moves\x18\x05 \x03(\v2\x16.raftq.v1.SlotMoveInfoR\tslotMoves\x12&\n" +
+	"\x0fslots_per_shard\x18\x06 \x03(\rR\rslotsPerShard\"C\n" +
+	"\x10ReplicaPlacement\x12\x19\n" +
+	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12\x14\n" +
+	"\x05nodes\x18\x02 \x03(\tR\x05nodes\"\x8f\x01\n" +
+	"\fSlotMoveInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\rR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\rR\x02to\x12\x14\n" +
+	"\x05slots\x18\x04 \x01(\rR\x05slots\x12\x14\n" +
+	"\x05phase\x18\x05 \x01(\tR\x05phase\x12\x1f\n" +
+	"\vheld_groups\x18\x06 \x01(\rR\n" +
+	"heldGroups*U\n" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
@@ -4726,7 +5026,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\vDeadLetters\x12A\n" +
 	"\bListDead\x12\x19.raftq.v1.ListDeadRequest\x1a\x1a.raftq.v1.ListDeadResponse\x12>\n" +
 	"\aRedrive\x12\x18.raftq.v1.RedriveRequest\x1a\x19.raftq.v1.RedriveResponse\x12>\n" +
-	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\xdd\x04\n" +
+	"\aDiscard\x12\x18.raftq.v1.DiscardRequest\x1a\x19.raftq.v1.DiscardResponse2\xaf\x05\n" +
 	"\aCluster\x12;\n" +
 	"\x06Status\x12\x17.raftq.v1.StatusRequest\x1a\x18.raftq.v1.StatusResponse\x12A\n" +
 	"\bShardMap\x12\x19.raftq.v1.ShardMapRequest\x1a\x1a.raftq.v1.ShardMapResponse\x12;\n" +
@@ -4738,7 +5038,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\tRebalance\x12\x1a.raftq.v1.RebalanceRequest\x1a\x1b.raftq.v1.RebalanceResponse\x12:\n" +
 	"\x06Backup\x12\x17.raftq.v1.BackupRequest\x1a\x15.raftq.v1.BackupChunk0\x01\x12G\n" +
 	"\n" +
-	"CancelMove\x12\x1b.raftq.v1.CancelMoveRequest\x1a\x1c.raftq.v1.CancelMoveResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"CancelMove\x12\x1b.raftq.v1.CancelMoveRequest\x1a\x1c.raftq.v1.CancelMoveResponse\x12P\n" +
+	"\rSetShardCount\x12\x1e.raftq.v1.SetShardCountRequest\x1a\x1f.raftq.v1.SetShardCountResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -4753,7 +5054,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -4825,14 +5126,18 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*BackupChunk)(nil),           // 67: raftq.v1.BackupChunk
 	(*CancelMoveRequest)(nil),     // 68: raftq.v1.CancelMoveRequest
 	(*CancelMoveResponse)(nil),    // 69: raftq.v1.CancelMoveResponse
-	nil,                           // 70: raftq.v1.Message.AttributesEntry
-	nil,                           // 71: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 72: raftq.v1.ReceivedMessage.AttributesEntry
+	(*SetShardCountRequest)(nil),  // 70: raftq.v1.SetShardCountRequest
+	(*SetShardCountResponse)(nil), // 71: raftq.v1.SetShardCountResponse
+	(*ReplicaPlacement)(nil),      // 72: raftq.v1.ReplicaPlacement
+	(*SlotMoveInfo)(nil),          // 73: raftq.v1.SlotMoveInfo
+	nil,                           // 74: raftq.v1.Message.AttributesEntry
+	nil,                           // 75: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 76: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
 	2,  // 1: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	70, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	74, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,  // 3: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,  // 4: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
 	4,  // 5: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
@@ -4840,10 +5145,10 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	3,  // 7: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
 	6,  // 8: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
 	3,  // 9: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	71, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	75, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
 	18, // 11: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
 	21, // 12: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	72, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	76, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
 	24, // 14: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
 	26, // 15: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
 	5,  // 16: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
@@ -4857,67 +5162,71 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	62, // 24: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
 	63, // 25: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
 	64, // 26: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
-	7,  // 27: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	8,  // 28: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	9,  // 29: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	11, // 30: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	12, // 31: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	14, // 32: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	16, // 33: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	18, // 34: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	20, // 35: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	23, // 36: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	27, // 37: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	29, // 38: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	31, // 39: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	33, // 40: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	35, // 41: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	37, // 42: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	39, // 43: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	41, // 44: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	43, // 45: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	45, // 46: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	53, // 47: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	50, // 48: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	55, // 49: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	58, // 50: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	59, // 51: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	61, // 52: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	66, // 53: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	68, // 54: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
-	6,  // 55: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	6,  // 56: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	10, // 57: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	6,  // 58: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	13, // 59: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	15, // 60: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	17, // 61: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	19, // 62: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	22, // 63: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	25, // 64: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	28, // 65: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	30, // 66: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	32, // 67: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	34, // 68: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	36, // 69: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	38, // 70: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	40, // 71: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	42, // 72: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	44, // 73: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	48, // 74: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	54, // 75: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	51, // 76: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	57, // 77: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	60, // 78: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	60, // 79: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	65, // 80: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	67, // 81: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	69, // 82: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
-	55, // [55:83] is the sub-list for method output_type
-	27, // [27:55] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	72, // 27: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
+	73, // 28: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
+	7,  // 29: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	8,  // 30: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	9,  // 31: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	11, // 32: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	12, // 33: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	14, // 34: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	16, // 35: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	18, // 36: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	20, // 37: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	23, // 38: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	27, // 39: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	29, // 40: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	31, // 41: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	33, // 42: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	35, // 43: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	37, // 44: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	39, // 45: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	41, // 46: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	43, // 47: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	45, // 48: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	53, // 49: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	50, // 50: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	55, // 51: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	58, // 52: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	59, // 53: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	61, // 54: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	66, // 55: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	68, // 56: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	70, // 57: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
+	6,  // 58: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	6,  // 59: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	10, // 60: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	6,  // 61: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	13, // 62: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	15, // 63: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	17, // 64: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	19, // 65: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	22, // 66: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	25, // 67: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	28, // 68: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	30, // 69: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	32, // 70: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	34, // 71: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	36, // 72: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	38, // 73: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	40, // 74: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	42, // 75: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	44, // 76: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	48, // 77: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	54, // 78: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	51, // 79: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	57, // 80: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	60, // 81: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	60, // 82: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	65, // 83: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	67, // 84: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	69, // 85: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	71, // 86: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
+	58, // [58:87] is the sub-list for method output_type
+	29, // [29:58] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -4931,7 +5240,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   70,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

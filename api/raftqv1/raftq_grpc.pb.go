@@ -944,15 +944,16 @@ var DeadLetters_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Cluster_Status_FullMethodName      = "/raftq.v1.Cluster/Status"
-	Cluster_ShardMap_FullMethodName    = "/raftq.v1.Cluster/ShardMap"
-	Cluster_Repair_FullMethodName      = "/raftq.v1.Cluster/Repair"
-	Cluster_Nodes_FullMethodName       = "/raftq.v1.Cluster/Nodes"
-	Cluster_RemoveNode_FullMethodName  = "/raftq.v1.Cluster/RemoveNode"
-	Cluster_ReplaceNode_FullMethodName = "/raftq.v1.Cluster/ReplaceNode"
-	Cluster_Rebalance_FullMethodName   = "/raftq.v1.Cluster/Rebalance"
-	Cluster_Backup_FullMethodName      = "/raftq.v1.Cluster/Backup"
-	Cluster_CancelMove_FullMethodName  = "/raftq.v1.Cluster/CancelMove"
+	Cluster_Status_FullMethodName        = "/raftq.v1.Cluster/Status"
+	Cluster_ShardMap_FullMethodName      = "/raftq.v1.Cluster/ShardMap"
+	Cluster_Repair_FullMethodName        = "/raftq.v1.Cluster/Repair"
+	Cluster_Nodes_FullMethodName         = "/raftq.v1.Cluster/Nodes"
+	Cluster_RemoveNode_FullMethodName    = "/raftq.v1.Cluster/RemoveNode"
+	Cluster_ReplaceNode_FullMethodName   = "/raftq.v1.Cluster/ReplaceNode"
+	Cluster_Rebalance_FullMethodName     = "/raftq.v1.Cluster/Rebalance"
+	Cluster_Backup_FullMethodName        = "/raftq.v1.Cluster/Backup"
+	Cluster_CancelMove_FullMethodName    = "/raftq.v1.Cluster/CancelMove"
+	Cluster_SetShardCount_FullMethodName = "/raftq.v1.Cluster/SetShardCount"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -1006,6 +1007,17 @@ type ClusterClient interface {
 	// returns once the abort is recorded; the meta leader's move executor
 	// completes it within seconds (aborting is set until then).
 	CancelMove(ctx context.Context, in *CancelMoveRequest, opts ...grpc.CallOption) (*CancelMoveResponse, error)
+	// SetShardCount grows the number of data shards of a running cluster
+	// (docs/cluster.md, "Growing the shard count"): the meta leader places
+	// the new shards' replicas, then moves hash slots from the old shards to
+	// the new ones one move at a time. Every message stays on the shard that
+	// took it; per-group order, one lease per group and the dedup window hold
+	// across each move. With count 0 or the current count it reports
+	// progress. FAILED_PRECONDITION for a smaller count (the shard count only
+	// grows) and for more shards than the cluster has slots (256 per
+	// bootstrap shard). It returns once the growth is recorded; the moves run
+	// on their own.
+	SetShardCount(ctx context.Context, in *SetShardCountRequest, opts ...grpc.CallOption) (*SetShardCountResponse, error)
 }
 
 type clusterClient struct {
@@ -1115,6 +1127,16 @@ func (c *clusterClient) CancelMove(ctx context.Context, in *CancelMoveRequest, o
 	return out, nil
 }
 
+func (c *clusterClient) SetShardCount(ctx context.Context, in *SetShardCountRequest, opts ...grpc.CallOption) (*SetShardCountResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetShardCountResponse)
+	err := c.cc.Invoke(ctx, Cluster_SetShardCount_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -1166,6 +1188,17 @@ type ClusterServer interface {
 	// returns once the abort is recorded; the meta leader's move executor
 	// completes it within seconds (aborting is set until then).
 	CancelMove(context.Context, *CancelMoveRequest) (*CancelMoveResponse, error)
+	// SetShardCount grows the number of data shards of a running cluster
+	// (docs/cluster.md, "Growing the shard count"): the meta leader places
+	// the new shards' replicas, then moves hash slots from the old shards to
+	// the new ones one move at a time. Every message stays on the shard that
+	// took it; per-group order, one lease per group and the dedup window hold
+	// across each move. With count 0 or the current count it reports
+	// progress. FAILED_PRECONDITION for a smaller count (the shard count only
+	// grows) and for more shards than the cluster has slots (256 per
+	// bootstrap shard). It returns once the growth is recorded; the moves run
+	// on their own.
+	SetShardCount(context.Context, *SetShardCountRequest) (*SetShardCountResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1202,6 +1235,9 @@ func (UnimplementedClusterServer) Backup(*BackupRequest, grpc.ServerStreamingSer
 }
 func (UnimplementedClusterServer) CancelMove(context.Context, *CancelMoveRequest) (*CancelMoveResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CancelMove not implemented")
+}
+func (UnimplementedClusterServer) SetShardCount(context.Context, *SetShardCountRequest) (*SetShardCountResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetShardCount not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1379,6 +1415,24 @@ func _Cluster_CancelMove_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_SetShardCount_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetShardCountRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).SetShardCount(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_SetShardCount_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).SetShardCount(ctx, req.(*SetShardCountRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1417,6 +1471,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelMove",
 			Handler:    _Cluster_CancelMove_Handler,
+		},
+		{
+			MethodName: "SetShardCount",
+			Handler:    _Cluster_SetShardCount_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

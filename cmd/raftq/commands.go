@@ -81,6 +81,10 @@ func commands() []command {
 		removeNodeCommand(),
 		replaceNodeCommand(),
 		rebalanceCommand(),
+		// Longer paths first: lookup takes the first command whose words
+		// begin the line.
+		shardsSetCommand(),
+		shardsCommand(),
 		backupCreateCommand(),
 		backupVerifyCommand(),
 		moveCancelCommand(),
