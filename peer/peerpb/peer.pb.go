@@ -80,7 +80,7 @@ func (x GroupChangeRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupChangeRequest_Op.Descriptor instead.
 func (GroupChangeRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{13, 0}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{14, 0}
 }
 
 type ShardApplyRequest struct {
@@ -345,6 +345,7 @@ type ShardReadRequest struct {
 	//	*ShardReadRequest_StatsQueue
 	//	*ShardReadRequest_GetMessageId
 	//	*ShardReadRequest_ListDeadQueue
+	//	*ShardReadRequest_DedupLookup
 	Query         isShardReadRequest_Query `protobuf_oneof:"query"`
 	Limit         uint32                   `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -422,6 +423,15 @@ func (x *ShardReadRequest) GetListDeadQueue() string {
 	return ""
 }
 
+func (x *ShardReadRequest) GetDedupLookup() *DedupLookup {
+	if x != nil {
+		if x, ok := x.Query.(*ShardReadRequest_DedupLookup); ok {
+			return x.DedupLookup
+		}
+	}
+	return nil
+}
+
 func (x *ShardReadRequest) GetLimit() uint32 {
 	if x != nil {
 		return x.Limit
@@ -445,11 +455,17 @@ type ShardReadRequest_ListDeadQueue struct {
 	ListDeadQueue string `protobuf:"bytes,4,opt,name=list_dead_queue,json=listDeadQueue,proto3,oneof"`
 }
 
+type ShardReadRequest_DedupLookup struct {
+	DedupLookup *DedupLookup `protobuf:"bytes,6,opt,name=dedup_lookup,json=dedupLookup,proto3,oneof"`
+}
+
 func (*ShardReadRequest_StatsQueue) isShardReadRequest_Query() {}
 
 func (*ShardReadRequest_GetMessageId) isShardReadRequest_Query() {}
 
 func (*ShardReadRequest_ListDeadQueue) isShardReadRequest_Query() {}
+
+func (*ShardReadRequest_DedupLookup) isShardReadRequest_Query() {}
 
 type QueueStats struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -544,12 +560,15 @@ func (x *QueueStats) GetBlockedGroups() uint64 {
 }
 
 type ShardReadResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stats         *QueueStats            `protobuf:"bytes,1,opt,name=stats,proto3" json:"stats,omitempty"`
-	Message       *fsmpb.Message         `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	Dead          []*fsmpb.Message       `protobuf:"bytes,3,rep,name=dead,proto3" json:"dead,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Stats   *QueueStats            `protobuf:"bytes,1,opt,name=stats,proto3" json:"stats,omitempty"`
+	Message *fsmpb.Message         `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Dead    []*fsmpb.Message       `protobuf:"bytes,3,rep,name=dead,proto3" json:"dead,omitempty"`
+	// dedup_message_id: the message a live dedup key was taken for (0: the
+	// key is not live on the shard).
+	DedupMessageId uint64 `protobuf:"varint,4,opt,name=dedup_message_id,json=dedupMessageId,proto3" json:"dedup_message_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ShardReadResponse) Reset() {
@@ -603,6 +622,85 @@ func (x *ShardReadResponse) GetDead() []*fsmpb.Message {
 	return nil
 }
 
+func (x *ShardReadResponse) GetDedupMessageId() uint64 {
+	if x != nil {
+		return x.DedupMessageId
+	}
+	return 0
+}
+
+// DedupLookup asks a shard that gave a slot away (growing the shard count)
+// whether a dedup key it took before the seal is still live. The answering
+// replica must have applied the seal of move_id for slot: from then on the
+// shard takes no new key in the slot, so its answer stays true.
+type DedupLookup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Slot          uint32                 `protobuf:"varint,3,opt,name=slot,proto3" json:"slot,omitempty"`
+	MoveId        uint64                 `protobuf:"varint,4,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DedupLookup) Reset() {
+	*x = DedupLookup{}
+	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DedupLookup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DedupLookup) ProtoMessage() {}
+
+func (x *DedupLookup) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DedupLookup.ProtoReflect.Descriptor instead.
+func (*DedupLookup) Descriptor() ([]byte, []int) {
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DedupLookup) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *DedupLookup) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DedupLookup) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *DedupLookup) GetMoveId() uint64 {
+	if x != nil {
+		return x.MoveId
+	}
+	return 0
+}
+
 type ShardDigestRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	ShardId uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
@@ -620,7 +718,7 @@ type ShardDigestRequest struct {
 
 func (x *ShardDigestRequest) Reset() {
 	*x = ShardDigestRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +730,7 @@ func (x *ShardDigestRequest) String() string {
 func (*ShardDigestRequest) ProtoMessage() {}
 
 func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +743,7 @@ func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDigestRequest.ProtoReflect.Descriptor instead.
 func (*ShardDigestRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ShardDigestRequest) GetShardId() uint32 {
@@ -681,7 +779,7 @@ type ShardDigestResponse struct {
 
 func (x *ShardDigestResponse) Reset() {
 	*x = ShardDigestResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +791,7 @@ func (x *ShardDigestResponse) String() string {
 func (*ShardDigestResponse) ProtoMessage() {}
 
 func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +804,7 @@ func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDigestResponse.ProtoReflect.Descriptor instead.
 func (*ShardDigestResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShardDigestResponse) GetNodeId() string {
@@ -746,7 +844,7 @@ type KnownRequest struct {
 
 func (x *KnownRequest) Reset() {
 	*x = KnownRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +856,7 @@ func (x *KnownRequest) String() string {
 func (*KnownRequest) ProtoMessage() {}
 
 func (x *KnownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +869,7 @@ func (x *KnownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownRequest.ProtoReflect.Descriptor instead.
 func (*KnownRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KnownRequest) GetNodeId() string {
@@ -798,7 +896,7 @@ type KnownResponse struct {
 
 func (x *KnownResponse) Reset() {
 	*x = KnownResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +908,7 @@ func (x *KnownResponse) String() string {
 func (*KnownResponse) ProtoMessage() {}
 
 func (x *KnownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +921,7 @@ func (x *KnownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownResponse.ProtoReflect.Descriptor instead.
 func (*KnownResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *KnownResponse) GetClusterId() string {
@@ -871,7 +969,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +981,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +994,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GroupMember) GetGroup() string {
@@ -925,7 +1023,7 @@ type GroupChangeRequest struct {
 
 func (x *GroupChangeRequest) Reset() {
 	*x = GroupChangeRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1035,7 @@ func (x *GroupChangeRequest) String() string {
 func (*GroupChangeRequest) ProtoMessage() {}
 
 func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1048,7 @@ func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupChangeRequest.ProtoReflect.Descriptor instead.
 func (*GroupChangeRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GroupChangeRequest) GetGroup() string {
@@ -991,7 +1089,7 @@ type GroupChangeResponse struct {
 
 func (x *GroupChangeResponse) Reset() {
 	*x = GroupChangeResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1101,7 @@ func (x *GroupChangeResponse) String() string {
 func (*GroupChangeResponse) ProtoMessage() {}
 
 func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1114,7 @@ func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupChangeResponse.ProtoReflect.Descriptor instead.
 func (*GroupChangeResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GroupChangeResponse) GetLeaderId() string {
@@ -1042,7 +1140,7 @@ type RepairLocalRequest struct {
 
 func (x *RepairLocalRequest) Reset() {
 	*x = RepairLocalRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1152,7 @@ func (x *RepairLocalRequest) String() string {
 func (*RepairLocalRequest) ProtoMessage() {}
 
 func (x *RepairLocalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1165,7 @@ func (x *RepairLocalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairLocalRequest.ProtoReflect.Descriptor instead.
 func (*RepairLocalRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RepairLocalRequest) GetNodeId() string {
@@ -1086,7 +1184,7 @@ type RepairLocalResponse struct {
 
 func (x *RepairLocalResponse) Reset() {
 	*x = RepairLocalResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1196,7 @@ func (x *RepairLocalResponse) String() string {
 func (*RepairLocalResponse) ProtoMessage() {}
 
 func (x *RepairLocalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1209,7 @@ func (x *RepairLocalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairLocalResponse.ProtoReflect.Descriptor instead.
 func (*RepairLocalResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RepairLocalResponse) GetGroups() []*GroupRepair {
@@ -1132,7 +1230,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1242,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1255,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -1190,7 +1288,7 @@ type ReplicaStatusRequest struct {
 
 func (x *ReplicaStatusRequest) Reset() {
 	*x = ReplicaStatusRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1300,7 @@ func (x *ReplicaStatusRequest) String() string {
 func (*ReplicaStatusRequest) ProtoMessage() {}
 
 func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1313,7 @@ func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReplicaStatusRequest) GetGroup() string {
@@ -1236,7 +1334,7 @@ type ReplicaStatusResponse struct {
 
 func (x *ReplicaStatusResponse) Reset() {
 	*x = ReplicaStatusResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1346,7 @@ func (x *ReplicaStatusResponse) String() string {
 func (*ReplicaStatusResponse) ProtoMessage() {}
 
 func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1359,7 @@ func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReplicaStatusResponse) GetNodeId() string {
@@ -1294,7 +1392,7 @@ type BackupPieceRequest struct {
 
 func (x *BackupPieceRequest) Reset() {
 	*x = BackupPieceRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1404,7 @@ func (x *BackupPieceRequest) String() string {
 func (*BackupPieceRequest) ProtoMessage() {}
 
 func (x *BackupPieceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1417,7 @@ func (x *BackupPieceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupPieceRequest.ProtoReflect.Descriptor instead.
 func (*BackupPieceRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BackupPieceRequest) GetGroup() string {
@@ -1346,7 +1444,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1456,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1469,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -1441,13 +1539,14 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x17\n" +
 	"\await_ms\x18\x03 \x01(\x03R\x06waitMs\")\n" +
 	"\x11ShardWaitResponse\x12\x14\n" +
-	"\x05ready\x18\x01 \x01(\bR\x05ready\"\xc1\x01\n" +
+	"\x05ready\x18\x01 \x01(\bR\x05ready\"\x82\x02\n" +
 	"\x10ShardReadRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12!\n" +
 	"\vstats_queue\x18\x02 \x01(\tH\x00R\n" +
 	"statsQueue\x12&\n" +
 	"\x0eget_message_id\x18\x03 \x01(\x04H\x00R\fgetMessageId\x12(\n" +
-	"\x0flist_dead_queue\x18\x04 \x01(\tH\x00R\rlistDeadQueue\x12\x14\n" +
+	"\x0flist_dead_queue\x18\x04 \x01(\tH\x00R\rlistDeadQueue\x12?\n" +
+	"\fdedup_lookup\x18\x06 \x01(\v2\x1a.raftq.peer.v1.DedupLookupH\x00R\vdedupLookup\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\rR\x05limitB\a\n" +
 	"\x05query\"\xd7\x01\n" +
 	"\n" +
@@ -1458,11 +1557,17 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\tin_flight\x18\x04 \x01(\x04R\binFlight\x12\x12\n" +
 	"\x04dead\x18\x05 \x01(\x04R\x04dead\x12-\n" +
 	"\x13oldest_ready_age_ms\x18\x06 \x01(\x03R\x10oldestReadyAgeMs\x12%\n" +
-	"\x0eblocked_groups\x18\a \x01(\x04R\rblockedGroups\"\xa0\x01\n" +
+	"\x0eblocked_groups\x18\a \x01(\x04R\rblockedGroups\"\xca\x01\n" +
 	"\x11ShardReadResponse\x12/\n" +
 	"\x05stats\x18\x01 \x01(\v2\x19.raftq.peer.v1.QueueStatsR\x05stats\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.raftq.fsm.v1.MessageR\amessage\x12)\n" +
-	"\x04dead\x18\x03 \x03(\v2\x15.raftq.fsm.v1.MessageR\x04dead\"t\n" +
+	"\x04dead\x18\x03 \x03(\v2\x15.raftq.fsm.v1.MessageR\x04dead\x12(\n" +
+	"\x10dedup_message_id\x18\x04 \x01(\x04R\x0ededupMessageId\"b\n" +
+	"\vDedupLookup\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
+	"\x04slot\x18\x03 \x01(\rR\x04slot\x12\x17\n" +
+	"\amove_id\x18\x04 \x01(\x04R\x06moveId\"t\n" +
 	"\x12ShardDigestRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12\x1e\n" +
 	"\n" +
@@ -1551,7 +1656,7 @@ func file_peer_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_peer_peerpb_peer_proto_goTypes = []any{
 	(GroupChangeRequest_Op)(0),    // 0: raftq.peer.v1.GroupChangeRequest.Op
 	(*ShardApplyRequest)(nil),     // 1: raftq.peer.v1.ShardApplyRequest
@@ -1562,60 +1667,62 @@ var file_peer_peerpb_peer_proto_goTypes = []any{
 	(*ShardReadRequest)(nil),      // 6: raftq.peer.v1.ShardReadRequest
 	(*QueueStats)(nil),            // 7: raftq.peer.v1.QueueStats
 	(*ShardReadResponse)(nil),     // 8: raftq.peer.v1.ShardReadResponse
-	(*ShardDigestRequest)(nil),    // 9: raftq.peer.v1.ShardDigestRequest
-	(*ShardDigestResponse)(nil),   // 10: raftq.peer.v1.ShardDigestResponse
-	(*KnownRequest)(nil),          // 11: raftq.peer.v1.KnownRequest
-	(*KnownResponse)(nil),         // 12: raftq.peer.v1.KnownResponse
-	(*GroupMember)(nil),           // 13: raftq.peer.v1.GroupMember
-	(*GroupChangeRequest)(nil),    // 14: raftq.peer.v1.GroupChangeRequest
-	(*GroupChangeResponse)(nil),   // 15: raftq.peer.v1.GroupChangeResponse
-	(*RepairLocalRequest)(nil),    // 16: raftq.peer.v1.RepairLocalRequest
-	(*RepairLocalResponse)(nil),   // 17: raftq.peer.v1.RepairLocalResponse
-	(*GroupRepair)(nil),           // 18: raftq.peer.v1.GroupRepair
-	(*ReplicaStatusRequest)(nil),  // 19: raftq.peer.v1.ReplicaStatusRequest
-	(*ReplicaStatusResponse)(nil), // 20: raftq.peer.v1.ReplicaStatusResponse
-	(*BackupPieceRequest)(nil),    // 21: raftq.peer.v1.BackupPieceRequest
-	(*BackupChunk)(nil),           // 22: raftq.peer.v1.BackupChunk
-	(*fsmpb.Command)(nil),         // 23: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),          // 24: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),         // 25: raftq.fsm.v1.Receive
-	(*fsmpb.Message)(nil),         // 26: raftq.fsm.v1.Message
+	(*DedupLookup)(nil),           // 9: raftq.peer.v1.DedupLookup
+	(*ShardDigestRequest)(nil),    // 10: raftq.peer.v1.ShardDigestRequest
+	(*ShardDigestResponse)(nil),   // 11: raftq.peer.v1.ShardDigestResponse
+	(*KnownRequest)(nil),          // 12: raftq.peer.v1.KnownRequest
+	(*KnownResponse)(nil),         // 13: raftq.peer.v1.KnownResponse
+	(*GroupMember)(nil),           // 14: raftq.peer.v1.GroupMember
+	(*GroupChangeRequest)(nil),    // 15: raftq.peer.v1.GroupChangeRequest
+	(*GroupChangeResponse)(nil),   // 16: raftq.peer.v1.GroupChangeResponse
+	(*RepairLocalRequest)(nil),    // 17: raftq.peer.v1.RepairLocalRequest
+	(*RepairLocalResponse)(nil),   // 18: raftq.peer.v1.RepairLocalResponse
+	(*GroupRepair)(nil),           // 19: raftq.peer.v1.GroupRepair
+	(*ReplicaStatusRequest)(nil),  // 20: raftq.peer.v1.ReplicaStatusRequest
+	(*ReplicaStatusResponse)(nil), // 21: raftq.peer.v1.ReplicaStatusResponse
+	(*BackupPieceRequest)(nil),    // 22: raftq.peer.v1.BackupPieceRequest
+	(*BackupChunk)(nil),           // 23: raftq.peer.v1.BackupChunk
+	(*fsmpb.Command)(nil),         // 24: raftq.fsm.v1.Command
+	(*fsmpb.Result)(nil),          // 25: raftq.fsm.v1.Result
+	(*fsmpb.Receive)(nil),         // 26: raftq.fsm.v1.Receive
+	(*fsmpb.Message)(nil),         // 27: raftq.fsm.v1.Message
 }
 var file_peer_peerpb_peer_proto_depIdxs = []int32{
-	23, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	24, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	25, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
-	7,  // 3: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
-	26, // 4: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	26, // 5: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
-	13, // 6: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
-	0,  // 7: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
-	18, // 8: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
-	1,  // 9: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
-	3,  // 10: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
-	4,  // 11: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
-	6,  // 12: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
-	9,  // 13: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
-	11, // 14: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
-	14, // 15: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
-	16, // 16: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
-	19, // 17: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
-	21, // 18: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
-	2,  // 19: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
-	2,  // 20: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
-	5,  // 21: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
-	8,  // 22: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
-	10, // 23: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
-	12, // 24: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
-	15, // 25: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
-	17, // 26: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
-	20, // 27: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
-	22, // 28: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
-	19, // [19:29] is the sub-list for method output_type
-	9,  // [9:19] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	24, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
+	25, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
+	26, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
+	9,  // 3: raftq.peer.v1.ShardReadRequest.dedup_lookup:type_name -> raftq.peer.v1.DedupLookup
+	7,  // 4: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
+	27, // 5: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
+	27, // 6: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
+	14, // 7: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
+	0,  // 8: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
+	19, // 9: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
+	1,  // 10: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
+	3,  // 11: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
+	4,  // 12: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
+	6,  // 13: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
+	10, // 14: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
+	12, // 15: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
+	15, // 16: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
+	17, // 17: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
+	20, // 18: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
+	22, // 19: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
+	2,  // 20: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
+	2,  // 21: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
+	5,  // 22: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
+	8,  // 23: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
+	11, // 24: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
+	13, // 25: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
+	16, // 26: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
+	18, // 27: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
+	21, // 28: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
+	23, // 29: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
+	20, // [20:30] is the sub-list for method output_type
+	10, // [10:20] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_peer_peerpb_peer_proto_init() }
@@ -1627,6 +1734,7 @@ func file_peer_peerpb_peer_proto_init() {
 		(*ShardReadRequest_StatsQueue)(nil),
 		(*ShardReadRequest_GetMessageId)(nil),
 		(*ShardReadRequest_ListDeadQueue)(nil),
+		(*ShardReadRequest_DedupLookup)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1634,7 +1742,7 @@ func file_peer_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_peerpb_peer_proto_rawDesc), len(file_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
