@@ -14,6 +14,11 @@ type PriorOwner struct {
 	DedupUntilMs int64
 }
 
+// priorSlackMs keeps asking prior owners a minute past dedup_until: the
+// bound was set by the meta leader's clock and is read by every node's,
+// and a node whose clock runs ahead must not stop asking early.
+const priorSlackMs = 60_000
+
 // PriorOwners lists the shards that owned slot before moves that routed it
 // away less than a dedup window ago (at nowMs, the caller's wall clock):
 // a keyed send to the slot's owner asks them for its dedup key first
@@ -22,7 +27,7 @@ func (m ShardMap) PriorOwners(slot uint32, nowMs int64) []PriorOwner {
 	var out []PriorOwner
 	for i := len(m.SlotMoves) - 1; i >= 0; i-- {
 		mv := m.SlotMoves[i]
-		if mv.Phase == metapb.SlotMovePhase_SLOT_MOVE_PHASE_SEAL || mv.DedupUntilMs < nowMs {
+		if mv.Phase == metapb.SlotMovePhase_SLOT_MOVE_PHASE_SEAL || mv.DedupUntilMs+priorSlackMs < nowMs {
 			continue
 		}
 		if _, ok := slices.BinarySearch(mv.Slots, slot); ok {
