@@ -103,7 +103,7 @@ func (n *Node) reshardStep(ctx context.Context, m meta.ShardMap) error {
 	defer cancel()
 	nowMs := time.Now().UnixMilli()
 	for _, mv := range m.SlotMoves {
-		if mv.Phase == metapb.SlotMovePhase_SLOT_MOVE_PHASE_DONE && mv.DedupUntilMs < nowMs {
+		if mv.Forgettable(nowMs) {
 			if err := n.meta.ForgetSlotMove(ctx, mv.ID); err != nil {
 				return err
 			}

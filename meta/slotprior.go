@@ -36,3 +36,9 @@ func (m ShardMap) PriorOwners(slot uint32, nowMs int64) []PriorOwner {
 	}
 	return out
 }
+
+// Forgettable reports whether a finished move's record can be dropped: no
+// node still asks its prior owner, whatever its clock (twice the slack).
+func (mv SlotMove) Forgettable(nowMs int64) bool {
+	return mv.Phase == metapb.SlotMovePhase_SLOT_MOVE_PHASE_DONE && mv.DedupUntilMs+2*priorSlackMs < nowMs
+}
