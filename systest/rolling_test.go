@@ -40,7 +40,12 @@ const (
 )
 
 func newRollRig(t *testing.T, bin string) *rollRig {
-	c := testcluster.Start(t, bin, testcluster.Options{Shards: 2})
+	return newLoadRig(t, testcluster.Start(t, bin, testcluster.Options{Shards: 2}))
+}
+
+// newLoadRig starts traffic on c: two producers and a consumer on a
+// standard queue, two ordered producers and a consumer on a FIFO queue.
+func newLoadRig(t *testing.T, c *testcluster.Cluster) *rollRig {
 	cl := dialLedgerClient(t, c)
 	ctx := ctxT(t, 3*time.Minute)
 	createLedgerQueue(t, cl, rollQueue)
