@@ -75,7 +75,7 @@ func checkInvariants(f *FSM) error {
 			c.ready++
 			live++
 			want[ixRetention] = true
-			want[ixReady] = !m.q.fifo() || s.isHead(m)
+			want[ixReady] = !m.q.fifo() || s.isHead(m) && !s.held(m.q.name, m.group)
 			if m.expireMs <= s.clock {
 				return fail("ready message %d past retention %d <= %d", m.id, m.expireMs, s.clock)
 			}
