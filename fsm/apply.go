@@ -60,6 +60,14 @@ func (s *state) applyCommand(ctx *applyCtx, c *fsmpb.Command) *fsmpb.Result {
 		return s.leaderGrace(ctx, c.LeaderGrace)
 	case *fsmpb.Command_Cancel:
 		return s.cancel(c.Cancel)
+	case *fsmpb.Command_SealSlots:
+		return s.sealSlots(c.SealSlots)
+	case *fsmpb.Command_UnsealSlots:
+		return s.unsealSlots(c.UnsealSlots)
+	case *fsmpb.Command_HoldGroups:
+		return s.holdGroups(c.HoldGroups)
+	case *fsmpb.Command_ReleaseGroups:
+		return s.releaseGroups(c.ReleaseGroups)
 	default:
 		if nums, _ := UnknownKinds(cmd); len(nums) > 0 {
 			// An ignorable kind of a newer binary (checkKinds stopped on

@@ -46,14 +46,23 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage, full *bool) *fsmpb.En
 		avail += nm.GetDelayMs()
 	}
 	var dh dedupHash
+	stale := false
 	if k := nm.GetDedupKey(); k != "" {
 		dh = hashDedup(q.name, k)
 		if e, ok := s.dedup.get(dh); ok {
 			if e.expireMs > s.clock && e.id >= q.firstID {
+				// Also on a sealed slot: the key was written before the
+				// seal (none can be after), and the message is here.
 				return &fsmpb.EnqueueItemResult{Status: okStatus(), MessageId: e.id, Deduplicated: true}
 			}
-			s.dropDedup(dh)
+			stale = true
 		}
+	}
+	if st := s.sealedStatus(q.name, nm); st != nil {
+		return &fsmpb.EnqueueItemResult{Status: st}
+	}
+	if stale {
+		s.dropDedup(dh)
 	}
 	if st := s.checkCapacity(q, len(nm.GetBody()), *full); st != nil {
 		*full = true

@@ -75,11 +75,14 @@ func (s *state) deleteQueue(c *fsmpb.DeleteQueue) *fsmpb.Result {
 	// walk over every key of the shard); a new queue of the same name
 	// ignores them (queue.firstID).
 	delete(s.queues, q.name)
+	s.dropQueueHolds(q.name)
 	return countResult(n)
 }
 
 // purgeQueue deletes the queue's ready and delayed messages; leased ones are
-// left to finish.
+// left to finish. Holds of its groups stay: the shard a held group comes
+// from keeps its leased messages through a purge too, and the move
+// releases the group once they are gone.
 func (s *state) purgeQueue(c *fsmpb.PurgeQueue) *fsmpb.Result {
 	q, res := s.queueOf(c.GetQueue())
 	if res != nil {

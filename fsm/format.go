@@ -15,7 +15,7 @@ import (
 // its group (voters and nonvoters) has recorded at least the kind's format
 // (CommandFormat). Raise it
 // when a release adds a command kind an older replica would stop on.
-const LogFormat uint32 = 3
+const LogFormat uint32 = 4
 
 // BaseFormat is the format every raftq binary applies, including those that
 // predate log formats and advertise none: a node with no recorded format is
@@ -35,6 +35,9 @@ func commandFormat(c *fsmpb.Command) (format uint32, ok bool) {
 		*fsmpb.Command_DiscardDead, *fsmpb.Command_Tick, *fsmpb.Command_LeaderGrace,
 		*fsmpb.Command_Cancel:
 		return 1, true
+	case *fsmpb.Command_SealSlots, *fsmpb.Command_UnsealSlots,
+		*fsmpb.Command_HoldGroups, *fsmpb.Command_ReleaseGroups:
+		return 4, true // growing the shard count
 	}
 	return 0, false
 }

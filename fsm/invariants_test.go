@@ -75,7 +75,7 @@ func checkInvariants(f *FSM) error {
 			c.ready++
 			live++
 			want[ixRetention] = true
-			want[ixReady] = !m.q.fifo() || s.isHead(m)
+			want[ixReady] = !m.q.fifo() || s.isHead(m) && !s.held(m.q.name, m.group)
 			if m.expireMs <= s.clock {
 				return fail("ready message %d past retention %d <= %d", m.id, m.expireMs, s.clock)
 			}
@@ -180,6 +180,28 @@ func checkInvariants(f *FSM) error {
 	if c.Enqueued < gone || c.Enqueued-gone != live {
 		return fmt.Errorf("counters %v: enqueued - gone = %d - %d, live messages %d", c, c.Enqueued, gone, live)
 	}
+	if (len(s.seals) == 0) != (s.slotCount == 0) {
+		return fmt.Errorf("%d seals with slot count %d", len(s.seals), s.slotCount)
+	}
+	for slot, sl := range s.seals {
+		if slot >= s.slotCount || sl.move == 0 {
+			return fmt.Errorf("seal of slot %d (count %d) by move %d", slot, s.slotCount, sl.move)
+		}
+	}
+	s.holds.Ascend(func(h holdItem) bool {
+		if h.move == 0 || h.group == "" {
+			return fail("hold %+v", h)
+		}
+		if q, ok := s.queues[h.queue]; ok && q.fifo() {
+			if head, ok := s.groupHead(q, h.group); ok && q.ready.Has(readyItem{readyKey(mustGet(s, head.id)), head.id}) {
+				return fail("held group %s/%s has its head %d leasable", h.queue, h.group, head.id)
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
 	if s.dedup.len() != s.dedupExpiry.Len() {
 		return fmt.Errorf("dedup %d keys, %d expiries", s.dedup.len(), s.dedupExpiry.Len())
 	}
@@ -196,3 +218,8 @@ func checkInvariants(f *FSM) error {
 }
 
 func isLive(st fsmpb.State) bool { return live(st) }
+
+func mustGet(s *state, id uint64) *msg {
+	m, _ := s.get(id)
+	return m
+}

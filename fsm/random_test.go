@@ -3,10 +3,12 @@ package fsm
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/wire"
 )
 
 // TestRandomizedInvariants applies thousands of random command sequences
@@ -36,12 +38,18 @@ type randomRun struct {
 	receipts []*fsmpb.Receipt
 	ids      []uint64
 	lastSeq  map[string]uint64 // FIFO queue/group -> seq of the last delivery
+	// The slot moves as the commands left them: sealed slot -> move, and
+	// queue/group -> moves holding it.
+	seals     map[uint32]uint64
+	slotCount uint32
+	holds     map[string]map[uint64]bool
 }
 
 var randomQueues = []string{"s", "f", "d"}
 
 func runRandom(seed uint64, entries int) error {
-	r := &randomRun{rng: rand.New(rand.NewPCG(seed, 0x5eed)), f: New(Options{}), term: 1, now: t0, lastSeq: map[string]uint64{}}
+	r := &randomRun{rng: rand.New(rand.NewPCG(seed, 0x5eed)), f: New(Options{}), term: 1, now: t0, lastSeq: map[string]uint64{},
+		seals: map[uint32]uint64{}, holds: map[string]map[uint64]bool{}}
 	for e := 0; e < entries; e++ {
 		if err := r.step(); err != nil {
 			return fmt.Errorf("entry %d: %w", e, err)
@@ -115,7 +123,10 @@ func (r *randomRun) step() error {
 	l := makeLog(r.index, r.term, data)
 	r.logs = append(r.logs, l)
 	resp := r.f.Apply(l).(*Response)
-	for _, res := range resp.Results {
+	for i, res := range resp.Results {
+		if err := r.model(cmds[i], res); err != nil {
+			return fmt.Errorf("command %d (%s): %w", i, KindName(cmds[i]), err)
+		}
 		for _, it := range res.GetEnqueue().GetItems() {
 			if it.GetMessageId() != 0 {
 				r.ids = append(r.ids, it.GetMessageId())
@@ -132,7 +143,170 @@ func (r *randomRun) step() error {
 			}
 		}
 	}
+	if err := r.checkHolds(); err != nil {
+		return err
+	}
 	return checkInvariants(r.f)
+}
+
+// model follows seals and holds through one command's result, and checks
+// that no item of a sealed slot went in, none of another slot was refused
+// for one, and no held FIFO group was leased.
+func (r *randomRun) model(c *fsmpb.Command, res *fsmpb.Result) error {
+	ok := res.GetStatus().GetCode() == fsmpb.Code_CODE_OK
+	switch c := c.GetCmd().(type) {
+	case *fsmpb.Command_SealSlots:
+		if ok {
+			r.slotCount = c.SealSlots.GetSlotCount()
+			for _, s := range c.SealSlots.GetSlots() {
+				r.seals[s] = c.SealSlots.GetMoveId()
+			}
+		}
+	case *fsmpb.Command_UnsealSlots:
+		for s, m := range r.seals {
+			if m == c.UnsealSlots.GetMoveId() {
+				delete(r.seals, s)
+			}
+		}
+	case *fsmpb.Command_HoldGroups:
+		if ok {
+			for _, it := range c.HoldGroups.GetItems() {
+				k := it.GetQueue() + "/" + it.GetGroup()
+				if r.holds[k] == nil {
+					r.holds[k] = map[uint64]bool{}
+				}
+				r.holds[k][c.HoldGroups.GetMoveId()] = true
+			}
+		}
+	case *fsmpb.Command_ReleaseGroups:
+		if ok {
+			rel := c.ReleaseGroups
+			for k, moves := range r.holds {
+				for _, it := range rel.GetItems() {
+					if k == it.GetQueue()+"/"+it.GetGroup() {
+						delete(moves, rel.GetMoveId())
+					}
+				}
+				if rel.GetAll() {
+					delete(moves, rel.GetMoveId())
+				}
+				if len(moves) == 0 {
+					delete(r.holds, k)
+				}
+			}
+		}
+	case *fsmpb.Command_DeleteQueue:
+		if ok {
+			for k := range r.holds {
+				if strings.HasPrefix(k, c.DeleteQueue.GetQueue()+"/") {
+					delete(r.holds, k)
+				}
+			}
+		}
+	case *fsmpb.Command_Enqueue:
+		for k, it := range res.GetEnqueue().GetItems() {
+			nm := c.Enqueue.GetMessages()[k]
+			slot, keyed := wire.SlotForMessage(c.Enqueue.GetQueue(), nm.GetGroupId(), nm.GetDedupKey(), r.slotCount)
+			_, sealed := r.seals[slot]
+			sealed = sealed && keyed && len(r.seals) > 0
+			switch code := it.GetStatus().GetCode(); {
+			case code == fsmpb.Code_CODE_SLOT_MOVED && !sealed:
+				return fmt.Errorf("item %d refused as moved, its slot %d (keyed %v) is not sealed", k, slot, keyed)
+			case code == fsmpb.Code_CODE_OK && sealed && !it.GetDeduplicated():
+				return fmt.Errorf("item %d of sealed slot %d went in as message %d", k, slot, it.GetMessageId())
+			}
+		}
+	case *fsmpb.Command_Receive:
+		fifo := r.f.Queues()[c.Receive.GetQueue()].GetMode() == fsmpb.QueueMode_QUEUE_MODE_FIFO
+		for _, m := range res.GetReceive().GetMessages() {
+			if k := m.GetQueue() + "/" + m.GetGroupId(); fifo && len(r.holds[k]) > 0 {
+				return fmt.Errorf("message %d of held group %s leased", m.GetId(), k)
+			}
+		}
+	}
+	if len(r.seals) == 0 {
+		r.slotCount = 0
+	}
+	return nil
+}
+
+// checkHolds compares the FSM's holds with the model's.
+func (r *randomRun) checkHolds() error {
+	n := 0
+	for k := range r.holds {
+		q, g, _ := strings.Cut(k, "/")
+		if !r.f.IsHeld(q, g) {
+			return fmt.Errorf("group %s not held, the model holds it by %v", k, r.holds[k])
+		}
+		n += len(r.holds[k])
+	}
+	got := 0
+	for _, h := range r.f.Holds() {
+		got += h.Groups
+	}
+	if got != n {
+		return fmt.Errorf("%d holds, the model has %d", got, n)
+	}
+	count, seals := r.f.Seals()
+	if len(seals) != len(r.seals) || count != r.slotCount {
+		return fmt.Errorf("%d seals of %d slots, the model has %d of %d", len(seals), count, len(r.seals), r.slotCount)
+	}
+	for _, s := range seals {
+		if r.seals[s.Slot] != s.MoveID {
+			return fmt.Errorf("slot %d sealed by move %d, the model says %d", s.Slot, s.MoveID, r.seals[s.Slot])
+		}
+	}
+	return nil
+}
+
+// randomSlots are the slots, at randomSlotCount, of the groups and keys the
+// random messages use, so that seals hit them.
+var randomSlots = func() []uint32 {
+	var out []uint32
+	for _, q := range randomQueues {
+		for i := 0; i < 5; i++ {
+			for _, gk := range [][2]string{{fmt.Sprint("g", i), ""}, {"", fmt.Sprint("k", i)}} {
+				s, _ := wire.SlotForMessage(q, gk[0], gk[1], randomSlotCount)
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}()
+
+const randomSlotCount = 4 * wire.SlotsPerShard
+
+func (r *randomRun) slotMove() *fsmpb.Command {
+	move := uint64(1 + r.rng.IntN(3))
+	switch r.rng.IntN(8) {
+	case 0, 1, 2:
+		count := uint32(randomSlotCount)
+		if r.rng.IntN(15) == 0 {
+			count = [...]uint32{0, 300, 8 * wire.SlotsPerShard}[r.rng.IntN(3)] // invalid, or another count
+		}
+		slots := make([]uint32, 1+r.rng.IntN(4))
+		for i := range slots {
+			slots[i] = randomSlots[r.rng.IntN(len(randomSlots))]
+		}
+		return sealCmd(move, uint32(r.rng.IntN(4)), count, slots...)
+	case 3:
+		return unsealCmd(move)
+	case 4, 5:
+		items := make([]*fsmpb.QueueGroup, 1+r.rng.IntN(3))
+		for i := range items {
+			items[i] = qg(r.queue(), fmt.Sprint("g", r.rng.IntN(4)))
+		}
+		return holdCmd(move, uint32(r.rng.IntN(4)), items...)
+	default:
+		if r.rng.IntN(3) == 0 {
+			return releaseCmd(move, true)
+		}
+		items := make([]*fsmpb.QueueGroup, 1+r.rng.IntN(3))
+		for i := range items {
+			items[i] = qg(r.queue(), fmt.Sprint("g", r.rng.IntN(4)))
+		}
+		return releaseCmd(move, false, items...)
+	}
 }
 
 func (r *randomRun) queue() string {
@@ -221,7 +395,7 @@ func (r *randomRun) newMessage() *fsmpb.NewMessage {
 }
 
 func (r *randomRun) command() *fsmpb.Command {
-	switch r.rng.IntN(24) {
+	switch r.rng.IntN(27) {
 	case 0:
 		q := r.queue()
 		return upsertCmd(q, r.policy(q))
@@ -271,6 +445,8 @@ func (r *randomRun) command() *fsmpb.Command {
 		return cancelCmd(r.queue(), r.idPick(), r.idPick())
 	case 22:
 		return graceCmd(r.term+uint64(r.rng.IntN(2)), int64(r.rng.IntN(3000)))
+	case 23, 24, 25:
+		return r.slotMove()
 	default:
 		return tickCmd()
 	}

@@ -20,8 +20,10 @@ import (
 //	"raftqfsm" | record* ; record = [type byte][uvarint len][proto bytes]
 //
 // in this order: one header, queues by name, messages by id, dedup keys by
-// (expiry, message id), one trailer with the counts. Restore accepts dedup
-// records in any order (older builds wrote them by queue and key).
+// (expiry, message id), sealed slots by slot, held groups by (queue, group,
+// move), one trailer with the counts. Restore accepts dedup records in any
+// order (older builds wrote them by queue and key). A state without seals
+// and holds writes the stream builds before them wrote, and reads one.
 const (
 	snapshotMagic   = "raftqfsm"
 	snapshotVersion = 1
@@ -31,6 +33,8 @@ const (
 	recMessage byte = 3
 	recDedup   byte = 4
 	recTrailer byte = 5
+	recSeal    byte = 6
+	recHold    byte = 7
 
 	// maxRecordBytes bounds one record on restore: a message with a full body,
 	// attributes and history is well below it.
@@ -46,6 +50,8 @@ type view struct {
 	queues []*fsmpb.SnapshotQueue // by name
 	msgs   *btree.BTreeG[msgRef]
 	dedup  *btree.BTreeG[dedupExpiry]
+	seals  []SlotSeal // by slot
+	holds  *btree.BTreeG[holdItem]
 }
 
 func (s *state) view(clone bool) *view {
@@ -59,9 +65,12 @@ func (s *state) view(clone bool) *view {
 			LeaseEpoch:   s.leaseEpoch,
 			GraceTerm:    s.graceTerm,
 			Counters:     proto.Clone(s.counters).(*fsmpb.Counters),
+			SlotCount:    s.slotCount,
 		},
 		msgs:  s.byID,
 		dedup: s.dedupExpiry,
+		seals: s.sortedSeals(),
+		holds: s.holds,
 	}
 	names := make(map[string]struct{}, len(s.queues))
 	for n := range s.queues {
@@ -74,6 +83,7 @@ func (s *state) view(clone bool) *view {
 	if clone {
 		v.msgs = s.byID.Clone()
 		v.dedup = s.dedupExpiry.Clone()
+		v.holds = s.holds.Clone()
 		s.gen++
 	}
 	return v
@@ -210,6 +220,15 @@ func (v *view) write(w io.Writer) error {
 		tr.Dedup++
 		return r.err == nil
 	})
+	for _, sl := range v.seals {
+		r.record(recSeal, &fsmpb.SnapshotSeal{Slot: sl.Slot, MoveId: sl.MoveID, ToShard: sl.To})
+		tr.Seals++
+	}
+	v.holds.Ascend(func(h holdItem) bool {
+		r.record(recHold, &fsmpb.SnapshotHold{Queue: h.queue, Group: h.group, MoveId: h.move, FromShard: h.from})
+		tr.Holds++
+		return r.err == nil
+	})
 	r.record(recTrailer, tr)
 	return r.err
 }
@@ -312,6 +331,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 			}
 			s.clock, s.applied, s.nextID, s.nextSeq = h.GetClockMs(), h.GetAppliedIndex(), h.GetNextId(), h.GetNextSeq()
 			s.leaseEpoch, s.graceTerm = h.GetLeaseEpoch(), h.GetGraceTerm()
+			s.slotCount = h.GetSlotCount()
 			if h.GetCounters() != nil {
 				s.counters = h.GetCounters()
 			}
@@ -382,15 +402,31 @@ func readSnapshot(r io.Reader) (*state, error) {
 			}
 			s.addDedup(h, d.GetMessageId(), d.GetExpireMs())
 			seen.Dedup++
+		case recSeal:
+			if err := s.restoreSeal(buf); err != nil {
+				return nil, err
+			}
+			seen.Seals++
+		case recHold:
+			if err := s.restoreHold(buf); err != nil {
+				return nil, err
+			}
+			seen.Holds++
 		case recTrailer:
 			if err := proto.Unmarshal(buf, &tr); err != nil {
 				return nil, fmt.Errorf("trailer: %w", err)
 			}
-			if tr.GetQueues() != seen.Queues || tr.GetMessages() != seen.Messages || tr.GetDedup() != seen.Dedup {
-				return nil, fmt.Errorf("trailer counts %d queues, %d messages, %d dedup; read %d, %d, %d",
-					tr.GetQueues(), tr.GetMessages(), tr.GetDedup(), seen.Queues, seen.Messages, seen.Dedup)
+			if tr.GetQueues() != seen.Queues || tr.GetMessages() != seen.Messages || tr.GetDedup() != seen.Dedup ||
+				tr.GetSeals() != seen.Seals || tr.GetHolds() != seen.Holds {
+				return nil, fmt.Errorf("trailer counts %d queues, %d messages, %d dedup, %d seals, %d holds; read %d, %d, %d, %d, %d",
+					tr.GetQueues(), tr.GetMessages(), tr.GetDedup(), tr.GetSeals(), tr.GetHolds(),
+					seen.Queues, seen.Messages, seen.Dedup, seen.Seals, seen.Holds)
 			}
-			// Indexes need every group member in place first, to know heads.
+			if len(s.seals) == 0 {
+				s.slotCount = 0
+			}
+			// Indexes need every group member in place first, to know
+			// heads, and every hold, to keep held heads out of ready.
 			for _, m := range msgs {
 				s.attach(m)
 			}
@@ -399,4 +435,38 @@ func readSnapshot(r io.Reader) (*state, error) {
 			return nil, fmt.Errorf("unknown record type %d", typ)
 		}
 	}
+}
+
+// restoreSeal reads one SnapshotSeal into s; the header set the slot count.
+func (s *state) restoreSeal(b []byte) error {
+	sl := &fsmpb.SnapshotSeal{}
+	if err := proto.Unmarshal(b, sl); err != nil {
+		return fmt.Errorf("seal record: %w", err)
+	}
+	c := &fsmpb.SealSlots{MoveId: sl.GetMoveId(), Slots: []uint32{sl.GetSlot()}, SlotCount: s.slotCount, ToShard: sl.GetToShard()}
+	if err := ValidateSealSlots(c); err != nil {
+		return fmt.Errorf("seal record: %w", err)
+	}
+	if _, dup := s.seals[sl.GetSlot()]; dup {
+		return fmt.Errorf("seal record: slot %d twice", sl.GetSlot())
+	}
+	s.seals[sl.GetSlot()] = slotSeal{move: sl.GetMoveId(), to: sl.GetToShard()}
+	return nil
+}
+
+// restoreHold reads one SnapshotHold into s. Its queue need not exist: a
+// group may be held before its queue reaches the shard.
+func (s *state) restoreHold(b []byte) error {
+	h := &fsmpb.SnapshotHold{}
+	if err := proto.Unmarshal(b, h); err != nil {
+		return fmt.Errorf("hold record: %w", err)
+	}
+	c := &fsmpb.HoldGroups{MoveId: h.GetMoveId(), FromShard: h.GetFromShard(), Items: []*fsmpb.QueueGroup{{Queue: h.GetQueue(), Group: h.GetGroup()}}}
+	if err := ValidateHoldGroups(c); err != nil {
+		return fmt.Errorf("hold record: %w", err)
+	}
+	if _, dup := s.holds.ReplaceOrInsert(holdItem{queue: h.GetQueue(), group: h.GetGroup(), move: h.GetMoveId(), from: h.GetFromShard()}); dup {
+		return fmt.Errorf("hold record: group %q of queue %q held by move %d twice", h.GetGroup(), h.GetQueue(), h.GetMoveId())
+	}
+	return nil
 }

@@ -239,6 +239,13 @@ type state struct {
 	dedup       *dedupIndex
 	dedupExpiry *btree.BTreeG[dedupExpiry] // every live dedup key
 
+	// seals are the slots this shard refuses new keyed messages of, all
+	// under one slot count (slots.go); holds are the FIFO groups it leases
+	// none of (holds.go).
+	slotCount uint32
+	seals     map[uint32]slotSeal // iterated only where order cannot matter
+	holds     *btree.BTreeG[holdItem]
+
 	// gen is bumped by every Snapshot; records with an older gen are shared
 	// with a snapshot and must be copied before they change.
 	gen uint64
@@ -257,6 +264,8 @@ func newState() *state {
 		completed:   btree.NewG(btreeDegree, lessTime),
 		dedup:       newDedupIndex(),
 		dedupExpiry: btree.NewG(btreeDegree, lessDedupExpiry),
+		seals:       map[uint32]slotSeal{},
+		holds:       btree.NewG(btreeDegree, lessHold),
 	}
 }
 

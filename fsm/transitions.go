@@ -5,7 +5,7 @@ import "github.com/raftq/raftq/fsm/fsmpb"
 // Every state change of a message goes through change or remove, which keep
 // the indexes and counts in step with msg.state:
 //
-//	READY    q.ready (standard: all; FIFO: group heads only), s.retention
+//	READY    q.ready (standard: all; FIFO: heads of groups not held), s.retention
 //	DELAYED  s.delayed, s.retention
 //	LEASED   s.leases
 //	DEAD     q.dead
@@ -76,7 +76,12 @@ func (s *state) attach(m *msg) {
 	}
 }
 
+// pushReady makes m leasable; every message enters queue.ready here. The
+// head of a held FIFO group (holds.go) stays out until its release.
 func (s *state) pushReady(m *msg) {
+	if m.q.fifo() && s.held(m.q.name, m.group) {
+		return
+	}
 	m.q.ready.ReplaceOrInsert(readyItem{readyKey(m), m.id})
 	if s.touched != nil {
 		s.touched[m.q.name] = struct{}{}

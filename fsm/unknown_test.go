@@ -41,14 +41,14 @@ func TestUnknownCommandStopsReplica(t *testing.T) {
 
 	// A known command ahead of the unknown one in the same entry: nothing
 	// of the entry may apply, or the replica would hold half of it.
-	_, p := applyRecover(h.f, applied+1, upsertCmd("other", nil), unknownCmd(15))
+	_, p := applyRecover(h.f, applied+1, upsertCmd("other", nil), unknownCmd(999))
 	if p == nil {
 		t.Fatal("an entry with an unknown command kind applied instead of stopping the replica")
 	}
 	msg := fmt.Sprint(p)
 	for _, want := range []string{
 		"log index 2 term 3",
-		"unknown command kind 15",
+		"unknown command kind 999",
 		"raftq.fsm.v1.Command",
 		fmt.Sprintf("log format %d", LogFormat),
 		BinaryVersion(),
@@ -99,7 +99,7 @@ func TestIgnorableUnknownCommandIsSkipped(t *testing.T) {
 	// Ignorable only if every unknown field is: one must-understand field
 	// beside an ignorable one still stops the replica.
 	c := unknownCmd(IgnorableKindMin)
-	c.ProtoReflect().SetUnknown(append(c.ProtoReflect().GetUnknown(), unknownCmd(20).ProtoReflect().GetUnknown()...))
+	c.ProtoReflect().SetUnknown(append(c.ProtoReflect().GetUnknown(), unknownCmd(998).ProtoReflect().GetUnknown()...))
 	if _, p := applyRecover(New(Options{}), 1, c); p == nil {
 		t.Error("a command with kinds 1000 and 20 was skipped")
 	}
@@ -119,7 +119,7 @@ func TestKindName(t *testing.T) {
 	}{
 		{enqueueCmd("q", body("x")), "enqueue"},
 		{tickCmd(), "tick"},
-		{unknownCmd(15), "kind 15"},
+		{unknownCmd(999), "kind 999"},
 		{&fsmpb.Command{}, "empty"},
 	} {
 		if got := KindName(tc.c); got != tc.want {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/wire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -219,6 +220,82 @@ func ValidateMessage(m *fsmpb.NewMessage, p *fsmpb.QueuePolicy) error {
 	}
 	if m.GetRunAtMs() < 0 {
 		return fmt.Errorf("%w: run_at_ms is negative", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Limits of the slot move commands (growing the shard count).
+const (
+	// MaxSlotCount caps a cluster's slot count: 4096 bootstrap shards.
+	MaxSlotCount = 4096 * wire.SlotsPerShard
+	// MaxSealSlots caps the slots one SealSlots names.
+	MaxSealSlots = 1 << 16
+	// MaxGroupItems caps the groups one HoldGroups or ReleaseGroups names
+	// (up to about 260 KB of names); a move holding more proposes several.
+	MaxGroupItems = 1000
+)
+
+// ValidateSealSlots checks a SealSlots: a move id, a slot count that is a
+// multiple of wire.SlotsPerShard, and 1 to MaxSealSlots slots below it.
+func ValidateSealSlots(c *fsmpb.SealSlots) error {
+	if c.GetMoveId() == 0 {
+		return fmt.Errorf("%w: move_id is 0", ErrInvalidArgument)
+	}
+	n := c.GetSlotCount()
+	if n == 0 || n%wire.SlotsPerShard != 0 || n > MaxSlotCount {
+		return fmt.Errorf("%w: slot_count is %d, want a multiple of %d up to %d", ErrInvalidArgument, n, wire.SlotsPerShard, MaxSlotCount)
+	}
+	if len(c.GetSlots()) == 0 || len(c.GetSlots()) > MaxSealSlots {
+		return fmt.Errorf("%w: %d slots, allowed 1..%d", ErrInvalidArgument, len(c.GetSlots()), MaxSealSlots)
+	}
+	for _, s := range c.GetSlots() {
+		if s >= n {
+			return fmt.Errorf("%w: slot %d is not below slot_count %d", ErrInvalidArgument, s, n)
+		}
+	}
+	return nil
+}
+
+// ValidateHoldGroups checks a HoldGroups: a move id and 1 to MaxGroupItems
+// well-formed groups.
+func ValidateHoldGroups(c *fsmpb.HoldGroups) error {
+	if c.GetMoveId() == 0 {
+		return fmt.Errorf("%w: move_id is 0", ErrInvalidArgument)
+	}
+	if len(c.GetItems()) == 0 {
+		return fmt.Errorf("%w: no groups to hold", ErrInvalidArgument)
+	}
+	return validateGroups(c.GetItems())
+}
+
+// ValidateReleaseGroups checks a ReleaseGroups: a move id, and either all
+// or 1 to MaxGroupItems well-formed groups.
+func ValidateReleaseGroups(c *fsmpb.ReleaseGroups) error {
+	if c.GetMoveId() == 0 {
+		return fmt.Errorf("%w: move_id is 0", ErrInvalidArgument)
+	}
+	switch {
+	case c.GetAll() && len(c.GetItems()) > 0:
+		return fmt.Errorf("%w: release names %d groups and all: name either", ErrInvalidArgument, len(c.GetItems()))
+	case c.GetAll():
+		return nil
+	case len(c.GetItems()) == 0:
+		return fmt.Errorf("%w: no groups to release", ErrInvalidArgument)
+	}
+	return validateGroups(c.GetItems())
+}
+
+func validateGroups(items []*fsmpb.QueueGroup) error {
+	if len(items) > MaxGroupItems {
+		return fmt.Errorf("%w: %d groups in one command, limit %d", ErrInvalidArgument, len(items), MaxGroupItems)
+	}
+	for _, it := range items {
+		if err := ValidateQueueName(it.GetQueue()); err != nil {
+			return err
+		}
+		if g := it.GetGroup(); g == "" || len(g) > MaxGroupIDLen {
+			return fmt.Errorf("%w: group id of queue %q is %d bytes, allowed 1..%d", ErrInvalidArgument, it.GetQueue(), len(g), MaxGroupIDLen)
+		}
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func TestUnknownKindStopsNode(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
 		t.Fatalf("child: %v, want a panic (exit status 2); output:\n%s", err, out.String())
 	}
-	m := regexp.MustCompile(`panic: fsm: log index (\d+) term \d+: unknown command kind 15 \(field of raftq\.fsm\.v1\.Command\); this binary \(.+, log format ` + strconv.Itoa(int(fsm.LogFormat)) + `\) cannot apply it and stops rather than diverge`).FindSubmatch(out.Bytes())
+	m := regexp.MustCompile(`panic: fsm: log index (\d+) term \d+: unknown command kind 999 \(field of raftq\.fsm\.v1\.Command\); this binary \(.+, log format ` + strconv.Itoa(int(fsm.LogFormat)) + `\) cannot apply it and stops rather than diverge`).FindSubmatch(out.Bytes())
 	if m == nil {
 		t.Fatalf("child did not stop with the unknown-kind message; output:\n%s", out.String())
 	}
@@ -60,7 +60,7 @@ func TestUnknownKindStopsNode(t *testing.T) {
 		t.Fatalf("entry %d is not in the stopped replica's log: %v", index, err)
 	}
 	e, err := fsm.DecodeEntry(l.Data)
-	if err != nil || len(e.GetCommands()) != 1 || fsm.KindName(e.GetCommands()[0]) != "kind 15" {
+	if err != nil || len(e.GetCommands()) != 1 || fsm.KindName(e.GetCommands()[0]) != "kind 999" {
 		t.Fatalf("entry %d holds %v (%v), want the unknown command", index, e, err)
 	}
 	snaps, err := raft.NewFileSnapshotStore(dir, 1, os.Stderr)
@@ -79,7 +79,7 @@ func TestUnknownKindStopsNode(t *testing.T) {
 }
 
 // unknownKindChild runs one replica in dir, commits an ordinary command,
-// then one of kind 15 (as a newer leader would write it), and waits; its
+// then one of kind 999 (as a newer leader would write it), and waits; its
 // FSM must end the process before the wait does.
 func unknownKindChild(t *testing.T, dir string) {
 	addr, tr := raft.NewInmemTransport("n1")
@@ -98,7 +98,7 @@ func unknownKindChild(t *testing.T, dir string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	mustQueue(t, s, "q", nil)
-	raw := protowire.AppendTag(nil, 15, protowire.BytesType)
+	raw := protowire.AppendTag(nil, 999, protowire.BytesType)
 	raw = protowire.AppendBytes(raw, []byte{0x0a, 0x01, 'q'})
 	c := &fsmpb.Command{}
 	c.ProtoReflect().SetUnknown(raw)

@@ -382,6 +382,10 @@ type Command struct {
 	//	*Command_Tick
 	//	*Command_LeaderGrace
 	//	*Command_Cancel
+	//	*Command_SealSlots
+	//	*Command_UnsealSlots
+	//	*Command_HoldGroups
+	//	*Command_ReleaseGroups
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -550,6 +554,42 @@ func (x *Command) GetCancel() *Cancel {
 	return nil
 }
 
+func (x *Command) GetSealSlots() *SealSlots {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_SealSlots); ok {
+			return x.SealSlots
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUnsealSlots() *UnsealSlots {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_UnsealSlots); ok {
+			return x.UnsealSlots
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetHoldGroups() *HoldGroups {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_HoldGroups); ok {
+			return x.HoldGroups
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReleaseGroups() *ReleaseGroups {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_ReleaseGroups); ok {
+			return x.ReleaseGroups
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -610,6 +650,23 @@ type Command_Cancel struct {
 	Cancel *Cancel `protobuf:"bytes,14,opt,name=cancel,proto3,oneof"`
 }
 
+type Command_SealSlots struct {
+	// Growing the shard count (docs/cluster.md): log format 4.
+	SealSlots *SealSlots `protobuf:"bytes,15,opt,name=seal_slots,json=sealSlots,proto3,oneof"`
+}
+
+type Command_UnsealSlots struct {
+	UnsealSlots *UnsealSlots `protobuf:"bytes,16,opt,name=unseal_slots,json=unsealSlots,proto3,oneof"`
+}
+
+type Command_HoldGroups struct {
+	HoldGroups *HoldGroups `protobuf:"bytes,17,opt,name=hold_groups,json=holdGroups,proto3,oneof"`
+}
+
+type Command_ReleaseGroups struct {
+	ReleaseGroups *ReleaseGroups `protobuf:"bytes,18,opt,name=release_groups,json=releaseGroups,proto3,oneof"`
+}
+
 func (*Command_UpsertQueue) isCommand_Cmd() {}
 
 func (*Command_DeleteQueue) isCommand_Cmd() {}
@@ -637,6 +694,14 @@ func (*Command_Tick) isCommand_Cmd() {}
 func (*Command_LeaderGrace) isCommand_Cmd() {}
 
 func (*Command_Cancel) isCommand_Cmd() {}
+
+func (*Command_SealSlots) isCommand_Cmd() {}
+
+func (*Command_UnsealSlots) isCommand_Cmd() {}
+
+func (*Command_HoldGroups) isCommand_Cmd() {}
+
+func (*Command_ReleaseGroups) isCommand_Cmd() {}
 
 // QueuePolicy is the per-queue configuration every shard of the queue holds.
 // Zero values mean "use the default" and are filled in by the FSM on upsert
@@ -1866,6 +1931,307 @@ func (x *Cancel) GetMessageIds() []uint64 {
 	return nil
 }
 
+// QueueGroup names one message group of one queue.
+type QueueGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueGroup) Reset() {
+	*x = QueueGroup{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueGroup) ProtoMessage() {}
+
+func (x *QueueGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueGroup.ProtoReflect.Descriptor instead.
+func (*QueueGroup) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *QueueGroup) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueGroup) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// SealSlots makes this shard refuse, with CODE_SLOT_MOVED, every new keyed
+// message (grouped, or ungrouped with a dedup key) whose hash slot
+// (wire.SlotForMessage with slot_count) is one of slots: the slots are being
+// moved to shard to_shard by slot move move_id. Idempotent; a slot sealed by
+// another move is taken over by this one. The result (SealResult) lists the
+// FIFO groups of these slots that still have live messages here.
+type SealSlots struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MoveId        uint64                 `protobuf:"varint,1,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	Slots         []uint32               `protobuf:"varint,2,rep,packed,name=slots,proto3" json:"slots,omitempty"`
+	SlotCount     uint32                 `protobuf:"varint,3,opt,name=slot_count,json=slotCount,proto3" json:"slot_count,omitempty"` // a multiple of wire.SlotsPerShard; every seal shares it
+	ToShard       uint32                 `protobuf:"varint,4,opt,name=to_shard,json=toShard,proto3" json:"to_shard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealSlots) Reset() {
+	*x = SealSlots{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealSlots) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealSlots) ProtoMessage() {}
+
+func (x *SealSlots) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealSlots.ProtoReflect.Descriptor instead.
+func (*SealSlots) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SealSlots) GetMoveId() uint64 {
+	if x != nil {
+		return x.MoveId
+	}
+	return 0
+}
+
+func (x *SealSlots) GetSlots() []uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *SealSlots) GetSlotCount() uint32 {
+	if x != nil {
+		return x.SlotCount
+	}
+	return 0
+}
+
+func (x *SealSlots) GetToShard() uint32 {
+	if x != nil {
+		return x.ToShard
+	}
+	return 0
+}
+
+// UnsealSlots drops every seal of a move (an aborted move). The count is the
+// slots unsealed.
+type UnsealSlots struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MoveId        uint64                 `protobuf:"varint,1,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnsealSlots) Reset() {
+	*x = UnsealSlots{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnsealSlots) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnsealSlots) ProtoMessage() {}
+
+func (x *UnsealSlots) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnsealSlots.ProtoReflect.Descriptor instead.
+func (*UnsealSlots) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *UnsealSlots) GetMoveId() uint64 {
+	if x != nil {
+		return x.MoveId
+	}
+	return 0
+}
+
+// HoldGroups, on the shard a move brings slots to, keeps the named FIFO
+// groups from being leased: their messages are accepted and queued in
+// order, but no head is leasable until the hold is released, because the
+// shard the groups come from (from_shard) still holds older messages of
+// them. A group may be held before its queue exists here. Idempotent by
+// (move, queue, group); the count is the holds added.
+type HoldGroups struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MoveId        uint64                 `protobuf:"varint,1,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	FromShard     uint32                 `protobuf:"varint,2,opt,name=from_shard,json=fromShard,proto3" json:"from_shard,omitempty"`
+	Items         []*QueueGroup          `protobuf:"bytes,3,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldGroups) Reset() {
+	*x = HoldGroups{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldGroups) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldGroups) ProtoMessage() {}
+
+func (x *HoldGroups) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldGroups.ProtoReflect.Descriptor instead.
+func (*HoldGroups) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *HoldGroups) GetMoveId() uint64 {
+	if x != nil {
+		return x.MoveId
+	}
+	return 0
+}
+
+func (x *HoldGroups) GetFromShard() uint32 {
+	if x != nil {
+		return x.FromShard
+	}
+	return 0
+}
+
+func (x *HoldGroups) GetItems() []*QueueGroup {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// ReleaseGroups drops holds of a move: the named items, or all of the
+// move's holds. The count is the holds dropped.
+type ReleaseGroups struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MoveId        uint64                 `protobuf:"varint,1,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	Items         []*QueueGroup          `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	All           bool                   `protobuf:"varint,3,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseGroups) Reset() {
+	*x = ReleaseGroups{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseGroups) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseGroups) ProtoMessage() {}
+
+func (x *ReleaseGroups) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseGroups.ProtoReflect.Descriptor instead.
+func (*ReleaseGroups) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReleaseGroups) GetMoveId() uint64 {
+	if x != nil {
+		return x.MoveId
+	}
+	return 0
+}
+
+func (x *ReleaseGroups) GetItems() []*QueueGroup {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *ReleaseGroups) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
 type Status struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=raftq.fsm.v1.Code" json:"code,omitempty"`
@@ -1876,7 +2242,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +2254,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2267,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Status) GetCode() Code {
@@ -1927,6 +2293,7 @@ type Result struct {
 	//	*Result_Receive
 	//	*Result_Items
 	//	*Result_Count
+	//	*Result_Seal
 	Body          isResult_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1934,7 +2301,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +2313,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +2326,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Result) GetStatus() *Status {
@@ -2012,6 +2379,15 @@ func (x *Result) GetCount() *CountResult {
 	return nil
 }
 
+func (x *Result) GetSeal() *SealResult {
+	if x != nil {
+		if x, ok := x.Body.(*Result_Seal); ok {
+			return x.Seal
+		}
+	}
+	return nil
+}
+
 type isResult_Body interface {
 	isResult_Body()
 }
@@ -2029,7 +2405,11 @@ type Result_Items struct {
 }
 
 type Result_Count struct {
-	Count *CountResult `protobuf:"bytes,5,opt,name=count,proto3,oneof"` // purge, redrive, discard, tick, grace
+	Count *CountResult `protobuf:"bytes,5,opt,name=count,proto3,oneof"` // purge, redrive, discard, tick, grace, unseal, hold, release
+}
+
+type Result_Seal struct {
+	Seal *SealResult `protobuf:"bytes,6,opt,name=seal,proto3,oneof"`
 }
 
 func (*Result_Enqueue) isResult_Body() {}
@@ -2039,6 +2419,8 @@ func (*Result_Receive) isResult_Body() {}
 func (*Result_Items) isResult_Body() {}
 
 func (*Result_Count) isResult_Body() {}
+
+func (*Result_Seal) isResult_Body() {}
 
 type EnqueueItemResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2051,7 +2433,7 @@ type EnqueueItemResult struct {
 
 func (x *EnqueueItemResult) Reset() {
 	*x = EnqueueItemResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2445,7 @@ func (x *EnqueueItemResult) String() string {
 func (*EnqueueItemResult) ProtoMessage() {}
 
 func (x *EnqueueItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2458,7 @@ func (x *EnqueueItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueItemResult.ProtoReflect.Descriptor instead.
 func (*EnqueueItemResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EnqueueItemResult) GetStatus() *Status {
@@ -2109,7 +2491,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2503,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2516,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *EnqueueResult) GetItems() []*EnqueueItemResult {
@@ -2155,7 +2537,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2549,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2562,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReceiveResult) GetMessages() []*Message {
@@ -2204,7 +2586,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2598,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2611,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ItemResult) GetStatus() *Status {
@@ -2262,7 +2644,7 @@ type ItemsResult struct {
 
 func (x *ItemsResult) Reset() {
 	*x = ItemsResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2656,7 @@ func (x *ItemsResult) String() string {
 func (*ItemsResult) ProtoMessage() {}
 
 func (x *ItemsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +2669,7 @@ func (x *ItemsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemsResult.ProtoReflect.Descriptor instead.
 func (*ItemsResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ItemsResult) GetItems() []*ItemResult {
@@ -2306,7 +2688,7 @@ type CountResult struct {
 
 func (x *CountResult) Reset() {
 	*x = CountResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2700,7 @@ func (x *CountResult) String() string {
 func (*CountResult) ProtoMessage() {}
 
 func (x *CountResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2713,7 @@ func (x *CountResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountResult.ProtoReflect.Descriptor instead.
 func (*CountResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CountResult) GetCount() uint64 {
@@ -2339,6 +2721,52 @@ func (x *CountResult) GetCount() uint64 {
 		return x.Count
 	}
 	return 0
+}
+
+// SealResult lists the FIFO groups of the sealed slots with live (ready,
+// delayed or leased) messages on this shard, by queue then group.
+type SealResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LiveGroups    []*QueueGroup          `protobuf:"bytes,1,rep,name=live_groups,json=liveGroups,proto3" json:"live_groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealResult) Reset() {
+	*x = SealResult{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealResult) ProtoMessage() {}
+
+func (x *SealResult) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealResult.ProtoReflect.Descriptor instead.
+func (*SealResult) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SealResult) GetLiveGroups() []*QueueGroup {
+	if x != nil {
+		return x.LiveGroups
+	}
+	return nil
 }
 
 // Attempt is one delivery in a message's history (bounded, most recent kept).
@@ -2356,7 +2784,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2796,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2809,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Attempt) GetLeaseEpoch() uint64 {
@@ -2460,7 +2888,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2900,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2913,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Message) GetId() uint64 {
@@ -2652,24 +3080,27 @@ func (x *Message) GetExpireMs() int64 {
 // Snapshot records. A snapshot stream is the 8 magic bytes "raftqfsm", then
 // records [type byte][uvarint length][proto bytes]: one SnapshotHeader, the
 // queues (SnapshotQueue, by name), the messages (Message, by id), the dedup
-// keys (DedupRecord, by queue then key), and a SnapshotTrailer with counts.
+// keys (DedupRecord, by queue then key), the sealed slots (SnapshotSeal)
+// and held groups (SnapshotHold) if any, and a SnapshotTrailer with counts.
 type SnapshotHeader struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	ClockMs       int64                  `protobuf:"varint,2,opt,name=clock_ms,json=clockMs,proto3" json:"clock_ms,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	NextId        uint64                 `protobuf:"varint,4,opt,name=next_id,json=nextId,proto3" json:"next_id,omitempty"`
-	NextSeq       uint64                 `protobuf:"varint,5,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
-	LeaseEpoch    uint64                 `protobuf:"varint,6,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
-	GraceTerm     uint64                 `protobuf:"varint,7,opt,name=grace_term,json=graceTerm,proto3" json:"grace_term,omitempty"`
-	Counters      *Counters              `protobuf:"bytes,8,opt,name=counters,proto3" json:"counters,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Version      uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	ClockMs      int64                  `protobuf:"varint,2,opt,name=clock_ms,json=clockMs,proto3" json:"clock_ms,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	NextId       uint64                 `protobuf:"varint,4,opt,name=next_id,json=nextId,proto3" json:"next_id,omitempty"`
+	NextSeq      uint64                 `protobuf:"varint,5,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	LeaseEpoch   uint64                 `protobuf:"varint,6,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	GraceTerm    uint64                 `protobuf:"varint,7,opt,name=grace_term,json=graceTerm,proto3" json:"grace_term,omitempty"`
+	Counters     *Counters              `protobuf:"bytes,8,opt,name=counters,proto3" json:"counters,omitempty"`
+	// The slot count of the shard's seals (SnapshotSeal); 0 when it has none.
+	SlotCount     uint32 `protobuf:"varint,9,opt,name=slot_count,json=slotCount,proto3" json:"slot_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2681,7 +3112,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2694,7 +3125,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SnapshotHeader) GetVersion() uint32 {
@@ -2753,6 +3184,13 @@ func (x *SnapshotHeader) GetCounters() *Counters {
 	return nil
 }
 
+func (x *SnapshotHeader) GetSlotCount() uint32 {
+	if x != nil {
+		return x.SlotCount
+	}
+	return 0
+}
+
 // Counters are shard-wide totals since the shard began; they make "nothing
 // disappears silently" checkable: live = enqueued - acked - discarded -
 // purged - cancelled - dropped - deleted.
@@ -2771,7 +3209,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +3221,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +3234,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Counters) GetEnqueued() uint64 {
@@ -2863,7 +3301,7 @@ type SnapshotQueue struct {
 
 func (x *SnapshotQueue) Reset() {
 	*x = SnapshotQueue{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +3313,7 @@ func (x *SnapshotQueue) String() string {
 func (*SnapshotQueue) ProtoMessage() {}
 
 func (x *SnapshotQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3326,7 @@ func (x *SnapshotQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotQueue.ProtoReflect.Descriptor instead.
 func (*SnapshotQueue) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SnapshotQueue) GetName() string {
@@ -2934,7 +3372,7 @@ type DedupRecord struct {
 
 func (x *DedupRecord) Reset() {
 	*x = DedupRecord{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2946,7 +3384,7 @@ func (x *DedupRecord) String() string {
 func (*DedupRecord) ProtoMessage() {}
 
 func (x *DedupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2959,7 +3397,7 @@ func (x *DedupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupRecord.ProtoReflect.Descriptor instead.
 func (*DedupRecord) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DedupRecord) GetQueue() string {
@@ -2997,18 +3435,153 @@ func (x *DedupRecord) GetKeyHash() []byte {
 	return nil
 }
 
+// SnapshotSeal is one sealed slot (SealSlots), written by slot after the
+// dedup keys. Snapshots without seals or holds have none of these records
+// and read as before.
+type SnapshotSeal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slot          uint32                 `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	MoveId        uint64                 `protobuf:"varint,2,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	ToShard       uint32                 `protobuf:"varint,3,opt,name=to_shard,json=toShard,proto3" json:"to_shard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSeal) Reset() {
+	*x = SnapshotSeal{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSeal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSeal) ProtoMessage() {}
+
+func (x *SnapshotSeal) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSeal.ProtoReflect.Descriptor instead.
+func (*SnapshotSeal) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *SnapshotSeal) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *SnapshotSeal) GetMoveId() uint64 {
+	if x != nil {
+		return x.MoveId
+	}
+	return 0
+}
+
+func (x *SnapshotSeal) GetToShard() uint32 {
+	if x != nil {
+		return x.ToShard
+	}
+	return 0
+}
+
+// SnapshotHold is one held FIFO group (HoldGroups), written by queue, group
+// and move after the seals.
+type SnapshotHold struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	MoveId        uint64                 `protobuf:"varint,3,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	FromShard     uint32                 `protobuf:"varint,4,opt,name=from_shard,json=fromShard,proto3" json:"from_shard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotHold) Reset() {
+	*x = SnapshotHold{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotHold) ProtoMessage() {}
+
+func (x *SnapshotHold) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotHold.ProtoReflect.Descriptor instead.
+func (*SnapshotHold) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *SnapshotHold) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SnapshotHold) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SnapshotHold) GetMoveId() uint64 {
+	if x != nil {
+		return x.MoveId
+	}
+	return 0
+}
+
+func (x *SnapshotHold) GetFromShard() uint32 {
+	if x != nil {
+		return x.FromShard
+	}
+	return 0
+}
+
 type SnapshotTrailer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queues        uint64                 `protobuf:"varint,1,opt,name=queues,proto3" json:"queues,omitempty"`
 	Messages      uint64                 `protobuf:"varint,2,opt,name=messages,proto3" json:"messages,omitempty"`
 	Dedup         uint64                 `protobuf:"varint,3,opt,name=dedup,proto3" json:"dedup,omitempty"`
+	Seals         uint64                 `protobuf:"varint,4,opt,name=seals,proto3" json:"seals,omitempty"`
+	Holds         uint64                 `protobuf:"varint,5,opt,name=holds,proto3" json:"holds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3593,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3606,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SnapshotTrailer) GetQueues() uint64 {
@@ -3057,6 +3630,20 @@ func (x *SnapshotTrailer) GetDedup() uint64 {
 	return 0
 }
 
+func (x *SnapshotTrailer) GetSeals() uint64 {
+	if x != nil {
+		return x.Seals
+	}
+	return 0
+}
+
+func (x *SnapshotTrailer) GetHolds() uint64 {
+	if x != nil {
+		return x.Holds
+	}
+	return 0
+}
+
 var File_fsm_fsmpb_fsm_proto protoreflect.FileDescriptor
 
 const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
@@ -3066,7 +3653,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12\x12\n" +
 	"\x04seed\x18\x03 \x01(\x04R\x04seed\x121\n" +
-	"\bcommands\x18\x04 \x03(\v2\x15.raftq.fsm.v1.CommandR\bcommands\"\xfe\x05\n" +
+	"\bcommands\x18\x04 \x03(\v2\x15.raftq.fsm.v1.CommandR\bcommands\"\xfb\a\n" +
 	"\aCommand\x12>\n" +
 	"\fupsert_queue\x18\x01 \x01(\v2\x19.raftq.fsm.v1.UpsertQueueH\x00R\vupsertQueue\x12>\n" +
 	"\fdelete_queue\x18\x02 \x01(\v2\x19.raftq.fsm.v1.DeleteQueueH\x00R\vdeleteQueue\x12;\n" +
@@ -3084,7 +3671,13 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\fdiscard_dead\x18\v \x01(\v2\x19.raftq.fsm.v1.DiscardDeadH\x00R\vdiscardDead\x12(\n" +
 	"\x04tick\x18\f \x01(\v2\x12.raftq.fsm.v1.TickH\x00R\x04tick\x12>\n" +
 	"\fleader_grace\x18\r \x01(\v2\x19.raftq.fsm.v1.LeaderGraceH\x00R\vleaderGrace\x12.\n" +
-	"\x06cancel\x18\x0e \x01(\v2\x14.raftq.fsm.v1.CancelH\x00R\x06cancelB\x05\n" +
+	"\x06cancel\x18\x0e \x01(\v2\x14.raftq.fsm.v1.CancelH\x00R\x06cancel\x128\n" +
+	"\n" +
+	"seal_slots\x18\x0f \x01(\v2\x17.raftq.fsm.v1.SealSlotsH\x00R\tsealSlots\x12>\n" +
+	"\funseal_slots\x18\x10 \x01(\v2\x19.raftq.fsm.v1.UnsealSlotsH\x00R\vunsealSlots\x12;\n" +
+	"\vhold_groups\x18\x11 \x01(\v2\x18.raftq.fsm.v1.HoldGroupsH\x00R\n" +
+	"holdGroups\x12D\n" +
+	"\x0erelease_groups\x18\x12 \x01(\v2\x1b.raftq.fsm.v1.ReleaseGroupsH\x00R\rreleaseGroupsB\x05\n" +
 	"\x03cmd\"\xb7\x04\n" +
 	"\vQueuePolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.raftq.fsm.v1.QueueModeR\x04mode\x122\n" +
@@ -3181,16 +3774,39 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x06Cancel\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1f\n" +
 	"\vmessage_ids\x18\x02 \x03(\x04R\n" +
-	"messageIds\"J\n" +
+	"messageIds\"8\n" +
+	"\n" +
+	"QueueGroup\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"t\n" +
+	"\tSealSlots\x12\x17\n" +
+	"\amove_id\x18\x01 \x01(\x04R\x06moveId\x12\x14\n" +
+	"\x05slots\x18\x02 \x03(\rR\x05slots\x12\x1d\n" +
+	"\n" +
+	"slot_count\x18\x03 \x01(\rR\tslotCount\x12\x19\n" +
+	"\bto_shard\x18\x04 \x01(\rR\atoShard\"&\n" +
+	"\vUnsealSlots\x12\x17\n" +
+	"\amove_id\x18\x01 \x01(\x04R\x06moveId\"t\n" +
+	"\n" +
+	"HoldGroups\x12\x17\n" +
+	"\amove_id\x18\x01 \x01(\x04R\x06moveId\x12\x1d\n" +
+	"\n" +
+	"from_shard\x18\x02 \x01(\rR\tfromShard\x12.\n" +
+	"\x05items\x18\x03 \x03(\v2\x18.raftq.fsm.v1.QueueGroupR\x05items\"j\n" +
+	"\rReleaseGroups\x12\x17\n" +
+	"\amove_id\x18\x01 \x01(\x04R\x06moveId\x12.\n" +
+	"\x05items\x18\x02 \x03(\v2\x18.raftq.fsm.v1.QueueGroupR\x05items\x12\x10\n" +
+	"\x03all\x18\x03 \x01(\bR\x03all\"J\n" +
 	"\x06Status\x12&\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x12.raftq.fsm.v1.CodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x96\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xc6\x02\n" +
 	"\x06Result\x12,\n" +
 	"\x06status\x18\x01 \x01(\v2\x14.raftq.fsm.v1.StatusR\x06status\x127\n" +
 	"\aenqueue\x18\x02 \x01(\v2\x1b.raftq.fsm.v1.EnqueueResultH\x00R\aenqueue\x127\n" +
 	"\areceive\x18\x03 \x01(\v2\x1b.raftq.fsm.v1.ReceiveResultH\x00R\areceive\x121\n" +
 	"\x05items\x18\x04 \x01(\v2\x19.raftq.fsm.v1.ItemsResultH\x00R\x05items\x121\n" +
-	"\x05count\x18\x05 \x01(\v2\x19.raftq.fsm.v1.CountResultH\x00R\x05countB\x06\n" +
+	"\x05count\x18\x05 \x01(\v2\x19.raftq.fsm.v1.CountResultH\x00R\x05count\x12.\n" +
+	"\x04seal\x18\x06 \x01(\v2\x18.raftq.fsm.v1.SealResultH\x00R\x04sealB\x06\n" +
 	"\x04body\"\x84\x01\n" +
 	"\x11EnqueueItemResult\x12,\n" +
 	"\x06status\x18\x01 \x01(\v2\x14.raftq.fsm.v1.StatusR\x06status\x12\x1d\n" +
@@ -3209,7 +3825,11 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vItemsResult\x12.\n" +
 	"\x05items\x18\x01 \x03(\v2\x18.raftq.fsm.v1.ItemResultR\x05items\"#\n" +
 	"\vCountResult\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x04R\x05count\"\xc8\x01\n" +
+	"\x05count\x18\x01 \x01(\x04R\x05count\"G\n" +
+	"\n" +
+	"SealResult\x129\n" +
+	"\vlive_groups\x18\x01 \x03(\v2\x18.raftq.fsm.v1.QueueGroupR\n" +
+	"liveGroups\"\xc8\x01\n" +
 	"\aAttempt\x12\x1f\n" +
 	"\vlease_epoch\x18\x01 \x01(\x04R\n" +
 	"leaseEpoch\x12\x1f\n" +
@@ -3253,7 +3873,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x19\n" +
 	"\bclock_ms\x18\x02 \x01(\x03R\aclockMs\x12#\n" +
@@ -3264,7 +3884,9 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"leaseEpoch\x12\x1d\n" +
 	"\n" +
 	"grace_term\x18\a \x01(\x04R\tgraceTerm\x122\n" +
-	"\bcounters\x18\b \x01(\v2\x16.raftq.fsm.v1.CountersR\bcounters\"\xc4\x01\n" +
+	"\bcounters\x18\b \x01(\v2\x16.raftq.fsm.v1.CountersR\bcounters\x12\x1d\n" +
+	"\n" +
+	"slot_count\x18\t \x01(\rR\tslotCount\"\xc4\x01\n" +
 	"\bCounters\x12\x1a\n" +
 	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x14\n" +
 	"\x05acked\x18\x02 \x01(\x04R\x05acked\x12\x1c\n" +
@@ -3284,11 +3906,23 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x03 \x01(\x04R\tmessageId\x12\x1b\n" +
 	"\texpire_ms\x18\x04 \x01(\x03R\bexpireMs\x12\x19\n" +
-	"\bkey_hash\x18\x05 \x01(\fR\akeyHash\"[\n" +
+	"\bkey_hash\x18\x05 \x01(\fR\akeyHash\"V\n" +
+	"\fSnapshotSeal\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x17\n" +
+	"\amove_id\x18\x02 \x01(\x04R\x06moveId\x12\x19\n" +
+	"\bto_shard\x18\x03 \x01(\rR\atoShard\"r\n" +
+	"\fSnapshotHold\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x17\n" +
+	"\amove_id\x18\x03 \x01(\x04R\x06moveId\x12\x1d\n" +
+	"\n" +
+	"from_shard\x18\x04 \x01(\rR\tfromShard\"\x87\x01\n" +
 	"\x0fSnapshotTrailer\x12\x16\n" +
 	"\x06queues\x18\x01 \x01(\x04R\x06queues\x12\x1a\n" +
 	"\bmessages\x18\x02 \x01(\x04R\bmessages\x12\x14\n" +
-	"\x05dedup\x18\x03 \x01(\x04R\x05dedup*U\n" +
+	"\x05dedup\x18\x03 \x01(\x04R\x05dedup\x12\x14\n" +
+	"\x05seals\x18\x04 \x01(\x04R\x05seals\x12\x14\n" +
+	"\x05holds\x18\x05 \x01(\x04R\x05holds*U\n" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
@@ -3334,7 +3968,7 @@ func file_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(QueueMode)(0),            // 0: raftq.fsm.v1.QueueMode
 	(Code)(0),                 // 1: raftq.fsm.v1.Code
@@ -3362,23 +3996,31 @@ var file_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*Tick)(nil),              // 23: raftq.fsm.v1.Tick
 	(*LeaderGrace)(nil),       // 24: raftq.fsm.v1.LeaderGrace
 	(*Cancel)(nil),            // 25: raftq.fsm.v1.Cancel
-	(*Status)(nil),            // 26: raftq.fsm.v1.Status
-	(*Result)(nil),            // 27: raftq.fsm.v1.Result
-	(*EnqueueItemResult)(nil), // 28: raftq.fsm.v1.EnqueueItemResult
-	(*EnqueueResult)(nil),     // 29: raftq.fsm.v1.EnqueueResult
-	(*ReceiveResult)(nil),     // 30: raftq.fsm.v1.ReceiveResult
-	(*ItemResult)(nil),        // 31: raftq.fsm.v1.ItemResult
-	(*ItemsResult)(nil),       // 32: raftq.fsm.v1.ItemsResult
-	(*CountResult)(nil),       // 33: raftq.fsm.v1.CountResult
-	(*Attempt)(nil),           // 34: raftq.fsm.v1.Attempt
-	(*Message)(nil),           // 35: raftq.fsm.v1.Message
-	(*SnapshotHeader)(nil),    // 36: raftq.fsm.v1.SnapshotHeader
-	(*Counters)(nil),          // 37: raftq.fsm.v1.Counters
-	(*SnapshotQueue)(nil),     // 38: raftq.fsm.v1.SnapshotQueue
-	(*DedupRecord)(nil),       // 39: raftq.fsm.v1.DedupRecord
-	(*SnapshotTrailer)(nil),   // 40: raftq.fsm.v1.SnapshotTrailer
-	nil,                       // 41: raftq.fsm.v1.NewMessage.AttributesEntry
-	nil,                       // 42: raftq.fsm.v1.Message.AttributesEntry
+	(*QueueGroup)(nil),        // 26: raftq.fsm.v1.QueueGroup
+	(*SealSlots)(nil),         // 27: raftq.fsm.v1.SealSlots
+	(*UnsealSlots)(nil),       // 28: raftq.fsm.v1.UnsealSlots
+	(*HoldGroups)(nil),        // 29: raftq.fsm.v1.HoldGroups
+	(*ReleaseGroups)(nil),     // 30: raftq.fsm.v1.ReleaseGroups
+	(*Status)(nil),            // 31: raftq.fsm.v1.Status
+	(*Result)(nil),            // 32: raftq.fsm.v1.Result
+	(*EnqueueItemResult)(nil), // 33: raftq.fsm.v1.EnqueueItemResult
+	(*EnqueueResult)(nil),     // 34: raftq.fsm.v1.EnqueueResult
+	(*ReceiveResult)(nil),     // 35: raftq.fsm.v1.ReceiveResult
+	(*ItemResult)(nil),        // 36: raftq.fsm.v1.ItemResult
+	(*ItemsResult)(nil),       // 37: raftq.fsm.v1.ItemsResult
+	(*CountResult)(nil),       // 38: raftq.fsm.v1.CountResult
+	(*SealResult)(nil),        // 39: raftq.fsm.v1.SealResult
+	(*Attempt)(nil),           // 40: raftq.fsm.v1.Attempt
+	(*Message)(nil),           // 41: raftq.fsm.v1.Message
+	(*SnapshotHeader)(nil),    // 42: raftq.fsm.v1.SnapshotHeader
+	(*Counters)(nil),          // 43: raftq.fsm.v1.Counters
+	(*SnapshotQueue)(nil),     // 44: raftq.fsm.v1.SnapshotQueue
+	(*DedupRecord)(nil),       // 45: raftq.fsm.v1.DedupRecord
+	(*SnapshotSeal)(nil),      // 46: raftq.fsm.v1.SnapshotSeal
+	(*SnapshotHold)(nil),      // 47: raftq.fsm.v1.SnapshotHold
+	(*SnapshotTrailer)(nil),   // 48: raftq.fsm.v1.SnapshotTrailer
+	nil,                       // 49: raftq.fsm.v1.NewMessage.AttributesEntry
+	nil,                       // 50: raftq.fsm.v1.Message.AttributesEntry
 }
 var file_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	5,  // 0: raftq.fsm.v1.Entry.commands:type_name -> raftq.fsm.v1.Command
@@ -3396,40 +4038,48 @@ var file_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	23, // 12: raftq.fsm.v1.Command.tick:type_name -> raftq.fsm.v1.Tick
 	24, // 13: raftq.fsm.v1.Command.leader_grace:type_name -> raftq.fsm.v1.LeaderGrace
 	25, // 14: raftq.fsm.v1.Command.cancel:type_name -> raftq.fsm.v1.Cancel
-	0,  // 15: raftq.fsm.v1.QueuePolicy.mode:type_name -> raftq.fsm.v1.QueueMode
-	6,  // 16: raftq.fsm.v1.UpsertQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	41, // 17: raftq.fsm.v1.NewMessage.attributes:type_name -> raftq.fsm.v1.NewMessage.AttributesEntry
-	10, // 18: raftq.fsm.v1.Enqueue.messages:type_name -> raftq.fsm.v1.NewMessage
-	13, // 19: raftq.fsm.v1.Ack.receipts:type_name -> raftq.fsm.v1.Receipt
-	13, // 20: raftq.fsm.v1.NackItem.receipt:type_name -> raftq.fsm.v1.Receipt
-	15, // 21: raftq.fsm.v1.Nack.items:type_name -> raftq.fsm.v1.NackItem
-	13, // 22: raftq.fsm.v1.ExtendItem.receipt:type_name -> raftq.fsm.v1.Receipt
-	17, // 23: raftq.fsm.v1.Extend.items:type_name -> raftq.fsm.v1.ExtendItem
-	13, // 24: raftq.fsm.v1.DeadLetterItem.receipt:type_name -> raftq.fsm.v1.Receipt
-	19, // 25: raftq.fsm.v1.DeadLetter.items:type_name -> raftq.fsm.v1.DeadLetterItem
-	1,  // 26: raftq.fsm.v1.Status.code:type_name -> raftq.fsm.v1.Code
-	26, // 27: raftq.fsm.v1.Result.status:type_name -> raftq.fsm.v1.Status
-	29, // 28: raftq.fsm.v1.Result.enqueue:type_name -> raftq.fsm.v1.EnqueueResult
-	30, // 29: raftq.fsm.v1.Result.receive:type_name -> raftq.fsm.v1.ReceiveResult
-	32, // 30: raftq.fsm.v1.Result.items:type_name -> raftq.fsm.v1.ItemsResult
-	33, // 31: raftq.fsm.v1.Result.count:type_name -> raftq.fsm.v1.CountResult
-	26, // 32: raftq.fsm.v1.EnqueueItemResult.status:type_name -> raftq.fsm.v1.Status
-	28, // 33: raftq.fsm.v1.EnqueueResult.items:type_name -> raftq.fsm.v1.EnqueueItemResult
-	35, // 34: raftq.fsm.v1.ReceiveResult.messages:type_name -> raftq.fsm.v1.Message
-	26, // 35: raftq.fsm.v1.ItemResult.status:type_name -> raftq.fsm.v1.Status
-	31, // 36: raftq.fsm.v1.ItemsResult.items:type_name -> raftq.fsm.v1.ItemResult
-	3,  // 37: raftq.fsm.v1.Attempt.outcome:type_name -> raftq.fsm.v1.Reason
-	42, // 38: raftq.fsm.v1.Message.attributes:type_name -> raftq.fsm.v1.Message.AttributesEntry
-	2,  // 39: raftq.fsm.v1.Message.state:type_name -> raftq.fsm.v1.State
-	3,  // 40: raftq.fsm.v1.Message.dead_reason:type_name -> raftq.fsm.v1.Reason
-	34, // 41: raftq.fsm.v1.Message.history:type_name -> raftq.fsm.v1.Attempt
-	37, // 42: raftq.fsm.v1.SnapshotHeader.counters:type_name -> raftq.fsm.v1.Counters
-	6,  // 43: raftq.fsm.v1.SnapshotQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	27, // 15: raftq.fsm.v1.Command.seal_slots:type_name -> raftq.fsm.v1.SealSlots
+	28, // 16: raftq.fsm.v1.Command.unseal_slots:type_name -> raftq.fsm.v1.UnsealSlots
+	29, // 17: raftq.fsm.v1.Command.hold_groups:type_name -> raftq.fsm.v1.HoldGroups
+	30, // 18: raftq.fsm.v1.Command.release_groups:type_name -> raftq.fsm.v1.ReleaseGroups
+	0,  // 19: raftq.fsm.v1.QueuePolicy.mode:type_name -> raftq.fsm.v1.QueueMode
+	6,  // 20: raftq.fsm.v1.UpsertQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	49, // 21: raftq.fsm.v1.NewMessage.attributes:type_name -> raftq.fsm.v1.NewMessage.AttributesEntry
+	10, // 22: raftq.fsm.v1.Enqueue.messages:type_name -> raftq.fsm.v1.NewMessage
+	13, // 23: raftq.fsm.v1.Ack.receipts:type_name -> raftq.fsm.v1.Receipt
+	13, // 24: raftq.fsm.v1.NackItem.receipt:type_name -> raftq.fsm.v1.Receipt
+	15, // 25: raftq.fsm.v1.Nack.items:type_name -> raftq.fsm.v1.NackItem
+	13, // 26: raftq.fsm.v1.ExtendItem.receipt:type_name -> raftq.fsm.v1.Receipt
+	17, // 27: raftq.fsm.v1.Extend.items:type_name -> raftq.fsm.v1.ExtendItem
+	13, // 28: raftq.fsm.v1.DeadLetterItem.receipt:type_name -> raftq.fsm.v1.Receipt
+	19, // 29: raftq.fsm.v1.DeadLetter.items:type_name -> raftq.fsm.v1.DeadLetterItem
+	26, // 30: raftq.fsm.v1.HoldGroups.items:type_name -> raftq.fsm.v1.QueueGroup
+	26, // 31: raftq.fsm.v1.ReleaseGroups.items:type_name -> raftq.fsm.v1.QueueGroup
+	1,  // 32: raftq.fsm.v1.Status.code:type_name -> raftq.fsm.v1.Code
+	31, // 33: raftq.fsm.v1.Result.status:type_name -> raftq.fsm.v1.Status
+	34, // 34: raftq.fsm.v1.Result.enqueue:type_name -> raftq.fsm.v1.EnqueueResult
+	35, // 35: raftq.fsm.v1.Result.receive:type_name -> raftq.fsm.v1.ReceiveResult
+	37, // 36: raftq.fsm.v1.Result.items:type_name -> raftq.fsm.v1.ItemsResult
+	38, // 37: raftq.fsm.v1.Result.count:type_name -> raftq.fsm.v1.CountResult
+	39, // 38: raftq.fsm.v1.Result.seal:type_name -> raftq.fsm.v1.SealResult
+	31, // 39: raftq.fsm.v1.EnqueueItemResult.status:type_name -> raftq.fsm.v1.Status
+	33, // 40: raftq.fsm.v1.EnqueueResult.items:type_name -> raftq.fsm.v1.EnqueueItemResult
+	41, // 41: raftq.fsm.v1.ReceiveResult.messages:type_name -> raftq.fsm.v1.Message
+	31, // 42: raftq.fsm.v1.ItemResult.status:type_name -> raftq.fsm.v1.Status
+	36, // 43: raftq.fsm.v1.ItemsResult.items:type_name -> raftq.fsm.v1.ItemResult
+	26, // 44: raftq.fsm.v1.SealResult.live_groups:type_name -> raftq.fsm.v1.QueueGroup
+	3,  // 45: raftq.fsm.v1.Attempt.outcome:type_name -> raftq.fsm.v1.Reason
+	50, // 46: raftq.fsm.v1.Message.attributes:type_name -> raftq.fsm.v1.Message.AttributesEntry
+	2,  // 47: raftq.fsm.v1.Message.state:type_name -> raftq.fsm.v1.State
+	3,  // 48: raftq.fsm.v1.Message.dead_reason:type_name -> raftq.fsm.v1.Reason
+	40, // 49: raftq.fsm.v1.Message.history:type_name -> raftq.fsm.v1.Attempt
+	43, // 50: raftq.fsm.v1.SnapshotHeader.counters:type_name -> raftq.fsm.v1.Counters
+	6,  // 51: raftq.fsm.v1.SnapshotQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_fsm_proto_init() }
@@ -3452,12 +4102,17 @@ func file_fsm_fsmpb_fsm_proto_init() {
 		(*Command_Tick)(nil),
 		(*Command_LeaderGrace)(nil),
 		(*Command_Cancel)(nil),
+		(*Command_SealSlots)(nil),
+		(*Command_UnsealSlots)(nil),
+		(*Command_HoldGroups)(nil),
+		(*Command_ReleaseGroups)(nil),
 	}
-	file_fsm_fsmpb_fsm_proto_msgTypes[23].OneofWrappers = []any{
+	file_fsm_fsmpb_fsm_proto_msgTypes[28].OneofWrappers = []any{
 		(*Result_Enqueue)(nil),
 		(*Result_Receive)(nil),
 		(*Result_Items)(nil),
 		(*Result_Count)(nil),
+		(*Result_Seal)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3465,7 +4120,7 @@ func file_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_fsm_proto_rawDesc), len(file_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   39,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
