@@ -1,12 +1,16 @@
 package meta
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/meta/metapb"
 	"github.com/raftq/raftq/wire"
 )
@@ -80,8 +84,6 @@ func routes(t *testing.T, m ShardMap, keys []key) []uint32 {
 	}
 	return out
 }
-
-func sortedNodes(n []string) []string { return slices.Sorted(slices.Values(n)) }
 
 // Growing from 1 to 3 shards and then to 5 adds shard groups and moves no
 // key: the slot owners are materialized in the bootstrap layout, and a key
@@ -226,5 +228,71 @@ func TestFSM_GrowShardsRules(t *testing.T) {
 		if o != uint32(s)%2 {
 			t.Fatalf("slot %d owned by %d, want the bootstrap owner %d", s, o, s%2)
 		}
+	}
+}
+
+// Through a real (one-voter) meta group: the growth and slot move kinds
+// wait for log format 4, then grow the map and walk a slot move, with
+// refusals surfacing as ErrRefused.
+func TestStore_GrowShardsAndSlotMoves(t *testing.T) {
+	s := mustOpenSingle(t, t.TempDir(), true)
+	waitLeader(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := s.PlaceShards(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	m := s.ShardMap()
+	reps, err := PlanGrowth(m, 2, []string{"m1"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordNodeFormat(ctx, "m1", 3); err != nil {
+		t.Fatal(err)
+	}
+	var lag *fsm.FormatLagError
+	if err := s.GrowShards(ctx, 2, reps, m.RaftAddrs); !errors.As(err, &lag) || lag.Need != 4 || lag.Kind != "grow_shards" {
+		t.Fatalf("growth with m1 at format 3: %v, want a FormatLagError for grow_shards", err)
+	}
+	if err := s.RecordNodeFormat(ctx, "m1", fsm.LogFormat); err != nil {
+		t.Fatal(err)
+	}
+	for try := 0; try < 2; try++ {
+		if err := s.GrowShards(ctx, 2, reps, m.RaftAddrs); err != nil {
+			t.Fatalf("grow (try %d): %v", try, err)
+		}
+	}
+	if err := s.GrowShards(ctx, 1, nil, nil); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "only grows") {
+		t.Fatalf("shrink: %v, want ErrRefused", err)
+	}
+	g := s.ShardMap()
+	if g.Count != 2 || !slices.Equal(g.Replicas[1], []string{"m1"}) || len(g.SlotOwners) != 256 {
+		t.Fatalf("grown map: %d shards, shard 1 on %v, %d owners", g.Count, g.Replicas[1], len(g.SlotOwners))
+	}
+	plan := PlanSlotMoves(g)
+	if len(plan) != 1 || len(plan[0].Slots) != 128 || plan[0].From != 0 || plan[0].To != 1 {
+		t.Fatalf("plan %+v", plan)
+	}
+	mv := plan[0]
+	mv.DedupUntilMs = time.Now().Add(time.Hour).UnixMilli()
+	for _, ph := range []metapb.SlotMovePhase{phSeal, phRoute} {
+		if err := s.SlotMoveStep(ctx, mv, ph); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AbortSlotMove(ctx, mv.ID); !errors.Is(err, ErrRefused) {
+		t.Fatalf("abort at route: %v, want ErrRefused", err)
+	}
+	if err := s.SlotMoveStep(ctx, mv, phSDone); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ForgetSlotMove(ctx, mv.ID); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "dedup window") {
+		t.Fatalf("forget within the dedup window: %v, want ErrRefused", err)
+	}
+	if c := SlotCounts(s.ShardMap()); !slices.Equal(c, []int{128, 128}) {
+		t.Fatalf("slot counts %v", c)
+	}
+	if rec, ok := s.ShardMap().SlotMoveOf(mv.ID); !ok || rec.Phase != phSDone || rec.DedupUntilMs != mv.DedupUntilMs {
+		t.Fatalf("record %+v (%v)", rec, ok)
 	}
 }

@@ -15,10 +15,12 @@ import (
 // (ids m.Count to count-1) over nodes, the nodes that may hold replicas
 // (live, not draining, not retired; the caller decides). Each new shard
 // takes the replication nodes holding the fewest replicas (running moves
-// taken as finished, as PlanBalance does; ties broken by rendezvous rank,
-// as Place does, then id), so replica counts stay within 1 of each other
-// when they start so; its preferred leader is the one of them preferred by
-// the fewest shards. A shard never has two replicas on one node;
+// taken as finished, as PlanBalance does; ties to the node preferred by
+// the fewest shards, then by rendezvous rank as Place does, then id), so
+// replica counts stay within 1 of each other when they start so. The new
+// shards' preferred leaders are then chosen among their replicas to even
+// out the preferred-leader counts as far as the old shards' preferences
+// (which stay) allow; the rebalancer (PlanBalance) does the rest. A shard never has two replicas on one node;
 // replication is capped at len(nodes).
 func PlanGrowth(m ShardMap, count uint32, nodes []string, replication int) (map[uint32][]string, error) {
 	ids := slices.Compact(slices.Sorted(slices.Values(nodes)))
@@ -49,26 +51,55 @@ func PlanGrowth(m ShardMap, count uint32, nodes []string, replication int) (map[
 			if c := cmp.Compare(load[a], load[b]); c != 0 {
 				return c
 			}
+			if c := cmp.Compare(led[a], led[b]); c != 0 {
+				return c
+			}
 			if c := cmp.Compare(rendezvousScore(s, b), rendezvousScore(s, a)); c != 0 {
 				return c
 			}
 			return cmp.Compare(a, b)
 		})
-		replicas := ranked[:replication]
-		lead := 0
-		for i, n := range replicas {
-			if led[n] < led[replicas[lead]] {
-				lead = i
-			}
-		}
-		replicas = append([]string{replicas[lead]}, slices.Delete(slices.Clone(replicas), lead, lead+1)...)
+		replicas := slices.Clone(ranked[:replication])
 		for _, n := range replicas {
 			load[n]++
 		}
-		led[replicas[0]]++
 		out[s] = replicas
 	}
+	balanceNewLeaders(out, m.Count, count, ids, ok, led)
 	return out, nil
+}
+
+// balanceNewLeaders picks the preferred leader of each new shard (ids from
+// to count-1 in reps) among its replicas so that the eligible nodes'
+// preferred counts, led (the old shards' preferences, which stay), end as
+// even as those replica sets allow, by the chains of planLeaders
+// (meta/balance.go); it moves each leader to the front of its replicas.
+func balanceNewLeaders(reps map[uint32][]string, from, count uint32, nodes []string, ok map[string]bool, led map[string]int) {
+	voters := make([][]string, count-from)
+	pref := make([]string, count-from)
+	for i := range voters {
+		voters[i] = reps[from+uint32(i)]
+		// The replica preferring the fewest, ties to the first.
+		for _, n := range voters[i] {
+			if pref[i] == "" || led[n] < led[pref[i]] {
+				pref[i] = n
+			}
+		}
+		led[pref[i]]++
+	}
+	total := 0
+	for _, n := range nodes {
+		total += led[n]
+	}
+	q, hi := total/len(nodes), (total+len(nodes)-1)/len(nodes)
+	for shiftLeaders(pref, voters, nodes, ok, led, func(n string) bool { return led[n] > hi }, func(n string) bool { return led[n] < hi }) {
+	}
+	for shiftLeaders(pref, voters, nodes, ok, led, func(n string) bool { return led[n] > q }, func(n string) bool { return led[n] < q }) {
+	}
+	for i, v := range voters {
+		j := slices.Index(v, pref[i])
+		reps[from+uint32(i)] = append([]string{pref[i]}, slices.Delete(slices.Clone(v), j, j+1)...)
+	}
 }
 
 // SlotCounts is the number of slots each shard owns, by shard id, with

@@ -197,3 +197,13 @@ func TestFSM_RestoresSnapshotWithoutSlotMoves(t *testing.T) {
 		t.Fatalf("owners after the first seal: %d, %v", len(got), got[:3])
 	}
 }
+
+func TestShardMap_CloneCopiesSlotMoves(t *testing.T) {
+	m := ShardMap{SlotMoves: []SlotMove{{ID: 1, Slots: []uint32{1, 2}}}, NextSlotMoveID: 2}
+	c := m.Clone()
+	c.SlotMoves[0].Slots[0] = 9
+	c.SlotMoves[0].ID = 7
+	if m.SlotMoves[0].Slots[0] != 1 || m.SlotMoves[0].ID != 1 || c.NextSlotMoveID != 2 {
+		t.Fatalf("clone shares the slot moves: %+v", m.SlotMoves)
+	}
+}

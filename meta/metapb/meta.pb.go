@@ -720,8 +720,8 @@ func (x *DeleteQueue) GetName() string {
 	return ""
 }
 
-// PlaceShards writes the shard map. It applies only while no map exists: the
-// shard count is fixed for the life of the cluster.
+// PlaceShards writes the shard map. It applies only while no map exists;
+// later the shard count only grows (GrowShards).
 type PlaceShards struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Count  uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
