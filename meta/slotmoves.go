@@ -25,9 +25,10 @@ import (
 //
 // A DONE record is dropped by ForgetSlotMove once its dedup_until_ms has
 // passed; a SEAL record by AbortSlotMove. A slot is in at most one running
-// (not DONE) move. A DONE record does not stop a new move of its slots;
-// the planner prefers other slots (PlanSlotMoves), so a dedup look-up
-// rarely has two moves to follow.
+// (not DONE) move. A DONE record does not stop a new move of its slots
+// (a fresh shard's slots all came by one move, and it may have to give
+// some on the next growth); DedupPeers then follows both moves, and the
+// planner gives away other slots first (PlanSlotMoves).
 
 // SlotMove is a slot move as the map records it; a planned move
 // (PlanSlotMoves) has Phase UNSPECIFIED.
@@ -61,6 +62,36 @@ func (m ShardMap) RunningSlotMoves() []SlotMove {
 		if mv.Running() {
 			out = append(out, mv)
 		}
+	}
+	return out
+}
+
+// DedupPeers is the shards a keyed send of slot, routed to the slot's
+// owner, first asks whether its dedup key is live there (the design's
+// dedup window), latest first: the From of every move of the slot that is
+// at ROUTE or DONE and whose window is still open at nowMs, from the
+// latest move, whose To owns the slot, back along the chain of moves that
+// brought it there (a slot moved twice within a window has two). Empty
+// when no window is open: the owner's own dedup decides.
+func (m ShardMap) DedupPeers(slot uint32, nowMs int64) []uint32 {
+	t := m.Table()
+	if slot >= t.Slots || !t.Valid() {
+		return nil
+	}
+	var out []uint32
+	at := t.Owner(slot) // the chain's current end
+	for i := len(m.SlotMoves) - 1; i >= 0; i-- {
+		mv := m.SlotMoves[i] // by id, so newest first
+		if mv.Phase < metapb.SlotMovePhase_SLOT_MOVE_PHASE_ROUTE || mv.To != at || nowMs >= mv.DedupUntilMs {
+			continue
+		}
+		if _, in := slices.BinarySearch(mv.Slots, slot); !in {
+			continue
+		}
+		if !slices.Contains(out, mv.From) && mv.From != t.Owner(slot) {
+			out = append(out, mv.From)
+		}
+		at = mv.From
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"slices"
 	"testing"
@@ -205,5 +206,42 @@ func TestShardMap_CloneCopiesSlotMoves(t *testing.T) {
 	c.SlotMoves[0].ID = 7
 	if m.SlotMoves[0].Slots[0] != 1 || m.SlotMoves[0].ID != 1 || c.NextSlotMoveID != 2 {
 		t.Fatalf("clone shares the slot moves: %+v", m.SlotMoves)
+	}
+}
+
+// A routed slot's dedup look-ups go to the shards it came from while
+// their windows are open, latest first when it moved twice, and nowhere
+// before ROUTE or after the window.
+func TestShardMap_DedupPeers(t *testing.T) {
+	f, apply := newGrownFSM(t)
+	a := SlotMove{ID: 1, Slots: []uint32{0, 2}, From: 0, To: 2, DedupUntilMs: 1000}
+	peers := func(slot uint32, now int64) string {
+		return fmt.Sprint(shardMapFromProto(f.ShardMap()).DedupPeers(slot, now))
+	}
+	mustOK(t, "seal", apply(0, slotStepCmd(a, phSeal)))
+	if got := peers(0, 0); got != "[]" {
+		t.Fatalf("at seal: peers %s", got)
+	}
+	mustOK(t, "route", apply(0, slotStepCmd(a, phRoute)))
+	if got := []string{peers(0, 999), peers(2, 0), peers(1, 0), peers(0, 1000), peers(9999, 0)}; !slices.Equal(got, []string{"[0]", "[0]", "[]", "[]", "[]"}) {
+		t.Fatalf("at route: peers %v", got)
+	}
+	mustOK(t, "done", apply(0, slotStepCmd(a, phSDone)))
+	b := SlotMove{ID: 2, Slots: []uint32{2}, From: 2, To: 1, DedupUntilMs: 2000}
+	mustOK(t, "seal b", apply(0, slotStepCmd(b, phSeal)))
+	if got := peers(2, 500); got != "[0]" {
+		t.Fatalf("second move sealed: peers %s, want [0] (the table still routes to 2)", got)
+	}
+	mustOK(t, "route b", apply(0, slotStepCmd(b, phRoute)))
+	if got := []string{peers(2, 500), peers(2, 1500), peers(0, 500)}; !slices.Equal(got, []string{"[2 0]", "[2]", "[0]"}) {
+		t.Fatalf("second move routed: peers %v", got)
+	}
+	// Back to where it started: its first owner is not asked about itself.
+	c := SlotMove{ID: 3, Slots: []uint32{2}, From: 1, To: 0, DedupUntilMs: 3000}
+	mustOK(t, "done b", apply(0, slotStepCmd(b, phSDone)))
+	mustOK(t, "seal c", apply(0, slotStepCmd(c, phSeal)))
+	mustOK(t, "route c", apply(0, slotStepCmd(c, phRoute)))
+	if got := peers(2, 500); got != "[1 2]" {
+		t.Fatalf("moved back: peers %s, want [1 2]", got)
 	}
 }
