@@ -20,8 +20,8 @@ import (
 // replica counts stay within 1 of each other when they start so. The new
 // shards' preferred leaders are then chosen among their replicas to even
 // out the preferred-leader counts as far as the old shards' preferences
-// (which stay) allow; the rebalancer (PlanBalance) does the rest. A shard never has two replicas on one node;
-// replication is capped at len(nodes).
+// (which stay) allow; the rebalancer (PlanBalance) does the rest. A shard
+// never has two replicas on one node; replication is capped at len(nodes).
 func PlanGrowth(m ShardMap, count uint32, nodes []string, replication int) (map[uint32][]string, error) {
 	ids := slices.Compact(slices.Sorted(slices.Values(nodes)))
 	switch {
