@@ -37,6 +37,13 @@ var commandFormats = map[protoreflect.Name]uint32{
 	"prefer_leader": 3,
 	// Format 3: aborting a move at ADD (docs/cluster.md, "Replica moves").
 	"abort_move": 3,
+	// Format 4: growing the shard count and moving hash slots
+	// (meta/grow.go, meta/slotmoves.go); a replica of format 3 would stop
+	// on them.
+	"grow_shards":      4,
+	"slot_move_step":   4,
+	"abort_slot_move":  4,
+	"forget_slot_move": 4,
 }
 
 // CommandFormat is the log format a meta command needs from every replica;

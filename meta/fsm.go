@@ -93,6 +93,14 @@ func (f *FSM) applyLocked(cmd *metapb.Command) *metapb.Result {
 		return f.preferLeader(c.PreferLeader)
 	case *metapb.Command_AbortMove:
 		return f.abortMove(c.AbortMove)
+	case *metapb.Command_GrowShards:
+		return f.growShards(c.GrowShards)
+	case *metapb.Command_SlotMoveStep:
+		return f.slotMoveStep(c.SlotMoveStep)
+	case *metapb.Command_AbortSlotMove:
+		return f.abortSlotMove(c.AbortSlotMove)
+	case *metapb.Command_ForgetSlotMove:
+		return f.forgetSlotMove(c.ForgetSlotMove, cmd.GetNowMs())
 	default:
 		if nums, _ := fsm.UnknownKinds(cmd); len(nums) > 0 {
 			return &metapb.Result{} // ignorable kind of a newer binary (Apply stopped on any other)

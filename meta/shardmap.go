@@ -9,8 +9,9 @@ import (
 )
 
 // ShardMap is the placement of the data shards. It is placed once, after
-// bootstrap; Count is fixed for the life of the cluster, and a shard's
-// replicas change only through replica moves (meta/moves.go).
+// bootstrap; Count only grows (GrowShards, meta/grow.go), a shard's
+// replicas change only through replica moves (meta/moves.go), and slots
+// change owner only through slot moves (meta/slotmoves.go).
 type ShardMap struct {
 	// Version is 0 while no map is placed.
 	Version uint64
@@ -38,6 +39,10 @@ type ShardMap struct {
 	// it (metapb.ShardMap); read it through Table.
 	Slots      uint32
 	SlotOwners []uint32
+	// SlotMoves are the recorded slot moves, running or done, by id;
+	// NextSlotMoveID is the lowest id a new one may take (at least 1).
+	SlotMoves      []SlotMove
+	NextSlotMoveID uint64
 }
 
 // Table is the slot table that places keyed messages on shards. A map
@@ -76,7 +81,11 @@ func (m ShardMap) ShardsOf(node string) []uint32 {
 func (m ShardMap) Clone() ShardMap {
 	out := ShardMap{Version: m.Version, Count: m.Count, RaftAddrs: maps.Clone(m.RaftAddrs), ClusterID: m.ClusterID,
 		Changes: maps.Clone(m.Changes), Moves: slices.Clone(m.Moves), Retired: slices.Clone(m.Retired), Drains: slices.Clone(m.Drains),
-		Slots: m.Slots, SlotOwners: slices.Clone(m.SlotOwners)}
+		Slots: m.Slots, SlotOwners: slices.Clone(m.SlotOwners), NextSlotMoveID: m.NextSlotMoveID}
+	for _, mv := range m.SlotMoves {
+		mv.Slots = slices.Clone(mv.Slots)
+		out.SlotMoves = append(out.SlotMoves, mv)
+	}
 	out.Replicas = cloneLists(m.Replicas)
 	out.Learners = cloneLists(m.Learners)
 	return out
@@ -107,6 +116,8 @@ func shardMapFromProto(p *metapb.ShardMap) ShardMap {
 		Changes:   map[uint32]uint64{},
 		Retired:   slices.Clone(p.GetRetired()),
 		Slots:     p.GetSlots(),
+
+		NextSlotMoveID: max(p.GetNextSlotMoveId(), 1),
 	}
 	if len(p.GetSlotOwners()) > 0 {
 		m.SlotOwners = slices.Clone(p.GetSlotOwners())
@@ -125,6 +136,9 @@ func shardMapFromProto(p *metapb.ShardMap) ShardMap {
 	}
 	for _, mv := range p.GetMoves() {
 		m.Moves = append(m.Moves, Move{Shard: mv.GetShard(), From: mv.GetFrom(), To: mv.GetTo(), Phase: mv.GetPhase(), Aborting: mv.GetAborting()})
+	}
+	for _, mv := range p.GetSlotMoves() {
+		m.SlotMoves = append(m.SlotMoves, slotMoveFromProto(mv))
 	}
 	for _, n := range p.GetNodes() {
 		m.RaftAddrs[n.GetNodeId()] = n.GetRaftAddr()

@@ -160,6 +160,66 @@ func (Code) EnumDescriptor() ([]byte, []int) {
 	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{1}
 }
 
+// SlotMovePhase is how far a slot move got (meta/slotmoves.go). Each is
+// recorded before the driver acts on it, so a new meta leader resumes.
+type SlotMovePhase int32
+
+const (
+	SlotMovePhase_SLOT_MOVE_PHASE_UNSPECIFIED SlotMovePhase = 0
+	// SEAL: recorded; the table still routes the slots to from, which
+	// refuses new keyed sends of them; to holds their live FIFO groups.
+	SlotMovePhase_SLOT_MOVE_PHASE_SEAL SlotMovePhase = 1
+	// ROUTE: the table routes the slots to to; keyed sends there ask from
+	// about dedup keys until dedup_until_ms.
+	SlotMovePhase_SLOT_MOVE_PHASE_ROUTE SlotMovePhase = 2
+	// DONE: every held group is released; the record stays for the dedup
+	// look-ups until dedup_until_ms, then is forgotten.
+	SlotMovePhase_SLOT_MOVE_PHASE_DONE SlotMovePhase = 3
+)
+
+// Enum value maps for SlotMovePhase.
+var (
+	SlotMovePhase_name = map[int32]string{
+		0: "SLOT_MOVE_PHASE_UNSPECIFIED",
+		1: "SLOT_MOVE_PHASE_SEAL",
+		2: "SLOT_MOVE_PHASE_ROUTE",
+		3: "SLOT_MOVE_PHASE_DONE",
+	}
+	SlotMovePhase_value = map[string]int32{
+		"SLOT_MOVE_PHASE_UNSPECIFIED": 0,
+		"SLOT_MOVE_PHASE_SEAL":        1,
+		"SLOT_MOVE_PHASE_ROUTE":       2,
+		"SLOT_MOVE_PHASE_DONE":        3,
+	}
+)
+
+func (x SlotMovePhase) Enum() *SlotMovePhase {
+	p := new(SlotMovePhase)
+	*p = x
+	return p
+}
+
+func (x SlotMovePhase) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SlotMovePhase) Descriptor() protoreflect.EnumDescriptor {
+	return file_meta_metapb_meta_proto_enumTypes[2].Descriptor()
+}
+
+func (SlotMovePhase) Type() protoreflect.EnumType {
+	return &file_meta_metapb_meta_proto_enumTypes[2]
+}
+
+func (x SlotMovePhase) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SlotMovePhase.Descriptor instead.
+func (SlotMovePhase) EnumDescriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{2}
+}
+
 // Command is the payload of one meta raft log entry.
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -180,6 +240,10 @@ type Command struct {
 	//	*Command_DrainNode
 	//	*Command_PreferLeader
 	//	*Command_AbortMove
+	//	*Command_GrowShards
+	//	*Command_SlotMoveStep
+	//	*Command_AbortSlotMove
+	//	*Command_ForgetSlotMove
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -326,6 +390,42 @@ func (x *Command) GetAbortMove() *AbortMove {
 	return nil
 }
 
+func (x *Command) GetGrowShards() *GrowShards {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_GrowShards); ok {
+			return x.GrowShards
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSlotMoveStep() *SlotMoveStep {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_SlotMoveStep); ok {
+			return x.SlotMoveStep
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetAbortSlotMove() *AbortSlotMove {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_AbortSlotMove); ok {
+			return x.AbortSlotMove
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetForgetSlotMove() *ForgetSlotMove {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_ForgetSlotMove); ok {
+			return x.ForgetSlotMove
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -370,6 +470,22 @@ type Command_AbortMove struct {
 	AbortMove *AbortMove `protobuf:"bytes,12,opt,name=abort_move,json=abortMove,proto3,oneof"`
 }
 
+type Command_GrowShards struct {
+	GrowShards *GrowShards `protobuf:"bytes,13,opt,name=grow_shards,json=growShards,proto3,oneof"`
+}
+
+type Command_SlotMoveStep struct {
+	SlotMoveStep *SlotMoveStep `protobuf:"bytes,14,opt,name=slot_move_step,json=slotMoveStep,proto3,oneof"`
+}
+
+type Command_AbortSlotMove struct {
+	AbortSlotMove *AbortSlotMove `protobuf:"bytes,15,opt,name=abort_slot_move,json=abortSlotMove,proto3,oneof"`
+}
+
+type Command_ForgetSlotMove struct {
+	ForgetSlotMove *ForgetSlotMove `protobuf:"bytes,16,opt,name=forget_slot_move,json=forgetSlotMove,proto3,oneof"`
+}
+
 func (*Command_CreateQueue) isCommand_Cmd() {}
 
 func (*Command_UpdateQueue) isCommand_Cmd() {}
@@ -389,6 +505,14 @@ func (*Command_DrainNode) isCommand_Cmd() {}
 func (*Command_PreferLeader) isCommand_Cmd() {}
 
 func (*Command_AbortMove) isCommand_Cmd() {}
+
+func (*Command_GrowShards) isCommand_Cmd() {}
+
+func (*Command_SlotMoveStep) isCommand_Cmd() {}
+
+func (*Command_AbortSlotMove) isCommand_Cmd() {}
+
+func (*Command_ForgetSlotMove) isCommand_Cmd() {}
 
 // NodeFormat records the highest log format a node advertised (gossip
 // NodeMeta.log_format): leaders gate new command kinds on the recorded
@@ -596,8 +720,8 @@ func (x *DeleteQueue) GetName() string {
 	return ""
 }
 
-// PlaceShards writes the shard map. It applies only while no map exists: the
-// shard count is fixed for the life of the cluster.
+// PlaceShards writes the shard map. It applies only while no map exists;
+// later the shard count only grows (GrowShards).
 type PlaceShards struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Count  uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
@@ -1280,10 +1404,17 @@ type ShardMap struct {
 	// count * wire.SlotsPerShard. slot_owners[s] is the shard owning slot s;
 	// empty means the bootstrap layout (slot s on shard s % the bootstrap
 	// count), which every map keeps until its shard count first grows.
-	Slots         uint32   `protobuf:"varint,9,opt,name=slots,proto3" json:"slots,omitempty"`
-	SlotOwners    []uint32 `protobuf:"varint,10,rep,packed,name=slot_owners,json=slotOwners,proto3" json:"slot_owners,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Slots      uint32   `protobuf:"varint,9,opt,name=slots,proto3" json:"slots,omitempty"`
+	SlotOwners []uint32 `protobuf:"varint,10,rep,packed,name=slot_owners,json=slotOwners,proto3" json:"slot_owners,omitempty"`
+	// slot_moves: the slot moves recorded (meta/slotmoves.go), running or
+	// done and not yet forgotten, sorted by id.
+	SlotMoves []*SlotMove `protobuf:"bytes,11,rep,name=slot_moves,json=slotMoves,proto3" json:"slot_moves,omitempty"`
+	// next_slot_move_id: the lowest id a new slot move may take (0 means 1);
+	// ids are never reused, so a retried step of a move that was aborted or
+	// forgotten cannot start it again.
+	NextSlotMoveId uint64 `protobuf:"varint,12,opt,name=next_slot_move_id,json=nextSlotMoveId,proto3" json:"next_slot_move_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ShardMap) Reset() {
@@ -1384,6 +1515,20 @@ func (x *ShardMap) GetSlotOwners() []uint32 {
 		return x.SlotOwners
 	}
 	return nil
+}
+
+func (x *ShardMap) GetSlotMoves() []*SlotMove {
+	if x != nil {
+		return x.SlotMoves
+	}
+	return nil
+}
+
+func (x *ShardMap) GetNextSlotMoveId() uint64 {
+	if x != nil {
+		return x.NextSlotMoveId
+	}
+	return 0
 }
 
 // NodeMeta is a node's gossip metadata (memberlist caps it at 512 bytes): its
@@ -1651,11 +1796,346 @@ func (x *AbortMove) GetFinish() bool {
 	return false
 }
 
+// GrowShards raises the shard count to count (log format 4): shards is
+// the replicas of every new shard (ids from the current count to count-1),
+// placed like a first placement, and nodes the raft addresses of the
+// nodes they name. The count only grows, to at most the slot count. The
+// first growth records the slot count and the explicit slot owners (the
+// bootstrap layout) before any slot moves. Applying the growth the map
+// records already changes nothing.
+type GrowShards struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Count         uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	Shards        []*ShardReplicas       `protobuf:"bytes,2,rep,name=shards,proto3" json:"shards,omitempty"`
+	Nodes         []*NodeAddr            `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrowShards) Reset() {
+	*x = GrowShards{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrowShards) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrowShards) ProtoMessage() {}
+
+func (x *GrowShards) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrowShards.ProtoReflect.Descriptor instead.
+func (*GrowShards) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GrowShards) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *GrowShards) GetShards() []*ShardReplicas {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+func (x *GrowShards) GetNodes() []*NodeAddr {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// SlotMove is the record of one move of a set of slots from shard from to
+// shard to.
+type SlotMove struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Slots []uint32               `protobuf:"varint,2,rep,packed,name=slots,proto3" json:"slots,omitempty"` // sorted
+	From  uint32                 `protobuf:"varint,3,opt,name=from,proto3" json:"from,omitempty"`
+	To    uint32                 `protobuf:"varint,4,opt,name=to,proto3" json:"to,omitempty"`
+	Phase SlotMovePhase          `protobuf:"varint,5,opt,name=phase,proto3,enum=raftq.meta.v1.SlotMovePhase" json:"phase,omitempty"`
+	// dedup_until_ms: Unix milliseconds until which a keyed send routed to
+	// to asks from whether its dedup key is live there; set by ROUTE.
+	DedupUntilMs  int64 `protobuf:"varint,6,opt,name=dedup_until_ms,json=dedupUntilMs,proto3" json:"dedup_until_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotMove) Reset() {
+	*x = SlotMove{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotMove) ProtoMessage() {}
+
+func (x *SlotMove) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotMove.ProtoReflect.Descriptor instead.
+func (*SlotMove) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SlotMove) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SlotMove) GetSlots() []uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *SlotMove) GetFrom() uint32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *SlotMove) GetTo() uint32 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *SlotMove) GetPhase() SlotMovePhase {
+	if x != nil {
+		return x.Phase
+	}
+	return SlotMovePhase_SLOT_MOVE_PHASE_UNSPECIFIED
+}
+
+func (x *SlotMove) GetDedupUntilMs() int64 {
+	if x != nil {
+		return x.DedupUntilMs
+	}
+	return 0
+}
+
+// SlotMoveStep records one phase of slot move id: SEAL creates the record
+// (its slots owned by from, none in another running move), ROUTE gives the
+// slots to to in the slot owners and records dedup_until_ms, DONE marks
+// it done. A step the record is at or past changes nothing.
+type SlotMoveStep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Slots         []uint32               `protobuf:"varint,2,rep,packed,name=slots,proto3" json:"slots,omitempty"`
+	From          uint32                 `protobuf:"varint,3,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint32                 `protobuf:"varint,4,opt,name=to,proto3" json:"to,omitempty"`
+	Phase         SlotMovePhase          `protobuf:"varint,5,opt,name=phase,proto3,enum=raftq.meta.v1.SlotMovePhase" json:"phase,omitempty"`
+	DedupUntilMs  int64                  `protobuf:"varint,6,opt,name=dedup_until_ms,json=dedupUntilMs,proto3" json:"dedup_until_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotMoveStep) Reset() {
+	*x = SlotMoveStep{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotMoveStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotMoveStep) ProtoMessage() {}
+
+func (x *SlotMoveStep) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotMoveStep.ProtoReflect.Descriptor instead.
+func (*SlotMoveStep) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SlotMoveStep) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SlotMoveStep) GetSlots() []uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *SlotMoveStep) GetFrom() uint32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *SlotMoveStep) GetTo() uint32 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *SlotMoveStep) GetPhase() SlotMovePhase {
+	if x != nil {
+		return x.Phase
+	}
+	return SlotMovePhase_SLOT_MOVE_PHASE_UNSPECIFIED
+}
+
+func (x *SlotMoveStep) GetDedupUntilMs() int64 {
+	if x != nil {
+		return x.DedupUntilMs
+	}
+	return 0
+}
+
+// AbortSlotMove drops slot move id while it is at SEAL (the table never
+// routed its slots to to); from ROUTE on the move only runs forward.
+type AbortSlotMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortSlotMove) Reset() {
+	*x = AbortSlotMove{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortSlotMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortSlotMove) ProtoMessage() {}
+
+func (x *AbortSlotMove) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortSlotMove.ProtoReflect.Descriptor instead.
+func (*AbortSlotMove) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AbortSlotMove) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// ForgetSlotMove drops the record of slot move id once it is DONE and its
+// dedup_until_ms has passed (by the command's now_ms).
+type ForgetSlotMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetSlotMove) Reset() {
+	*x = ForgetSlotMove{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetSlotMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetSlotMove) ProtoMessage() {}
+
+func (x *ForgetSlotMove) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetSlotMove.ProtoReflect.Descriptor instead.
+func (*ForgetSlotMove) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ForgetSlotMove) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xb3\x05\n" +
+	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xc9\a\n" +
 	"\aCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12?\n" +
@@ -1673,7 +2153,12 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	" \x01(\v2\x18.raftq.meta.v1.DrainNodeH\x00R\tdrainNode\x12B\n" +
 	"\rprefer_leader\x18\v \x01(\v2\x1b.raftq.meta.v1.PreferLeaderH\x00R\fpreferLeader\x129\n" +
 	"\n" +
-	"abort_move\x18\f \x01(\v2\x18.raftq.meta.v1.AbortMoveH\x00R\tabortMoveB\x05\n" +
+	"abort_move\x18\f \x01(\v2\x18.raftq.meta.v1.AbortMoveH\x00R\tabortMove\x12<\n" +
+	"\vgrow_shards\x18\r \x01(\v2\x19.raftq.meta.v1.GrowShardsH\x00R\n" +
+	"growShards\x12C\n" +
+	"\x0eslot_move_step\x18\x0e \x01(\v2\x1b.raftq.meta.v1.SlotMoveStepH\x00R\fslotMoveStep\x12F\n" +
+	"\x0fabort_slot_move\x18\x0f \x01(\v2\x1c.raftq.meta.v1.AbortSlotMoveH\x00R\rabortSlotMove\x12I\n" +
+	"\x10forget_slot_move\x18\x10 \x01(\v2\x1d.raftq.meta.v1.ForgetSlotMoveH\x00R\x0eforgetSlotMoveB\x05\n" +
 	"\x03cmd\"=\n" +
 	"\n" +
 	"NodeFormat\x12\x17\n" +
@@ -1736,7 +2221,7 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x06queues\x18\x03 \x03(\v2\x14.raftq.meta.v1.QueueR\x06queues\x124\n" +
 	"\tshard_map\x18\x04 \x01(\v2\x17.raftq.meta.v1.ShardMapR\bshardMap\x12<\n" +
-	"\fnode_formats\x18\x05 \x03(\v2\x19.raftq.meta.v1.NodeFormatR\vnodeFormats\"\xec\x02\n" +
+	"\fnode_formats\x18\x05 \x03(\v2\x19.raftq.meta.v1.NodeFormatR\vnodeFormats\"\xcf\x03\n" +
 	"\bShardMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x124\n" +
@@ -1750,7 +2235,10 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x05slots\x18\t \x01(\rR\x05slots\x12\x1f\n" +
 	"\vslot_owners\x18\n" +
 	" \x03(\rR\n" +
-	"slotOwners\"\xb4\x02\n" +
+	"slotOwners\x126\n" +
+	"\n" +
+	"slot_moves\x18\v \x03(\v2\x17.raftq.meta.v1.SlotMoveR\tslotMoves\x12)\n" +
+	"\x11next_slot_move_id\x18\f \x01(\x04R\x0enextSlotMoveId\"\xb4\x02\n" +
 	"\bNodeMeta\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -1772,7 +2260,30 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12\x16\n" +
-	"\x06finish\x18\x04 \x01(\bR\x06finish*\x7f\n" +
+	"\x06finish\x18\x04 \x01(\bR\x06finish\"\x87\x01\n" +
+	"\n" +
+	"GrowShards\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\rR\x05count\x124\n" +
+	"\x06shards\x18\x02 \x03(\v2\x1c.raftq.meta.v1.ShardReplicasR\x06shards\x12-\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\"\xae\x01\n" +
+	"\bSlotMove\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05slots\x18\x02 \x03(\rR\x05slots\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\rR\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\rR\x02to\x122\n" +
+	"\x05phase\x18\x05 \x01(\x0e2\x1c.raftq.meta.v1.SlotMovePhaseR\x05phase\x12$\n" +
+	"\x0ededup_until_ms\x18\x06 \x01(\x03R\fdedupUntilMs\"\xb2\x01\n" +
+	"\fSlotMoveStep\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05slots\x18\x02 \x03(\rR\x05slots\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\rR\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\rR\x02to\x122\n" +
+	"\x05phase\x18\x05 \x01(\x0e2\x1c.raftq.meta.v1.SlotMovePhaseR\x05phase\x12$\n" +
+	"\x0ededup_until_ms\x18\x06 \x01(\x03R\fdedupUntilMs\"\x1f\n" +
+	"\rAbortSlotMove\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\" \n" +
+	"\x0eForgetSlotMove\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id*\x7f\n" +
 	"\tMovePhase\x12\x1a\n" +
 	"\x16MOVE_PHASE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eMOVE_PHASE_ADD\x10\x01\x12\x16\n" +
@@ -1785,7 +2296,12 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x0eCODE_NOT_FOUND\x10\x02\x12\x17\n" +
 	"\x13CODE_ALREADY_PLACED\x10\x03\x12\x10\n" +
 	"\fCODE_INVALID\x10\x04\x12\x10\n" +
-	"\fCODE_REFUSED\x10\x05B$Z\"github.com/raftq/raftq/meta/metapbb\x06proto3"
+	"\fCODE_REFUSED\x10\x05*\x7f\n" +
+	"\rSlotMovePhase\x12\x1f\n" +
+	"\x1bSLOT_MOVE_PHASE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14SLOT_MOVE_PHASE_SEAL\x10\x01\x12\x19\n" +
+	"\x15SLOT_MOVE_PHASE_ROUTE\x10\x02\x12\x18\n" +
+	"\x14SLOT_MOVE_PHASE_DONE\x10\x03B$Z\"github.com/raftq/raftq/meta/metapbb\x06proto3"
 
 var (
 	file_meta_metapb_meta_proto_rawDescOnce sync.Once
@@ -1799,64 +2315,79 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 	return file_meta_metapb_meta_proto_rawDescData
 }
 
-var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_meta_metapb_meta_proto_goTypes = []any{
 	(MovePhase)(0),            // 0: raftq.meta.v1.MovePhase
 	(Code)(0),                 // 1: raftq.meta.v1.Code
-	(*Command)(nil),           // 2: raftq.meta.v1.Command
-	(*NodeFormat)(nil),        // 3: raftq.meta.v1.NodeFormat
-	(*CreateQueue)(nil),       // 4: raftq.meta.v1.CreateQueue
-	(*UpdateQueue)(nil),       // 5: raftq.meta.v1.UpdateQueue
-	(*DeleteQueue)(nil),       // 6: raftq.meta.v1.DeleteQueue
-	(*PlaceShards)(nil),       // 7: raftq.meta.v1.PlaceShards
-	(*ShardReplicas)(nil),     // 8: raftq.meta.v1.ShardReplicas
-	(*MoveStep)(nil),          // 9: raftq.meta.v1.MoveStep
-	(*Move)(nil),              // 10: raftq.meta.v1.Move
-	(*DrainNode)(nil),         // 11: raftq.meta.v1.DrainNode
-	(*RetireNode)(nil),        // 12: raftq.meta.v1.RetireNode
-	(*NodeAddr)(nil),          // 13: raftq.meta.v1.NodeAddr
-	(*Result)(nil),            // 14: raftq.meta.v1.Result
-	(*Queue)(nil),             // 15: raftq.meta.v1.Queue
-	(*Snapshot)(nil),          // 16: raftq.meta.v1.Snapshot
-	(*ShardMap)(nil),          // 17: raftq.meta.v1.ShardMap
-	(*NodeMeta)(nil),          // 18: raftq.meta.v1.NodeMeta
-	(*PreferLeader)(nil),      // 19: raftq.meta.v1.PreferLeader
-	(*AbortMove)(nil),         // 20: raftq.meta.v1.AbortMove
-	(*fsmpb.QueuePolicy)(nil), // 21: raftq.fsm.v1.QueuePolicy
+	(SlotMovePhase)(0),        // 2: raftq.meta.v1.SlotMovePhase
+	(*Command)(nil),           // 3: raftq.meta.v1.Command
+	(*NodeFormat)(nil),        // 4: raftq.meta.v1.NodeFormat
+	(*CreateQueue)(nil),       // 5: raftq.meta.v1.CreateQueue
+	(*UpdateQueue)(nil),       // 6: raftq.meta.v1.UpdateQueue
+	(*DeleteQueue)(nil),       // 7: raftq.meta.v1.DeleteQueue
+	(*PlaceShards)(nil),       // 8: raftq.meta.v1.PlaceShards
+	(*ShardReplicas)(nil),     // 9: raftq.meta.v1.ShardReplicas
+	(*MoveStep)(nil),          // 10: raftq.meta.v1.MoveStep
+	(*Move)(nil),              // 11: raftq.meta.v1.Move
+	(*DrainNode)(nil),         // 12: raftq.meta.v1.DrainNode
+	(*RetireNode)(nil),        // 13: raftq.meta.v1.RetireNode
+	(*NodeAddr)(nil),          // 14: raftq.meta.v1.NodeAddr
+	(*Result)(nil),            // 15: raftq.meta.v1.Result
+	(*Queue)(nil),             // 16: raftq.meta.v1.Queue
+	(*Snapshot)(nil),          // 17: raftq.meta.v1.Snapshot
+	(*ShardMap)(nil),          // 18: raftq.meta.v1.ShardMap
+	(*NodeMeta)(nil),          // 19: raftq.meta.v1.NodeMeta
+	(*PreferLeader)(nil),      // 20: raftq.meta.v1.PreferLeader
+	(*AbortMove)(nil),         // 21: raftq.meta.v1.AbortMove
+	(*GrowShards)(nil),        // 22: raftq.meta.v1.GrowShards
+	(*SlotMove)(nil),          // 23: raftq.meta.v1.SlotMove
+	(*SlotMoveStep)(nil),      // 24: raftq.meta.v1.SlotMoveStep
+	(*AbortSlotMove)(nil),     // 25: raftq.meta.v1.AbortSlotMove
+	(*ForgetSlotMove)(nil),    // 26: raftq.meta.v1.ForgetSlotMove
+	(*fsmpb.QueuePolicy)(nil), // 27: raftq.fsm.v1.QueuePolicy
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
-	4,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
-	5,  // 1: raftq.meta.v1.Command.update_queue:type_name -> raftq.meta.v1.UpdateQueue
-	6,  // 2: raftq.meta.v1.Command.delete_queue:type_name -> raftq.meta.v1.DeleteQueue
-	7,  // 3: raftq.meta.v1.Command.place_shards:type_name -> raftq.meta.v1.PlaceShards
-	3,  // 4: raftq.meta.v1.Command.node_format:type_name -> raftq.meta.v1.NodeFormat
-	9,  // 5: raftq.meta.v1.Command.move_step:type_name -> raftq.meta.v1.MoveStep
-	12, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
-	11, // 7: raftq.meta.v1.Command.drain_node:type_name -> raftq.meta.v1.DrainNode
-	19, // 8: raftq.meta.v1.Command.prefer_leader:type_name -> raftq.meta.v1.PreferLeader
-	20, // 9: raftq.meta.v1.Command.abort_move:type_name -> raftq.meta.v1.AbortMove
-	21, // 10: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	21, // 11: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	8,  // 12: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	13, // 13: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	0,  // 14: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
-	0,  // 15: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
-	1,  // 16: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
-	15, // 17: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
-	21, // 18: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	15, // 19: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
-	17, // 20: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
-	3,  // 21: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
-	8,  // 22: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
-	13, // 23: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
-	10, // 24: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
-	11, // 25: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	5,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
+	6,  // 1: raftq.meta.v1.Command.update_queue:type_name -> raftq.meta.v1.UpdateQueue
+	7,  // 2: raftq.meta.v1.Command.delete_queue:type_name -> raftq.meta.v1.DeleteQueue
+	8,  // 3: raftq.meta.v1.Command.place_shards:type_name -> raftq.meta.v1.PlaceShards
+	4,  // 4: raftq.meta.v1.Command.node_format:type_name -> raftq.meta.v1.NodeFormat
+	10, // 5: raftq.meta.v1.Command.move_step:type_name -> raftq.meta.v1.MoveStep
+	13, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
+	12, // 7: raftq.meta.v1.Command.drain_node:type_name -> raftq.meta.v1.DrainNode
+	20, // 8: raftq.meta.v1.Command.prefer_leader:type_name -> raftq.meta.v1.PreferLeader
+	21, // 9: raftq.meta.v1.Command.abort_move:type_name -> raftq.meta.v1.AbortMove
+	22, // 10: raftq.meta.v1.Command.grow_shards:type_name -> raftq.meta.v1.GrowShards
+	24, // 11: raftq.meta.v1.Command.slot_move_step:type_name -> raftq.meta.v1.SlotMoveStep
+	25, // 12: raftq.meta.v1.Command.abort_slot_move:type_name -> raftq.meta.v1.AbortSlotMove
+	26, // 13: raftq.meta.v1.Command.forget_slot_move:type_name -> raftq.meta.v1.ForgetSlotMove
+	27, // 14: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	27, // 15: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	9,  // 16: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	14, // 17: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	0,  // 18: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
+	0,  // 19: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
+	1,  // 20: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
+	16, // 21: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
+	27, // 22: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	16, // 23: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
+	18, // 24: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
+	4,  // 25: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
+	9,  // 26: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
+	14, // 27: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
+	11, // 28: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
+	12, // 29: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
+	23, // 30: raftq.meta.v1.ShardMap.slot_moves:type_name -> raftq.meta.v1.SlotMove
+	9,  // 31: raftq.meta.v1.GrowShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	14, // 32: raftq.meta.v1.GrowShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	2,  // 33: raftq.meta.v1.SlotMove.phase:type_name -> raftq.meta.v1.SlotMovePhase
+	2,  // 34: raftq.meta.v1.SlotMoveStep.phase:type_name -> raftq.meta.v1.SlotMovePhase
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_meta_metapb_meta_proto_init() }
@@ -1875,14 +2406,18 @@ func file_meta_metapb_meta_proto_init() {
 		(*Command_DrainNode)(nil),
 		(*Command_PreferLeader)(nil),
 		(*Command_AbortMove)(nil),
+		(*Command_GrowShards)(nil),
+		(*Command_SlotMoveStep)(nil),
+		(*Command_AbortSlotMove)(nil),
+		(*Command_ForgetSlotMove)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   19,
+			NumEnums:      3,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
