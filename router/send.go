@@ -90,7 +90,8 @@ func (r *Router) Send(ctx context.Context, queue string, msgs []*fsmpb.NewMessag
 				return out, nil
 			}
 		}
-		to := make(map[int]uint32, len(pending))
+		// to[i] is message i's shard this round, when sending[i].
+		to, sending, sends := make([]uint32, len(msgs)), make([]bool, len(msgs)), 0
 		var waiting []int
 		free, chosen := uint32(0), false
 		for _, i := range pending {
@@ -110,9 +111,10 @@ func (r *Router) Send(ctx context.Context, queue string, msgs []*fsmpb.NewMessag
 				waiting = append(waiting, i)
 				continue
 			}
-			to[i] = s
+			to[i], sending[i] = s, true
+			sends++
 		}
-		if len(to) == 0 {
+		if sends == 0 {
 			if len(waiting) == 0 {
 				return out, nil
 			}
@@ -128,7 +130,7 @@ func (r *Router) Send(ctx context.Context, queue string, msgs []*fsmpb.NewMessag
 			pending = waiting
 			continue
 		}
-		plan := PlanItems(len(msgs), func(i int) (uint32, bool) { s, ok := to[i]; return s, ok })
+		plan := PlanItems(len(msgs), func(i int) (uint32, bool) { return to[i], sending[i] })
 		refused := r.sendParts(ctx, queue, msgs, plan, out)
 		if len(refused) > 0 {
 			if moved == nil {
