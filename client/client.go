@@ -423,10 +423,12 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 		if class == noRetry {
 			return outcome(err, unknown)
 		}
-		if class == retryOther {
+		if class == retryOther && !slotMoving(err) {
 			// The node could not be reached, did not answer, knew no
 			// leader, or could not finish the call: let the retries of
-			// this and other calls try elsewhere first.
+			// this and other calls try elsewhere first. (A slot moving
+			// between shards is no fault of the node: the retry below
+			// refreshes the map, whose slot table names the new owner.)
 			c.distrust(addr)
 		}
 		if attempt >= c.cfg.retry.MaxAttempts {
@@ -454,6 +456,17 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 			return fmt.Errorf("%w (retry stopped: %v)", outcome(err, unknown), serr)
 		}
 	}
+}
+
+// slotMovingText is in the message of the UNAVAILABLE a node answers when
+// a keyed send's slot stayed sealed for a move between shards for as long
+// as the node waits (router.SlotMovingText): nothing was written.
+const slotMovingText = "is moving between shards; retry"
+
+// slotMoving reports whether err is that refusal.
+func slotMoving(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable && strings.Contains(st.Message(), slotMovingText)
 }
 
 // ambiguous reports whether a failed attempt that reached a node may

@@ -616,12 +616,12 @@ func TestBatchOfKeylessMessagesStaysOnOneShard(t *testing.T) {
 
 func TestAutoKeyOn(t *testing.T) {
 	for shard := range uint32(8) {
-		k := autoKeyOn("q", shard, 8)
+		k := autoKeyOn("q", shard, wire.DefaultSlotTable(8), 8)
 		if s, ok := wire.ShardForMessage("q", "", k, 8); !ok || s != shard || !strings.HasPrefix(k, "auto-") {
 			t.Fatalf("autoKeyOn(q, %d, 8) = %q on shard %d", shard, k, s)
 		}
 	}
-	if k1, k2 := autoKeyOn("q", 1, 8), autoKeyOn("q", 1, 8); k1 == k2 {
+	if k1, k2 := autoKeyOn("q", 1, wire.DefaultSlotTable(8), 8), autoKeyOn("q", 1, wire.DefaultSlotTable(8), 8); k1 == k2 {
 		t.Fatal("two auto keys are equal")
 	}
 }

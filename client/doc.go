@@ -5,9 +5,11 @@
 //
 // Routing and retry rules, in short (docs/client.md has the full story):
 //
-//   - A send whose shard is fixed goes to that shard's leader:
-//     wire.ShardForMessage places a grouped message by its group and an
-//     ungrouped one by its dedup key (with AutoDedup, every send has one).
+//   - A send whose shard is fixed goes to that shard's leader: the slot
+//     table of the cached shard map (wire.SlotTable.ShardForMessage)
+//     places a grouped message by its group and an ungrouped one by its
+//     dedup key (with AutoDedup, every send has one). A stale table costs
+//     a hop: the node places the message by its own table.
 //     A send with neither goes to the next node in round-robin order (the
 //     server places it). A receive goes to the leader of the next shard in
 //     rotation, whose router gathers across shards, its own first.

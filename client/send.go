@@ -94,29 +94,40 @@ func autoKey() string {
 	return "auto-" + hex.EncodeToString(b[:])
 }
 
-// autoKeyOn makes a fresh dedup key that places an ungrouped message of
-// queue on shard (of n), so one batch of keyless messages stays one
-// shard's single log entry instead of being split across all shards.
-// About n hash probes per key.
-func autoKeyOn(queue string, shard, n uint32) string {
+// autoKeyOn makes a fresh dedup key that the slot table t places on shard
+// (of n), so one batch of keyless messages stays one shard's single log
+// entry instead of being split across all shards. About n hash probes per
+// key when the slots are balanced; bounded, in case the table gives the
+// shard no slot (a key elsewhere then only costs the batch a split).
+func autoKeyOn(queue string, shard uint32, t wire.SlotTable, n uint32) string {
 	base := autoKey() + "-"
-	for i := 0; ; i++ {
-		k := base + strconv.Itoa(i)
-		if s, _ := wire.ShardForMessage(queue, "", k, n); s == shard || n == 0 {
+	k := base + "0"
+	if n == 0 || !t.Valid() {
+		return k
+	}
+	for i := 1; i <= 64*int(n); i++ {
+		if s, _ := t.ShardForMessage(queue, "", k); s == shard {
 			return k
 		}
+		k = base + strconv.Itoa(i)
 	}
+	return k
 }
 
 // shardOf routes a message whose shard is fixed — by its group (order) or,
 // ungrouped, by its dedup key (dedup state is per shard) — to that shard's
-// leader; other messages go to any node, which picks a shard.
+// leader, by the slot table of the client's shard map; other messages go
+// to any node, which picks a shard.
 func (c *Client) shardOf(queue, group, dedupKey string) int {
-	n := c.smap.Load().count
-	if n == 0 {
+	return c.smap.Load().shardOf(queue, group, dedupKey)
+}
+
+// shardOf is Client.shardOf by m's table.
+func (m *shardMap) shardOf(queue, group, dedupKey string) int {
+	if m.count == 0 || !m.table.Valid() {
 		return anyShard
 	}
-	if s, ok := wire.ShardForMessage(queue, group, dedupKey, n); ok {
+	if s, ok := m.table.ShardForMessage(queue, group, dedupKey); ok && s < m.count {
 		return int(s)
 	}
 	return anyShard
@@ -210,13 +221,14 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 	}
 	req := &raftqv1.SendBatchRequest{Queue: queue, Messages: make([]*raftqv1.SendRequest, len(items))}
 	c.loadMap(ctx)
-	n := c.smap.Load().count
+	m := c.smap.Load() // one map for the whole batch: its keys and its shard agree
+	n := m.count
 	// Keyless ungrouped messages get auto keys placing them with the first
 	// message whose shard is fixed, or on a round-robin shard: a batch that
 	// fits one shard goes straight to its leader as one request.
 	target := uint32(c.rr.Add(1) % uint64(max(n, 1)))
 	for _, o := range items {
-		if s := c.shardOf(queue, o.Group, o.DedupKey); s != anyShard {
+		if s := m.shardOf(queue, o.Group, o.DedupKey); s != anyShard {
 			target = uint32(s)
 			break
 		}
@@ -227,7 +239,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 		o := items[i] // a copy: the caller's slice is not modified
 		if o.DedupKey == "" && c.cfg.autoDedup {
 			if o.Group == "" && n > 0 {
-				o.DedupKey = autoKeyOn(queue, target, n)
+				o.DedupKey = autoKeyOn(queue, target, m.table, n)
 			} else {
 				o.DedupKey = autoKey()
 			}
@@ -238,7 +250,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 			return nil, fmt.Errorf("send batch to %q: item %d: %w", queue, i, err)
 		}
 		req.Messages[i] = r
-		if s := c.shardOf(queue, o.Group, o.DedupKey); i == 0 {
+		if s := m.shardOf(queue, o.Group, o.DedupKey); i == 0 {
 			shard = s
 		} else if s != shard {
 			shard = anyShard

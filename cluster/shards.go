@@ -40,6 +40,9 @@ type shardSet struct {
 	// count caches placed.Count: the count never changes once placed, and
 	// every request asks for it.
 	count atomic.Uint32
+	// table caches the slot table with the meta index it was read at
+	// (slottable.go): every keyed send asks for it.
+	table atomic.Pointer[tableAt]
 }
 
 func newShardSet(n *Node) *shardSet {

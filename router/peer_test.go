@@ -20,6 +20,7 @@ import (
 	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
+	"github.com/raftq/raftq/wire"
 )
 
 // fakeTopo is one shard (0) that this node ("a") does not host.
@@ -32,6 +33,7 @@ type fakeTopo struct {
 
 func (f *fakeTopo) NodeID() string                      { return "a" }
 func (f *fakeTopo) ShardCount() uint32                  { return 1 }
+func (f *fakeTopo) SlotTable() wire.SlotTable           { return wire.DefaultSlotTable(1) }
 func (f *fakeTopo) LocalShard(uint32) *shard.Shard      { return nil }
 func (f *fakeTopo) ShardReplicas(uint32) []string       { return f.replicas }
 func (f *fakeTopo) NoteLeader(_ uint32, id string)      { f.mu.Lock(); f.leader = id; f.mu.Unlock() }

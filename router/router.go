@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/liveness"
 	"github.com/raftq/raftq/peer"
 	"github.com/raftq/raftq/shard"
@@ -23,6 +24,10 @@ import (
 type Topology interface {
 	NodeID() string
 	ShardCount() uint32
+	// SlotTable places keyed messages on shards: the current shard map's
+	// table (meta.ShardMap.Table), which follows slot moves. Zero Slots
+	// while no map is known.
+	SlotTable() wire.SlotTable
 	LocalShard(id uint32) *shard.Shard
 	ShardReplicas(id uint32) []string
 	// ShardLeader is the best knowledge of a shard's leader: the local raft
@@ -95,26 +100,38 @@ func (r *Router) Peers() *peer.Client { return r.peers }
 func (r *Router) ShardCount() uint32 { return r.topo.ShardCount() }
 
 // ShardForSend chooses the shard for a new message. Grouped and
-// dedup-keyed messages have a fixed shard (wire.ShardForMessage); the rest
-// go to a shard this node leads when there is one, so a send costs no extra
-// hop, rotating for balance; else to any shard in rotation. It fails with a
-// *NotReadyError while the shard map is not loaded.
+// dedup-keyed messages go to the shard owning their slot in the current
+// slot table (Topology.SlotTable); the rest go to a shard this node leads
+// when there is one, so a send costs no extra hop, rotating for balance;
+// else to any shard in rotation. It fails with a *NotReadyError while the
+// shard map is not loaded. Send routes the same way, and follows a slot
+// that moves while the message is on its way.
 func (r *Router) ShardForSend(queue, group, dedupKey string) (uint32, error) {
-	n, err := r.shards()
+	table, n, err := r.placement()
 	if err != nil {
 		return 0, err
 	}
-	if s, ok := wire.ShardForMessage(queue, group, dedupKey, n); ok {
+	s, keyed, err := r.shardOf(table, n, queue, &fsmpb.NewMessage{GroupId: group, DedupKey: dedupKey})
+	switch {
+	case err != nil:
+		return 0, err
+	case keyed:
 		return s, nil
 	}
+	return r.freeShard(n), nil
+}
+
+// freeShard is a shard for a message any shard may take: one this node
+// leads when there is one, rotating; else the next in rotation. n > 0.
+func (r *Router) freeShard(n uint32) uint32 {
 	start := r.next.Add(1)
 	for i := uint32(0); i < n; i++ {
 		id := (start + i) % n
 		if sh := r.topo.LocalShard(id); sh != nil && sh.IsLeader() {
-			return id, nil
+			return id
 		}
 	}
-	return start % n, nil
+	return start % n
 }
 
 // rotation returns shard ids starting at a rotating offset, so concurrent

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftq/raftq/shard"
+	"github.com/raftq/raftq/wire"
 )
 
 // shardSet is a fake topology of n shards, none led from elsewhere, of
@@ -20,6 +21,7 @@ type shardSet struct {
 
 func (t shardSet) NodeID() string                            { return "n1" }
 func (t shardSet) ShardCount() uint32                        { return t.n }
+func (t shardSet) SlotTable() wire.SlotTable                 { return wire.DefaultSlotTable(t.n) }
 func (t shardSet) LocalShard(id uint32) *shard.Shard         { return t.local[id] }
 func (t shardSet) ShardReplicas(uint32) []string             { return nil }
 func (t shardSet) ShardLeader(uint32) (string, string, bool) { return "", "", false }

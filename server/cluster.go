@@ -57,5 +57,12 @@ func (c *clusterSvc) ShardMap(ctx context.Context, _ *raftqv1.ShardMapRequest) (
 		return nil, err
 	}
 	sm := c.node.Meta().ShardMap()
-	return &raftqv1.ShardMapResponse{ShardCount: c.node.ShardCount(), Shards: c.shards(), Version: sm.Version}, nil
+	resp := &raftqv1.ShardMapResponse{ShardCount: c.node.ShardCount(), Shards: c.shards(), Version: sm.Version}
+	if sm.Placed() {
+		// Owners stay empty in the bootstrap layout: 4 bytes a slot that
+		// every client can work out from the count.
+		t := sm.Table()
+		resp.Slots, resp.SlotOwners = t.Slots, t.Owners
+	}
+	return resp, nil
 }

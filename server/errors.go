@@ -36,6 +36,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	var nr *router.NotReadyError
 	var pe *router.PeerError
 	var mre *meta.RefusedError
+	var sme *router.SlotMovingError
 	switch {
 	case errors.As(err, &pe) && !pe.Sent:
 		// The forward never left this node: a refusal, and the leader
@@ -59,6 +60,11 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.As(err, &re):
 		return resultStatus(re.Status)
+	case errors.As(err, &sme):
+		// The shard wrote nothing and the slot's new owner is not known
+		// yet: refused, like a wait for an election that ran out.
+		s.refuse(ctx, "")
+		return status.Error(codes.Unavailable, sme.Error())
 	case errors.Is(err, fsm.ErrFormatLag):
 		// Refused before proposing: a replica's binary is older than the
 		// command kind; nothing applied. Retry after the upgrade.
@@ -139,7 +145,9 @@ func grpcCode(c fsmpb.Code) codes.Code {
 		return codes.FailedPrecondition
 	case fsmpb.Code_CODE_RESOURCE_EXHAUSTED:
 		return codes.ResourceExhausted
-	case fsmpb.Code_CODE_UNAVAILABLE:
+	case fsmpb.Code_CODE_UNAVAILABLE, fsmpb.Code_CODE_SLOT_MOVED:
+		// SLOT_MOVED reaches a caller only if a router did not resend it
+		// (router.Send does): the slot is moving, nothing was written.
 		return codes.Unavailable
 	}
 	return codes.Internal

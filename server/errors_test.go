@@ -103,6 +103,7 @@ func TestStatusMapping(t *testing.T) {
 		{"meta not leader", fmt.Errorf("create queue: %w", &raftgroup.NotLeaderError{Group: "meta", LeaderID: "n3"}), codes.Unavailable, "meta: not leader", []string{"n3=h3:7101"}},
 		{"meta leader of unknown address", &raftgroup.NotLeaderError{Group: "meta", LeaderID: "n9"}, codes.Unavailable, "meta: not leader", []string{"n9="}},
 		{"shard shutting down", fmt.Errorf("apply: %w", shard.ErrShutdown), codes.Unavailable, "node shutting down", []string{""}},
+		{"slot moving", fmt.Errorf("send: %w", &router.SlotMovingError{Queue: "q", Slot: 7, Keyed: true, Shard: 1}), codes.Unavailable, `slot 7 of queue "q" is moving between shards; retry`, []string{""}},
 		{"outcome unknown", fmt.Errorf("apply: %w", raftgroup.ErrUnknownResult), codes.Unavailable, "outcome unknown", none},
 		{"disk full", &shard.DiskFullError{}, codes.ResourceExhausted, "", none},
 		{"meta refused: exists", &meta.RefusedError{Kind: meta.ErrExists, Reason: "queue q exists"}, codes.AlreadyExists, "queue q exists", none},
@@ -148,6 +149,7 @@ func TestResultCodeMapping(t *testing.T) {
 		fsmpb.Code_CODE_FAILED_PRECONDITION: codes.FailedPrecondition,
 		fsmpb.Code_CODE_RESOURCE_EXHAUSTED:  codes.ResourceExhausted,
 		fsmpb.Code_CODE_UNAVAILABLE:         codes.Unavailable,
+		fsmpb.Code_CODE_SLOT_MOVED:          codes.Unavailable,
 	}
 	values := fsmpb.Code(0).Descriptor().Values()
 	for i := 0; i < values.Len(); i++ {

@@ -65,10 +65,6 @@ func (s *Server) sendPolicy(queue string) *fsmpb.QueuePolicy {
 	return fsm.NormalizePolicy(mq.Policy)
 }
 
-func enqueueCmd(queue string, msgs []*fsmpb.NewMessage) *fsmpb.Command {
-	return &fsmpb.Command{Cmd: &fsmpb.Command_Enqueue{Enqueue: &fsmpb.Enqueue{Queue: queue, Messages: msgs}}}
-}
-
 func (m *messages) Send(ctx context.Context, req *raftqv1.SendRequest) (*raftqv1.SendResponse, error) {
 	if err := validateQueue(req.GetQueue(), nil); err != nil {
 		return nil, err
@@ -77,35 +73,28 @@ func (m *messages) Send(ctx context.Context, req *raftqv1.SendRequest) (*raftqv1
 	if err != nil {
 		return nil, err
 	}
-	id, err := m.router.ShardForSend(req.GetQueue(), nm.GetGroupId(), nm.GetDedupKey())
+	sent, err := m.router.Send(ctx, req.GetQueue(), []*fsmpb.NewMessage{nm})
 	if err != nil {
 		return nil, m.toStatus(ctx, err)
 	}
-	res, err := m.router.Apply(ctx, id, enqueueCmd(req.GetQueue(), []*fsmpb.NewMessage{nm}))
-	if err != nil {
-		return nil, m.toStatus(ctx, err)
+	if sent[0].Err != nil {
+		return nil, m.toStatus(ctx, sent[0].Err)
 	}
-	if err := resultStatus(res.GetStatus()); err != nil {
-		return nil, err
-	}
-	items := res.GetEnqueue().GetItems()
-	if len(items) != 1 {
-		return nil, status.Errorf(codes.Internal, "enqueue returned %d results for 1 message", len(items))
-	}
-	if err := resultStatus(items[0].GetStatus()); err != nil {
+	id, item := sent[0].Shard, sent[0].Item
+	if err := resultStatus(item.GetStatus()); err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			m.events.Count(req.GetQueue(), "refused_full", 1)
 		}
 		return nil, err
 	}
-	if items[0].GetDeduplicated() {
+	if item.GetDeduplicated() {
 		m.events.Count(req.GetQueue(), "deduplicated", 1)
 	} else {
 		m.events.Count(req.GetQueue(), "sent", 1)
 	}
 	return &raftqv1.SendResponse{
-		MessageId:    wire.MessageID{Shard: id, ID: items[0].GetMessageId()}.String(),
-		Deduplicated: items[0].GetDeduplicated(),
+		MessageId:    wire.MessageID{Shard: id, ID: item.GetMessageId()}.String(),
+		Deduplicated: item.GetDeduplicated(),
 	}, nil
 }
 
@@ -117,16 +106,8 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 	if n == 0 || n > fsm.MaxEnqueueBatch {
 		return nil, invalid("a batch holds 1 to %d messages, got %d", fsm.MaxEnqueueBatch, n)
 	}
-	// One shard for all balanced messages of this batch; it also says
-	// whether the shard map is loaded, before any item is placed.
-	free, err := m.router.ShardForSend(req.GetQueue(), "", "")
-	if err != nil {
-		return nil, m.toStatus(ctx, err)
-	}
-	shards := m.router.ShardCount() // not 0: ShardForSend succeeded, and the count never shrinks
 	results := make([]*raftqv1.SendResult, n)
 	msgs := make([]*fsmpb.NewMessage, n)
-	to := make([]uint32, n)
 	policy := m.sendPolicy(req.GetQueue())
 	for i, sr := range req.GetMessages() {
 		nm, err := m.newMessage(policy, sr)
@@ -135,40 +116,29 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 			results[i] = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message()}
 			continue
 		}
-		id, fixed := wire.ShardForMessage(req.GetQueue(), nm.GetGroupId(), nm.GetDedupKey(), shards)
-		if !fixed {
-			id = free
-		}
-		msgs[i], to[i] = nm, id
+		msgs[i] = nm
 	}
-	plan := router.PlanItems(n, func(i int) (uint32, bool) { return to[i], msgs[i] != nil })
-	answers := router.Scatter(ctx, plan, func(ctx context.Context, p router.Part) (*fsmpb.Result, error) {
-		part := make([]*fsmpb.NewMessage, len(p.Items))
-		for k, i := range p.Items {
-			part[k] = msgs[i]
+	// The router places each message by the current slot table, one
+	// balanced shard for the unkeyed ones, and resends what a moving slot
+	// refused; without a shard map it sends nothing and the batch fails
+	// as a whole.
+	answers, err := m.router.Send(ctx, req.GetQueue(), msgs)
+	if err != nil {
+		return nil, m.toStatus(ctx, err)
+	}
+	for i, a := range answers {
+		if msgs[i] == nil {
+			continue
 		}
-		return m.router.Apply(ctx, p.Shard, enqueueCmd(req.GetQueue(), part))
-	})
-	for _, a := range answers {
-		err := a.Err
-		if err == nil {
-			err = resultStatus(a.Value.GetStatus())
+		if a.Err != nil {
+			st, _ := status.FromError(m.toStatus(ctx, a.Err))
+			results[i] = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message()}
+			continue
 		}
-		items := a.Value.GetEnqueue().GetItems()
-		if err == nil && len(items) != len(a.Items) {
-			err = status.Errorf(codes.Internal, "enqueue returned %d results for %d messages", len(items), len(a.Items))
-		}
-		for k, i := range a.Items {
-			if err != nil {
-				st, _ := status.FromError(m.toStatus(ctx, err))
-				results[i] = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message()}
-				continue
-			}
-			code, msg := itemStatus(items[k].GetStatus())
-			results[i] = &raftqv1.SendResult{Code: code, Error: msg, Deduplicated: items[k].GetDeduplicated()}
-			if code == 0 {
-				results[i].MessageId = wire.MessageID{Shard: a.Shard, ID: items[k].GetMessageId()}.String()
-			}
+		code, msg := itemStatus(a.Item.GetStatus())
+		results[i] = &raftqv1.SendResult{Code: code, Error: msg, Deduplicated: a.Item.GetDeduplicated()}
+		if code == 0 {
+			results[i].MessageId = wire.MessageID{Shard: a.Shard, ID: a.Item.GetMessageId()}.String()
 		}
 	}
 	sent, deduplicated, full := 0, 0, 0

@@ -3292,10 +3292,18 @@ func (*ShardMapRequest) Descriptor() ([]byte, []int) {
 }
 
 type ShardMapResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ShardCount    uint32                 `protobuf:"varint,1,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
-	Shards        []*ShardInfo           `protobuf:"bytes,2,rep,name=shards,proto3" json:"shards,omitempty"`
-	Version       uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ShardCount uint32                 `protobuf:"varint,1,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	Shards     []*ShardInfo           `protobuf:"bytes,2,rep,name=shards,proto3" json:"shards,omitempty"`
+	Version    uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// The hash slot table that places keyed messages (grouped, or with a
+	// dedup key) on shards (wire.SlotTable): slots is the slot count (0 from
+	// servers that predate it: shard_count * 256), slot_owners[s] the shard
+	// owning slot s, empty for the bootstrap layout (slot s on shard
+	// s % shard_count). A client routing by a stale table only costs a hop:
+	// the server places every message by its own.
+	Slots         uint32   `protobuf:"varint,4,opt,name=slots,proto3" json:"slots,omitempty"`
+	SlotOwners    []uint32 `protobuf:"varint,5,rep,packed,name=slot_owners,json=slotOwners,proto3" json:"slot_owners,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3349,6 +3357,20 @@ func (x *ShardMapResponse) GetVersion() uint64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *ShardMapResponse) GetSlots() uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *ShardMapResponse) GetSlotOwners() []uint32 {
+	if x != nil {
+		return x.SlotOwners
+	}
+	return nil
 }
 
 type NodesRequest struct {
@@ -4875,12 +4897,15 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
 	"\aoutcome\x18\x03 \x01(\tR\aoutcome\"\x11\n" +
-	"\x0fShardMapRequest\"z\n" +
+	"\x0fShardMapRequest\"\xb1\x01\n" +
 	"\x10ShardMapResponse\x12\x1f\n" +
 	"\vshard_count\x18\x01 \x01(\rR\n" +
 	"shardCount\x12+\n" +
 	"\x06shards\x18\x02 \x03(\v2\x13.raftq.v1.ShardInfoR\x06shards\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x04R\aversion\"\x0e\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05slots\x18\x04 \x01(\rR\x05slots\x12\x1f\n" +
+	"\vslot_owners\x18\x05 \x03(\rR\n" +
+	"slotOwners\"\x0e\n" +
 	"\fNodesRequest\"\xc9\x02\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +

@@ -36,6 +36,8 @@ type Server struct {
 	wake       chan struct{} // closed and replaced when a message may be ready
 	shardCount uint32
 	leaders    []string // shard -> leader gRPC address, for ShardMap
+	slots      uint32   // slot table for ShardMap (SetSlotTable); 0: none sent
+	slotOwners []uint32
 	queues     map[string]*raftqv1.QueueInfo
 	msgs       map[uint64]*raftqv1.Message
 	order      []uint64 // enqueue order
@@ -129,6 +131,17 @@ func (s *Server) SetShardMap(shard uint32, leaders ...string) {
 	s.Shard = shard
 	s.shardCount = uint32(len(leaders))
 	s.leaders = slices.Clone(leaders)
+}
+
+// SetSlotTable makes ShardMap report a slot table of slots slots, slot s
+// owned by shard owners[s] (nil: the bootstrap layout), as a node of a
+// cluster whose shard count grew does. Without it ShardMap sends none, as
+// nodes that predate slot tables do. The server still keeps every message
+// it is sent: it does not re-route.
+func (s *Server) SetSlotTable(slots uint32, owners []uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slots, s.slotOwners = slots, slices.Clone(owners)
 }
 
 // Fail makes the next n calls of method (short name, e.g. "Send") fail with

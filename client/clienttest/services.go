@@ -3,6 +3,7 @@ package clienttest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -24,7 +25,7 @@ func (c *clusterSvc) ShardMap(context.Context, *raftqv1.ShardMapRequest) (*raftq
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	resp := &raftqv1.ShardMapResponse{ShardCount: s.shardCount, Version: 1}
+	resp := &raftqv1.ShardMapResponse{ShardCount: s.shardCount, Version: 1, Slots: s.slots, SlotOwners: slices.Clone(s.slotOwners)}
 	for i, l := range s.leaders {
 		resp.Shards = append(resp.Shards, &raftqv1.ShardInfo{ShardId: uint32(i), LeaderGrpcAddr: l, LeaderId: l})
 	}
