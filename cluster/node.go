@@ -70,6 +70,7 @@ type Node struct {
 	retired atomic.Bool
 	balance rebalancer // the meta leader's rebalancing (rebalance.go)
 	reshard resharder  // the meta leader's slot moves (reshard.go)
+	caller  atomic.Pointer[shardCallerBox]
 
 	shutdownOnce sync.Once
 	shutdownErr  error

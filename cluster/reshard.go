@@ -136,7 +136,11 @@ func (n *Node) reshardStep(ctx context.Context, m meta.ShardMap) error {
 
 // shardServes checks that a shard has a leader that answers a read.
 func (n *Node) shardServes(ctx context.Context, id uint32) error {
-	_, err := n.router.Read(ctx, &peerpb.ShardReadRequest{ShardId: id, Query: &peerpb.ShardReadRequest_StatsQueue{StatsQueue: ""}})
+	c, err := n.shardCaller()
+	if err != nil {
+		return err
+	}
+	_, err = c.Read(ctx, &peerpb.ShardReadRequest{ShardId: id, Query: &peerpb.ShardReadRequest_StatsQueue{StatsQueue: ""}})
 	return err
 }
 
@@ -171,7 +175,11 @@ func (n *Node) sealSlots(ctx context.Context, m meta.ShardMap, mv meta.SlotMove)
 func (n *Node) sealOn(ctx context.Context, m meta.ShardMap, mv meta.SlotMove) ([]*fsmpb.QueueGroup, error) {
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_SealSlots{SealSlots: &fsmpb.SealSlots{
 		MoveId: mv.ID, Slots: mv.Slots, SlotCount: m.Table().Slots, ToShard: mv.To}}}
-	res, err := n.router.Apply(ctx, mv.From, cmd)
+	c, err := n.shardCaller()
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Apply(ctx, mv.From, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("seal %d slots on shard %d: %w", len(mv.Slots), mv.From, err)
 	}
@@ -236,7 +244,11 @@ func (n *Node) releaseGroups(ctx context.Context, mv meta.SlotMove) error {
 
 // applyOK proposes cmd on a shard and turns an FSM refusal into an error.
 func (n *Node) applyOK(ctx context.Context, id uint32, cmd *fsmpb.Command) error {
-	res, err := n.router.Apply(ctx, id, cmd)
+	c, err := n.shardCaller()
+	if err != nil {
+		return err
+	}
+	res, err := c.Apply(ctx, id, cmd)
 	if err != nil {
 		return err
 	}
@@ -246,13 +258,15 @@ func (n *Node) applyOK(ctx context.Context, id uint32, cmd *fsmpb.Command) error
 	return nil
 }
 
-// maxDedupWindow is the longest dedup window of any queue, and at least the
-// default: how long a key taken by the old shard before a seal can still
-// turn a send into a duplicate.
+// maxDedupWindow is the longest dedup window of any queue: how long a key
+// the old shard took before a seal can still turn a send into a
+// duplicate. A queue created later has no key there, and a window raised
+// later does not lengthen the keys already taken (each expires as its
+// window was when it was taken).
 func (n *Node) maxDedupWindow() time.Duration {
-	w := int64(fsm.DefaultDedupWindowMs)
+	var w int64
 	for _, p := range n.meta.QueuePolicies() {
-		w = max(w, p.GetDedupWindowMs())
+		w = max(w, fsm.NormalizePolicy(p).GetDedupWindowMs())
 	}
 	return time.Duration(w) * time.Millisecond
 }

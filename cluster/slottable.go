@@ -1,11 +1,19 @@
 package cluster
 
-import "github.com/raftq/raftq/wire"
+import (
+	"time"
 
-// tableAt is a slot table and the meta index it was read at.
+	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/router"
+	"github.com/raftq/raftq/wire"
+)
+
+// tableAt is a slot table, the slot moves whose dedup look-ups may still
+// run (a map with only those) and the meta index they were read at.
 type tableAt struct {
 	index uint64
 	table wire.SlotTable
+	moves meta.ShardMap
 }
 
 // SlotTable is the slot table of the current shard map (meta.ShardMap.Table):
@@ -15,18 +23,36 @@ type tableAt struct {
 // Reading the map copies it whole, too much for every send; the table is
 // read again only when the meta replica has applied something since, as
 // the map changes only by applied commands.
-func (n *Node) SlotTable() wire.SlotTable {
+func (n *Node) SlotTable() wire.SlotTable { return n.slotsAt().table }
+
+// DedupPeers are the shards a keyed send to slot asks for its dedup key
+// first (router.Topology): those the slot left less than a dedup window
+// ago, by this node's clock less meta.PriorSlack.
+func (n *Node) DedupPeers(slot uint32) []router.PriorOwner {
+	c := n.slotsAt()
+	if len(c.moves.SlotMoves) == 0 {
+		return nil
+	}
+	var out []router.PriorOwner
+	for _, p := range c.moves.DedupPeers(slot, time.Now().Add(-meta.PriorSlack).UnixMilli()) {
+		out = append(out, router.PriorOwner{Shard: p.Shard, Move: p.Move})
+	}
+	return out
+}
+
+func (n *Node) slotsAt() *tableAt {
 	index := n.meta.AppliedIndex()
 	if c := n.shards.table.Load(); c != nil && c.index == index {
-		return c.table
+		return c
 	}
 	// Read after the index: the map is at least as new as index says, so
 	// caching it under index is never stale.
 	m := n.meta.ShardMap()
-	var t wire.SlotTable
+	c := &tableAt{index: index}
 	if m.Placed() {
-		t = m.Table()
+		c.table = m.Table()
+		c.moves = meta.ShardMap{Count: m.Count, Slots: m.Slots, SlotOwners: c.table.Owners, SlotMoves: m.SlotMoves}
 	}
-	n.shards.table.Store(&tableAt{index: index, table: t})
-	return t
+	n.shards.table.Store(c)
+	return c
 }

@@ -73,12 +73,12 @@ func (m ShardMap) RunningSlotMoves() []SlotMove {
 // latest move, whose To owns the slot, back along the chain of moves that
 // brought it there (a slot moved twice within a window has two). Empty
 // when no window is open: the owner's own dedup decides.
-func (m ShardMap) DedupPeers(slot uint32, nowMs int64) []uint32 {
+func (m ShardMap) DedupPeers(slot uint32, nowMs int64) []PriorOwner {
 	t := m.Table()
 	if slot >= t.Slots || !t.Valid() {
 		return nil
 	}
-	var out []uint32
+	var out []PriorOwner
 	at := t.Owner(slot) // the chain's current end
 	for i := len(m.SlotMoves) - 1; i >= 0; i-- {
 		mv := m.SlotMoves[i] // by id, so newest first
@@ -88,8 +88,8 @@ func (m ShardMap) DedupPeers(slot uint32, nowMs int64) []uint32 {
 		if _, in := slices.BinarySearch(mv.Slots, slot); !in {
 			continue
 		}
-		if !slices.Contains(out, mv.From) && mv.From != t.Owner(slot) {
-			out = append(out, mv.From)
+		if !slices.ContainsFunc(out, func(p PriorOwner) bool { return p.Shard == mv.From }) && mv.From != t.Owner(slot) {
+			out = append(out, PriorOwner{Shard: mv.From, Move: mv.ID})
 		}
 		at = mv.From
 	}

@@ -216,7 +216,11 @@ func TestShardMap_DedupPeers(t *testing.T) {
 	f, apply := newGrownFSM(t)
 	a := SlotMove{ID: 1, Slots: []uint32{0, 2}, From: 0, To: 2, DedupUntilMs: 1000}
 	peers := func(slot uint32, now int64) string {
-		return fmt.Sprint(shardMapFromProto(f.ShardMap()).DedupPeers(slot, now))
+		var shards []uint32
+		for _, p := range shardMapFromProto(f.ShardMap()).DedupPeers(slot, now) {
+			shards = append(shards, p.Shard)
+		}
+		return fmt.Sprint(shards)
 	}
 	mustOK(t, "seal", apply(0, slotStepCmd(a, phSeal)))
 	if got := peers(0, 0); got != "[]" {

@@ -5,51 +5,129 @@ import (
 	"fmt"
 
 	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/wire"
 )
 
-// PriorOwner is a shard that owned a slot before a slot move whose dedup
-// look-ups have not ended (meta.ShardMap.PriorOwners).
+// PriorOwner is a shard that gave a slot away by slot move Move: until the
+// move's dedup window ends, a keyed send to the slot asks it for its dedup
+// key first (Topology.DedupPeers).
 type PriorOwner struct {
 	Shard uint32
 	Move  uint64
 }
 
-// PriorDuplicate looks a keyed send's dedup key up on the shards that
-// owned its slot before it moved (growing the shard count): a key one of
-// them took before its seal makes the send a duplicate of that message,
-// as it would have been had the slot not moved. Keys are not copied on a
-// move (there can be millions); they are asked for while they can live.
-// found is false when no prior owner holds the key; an error means one
-// could not answer, and the send must not go ahead.
-func (r *Router) PriorDuplicate(ctx context.Context, queue, key string, slot uint32, prior []PriorOwner) (id wire.MessageID, found bool, err error) {
-	for _, p := range prior {
-		resp, err := r.Read(ctx, &peerpb.ShardReadRequest{ShardId: p.Shard, Query: &peerpb.ShardReadRequest_DedupLookup{
-			DedupLookup: &peerpb.DedupLookup{Queue: queue, Key: key, Slot: slot, MoveId: p.Move}}})
-		if err != nil {
-			return wire.MessageID{}, false, fmt.Errorf("dedup look-up on shard %d, which owned slot %d: %w", p.Shard, slot, err)
+// maxProbes bounds the dedup keys one look-up carries (a SendBatch holds
+// at most fsm.MaxEnqueueBatch messages).
+const maxProbes = fsm.MaxEnqueueBatch
+
+// priorDuplicates asks the prior owners of the slots of msgs[i], i in
+// pending, whether they hold the messages' dedup keys (growing the shard
+// count moves slots, not keys: docs/cluster.md, "Growing the shard
+// count"). A key a prior owner took before its seal makes the send a
+// duplicate of that message, as it would have been had the slot not
+// moved; those messages are answered in out and left out of the returned
+// pending list, as are those whose look-up failed (the send must not go
+// ahead without it: a *PriorLookupError). Two sends of one key that both
+// miss meet on the new owner's own dedup index.
+func (r *Router) priorDuplicates(ctx context.Context, queue string, table wire.SlotTable, msgs []*fsmpb.NewMessage, pending []int, out []Sent) []int {
+	type probe struct {
+		i    int
+		slot uint32
+	}
+	asks := map[PriorOwner][]probe{}
+	var order []PriorOwner
+	for _, i := range pending {
+		key := msgs[i].GetDedupKey()
+		if key == "" {
+			continue
 		}
-		if m := resp.GetDedupMessageId(); m != 0 {
-			return wire.MessageID{Shard: p.Shard, ID: m}, true, nil
+		slot, ok := wire.SlotForMessage(queue, msgs[i].GetGroupId(), key, table.Slots)
+		if !ok {
+			continue
+		}
+		for _, p := range r.topo.DedupPeers(slot) {
+			if _, seen := asks[p]; !seen {
+				order = append(order, p)
+			}
+			asks[p] = append(asks[p], probe{i, slot})
 		}
 	}
-	return wire.MessageID{}, false, nil
+	if len(order) == 0 {
+		return pending
+	}
+	done := map[int]bool{}
+	for _, p := range order {
+		var probes []probe
+		for _, pr := range asks[p] {
+			if !done[pr.i] {
+				probes = append(probes, pr)
+			}
+		}
+		for start := 0; start < len(probes); start += maxProbes {
+			part := probes[start:min(start+maxProbes, len(probes))]
+			req := &peerpb.DedupLookup{Queue: queue}
+			for _, pr := range part {
+				req.Probes = append(req.Probes, &peerpb.DedupProbe{Key: msgs[pr.i].GetDedupKey(), Slot: pr.slot, MoveId: p.Move})
+			}
+			resp, err := r.Read(ctx, &peerpb.ShardReadRequest{ShardId: p.Shard, Query: &peerpb.ShardReadRequest_DedupLookup{DedupLookup: req}})
+			if err == nil && len(resp.GetDedupMessageIds()) != len(part) {
+				err = fmt.Errorf("%d answers to %d dedup probes", len(resp.GetDedupMessageIds()), len(part))
+			}
+			for k, pr := range part {
+				switch {
+				case err != nil:
+					out[pr.i] = Sent{Shard: p.Shard, Err: &PriorLookupError{Shard: p.Shard, Slot: pr.slot, Err: err}}
+					done[pr.i] = true
+				case resp.GetDedupMessageIds()[k] != 0:
+					out[pr.i] = Sent{Shard: p.Shard, Item: &fsmpb.EnqueueItemResult{MessageId: resp.GetDedupMessageIds()[k], Deduplicated: true}}
+					done[pr.i] = true
+				}
+			}
+		}
+	}
+	left := pending[:0:0]
+	for _, i := range pending {
+		if !done[i] {
+			left = append(left, i)
+		}
+	}
+	return left
 }
 
+// PriorLookupError: a dedup look-up on a slot's prior owner failed, so the
+// message was not sent (it might be a duplicate of one the prior owner
+// holds). Nothing was written; the send is safe to repeat.
+type PriorLookupError struct {
+	Shard, Slot uint32
+	Err         error
+}
+
+func (e *PriorLookupError) Error() string {
+	return fmt.Sprintf("dedup look-up on shard %d, which owned slot %d before it moved: %v", e.Shard, e.Slot, e.Err)
+}
+
+func (e *PriorLookupError) Unwrap() error { return e.Err }
+
 // lookupDedup answers a DedupLookup on a shard this node leads. The
-// replica must have applied the move's seal of the slot: before it, keys
+// replica must have applied each probe's seal of its slot: before it, keys
 // could still be added, and the answer would not stay true.
-func lookupDedup(f *fsm.FSM, shard uint32, q *peerpb.DedupLookup) (uint64, error) {
-	move, _, ok := f.SealedSlot(q.GetSlot())
-	if !ok || move != q.GetMoveId() {
-		return 0, &NotSealedError{Shard: shard, Slot: q.GetSlot(), Move: q.GetMoveId()}
+func lookupDedup(f *fsm.FSM, shard uint32, q *peerpb.DedupLookup) ([]uint64, error) {
+	if len(q.GetProbes()) > maxProbes {
+		return nil, fmt.Errorf("%d dedup probes in one look-up, limit %d", len(q.GetProbes()), maxProbes)
 	}
-	id, ok := f.LookupDedup(q.GetQueue(), q.GetKey())
-	if !ok {
-		return 0, nil
+	ids := make([]uint64, len(q.GetProbes()))
+	for k, p := range q.GetProbes() {
+		move, _, ok := f.SealedSlot(p.GetSlot())
+		if !ok || move != p.GetMoveId() {
+			return nil, &NotSealedError{Shard: shard, Slot: p.GetSlot(), Move: p.GetMoveId()}
+		}
+		if id, ok := f.LookupDedup(q.GetQueue(), p.GetKey()); ok {
+			ids[k] = id
+		}
 	}
-	return id, nil
+	return ids, nil
 }
 
 // NotSealedError: the replica asked has not applied the seal a dedup

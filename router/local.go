@@ -54,11 +54,11 @@ func readLocal(ctx context.Context, sh *shard.Shard, req *peerpb.ShardReadReques
 	case *peerpb.ShardReadRequest_ListDeadQueue:
 		resp.Dead = f.ListDead(q.ListDeadQueue, int(req.GetLimit()))
 	case *peerpb.ShardReadRequest_DedupLookup:
-		id, err := lookupDedup(f, sh.ID(), q.DedupLookup)
+		ids, err := lookupDedup(f, sh.ID(), q.DedupLookup)
 		if err != nil {
 			return nil, err
 		}
-		resp.DedupMessageId = id
+		resp.DedupMessageIds = ids
 	}
 	return resp, nil
 }

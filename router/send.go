@@ -90,6 +90,11 @@ func (r *Router) Send(ctx context.Context, queue string, msgs []*fsmpb.NewMessag
 				return out, nil
 			}
 		}
+		// Every round, as a message refused by a seal goes to the slot's
+		// new owner only now, whose table lists the move's prior owner.
+		if pending = r.priorDuplicates(ctx, queue, table, msgs, pending, out); len(pending) == 0 {
+			return out, nil
+		}
 		// to[i] is message i's shard this round, when sending[i].
 		to, sending, sends := make([]uint32, len(msgs)), make([]bool, len(msgs)), 0
 		var waiting []int

@@ -26,6 +26,7 @@ type slotTopo struct {
 
 	mu    sync.Mutex
 	table wire.SlotTable
+	peers map[uint32][]PriorOwner // DedupPeers by slot
 }
 
 func (t *slotTopo) NodeID() string                 { return "a" }
@@ -39,6 +40,12 @@ func (t *slotTopo) MemberGRPC(string) (string, bool) {
 func (t *slotTopo) MemberPeer(string) (string, bool) { return t.addr, true }
 func (t *slotTopo) ShardLeader(uint32) (string, string, bool) {
 	return "b", t.addr, true
+}
+
+func (t *slotTopo) DedupPeers(slot uint32) []PriorOwner {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.peers[slot]
 }
 
 func (t *slotTopo) SlotTable() wire.SlotTable {
@@ -69,10 +76,26 @@ type slotShards struct {
 	slots uint32
 
 	mu      sync.Mutex
-	sealed  map[uint32]map[uint32]bool // shard -> slot -> sealed
-	applies map[uint32][][]string      // shard -> the messages (bodies) of each apply
-	took    map[string]uint32          // body -> shard that kept it
+	sealed  map[uint32]map[uint32]bool   // shard -> slot -> sealed
+	applies map[uint32][][]string        // shard -> the messages (bodies) of each apply
+	took    map[string]uint32            // body -> shard that kept it
+	keys    map[uint32]map[string]uint64 // shard -> dedup key -> message id
 	nextID  uint64
+}
+
+// ShardRead answers dedup look-ups as a shard that sealed the probes'
+// slots does, and refuses them for a slot it has not sealed.
+func (s *slotShards) ShardRead(_ context.Context, req *peerpb.ShardReadRequest) (*peerpb.ShardReadResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resp := &peerpb.ShardReadResponse{}
+	for _, p := range req.GetDedupLookup().GetProbes() {
+		if !s.sealed[req.GetShardId()][p.GetSlot()] {
+			return nil, &NotSealedError{Shard: req.GetShardId(), Slot: p.GetSlot(), Move: p.GetMoveId()}
+		}
+		resp.DedupMessageIds = append(resp.DedupMessageIds, s.keys[req.GetShardId()][p.GetKey()])
+	}
+	return resp, nil
 }
 
 func (s *slotShards) seal(shard, slot uint32) {
@@ -97,8 +120,18 @@ func (s *slotShards) ShardApply(_ context.Context, req *peerpb.ShardApplyRequest
 			res.Items = append(res.Items, &fsmpb.EnqueueItemResult{Status: &fsmpb.Status{Code: fsmpb.Code_CODE_SLOT_MOVED, Message: "slot sealed"}})
 			continue
 		}
+		if id := s.keys[req.GetShardId()][m.GetDedupKey()]; id != 0 {
+			res.Items = append(res.Items, &fsmpb.EnqueueItemResult{Status: &fsmpb.Status{}, MessageId: id, Deduplicated: true})
+			continue
+		}
 		s.nextID++
 		s.took[string(m.GetBody())] = req.GetShardId()
+		if k := m.GetDedupKey(); k != "" {
+			if s.keys[req.GetShardId()] == nil {
+				s.keys[req.GetShardId()] = map[string]uint64{}
+			}
+			s.keys[req.GetShardId()][k] = s.nextID
+		}
 		res.Items = append(res.Items, &fsmpb.EnqueueItemResult{Status: &fsmpb.Status{}, MessageId: s.nextID})
 	}
 	s.applies[req.GetShardId()] = append(s.applies[req.GetShardId()], bodies)
@@ -129,7 +162,7 @@ func newSlotCluster(t *testing.T, n uint32, leaderWait time.Duration) (*Router, 
 		t.Fatal(err)
 	}
 	srv := &slotShards{slots: n * wire.SlotsPerShard, sealed: map[uint32]map[uint32]bool{},
-		applies: map[uint32][][]string{}, took: map[string]uint32{}}
+		applies: map[uint32][][]string{}, took: map[string]uint32{}, keys: map[uint32]map[string]uint64{}}
 	gs := grpc.NewServer()
 	peerpb.RegisterPeerServer(gs, srv)
 	go func() { _ = gs.Serve(lis) }()
@@ -299,5 +332,60 @@ func TestSendBatchResendsOnlyMovedItems(t *testing.T) {
 	}
 	if n := len(srv.appliesTo(0)); n != 1 {
 		t.Fatalf("shard 0 got %d applies, want 1", n)
+	}
+}
+
+// After a slot moves, a keyed send asks the slot's prior owner for its
+// dedup key first: a key the prior owner took makes the send a duplicate
+// of that message (the new owner gets nothing), a key it does not hold
+// goes to the new owner, and a prior owner that cannot answer (it has not
+// applied the seal) keeps the send from going anywhere.
+func TestSendAsksPriorOwnersForDedupKeys(t *testing.T) {
+	r, topo, srv := newSlotCluster(t, 2, time.Second)
+	ctx := ctxT(t, 10*time.Second)
+	key, slot := keyOn("q", 0, 2)
+	sent, err := r.Send(ctx, "q", []*fsmpb.NewMessage{keyed("first", key)})
+	if err != nil || sent[0].Err != nil || sent[0].Shard != 0 {
+		t.Fatalf("send before the move = %+v, %v", sent, err)
+	}
+	first := sent[0].Item.GetMessageId()
+
+	srv.seal(0, slot)
+	topo.move(slot, 1)
+	topo.mu.Lock()
+	topo.peers = map[uint32][]PriorOwner{slot: {{Shard: 0, Move: 7}}}
+	topo.mu.Unlock()
+	sent, err = r.Send(ctx, "q", []*fsmpb.NewMessage{keyed("again", key), keyed("new", "fresh-key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := sent[0]; s.Err != nil || s.Shard != 0 || !s.Item.GetDeduplicated() || s.Item.GetMessageId() != first {
+		t.Fatalf("resend of a key the prior owner holds = %+v; want a duplicate of 0-%x", s, first)
+	}
+	if _, ok := srv.tookBy("again"); ok {
+		t.Fatal("the duplicate was stored")
+	}
+	for _, a := range srv.appliesTo(1) {
+		for _, b := range a {
+			if b == "again" {
+				t.Fatal("the duplicate reached the new owner")
+			}
+		}
+	}
+	if s := sent[1]; s.Err != nil || s.Item.GetDeduplicated() {
+		t.Fatalf("a key nobody holds = %+v; want it sent", s)
+	}
+
+	other, otherSlot := keyOn("q2", 1, 2)
+	topo.mu.Lock()
+	topo.peers = map[uint32][]PriorOwner{otherSlot: {{Shard: 0, Move: 8}}} // shard 0 did not seal it
+	topo.mu.Unlock()
+	sent, err = r.Send(ctx, "q2", []*fsmpb.NewMessage{keyed("blocked", other)})
+	var pe *PriorLookupError
+	if err != nil || !errors.As(sent[0].Err, &pe) || pe.Shard != 0 {
+		t.Fatalf("send with an unanswered look-up = %+v, %v; want a *PriorLookupError for shard 0", sent, err)
+	}
+	if _, ok := srv.tookBy("blocked"); ok {
+		t.Fatal("a send whose look-up failed was stored")
 	}
 }

@@ -37,7 +37,13 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	var pe *router.PeerError
 	var mre *meta.RefusedError
 	var sme *router.SlotMovingError
+	var ple *router.PriorLookupError
 	switch {
+	case errors.As(err, &ple):
+		// Checked first: it may wrap a forwarding error, but whatever the
+		// look-up's fate, the send itself was never proposed.
+		s.refuse(ctx, "")
+		return status.Error(codes.Unavailable, ple.Error())
 	case errors.As(err, &pe) && !pe.Sent:
 		// The forward never left this node: a refusal, and the leader
 		// it could not reach may still be reachable from the caller.

@@ -104,6 +104,7 @@ func TestStatusMapping(t *testing.T) {
 		{"meta leader of unknown address", &raftgroup.NotLeaderError{Group: "meta", LeaderID: "n9"}, codes.Unavailable, "meta: not leader", []string{"n9="}},
 		{"shard shutting down", fmt.Errorf("apply: %w", shard.ErrShutdown), codes.Unavailable, "node shutting down", []string{""}},
 		{"slot moving", fmt.Errorf("send: %w", &router.SlotMovingError{Queue: "q", Slot: 7, Keyed: true, Shard: 1}), codes.Unavailable, `slot 7 of queue "q" is moving between shards; retry`, []string{""}},
+		{"prior owner look-up failed", fmt.Errorf("send: %w", &router.PriorLookupError{Shard: 0, Slot: 9, Err: &router.PeerError{Sent: true, Err: errors.New("cut off")}}), codes.Unavailable, "dedup look-up on shard 0", []string{""}},
 		{"outcome unknown", fmt.Errorf("apply: %w", raftgroup.ErrUnknownResult), codes.Unavailable, "outcome unknown", none},
 		{"disk full", &shard.DiskFullError{}, codes.ResourceExhausted, "", none},
 		{"meta refused: exists", &meta.RefusedError{Kind: meta.ErrExists, Reason: "queue q exists"}, codes.AlreadyExists, "queue q exists", none},

@@ -41,6 +41,7 @@ type startingNode struct {
 func (n *startingNode) NodeID() string                            { return "n2" }
 func (n *startingNode) ShardCount() uint32                        { return n.count.Load() }
 func (n *startingNode) SlotTable() wire.SlotTable                 { return wire.DefaultSlotTable(n.count.Load()) }
+func (n *startingNode) DedupPeers(uint32) []router.PriorOwner       { return nil }
 func (n *startingNode) LocalShard(uint32) *shard.Shard            { return nil }
 func (n *startingNode) ShardReplicas(uint32) []string             { return nil }
 func (n *startingNode) ShardLeader(uint32) (string, string, bool) { return "", "", false }
@@ -59,6 +60,9 @@ func (n *startingNode) Repair(context.Context) []*peerpb.GroupRepair {
 func (n *startingNode) Damaged() map[string]*raftstore.DamageError { return nil }
 func (n *startingNode) Rebalance(bool) (cluster.RebalanceStatus, error) {
 	return cluster.RebalanceStatus{}, &raftgroup.NotLeaderError{Group: "meta"}
+}
+func (n *startingNode) SetShardCount(context.Context, uint32, bool) (cluster.GrowStatus, error) {
+	return cluster.GrowStatus{}, &raftgroup.NotLeaderError{Group: "meta"}
 }
 func (n *startingNode) ChangeGroup(context.Context, string, peerpb.GroupChangeRequest_Op, string, string) (uint64, error) {
 	return 0, &raftgroup.NotLeaderError{}

@@ -29,6 +29,9 @@ type Node interface {
 	// Rebalance reports (and unless dryRun starts) the balance plan; only
 	// on the meta leader (cluster/rebalance.go).
 	Rebalance(dryRun bool) (cluster.RebalanceStatus, error)
+	// SetShardCount grows (or with 0 reports) the shard count; only on
+	// the meta leader (cluster/growshards.go).
+	SetShardCount(ctx context.Context, count uint32, dryRun bool) (cluster.GrowStatus, error)
 	// Backup gathers a backup from every group's leader (cluster.Node.Backup).
 	Backup(ctx context.Context, info func(cluster.BackupInfo) error, send func(*peerpb.BackupChunk) error) error
 }

@@ -143,6 +143,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	met := metrics.New(node)
 	rt := router.New(node, router.Options{Logger: log, ObservePropose: met.ObservePropose, Parked: met.ReceiveParked})
 	defer rt.Close()
+	node.SetShardCaller(rt)
 	// Peers and clients ping connections with calls in flight every 10 s
 	// (internal/liveness); without the policy the server would close them.
 	newServer := func() *grpc.Server {

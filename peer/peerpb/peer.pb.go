@@ -80,7 +80,7 @@ func (x GroupChangeRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupChangeRequest_Op.Descriptor instead.
 func (GroupChangeRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{14, 0}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{15, 0}
 }
 
 type ShardApplyRequest struct {
@@ -564,11 +564,11 @@ type ShardReadResponse struct {
 	Stats   *QueueStats            `protobuf:"bytes,1,opt,name=stats,proto3" json:"stats,omitempty"`
 	Message *fsmpb.Message         `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	Dead    []*fsmpb.Message       `protobuf:"bytes,3,rep,name=dead,proto3" json:"dead,omitempty"`
-	// dedup_message_id: the message a live dedup key was taken for (0: the
-	// key is not live on the shard).
-	DedupMessageId uint64 `protobuf:"varint,4,opt,name=dedup_message_id,json=dedupMessageId,proto3" json:"dedup_message_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// dedup_message_ids: per probe of a DedupLookup, the message its live
+	// dedup key was taken for (0: the key is not live on the shard).
+	DedupMessageIds []uint64 `protobuf:"varint,4,rep,packed,name=dedup_message_ids,json=dedupMessageIds,proto3" json:"dedup_message_ids,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ShardReadResponse) Reset() {
@@ -622,23 +622,22 @@ func (x *ShardReadResponse) GetDead() []*fsmpb.Message {
 	return nil
 }
 
-func (x *ShardReadResponse) GetDedupMessageId() uint64 {
+func (x *ShardReadResponse) GetDedupMessageIds() []uint64 {
 	if x != nil {
-		return x.DedupMessageId
+		return x.DedupMessageIds
 	}
-	return 0
+	return nil
 }
 
-// DedupLookup asks a shard that gave a slot away (growing the shard count)
-// whether a dedup key it took before the seal is still live. The answering
-// replica must have applied the seal of move_id for slot: from then on the
-// shard takes no new key in the slot, so its answer stays true.
+// DedupLookup asks a shard that gave slots away (growing the shard count)
+// whether dedup keys it took before the seal are still live. The
+// answering replica must have applied the seal of each probe's move for
+// its slot: from then on the shard takes no new key in the slot, so its
+// answer stays true.
 type DedupLookup struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Slot          uint32                 `protobuf:"varint,3,opt,name=slot,proto3" json:"slot,omitempty"`
-	MoveId        uint64                 `protobuf:"varint,4,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	Probes        []*DedupProbe          `protobuf:"bytes,2,rep,name=probes,proto3" json:"probes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -680,21 +679,67 @@ func (x *DedupLookup) GetQueue() string {
 	return ""
 }
 
-func (x *DedupLookup) GetKey() string {
+func (x *DedupLookup) GetProbes() []*DedupProbe {
+	if x != nil {
+		return x.Probes
+	}
+	return nil
+}
+
+type DedupProbe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Slot          uint32                 `protobuf:"varint,2,opt,name=slot,proto3" json:"slot,omitempty"`
+	MoveId        uint64                 `protobuf:"varint,3,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DedupProbe) Reset() {
+	*x = DedupProbe{}
+	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DedupProbe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DedupProbe) ProtoMessage() {}
+
+func (x *DedupProbe) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DedupProbe.ProtoReflect.Descriptor instead.
+func (*DedupProbe) Descriptor() ([]byte, []int) {
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DedupProbe) GetKey() string {
 	if x != nil {
 		return x.Key
 	}
 	return ""
 }
 
-func (x *DedupLookup) GetSlot() uint32 {
+func (x *DedupProbe) GetSlot() uint32 {
 	if x != nil {
 		return x.Slot
 	}
 	return 0
 }
 
-func (x *DedupLookup) GetMoveId() uint64 {
+func (x *DedupProbe) GetMoveId() uint64 {
 	if x != nil {
 		return x.MoveId
 	}
@@ -718,7 +763,7 @@ type ShardDigestRequest struct {
 
 func (x *ShardDigestRequest) Reset() {
 	*x = ShardDigestRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +775,7 @@ func (x *ShardDigestRequest) String() string {
 func (*ShardDigestRequest) ProtoMessage() {}
 
 func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +788,7 @@ func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDigestRequest.ProtoReflect.Descriptor instead.
 func (*ShardDigestRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShardDigestRequest) GetShardId() uint32 {
@@ -779,7 +824,7 @@ type ShardDigestResponse struct {
 
 func (x *ShardDigestResponse) Reset() {
 	*x = ShardDigestResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +836,7 @@ func (x *ShardDigestResponse) String() string {
 func (*ShardDigestResponse) ProtoMessage() {}
 
 func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +849,7 @@ func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDigestResponse.ProtoReflect.Descriptor instead.
 func (*ShardDigestResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ShardDigestResponse) GetNodeId() string {
@@ -844,7 +889,7 @@ type KnownRequest struct {
 
 func (x *KnownRequest) Reset() {
 	*x = KnownRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +901,7 @@ func (x *KnownRequest) String() string {
 func (*KnownRequest) ProtoMessage() {}
 
 func (x *KnownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +914,7 @@ func (x *KnownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownRequest.ProtoReflect.Descriptor instead.
 func (*KnownRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *KnownRequest) GetNodeId() string {
@@ -896,7 +941,7 @@ type KnownResponse struct {
 
 func (x *KnownResponse) Reset() {
 	*x = KnownResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +953,7 @@ func (x *KnownResponse) String() string {
 func (*KnownResponse) ProtoMessage() {}
 
 func (x *KnownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +966,7 @@ func (x *KnownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownResponse.ProtoReflect.Descriptor instead.
 func (*KnownResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KnownResponse) GetClusterId() string {
@@ -969,7 +1014,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1026,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1039,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GroupMember) GetGroup() string {
@@ -1023,7 +1068,7 @@ type GroupChangeRequest struct {
 
 func (x *GroupChangeRequest) Reset() {
 	*x = GroupChangeRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1080,7 @@ func (x *GroupChangeRequest) String() string {
 func (*GroupChangeRequest) ProtoMessage() {}
 
 func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1093,7 @@ func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupChangeRequest.ProtoReflect.Descriptor instead.
 func (*GroupChangeRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GroupChangeRequest) GetGroup() string {
@@ -1089,7 +1134,7 @@ type GroupChangeResponse struct {
 
 func (x *GroupChangeResponse) Reset() {
 	*x = GroupChangeResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1146,7 @@ func (x *GroupChangeResponse) String() string {
 func (*GroupChangeResponse) ProtoMessage() {}
 
 func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1159,7 @@ func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupChangeResponse.ProtoReflect.Descriptor instead.
 func (*GroupChangeResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GroupChangeResponse) GetLeaderId() string {
@@ -1140,7 +1185,7 @@ type RepairLocalRequest struct {
 
 func (x *RepairLocalRequest) Reset() {
 	*x = RepairLocalRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1197,7 @@ func (x *RepairLocalRequest) String() string {
 func (*RepairLocalRequest) ProtoMessage() {}
 
 func (x *RepairLocalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1210,7 @@ func (x *RepairLocalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairLocalRequest.ProtoReflect.Descriptor instead.
 func (*RepairLocalRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RepairLocalRequest) GetNodeId() string {
@@ -1184,7 +1229,7 @@ type RepairLocalResponse struct {
 
 func (x *RepairLocalResponse) Reset() {
 	*x = RepairLocalResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1241,7 @@ func (x *RepairLocalResponse) String() string {
 func (*RepairLocalResponse) ProtoMessage() {}
 
 func (x *RepairLocalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1254,7 @@ func (x *RepairLocalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairLocalResponse.ProtoReflect.Descriptor instead.
 func (*RepairLocalResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RepairLocalResponse) GetGroups() []*GroupRepair {
@@ -1230,7 +1275,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1287,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1300,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -1288,7 +1333,7 @@ type ReplicaStatusRequest struct {
 
 func (x *ReplicaStatusRequest) Reset() {
 	*x = ReplicaStatusRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1345,7 @@ func (x *ReplicaStatusRequest) String() string {
 func (*ReplicaStatusRequest) ProtoMessage() {}
 
 func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1358,7 @@ func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReplicaStatusRequest) GetGroup() string {
@@ -1334,7 +1379,7 @@ type ReplicaStatusResponse struct {
 
 func (x *ReplicaStatusResponse) Reset() {
 	*x = ReplicaStatusResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1391,7 @@ func (x *ReplicaStatusResponse) String() string {
 func (*ReplicaStatusResponse) ProtoMessage() {}
 
 func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1404,7 @@ func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReplicaStatusResponse) GetNodeId() string {
@@ -1392,7 +1437,7 @@ type BackupPieceRequest struct {
 
 func (x *BackupPieceRequest) Reset() {
 	*x = BackupPieceRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1449,7 @@ func (x *BackupPieceRequest) String() string {
 func (*BackupPieceRequest) ProtoMessage() {}
 
 func (x *BackupPieceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1462,7 @@ func (x *BackupPieceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupPieceRequest.ProtoReflect.Descriptor instead.
 func (*BackupPieceRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BackupPieceRequest) GetGroup() string {
@@ -1444,7 +1489,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1501,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1514,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{22}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -1557,17 +1602,20 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\tin_flight\x18\x04 \x01(\x04R\binFlight\x12\x12\n" +
 	"\x04dead\x18\x05 \x01(\x04R\x04dead\x12-\n" +
 	"\x13oldest_ready_age_ms\x18\x06 \x01(\x03R\x10oldestReadyAgeMs\x12%\n" +
-	"\x0eblocked_groups\x18\a \x01(\x04R\rblockedGroups\"\xca\x01\n" +
+	"\x0eblocked_groups\x18\a \x01(\x04R\rblockedGroups\"\xcc\x01\n" +
 	"\x11ShardReadResponse\x12/\n" +
 	"\x05stats\x18\x01 \x01(\v2\x19.raftq.peer.v1.QueueStatsR\x05stats\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.raftq.fsm.v1.MessageR\amessage\x12)\n" +
-	"\x04dead\x18\x03 \x03(\v2\x15.raftq.fsm.v1.MessageR\x04dead\x12(\n" +
-	"\x10dedup_message_id\x18\x04 \x01(\x04R\x0ededupMessageId\"b\n" +
+	"\x04dead\x18\x03 \x03(\v2\x15.raftq.fsm.v1.MessageR\x04dead\x12*\n" +
+	"\x11dedup_message_ids\x18\x04 \x03(\x04R\x0fdedupMessageIds\"V\n" +
 	"\vDedupLookup\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
-	"\x04slot\x18\x03 \x01(\rR\x04slot\x12\x17\n" +
-	"\amove_id\x18\x04 \x01(\x04R\x06moveId\"t\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x121\n" +
+	"\x06probes\x18\x02 \x03(\v2\x19.raftq.peer.v1.DedupProbeR\x06probes\"K\n" +
+	"\n" +
+	"DedupProbe\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04slot\x18\x02 \x01(\rR\x04slot\x12\x17\n" +
+	"\amove_id\x18\x03 \x01(\x04R\x06moveId\"t\n" +
 	"\x12ShardDigestRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12\x1e\n" +
 	"\n" +
@@ -1656,7 +1704,7 @@ func file_peer_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_peer_peerpb_peer_proto_goTypes = []any{
 	(GroupChangeRequest_Op)(0),    // 0: raftq.peer.v1.GroupChangeRequest.Op
 	(*ShardApplyRequest)(nil),     // 1: raftq.peer.v1.ShardApplyRequest
@@ -1668,61 +1716,63 @@ var file_peer_peerpb_peer_proto_goTypes = []any{
 	(*QueueStats)(nil),            // 7: raftq.peer.v1.QueueStats
 	(*ShardReadResponse)(nil),     // 8: raftq.peer.v1.ShardReadResponse
 	(*DedupLookup)(nil),           // 9: raftq.peer.v1.DedupLookup
-	(*ShardDigestRequest)(nil),    // 10: raftq.peer.v1.ShardDigestRequest
-	(*ShardDigestResponse)(nil),   // 11: raftq.peer.v1.ShardDigestResponse
-	(*KnownRequest)(nil),          // 12: raftq.peer.v1.KnownRequest
-	(*KnownResponse)(nil),         // 13: raftq.peer.v1.KnownResponse
-	(*GroupMember)(nil),           // 14: raftq.peer.v1.GroupMember
-	(*GroupChangeRequest)(nil),    // 15: raftq.peer.v1.GroupChangeRequest
-	(*GroupChangeResponse)(nil),   // 16: raftq.peer.v1.GroupChangeResponse
-	(*RepairLocalRequest)(nil),    // 17: raftq.peer.v1.RepairLocalRequest
-	(*RepairLocalResponse)(nil),   // 18: raftq.peer.v1.RepairLocalResponse
-	(*GroupRepair)(nil),           // 19: raftq.peer.v1.GroupRepair
-	(*ReplicaStatusRequest)(nil),  // 20: raftq.peer.v1.ReplicaStatusRequest
-	(*ReplicaStatusResponse)(nil), // 21: raftq.peer.v1.ReplicaStatusResponse
-	(*BackupPieceRequest)(nil),    // 22: raftq.peer.v1.BackupPieceRequest
-	(*BackupChunk)(nil),           // 23: raftq.peer.v1.BackupChunk
-	(*fsmpb.Command)(nil),         // 24: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),          // 25: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),         // 26: raftq.fsm.v1.Receive
-	(*fsmpb.Message)(nil),         // 27: raftq.fsm.v1.Message
+	(*DedupProbe)(nil),            // 10: raftq.peer.v1.DedupProbe
+	(*ShardDigestRequest)(nil),    // 11: raftq.peer.v1.ShardDigestRequest
+	(*ShardDigestResponse)(nil),   // 12: raftq.peer.v1.ShardDigestResponse
+	(*KnownRequest)(nil),          // 13: raftq.peer.v1.KnownRequest
+	(*KnownResponse)(nil),         // 14: raftq.peer.v1.KnownResponse
+	(*GroupMember)(nil),           // 15: raftq.peer.v1.GroupMember
+	(*GroupChangeRequest)(nil),    // 16: raftq.peer.v1.GroupChangeRequest
+	(*GroupChangeResponse)(nil),   // 17: raftq.peer.v1.GroupChangeResponse
+	(*RepairLocalRequest)(nil),    // 18: raftq.peer.v1.RepairLocalRequest
+	(*RepairLocalResponse)(nil),   // 19: raftq.peer.v1.RepairLocalResponse
+	(*GroupRepair)(nil),           // 20: raftq.peer.v1.GroupRepair
+	(*ReplicaStatusRequest)(nil),  // 21: raftq.peer.v1.ReplicaStatusRequest
+	(*ReplicaStatusResponse)(nil), // 22: raftq.peer.v1.ReplicaStatusResponse
+	(*BackupPieceRequest)(nil),    // 23: raftq.peer.v1.BackupPieceRequest
+	(*BackupChunk)(nil),           // 24: raftq.peer.v1.BackupChunk
+	(*fsmpb.Command)(nil),         // 25: raftq.fsm.v1.Command
+	(*fsmpb.Result)(nil),          // 26: raftq.fsm.v1.Result
+	(*fsmpb.Receive)(nil),         // 27: raftq.fsm.v1.Receive
+	(*fsmpb.Message)(nil),         // 28: raftq.fsm.v1.Message
 }
 var file_peer_peerpb_peer_proto_depIdxs = []int32{
-	24, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	25, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	26, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
+	25, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
+	26, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
+	27, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
 	9,  // 3: raftq.peer.v1.ShardReadRequest.dedup_lookup:type_name -> raftq.peer.v1.DedupLookup
 	7,  // 4: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
-	27, // 5: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	27, // 6: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
-	14, // 7: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
-	0,  // 8: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
-	19, // 9: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
-	1,  // 10: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
-	3,  // 11: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
-	4,  // 12: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
-	6,  // 13: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
-	10, // 14: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
-	12, // 15: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
-	15, // 16: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
-	17, // 17: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
-	20, // 18: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
-	22, // 19: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
-	2,  // 20: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
-	2,  // 21: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
-	5,  // 22: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
-	8,  // 23: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
-	11, // 24: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
-	13, // 25: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
-	16, // 26: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
-	18, // 27: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
-	21, // 28: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
-	23, // 29: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
-	20, // [20:30] is the sub-list for method output_type
-	10, // [10:20] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	28, // 5: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
+	28, // 6: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
+	10, // 7: raftq.peer.v1.DedupLookup.probes:type_name -> raftq.peer.v1.DedupProbe
+	15, // 8: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
+	0,  // 9: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
+	20, // 10: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
+	1,  // 11: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
+	3,  // 12: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
+	4,  // 13: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
+	6,  // 14: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
+	11, // 15: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
+	13, // 16: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
+	16, // 17: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
+	18, // 18: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
+	21, // 19: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
+	23, // 20: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
+	2,  // 21: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
+	2,  // 22: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
+	5,  // 23: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
+	8,  // 24: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
+	12, // 25: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
+	14, // 26: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
+	17, // 27: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
+	19, // 28: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
+	22, // 29: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
+	24, // 30: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
+	21, // [21:31] is the sub-list for method output_type
+	11, // [11:21] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_peer_peerpb_peer_proto_init() }
@@ -1742,7 +1792,7 @@ func file_peer_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_peerpb_peer_proto_rawDesc), len(file_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
