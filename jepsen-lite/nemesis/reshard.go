@@ -144,7 +144,7 @@ func (n *Nemesis) reshard(ctx context.Context, hold *time.Duration, begin func(s
 	limit := uint32(min(n.MaxShards, MaxShardsPerMember*len(c.Members())))
 	if g.Count >= limit {
 		*hold = 0
-		desc := fmt.Sprintf("reshard capped: %d shards, at most %d; nothing grown", g.Count, limit)
+		desc := fmt.Sprintf("reshard capped at %d shards (at most %d): nothing grown", g.Count, limit)
 		begin(desc)
 		return desc, func(context.Context) error { return nil }, nil
 	}
@@ -229,9 +229,10 @@ func (n *Nemesis) growCall(ctx context.Context, call func(context.Context) (Grow
 
 // awaitSlotMove polls a growth until a slot move has been running for
 // lag (at most a third of disruptLag per move not done, so disruptions
-// hit both phases and later moves too), or every move is done, waiting at
-// most moveWait for the first running move; it returns the last progress
-// seen and the last move seen running.
+// hit both phases and later moves too) and a move is running then (the
+// same or a later one), or every move is done. It waits at most moveWait
+// for the first running move, and at most moveWait past the lag for
+// one; it returns the last progress seen and the last move seen running.
 func (n *Nemesis) awaitSlotMove(ctx context.Context, progress func(context.Context) (Growth, error), g Growth, lag time.Duration) (Growth, string) {
 	deadline := time.Now().Add(moveWait)
 	var seen time.Time
@@ -243,9 +244,11 @@ func (n *Nemesis) awaitSlotMove(ctx context.Context, progress func(context.Conte
 				seen = time.Now()
 				left := len(slices.DeleteFunc(slices.Clone(g.Moves), func(m SlotMove) bool { return m.Phase == PhaseDone }))
 				lag = min(lag, time.Duration(max(left, 1))*n.disruptLag/3)
+				deadline = seen.Add(lag + moveWait)
 			}
 		}
-		if !seen.IsZero() && time.Since(seen) >= lag || seen.IsZero() && time.Now().After(deadline) || !sleep(ctx, n.drainPoll) {
+		_, moving := g.running()
+		if moving && time.Since(seen) >= lag || time.Now().After(deadline) || !sleep(ctx, n.drainPoll) {
 			break
 		}
 		if p, err := progress(ctx); err == nil {
