@@ -86,3 +86,15 @@ func TestGroupAcrossAGrowthIsJudgedOnTheClocks(t *testing.T) {
 		})
 	}
 }
+
+// The comparison after a growth has more shards than the setup's count;
+// a shard missing below the highest one compared is still flagged.
+func TestGrownShardMissingFromTheComparison(t *testing.T) {
+	ops := mutateOps(grown(2150, 2500, true), isPhase(history.PhaseReplicas), func(op *history.Op) {
+		op.Shards = append(op.Shards[:1], op.Shards[2]) // shards 0 and 2: 1 is missing
+	})
+	r := check(t, ops)["final"]
+	if r.Valid || r.Count["not-converged"] == 0 || !strings.Contains(strings.Join(r.Violations, "\n"), "shard 1 is missing") {
+		t.Fatalf("a missing shard passed: %s %v", r.Summary(), r.Violations)
+	}
+}
