@@ -36,7 +36,8 @@ type finalInfo struct {
 }
 
 // finalPhase heals every fault, waits past the lease, drains every queue
-// and DLQ through every node, fetches the server's record of every message
+// through every node (again once the slot moves a growth left running are
+// done), lists every DLQ, fetches the server's record of every message
 // the history names, and compares replicas. An error means it could not
 // finish; fin holds what it found until then.
 func finalPhase(ctx context.Context, cl cluster, nem *nemesis.Nemesis, env *workload.Env, wls []*workload.Workload, vis time.Duration) (fin *finalInfo, err error) {

@@ -164,7 +164,7 @@ func (n *Nemesis) reshard(ctx context.Context, hold *time.Duration, begin func(s
 	heal := func(context.Context) error { return nil }
 	if g.done(target) {
 		*hold = 0
-		desc += fmt.Sprintf("; %d slot moves done before the disruption: none", len(g.Moves))
+		desc += "; slot moves done before the disruption: none"
 	} else {
 		mv, moving := g.running()
 		when := "during " + mv.String()
