@@ -88,15 +88,16 @@ compose-smoke:
 # jepsen-lite smoke (docs/jepsen.md): every workload under every fault
 # kind, in private network namespaces (needs root, iproute2, iptables;
 # installed here when missing). Bounded to 6 minutes; SEED replays a
-# schedule. JEPSEN_TIME covers the schedule's worst case for the seven
-# kinds to each fire once (7 gaps of 5 s and 6 holds of 8 s: 83 s) plus
-# 65 s for the faults' own work (a rolling restart, a repair, a node
-# replaced: its every replica moved); a kind that never fires makes the
-# run INVALID (jepsen-lite/smoke_test.go checks the sum).
+# schedule. JEPSEN_TIME covers the schedule's worst case for the eight
+# kinds to each fire once (8 gaps of 5 s and 7 holds of 8 s: 96 s) plus
+# 90 s for the faults' own work (a rolling restart, a repair, a node
+# replaced: its every replica moved, the shard count grown: its slots
+# moved); a kind that never fires makes the run INVALID
+# (jepsen-lite/smoke_test.go checks the sum).
 # Prints "skipped: needs root" and succeeds when not root; fails instead
 # under RAFTQ_STRICT_FAULTS=1 (.ci/run sets it).
 JEPSEN_SEED ?= 1
-JEPSEN_TIME ?= 150s
+JEPSEN_TIME ?= 190s
 .PHONY: jepsen-smoke
 jepsen-smoke:
 	@if [ "$$(id -u)" != 0 ]; then \

@@ -36,7 +36,8 @@ type finalInfo struct {
 }
 
 // finalPhase heals every fault, waits past the lease, drains every queue
-// and DLQ through every node, fetches the server's record of every message
+// through every node (again once the slot moves a growth left running are
+// done), lists every DLQ, fetches the server's record of every message
 // the history names, and compares replicas. An error means it could not
 // finish; fin holds what it found until then.
 func finalPhase(ctx context.Context, cl cluster, nem *nemesis.Nemesis, env *workload.Env, wls []*workload.Workload, vis time.Duration) (fin *finalInfo, err error) {
@@ -64,13 +65,24 @@ func finalPhase(ctx context.Context, cl cluster, nem *nemesis.Nemesis, env *work
 		return fin, ctx.Err()
 	}
 	env.Rec.Add(history.Op{Type: history.Info, F: history.FPhase, Process: history.NemesisProcess, Fault: history.PhaseDrain})
+	if err := drainAll(ctx, env, wls, fin); err != nil {
+		return fin, err
+	}
+	// A slot move the run's end left in route finishes once the drain
+	// consumed its held groups on the old shard; the new shard held
+	// their newer messages until then, so the drain runs again.
+	waited, err := nem.AwaitSlotMoves(ctx)
+	if err != nil {
+		return fin, err
+	}
+	if waited {
+		logf("slot moves done after the drain; draining again")
+		if err := drainAll(ctx, env, wls, fin); err != nil {
+			return fin, err
+		}
+	}
 	for _, w := range wls {
 		for _, q := range w.Queues {
-			n, err := drain(ctx, env, q.Name)
-			if err != nil {
-				return fin, err
-			}
-			fin.Drained += n
 			d, err := listDead(ctx, env, q.Name)
 			if err != nil {
 				return fin, err
@@ -130,6 +142,20 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// drainAll drains every workload's queues (drain), adding to fin.Drained.
+func drainAll(ctx context.Context, env *workload.Env, wls []*workload.Workload, fin *finalInfo) error {
+	for _, w := range wls {
+		for _, q := range w.Queues {
+			n, err := drain(ctx, env, q.Name)
+			if err != nil {
+				return err
+			}
+			fin.Drained += n
+		}
+	}
+	return nil
 }
 
 // drain receives and acks through each node in turn until every node has

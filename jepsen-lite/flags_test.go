@@ -42,3 +42,39 @@ func TestMembershipFlags(t *testing.T) {
 		}
 	}
 }
+
+// The reshard nemesis is part of all on both backends (it needs no spare
+// node) and starts the cluster with room to grow: ReshardStartShards
+// unless --shards is given, and --shards with no room is refused.
+func TestReshardFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		shards int
+		err    string
+	}{
+		{[]string{"--nemesis", "all"}, 2, ""},
+		{[]string{"--backend", "compose", "--nemesis", "all"}, 2, ""},
+		{[]string{"--nemesis", "reshard,kill", "--shards", "3"}, 3, ""},
+		{[]string{"--nemesis", "reshard", "--nodes", "5", "--shards", "6"}, 6, ""},
+		{[]string{"--nemesis", "partition,kill"}, 4, ""},
+		{[]string{"--nemesis", "reshard", "--shards", "6"}, 0, "no room to grow"},
+	} {
+		o, err := parseFlags(append(tc.args, "--seed", "1"))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: error %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if o.shards != tc.shards {
+			t.Errorf("%v: %d shards, want %d", tc.args, o.shards, tc.shards)
+		}
+		if slices.Contains(tc.args, "all") && !slices.Contains(o.nemeses, "reshard") {
+			t.Errorf("%v: all without reshard: %v", tc.args, o.nemeses)
+		}
+	}
+}

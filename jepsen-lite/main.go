@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/raftq/raftq/jepsen-lite/nemesis"
 )
 
 type options struct {
@@ -40,13 +42,13 @@ func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("jepsen-lite", flag.ContinueOnError)
 	workload := fs.String("workload", "queue", "comma-separated workloads run together, each on its own queue: queue, fifo, lease, or all")
-	nemesis := fs.String("nemesis", "partition,kill", "comma-separated faults: partition, kill, pause, clock, restart, damage, membership, all, or none")
+	faults := fs.String("nemesis", "partition,kill", "comma-separated faults: partition, kill, pause, clock, restart, damage, membership, reshard, all, or none")
 	fs.DurationVar(&o.duration, "time", 60*time.Second, "how long clients run under faults (the final phase follows)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the fault schedule and client choices (0: from the clock; printed for replay)")
 	fs.StringVar(&o.backend, "backend", "local", "where nodes run: local (network namespaces, needs root) or compose (docker/compose.yaml; no clock nemesis)")
 	fs.IntVar(&o.nodes, "nodes", 3, "cluster size at the start (3 or 5)")
 	fs.IntVar(&o.spares, "spares", 2, "spare node slots for the membership nemesis (local backend; unused without it)")
-	fs.IntVar(&o.shards, "shards", 4, "data shards")
+	fs.IntVar(&o.shards, "shards", 4, fmt.Sprintf("data shards at the start (with the reshard nemesis: %d unless given)", nemesis.ReshardStartShards))
 	fs.StringVar(&o.runsDir, "runs", "jepsen-lite/runs", "directory for run directories (history, report, node logs)")
 	fs.BoolVar(&o.keepAll, "keep-passed", false, "keep the run directory of a run that passed too (by default only a failed or unfinished run keeps its own: each holds its nodes' data)")
 	fs.StringVar(&o.bin, "bin", "", "raftq-node binary (default: build ./cmd/node into the run directory)")
@@ -56,7 +58,7 @@ func parseFlags(args []string) (*options, error) {
 		return nil, err
 	}
 	o.workloads = list(*workload, []string{"queue", "fifo", "lease"})
-	o.nemeses = list(*nemesis, []string{"partition", "kill", "pause", "clock", "restart", "damage", "membership"})
+	o.nemeses = list(*faults, slices.Clone(nemesis.Kinds))
 	switch o.backend {
 	case "local":
 		if !slices.Contains(o.nemeses, "membership") {
@@ -72,10 +74,11 @@ func parseFlags(args []string) (*options, error) {
 		// the compose backend has no clock skew, the nodes' files are in
 		// docker volumes the harness does not reach, so no damage, and it
 		// has no spare nodes, so no membership changes; "all" means the
-		// rest.
+		// rest (reshard included: growing the shard count needs no
+		// spare node).
 		o.spares = 0
-		if *nemesis == "all" {
-			o.nemeses = []string{"partition", "kill", "pause", "restart"}
+		if *faults == "all" {
+			o.nemeses = []string{"partition", "kill", "pause", "restart", "reshard"}
 		}
 		for _, k := range o.nemeses {
 			switch k {
@@ -89,6 +92,19 @@ func parseFlags(args []string) (*options, error) {
 		}
 	default:
 		return nil, fmt.Errorf("--backend %q: local or compose", o.backend)
+	}
+	if slices.Contains(o.nemeses, "reshard") {
+		// The reshard nemesis grows the count by one at a time up to
+		// nemesis.ReshardCap: the default 4 shards on 3 nodes leave it
+		// little room, so it starts with fewer unless told.
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "shards" })
+		if !given {
+			o.shards = nemesis.ReshardStartShards
+		}
+		if top := nemesis.ReshardCap(o.shards, o.nodes); top <= o.shards {
+			return nil, fmt.Errorf("--nemesis reshard: --shards %d on %d nodes leaves no room to grow (at most %d shards: %d per node)", o.shards, o.nodes, top, nemesis.MaxShardsPerMember)
+		}
 	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano() % 1_000_000_000)

@@ -123,6 +123,7 @@ func runAll(ctx context.Context, o *options) (ok bool, err error) {
 		return false, err
 	}
 	nem.Log = logf
+	nem.MaxShards = nemesis.ReshardCap(o.shards, o.nodes)
 	// Every kind fires in every run: the first len(kinds) draws are each
 	// kind once. Only a run too short for the schedule can miss one, and
 	// the checker then calls it INVALID.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/raftq/raftq/jepsen-lite/history"
+	"github.com/raftq/raftq/wire"
 )
 
 // maxExamples bounds the violations quoted per checker.
@@ -320,11 +321,7 @@ func realTimeEarly(ix *index, r *Result) {
 		msg   string
 		epoch uint64
 	}
-	boundMs := int64(DefaultClockBoundMs)
-	if ix.setup != nil && ix.setup.ClockBoundMs > 0 {
-		boundMs = ix.setup.ClockBoundMs
-	}
-	allowed := (2*boundMs + realTimeMarginMs) * 1e6
+	allowed := ix.clockSlackMs() * 1e6
 	touched := map[key]bool{}
 	for _, o := range ix.leaseOps {
 		if o.typ != history.Fail {
@@ -357,6 +354,16 @@ func realTimeEarly(ix *index, r *Result) {
 			}
 		}
 	}
+}
+
+// clockSlackMs is how far two leaders' clocks may differ, 2 × the clock
+// bound, plus realTimeMarginMs for the clock check's own error.
+func (ix *index) clockSlackMs() int64 {
+	boundMs := int64(DefaultClockBoundMs)
+	if ix.setup != nil && ix.setup.ClockBoundMs > 0 {
+		boundMs = ix.setup.ClockBoundMs
+	}
+	return 2*boundMs + realTimeMarginMs
 }
 
 // staleAck: an ack that names an epoch older than a later delivery's must
@@ -429,19 +436,26 @@ func dedup(ix *index) *Result {
 
 // groupOrder: in FIFO queues, a group's messages are leased in enqueue
 // order, one at a time: every lease of an earlier message comes before any
-// lease of a later one (epochs grow per shard and a group lives on one
-// shard), and a later message is not leased while the earlier's lease is
-// valid.
+// lease of a later one, and a later message is not leased while the
+// earlier's lease is valid. Epochs grow per shard, and a group's messages
+// may be on two shards (the message id's): a growth of the shard count
+// moves the group's slot, its older messages stay on the old shard and the
+// new one leases none of the newer until the old has none live
+// (docs/cluster.md, "Growing the shard count"). On one shard the order is
+// the epochs'; across shards it is the shard clocks', which differ by up to
+// clockSlackMs.
 func groupOrder(ix *index, ls map[string]map[uint64]*lease, opt Options) *Result {
 	r := newResult("order")
 	type item struct {
-		e       *enqueue
-		lo, hi  *lease
+		e *enqueue
+		// lo and hi are the value's first and last leases on each shard.
+		lo, hi  map[uint32]*lease
 		settled bool
 		// firstAckInvoke and firstAckDone bound the first successful ack.
 		firstAckInvoke, firstAckDone int64
 		acked                        bool
 	}
+	slack := ix.clockSlackMs()
 	acks := ix.ackedEpochs()
 	groups := map[string][]item{}
 	var names []string
@@ -449,14 +463,15 @@ func groupOrder(ix *index, ls map[string]map[uint64]*lease, opt Options) *Result
 		if !opt.FIFOQueues[e.queue] || e.group == "" || e.status != history.OK {
 			continue
 		}
-		it := item{e: e}
+		it := item{e: e, lo: map[uint32]*lease{}, hi: map[uint32]*lease{}}
 		for id := range e.ids {
+			s := shardOf(id)
 			for _, l := range ls[id] {
-				if it.lo == nil || l.epoch < it.lo.epoch {
-					it.lo = l
+				if lo := it.lo[s]; lo == nil || l.epoch < lo.epoch {
+					it.lo[s] = l
 				}
-				if it.hi == nil || l.epoch > it.hi.epoch {
-					it.hi = l
+				if hi := it.hi[s]; hi == nil || l.epoch > hi.epoch {
+					it.hi[s] = l
 				}
 			}
 			for _, a := range acks[id] {
@@ -482,7 +497,7 @@ func groupOrder(ix *index, ls map[string]map[uint64]*lease, opt Options) *Result
 		its := groups[k]
 		r.Count["groups"]++
 		for j, b := range its {
-			if b.lo == nil {
+			if len(b.lo) == 0 {
 				continue
 			}
 			r.Count["checked"]++
@@ -497,23 +512,63 @@ func groupOrder(ix *index, ls map[string]map[uint64]*lease, opt Options) *Result
 				if a.acked && b.acked && b.firstAckDone < a.firstAckInvoke {
 					r.violate("ack-reordered", "%s: %q acked (done %s) before earlier %q's ack was sent (%s)", k, b.e.value, ms(b.firstAckDone), a.e.value, ms(a.firstAckInvoke))
 				}
-				if a.hi == nil {
+				if len(a.hi) == 0 {
 					if !a.settled && ix.finalDone() {
-						r.violate("skipped", "%s: %q leased (epoch %d) though earlier %q was never leased", k, b.e.value, b.lo.epoch, a.e.value)
+						first := b.lo[sortedShards(b.lo)[0]]
+						r.violate("skipped", "%s: %q leased (epoch %d) though earlier %q was never leased", k, b.e.value, first.epoch, a.e.value)
 					}
 					continue
 				}
-				if a.hi.epoch > b.lo.epoch {
-					r.violate("reordered", "%s: %q leased at epoch %d before earlier %q's epoch %d", k, b.e.value, b.lo.epoch, a.e.value, a.hi.epoch)
-					continue
-				}
-				if until := a.hi.validUntil(); b.lo.startMs >= 0 && until > 0 && b.lo.startMs < until {
-					r.violate("two-in-flight", "%s: %q leased at %d while earlier %q's lease (epoch %d) was valid until %d", k, b.e.value, b.lo.startMs, a.e.value, a.hi.epoch, until)
+				for _, sa := range sortedShards(a.hi) {
+					for _, sb := range sortedShards(b.lo) {
+						groupPair(r, k, a.e.value, b.e.value, sa, sb, a.hi[sa], b.lo[sb], slack)
+					}
 				}
 			}
 		}
 	}
 	return r
+}
+
+// groupPair judges a's last lease on shard sa against b's first on sb,
+// a being the earlier message of group k.
+func groupPair(r *Result, k, av, bv string, sa, sb uint32, ahi, blo *lease, slackMs int64) {
+	if sa == sb {
+		if ahi.epoch > blo.epoch {
+			r.violate("reordered", "%s: %q leased at epoch %d before earlier %q's epoch %d", k, bv, blo.epoch, av, ahi.epoch)
+			return
+		}
+		if until := ahi.validUntil(); blo.startMs >= 0 && until > 0 && blo.startMs < until {
+			r.violate("two-in-flight", "%s: %q leased at %d while earlier %q's lease (epoch %d) was valid until %d", k, bv, blo.startMs, av, ahi.epoch, until)
+		}
+		return
+	}
+	if ahi.startMs >= 0 && blo.startMs >= 0 && blo.startMs+slackMs < ahi.startMs {
+		r.violate("reordered", "%s: %q leased on shard %d at %d, more than %d ms before earlier %q's lease on shard %d at %d", k, bv, sb, blo.startMs, slackMs, av, sa, ahi.startMs)
+		return
+	}
+	if until := ahi.validUntil(); blo.startMs >= 0 && until > 0 && blo.startMs+slackMs < until {
+		r.violate("two-in-flight", "%s: %q leased on shard %d at %d while earlier %q's lease on shard %d (epoch %d) was valid until %d, more than %d ms later", k, bv, sb, blo.startMs, av, sa, ahi.epoch, until, slackMs)
+	}
+}
+
+// shardOf is the shard a message id names; ids that do not parse (hand
+// made histories) count as one shard.
+func shardOf(id string) uint32 {
+	m, err := wire.ParseMessageID(id)
+	if err != nil {
+		return 0
+	}
+	return m.Shard
+}
+
+func sortedShards(m map[uint32]*lease) []uint32 {
+	out := make([]uint32, 0, len(m))
+	for s := range m {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 func sortedEpochs(m map[uint64]*lease) []*lease {

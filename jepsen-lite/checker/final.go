@@ -20,7 +20,8 @@ import (
 //     Either is reported alone: what follows needs the final phase.
 //   - missing-record: a message id the history names (an acknowledged
 //     enqueue, a delivery, a DLQ entry) has no server record.
-//   - not-converged: a shard the run has is missing from the comparison,
+//   - not-converged: a shard the run has (the setup's count, or any id
+//     below one compared: a growth adds shards) is missing from the comparison,
 //     has fewer replicas than the run's replication, or its replicas are
 //     not all at one applied index.
 //   - not-compared: no replica comparison, or a replica gave no FSM
@@ -75,6 +76,20 @@ func replicaChecks(ix *index, r *Result) {
 	shards := ix.replicas.Shards
 	if s := ix.setup; s != nil && len(shards) < s.Shards {
 		r.violate("not-converged", "the comparison has %d shards of the run's %d", len(shards), s.Shards)
+	}
+	// The setup's count is the start's and a growth adds to it (the
+	// reshard nemesis); shard ids are 0..count-1 at any count, so a gap
+	// is a shard missing from the comparison.
+	ids := map[uint32]bool{}
+	top := uint32(0)
+	for _, sh := range shards {
+		ids[sh.Shard] = true
+		top = max(top, sh.Shard+1)
+	}
+	for id := range top {
+		if !ids[id] {
+			r.violate("not-converged", "shard %d is missing from the comparison (it lists shards up to %d)", id, top-1)
+		}
 	}
 	for _, sh := range shards {
 		r.Count["shards"]++

@@ -218,13 +218,20 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 
 func (c *Cluster) agree(ctx context.Context) error {
 	leader := map[uint32]string{}
+	known, knower := 0, ""
 	for i := range Nodes {
 		st, err := c.Status(ctx, i)
 		if err != nil {
 			return err
 		}
-		if len(st.GetShards()) != c.P.Shards {
-			return fmt.Errorf("%s knows %d shards of %d", service(i), len(st.GetShards()), c.P.Shards)
+		// The count only grows (the reshard nemesis): at least the
+		// start's, and the same on every member once healthy.
+		if k := len(st.GetShards()); k < c.P.Shards {
+			return fmt.Errorf("%s knows %d shards of %d", service(i), k, c.P.Shards)
+		} else if known == 0 {
+			known, knower = k, service(i)
+		} else if k != known {
+			return fmt.Errorf("%s knows %d shards, %s %d", service(i), k, knower, known)
 		}
 		for _, s := range st.GetShards() {
 			if !slices.Contains(s.GetReplicas(), service(i)) {

@@ -118,7 +118,8 @@ func cutSegments(t *testing.T, dir string) []int64 {
 
 // fakeCluster is node slots whose starts are recorded; Repaired fails
 // until repairedAfter calls. Slots marked spare are no members
-// (membership_test.go has its membership levers).
+// (membership_test.go has its membership levers, reshard_test.go its
+// shard count).
 type fakeCluster struct {
 	dirs          []string
 	running       []bool
@@ -129,6 +130,7 @@ type fakeCluster struct {
 	// onEvent, if set, sees every start and stop.
 	onEvent func(string)
 	fakeMembership
+	fakeReshard
 }
 
 func (f *fakeCluster) Size() int { return len(f.dirs) }
@@ -138,7 +140,7 @@ func (f *fakeCluster) NodeID(i int) string {
 	}
 	return "n" + string(rune('1'+i))
 }
-func (f *fakeCluster) Leaders(context.Context) map[uint32]int { return nil }
+func (f *fakeCluster) Leaders(context.Context) map[uint32]int { return f.leaders }
 func (f *fakeCluster) Running(i int) bool                     { return f.running[i] }
 func (f *fakeCluster) Offset(int) time.Duration               { return 0 }
 func (f *fakeCluster) Pause(int) error                        { return nil }

@@ -3,8 +3,10 @@
 // restart, SIGSTOP pauses longer than the visibility timeout, clock skew
 // (restart with --clock-offset), rolling restarts, and damaged files (a
 // node's disk lost, its log's tail cut or bytes flipped, then a restart
-// with --repair), and membership changes (a node replaced, removed or
-// added, its replicas moved under a kill -9 or a partition). One fault is
+// with --repair), membership changes (a node replaced, removed or
+// added, its replicas moved under a kill -9 or a partition), and shard
+// count growth (hash slots moved to a new shard under a kill -9 or a
+// partition). One fault is
 // active at a time; each is recorded in the history as an invoke when it
 // starts and an info when it is undone.
 package nemesis
@@ -22,7 +24,7 @@ import (
 )
 
 // Kinds lists the fault families a run may enable.
-var Kinds = []string{"partition", "kill", "pause", "clock", "restart", "damage", "membership"}
+var Kinds = []string{"partition", "kill", "pause", "clock", "restart", "damage", "membership", "reshard"}
 
 // Network is what the nemesis needs of a backend's network: cut the
 // cluster into components (nodes by slot) and undo every cut.
@@ -95,6 +97,17 @@ type Nemesis struct {
 	// disruptLag bounds how long after a drain's first move its
 	// disruption comes.
 	drainPoll, disruptLag time.Duration
+	// ReshardWait bounds a growth of the shard count until its last
+	// slot move is done (DefaultReshardWait unless changed before Run).
+	ReshardWait time.Duration
+	// MaxShards is the most shards the reshard nemesis grows the cluster
+	// to (ReshardCap; 0: the count its first growth finds plus
+	// MaxReshardGrowth).
+	MaxShards int
+	// growWait bounds a shard-count call's retries.
+	growWait time.Duration
+	// end is when Run's time is up and the clients stop.
+	end time.Time
 
 	// damaged is the node whose damage is not repaired yet, or -1: the
 	// damage nemesis never has two nodes damaged at once.
@@ -114,6 +127,7 @@ func New(nw Network, c Cluster, rec *history.Recorder, kinds []string, vis time.
 		seen[k] = true
 	}
 	return &Nemesis{Net: nw, Cluster: c, Rec: rec, Kinds: kinds, Visibility: vis, Log: func(string, ...any) {}, Schedule: DefaultSchedule(), DrainWait: DefaultDrainWait, drainPoll: 300 * time.Millisecond, disruptLag: 12 * time.Second,
+		ReshardWait: DefaultReshardWait, growWait: growWait,
 		rng: rand.New(rand.NewPCG(seed, 0x6e656d65)), counts: map[string]int{}, damaged: -1}, nil
 }
 
@@ -171,6 +185,7 @@ func (n *Nemesis) Run(ctx context.Context, d time.Duration) {
 		return
 	}
 	end := time.Now().Add(d)
+	n.end = end
 	for {
 		sc := n.Schedule
 		if !sleepUntil(ctx, n.between(sc.GapMin, sc.GapMax), end) {
@@ -218,10 +233,10 @@ func (n *Nemesis) one(ctx context.Context, kind string, hold time.Duration, end 
 }
 
 // shape names a fault for the counts: "kill", "partition-bridge",
-// "damage-flip-bytes", ...
+// "damage-flip-bytes", "reshard-grow", ...
 func shape(desc string) string {
 	f := strings.Fields(desc)
-	if (f[0] == "partition" || f[0] == "damage" || f[0] == "membership") && len(f) > 1 {
+	if (f[0] == "partition" || f[0] == "damage" || f[0] == "membership" || f[0] == "reshard") && len(f) > 1 {
 		return f[0] + "-" + f[1]
 	}
 	return f[0]
@@ -331,6 +346,8 @@ func (n *Nemesis) start(ctx context.Context, kind string, hold *time.Duration, b
 		return n.damage(ctx, begin)
 	case "membership":
 		return n.membership(ctx, hold, begin)
+	case "reshard":
+		return n.reshard(ctx, hold, begin)
 	}
 	return "", nil, fmt.Errorf("unknown nemesis %q", kind)
 }

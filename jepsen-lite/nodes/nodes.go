@@ -371,13 +371,20 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 
 func (c *Cluster) agree(ctx context.Context) error {
 	leader := map[uint32]string{}
+	known, knower := 0, ""
 	for _, i := range c.Members() {
 		st, err := c.Status(ctx, i)
 		if err != nil {
 			return err
 		}
-		if len(st.GetShards()) != c.Shards {
-			return fmt.Errorf("%s knows %d shards of %d", c.Nodes[i].ID, len(st.GetShards()), c.Shards)
+		// The count only grows (the reshard nemesis): at least the
+		// start's, and the same on every member once healthy.
+		if k := len(st.GetShards()); k < c.Shards {
+			return fmt.Errorf("%s knows %d shards of %d", c.Nodes[i].ID, k, c.Shards)
+		} else if known == 0 {
+			known, knower = k, c.Nodes[i].ID
+		} else if k != known {
+			return fmt.Errorf("%s knows %d shards, %s %d", c.Nodes[i].ID, k, knower, known)
 		}
 		for _, s := range st.GetShards() {
 			// A node that hosts no replica of the shard learns its leader
