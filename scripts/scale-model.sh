@@ -42,17 +42,107 @@ CAP=${CAP:-0.12}
 PERIOD_US=${PERIOD_US:-100000}
 PORT_BASE=${PORT_BASE:-28100}
 BIN=${BIN:-bin}
-OUT=${OUT:-$(mktemp -d /tmp/raftq-scale.XXXXXX)}
 READY_TIMEOUT=${READY_TIMEOUT:-120}
 JOIN_TIMEOUT=${JOIN_TIMEOUT:-180}
 GROW_TIMEOUT=${GROW_TIMEOUT:-900}
 POST_GROW_WAIT=${POST_GROW_WAIT:-0}
-mkdir -p "$OUT"
 say() { echo "scale-model: $*" >&2; }
 die() {
 	say "$*"
 	exit 2
 }
+
+# The three looks of grown, on the cluster's --json answers (files), so
+# `scale-model.sh selftest` can check them without a cluster.
+# shards_done FILE SHARDS: the shard count is SHARDS, no slot move is left
+# but done ones (kept while their dedup look-ups run; "forget" on their way
+# out), and the slots are spread within one per shard.
+shards_done() {
+	jq -e --argjson s "$2" '.Count == $s
+		and ([.Moves[]? | select(.Phase != "done" and .Phase != "forget")] | length) == 0
+		and (.SlotsPerShard | length) == $s
+		and ((.SlotsPerShard | max) - (.SlotsPerShard | min)) <= 1' "$1" >/dev/null
+}
+# nodes_spread FILE NODES SHARDS: NODES members, all alive, replicas within
+# one of each other, every shard led once and no node leading more than
+# its share (as the answering node sees the leaders).
+nodes_spread() {
+	jq -e --argjson n "$2" --argjson s "$3" '[.[] | select(.Retired | not)] as $m
+		| ($m | length) == $n
+		and all($m[]; .State == "alive")
+		and ([$m[] | .Replicas // [] | length] | max - min) <= 1
+		and ([$m[] | .Leaders // [] | length] | add == $s and max <= (($s + $n - 1) / $n | floor))' "$1" >/dev/null
+}
+# rebalance_idle FILE: the rebalancer's plan (--dry-run) is empty.
+rebalance_idle() {
+	jq -e '(.Moves // [] | length) == 0 and (.Leaders // [] | length) == 0 and (.Moving // "") == ""' "$1" >/dev/null
+}
+
+# selftest: the looks above on made-up answers, each expected to pass or
+# fail; needs jq only (no root, no cluster).
+selftest() {
+	local d bad=0
+	d=$(mktemp -d)
+	# shellcheck disable=SC2064 # d is fixed now
+	trap "rm -rf '$d'" RETURN
+	expect() { # expect yes|no WHAT CMD...
+		local want=$1 what=$2 got=no
+		shift 2
+		if "$@"; then got=yes; fi
+		if [ "$got" != "$want" ]; then
+			echo "selftest: $what: got $got, want $want" >&2
+			bad=1
+		fi
+	}
+	put() { printf '%s' "$2" >"$d/$1.json"; }
+	put done2 '{"Previous":1,"Count":2,"Slots":256,"Moves":[{"ID":1,"From":0,"To":1,"Slots":128,"Phase":"done"}],"SlotsPerShard":[128,128]}'
+	put none3 '{"Previous":3,"Count":3,"Slots":256,"Moves":null,"SlotsPerShard":[85,85,86]}'
+	put route2 '{"Previous":1,"Count":2,"Slots":256,"Moves":[{"ID":1,"From":0,"To":1,"Slots":128,"Phase":"route"}],"SlotsPerShard":[128,128]}'
+	put planned3 '{"Previous":2,"Count":3,"Slots":256,"Moves":[{"ID":2,"From":0,"To":2,"Slots":43,"Phase":"done"},{"ID":0,"From":1,"To":2,"Slots":42,"Phase":"planned"}],"SlotsPerShard":[85,86,85]}'
+	put uneven2 '{"Previous":1,"Count":2,"Slots":256,"Moves":null,"SlotsPerShard":[256,0]}'
+	put one '{"Previous":1,"Count":1,"Slots":0,"Moves":null,"SlotsPerShard":null}'
+	put forget2 '{"Previous":1,"Count":2,"Slots":256,"Moves":[{"ID":1,"From":0,"To":1,"Slots":128,"Phase":"forget"}],"SlotsPerShard":[128,128]}'
+	put seal2 '{"Previous":1,"Count":2,"Slots":256,"Moves":[{"ID":1,"From":0,"To":1,"Slots":128,"Phase":"seal"}],"SlotsPerShard":[256,0]}'
+	expect yes "2 shards, moves done" shards_done "$d/done2.json" 2
+	expect yes "3 shards, no moves listed" shards_done "$d/none3.json" 3
+	expect yes "a move being forgotten" shards_done "$d/forget2.json" 2
+	expect no "a move sealing" shards_done "$d/seal2.json" 2
+	expect no "a move in route" shards_done "$d/route2.json" 2
+	expect no "a planned move" shards_done "$d/planned3.json" 3
+	expect no "slots not spread" shards_done "$d/uneven2.json" 2
+	expect no "still 1 shard" shards_done "$d/one.json" 2
+	expect no "3 shards wanted, 2 there" shards_done "$d/done2.json" 3
+	n() { printf '{"NodeID":"n%s","State":"%s","Meta":"voter","Replicas":%s,"Leaders":%s,"Retired":false}' "$@"; }
+	put spread6 "[$(n 1 alive '[0]' '[0]'),$(n 2 alive '[0]' null),$(n 3 alive '[0]' null),$(n 4 alive '[1]' '[1]'),$(n 5 alive '[1]' null),$(n 6 alive '[1]' null)]"
+	put twolead6 "[$(n 1 alive '[0]' '[0,1]'),$(n 2 alive '[0]' null),$(n 3 alive '[0]' null),$(n 4 alive '[1]' null),$(n 5 alive '[1]' null),$(n 6 alive '[1]' null)]"
+	put noleader6 "[$(n 1 alive '[0]' '[0]'),$(n 2 alive '[0]' null),$(n 3 alive '[0]' null),$(n 4 alive '[1]' null),$(n 5 alive '[1]' null),$(n 6 alive '[1]' null)]"
+	put suspect6 "[$(n 1 alive '[0]' '[0]'),$(n 2 alive '[0]' null),$(n 3 alive '[0]' null),$(n 4 alive '[1]' '[1]'),$(n 5 suspect '[1]' null),$(n 6 alive '[1]' null)]"
+	put crowded6 "[$(n 1 alive '[0,1]' '[0]'),$(n 2 alive '[0]' null),$(n 3 alive '[0]' null),$(n 4 alive '[1]' '[1]'),$(n 5 alive '[1]' null),$(n 6 alive null null)]"
+	put joined6 "[$(n 1 alive '[0]' '[0]'),$(n 2 alive '[0]' null),$(n 3 alive '[0]' null),$(n 4 alive null null),$(n 5 alive null null),$(n 6 alive null null)]"
+	expect yes "6 nodes, 2 shards spread" nodes_spread "$d/spread6.json" 6 2
+	expect no "one node leads both" nodes_spread "$d/twolead6.json" 6 2
+	expect no "a shard without a leader" nodes_spread "$d/noleader6.json" 6 2
+	expect no "a suspect node" nodes_spread "$d/suspect6.json" 6 2
+	expect no "replicas 2 and 0" nodes_spread "$d/crowded6.json" 6 2
+	expect no "joined, nothing grown" nodes_spread "$d/joined6.json" 6 2
+	expect no "9 nodes wanted, 6 there" nodes_spread "$d/spread6.json" 9 3
+	put idle '{"Moves":null,"Leaders":null,"Nodes":[],"Started":false,"Moving":"","Automatic":true}'
+	put moving '{"Moves":null,"Leaders":null,"Nodes":[],"Started":false,"Moving":"shard 1: n1 -> n4","Automatic":true}'
+	put lead '{"Moves":null,"Leaders":[{"Shard":1,"From":"n1","To":"n4"}],"Nodes":[],"Started":false,"Moving":"","Automatic":true}'
+	put moves '{"Moves":[{"Shard":1,"From":"n1","To":"n4"}],"Leaders":null,"Nodes":[],"Started":false,"Moving":"","Automatic":true}'
+	expect yes "nothing to do" rebalance_idle "$d/idle.json"
+	expect no "a move running" rebalance_idle "$d/moving.json"
+	expect no "a leader change planned" rebalance_idle "$d/lead.json"
+	expect no "a move planned" rebalance_idle "$d/moves.json"
+	[ "$bad" = 0 ] && echo "selftest: ok"
+	return "$bad"
+}
+if [ "${1:-}" = selftest ]; then
+	selftest
+	exit
+fi
+OUT=${OUT:-$(mktemp -d /tmp/raftq-scale.XXXXXX)}
+mkdir -p "$OUT"
 
 case "$STAGES" in 1 | 2 | 3) ;; *) die "STAGES=$STAGES: want 1, 2 or 3" ;; esac
 [[ "$DURATION" =~ ^[1-9][0-9]*$ ]] || die "DURATION=$DURATION: want whole seconds"
@@ -88,9 +178,44 @@ cg_detect() {
 	fi
 	[ -w "$CGP" ] || die "cannot create cgroups in $CGP (run as root, or set CGROUP_PARENT to a delegated cgroup)"
 }
+# Stop what this script started, by pid, and remove its cgroups and data.
+DATA=""
+CG=""
+declare -a pids=()
+bench_pid=""
+cleanup() {
+	local p d left=""
+	if [ -n "$bench_pid" ]; then kill -TERM "$bench_pid" 2>/dev/null || true; fi
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}" $bench_pid; do
+		for _ in $(seq 200); do
+			kill -0 "$p" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	# A cgroup can be removed once its last process has gone; the kernel
+	# may take a moment after the wait.
+	for d in ${CG:+"$CG"/n* "$CG"}; do
+		[ -d "$d" ] || continue
+		for _ in $(seq 50); do
+			rmdir "$d" 2>/dev/null && break
+			sleep 0.1
+		done
+		[ -d "$d" ] && left="$left $d"
+	done
+	[ -z "$left" ] || say "could not remove cgroups:$left"
+	[ -z "$DATA" ] || rm -rf "$DATA"
+}
+trap cleanup EXIT
+trap 'say "interrupted: stopping the nodes"; exit 130' INT TERM
+
 cg_detect
+mkdir "$CGP/raftq-scale-$$" || die "mkdir $CGP/raftq-scale-$$ failed"
 CG="$CGP/raftq-scale-$$"
-mkdir "$CG" || die "mkdir $CG failed"
+DATA=$(mktemp -d /tmp/raftq-scale-data.XXXXXX)
+CLUSTER="raftq-scale-$$"
 if [ "$CGV" = 2 ]; then
 	# The children of CG may only use cpu.max if CG's parent and CG pass
 	# the controller down.
@@ -126,39 +251,7 @@ cg_throttled() {
 		awk '$1 == "nr_periods" { p += $2 } $1 == "nr_throttled" { t += $2 } END { print p + 0, t + 0 }'
 }
 
-# --- nodes -------------------------------------------------------------
-DATA=$(mktemp -d /tmp/raftq-scale-data.XXXXXX)
-CLUSTER="raftq-scale-$$"
-declare -a pids=()
-bench_pid=""
-cleanup() {
-	local p d left=""
-	if [ -n "$bench_pid" ]; then kill -TERM "$bench_pid" 2>/dev/null || true; fi
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}" $bench_pid; do
-		for _ in $(seq 200); do
-			kill -0 "$p" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-	# A cgroup can be removed once its last process has gone; the kernel
-	# may take a moment after the wait.
-	for d in "$CG"/n* "$CG"; do
-		[ -d "$d" ] || continue
-		for _ in $(seq 50); do
-			rmdir "$d" 2>/dev/null && break
-			sleep 0.1
-		done
-		[ -d "$d" ] && left="$left $d"
-	done
-	[ -z "$left" ] || say "could not remove cgroups:$left"
-	rm -rf "$DATA"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
+# --- nodes ---------------------------------------------------------
 port() { echo $((PORT_BASE + $2 + $1)); } # port NODE OFFSET
 for i in $(seq 1 $((STAGES * 3))); do
 	for off in 0 100 200 300 400; do
@@ -245,29 +338,13 @@ members() {
 	done
 }
 
-# grown NODES SHARDS: the shard count is SHARDS, no slot move is left
-# but done ones, the slots are spread within one per shard, every node
-# is alive with replicas within one of the others', every shard has a
-# leader and no node leads more than its share, and the rebalancer has
-# nothing left to do.
+# grown NODES SHARDS: the growth to SHARDS on NODES is over: slot moves
+# done and slots spread, replicas and leaders spread, the rebalancer idle.
 grown() {
-	local n=$1 s=$2
-	cli --json cluster shards >"$OUT/stage$stage.shards.json" 2>>"$OUT/cli.log" || return 1
-	jq -e --argjson s "$s" '.Count == $s
-		and ([.Moves[]? | select(.Phase != "done")] | length) == 0
-		and (.SlotsPerShard | length) == $s
-		and ((.SlotsPerShard | max) - (.SlotsPerShard | min)) <= 1' \
-		"$OUT/stage$stage.shards.json" >/dev/null || return 1
-	cli --json cluster nodes >"$OUT/stage$stage.nodes.json" 2>>"$OUT/cli.log" || return 1
-	jq -e --argjson n "$n" --argjson s "$s" '[.[] | select(.Retired | not)] as $m
-		| ($m | length) == $n
-		and all($m[]; .State == "alive")
-		and ([$m[] | .Replicas // [] | length] | max - min) <= 1
-		and ([$m[] | .Leaders // [] | length] | add == $s and max <= (($s + $n - 1) / $n | floor))' \
-		"$OUT/stage$stage.nodes.json" >/dev/null || return 1
-	cli --json cluster rebalance --dry-run >"$OUT/stage$stage.rebalance.json" 2>>"$OUT/cli.log" || return 1
-	jq -e '(.Moves // [] | length) == 0 and (.Leaders // [] | length) == 0 and (.Moving // "") == ""' \
-		"$OUT/stage$stage.rebalance.json" >/dev/null
+	local f="$OUT/stage$stage"
+	cli --json cluster shards >"$f.shards.json" 2>>"$OUT/cli.log" && shards_done "$f.shards.json" "$2" &&
+		cli --json cluster nodes >"$f.nodes.json" 2>>"$OUT/cli.log" && nodes_spread "$f.nodes.json" "$1" "$2" &&
+		cli --json cluster rebalance --dry-run >"$f.rebalance.json" 2>>"$OUT/cli.log" && rebalance_idle "$f.rebalance.json"
 }
 
 # settled_twice NODES SHARDS: grown holds on two looks 5 s apart (a
@@ -339,7 +416,7 @@ grow_to() {
 	# Done moves stay listed while sends to their slots still ask the old
 	# shard for dedup keys (docs/operations.md, "Grow the shard count").
 	cli --json cluster shards >"$OUT/stage$stage.shards.json" 2>>"$OUT/cli.log" || true
-	dedup=$(jq -r '[.Moves[]? | select(.Phase == "done")] | length' "$OUT/stage$stage.shards.json" 2>/dev/null || echo "?")
+	dedup=$(jq -r '[.Moves[]? | select(.Phase == "done" or .Phase == "forget")] | length' "$OUT/stage$stage.shards.json" 2>/dev/null || echo "?")
 	t3=$(date +%s)
 	growth[stage]="joined in $((t1 - t0)) s, slots moved and rebalanced in $((t2 - t1)) s; $dedup done slot moves still in their dedup look-up window at the start"
 	: "$t3"
@@ -376,6 +453,7 @@ report="$OUT/report.txt"
 	echo "cap: cgroup v$CGV, $QUOTA_US us of CPU per $PERIOD_US us period per node ($CAP core), $(nproc) cores on the host, load average at the start $loadavg"
 	echo "workload: raftq-bench ${headline[*]} --duration ${DURATION}s ${BENCH_ARGS:-} (against every node of the stage, uncapped)"
 	echo "node args: --wal-segment-size 4MiB ${RAFTQ_NODE_ARGS:-}"
+	echo "caps as the kernel holds them (quota/period us):$(for i in $(seq 1 "$nodes"); do printf ' n%s=%s' "$i" "$(cg_cap "$i" 2>/dev/null || echo ?)"; done)"
 	echo
 	printf '%-6s %-6s %10s %9s %9s %9s %13s %10s %9s %5s\n' nodes shards processed/s "x stage1" "x linear" "bench-cpu" "node-cpu/cap" throttled host-busy lost
 	for s in $(seq 1 "$STAGES"); do
