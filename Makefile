@@ -60,6 +60,15 @@ fault-prereqs:
 clean:
 	rm -rf $(BIN)
 
+# Scale model (issue #29; docs/benchmarks.md, "Scale model"): the headline
+# workload on 3, 6 and 9 nodes (1, 2, 3 shards), each grown online from
+# the one before, every node capped at CAP cores by a cgroup. Needs root
+# (cgroups) and jq; 10-15 minutes with the defaults. STAGES, DURATION,
+# CAP, PERIOD_US, OUT, BENCH_ARGS: see scripts/scale-model.sh.
+.PHONY: scale-model
+scale-model: build
+	scripts/scale-model.sh
+
 # Containers (docker/, docs/deploy.md). No registry is needed: the image is
 # FROM scratch with binaries built on the host.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
