@@ -155,7 +155,7 @@ type tableTopo struct {
 
 func (t tableTopo) NodeID() string                            { return "n1" }
 func (t tableTopo) ShardCount() uint32                        { return t.n }
-func (t tableTopo) DedupPeers(uint32) []router.PriorOwner { return nil }
+func (t tableTopo) DedupPeers(uint32) []router.PriorOwner     { return nil }
 func (t tableTopo) SlotTable() wire.SlotTable                 { return t.table }
 func (t tableTopo) LocalShard(uint32) *shard.Shard            { return nil }
 func (t tableTopo) ShardReplicas(uint32) []string             { return nil }

@@ -34,7 +34,7 @@ type fakeTopo struct {
 func (f *fakeTopo) NodeID() string                      { return "a" }
 func (f *fakeTopo) ShardCount() uint32                  { return 1 }
 func (f *fakeTopo) SlotTable() wire.SlotTable           { return wire.DefaultSlotTable(1) }
-func (f *fakeTopo) DedupPeers(uint32) []PriorOwner          { return nil }
+func (f *fakeTopo) DedupPeers(uint32) []PriorOwner      { return nil }
 func (f *fakeTopo) LocalShard(uint32) *shard.Shard      { return nil }
 func (f *fakeTopo) ShardReplicas(uint32) []string       { return f.replicas }
 func (f *fakeTopo) NoteLeader(_ uint32, id string)      { f.mu.Lock(); f.leader = id; f.mu.Unlock() }

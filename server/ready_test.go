@@ -41,7 +41,7 @@ type startingNode struct {
 func (n *startingNode) NodeID() string                            { return "n2" }
 func (n *startingNode) ShardCount() uint32                        { return n.count.Load() }
 func (n *startingNode) SlotTable() wire.SlotTable                 { return wire.DefaultSlotTable(n.count.Load()) }
-func (n *startingNode) DedupPeers(uint32) []router.PriorOwner       { return nil }
+func (n *startingNode) DedupPeers(uint32) []router.PriorOwner     { return nil }
 func (n *startingNode) LocalShard(uint32) *shard.Shard            { return nil }
 func (n *startingNode) ShardReplicas(uint32) []string             { return nil }
 func (n *startingNode) ShardLeader(uint32) (string, string, bool) { return "", "", false }
