@@ -71,11 +71,11 @@ func (o *output) shardGrowth(g client.ShardGrowth, dry bool) error {
 		fmt.Fprintln(o.w, "no slot moves running or planned")
 	}
 	for _, mv := range g.Moves {
-		id := "planned"
-		if mv.ID != 0 {
-			id = fmt.Sprintf("move %d", mv.ID)
+		if mv.ID == 0 {
+			fmt.Fprintf(o.w, "planned: %d slots from shard %d to shard %d\n", mv.Slots, mv.From, mv.To)
+			continue
 		}
-		fmt.Fprintf(o.w, "%s: %d slots from shard %d to shard %d (%s)\n", id, mv.Slots, mv.From, mv.To, mv.Phase)
+		fmt.Fprintf(o.w, "move %d: %d slots from shard %d to shard %d (%s)\n", mv.ID, mv.Slots, mv.From, mv.To, mv.Phase)
 	}
 	return nil
 }
