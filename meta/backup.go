@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raftq/raftq/meta/metapb"
 	"github.com/raftq/raftq/raftgroup"
@@ -75,6 +77,7 @@ func (s *Store) RestoreBackup(ctx context.Context, old *metapb.Snapshot, replica
 	if res := scratch.placeShards(placeCommand(count, Place(count, replication, voters), addrs, newClusterID())); res.GetCode() != metapb.Code_CODE_OK {
 		return ShardMap{}, fmt.Errorf("restore: place shards: %s", res.GetMessage())
 	}
+	carrySlots(scratch.shardMap, old.GetShardMap())
 	snap := &metapb.Snapshot{
 		Version:      SnapshotVersion,
 		AppliedIndex: old.GetAppliedIndex(),
@@ -98,4 +101,24 @@ func (s *Store) RestoreBackup(ctx context.Context, old *metapb.Snapshot, replica
 		return ShardMap{}, fmt.Errorf("restore: meta: %w", err)
 	}
 	return s.ShardMap(), nil
+}
+
+// carrySlots gives a restored map the backup's slot table and slot moves:
+// the shard pieces hold each key's messages, dedup keys, seals and holds
+// where that table put them, so routing must not change. The shard pieces
+// were taken before the meta piece and may predate a move's last steps,
+// so a finished move is put back in ROUTE: its driver seals again
+// (idempotent), releases whatever groups an older shard piece still
+// holds, and finishes it again.
+func carrySlots(to, from *metapb.ShardMap) {
+	to.Slots = from.GetSlots()
+	to.SlotOwners = slices.Clone(from.GetSlotOwners())
+	to.NextSlotMoveId = from.GetNextSlotMoveId()
+	for _, mv := range from.GetSlotMoves() {
+		c := proto.Clone(mv).(*metapb.SlotMove)
+		if c.GetPhase() == metapb.SlotMovePhase_SLOT_MOVE_PHASE_DONE {
+			c.Phase = metapb.SlotMovePhase_SLOT_MOVE_PHASE_ROUTE
+		}
+		to.SlotMoves = append(to.SlotMoves, c)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftq/raftq/meta/metapb"
 	"github.com/raftq/raftq/raftgroup"
 )
 
@@ -82,5 +83,55 @@ func TestStore_BackupPieceOnlyOnTheLeader(t *testing.T) {
 	}
 	if _, err := s.RestoreBackup(ctx, nil, 3); !errors.As(err, &nl) {
 		t.Fatalf("RestoreBackup off the leader: %v", err)
+	}
+}
+
+// A backup of a grown cluster restores with its slot table, so every key
+// routes to the shard whose piece holds its messages and dedup key, and
+// with its slot moves, a finished one put back in ROUTE for its driver to
+// finish again against the restored shard pieces.
+func TestStore_RestoreKeepsTheSlotTable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	old := mustOpenSingle(t, t.TempDir(), true)
+	waitLeader(t, old)
+	if _, err := old.PlaceShards(ctx, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	b, _, _, err := old.BackupPiece(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	piece, err := DecodeSnapshot(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As a growth from 1 to 2 shards leaves the map: slots written out,
+	// half of them moved to shard 1 by move 1 (done), move 2 routing.
+	sm := piece.GetShardMap()
+	sm.Slots = 256
+	sm.SlotOwners = make([]uint32, 256)
+	for s := 128; s < 256; s++ {
+		sm.SlotOwners[s] = 1
+	}
+	sm.NextSlotMoveId = 3
+	sm.SlotMoves = []*metapb.SlotMove{
+		{Id: 1, Slots: []uint32{128, 129}, From: 0, To: 1, Phase: metapb.SlotMovePhase_SLOT_MOVE_PHASE_DONE, DedupUntilMs: 77},
+		{Id: 2, Slots: []uint32{130}, From: 0, To: 1, Phase: metapb.SlotMovePhase_SLOT_MOVE_PHASE_ROUTE, DedupUntilMs: 78},
+	}
+
+	s := mustOpenSingle(t, t.TempDir(), true)
+	waitLeader(t, s)
+	m, err := s.RestoreBackup(ctx, piece, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := m.Table()
+	if tab.Slots != 256 || tab.Owner(0) != 0 || tab.Owner(200) != 1 || m.NextSlotMoveID != 3 {
+		t.Fatalf("restored table: %d slots, owner(0)=%d owner(200)=%d, next move %d", tab.Slots, tab.Owner(0), tab.Owner(200), m.NextSlotMoveID)
+	}
+	if len(m.SlotMoves) != 2 || m.SlotMoves[0].Phase != metapb.SlotMovePhase_SLOT_MOVE_PHASE_ROUTE ||
+		m.SlotMoves[1].Phase != metapb.SlotMovePhase_SLOT_MOVE_PHASE_ROUTE || m.SlotMoves[0].DedupUntilMs != 77 {
+		t.Fatalf("restored slot moves: %+v", m.SlotMoves)
 	}
 }
