@@ -31,10 +31,13 @@ type GrowStatus struct {
 
 // SlotMoveStatus is one slot move, running or planned.
 type SlotMoveStatus struct {
-	ID         uint64 // 0: planned
-	From, To   uint32
-	Slots      int
-	Phase      string
+	ID       uint64 // 0: planned
+	From, To uint32
+	Slots    int
+	Phase    string
+	// HeldGroups is how many FIFO groups of a move in route the old shard
+	// still has messages of, as the meta leader last looked: the new
+	// shard holds their new messages until they are gone.
 	HeldGroups int
 }
 
@@ -101,9 +104,17 @@ func (n *Node) SetShardCount(ctx context.Context, count uint32, dryRun bool) (Gr
 // slotMoveStatus lists the running slot moves, then the planned ones.
 func (n *Node) slotMoveStatus(m meta.ShardMap) []SlotMoveStatus {
 	var out []SlotMoveStatus
+	r := &n.reshard
+	r.mu.Lock()
+	liveOf, live := r.move, len(r.live)
+	r.mu.Unlock()
 	for _, mv := range m.SlotMoves {
-		out = append(out, SlotMoveStatus{ID: mv.ID, From: mv.From, To: mv.To, Slots: len(mv.Slots),
-			Phase: strings.ToLower(strings.TrimPrefix(mv.Phase.String(), "SLOT_MOVE_PHASE_"))})
+		st := SlotMoveStatus{ID: mv.ID, From: mv.From, To: mv.To, Slots: len(mv.Slots),
+			Phase: strings.ToLower(strings.TrimPrefix(mv.Phase.String(), "SLOT_MOVE_PHASE_"))}
+		if mv.ID == liveOf && mv.Phase == metapb.SlotMovePhase_SLOT_MOVE_PHASE_ROUTE {
+			st.HeldGroups = live
+		}
+		out = append(out, st)
 	}
 	for _, mv := range meta.PlanSlotMoves(m) {
 		if slices.ContainsFunc(m.SlotMoves, func(r meta.SlotMove) bool {

@@ -75,7 +75,11 @@ func (o *output) shardGrowth(g client.ShardGrowth, dry bool) error {
 			fmt.Fprintf(o.w, "planned: %d slots from shard %d to shard %d\n", mv.Slots, mv.From, mv.To)
 			continue
 		}
-		fmt.Fprintf(o.w, "move %d: %d slots from shard %d to shard %d (%s)\n", mv.ID, mv.Slots, mv.From, mv.To, mv.Phase)
+		held := ""
+		if mv.HeldGroups > 0 {
+			held = fmt.Sprintf(", %d FIFO groups held until shard %d has delivered their older messages", mv.HeldGroups, mv.From)
+		}
+		fmt.Fprintf(o.w, "move %d: %d slots from shard %d to shard %d (%s%s)\n", mv.ID, mv.Slots, mv.From, mv.To, mv.Phase, held)
 	}
 	return nil
 }
