@@ -23,8 +23,10 @@
 #      cluster replace-node n3 n4 moves n3's replicas to n4 and
 #      docker/cluster.sh remove 3 deletes the retired n3's container and
 #      volume; docker/cluster.sh add 5, then remove 5 (remove-node --wait):
-#      n5 retired, container and volume gone; the N sends are received
-#      through n1, n2 and n4.
+#      n5 retired, container and volume gone; cluster shards set grows
+#      the shard count by one (every slot move done), the N sends repeated
+#      with their keys are duplicates; the N sends are received through
+#      n1, n2 and n4.
 # The project and its volumes are removed at the end, pass or fail, and so
 # are dangling raftq images (an earlier raftq:dev this build replaced).
 #
@@ -572,6 +574,23 @@ remove_at=$SECONDS
 remove_node 5 "$rest"
 note "add+remove: docker/cluster.sh add 5 took ${added_in}s, remove 5 (remove-node n5 --wait, stop, rm, volume rm) $((SECONDS - remove_at))s; n5 retired"
 
+# The shard count grows by one online; the sends acknowledged before it
+# are received after it, and sent again with their keys they are
+# duplicates of the first, wherever their slots went.
+grown=$((RAFTQ_SHARDS + 1))
+grow_at=$SECONDS
+out=$(timeout 60 "$cli_bin" --addr "$rest" --timeout 15s cluster shards set "$grown" 2>&1) || fail "cluster shards set $grown: $out"
+jq_grown='(.Count // .count) == $n and ([(.Moves // .moves // [])[] | (.Phase // .phase)] | all(. == "done")) and ([(.SlotsPerShard // .slots_per_shard)[]] | min > 0)'
+until out=$(cli "$rest" cluster shards --json 2>&1) && jq -e --argjson n "$grown" "$jq_grown" <<<"$out" >/dev/null; do
+	((SECONDS - grow_at < 90)) || fail "slot moves not done 90s after growing to $grown shards: $out"
+	sleep 1
+done
+grown_in=$((SECONDS - grow_at))
+dedups_before=$send_dedups
+for ((i = 1; i <= m; i++)); do send_retry "$rest" "e-$i" "ke-$i"; done
+((send_dedups - dedups_before == m)) || fail "$((send_dedups - dedups_before)) of $m sends repeated after the growth were duplicates"
+note "grow: cluster shards set $grown moved its slots in ${grown_in}s; $m keys sent before it deduplicated after it"
+
 drain "$rest" 40 e-
-drain_verdict "after replacing n3 by n4 and removing n3 and n5"
+drain_verdict "after replacing n3 by n4, removing n3 and n5 and growing to $grown shards"
 note "no loss: $m/$m sends acknowledged before n4 joined received through n1, n2, n4 at the end"
