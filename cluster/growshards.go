@@ -106,13 +106,12 @@ func (n *Node) slotMoveStatus(m meta.ShardMap) []SlotMoveStatus {
 	var out []SlotMoveStatus
 	r := &n.reshard
 	r.mu.Lock()
-	liveOf, live := r.move, len(r.live)
-	r.mu.Unlock()
+	defer r.mu.Unlock()
 	for _, mv := range m.SlotMoves {
 		st := SlotMoveStatus{ID: mv.ID, From: mv.From, To: mv.To, Slots: len(mv.Slots),
 			Phase: strings.ToLower(strings.TrimPrefix(mv.Phase.String(), "SLOT_MOVE_PHASE_"))}
-		if mv.ID == liveOf && mv.Phase == metapb.SlotMovePhase_SLOT_MOVE_PHASE_ROUTE {
-			st.HeldGroups = live
+		if mv.Phase == metapb.SlotMovePhase_SLOT_MOVE_PHASE_ROUTE {
+			st.HeldGroups = len(r.live[mv.ID])
 		}
 		out = append(out, st)
 	}

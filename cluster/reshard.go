@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -43,18 +44,17 @@ const slotMoveEvery = 500 * time.Millisecond
 // oversized raft entry.
 const maxGroupsPerCommand = 1000
 
-// resharder is the meta leader's view of the running slot move; none of it
-// is replicated.
+// resharder is the meta leader's view of the running slot moves; none of
+// it is replicated.
 type resharder struct {
 	mu   sync.Mutex
 	term uint64
 	next time.Time
-	// live is the last set of held groups the old shard still had live, by
-	// move id: a group that drops out of it is released on the new shard.
-	// A new meta leader starts with none, and releases a group only once
-	// it has seen it live and then gone, or when none is left.
-	move uint64
-	live map[groupKey]bool
+	// live is, by move id, the last set of held groups the old shard
+	// still had live: a group that drops out of it is released on the new
+	// shard. A new meta leader starts with none, and releases a group only
+	// once it has seen it live and then gone, or when none is left.
+	live map[uint64]map[groupKey]bool
 	// waiting is why the last pass could not go on, logged once per reason.
 	waiting string
 }
@@ -71,7 +71,7 @@ func (n *Node) reshardDuty(ctx context.Context) {
 	r.mu.Lock()
 	now := time.Now()
 	if term := n.meta.Raft().CurrentTerm(); term != r.term {
-		r.term, r.next, r.move, r.live, r.waiting = term, time.Time{}, 0, nil, ""
+		r.term, r.next, r.live, r.waiting = term, time.Time{}, map[uint64]map[groupKey]bool{}, ""
 	}
 	due := now.After(r.next)
 	if due {
@@ -95,42 +95,52 @@ func (n *Node) reshardDuty(ctx context.Context) {
 	}
 }
 
-// reshardStep advances the first running slot move by one phase, forgets
-// finished moves whose dedup look-ups have ended, or starts the next move
-// the plan asks for.
+// reshardStep seals the move recorded in SEAL, if any, or else starts
+// the next move the plan asks for; then it releases what it can of every
+// move in ROUTE, and forgets finished moves whose dedup look-ups have
+// ended. Moves in ROUTE run beside each other and beside the next one:
+// one waits for consumers of its held groups on the old shard, which need
+// not hold the others up, and the planner never picks a slot of a running
+// move.
 func (n *Node) reshardStep(ctx context.Context, m meta.ShardMap) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	nowMs := time.Now().UnixMilli()
+	var errs []error
+	sealing := false
 	for _, mv := range m.SlotMoves {
-		if mv.Forgettable(nowMs) {
-			if err := n.meta.ForgetSlotMove(ctx, mv.ID); err != nil {
-				return err
-			}
+		switch {
+		case mv.Phase == metapb.SlotMovePhase_SLOT_MOVE_PHASE_SEAL:
+			sealing = true
+			errs = append(errs, n.sealSlots(ctx, m, mv))
+		case mv.Phase == metapb.SlotMovePhase_SLOT_MOVE_PHASE_ROUTE:
+			errs = append(errs, n.releaseGroups(ctx, mv))
+		case mv.Forgettable(nowMs):
+			errs = append(errs, n.meta.ForgetSlotMove(ctx, mv.ID))
 		}
 	}
-	for _, mv := range m.SlotMoves {
-		switch mv.Phase {
-		case metapb.SlotMovePhase_SLOT_MOVE_PHASE_SEAL:
-			return n.sealSlots(ctx, m, mv)
-		case metapb.SlotMovePhase_SLOT_MOVE_PHASE_ROUTE:
-			return n.releaseGroups(ctx, mv)
-		}
+	if !sealing {
+		errs = append(errs, n.startSlotMove(ctx, m))
 	}
+	return errors.Join(errs...)
+}
+
+// startSlotMove records the SEAL of the plan's next move, once its new
+// shard serves: sends for the move's slots wait from the seal until the
+// new shard holds its groups.
+func (n *Node) startSlotMove(ctx context.Context, m meta.ShardMap) error {
 	plan := meta.PlanSlotMoves(m)
 	if len(plan) == 0 {
 		return nil
 	}
 	mv := plan[0]
-	// The new shard must serve before its slots are sealed on the old
-	// one: sends for them wait from the seal until the new shard holds.
 	if err := n.shardServes(ctx, mv.To); err != nil {
 		return fmt.Errorf("shard %d is not serving yet: %w", mv.To, err)
 	}
 	if err := n.meta.SlotMoveStep(ctx, mv, metapb.SlotMovePhase_SLOT_MOVE_PHASE_SEAL); err != nil {
 		return err
 	}
-	n.logger.Info("resharding: slot move started", "slots", len(mv.Slots), "from", mv.From, "to", mv.To, "moves_left", len(plan)-1)
+	n.logger.Info("resharding: slot move started", "move", mv.ID, "slots", len(mv.Slots), "from", mv.From, "to", mv.To, "moves_left", len(plan)-1)
 	return nil
 }
 
@@ -206,6 +216,9 @@ func (n *Node) releaseGroups(ctx context.Context, mv meta.SlotMove) error {
 		if err := n.meta.SlotMoveStep(ctx, mv, metapb.SlotMovePhase_SLOT_MOVE_PHASE_DONE); err != nil {
 			return err
 		}
+		n.reshard.mu.Lock()
+		delete(n.reshard.live, mv.ID)
+		n.reshard.mu.Unlock()
 		n.logger.Info("resharding: slot move done", "move", mv.ID, "slots", len(mv.Slots), "from", mv.From, "to", mv.To)
 		return nil
 	}
@@ -216,11 +229,9 @@ func (n *Node) releaseGroups(ctx context.Context, mv meta.SlotMove) error {
 	r := &n.reshard
 	r.mu.Lock()
 	var gone []*fsmpb.QueueGroup
-	if r.move == mv.ID {
-		for k := range r.live {
-			if !now[k] {
-				gone = append(gone, &fsmpb.QueueGroup{Queue: k.queue, Group: k.group})
-			}
+	for k := range r.live[mv.ID] {
+		if !now[k] {
+			gone = append(gone, &fsmpb.QueueGroup{Queue: k.queue, Group: k.group})
 		}
 	}
 	r.mu.Unlock()
@@ -237,7 +248,7 @@ func (n *Node) releaseGroups(ctx context.Context, mv meta.SlotMove) error {
 		}
 	}
 	r.mu.Lock()
-	r.move, r.live = mv.ID, now
+	r.live[mv.ID] = now
 	r.mu.Unlock()
 	return nil
 }

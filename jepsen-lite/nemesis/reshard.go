@@ -82,6 +82,16 @@ func (g Growth) unsealed(target uint32) bool {
 	return g.Count >= target && !slices.ContainsFunc(g.Moves, func(m SlotMove) bool { return m.Phase == PhaseSeal })
 }
 
+// routed: the count reached target and every move has its route: none is
+// planned or sealed. A move in route waits only for consumers (the old
+// shard's live messages of its held FIFO groups), and the moves after it
+// run beside it, so a routed growth is as far as a disruption's undo
+// waits; the final phase waits for every move to be done
+// (AwaitSlotMoves).
+func (g Growth) routed(target uint32) bool {
+	return g.Count >= target && !slices.ContainsFunc(g.Moves, func(m SlotMove) bool { return m.Phase == PhaseSeal || m.Phase == PhasePlanned })
+}
+
 func (g Growth) pending() string {
 	var out []string
 	for _, m := range g.Moves {
@@ -202,7 +212,7 @@ func (n *Nemesis) reshard(ctx context.Context, hold *time.Duration, begin func(s
 			return err
 		}
 		if left != "" {
-			n.Log("nemesis: %s: the clients stopped; left to the final drain: %s", desc, left)
+			n.Log("nemesis: %s: every slot move routed after %v; waiting for consumers: %s", desc, time.Since(t0).Round(time.Millisecond), left)
 			return nil
 		}
 		n.Log("nemesis: %s: every slot move done after %v", desc, time.Since(t0).Round(time.Millisecond))
@@ -275,7 +285,7 @@ func (n *Nemesis) awaitReshard(ctx context.Context, progress func(context.Contex
 			if g.done(target) {
 				return "", nil
 			}
-			if n.clientsStopped() && g.unsealed(target) {
+			if g.routed(target) || (n.clientsStopped() && g.unsealed(target)) {
 				return g.pending(), nil
 			}
 			last = g
