@@ -126,3 +126,71 @@ func TestReshard_GrowUnderLoad(t *testing.T) {
 	t.Logf("cluster shards:\n%s", out)
 	r.finish()
 }
+
+// The meta leader, which drives the slot moves, is killed with -9 right
+// after the growth is recorded, before or while its slot move starts: the
+// next meta leader carries the growth through from what meta records, and
+// the ledgers find nothing lost or out of order. (jepsen-lite's reshard
+// nemesis kills and isolates nodes in the middle of moves.)
+func TestReshard_MetaLeaderKilledMidGrowth(t *testing.T) {
+	t.Parallel() // see the package comment
+	c := startCluster(t, testcluster.Options{Shards: 1})
+	r := newLoadRig(t, c)
+	ctx := r.ctx
+	if _, err := r.cl.SetShardCount(ctx, 2, false); err != nil {
+		t.Fatalf("grow to 2: %v", err)
+	}
+	leader, _, err := leadersFrom(t, c, 0)
+	if err != nil || leader == "" {
+		t.Fatalf("meta leader: %q %v", leader, err)
+	}
+	victim := -1
+	for i, n := range c.Nodes {
+		if n.ID == leader {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("meta leader %q is not a node of the cluster", leader)
+	}
+	c.Kill(victim)
+	t.Logf("killed the meta leader %s right after the growth was recorded", leader)
+
+	alive := (victim + 1) % len(c.Nodes)
+	var last client.ShardGrowth
+	done := func() bool {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		cl, err := client.Dial(cctx, []string{c.Nodes[alive].GRPC})
+		if err != nil {
+			return false
+		}
+		defer func() { _ = cl.Close() }()
+		g, err := cl.SetShardCount(cctx, 0, false)
+		if err != nil {
+			return false
+		}
+		last = g
+		if g.Count != 2 || len(g.Moves) == 0 {
+			return false
+		}
+		for _, mv := range g.Moves {
+			if mv.Phase != "done" {
+				return false
+			}
+		}
+		return g.SlotsPerShard[0] == 128 && g.SlotsPerShard[1] == 128
+	}
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	if err := ledger.WaitFor(wctx, "the growth finished by the next meta leader", done, 250*time.Millisecond); err != nil {
+		c.DumpLogs()
+		t.Fatalf("%v; last: %+v", err, last)
+	}
+	t.Logf("grown without %s: %+v", leader, last)
+	c.Restart(victim)
+	if err := c.WaitServing(ctxT(t, 60*time.Second), victim); err != nil {
+		t.Fatalf("restart %s: %v", leader, err)
+	}
+	r.finish()
+}
