@@ -153,16 +153,16 @@ type tableTopo struct {
 	table wire.SlotTable
 }
 
-func (t tableTopo) NodeID() string                            { return "n1" }
-func (t tableTopo) ShardCount() uint32                        { return t.n }
-func (t tableTopo) DedupPeers(uint32) []router.PriorOwner     { return nil }
-func (t tableTopo) SlotTable() wire.SlotTable                 { return t.table }
-func (t tableTopo) LocalShard(uint32) *shard.Shard            { return nil }
-func (t tableTopo) ShardReplicas(uint32) []string             { return nil }
-func (t tableTopo) ShardLeader(uint32) (string, string, bool) { return "", "", false }
-func (t tableTopo) NoteLeader(uint32, string)                 {}
-func (t tableTopo) MemberGRPC(string) (string, bool)          { return "", false }
-func (t tableTopo) MemberPeer(string) (string, bool)          { return "", false }
+func (t tableTopo) NodeID() string                                { return "n1" }
+func (t tableTopo) ShardCount() uint32                            { return t.n }
+func (t tableTopo) DedupPeers(string, uint32) []router.PriorOwner { return nil }
+func (t tableTopo) SlotTable() wire.SlotTable                     { return t.table }
+func (t tableTopo) LocalShard(uint32) *shard.Shard                { return nil }
+func (t tableTopo) ShardReplicas(uint32) []string                 { return nil }
+func (t tableTopo) ShardLeader(uint32) (string, string, bool)     { return "", "", false }
+func (t tableTopo) NoteLeader(uint32, string)                     {}
+func (t tableTopo) MemberGRPC(string) (string, bool)              { return "", false }
+func (t tableTopo) MemberPeer(string) (string, bool)              { return "", false }
 
 // With the table a ShardMap answer carries, the client places every keyed
 // message on the shard a node's router does: a client that agrees with its

@@ -3,6 +3,7 @@ package cluster
 import (
 	"time"
 
+	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/wire"
@@ -25,20 +26,46 @@ type tableAt struct {
 // the map changes only by applied commands.
 func (n *Node) SlotTable() wire.SlotTable { return n.slotsAt().table }
 
-// DedupPeers are the shards a keyed send to slot asks for its dedup key
-// first (router.Topology): those the slot left less than a dedup window
-// ago, by this node's clock less meta.PriorSlack.
-func (n *Node) DedupPeers(slot uint32) []router.PriorOwner {
+// DedupPeers are the shards a keyed send of queue to slot asks for its
+// dedup key first (router.Topology): those the slot left by a move routed
+// less than the queue's dedup window ago, by this node's clock less
+// meta.PriorSlack. A queue created after the move was routed (so after
+// its seal) has no key on them.
+func (n *Node) DedupPeers(queue string, slot uint32) []router.PriorOwner {
 	c := n.slotsAt()
 	if len(c.moves.SlotMoves) == 0 {
 		return nil
 	}
+	now := time.Now().Add(-meta.PriorSlack).UnixMilli()
+	peers := c.moves.DedupPeers(slot, now)
+	if len(peers) == 0 {
+		return nil
+	}
+	q, known := n.meta.Queue(queue)
+	return priorsFor(peers, q, known, now)
+}
+
+// priorsFor keeps the prior owners that can hold a key of queue q at
+// nowMs; an unknown queue (a replica behind) or a move without its route
+// time keeps them all.
+func priorsFor(peers []meta.PriorOwner, q meta.Queue, known bool, nowMs int64) []router.PriorOwner {
 	var out []router.PriorOwner
-	for _, p := range c.moves.DedupPeers(slot, time.Now().Add(-meta.PriorSlack).UnixMilli()) {
+	for _, p := range peers {
+		if known && p.RoutedMs > 0 {
+			window := fsm.NormalizePolicy(q.Policy).GetDedupWindowMs()
+			if q.CreatedMs > p.RoutedMs+PriorSkew.Milliseconds() || nowMs > p.RoutedMs+window {
+				continue
+			}
+		}
 		out = append(out, router.PriorOwner{Shard: p.Shard, Move: p.Move})
 	}
 	return out
 }
+
+// PriorSkew is how far apart two meta leaders' clocks may be when one
+// stamps a queue's creation and the other a move's route: twice the clock
+// bound nodes hold to before they lead (docs/fsm.md, "Clock bound").
+const PriorSkew = time.Second
 
 func (n *Node) slotsAt() *tableAt {
 	index := n.meta.AppliedIndex()

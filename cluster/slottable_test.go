@@ -2,9 +2,13 @@ package cluster
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/wire"
 )
 
@@ -39,4 +43,36 @@ func TestCluster_SlotTableIsTheMapsTable(t *testing.T) {
 		t.Fatal("creating a queue applied nothing")
 	}
 	check("after a meta change")
+}
+
+// A queue created after a move was routed has no key on the slot's prior
+// owner, and a queue's keys there are gone a dedup window after the route:
+// neither is asked; an unknown queue or a move without a route time is.
+func TestPriorsForAQueue(t *testing.T) {
+	peers := []meta.PriorOwner{{Shard: 0, Move: 1, RoutedMs: 100_000}, {Shard: 2, Move: 2}}
+	window := &fsmpb.QueuePolicy{DedupWindowMs: 60_000}
+	shards := func(ps []router.PriorOwner) []uint32 {
+		var out []uint32
+		for _, p := range ps {
+			out = append(out, p.Shard)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name  string
+		q     meta.Queue
+		known bool
+		now   int64
+		want  []uint32
+	}{
+		{"older queue in its window", meta.Queue{CreatedMs: 50_000, Policy: window}, true, 150_000, []uint32{0, 2}},
+		{"older queue past its window", meta.Queue{CreatedMs: 50_000, Policy: window}, true, 160_001, []uint32{2}},
+		{"created within the clock skew of the route", meta.Queue{CreatedMs: 100_500, Policy: window}, true, 120_000, []uint32{0, 2}},
+		{"created after the route", meta.Queue{CreatedMs: 102_000, Policy: window}, true, 120_000, []uint32{2}},
+		{"unknown queue", meta.Queue{}, false, 10_000_000, []uint32{0, 2}},
+	} {
+		if got := shards(priorsFor(peers, c.q, c.known, c.now)); !slices.Equal(got, c.want) {
+			t.Errorf("%s: asks %v, want %v", c.name, got, c.want)
+		}
+	}
 }

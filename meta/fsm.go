@@ -96,7 +96,7 @@ func (f *FSM) applyLocked(cmd *metapb.Command) *metapb.Result {
 	case *metapb.Command_GrowShards:
 		return f.growShards(c.GrowShards)
 	case *metapb.Command_SlotMoveStep:
-		return f.slotMoveStep(c.SlotMoveStep)
+		return f.slotMoveStep(c.SlotMoveStep, cmd.GetNowMs())
 	case *metapb.Command_AbortSlotMove:
 		return f.abortSlotMove(c.AbortSlotMove)
 	case *metapb.Command_ForgetSlotMove:

@@ -38,6 +38,8 @@ type SlotMove struct {
 	From, To     uint32
 	Phase        metapb.SlotMovePhase
 	DedupUntilMs int64
+	// RoutedMs is the ROUTE entry's time (metapb.SlotMove.routed_ms).
+	RoutedMs int64
 }
 
 // Running reports whether the move is recorded and not yet DONE.
@@ -89,7 +91,7 @@ func (m ShardMap) DedupPeers(slot uint32, nowMs int64) []PriorOwner {
 			continue
 		}
 		if !slices.ContainsFunc(out, func(p PriorOwner) bool { return p.Shard == mv.From }) && mv.From != t.Owner(slot) {
-			out = append(out, PriorOwner{Shard: mv.From, Move: mv.ID})
+			out = append(out, PriorOwner{Shard: mv.From, Move: mv.ID, RoutedMs: mv.RoutedMs})
 		}
 		at = mv.From
 	}
@@ -98,7 +100,7 @@ func (m ShardMap) DedupPeers(slot uint32, nowMs int64) []PriorOwner {
 
 func slotMoveFromProto(p *metapb.SlotMove) SlotMove {
 	return SlotMove{ID: p.GetId(), Slots: slices.Clone(p.GetSlots()), From: p.GetFrom(), To: p.GetTo(),
-		Phase: p.GetPhase(), DedupUntilMs: p.GetDedupUntilMs()}
+		Phase: p.GetPhase(), DedupUntilMs: p.GetDedupUntilMs(), RoutedMs: p.GetRoutedMs()}
 }
 
 // SlotPhaseName is a slot move phase as people read it: "seal", "route".
@@ -145,7 +147,7 @@ func invalid(format string, args ...any) *metapb.Result {
 	return &metapb.Result{Code: metapb.Code_CODE_INVALID, Message: fmt.Sprintf(format, args...)}
 }
 
-func (f *FSM) slotMoveStep(c *metapb.SlotMoveStep) *metapb.Result {
+func (f *FSM) slotMoveStep(c *metapb.SlotMoveStep, nowMs int64) *metapb.Result {
 	if f.shardMap == nil {
 		return refusal("no shard map is placed")
 	}
@@ -185,6 +187,7 @@ func (f *FSM) slotMoveStep(c *metapb.SlotMoveStep) *metapb.Result {
 			f.shardMap.SlotOwners[s] = to
 		}
 		mv.DedupUntilMs = c.GetDedupUntilMs()
+		mv.RoutedMs = nowMs
 	}
 	mv.Phase = c.GetPhase()
 	f.shardMap.Version++

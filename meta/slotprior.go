@@ -10,8 +10,9 @@ import (
 // seal it applied; a keyed send to the slot asks it for its dedup key
 // (DedupPeers, router.PriorDuplicate).
 type PriorOwner struct {
-	Shard uint32
-	Move  uint64
+	Shard    uint32
+	Move     uint64
+	RoutedMs int64 // SlotMove.RoutedMs
 }
 
 // PriorSlack is how long past dedup_until nodes keep asking prior owners:

@@ -47,7 +47,7 @@ func (r *Router) priorDuplicates(ctx context.Context, queue string, table wire.S
 		if !ok {
 			continue
 		}
-		for _, p := range r.topo.DedupPeers(slot) {
+		for _, p := range r.topo.DedupPeers(queue, slot) {
 			if _, seen := asks[p]; !seen {
 				order = append(order, p)
 			}

@@ -31,15 +31,15 @@ type fakeTopo struct {
 	addrs    map[string]string
 }
 
-func (f *fakeTopo) NodeID() string                      { return "a" }
-func (f *fakeTopo) ShardCount() uint32                  { return 1 }
-func (f *fakeTopo) SlotTable() wire.SlotTable           { return wire.DefaultSlotTable(1) }
-func (f *fakeTopo) DedupPeers(uint32) []PriorOwner      { return nil }
-func (f *fakeTopo) LocalShard(uint32) *shard.Shard      { return nil }
-func (f *fakeTopo) ShardReplicas(uint32) []string       { return f.replicas }
-func (f *fakeTopo) NoteLeader(_ uint32, id string)      { f.mu.Lock(); f.leader = id; f.mu.Unlock() }
-func (f *fakeTopo) MemberGRPC(id string) (string, bool) { a, ok := f.addrs[id]; return a, ok }
-func (f *fakeTopo) MemberPeer(id string) (string, bool) { a, ok := f.addrs[id]; return a, ok }
+func (f *fakeTopo) NodeID() string                         { return "a" }
+func (f *fakeTopo) ShardCount() uint32                     { return 1 }
+func (f *fakeTopo) SlotTable() wire.SlotTable              { return wire.DefaultSlotTable(1) }
+func (f *fakeTopo) DedupPeers(string, uint32) []PriorOwner { return nil }
+func (f *fakeTopo) LocalShard(uint32) *shard.Shard         { return nil }
+func (f *fakeTopo) ShardReplicas(uint32) []string          { return f.replicas }
+func (f *fakeTopo) NoteLeader(_ uint32, id string)         { f.mu.Lock(); f.leader = id; f.mu.Unlock() }
+func (f *fakeTopo) MemberGRPC(id string) (string, bool)    { a, ok := f.addrs[id]; return a, ok }
+func (f *fakeTopo) MemberPeer(id string) (string, bool)    { a, ok := f.addrs[id]; return a, ok }
 
 func (f *fakeTopo) ShardLeader(uint32) (string, string, bool) {
 	f.mu.Lock()

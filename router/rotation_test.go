@@ -13,7 +13,7 @@ type remoteTopo struct{ n uint32 }
 func (t remoteTopo) NodeID() string                            { return "n1" }
 func (t remoteTopo) ShardCount() uint32                        { return t.n }
 func (t remoteTopo) SlotTable() wire.SlotTable                 { return wire.DefaultSlotTable(t.n) }
-func (t remoteTopo) DedupPeers(uint32) []PriorOwner            { return nil }
+func (t remoteTopo) DedupPeers(string, uint32) []PriorOwner    { return nil }
 func (t remoteTopo) LocalShard(uint32) *shard.Shard            { return nil }
 func (t remoteTopo) ShardReplicas(uint32) []string             { return nil }
 func (t remoteTopo) ShardLeader(uint32) (string, string, bool) { return "", "", false }

@@ -38,10 +38,11 @@ type Topology interface {
 	// clients; MemberPeer its peer address, where forwards go.
 	MemberGRPC(nodeID string) (string, bool)
 	MemberPeer(nodeID string) (string, bool)
-	// DedupPeers are the shards a keyed send to slot asks for its dedup
-	// key before it goes to the slot's owner: those the slot moved away
-	// from less than a dedup window ago, latest first (meta.ShardMap.DedupPeers).
-	DedupPeers(slot uint32) []PriorOwner
+	// DedupPeers are the shards a keyed send of queue to slot asks for its
+	// dedup key before it goes to the slot's owner: those the slot moved
+	// away from less than the queue's dedup window ago, latest first
+	// (meta.ShardMap.DedupPeers).
+	DedupPeers(queue string, slot uint32) []PriorOwner
 }
 
 // Options tune forwarding.

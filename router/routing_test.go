@@ -22,7 +22,7 @@ type shardSet struct {
 func (t shardSet) NodeID() string                            { return "n1" }
 func (t shardSet) ShardCount() uint32                        { return t.n }
 func (t shardSet) SlotTable() wire.SlotTable                 { return wire.DefaultSlotTable(t.n) }
-func (t shardSet) DedupPeers(uint32) []PriorOwner            { return nil }
+func (t shardSet) DedupPeers(string, uint32) []PriorOwner    { return nil }
 func (t shardSet) LocalShard(id uint32) *shard.Shard         { return t.local[id] }
 func (t shardSet) ShardReplicas(uint32) []string             { return nil }
 func (t shardSet) ShardLeader(uint32) (string, string, bool) { return "", "", false }

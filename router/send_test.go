@@ -42,7 +42,7 @@ func (t *slotTopo) ShardLeader(uint32) (string, string, bool) {
 	return "b", t.addr, true
 }
 
-func (t *slotTopo) DedupPeers(slot uint32) []PriorOwner {
+func (t *slotTopo) DedupPeers(_ string, slot uint32) []PriorOwner {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.peers[slot]

@@ -1874,7 +1874,11 @@ type SlotMove struct {
 	Phase SlotMovePhase          `protobuf:"varint,5,opt,name=phase,proto3,enum=raftq.meta.v1.SlotMovePhase" json:"phase,omitempty"`
 	// dedup_until_ms: Unix milliseconds until which a keyed send routed to
 	// to asks from whether its dedup key is live there; set by ROUTE.
-	DedupUntilMs  int64 `protobuf:"varint,6,opt,name=dedup_until_ms,json=dedupUntilMs,proto3" json:"dedup_until_ms,omitempty"`
+	DedupUntilMs int64 `protobuf:"varint,6,opt,name=dedup_until_ms,json=dedupUntilMs,proto3" json:"dedup_until_ms,omitempty"`
+	// routed_ms: the ROUTE entry's time (the meta leader's clock), after the
+	// seal: a queue created later has no key on from, and a queue's own
+	// keys there expire within its dedup window of it.
+	RoutedMs      int64 `protobuf:"varint,7,opt,name=routed_ms,json=routedMs,proto3" json:"routed_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1947,6 +1951,13 @@ func (x *SlotMove) GetPhase() SlotMovePhase {
 func (x *SlotMove) GetDedupUntilMs() int64 {
 	if x != nil {
 		return x.DedupUntilMs
+	}
+	return 0
+}
+
+func (x *SlotMove) GetRoutedMs() int64 {
+	if x != nil {
+		return x.RoutedMs
 	}
 	return 0
 }
@@ -2265,14 +2276,15 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"GrowShards\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x124\n" +
 	"\x06shards\x18\x02 \x03(\v2\x1c.raftq.meta.v1.ShardReplicasR\x06shards\x12-\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\"\xae\x01\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x17.raftq.meta.v1.NodeAddrR\x05nodes\"\xcb\x01\n" +
 	"\bSlotMove\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05slots\x18\x02 \x03(\rR\x05slots\x12\x12\n" +
 	"\x04from\x18\x03 \x01(\rR\x04from\x12\x0e\n" +
 	"\x02to\x18\x04 \x01(\rR\x02to\x122\n" +
 	"\x05phase\x18\x05 \x01(\x0e2\x1c.raftq.meta.v1.SlotMovePhaseR\x05phase\x12$\n" +
-	"\x0ededup_until_ms\x18\x06 \x01(\x03R\fdedupUntilMs\"\xb2\x01\n" +
+	"\x0ededup_until_ms\x18\x06 \x01(\x03R\fdedupUntilMs\x12\x1b\n" +
+	"\trouted_ms\x18\a \x01(\x03R\broutedMs\"\xb2\x01\n" +
 	"\fSlotMoveStep\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05slots\x18\x02 \x03(\rR\x05slots\x12\x12\n" +
