@@ -46,7 +46,7 @@ type rebalancer struct {
 	forced bool
 	// waiting is why the last step could not be taken, logged once per
 	// reason: a node that stays down would repeat it every second.
-	waiting string
+	waiting oncePerReason
 }
 
 // newTerm starts afresh in a new meta term; r.mu is held.
@@ -54,7 +54,8 @@ func (r *rebalancer) newTerm(term uint64, now time.Time) {
 	if term == r.term {
 		return
 	}
-	r.term, r.fingerprint, r.since, r.next, r.forced, r.waiting = term, "", now, time.Time{}, false, ""
+	r.term, r.fingerprint, r.since, r.next, r.forced = term, "", now, time.Time{}, false
+	r.waiting.reset()
 }
 
 // RebalanceStatus is the plan as the meta leader sees it.
@@ -104,15 +105,7 @@ func (n *Node) rebalanceDuty(ctx context.Context) {
 	r.next = now.Add(moveEvery)
 	r.mu.Unlock()
 	err = n.rebalanceStep(ctx, m, plan)
-	why := ""
-	if err != nil {
-		why = err.Error()
-	}
-	r.mu.Lock()
-	changed := why != r.waiting
-	r.waiting = why
-	r.mu.Unlock()
-	if err != nil && changed && ctx.Err() == nil {
+	if r.waiting.changed(err) && ctx.Err() == nil {
 		n.logger.Info("rebalance: not yet", "err", err)
 	}
 }

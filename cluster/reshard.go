@@ -56,7 +56,7 @@ type resharder struct {
 	// once it has seen it live and then gone, or when none is left.
 	live map[uint64]map[groupKey]bool
 	// waiting is why the last pass could not go on, logged once per reason.
-	waiting string
+	waiting oncePerReason
 }
 
 type groupKey struct{ queue, group string }
@@ -71,7 +71,8 @@ func (n *Node) reshardDuty(ctx context.Context) {
 	r.mu.Lock()
 	now := time.Now()
 	if term := n.meta.Raft().CurrentTerm(); term != r.term {
-		r.term, r.next, r.live, r.waiting = term, time.Time{}, map[uint64]map[groupKey]bool{}, ""
+		r.term, r.next, r.live = term, time.Time{}, map[uint64]map[groupKey]bool{}
+		r.waiting.reset()
 	}
 	due := now.After(r.next)
 	if due {
@@ -81,16 +82,7 @@ func (n *Node) reshardDuty(ctx context.Context) {
 	if !due {
 		return
 	}
-	err := n.reshardStep(ctx, m)
-	why := ""
-	if err != nil {
-		why = err.Error()
-	}
-	r.mu.Lock()
-	changed := why != r.waiting
-	r.waiting = why
-	r.mu.Unlock()
-	if err != nil && changed && ctx.Err() == nil {
+	if err := n.reshardStep(ctx, m); r.waiting.changed(err) && ctx.Err() == nil {
 		n.logger.Info("resharding: not yet", "err", err)
 	}
 }

@@ -213,14 +213,8 @@ func (n *Nemesis) membership(ctx context.Context, hold *time.Duration, begin fun
 				heal = func(context.Context) error { return c.Start(v, off) }
 			}
 		} else {
-			var rest []int
-			for _, j := range c.Members() {
-				if j != v {
-					rest = append(rest, j)
-				}
-			}
-			if err := n.Net.Partition(ctx, [][]int{{v}, rest}); err != nil {
-				return "", nil, errors.Join(fmt.Errorf("%s: isolate %s: %w", desc, c.NodeID(v), err), n.Net.Heal(context.WithoutCancel(ctx)))
+			if err := n.isolate(ctx, v); err != nil {
+				return "", nil, fmt.Errorf("%s: %w", desc, err)
 			}
 			desc += fmt.Sprintf("; partition isolate %s (%s) %s", c.NodeID(v), vwhy, when)
 			heal = n.Net.Heal
@@ -321,4 +315,20 @@ func (n *Nemesis) moveVictim(ctx context.Context, leaving int) (int, string) {
 		return leaving, "the node leaving"
 	}
 	return running[0], "node"
+}
+
+// isolate partitions member v from the other members (Net.Heal undoes
+// it); a partition that fails half-way is healed before the error returns.
+func (n *Nemesis) isolate(ctx context.Context, v int) error {
+	c := n.Cluster
+	var rest []int
+	for _, j := range c.Members() {
+		if j != v {
+			rest = append(rest, j)
+		}
+	}
+	if err := n.Net.Partition(ctx, [][]int{{v}, rest}); err != nil {
+		return errors.Join(fmt.Errorf("isolate %s: %w", c.NodeID(v), err), n.Net.Heal(context.WithoutCancel(ctx)))
+	}
+	return nil
 }

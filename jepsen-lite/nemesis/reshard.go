@@ -192,14 +192,8 @@ func (n *Nemesis) reshard(ctx context.Context, hold *time.Duration, begin func(s
 			desc += fmt.Sprintf("; kill -9 %s (%s) %s", c.NodeID(v), vwhy, when)
 			heal = func(context.Context) error { return c.Start(v, off) }
 		} else {
-			var rest []int
-			for _, j := range c.Members() {
-				if j != v {
-					rest = append(rest, j)
-				}
-			}
-			if err := n.Net.Partition(ctx, [][]int{{v}, rest}); err != nil {
-				return "", nil, errors.Join(fmt.Errorf("%s: isolate %s: %w", desc, c.NodeID(v), err), n.Net.Heal(context.WithoutCancel(ctx)))
+			if err := n.isolate(ctx, v); err != nil {
+				return "", nil, fmt.Errorf("%s: %w", desc, err)
 			}
 			desc += fmt.Sprintf("; partition isolate %s (%s) %s", c.NodeID(v), vwhy, when)
 			heal = n.Net.Heal
