@@ -39,7 +39,8 @@ type Config struct {
 	// value: they bootstrap the meta group once exactly that many of them
 	// see each other. 0: never bootstrap (join an existing cluster).
 	BootstrapExpect int
-	// Shards is the number of data shards, fixed at bootstrap. Default:
+	// Shards is the number of data shards placed at bootstrap (it grows
+	// later only through SetShardCount). Default:
 	// one per Replication bootstrap voters, rounded up (1 on a 3-node
 	// cluster), so each node holds one replica. Every raft group has fixed
 	// costs (a log append and its fsync per round on every replica,
