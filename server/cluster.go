@@ -42,6 +42,7 @@ func (c *clusterSvc) Status(ctx context.Context, _ *raftqv1.StatusRequest) (*raf
 	if err := c.retired(ctx); err != nil {
 		return nil, err
 	}
+	c.learnLeaders(ctx)
 	resp := &raftqv1.StatusResponse{NodeId: c.node.NodeID(), Shards: c.shards(), MetaLeaderId: c.node.Meta().LeaderID(), Damaged: c.damaged()}
 	for _, m := range c.node.Members() {
 		resp.Members = append(resp.Members, &raftqv1.Member{

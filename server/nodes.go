@@ -16,6 +16,7 @@ func (c *clusterSvc) Nodes(ctx context.Context, _ *raftqv1.NodesRequest) (*raftq
 	if err := c.retired(ctx); err != nil {
 		return nil, err
 	}
+	c.learnLeaders(ctx)
 	sm := c.node.Meta().ShardMap()
 	byID := map[string]*raftqv1.NodeInfo{}
 	get := func(id string) *raftqv1.NodeInfo {
