@@ -12,18 +12,21 @@ import (
 const leaderLookup = time.Second
 
 // learnLeaders asks, in parallel and for at most leaderLookup, every shard
-// whose leader this node does not know, so that the cluster views list
-// it: a node learns the leader of a shard it does not host only from its
-// own forwards (router.Topology.NoteLeader), and a node that forwarded
-// nothing to a new shard (after a growth, say) would list none. A shard
-// without a leader stays without one in the view.
+// this node does not host who leads it, so that the cluster views list
+// the leader as it is: a node learns the leader of a shard it does not
+// host only from its own forwards (router.Topology.NoteLeader), so one
+// that forwarded nothing to a new shard (after a growth, say) would list
+// none, and one that forwarded before a leadership hand-off would list
+// the old leader. A forward to a former leader is refused with the new
+// one's name, which the router notes. A shard without a leader stays
+// without one in the view.
 func (c *clusterSvc) learnLeaders(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, leaderLookup)
 	defer cancel()
 	var wg sync.WaitGroup
 	for id := range c.node.ShardCount() {
-		if leader, _, ok := c.node.ShardLeader(id); ok && leader != "" {
-			continue
+		if c.node.LocalShard(id) != nil {
+			continue // its own raft knows
 		}
 		wg.Add(1)
 		go func() {
