@@ -31,7 +31,10 @@
 # BIN (default bin; `make build` first), RAFTQ_NODE_ARGS added to every
 # node, BENCH_ARGS added to the bench command (its flags win over the
 # headline's), READY_TIMEOUT, JOIN_TIMEOUT and GROW_TIMEOUT seconds
-# (defaults 120, 180 and 900), POST_GROW_WAIT seconds to wait after a
+# (defaults 120, 180 and 900), DATA_PARENT the directory the nodes' data
+# directories go in (default /tmp; /dev/shm gives every node a disk of its
+# own in effect, as separate machines would have, instead of one disk all
+# of them fsync to), POST_GROW_WAIT seconds to wait after a
 # growth before measuring (default 0: measure at once, while the moved
 # slots' dedup look-ups still run). Needs root (cgroups), jq and Linux.
 # Stops every node it started, by pid, and removes its cgroups at exit.
@@ -214,7 +217,7 @@ trap 'say "interrupted: stopping the nodes"; exit 130' INT TERM
 cg_detect
 mkdir "$CGP/raftq-scale-$$" || die "mkdir $CGP/raftq-scale-$$ failed"
 CG="$CGP/raftq-scale-$$"
-DATA=$(mktemp -d /tmp/raftq-scale-data.XXXXXX)
+DATA=$(mktemp -d "${DATA_PARENT:-/tmp}/raftq-scale-data.XXXXXX")
 CLUSTER="raftq-scale-$$"
 if [ "$CGV" = 2 ]; then
 	# The children of CG may only use cpu.max if CG's parent and CG pass
