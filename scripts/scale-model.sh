@@ -34,7 +34,10 @@
 # (defaults 120, 180 and 900), DATA_PARENT the directory the nodes' data
 # directories go in (default /tmp; /dev/shm gives every node a disk of its
 # own in effect, as separate machines would have, instead of one disk all
-# of them fsync to), POST_GROW_WAIT seconds to wait after a
+# of them fsync to), PER_SHARD_LOAD=1 runs the headline's 16 producers and 8
+# consumers per shard instead of in all (a fixed client load splits its
+# sends over more shards in smaller batches), POST_GROW_WAIT seconds to
+# wait after a
 # growth before measuring (default 0: measure at once, while the moved
 # slots' dedup look-ups still run). Needs root (cgroups), jq and Linux.
 # Stops every node it started, by pid, and removes its cgroups at exit.
@@ -371,8 +374,14 @@ measure() {
 	read -r -a h0 < <(hoststat)
 	read -r -a th0 < <(cg_throttled "$nodes")
 	say "stage $stage: $nodes nodes, $shards shards: measuring for ${DURATION}s"
+	# PER_SHARD_LOAD=1: the headline's producers and consumers per shard,
+	# so each shard sees the load the one shard of stage 1 saw.
+	local load=()
+	if [ "${PER_SHARD_LOAD:-0}" = 1 ]; then
+		load=(--producers $((16 * shards)) --consumers $((8 * shards)))
+	fi
 	# shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
-	"$BIN/raftq-bench" "${headline[@]}" --duration "${DURATION}s" --quiet --json \
+	"$BIN/raftq-bench" "${headline[@]}" "${load[@]}" --duration "${DURATION}s" --quiet --json \
 		--addr "$(addrs_of "$nodes")" --pids "$(pids_of "$nodes")" ${BENCH_ARGS:-} \
 		>"$j" 2>"$OUT/stage$stage.bench.log" &
 	bench_pid=$!
@@ -459,7 +468,7 @@ report="$OUT/report.txt"
 {
 	echo "raftq scale model, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo -)"
 	echo "cap: cgroup v$CGV, $QUOTA_US us of CPU per $PERIOD_US us period per node ($CAP core), $(nproc) cores on the host, load average at the start $loadavg"
-	echo "workload: raftq-bench ${headline[*]} --duration ${DURATION}s ${BENCH_ARGS:-} (against every node of the stage, uncapped)"
+	echo "workload: raftq-bench ${headline[*]} --duration ${DURATION}s ${BENCH_ARGS:-} (against every node of the stage, uncapped)$( [ "${PER_SHARD_LOAD:-0}" = 1 ] && echo "; producers and consumers x shards")"
 	echo "node args: --wal-segment-size 4MiB ${RAFTQ_NODE_ARGS:-}"
 	echo "caps as the kernel holds them (quota/period us):$(for i in $(seq 1 "$nodes"); do printf ' n%s=%s' "$i" "$(cg_cap "$i" 2>/dev/null || echo ?)"; done)"
 	echo
