@@ -3,8 +3,9 @@ package fsm
 import "github.com/raftq/raftq/fsm/fsmpb"
 
 // deadOf picks the dead messages a Redrive or DiscardDead names: the listed
-// ids that are dead in q (others are skipped), or the oldest max.
-func (s *state) deadOf(q *queue, ids []uint64, max uint32) ([]*msg, *fsmpb.Result) {
+// ids that are dead in q and that keep (nil: any) takes (others are
+// skipped), or the oldest max that keep takes.
+func (s *state) deadOf(q *queue, ids []uint64, max uint32, keep func(*msg) bool) ([]*msg, *fsmpb.Result) {
 	if len(ids) > maxRedriveBatch {
 		return nil, failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "%d ids in one command, limit %d", len(ids), maxRedriveBatch)
 	}
@@ -12,7 +13,7 @@ func (s *state) deadOf(q *queue, ids []uint64, max uint32) ([]*msg, *fsmpb.Resul
 	if len(ids) > 0 {
 		seen := make(map[uint64]bool, len(ids))
 		for _, id := range ids {
-			if m, ok := s.get(id); ok && m.q == q && m.state == fsmpb.State_STATE_DEAD && !seen[id] {
+			if m, ok := s.get(id); ok && m.q == q && m.state == fsmpb.State_STATE_DEAD && !seen[id] && (keep == nil || keep(m)) {
 				seen[id] = true
 				out = append(out, m)
 			}
@@ -24,8 +25,9 @@ func (s *state) deadOf(q *queue, ids []uint64, max uint32) ([]*msg, *fsmpb.Resul
 		n = maxRedriveBatch
 	}
 	q.dead.Ascend(func(it timeItem) bool {
-		m, _ := s.get(it.id)
-		out = append(out, m)
+		if m, _ := s.get(it.id); keep == nil || keep(m) {
+			out = append(out, m)
+		}
 		return len(out) < n
 	})
 	return out, nil
@@ -38,7 +40,13 @@ func (s *state) redrive(c *fsmpb.Redrive) *fsmpb.Result {
 	if res != nil {
 		return res
 	}
-	ms, res := s.deadOf(q, c.GetMessageIds(), c.GetMax())
+	// A dead message of a FIFO group whose slot this shard sealed stays
+	// dead: the slot's new shard may be delivering the group's newer
+	// messages, and live here again the group would have a head on two
+	// shards (two leases at once, order lost). It is sent again instead
+	// (docs/cluster.md, "Growing the shard count").
+	keep := func(m *msg) bool { return !q.fifo() || !s.groupSealed(q.name, m.group) }
+	ms, res := s.deadOf(q, c.GetMessageIds(), c.GetMax(), keep)
 	if res != nil {
 		return res
 	}
@@ -61,7 +69,7 @@ func (s *state) discardDead(c *fsmpb.DiscardDead) *fsmpb.Result {
 	if res != nil {
 		return res
 	}
-	ms, res := s.deadOf(q, c.GetMessageIds(), c.GetMax())
+	ms, res := s.deadOf(q, c.GetMessageIds(), c.GetMax(), nil)
 	if res != nil {
 		return res
 	}

@@ -47,6 +47,17 @@ func (s *state) sealedStatus(queue string, nm *fsmpb.NewMessage) *fsmpb.Status {
 	return status(fsmpb.Code_CODE_SLOT_MOVED, "slot %d moved to shard %d (slot move %d): send it through the current slot table", slot, sl.to, sl.move)
 }
 
+// groupSealed reports whether the slot of a queue's message group is
+// sealed here.
+func (s *state) groupSealed(queue, group string) bool {
+	if len(s.seals) == 0 || group == "" {
+		return false
+	}
+	slot, _ := wire.SlotForMessage(queue, group, "", s.slotCount)
+	_, ok := s.seals[slot]
+	return ok
+}
+
 // sealSlots seals c.slots for move c.move_id (idempotent; a slot another
 // move sealed is taken over) and reports the FIFO groups of those slots
 // that still have live messages here.

@@ -501,3 +501,51 @@ func TestSlotMoveCommandValidation(t *testing.T) {
 		}
 	}
 }
+
+// A dead message of a FIFO group whose slot moved stays dead on a redrive
+// (by id or by count): live again on the old shard, its group would have a
+// head there and one on the new shard. Other groups' dead messages, and a
+// standard queue's, are redriven as before; the skipped ones can still be
+// discarded.
+func TestRedriveSkipsFIFOGroupsOfSealedSlots(t *testing.T) {
+	h := newHarness(t)
+	fifo := &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_FIFO}
+	h.mustQueue("f", fifo)
+	h.mustQueue("s", nil)
+	gMoved := groupsIn("f", 11, 1)[0]
+	gStays := groupsIn("f", -1, 1, 11)[0]
+	sMoved := groupsIn("s", 11, 1)[0]
+	kill := func(queue, group string) uint64 {
+		id := h.mustEnqueue(queue, &fsmpb.NewMessage{GroupId: group, Body: []byte(group)})[0]
+		ms := h.mustReceive(queue, 1, 30_000)
+		if len(ms) != 1 || ms[0].GetId() != id {
+			t.Fatalf("receive of %s/%s: %v", queue, group, ms)
+		}
+		h.mustOK(deadLetterCmd(&fsmpb.Receipt{MessageId: id, LeaseEpoch: ms[0].GetLeaseEpoch()}, "poison"))
+		return id
+	}
+	moved, stays, std := kill("f", gMoved), kill("f", gStays), kill("s", sMoved)
+	h.mustOK(sealCmd(4, 1, testSlots, 11))
+
+	if n := h.mustOK(redriveCmd("f", 0, moved)).GetCount().GetCount(); n != 0 {
+		t.Fatalf("redrive by id of a sealed group's message moved %d", n)
+	}
+	if n := h.mustOK(redriveCmd("f", 10)).GetCount().GetCount(); n != 1 {
+		t.Fatalf("redrive of the oldest 10 moved %d, want only %s's", n, gStays)
+	}
+	if st := h.mustMessage(moved).GetState(); st != fsmpb.State_STATE_DEAD {
+		t.Fatalf("the sealed group's message is %v, want dead", st)
+	}
+	if st := h.mustMessage(stays).GetState(); st != fsmpb.State_STATE_READY {
+		t.Fatalf("the other group's message is %v, want ready", st)
+	}
+	if n := h.mustOK(redriveCmd("s", 0, std)).GetCount().GetCount(); n != 1 {
+		t.Fatalf("a standard queue's message of a sealed slot: redrive moved %d, want 1", n)
+	}
+	if n := h.mustOK(discardCmd("f", 0, moved)).GetCount().GetCount(); n != 1 {
+		t.Fatalf("discard of the sealed group's message removed %d, want 1", n)
+	}
+	if err := checkInvariants(h.f); err != nil {
+		t.Fatal(err)
+	}
+}
