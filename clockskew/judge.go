@@ -81,13 +81,20 @@ type Verdict struct {
 //
 // Going beyond needs certainty (each peer's offset less its uncertainty
 // beyond Bound), coming back needs certainty within RecoverBound for
-// RecoverAfter; the first decision, from Unchecked, uses the estimates
+// RecoverAfter, judged among at least as many live members as condemned
+// it; the first decision, from Unchecked, uses the estimates
 // as they are, so it always resolves once enough peers are measured.
 // Not safe for concurrent use.
 type Judge struct {
 	cfg        Config
 	state      State
 	clearSince time.Time
+	// condemned is the most members that saw this node Beyond. It comes
+	// back only with as many live members: with fewer (a peer down), the
+	// rule cannot condemn anyone (two members can never tell whose clock
+	// is wrong), and a node 10 minutes ahead would be cleared just because
+	// a good peer died (seen in TestCluster_SkewedNodeNeverLeads).
+	condemned int
 }
 
 // NewJudge starts Unchecked.
@@ -132,8 +139,9 @@ func (j *Judge) Step(v View, now time.Time) Verdict {
 			j.state = Beyond
 		}
 	case Beyond:
+		j.condemned = max(j.condemned, t.members)
 		switch {
-		case !t.within(j.cfg.RecoverBound, surely):
+		case t.members < j.condemned || !t.within(j.cfg.RecoverBound, surely):
 			j.clearSince = time.Time{}
 		case j.clearSince.IsZero():
 			j.clearSince = now
@@ -141,8 +149,10 @@ func (j *Judge) Step(v View, now time.Time) Verdict {
 			j.state = Within
 		}
 	}
-	if j.state != Beyond {
-		j.clearSince = time.Time{}
+	if j.state == Beyond {
+		j.condemned = max(j.condemned, t.members)
+	} else {
+		j.clearSince, j.condemned = time.Time{}, 0
 	}
 	return Verdict{
 		State: j.state, Changed: j.state != prev, Offset: -medianNearZero(offs),

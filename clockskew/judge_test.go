@@ -199,3 +199,29 @@ func TestJudgeDoesNotRecoverOnUnmeasuredPeers(t *testing.T) {
 		t.Fatalf("both peers measured, median clock equal to ours: %v, want Within", j.State())
 	}
 }
+
+// A node judged beyond by three members does not come back when a good
+// peer dies: two members cannot tell whose clock is wrong, so among two
+// nothing condemns it, but nothing clears it either. It comes back only
+// once as many members as condemned it see its clock within the bound.
+func TestJudgeDoesNotRecoverWhenAPeerDies(t *testing.T) {
+	j := NewJudge(Config{Bound: 500 * ms, RecoverAfter: time.Second})
+	j.Step(view(clocks(0, 0, 10*time.Minute), 2, ms), t0)
+	if j.State() != Beyond {
+		t.Fatalf("setup: %v", j.State())
+	}
+	twoLeft := View{Compared: true, Peers: []string{"n1"}, Estimates: map[string]Estimate{"n1": {Offset: -10 * time.Minute, Uncertainty: ms, Samples: 1}}}
+	for s := 1; s <= 30; s++ {
+		if v := j.Step(twoLeft, t0.Add(time.Duration(s)*time.Second)); v.State != Beyond {
+			t.Fatalf("t=%ds, n2 dead, n3 still 10 min ahead of n1: %v, want Beyond", s, v.State)
+		}
+	}
+	// The clock is fixed and all three members are back: it recovers
+	// after the dwell.
+	for s := 31; s <= 33; s++ {
+		j.Step(view(clocks(0, 0, 0), 2, ms), t0.Add(time.Duration(s)*time.Second))
+	}
+	if j.State() != Within {
+		t.Fatalf("clock fixed, three members: %v, want Within", j.State())
+	}
+}
