@@ -63,7 +63,7 @@ clean:
 # Scale model (issue #29; docs/benchmarks.md, "Scale model"): the headline
 # workload on 3, 6 and 9 nodes (1, 2, 3 shards), each grown online from
 # the one before, every node capped at CAP cores by a cgroup. Needs root
-# (cgroups) and jq; 10-15 minutes with the defaults. STAGES, DURATION,
+# (cgroups) and jq; 10-15 minutes with the defaults. STAGES, REPEATS, DURATION,
 # CAP, PERIOD_US, OUT, BENCH_ARGS: see scripts/scale-model.sh.
 .PHONY: scale-model
 scale-model: build

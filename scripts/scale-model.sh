@@ -20,7 +20,8 @@
 # own getrusage over the measured window) and the host's, so a reader can
 # see whether it, rather than the capped nodes, was the limit.
 #
-# Environment: STAGES (1-3, default 3: stages 1..STAGES), DURATION seconds
+# Environment: STAGES (1-3, default 3: stages 1..STAGES), REPEATS (1-9,
+# default 1: headline runs per stage, the median judged), DURATION seconds
 # measured per stage (default 60), CAP cores per node (default 0.12: nine
 # nodes take 1.08 of this machine's two cores and leave the rest to the
 # load generator), PERIOD_US (default 100000), CGROUP_PARENT (a cgroup
@@ -44,6 +45,7 @@
 set -euo pipefail
 STAGES=${STAGES:-3}
 DURATION=${DURATION:-60}
+REPEATS=${REPEATS:-1}
 CAP=${CAP:-0.12}
 PERIOD_US=${PERIOD_US:-100000}
 PORT_BASE=${PORT_BASE:-28100}
@@ -152,6 +154,7 @@ mkdir -p "$OUT"
 
 case "$STAGES" in 1 | 2 | 3) ;; *) die "STAGES=$STAGES: want 1, 2 or 3" ;; esac
 [[ "$DURATION" =~ ^[1-9][0-9]*$ ]] || die "DURATION=$DURATION: want whole seconds"
+[[ "$REPEATS" =~ ^[1-9]$ ]] || die "REPEATS=$REPEATS: want 1-9 measurements per stage"
 [[ "$POST_GROW_WAIT" =~ ^[0-9]+$ ]] || die "POST_GROW_WAIT=$POST_GROW_WAIT: want whole seconds"
 [[ "$PERIOD_US" =~ ^[1-9][0-9]*$ ]] || die "PERIOD_US=$PERIOD_US: want microseconds"
 [[ "$CAP" =~ ^[0-9]*\.?[0-9]+$ ]] || die "CAP=$CAP: want cores per node, e.g. 0.12"
@@ -366,11 +369,32 @@ settled_twice() {
 hoststat() { awk '$1 == "cpu" { idle = $5 + $6; t = 0; for (i = 2; i <= 9; i++) t += $i; print t, idle }' /proc/stat; }
 # The headline command (docs/benchmarks.md, "Headline throughput").
 headline=(steady --producers 16 --consumers 8 --size 1024 --inflight 256 --batch 256)
-declare -a rate nodes_at shards_at benchcpu capuse throttled hostbusy lost detail
+declare -a rate nodes_at shards_at benchcpu capuse throttled hostbusy lost detail allruns
 
-# measure: the headline workload against every node of the stage.
+# measure: the headline workload against every node of the stage,
+# REPEATS times one after another; the stage's row is its median run (by
+# processed/s) and its lost count the sum over the runs. A single run at
+# a small cap swings by a third or more from the next (docs/benchmarks.md,
+# "Scale model"), more than the bar allows for.
 measure() {
-	local j="$OUT/stage$stage.json" h0 h1 th0 th1 rc=0
+	local k runs="$OUT/stage$stage.runs" mid lost_sum=0
+	: >"$runs"
+	for k in $(seq 1 "$REPEATS"); do
+		measure_once "$OUT/stage$stage.run$k.json" || return 1
+		printf '%s|%s|%s|%s|%s|%s|%s|%s\n' "${rate[stage]}" "$k" "${lost[stage]}" "${benchcpu[stage]}" \
+			"${capuse[stage]}" "${throttled[stage]}" "${hostbusy[stage]}" "${detail[stage]}" >>"$runs"
+		lost_sum=$((lost_sum + lost[stage]))
+	done
+	mid=$(sort -t'|' -k1,1n "$runs" | sed -n "$(((REPEATS + 1) / 2))p")
+	IFS='|' read -r "rate[stage]" k _ "benchcpu[stage]" "capuse[stage]" "throttled[stage]" "hostbusy[stage]" "detail[stage]" <<<"$mid"
+	lost[stage]=$lost_sum
+	cp "$OUT/stage$stage.run$k.json" "$OUT/stage$stage.json"
+	allruns[stage]=$(cut -d'|' -f1 "$runs" | paste -sd' ')
+}
+
+# measure_once JSON: one headline run; sets the stage's columns from it.
+measure_once() {
+	local j=$1 h0 h1 th0 th1 rc=0
 	read -r -a h0 < <(hoststat)
 	read -r -a th0 < <(cg_throttled "$nodes")
 	say "stage $stage: $nodes nodes, $shards shards: measuring for ${DURATION}s"
@@ -468,7 +492,7 @@ report="$OUT/report.txt"
 {
 	echo "raftq scale model, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo -)"
 	echo "cap: cgroup v$CGV, $QUOTA_US us of CPU per $PERIOD_US us period per node ($CAP core), $(nproc) cores on the host, load average at the start $loadavg"
-	echo "workload: raftq-bench ${headline[*]} --duration ${DURATION}s ${BENCH_ARGS:-} (against every node of the stage, uncapped)$( [ "${PER_SHARD_LOAD:-0}" = 1 ] && echo "; producers and consumers x shards")"
+	echo "workload: raftq-bench ${headline[*]} --duration ${DURATION}s${BENCH_ARGS:+ $BENCH_ARGS}, $REPEATS run(s) per stage (against every node of the stage, uncapped)$( [ "${PER_SHARD_LOAD:-0}" = 1 ] && echo "; producers and consumers x shards")"
 	echo "node args: --wal-segment-size 4MiB ${RAFTQ_NODE_ARGS:-}"
 	echo "caps as the kernel holds them (quota/period us):$(for i in $(seq 1 "$nodes"); do printf ' n%s=%s' "$i" "$(cg_cap "$i" 2>/dev/null || echo ?)"; done)"
 	echo
@@ -487,6 +511,7 @@ report="$OUT/report.txt"
 	for s in $(seq 1 "$STAGES"); do
 		[ -n "${rate[s]:-}" ] || continue
 		echo "stage $s: ${detail[s]}"
+		[ "$REPEATS" = 1 ] || echo "  processed/s of its $REPEATS runs: ${allruns[s]} (the median's row above; lost summed)"
 		[ -z "${growth[s]:-}" ] || echo "  growth: ${growth[s]}"
 	done
 	for s in $(seq 2 "$STAGES"); do
