@@ -90,6 +90,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	// The data directory holds message bodies: owner only, whatever an
+	// older raftq or a hand-made copy left (docs/operations.md).
+	if changed, err := raftstore.Private(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	} else if changed > 0 {
+		logger.Warn("took group and other access off the data directory", "dir", cfg.DataDir, "entries", changed)
+	}
 	if ident.Fresh() {
 		if err := ident.Create(cfg.NodeID); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)

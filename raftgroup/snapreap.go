@@ -46,7 +46,7 @@ func (s *writebackStore) reap() error {
 	if len(metas) <= s.retain {
 		return nil
 	}
-	if err := os.MkdirAll(s.trash.dir, 0o755); err != nil {
+	if err := os.MkdirAll(s.trash.dir, 0o700); err != nil {
 		return fmt.Errorf("reap snapshots: %w", err)
 	}
 	for _, m := range metas[s.retain:] {

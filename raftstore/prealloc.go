@@ -41,7 +41,7 @@ func (g growFS) Create(dir, name string, size uint64) (types.WritableFile, error
 	if size > math.MaxInt32 {
 		return nil, fmt.Errorf("segment %s: size %d above the maximum %d", name, size, math.MaxInt32)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (g growFS) Create(dir, name string, size uint64) (types.WritableFile, error
 // OpenWriter opens the tail segment again (after a restart); allocation
 // resumes from its first write.
 func (g growFS) OpenWriter(dir, name string) (types.WritableFile, error) {
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -15,9 +15,10 @@
 # Environment: SHARDS (default 1), IDLE seconds (default 300), PROFILE
 # seconds of n1's CPU profile (default 30, 0 skips it), PORT_BASE (default
 # 27100: node i uses PORT_BASE+i for gRPC, +100 raft, +200 gossip, +300
-# HTTP, +400 peer), OUT directory for the report, profile and node logs
-# (default: a new temporary directory, kept), BIN (default bin; `make
-# build` first, or BUILD=1 to build), RAFTQ_NODE_ARGS added to every node.
+# HTTP, +400 peer, +500 profiles), OUT directory for the report, profile
+# and node logs (default: a new temporary directory, kept), BIN (default
+# bin; `make build` first, or BUILD=1 to build), RAFTQ_NODE_ARGS added to
+# every node.
 # Linux only (/proc).
 set -euo pipefail
 SHARDS=${SHARDS:-1}
@@ -65,7 +66,7 @@ for i in 1 2 3; do
 	"$BIN/raftq-node" --node-id "n$i" --data-dir "$DATA/n$i" \
 		--grpc-bind "127.0.0.1:$(port $i 0)" --raft-bind "127.0.0.1:$(port $i 100)" \
 		--gossip-bind "127.0.0.1:$(port $i 200)" --http-bind "127.0.0.1:$(port $i 300)" \
-		--peer-bind "127.0.0.1:$(port $i 400)" --join "$join" \
+		--peer-bind "127.0.0.1:$(port $i 400)" --pprof-bind "127.0.0.1:$(port $i 500)" --join "$join" \
 		--bootstrap-expect 3 --shards "$SHARDS" ${RAFTQ_NODE_ARGS:-} \
 		>"$OUT/n$i.log" 2>&1 &
 	pids+=($!)
@@ -111,7 +112,7 @@ report="$OUT/report.txt"
 		n=$((i + 1))
 		cpu=$(awk -v a="${t0[i]}" -v b="$(ticks "${pids[i]}")" -v t="$tck" -v w0="$w0" -v w1="$w1" \
 			'BEGIN { printf "%.2f", (b - a) / t / (w1 - w0) * 100 }')
-		gor=$(curl -fsS --max-time 10 "http://127.0.0.1:$(port $n 300)/debug/pprof/goroutine?debug=1" | awk 'NR==1 {print $4}')
+		gor=$(curl -fsS --max-time 10 "http://127.0.0.1:$(port $n 500)/debug/pprof/goroutine?debug=1" | awk 'NR==1 {print $4}')
 		rss=$(awk '/^VmRSS:/ {printf "%.0f", $2 / 1024}' "/proc/${pids[i]}/status")
 		disk=$(du -sk "$DATA/n$n" | awk '{printf "%.0f", $1 / 1024}')
 		downs=$(tail -n +"$((l0[i] + 1))" "$OUT/n$n.log" | grep -c "stepping down" || true)
@@ -120,6 +121,6 @@ report="$OUT/report.txt"
 } | tee "$report"
 if [ "$PROFILE" -gt 0 ]; then
 	curl -fsS --max-time $((PROFILE + 30)) -o "$OUT/n1.cpu.prof" \
-		"http://127.0.0.1:$(port 1 300)/debug/pprof/profile?seconds=$PROFILE"
+		"http://127.0.0.1:$(port 1 500)/debug/pprof/profile?seconds=$PROFILE"
 	echo "idle-cost: n1 CPU profile: go tool pprof -top $BIN/raftq-node $OUT/n1.cpu.prof" >&2
 fi

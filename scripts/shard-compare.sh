@@ -17,7 +17,8 @@
 # a 20 s CPU profile of every node taken in the middle of the run
 # (profile.nI). Prints one JSON line: processed/s and server CPU per
 # message. Environment: DURATION (default 40 s), BIN (default bin),
-# PORT_BASE (default 29100), INFLIGHT (default 256), NODE_ARGS,
+# PORT_BASE (default 29100: node i uses PORT_BASE+i for gRPC, +100 raft,
+# +200 gossip, +300 HTTP, +400 peer, +500 profiles), INFLIGHT (default 256), NODE_ARGS,
 # BENCH_ARGS. Needs root for CAP, jq and curl. Stops what it starts.
 set -euo pipefail
 [ $# -ge 2 ] || {
@@ -79,7 +80,8 @@ start() { # start I ARGS...
 		"$BIN/raftq-node" --node-id "n$i" --data-dir "$DATA/n$i" --cluster-name "shard-compare-$$" \
 		--grpc-bind "127.0.0.1:$(port "$i" 0)" --raft-bind "127.0.0.1:$(port "$i" 100)" \
 		--gossip-bind "127.0.0.1:$(port "$i" 200)" --http-bind "127.0.0.1:$(port "$i" 300)" \
-		--peer-bind "127.0.0.1:$(port "$i" 400)" --join "$seeds" --wal-segment-size 4MiB \
+		--peer-bind "127.0.0.1:$(port "$i" 400)" --pprof-bind "127.0.0.1:$(port "$i" 500)" \
+		--join "$seeds" --wal-segment-size 4MiB \
 		"$@" ${NODE_ARGS:-} >"$OUT/n$i.log" 2>&1 &
 	pids+=($!)
 }
@@ -129,7 +131,7 @@ profs=()
 if [ "${PROFILE:-0}" = 1 ]; then
 	sleep $((DURATION / 3))
 	for i in $(seq 1 "$N"); do
-		curl -sf "127.0.0.1:$(port "$i" 300)/debug/pprof/profile?seconds=20" >"$OUT/profile.n$i" &
+		curl -sf "127.0.0.1:$(port "$i" 500)/debug/pprof/profile?seconds=20" >"$OUT/profile.n$i" &
 		profs+=($!)
 	done
 fi

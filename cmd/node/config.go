@@ -81,6 +81,7 @@ type config struct {
 	GossipBind      string
 	GossipAdvertise string
 	HTTPBind        string
+	PprofBind       string
 	RaftMetrics     bool
 	LogStore        string
 	WALSegmentSize  string
@@ -123,6 +124,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.GossipBind, "gossip-bind", "127.0.0.1:7301", "memberlist gossip listen address (TCP and UDP)")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "gossip address peers use (default: gossip-bind)")
 	fs.StringVar(&c.HTTPBind, "http-bind", "127.0.0.1:7401", "HTTP listen address for /metrics and /healthz (empty disables)")
+	fs.StringVar(&c.PprofBind, "pprof-bind", "", "loopback address to serve Go's profiles on (/debug/pprof/); empty, the default, serves none")
 	fs.BoolVar(&c.RaftMetrics, "raft-metrics", false, "serve hashicorp/raft's internal timings (commit, bolt StoreLogs, AppendEntries, FSM apply) at /debug/raft-metrics on --http-bind")
 	fs.StringVar(&c.LogStore, "log-store", raftgroup.LogStoreWAL, "raft log store of raft groups this node creates: wal (segment files, one fdatasync per append) or bolt (raft-boltdb); a group keeps the store it was created with")
 	fs.StringVar(&c.WALSegmentSize, "wal-segment-size", "64MiB", "size of the raft log's segment files (--log-store wal) for raft groups this node creates; a segment's blocks are allocated as it fills")
@@ -245,6 +247,11 @@ func (c *config) finish() error {
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
+	}
+	if c.PprofBind != "" {
+		if err := checkLoopback("pprof-bind", c.PprofBind); err != nil {
+			return err
+		}
 	}
 	if c.DiskStall < 0 {
 		return fmt.Errorf("--disk-stall-timeout must not be negative (0 disables)")

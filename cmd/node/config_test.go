@@ -69,6 +69,11 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--node-id", "n", "--disk-stall-timeout", "-1s"}, nil, "--disk-stall-timeout"},
 		{[]string{"--node-id", "n", "--snapshot-interval", "-1s"}, nil, "--snapshot-interval"},
 		{[]string{"--node-id", "n"}, map[string]string{"RAFTQ_SHARDS": "many"}, "RAFTQ_SHARDS"},
+		{[]string{"--node-id", "n", "--pprof-bind", "0.0.0.0:7601"}, nil, "--pprof-bind \"0.0.0.0:7601\": profiles are served on a loopback address only"},
+		{[]string{"--node-id", "n", "--pprof-bind", ":7601"}, nil, "loopback address only"},
+		{[]string{"--node-id", "n", "--pprof-bind", "10.0.0.5:7601"}, nil, "loopback address only"},
+		{[]string{"--node-id", "n"}, map[string]string{"RAFTQ_PPROF_BIND": "node1.example:7601"}, "loopback address only"},
+		{[]string{"--node-id", "n", "--pprof-bind", "7601"}, nil, "--pprof-bind \"7601\""},
 		{[]string{"--no-such-flag"}, nil, "not defined"},
 	}
 	for _, tc := range cases {
@@ -79,13 +84,25 @@ func TestParseConfigRejects(t *testing.T) {
 	}
 }
 
+func TestParseConfigPprofOnLoopback(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:7601", "[::1]:7601", "localhost:7601", "127.0.0.2:0"} {
+		c, err := parseConfig([]string{"--node-id", "n", "--pprof-bind", addr}, env(nil), io.Discard)
+		if err != nil || c.PprofBind != addr {
+			t.Errorf("--pprof-bind %s: %v (bind %q)", addr, err, c.PprofBind)
+		}
+	}
+	if c, err := parseConfig([]string{"--node-id", "n"}, env(nil), io.Discard); err != nil || c.PprofBind != "" {
+		t.Fatalf("default --pprof-bind = %q, %v; want none", c.PprofBind, err)
+	}
+}
+
 func TestParseConfigHelpListsEveryFlag(t *testing.T) {
 	var out strings.Builder
 	_, err := parseConfig([]string{"--help"}, env(nil), &out)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "peer-bind", "peer-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "wal-segment-size", "disk-stall-timeout", "disk-reserve", "repair", "dead-node-grace", "snapshot-threshold", "snapshot-interval", "rebalance", "rebalance-stable", "RAFTQ_"} {
+	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "peer-bind", "peer-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "pprof-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "wal-segment-size", "disk-stall-timeout", "disk-reserve", "repair", "dead-node-grace", "snapshot-threshold", "snapshot-interval", "rebalance", "rebalance-stable", "RAFTQ_"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -52,6 +51,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "raftq-node: %v\n", err)
 		os.Exit(2)
 	}
+	privateFiles()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, os.Stderr); err != nil {
@@ -86,6 +86,15 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	if err != nil {
 		_ = lis.Close()
 		return fmt.Errorf("listen peer %s: %w", cfg.PeerBind, err)
+	}
+	var pprofLis net.Listener
+	if cfg.PprofBind != "" {
+		if pprofLis, err = net.Listen("tcp", cfg.PprofBind); err != nil {
+			_ = lis.Close()
+			_ = plis.Close()
+			return fmt.Errorf("listen pprof %s: %w", cfg.PprofBind, err)
+		}
+		defer pprofLis.Close()
 	}
 	now := time.Now
 	if cfg.ClockOffset != 0 {
@@ -171,12 +180,6 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	if cfg.HTTPBind != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", met.Handler())
-		// Profiles for operators (bound to loopback by default, like the
-		// metrics): they show where a node's CPU goes (docs/benchmarks.md,
-		// "What bounds the ceiling").
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		if cfg.RaftMetrics {
 			h, err := raftMetrics()
 			if err != nil {
@@ -202,6 +205,16 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 				log.Error("metrics server stopped", "err", err)
 			}
 		}()
+	}
+	if pprofLis != nil {
+		psrv := pprofServer()
+		defer psrv.Close()
+		go func() {
+			if err := psrv.Serve(pprofLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("pprof server stopped", "err", err)
+			}
+		}()
+		log.Info("serving profiles", "pprof", cfg.PprofBind)
 	}
 	log.Info("raftq-node started", "grpc", cfg.GRPCAdvertise, "peer", cfg.PeerAdvertise, "raft", cfg.RaftAdvertise, "gossip", cfg.GossipAdvertise,
 		"http", cfg.HTTPBind, "data", cfg.DataDir, "join", strings.Join(cfg.joinList(), ","), "bootstrap_expect", cfg.BootstrapExpect)

@@ -1,0 +1,6 @@
+//go:build !unix
+
+package main
+
+// privateFiles has nothing to set where there is no umask.
+func privateFiles() {}
