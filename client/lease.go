@@ -29,6 +29,9 @@ const (
 	MaxReceives = 1000
 	// MaxBodyBytes caps a message body (and a queue's MaxMessageBytes).
 	MaxBodyBytes = 256 << 10
+	// MaxRequestBytes caps one request to a node's client port, encoded:
+	// a SendBatch of more must be split.
+	MaxRequestBytes = wire.MaxRequestBytes
 )
 
 // ReceiveOptions shape a receive.

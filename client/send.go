@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"maps"
 	"strconv"
 	"time"
@@ -255,6 +256,10 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 		} else if s != shard {
 			shard = anyShard
 		}
+	}
+	if size := proto.Size(req); size > MaxRequestBytes {
+		return nil, fmt.Errorf("send batch to %q: %w", queue, invalid(fmt.Sprintf(
+			"the batch of %d messages is %.1f MiB encoded; a request is at most %d MiB: split it", len(items), float64(size)/(1<<20), MaxRequestBytes>>20)))
 	}
 	var resp *raftqv1.SendBatchResponse
 	err := c.invoke(ctx, callSpec{shard: shard, safe: safe}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {

@@ -31,6 +31,7 @@ import (
 	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/server"
+	"github.com/raftq/raftq/wire"
 )
 
 func main() {
@@ -67,6 +68,9 @@ func parseLevel(s string) (slog.Level, error) {
 	}
 	return l, nil
 }
+
+// peerMaxRequest caps one request on the peer port.
+const peerMaxRequest = 64 << 20
 
 // run serves until ctx ends, then shuts down in order: refuse new calls,
 // drain in-flight ones, hand off leadership, close raft.
@@ -155,13 +159,17 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	node.SetShardCaller(rt)
 	// Peers and clients ping connections with calls in flight every 10 s
 	// (internal/liveness); without the policy the server would close them.
-	newServer := func() *grpc.Server {
-		return grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.MaxRecvMsgSize(64<<20), bufpool.ServerOption(), liveness.KeepaliveServerOption())
+	newServer := func(maxRequest int) *grpc.Server {
+		return grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.MaxRecvMsgSize(maxRequest), bufpool.ServerOption(), liveness.KeepaliveServerOption())
 	}
 	// Clients and nodes get listeners of their own: the node-to-node
 	// service is never served on the client port, so the peer port can be
-	// kept to cluster members.
-	gs, ps := newServer(), newServer()
+	// kept to cluster members. A client request is at most
+	// wire.MaxRequestBytes: gRPC refuses a larger one before reading it
+	// into memory. Peer requests may be larger: a slot move hands the new
+	// shard every live FIFO group of the slots in one request
+	// (docs/cluster.md, "Growing the shard count").
+	gs, ps := newServer(wire.MaxRequestBytes), newServer(peerMaxRequest)
 	srv := server.New(node, rt, met, log)
 	srv.Register(gs)
 	srv.Peer().Register(ps)
