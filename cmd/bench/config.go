@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/raftq/raftq/client"
 	"io"
 	"strings"
 	"time"
@@ -190,6 +191,10 @@ func intList(s string) ([]int, error) {
 
 const maxBacklog = 5_000_000
 
+// sendOverhead is what a message adds to its body in a SendBatch request:
+// its auto dedup key and the protobuf framing.
+const sendOverhead = 64
+
 // validate bounds every flag so a typo cannot start an unbounded run.
 func (c config) validate() error {
 	var errs []error
@@ -214,6 +219,13 @@ func (c config) validate() error {
 	case "steady", "sweep":
 		check(c.Duration > 0 && c.Duration <= time.Hour, "--duration %v outside (0, 1h]", c.Duration)
 		check(c.Warmup >= 0 && c.Warmup <= 10*time.Minute, "--warmup %v outside [0, 10m]", c.Warmup)
+	}
+	// A SendBatch is one request, and nodes take at most
+	// client.MaxRequestBytes per request (each message adds a dedup key and
+	// a few bytes of framing to its body).
+	if c.SendBatch > 1 {
+		check(c.SendBatch*(c.Size+sendOverhead) <= client.MaxRequestBytes,
+			"--send-batch %d of --size %d bytes is over the %d MiB a request may hold: lower one of them", c.SendBatch, c.Size, client.MaxRequestBytes>>20)
 	}
 	switch c.Workload {
 	case "steady":
