@@ -42,17 +42,10 @@ done
 
 DATA=$(mktemp -d /tmp/raftq-idle-data.XXXXXX)
 pids=()
+# shellcheck source=scripts/lib/stop.sh
+. "$(dirname "$0")/lib/stop.sh"
 cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do
-		for _ in $(seq 100); do
-			kill -0 "$p" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
+	stop_pids 10 ${pids[@]+"${pids[@]}"}
 	rm -rf "$DATA"
 }
 trap cleanup EXIT

@@ -192,29 +192,12 @@ DATA=""
 CG=""
 declare -a pids=()
 bench_pid=""
+# shellcheck source=scripts/lib/stop.sh
+. "$(dirname "$0")/lib/stop.sh"
 cleanup() {
-	local p d left=""
-	if [ -n "$bench_pid" ]; then kill -TERM "$bench_pid" 2>/dev/null || true; fi
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}" $bench_pid; do
-		for _ in $(seq 200); do
-			kill -0 "$p" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-	# A cgroup can be removed once its last process has gone; the kernel
-	# may take a moment after the wait.
-	for d in ${CG:+"$CG"/n* "$CG"}; do
-		[ -d "$d" ] || continue
-		for _ in $(seq 50); do
-			rmdir "$d" 2>/dev/null && break
-			sleep 0.1
-		done
-		[ -d "$d" ] && left="$left $d"
-	done
-	[ -z "$left" ] || say "could not remove cgroups:$left"
+	# shellcheck disable=SC2086 # bench_pid is empty or one pid
+	stop_pids 20 $bench_pid ${pids[@]+"${pids[@]}"}
+	rm_cgroups ${CG:+"$CG"/n* "$CG"}
 	[ -z "$DATA" ] || rm -rf "$DATA"
 }
 trap cleanup EXIT

@@ -42,26 +42,11 @@ if [ -n "$CAP" ]; then
 	mkdir "$CG"
 fi
 pids=()
+# shellcheck source=scripts/lib/stop.sh
+. "$(dirname "$0")/lib/stop.sh"
 cleanup() {
-	local p d
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do
-		for _ in $(seq 100); do
-			kill -0 "$p" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-	# A cgroup can be removed once its last process has gone; the kernel
-	# may take a moment after the wait.
-	for d in ${CG:+"$CG"/n* "$CG"}; do
-		for _ in $(seq 50); do
-			rmdir "$d" 2>/dev/null && break
-			sleep 0.1
-		done
-		[ ! -d "$d" ] || echo "could not remove cgroup $d" >&2
-	done
+	stop_pids 10 ${pids[@]+"${pids[@]}"}
+	rm_cgroups ${CG:+"$CG"/n* "$CG"}
 	rm -rf "$DATA"
 }
 trap cleanup EXIT
