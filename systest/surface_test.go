@@ -28,8 +28,9 @@ import (
 // including what an operator left readable before the node started; Go's
 // profiles, which show what the process holds, are served only on the
 // loopback address --pprof-bind names, never on the HTTP port that
-// /metrics shares; and a client request is at most wire.MaxRequestBytes,
-// refused by gRPC before the node reads it into memory.
+// /metrics shares; administrative calls leave an audit line each; and a
+// client request is at most wire.MaxRequestBytes, refused by gRPC before
+// the node reads it into memory.
 func TestNodeSurface(t *testing.T) {
 	root := t.TempDir()
 	dirs := make([]string, 3)
@@ -122,6 +123,41 @@ func TestNodeSurface(t *testing.T) {
 		}
 		if code, body := httpGet(t, "http://"+pprofAddr+"/debug/pprof/cmdline"); code != http.StatusOK || !strings.Contains(body, "raftq-node") {
 			t.Errorf("--pprof-bind %s: /debug/pprof/cmdline status %d, body %.80q", pprofAddr, code, body)
+		}
+	})
+
+	t.Run("administrative calls audited", func(t *testing.T) {
+		// The purge is refused (no such queue): refusals are audited too.
+		_, err := queues(c, 1).PurgeQueue(ctxT(t, 10*time.Second), &raftqv1.PurgeQueueRequest{Name: "no-such-queue"})
+		if status.Code(err) != codes.NotFound {
+			t.Fatalf("purge of a missing queue: %v, want NotFound", err)
+		}
+		for _, w := range []struct {
+			node int
+			want []string
+		}{
+			{0, []string{"msg=audit", "method=Queues/CreateQueue", `name:\"surface\"`, "code=OK", "caller=127.0.0.1:"}},
+			{1, []string{"msg=audit", "method=Queues/PurgeQueue", `name:\"no-such-queue\"`, "code=NotFound"}},
+		} {
+			log, err := os.ReadFile(c.Nodes[w.node].LogPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, line := range strings.Split(string(log), "\n") {
+				ok := true
+				for _, part := range w.want {
+					ok = ok && strings.Contains(line, part)
+				}
+				found = found || ok
+			}
+			if !found {
+				t.Errorf("no audit line with %q in %s's log", w.want, c.Nodes[w.node].ID)
+			}
+		}
+		// Sends are not administrative: no line for the 200 above.
+		if log, err := os.ReadFile(c.Nodes[0].LogPath); err != nil || strings.Contains(string(log), "method=Messages/Send") {
+			t.Errorf("a send was audited (read err %v)", err)
 		}
 	})
 

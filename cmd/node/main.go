@@ -159,8 +159,9 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	node.SetShardCaller(rt)
 	// Peers and clients ping connections with calls in flight every 10 s
 	// (internal/liveness); without the policy the server would close them.
-	newServer := func(maxRequest int) *grpc.Server {
-		return grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.MaxRecvMsgSize(maxRequest), bufpool.ServerOption(), liveness.KeepaliveServerOption())
+	newServer := func(maxRequest int, opts ...grpc.ServerOption) *grpc.Server {
+		return grpc.NewServer(append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(met.UnaryInterceptor()),
+			grpc.MaxRecvMsgSize(maxRequest), bufpool.ServerOption(), liveness.KeepaliveServerOption()}, opts...)...)
 	}
 	// Clients and nodes get listeners of their own: the node-to-node
 	// service is never served on the client port, so the peer port can be
@@ -169,7 +170,11 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	// into memory. Peer requests may be larger: a slot move hands the new
 	// shard every live FIFO group of the slots in one request
 	// (docs/cluster.md, "Growing the shard count").
-	gs, ps := newServer(wire.MaxRequestBytes), newServer(peerMaxRequest)
+	// Administrative calls on the client port leave an audit line each
+	// (docs/security.md, "Audit log").
+	audit := server.NewAudit(log)
+	gs := newServer(wire.MaxRequestBytes, grpc.ChainUnaryInterceptor(audit.Unary()), grpc.ChainStreamInterceptor(audit.Stream()))
+	ps := newServer(peerMaxRequest)
 	srv := server.New(node, rt, met, log)
 	srv.Register(gs)
 	srv.Peer().Register(ps)
