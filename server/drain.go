@@ -107,16 +107,10 @@ func (c *clusterSvc) canDrain(sm meta.ShardMap, servers map[string]raft.ServerSu
 		}
 		return nil
 	}
-	voters := 0
-	for _, s := range servers {
-		if s == raft.Voter {
-			voters++
-		}
-	}
-	if servers[id] == raft.Voter && voters-1 < minMetaVoters {
+	if left, short := leavesTooFewVoters(servers, id); short {
 		return status.Errorf(codes.FailedPrecondition,
 			"removing %s would leave the meta group %d voter(s); raftq keeps at least %d: replace it instead (raftq cluster replace-node %s NEW)",
-			id, voters-1, minMetaVoters, id)
+			id, left, minMetaVoters, id)
 	}
 	for _, shard := range sm.ShardsOf(id) {
 		ok := false
@@ -131,6 +125,27 @@ func (c *clusterSvc) canDrain(sm meta.ShardMap, servers map[string]raft.ServerSu
 		}
 	}
 	return nil
+}
+
+// leavesTooFewVoters reports whether removing id from the meta
+// configuration servers would leave fewer than minMetaVoters voters, and
+// how many it would leave. An id the configuration no longer lists
+// removes nothing: a drain's last step takes the node out of the
+// configuration (applied as raft appends it) a moment before the shard map
+// that marks it retired is applied, and a repeated remove-node asked in
+// between must report progress, not a refusal (raft.Voter is the
+// suffrage's zero value, so a missing id must not be read as one).
+func leavesTooFewVoters(servers map[string]raft.ServerSuffrage, id string) (left int, short bool) {
+	voters := 0
+	for _, s := range servers {
+		if s == raft.Voter {
+			voters++
+		}
+	}
+	if s, ok := servers[id]; !ok || s != raft.Voter {
+		return voters, false
+	}
+	return voters - 1, voters-1 < minMetaVoters
 }
 
 func drainProgress(sm meta.ShardMap, id, to string) *raftqv1.NodeDrainResponse {
