@@ -1,6 +1,7 @@
 package raftmux
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -110,13 +111,21 @@ func (l *layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 		return nil, fmt.Errorf("raftmux: dial %s for %q: %w", address, l.group, err)
 	}
 	if timeout > 0 {
-		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+		_ = conn.SetDeadline(time.Now().Add(timeout))
+	}
+	if l.mux.tls != nil {
+		tc := tls.Client(conn, l.mux.tls.Dial(""))
+		if err := tc.Handshake(); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("raftmux: tls to %s for %q: %w", address, l.group, err)
+		}
+		conn = tc
 	}
 	if _, err := conn.Write(l.header); err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("raftmux: write header to %s for %q: %w", address, l.group, err)
 	}
-	_ = conn.SetWriteDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	return &isoConn{Conn: conn, mux: l.mux}, nil
 }
 

@@ -6,6 +6,8 @@
 package raftmux
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,15 +42,34 @@ type Mux struct {
 	closed  bool
 	// isolated: every raft connection in or out is refused (SetIsolated).
 	isolated atomic.Bool
+	tls      *TLS // nil: plaintext
 	done     chan struct{}
 	wg       sync.WaitGroup
 	beats    *beatHub // coalesced heartbeats of quiet groups (beats.go)
 }
 
-// Listen binds bindAddr and starts accepting. advertiseAddr is the address
-// peers dial (it is what raft stores in its configuration); empty means the
-// bound address, which is only right when bindAddr is a concrete host.
+// TLS secures the raft port: every connection, in or out, is mutual TLS
+// between cluster members.
+type TLS struct {
+	// Server is the configuration of accepted connections; it must require
+	// and verify a member's certificate.
+	Server *tls.Config
+	// Dial returns the configuration of an outgoing connection; expect is
+	// the node id the far end must prove, "" for any member.
+	Dial func(expect string) *tls.Config
+}
+
+// Listen binds bindAddr and starts accepting plaintext connections.
+// advertiseAddr is the address peers dial (it is what raft stores in its
+// configuration); empty means the bound address, which is only right when
+// bindAddr is a concrete host.
 func Listen(bindAddr, advertiseAddr string, logger *slog.Logger) (*Mux, error) {
+	return ListenTLS(bindAddr, advertiseAddr, nil, logger)
+}
+
+// ListenTLS is Listen with every connection under sec; nil sec is
+// plaintext.
+func ListenTLS(bindAddr, advertiseAddr string, sec *TLS, logger *slog.Logger) (*Mux, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -66,6 +87,7 @@ func Listen(bindAddr, advertiseAddr string, logger *slog.Logger) (*Mux, error) {
 	m := &Mux{
 		ln:        ln,
 		advertise: advertiseAddr,
+		tls:       sec,
 		logger:    logger.With("component", "raftmux"),
 		groups:    make(map[string]*layer),
 		pending:   make(map[net.Conn]struct{}),
@@ -156,17 +178,31 @@ func (m *Mux) acceptLoop() {
 // handshake reads the header and delivers conn to its group, or closes it.
 func (m *Mux) handshake(conn net.Conn) {
 	defer m.wg.Done()
-	_ = conn.SetReadDeadline(time.Now().Add(headerTimeout))
-	group, err := readHeader(conn)
+	raw := conn
+	_ = conn.SetDeadline(time.Now().Add(headerTimeout))
+	var err error
+	if m.tls != nil {
+		// The handshake runs under the header deadline: a peer that never
+		// finishes it is cut off like one that never sends its header.
+		tc := tls.Server(conn, m.tls.Server)
+		if err = tc.Handshake(); err != nil {
+			err = fmt.Errorf("tls: %w", err)
+		}
+		conn = tc
+	}
+	var group string
+	if err == nil {
+		group, err = readHeader(conn)
+	}
 	m.mu.Lock()
-	delete(m.pending, conn)
+	delete(m.pending, raw)
 	m.mu.Unlock()
 	if err != nil {
 		m.logger.Warn("raft connection rejected", "remote", conn.RemoteAddr().String(), "err", err)
 		_ = conn.Close()
 		return
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	if m.isolated.Load() {
 		_ = conn.Close()
 		return
@@ -182,6 +218,36 @@ func (m *Mux) handshake(conn net.Conn) {
 		return
 	}
 	l.deliver(conn, m.done)
+}
+
+// proveGroup is the header group of an identity probe: no group has the
+// name, so the far end closes the connection after the handshake.
+const proveGroup = "-prove-identity"
+
+// Prove dials addr and checks that the far end holds the certificate of
+// node id: a raft address learnt from gossip is put into a raft
+// configuration only once it proved so. Without TLS there is nothing to
+// prove and it returns nil.
+func (m *Mux) Prove(ctx context.Context, addr, id string) error {
+	if m.tls == nil {
+		return nil
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("raftmux: prove %s at %s: %w", id, addr, err)
+	}
+	defer conn.Close()
+	tc := tls.Client(conn, m.tls.Dial(id))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("raftmux: prove %s at %s: %w", id, addr, err)
+	}
+	hdr, err := encodeHeader(proveGroup)
+	if err != nil {
+		return err
+	}
+	_, _ = tc.Write(hdr)
+	return nil
 }
 
 // ErrIsolated is what a raft dial fails with while the node is isolated.
