@@ -29,6 +29,9 @@ func (n *Node) updateAddresses(ctx context.Context, r *raft.Raft) bool {
 		if !ok || m.RaftAddr == "" || raft.ServerAddress(m.RaftAddr) == srv.Address || !n.gossip.aliveFor(m.NodeID, n.cfg.NonvoterGrace) {
 			continue
 		}
+		if !n.proves(ctx, m.NodeID, m.RaftAddr) {
+			continue
+		}
 		n.logger.Info("raft address changed", "member", m.NodeID, "from", srv.Address, "to", m.RaftAddr)
 		var fut raft.IndexFuture
 		if srv.Suffrage == raft.Voter {

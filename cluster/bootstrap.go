@@ -85,6 +85,10 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 		if time.Since(since) < bootstrapStable {
 			continue
 		}
+		if !n.allProve(ctx, servers) {
+			lastKey = ""
+			continue
+		}
 		err := n.meta.Bootstrap(ctx, servers)
 		switch {
 		case err == nil:

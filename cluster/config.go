@@ -10,6 +10,7 @@ import (
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/shard"
+	"github.com/raftq/raftq/tlsconf"
 )
 
 // Config configures one node.
@@ -63,6 +64,16 @@ type Config struct {
 	// same on every node.
 	MaxClockOffset time.Duration
 	Logger         *slog.Logger
+
+	// TLS, if set, makes the raft port mutual TLS between members, and
+	// a raft address learnt from gossip enters a configuration only after
+	// it proved its node's identity (prove.go). nil: plaintext.
+	TLS *tlsconf.Store
+	// GossipKeys, if set, encrypt and authenticate every gossip message
+	// (memberlist's keyring; incoming and outgoing are both checked): the
+	// first key encrypts, every key decrypts, so keys rotate without a
+	// partition (SetGossipKeys). nil: gossip in the clear.
+	GossipKeys [][]byte
 
 	// Raft tunes every raft group of the node (meta and shards).
 	Raft raftgroup.RaftTuning
@@ -165,6 +176,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BootstrapExpect < 0 {
 		return c, fmt.Errorf("cluster: BootstrapExpect %d < 0", c.BootstrapExpect)
 	}
+	if c.TLS != nil {
+		if id := c.TLS.Identity(); id != (tlsconf.Identity{Role: tlsconf.RoleNode, Name: c.NodeID}) {
+			return c, fmt.Errorf("cluster: the TLS certificate is that of %s, not node/%s: a node's id is bound to its certificate", id, c.NodeID)
+		}
+	}
 	if len(c.ClusterName) > MaxClusterNameLen {
 		return c, fmt.Errorf("cluster: ClusterName is %d bytes, at most %d", len(c.ClusterName), MaxClusterNameLen)
 	}
@@ -223,7 +239,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.DigestInterval = 2 * time.Minute
 	}
 	if c.Peers == nil {
-		c.Peers = newPeers()
+		c.Peers = newPeers(c.TLS)
 	}
 	if c.Fatal == nil {
 		logger := c.Logger

@@ -41,8 +41,9 @@ type member struct {
 type gossip struct {
 	n        *Node
 	ml       *memberlist.Memberlist
-	selfAddr string      // advertised gossip address; LocalNode() is not safe to read later
-	hasState atomic.Bool // announced in NodeMeta
+	selfAddr string              // advertised gossip address; LocalNode() is not safe to read later
+	hasState atomic.Bool         // announced in NodeMeta
+	keyring  *memberlist.Keyring // memberlist's own; nil: clear gossip
 
 	mu      sync.RWMutex
 	members map[string]*member
@@ -78,6 +79,13 @@ func newGossipConfig(cfg Config, d *gossipDelegate) (*memberlist.Config, error) 
 	// A node restarted on a new address (a container with a new IP) may
 	// take its name back this long after its old entry was declared dead.
 	mc.DeadNodeReclaimTime = 2 * time.Second
+	if mc.Keyring, err = gossipKeyring(cfg.GossipKeys); err != nil {
+		return nil, err
+	}
+	// memberlist checks both directions by default once a keyring is set;
+	// stated here because a member that took clear messages could be fed a
+	// forged member table.
+	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	mc.Delegate = d
 	mc.Events = d
 	// Probe acks carry the responder's clock: the clock check's samples.

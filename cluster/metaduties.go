@@ -95,6 +95,9 @@ func (n *Node) admitMembers(ctx context.Context) {
 			}
 			continue
 		}
+		if !n.proves(ctx, m.NodeID, m.RaftAddr) {
+			continue
+		}
 		n.logger.Info("meta: adding nonvoter", "member", m.NodeID, "raft", m.RaftAddr)
 		fut := n.meta.Raft().AddNonvoter(raft.ServerID(m.NodeID), raft.ServerAddress(m.RaftAddr), f.Index(), 5*time.Second)
 		if err := raftgroup.WaitFuture(ctx, fut, nil); err != nil {

@@ -6,6 +6,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 	"github.com/raftq/raftq/raftstore"
+	"github.com/raftq/raftq/tlsconf"
 )
 
 // metaGroup is the raftmux group id of the meta raft group.
@@ -118,7 +120,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}()
 
-	if n.mux, err = raftmux.Listen(cfg.RaftBind, cfg.RaftAdvertise, logger); err != nil {
+	var raftTLS *raftmux.TLS
+	if cfg.TLS != nil {
+		raftTLS = &raftmux.TLS{Server: cfg.TLS.Members(tlsconf.ALPNRaft),
+			Dial: func(expect string) *tls.Config { return cfg.TLS.Dialer(tlsconf.ALPNRaft, expect) }}
+	}
+	if n.mux, err = raftmux.ListenTLS(cfg.RaftBind, cfg.RaftAdvertise, raftTLS, logger); err != nil {
 		return nil, fmt.Errorf("cluster: raft listener: %w", err)
 	}
 	if !ident.Verified() {
@@ -149,6 +156,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	n.gossip.keyring = mc.Keyring
 	if n.gossip.ml, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("cluster: gossip: %w", err)
 	}

@@ -3,9 +3,12 @@ package cluster
 import (
 	"context"
 
+	"google.golang.org/grpc/credentials"
+
 	"github.com/raftq/raftq/internal/liveness"
 	"github.com/raftq/raftq/peer"
 	"github.com/raftq/raftq/peer/peerpb"
+	"github.com/raftq/raftq/tlsconf"
 )
 
 // PeerClient is how a node asks other nodes what only they know: whether
@@ -29,7 +32,13 @@ type PeerClient interface {
 // connections in the router.
 type peers struct{ c *peer.Client }
 
-func newPeers() *peers { return &peers{c: peer.NewClient(liveness.Config{})} }
+func newPeers(sec *tlsconf.Store) *peers {
+	var creds credentials.TransportCredentials
+	if sec != nil {
+		creds = sec.PeerCredentials()
+	}
+	return &peers{c: peer.NewClient(liveness.Config{}, creds)}
+}
 
 func (p *peers) Known(ctx context.Context, to Member, req *peerpb.KnownRequest) (*peerpb.KnownResponse, error) {
 	return p.c.Known(ctx, to.PeerAddr, req)

@@ -62,6 +62,9 @@ func (n *Node) ChangeGroup(ctx context.Context, group string, op peerpb.GroupCha
 			if raftAddr == "" {
 				return 0, errors.New("add nonvoter: raft address required")
 			}
+			if !n.proves(ctx, nodeID, raftAddr) {
+				return 0, fmt.Errorf("add nonvoter: %s at %s did not prove its identity", nodeID, raftAddr)
+			}
 			n.logger.Info("adding a replica to its group as a nonvoter", "group", group, "replica", nodeID, "raft", raftAddr)
 			fut = r.AddNonvoter(id, addr, f.Index(), groupChangeWait)
 		}

@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -44,11 +46,17 @@ type Client struct {
 // NewClient returns a client whose forwards are guarded by probe
 // (internal/liveness); a zero probe takes DefaultProbeAfter and
 // DefaultProbeTimeout.
-func NewClient(probe liveness.Config) *Client {
+//
+// creds secure every connection (TLS between members); nil dials in
+// plaintext.
+func NewClient(probe liveness.Config, creds credentials.TransportCredentials) *Client {
 	if probe == (liveness.Config{}) {
 		probe = liveness.Config{After: DefaultProbeAfter, Timeout: DefaultProbeTimeout}
 	}
-	return &Client{conns: newConnPool(probe)}
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	return &Client{conns: newConnPool(probe, creds)}
 }
 
 // Close releases every connection.

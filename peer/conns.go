@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/raftq/raftq/internal/bufpool"
 	"github.com/raftq/raftq/internal/liveness"
@@ -23,13 +23,14 @@ type peerConn struct {
 // watch on it; gRPC multiplexes concurrent calls over it.
 type connPool struct {
 	probe liveness.Config
+	creds credentials.TransportCredentials
 
 	mu    sync.Mutex
 	conns map[string]peerConn
 }
 
-func newConnPool(probe liveness.Config) *connPool {
-	return &connPool{probe: probe, conns: map[string]peerConn{}}
+func newConnPool(probe liveness.Config, creds credentials.TransportCredentials) *connPool {
+	return &connPool{probe: probe, creds: creds, conns: map[string]peerConn{}}
 }
 
 func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {
@@ -43,7 +44,7 @@ func (p *connPool) peer(addr string) (peerConn, error) {
 	if pc, ok := p.conns[addr]; ok {
 		return pc, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(p.creds),
 		// A dead peer that sends no reset must not hold forwarded calls for
 		// gRPC's default 20 s connect timeout.
 		grpc.WithConnectParams(grpc.ConnectParams{

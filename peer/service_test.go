@@ -107,7 +107,7 @@ func serve(t *testing.T, shards *fakeShards) (addr string) {
 
 func newClient(t *testing.T) *Client {
 	t.Helper()
-	c := NewClient(liveness.Config{})
+	c := NewClient(liveness.Config{}, nil)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

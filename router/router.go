@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/liveness"
@@ -66,6 +67,9 @@ type Options struct {
 	// that node. Default peer.DefaultProbeAfter and
 	// peer.DefaultProbeTimeout.
 	PeerProbe liveness.Config
+	// PeerCreds secure the connections to other nodes (mutual TLS between
+	// members); nil dials in plaintext.
+	PeerCreds credentials.TransportCredentials
 }
 
 // Router is safe for concurrent use.
@@ -85,7 +89,7 @@ func New(topo Topology, opts Options) *Router {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Router{topo: topo, peers: peer.NewClient(opts.PeerProbe), opts: opts, log: opts.Logger}
+	return &Router{topo: topo, peers: peer.NewClient(opts.PeerProbe, opts.PeerCreds), opts: opts, log: opts.Logger}
 }
 
 // Close releases forwarding connections.
