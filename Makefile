@@ -76,8 +76,12 @@ COMPOSE_PROJECT ?= raftq
 .PHONY: docker-image compose-up compose-down compose-add-node compose-remove-node compose-smoke
 docker-image:
 	GO=$(GO) docker/build-image.sh raftq:dev
+# The cluster runs with TLS from a development CA (docker/compose.yaml);
+# its certificate is copied to data/compose-ca.crt for the host CLI.
 compose-up: docker-image
 	$(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml up -d
+	mkdir -p data && docker cp "$$($(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml ps -a -q certs)":/certs/ca.crt data/compose-ca.crt
+	@echo "compose: TLS on; the CLI on this host needs: export RAFTQ_CA=$$PWD/data/compose-ca.crt RAFTQ_ADDR=127.0.0.1:17101"
 # The profiles take the added nodes (n4, n5) down too.
 compose-down:
 	$(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml --profile n4 --profile n5 down

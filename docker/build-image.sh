@@ -33,6 +33,7 @@ else
 	)
 fi
 mkdir -m 0755 "$ctx/data"
+mkdir -m 0700 "$ctx/certs"
 mkdir -m 1777 "$ctx/tmp"
 cp "$root/docker/Dockerfile" "$ctx/Dockerfile"
 

@@ -167,6 +167,12 @@ for attempt in 1 2 3; do
 done
 ((started)) || fail "could not start the compose project"
 net="${project}_raftq"
+# The nodes run with TLS from the development CA compose.yaml's certs
+# service made; the host CLI trusts it.
+certs_cid=$(compose ps -a -q certs)
+[[ -n $certs_cid ]] || fail "no certs container"
+timeout 30 docker cp "$certs_cid:/certs/ca.crt" "$work/ca.crt" >/dev/null || fail "could not copy the CA out of the certs container"
+export RAFTQ_CA="$work/ca.crt"
 
 declare -A cid port mport
 for n in n1 n2 n3; do

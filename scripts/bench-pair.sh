@@ -10,6 +10,9 @@
 #
 # OLD_TREE and NEW_TREE are checkouts with `make build` done (bin/ and
 # scripts/ are used). One line per run: build, processed/s, lost, CPU.
+# Each build runs as its run-cluster.sh does: with TLS (RAFTQ_CA is set
+# for the bench) where that script makes certificates, else plaintext;
+# RAFTQ_INSECURE=1 makes a build with TLS run plaintext too.
 # Uses the make-run ports (7101-7503): stop any make-run cluster first.
 set -euo pipefail
 old=$(cd "$1" && pwd) new=$(cd "$2" && pwd) pairs=${3:-3}
@@ -22,6 +25,8 @@ run() {
 	BIN="$tree/bin" DATA="$d" setsid "$tree/scripts/run-cluster.sh" >"$work/cluster.log" 2>&1 &
 	local cpid=$! up=0
 	for _ in $(seq 1 60); do
+		# A build whose run-cluster.sh runs TLS made its CA by now.
+		if [ -f "$d/certs/ca.crt" ]; then export RAFTQ_CA="$d/certs/ca.crt"; else unset RAFTQ_CA; fi
 		if "$tree/bin/raftq" --addr 127.0.0.1:7101 cluster status >/dev/null 2>&1; then up=1; break; fi
 		sleep 1
 	done

@@ -56,7 +56,7 @@ join="127.0.0.1:$(port 1 200),127.0.0.1:$(port 2 200),127.0.0.1:$(port 3 200)"
 addrs="127.0.0.1:$(port 1 0),127.0.0.1:$(port 2 0),127.0.0.1:$(port 3 0)"
 for i in 1 2 3; do
 	# shellcheck disable=SC2086 # RAFTQ_NODE_ARGS is a list of flags
-	"$BIN/raftq-node" --node-id "n$i" --data-dir "$DATA/n$i" \
+	"$BIN/raftq-node" --insecure --node-id "n$i" --data-dir "$DATA/n$i" \
 		--grpc-bind "127.0.0.1:$(port $i 0)" --raft-bind "127.0.0.1:$(port $i 100)" \
 		--gossip-bind "127.0.0.1:$(port $i 200)" --http-bind "127.0.0.1:$(port $i 300)" \
 		--peer-bind "127.0.0.1:$(port $i 400)" --pprof-bind "127.0.0.1:$(port $i 500)" --join "$join" \

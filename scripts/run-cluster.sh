@@ -96,6 +96,23 @@ stop() {
 }
 trap stop INT TERM
 
+# TLS and gossip encryption are on unless RAFTQ_INSECURE=1: the first run
+# makes a development CA, a gossip key and node certificates in
+# $DATA/certs (raftq certs dev), later runs reuse them. The CLI run from
+# this directory trusts that CA on its own (or set RAFTQ_CA).
+if [ "${RAFTQ_INSECURE:-0}" = 1 ]; then
+	echo "raftq: RAFTQ_INSECURE=1: no TLS, no gossip encryption (see docs/security.md)" >&3
+else
+	"$BIN/raftq" certs dev --dir "$DATA/certs" --nodes n1,n2,n3 >&3
+fi
+security() {
+	if [ "${RAFTQ_INSECURE:-0}" = 1 ]; then
+		echo --insecure
+	else
+		echo --tls-ca "$DATA/certs/ca.crt" --tls-cert "$DATA/certs/$1.crt" --tls-key "$DATA/certs/$1.key" --gossip-key-file "$DATA/certs/gossip.key"
+	fi
+}
+
 for n in "${nodes[@]}"; do
 	i=${n#n}
 	# The log prefixer ignores INT and TERM: it ends when the node closes
@@ -107,7 +124,7 @@ for n in "${nodes[@]}"; do
 		--gossip-bind "127.0.0.1:730$i" --http-bind "127.0.0.1:740$i" \
 		--peer-bind "127.0.0.1:750$i" \
 		--join "127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303" \
-		--bootstrap-expect 3 --wal-segment-size 4MiB ${RAFTQ_NODE_ARGS:-} \
+		--bootstrap-expect 3 --wal-segment-size 4MiB $(security "$n") ${RAFTQ_NODE_ARGS:-} \
 		> >(trap '' INT TERM; exec sh -c 'echo $$ >"$0"; exec sed -u "$1"' "$DATA/.$n.log.pid" "s/^/[$n] /") 2>&1 3>&- &
 	pids+=($!)
 	names+=("$n")

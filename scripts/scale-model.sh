@@ -264,7 +264,7 @@ start_node() {
 	# shellcheck disable=SC2016 # $$ and $0 are the wrapper's, not ours
 	# shellcheck disable=SC2086 # RAFTQ_NODE_ARGS is a list of flags
 	bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG/n$i" \
-		"$BIN/raftq-node" --node-id "n$i" --data-dir "$DATA/n$i" --cluster-name "$CLUSTER" \
+		"$BIN/raftq-node" --insecure --node-id "n$i" --data-dir "$DATA/n$i" --cluster-name "$CLUSTER" \
 		--grpc-bind "127.0.0.1:$(port "$i" 0)" --raft-bind "127.0.0.1:$(port "$i" 100)" \
 		--gossip-bind "127.0.0.1:$(port "$i" 200)" --http-bind "127.0.0.1:$(port "$i" 300)" \
 		--peer-bind "127.0.0.1:$(port "$i" 400)" --join "$seeds" \

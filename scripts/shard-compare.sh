@@ -62,7 +62,7 @@ start() { # start I ARGS...
 	fi
 	# shellcheck disable=SC2016,SC2086 # $$ and $0 are the wrapper's; NODE_ARGS is a list
 	bash -c '[ -z "$0" ] || echo $$ >"$0/cgroup.procs"; exec "$@"' "$cg" \
-		"$BIN/raftq-node" --node-id "n$i" --data-dir "$DATA/n$i" --cluster-name "shard-compare-$$" \
+		"$BIN/raftq-node" --insecure --node-id "n$i" --data-dir "$DATA/n$i" --cluster-name "shard-compare-$$" \
 		--grpc-bind "127.0.0.1:$(port "$i" 0)" --raft-bind "127.0.0.1:$(port "$i" 100)" \
 		--gossip-bind "127.0.0.1:$(port "$i" 200)" --http-bind "127.0.0.1:$(port "$i" 300)" \
 		--peer-bind "127.0.0.1:$(port "$i" 400)" --pprof-bind "127.0.0.1:$(port "$i" 500)" \

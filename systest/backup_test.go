@@ -322,7 +322,7 @@ func backupRefusals(t *testing.T, ctx context.Context, dir string) {
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		args := append([]string{"--node-id", "x1", "--data-dir", t.TempDir(), "--bootstrap-expect", "3",
 			"--grpc-bind", "127.0.0.1:0", "--peer-bind", "127.0.0.1:0", "--raft-bind", "127.0.0.1:0",
-			"--gossip-bind", "127.0.0.1:0", "--http-bind", ""}, c.args...)
+			"--gossip-bind", "127.0.0.1:0", "--http-bind", "", "--insecure"}, c.args...)
 		out, err := exec.CommandContext(cctx, nodeBin, args...).CombinedOutput()
 		cancel()
 		if err == nil || !strings.Contains(string(out), c.want) {

@@ -7,7 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	"github.com/raftq/raftq/client"
+	"github.com/raftq/raftq/tlsconf"
 )
 
 // dial connects to the cluster and waits for its leaders to settle
@@ -15,7 +18,15 @@ import (
 func dial(ctx context.Context, cfg config, stderr io.Writer) (*client.Client, placement, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(dctx, cfg.Addrs)
+	var opts []client.Option
+	if cfg.CA != "" {
+		tc, err := tlsconf.ClientFiles(cfg.CA, "", "")
+		if err != nil {
+			return nil, placement{}, err
+		}
+		opts = append(opts, client.WithTLS(credentials.NewTLS(tc)))
+	}
+	c, err := client.Dial(dctx, cfg.Addrs, opts...)
 	if err != nil {
 		return nil, placement{}, fmt.Errorf("dial %s: %w", strings.Join(cfg.Addrs, ","), err)
 	}

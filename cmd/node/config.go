@@ -101,6 +101,10 @@ type config struct {
 	Rebalance       bool
 	RebalanceStable time.Duration
 	Restore         string
+	// TLS material and gossip keys (security.go); Insecure runs without.
+	TLSCA, TLSCert, TLSKey string
+	GossipKeyFile          string
+	Insecure               bool
 	// SnapshotThreshold and SnapshotInterval override raftgroup.RaftTuning's
 	// snapshot schedule; zero keeps the defaults. For tests that need a
 	// snapshot on disk within seconds (systest/damage_test.go).
@@ -146,6 +150,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.DurationVar(&c.DeadNodeGrace, "dead-node-grace", cluster.DefaultDeadNodeGrace, fmt.Sprintf("a member not alive in gossip for this long without a break is replaced: its replicas are re-created on live nodes and its id retired, when enough live nodes exist (docs/cluster.md, \"Dead nodes\"); at least %v, 0 disables; set the same on every node (the meta leader's applies)", minDeadNodeGrace))
 	fs.BoolVar(&c.Rebalance, "rebalance", true, "on the meta leader: move replicas and preferred leaders on its own so every live node holds within 1 of the mean (a joining node receives its share); false: only when `raftq cluster rebalance` asks (docs/cluster.md, \"Rebalancing\")")
 	fs.DurationVar(&c.RebalanceStable, "rebalance-stable", 10*time.Second, "how long the live nodes and meta servers must stay the same before the meta leader rebalances on its own")
+	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM file of the CA that signs the cluster's certificates: nodes accept only members it signed, clients check nodes against it")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM file of this node's certificate (its node id is bound to it: raftq certs node); served on every port, presented when dialing other nodes; reloaded on SIGHUP")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM file of this node's private key; reloaded on SIGHUP")
+	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "file of base64 gossip encryption keys, one per line, the first encrypting (raftq certs writes one); reloaded on SIGHUP")
+	fs.BoolVar(&c.Insecure, "insecure", false, "run with no TLS and no gossip encryption: anyone who reaches a port can read every message and change the cluster (tests and throwaway clusters only)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: raftq-node [flags]\n\nRuns one node of a raftq cluster. Every flag may also be set as RAFTQ_<FLAG>,\ne.g. RAFTQ_NODE_ID=n1, RAFTQ_JOIN=127.0.0.1:7301.\n\n"+
 			"Also: raftq-node probe (the container health check) and\n"+
@@ -244,6 +253,13 @@ func (c *config) finish() error {
 		return fmt.Errorf("--restore builds a new cluster: set --bootstrap-expect on every initial voter, each with --restore of the same backup")
 	case c.Restore != "" && c.Repair:
 		return fmt.Errorf("--restore and --repair do not go together: --restore builds a new cluster from empty data directories")
+	}
+	tlsGiven := c.TLSCA != "" || c.TLSCert != "" || c.TLSKey != "" || c.GossipKeyFile != ""
+	switch {
+	case c.Insecure && tlsGiven:
+		return fmt.Errorf("--insecure and --tls-*/--gossip-key-file contradict each other: choose one")
+	case !c.Insecure && (c.TLSCA == "" || c.TLSCert == "" || c.TLSKey == "" || c.GossipKeyFile == ""):
+		return errNoSecurity
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err

@@ -4,13 +4,78 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftq/raftq/tlsconf"
 )
 
+// env is an environment with kv set; RAFTQ_INSECURE is true unless kv
+// sets it, so tests of other flags need no certificates.
 func env(kv map[string]string) func(string) string {
-	return func(k string) string { return kv[k] }
+	return func(k string) string {
+		if v, ok := kv[k]; ok {
+			return v
+		}
+		if k == "RAFTQ_INSECURE" {
+			return "true"
+		}
+		return ""
+	}
+}
+
+func TestParseConfigSecurity(t *testing.T) {
+	secure := map[string]string{"RAFTQ_INSECURE": ""}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--node-id", "n"}, "TLS is required"},
+		{[]string{"--node-id", "n", "--tls-ca", "ca.crt", "--tls-cert", "n.crt", "--tls-key", "n.key"}, "TLS is required"},
+		{[]string{"--node-id", "n", "--insecure", "--tls-ca", "ca.crt"}, "contradict"},
+	} {
+		_, err := parseConfig(tc.args, env(secure), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseConfig(%q) = %v, want error containing %q", tc.args, err, tc.want)
+		}
+	}
+	c, err := parseConfig([]string{"--node-id", "n", "--tls-ca", "ca.crt", "--tls-cert", "n.crt", "--tls-key", "n.key", "--gossip-key-file", "g"}, env(secure), io.Discard)
+	if err != nil || c.Insecure {
+		t.Fatalf("every TLS file named: %v, insecure %v", err, c != nil && c.Insecure)
+	}
+}
+
+func TestLoadSecurityBindsTheNodeID(t *testing.T) {
+	dir := t.TempDir()
+	d, err := tlsconf.InitDir(dir, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := d.IssueNode("n1", nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &config{NodeID: "n2", TLSCA: f.CA, TLSCert: f.Cert, TLSKey: f.Key, GossipKeyFile: d.GossipKeyFile()}
+	if _, err := c.loadSecurity(); err == nil || !strings.Contains(err.Error(), "node/n1, not of node n2") {
+		t.Fatalf("n1's certificate as n2: %v", err)
+	}
+	c.NodeID = "n1"
+	sec, err := c.loadSecurity()
+	if err != nil || sec.tls == nil || len(sec.gossipKeys) != 1 || len(sec.gossipKeys[0]) != 32 {
+		t.Fatalf("n1's own files: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.key")
+	for content, want := range map[string]string{"": "holds no key", "not base64!\n": "not base64", "c2hvcnQ=\n": "16, 24 or 32 bytes"} {
+		if err := os.WriteFile(bad, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readGossipKeys(bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("gossip key file %q: %v, want %q", content, err, want)
+		}
+	}
 }
 
 func TestParseConfigDefaultsAndAdvertise(t *testing.T) {

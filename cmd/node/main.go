@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -31,6 +32,7 @@ import (
 	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/server"
+	"github.com/raftq/raftq/tlsconf"
 	"github.com/raftq/raftq/wire"
 )
 
@@ -82,6 +84,14 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	base := slog.New(handler)
 	log := base.With("node", cfg.NodeID)
 
+	sec, err := cfg.loadSecurity()
+	if err != nil {
+		return err
+	}
+	if sec.tls == nil {
+		log.Warn("INSECURE: --insecure given: no TLS, no gossip encryption; anyone who reaches this node's ports can read every message, " +
+			"join raft and change the cluster (docs/security.md)")
+	}
 	lis, err := net.Listen("tcp", cfg.GRPCBind)
 	if err != nil {
 		return fmt.Errorf("listen gRPC %s: %w", cfg.GRPCBind, err)
@@ -141,6 +151,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		}(),
 		DisableRebalance: !cfg.Rebalance, RebalanceStable: cfg.RebalanceStable,
 		Restore: restore,
+		TLS:     sec.tls, GossipKeys: sec.gossipKeys,
 		Fatal: func(err error) {
 			select {
 			case fatal <- err:
@@ -154,7 +165,11 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		return fmt.Errorf("start cluster node: %w", err)
 	}
 	met := metrics.New(node)
-	rt := router.New(node, router.Options{Logger: log, ObservePropose: met.ObservePropose, Parked: met.ReceiveParked})
+	ropts := router.Options{Logger: log, ObservePropose: met.ObservePropose, Parked: met.ReceiveParked}
+	if sec.tls != nil {
+		ropts.PeerCreds = sec.tls.PeerCredentials()
+	}
+	rt := router.New(node, ropts)
 	defer rt.Close()
 	node.SetShardCaller(rt)
 	// Peers and clients ping connections with calls in flight every 10 s
@@ -173,8 +188,17 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	// Administrative calls on the client port leave an audit line each
 	// (docs/security.md, "Audit log").
 	audit := server.NewAudit(log)
-	gs := newServer(wire.MaxRequestBytes, grpc.ChainUnaryInterceptor(audit.Unary()), grpc.ChainStreamInterceptor(audit.Stream()))
-	ps := newServer(peerMaxRequest)
+	clientOpts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(audit.Unary()), grpc.ChainStreamInterceptor(audit.Stream())}
+	var peerOpts []grpc.ServerOption
+	// refused answers plaintext clients of a TLS client port (plaintext.go).
+	var refused *grpc.Server
+	if sec.tls != nil {
+		clientOpts = append(clientOpts, grpc.Creds(credentials.NewTLS(sec.tls.ClientPort())))
+		peerOpts = append(peerOpts, grpc.Creds(credentials.NewTLS(sec.tls.Members(tlsconf.ALPNGRPC))))
+		refused = refusePlaintext()
+	}
+	gs := newServer(wire.MaxRequestBytes, clientOpts...)
+	ps := newServer(peerMaxRequest, peerOpts...)
 	srv := server.New(node, rt, met, log)
 	srv.Register(gs)
 	srv.Peer().Register(ps)
@@ -187,6 +211,13 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	reflection.Register(gs)
 
 	serveErr := make(chan error, 2)
+	if refused != nil {
+		tlsLis, plainLis := splitTLS(lis)
+		lis = tlsLis
+		go func() { _ = refused.Serve(plainLis) }()
+		defer refused.Stop()
+	}
+	reloadOnHangup(ctx, sec, cfg, node, log)
 	go func() { serveErr <- gs.Serve(lis) }()
 	go func() { serveErr <- ps.Serve(plis) }()
 	var hsrv *http.Server

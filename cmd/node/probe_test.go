@@ -78,7 +78,7 @@ func TestProbe(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			start := time.Now()
-			got := probeMain(ctx, tc.args, &out, &errOut)
+			got := probeMain(ctx, tc.args, func(string) string { return "" }, &out, &errOut)
 			if got != tc.want {
 				t.Fatalf("exit %d, want %d (stdout %q, stderr %q)", got, tc.want, out.String(), errOut.String())
 			}

@@ -48,7 +48,7 @@ func exactly(pos []string, names ...string) error {
 }
 
 func commands() []command {
-	return []command{
+	return append([]command{
 		statusCommand(),
 		{"cluster repair", "NODE", "remove NODE's damaged replicas from their raft groups and re-add them empty (docs/operations.md)", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {
@@ -263,7 +263,7 @@ func commands() []command {
 			}
 		}, false},
 		completionCommand(),
-	}
+	}, certsCommands()...)
 }
 
 func queueByName(verb, summary string, run func(ctx context.Context, c *client.Client, o *output, name string) error) command {

@@ -15,7 +15,10 @@ import (
 type globals struct {
 	addr    string
 	timeout time.Duration
-	json    bool
+	// TLS: the CA that signed the nodes' certificates and an optional
+	// client certificate (tls.go).
+	ca, cert, key string
+	json          bool
 	// wait is not a flag: a command that is asked to wait (receive --wait,
 	// cluster status --wait) sets it, and the command's deadline is
 	// --timeout plus it, so the timeout always covers the wait.
@@ -32,6 +35,9 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.addr, "addr", g.addr, "comma-separated node gRPC addresses, tried in turn (env RAFTQ_ADDR)")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "deadline for the command, retries included; a --wait the command is given is added")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of tables")
+	fs.StringVar(&g.ca, "ca", g.ca, "PEM file of the CA that signed the nodes' certificates: connect with TLS (env RAFTQ_CA; default "+devCA+" when it exists)")
+	fs.StringVar(&g.cert, "cert", g.cert, "PEM file of a client certificate to present (env RAFTQ_CERT)")
+	fs.StringVar(&g.key, "key", g.key, "PEM file of the client certificate's key (env RAFTQ_KEY)")
 }
 
 func (g *globals) seeds() []string {

@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		defAddr = v
 	}
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, g: newGlobals(defAddr)}
+	a.g.ca, a.g.cert, a.g.key = getenv("RAFTQ_CA"), getenv("RAFTQ_CERT"), getenv("RAFTQ_KEY")
 	top := newFlagSet("raftq", stderr)
 	a.g.register(top)
 	if err := top.Parse(args); err != nil {
@@ -179,7 +180,11 @@ func (a *app) help(words []string) int {
 func (a *app) dial(ctx context.Context) (*client.Client, error) {
 	until := time.Now().Add(a.g.wait)
 	for {
-		c, err := client.Dial(ctx, a.g.seeds())
+		opts, err := a.g.tlsOptions()
+		if err != nil {
+			return nil, err
+		}
+		c, err := client.Dial(ctx, a.g.seeds(), opts...)
 		if err == nil || !a.g.waitForNodes || !errors.Is(err, client.ErrUnavailable) || time.Now().After(until) {
 			return c, err
 		}
@@ -201,6 +206,21 @@ func (a *app) unreachable(err error) error {
 	}
 	why := "no answer"
 	switch s := err.Error(); {
+	case strings.Contains(s, "takes TLS connections only"):
+		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s takes TLS connections only: pass --ca FILE or set RAFTQ_CA "+
+			"(the CA that signed the nodes' certificates; make run keeps one in %s)", strings.Join(a.g.seeds(), ","), devCA)}
+	case strings.Contains(s, "tls: certificate required") || strings.Contains(s, "unknown service raftq.v1"):
+		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s asks for a member's certificate: is it a peer port (nodes only)? "+
+			"clients use the gRPC port (--grpc-bind)", strings.Join(a.g.seeds(), ","))}
+	case strings.Contains(s, "tls: unknown certificate") || strings.Contains(s, "tls: bad certificate"):
+		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s refused --cert %s: it is not signed by the cluster's CA",
+			strings.Join(a.g.seeds(), ","), a.g.cert)}
+	case strings.Contains(s, "first record does not look like a TLS handshake"):
+		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s does not speak TLS (it runs with --insecure) and --ca %s asks for it: "+
+			"leave --ca and RAFTQ_CA unset for such a node", strings.Join(a.g.seeds(), ","), a.g.ca)}
+	case strings.Contains(s, "certificate signed by unknown authority") || strings.Contains(s, "certificate is valid for"):
+		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s presented a certificate --ca %s does not vouch for: %v",
+			strings.Join(a.g.seeds(), ","), a.g.ca, err)}
 	case strings.Contains(s, "connection refused"):
 		why = "connection refused"
 	case errors.Is(err, context.DeadlineExceeded):

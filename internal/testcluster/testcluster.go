@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -89,6 +88,11 @@ type Options struct {
 	// DataDirs, if set, is node i's data directory (a filesystem the test
 	// prepared, say); default a directory under the test's temp dir.
 	DataDirs []string
+	// TLS runs the cluster with TLS and gossip encryption from a CA of
+	// its own (tls.go); default --insecure. Either is passed through the
+	// environment (RAFTQ_INSECURE, RAFTQ_TLS_*), which binaries from
+	// before the flags existed ignore (the rolling upgrade test).
+	TLS bool
 }
 
 // Node is one raftq-node process.
@@ -121,6 +125,7 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
+	pki   *pki // nil without Options.TLS
 }
 
 // Start launches the nodes and waits until every node reports SERVING.
@@ -166,6 +171,9 @@ func Start(t testing.TB, bin string, opts Options) *Cluster {
 	// A name of its own, so no other test's cluster that still gossips to
 	// a port this one reuses can pull these nodes in.
 	c.name = fmt.Sprintf("test-%d-%d", os.Getpid(), rand.Uint64())
+	if opts.TLS {
+		c.pki = newPKI(t, filepath.Join(dir, "certs"))
+	}
 	t.Cleanup(c.killAll)
 	for i := range c.Nodes {
 		c.Restart(i)
@@ -285,6 +293,7 @@ func (c *Cluster) RestartArgs(i int, extra ...string) {
 	}
 	fmt.Fprintf(logf, "=== testcluster: start %s %s at %s (%s)\n", n.ID, strings.Join(extra, " "), time.Now().Format(time.RFC3339Nano), bin)
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), c.securityEnv(n.ID)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
@@ -476,13 +485,16 @@ func (c *Cluster) dial(addr string) *grpc.ClientConn {
 	if cc, ok := c.conns[addr]; ok {
 		return cc
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.MemberCreds()))
 	if err != nil {
 		c.t.Fatalf("dial %s: %v", addr, err)
 	}
 	c.conns[addr] = cc
 	return cc
 }
+
+// Name is the cluster's --cluster-name (its gossip label).
+func (c *Cluster) Name() string { return c.name }
 
 // Addrs lists every node's gRPC address.
 func (c *Cluster) Addrs() []string {

@@ -25,18 +25,22 @@ type Cluster struct {
 // NewCluster resolves the containers and dials the published gRPC ports.
 func NewCluster(ctx context.Context, p *Project) (*Cluster, error) {
 	c := &Cluster{P: p}
+	creds, member, err := p.credentials(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for i := range Nodes {
 		id, err := p.Container(ctx, i)
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
-		cc, err := dial(p.Addr(i))
+		cc, err := dial(p.Addr(i), creds)
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
-		pc, err := dial(p.PeerAddr(i))
+		pc, err := dial(p.PeerAddr(i), member)
 		if err != nil {
 			_ = cc.Close()
 			c.Close()

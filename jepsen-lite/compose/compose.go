@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 )
 
 // Image is the tag the compose file runs; docker/build-image.sh builds it.
@@ -212,8 +212,8 @@ func run(ctx context.Context, env []string, name string, args ...string) ([]byte
 	return out, nil
 }
 
-func dial(addr string) (*grpc.ClientConn, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func dial(addr string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

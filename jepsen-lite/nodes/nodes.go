@@ -19,11 +19,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/jepsen-lite/netns"
+	"github.com/raftq/raftq/tlsconf"
 )
 
 // Ports every node uses on its own address.
@@ -78,6 +78,9 @@ type Cluster struct {
 	conns  []*grpc.ClientConn
 	// peerConns reach the nodes' peer ports (replica digests, Known).
 	peerConns []*grpc.ClientConn
+	// certs is the run's CA, gossip key and node certificates: every
+	// run is under TLS and encrypted gossip (docs/security.md).
+	certs *tlsconf.Dir
 }
 
 // New lays out one node slot per namespace; data and logs go under dir.
@@ -87,6 +90,10 @@ func New(bin, dir string, nw *netns.Net, shards, initial int) (*Cluster, error) 
 		return nil, fmt.Errorf("%d initial nodes of %d slots", initial, len(nw.Nodes))
 	}
 	c := &Cluster{Bin: bin, Shards: shards, Initial: initial, dir: dir, lastID: initial}
+	creds, member, err := c.initCerts()
+	if err != nil {
+		return nil, err
+	}
 	var gossip []string
 	for i, ns := range nw.Nodes {
 		n := &Node{
@@ -101,12 +108,12 @@ func New(bin, dir string, nw *netns.Net, shards, initial int) (*Cluster, error) 
 		}
 		gossip = append(gossip, fmt.Sprintf("%s:%d", ns.IP, GossipPort))
 		c.Nodes = append(c.Nodes, n)
-		cc, err := grpc.NewClient(n.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(n.GRPC, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			return nil, fmt.Errorf("dial %s: %w", n.GRPC, err)
 		}
 		c.conns = append(c.conns, cc)
-		pc, err := grpc.NewClient(n.Peer, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		pc, err := grpc.NewClient(n.Peer, grpc.WithTransportCredentials(member))
 		if err != nil {
 			return nil, fmt.Errorf("dial %s: %w", n.Peer, err)
 		}
@@ -165,6 +172,12 @@ func (c *Cluster) Start(i int, offset time.Duration) error {
 	if n.repair {
 		args = append(args, "--repair")
 	}
+	sec, err := c.nodeTLS(n)
+	if err != nil {
+		_ = logf.Close()
+		return err
+	}
+	args = append(args, sec...)
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: a ^C to the harness must not kill nodes before the

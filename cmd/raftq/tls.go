@@ -1,0 +1,42 @@
+package main
+
+import (
+	"errors"
+	"os"
+
+	"google.golang.org/grpc/credentials"
+
+	"github.com/raftq/raftq/client"
+	"github.com/raftq/raftq/tlsconf"
+)
+
+// devCA is where `make run` (raftq certs dev) keeps its development CA:
+// the CLI run from the repository trusts it without being told.
+const devCA = "data/certs/ca.crt"
+
+// tlsOptions are the client options for --ca/--cert/--key: TLS when a CA
+// is known, plaintext otherwise (a node run with --insecure).
+func (g *globals) tlsOptions() ([]client.Option, error) {
+	ca := g.ca
+	if ca == "" {
+		if _, err := os.Stat(devCA); err == nil {
+			ca = devCA
+		}
+	}
+	if ca == "" {
+		if g.cert != "" || g.key != "" {
+			return nil, usagef("--cert and --key need --ca (the CA that signed the nodes' certificates)")
+		}
+		return nil, nil
+	}
+	cfg, err := tlsconf.ClientFiles(ca, g.cert, g.key)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, usagef("%v", err)
+		}
+		return nil, err
+	}
+	g.ca = ca
+	return []client.Option{client.WithTLS(credentials.NewTLS(cfg))}, nil
+}
