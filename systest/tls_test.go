@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -155,6 +156,7 @@ func TestTLSClusterRefusesOutsiders(t *testing.T) {
 
 	t.Run("certificate rotation on SIGHUP", func(t *testing.T) {
 		old := servedSerial(t, c, 2)
+		oldExpiry := certExpiryMetric(t, c, 2)
 		if _, err := c.PKI().IssueNode("n3", []string{"127.0.0.1", "localhost"}, time.Hour); err != nil {
 			t.Fatal(err)
 		}
@@ -162,6 +164,10 @@ func TestTLSClusterRefusesOutsiders(t *testing.T) {
 		waitLog(t, ctx, c, 2, "SIGHUP: TLS certificates and gossip keys reloaded")
 		if now := servedSerial(t, c, 2); now == old {
 			t.Fatalf("n3 still serves certificate %s after SIGHUP", old)
+		}
+		// The new certificate is good for an hour, the first for a day.
+		if e := certExpiryMetric(t, c, 2); e >= oldExpiry || e < time.Now().Add(50*time.Minute).Unix() {
+			t.Fatalf("expiry metric %d after rotation (was %d); want about an hour from now", e, oldExpiry)
 		}
 		// The cluster goes on with the rotated node.
 		if _, err := cl.Send(ctx, q, []byte("after rotation")); err != nil {
@@ -186,6 +192,26 @@ func servedSerial(t *testing.T, c *testcluster.Cluster, i int) string {
 	}
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// certExpiryMetric is node i's raftq_tls_cert_expiry_timestamp_seconds.
+func certExpiryMetric(t *testing.T, c *testcluster.Cluster, i int) int64 {
+	t.Helper()
+	code, body := httpGet(t, "http://"+c.Nodes[i].HTTP+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics of %s: %d", c.Nodes[i].ID, code)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, "raftq_tls_cert_expiry_timestamp_seconds "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int64(f)
+		}
+	}
+	t.Fatalf("no raftq_tls_cert_expiry_timestamp_seconds in %s's metrics", c.Nodes[i].ID)
+	return 0
 }
 
 // rogue is a node process outside the cluster's control.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -220,6 +221,20 @@ func TestParseConfigPeerAddresses(t *testing.T) {
 		}
 		if c.PeerBind != tc.bind || c.PeerAdvertise != tc.adv {
 			t.Errorf("parseConfig(%q): peer bind %s advertise %s; want %s, %s", tc.args, c.PeerBind, c.PeerAdvertise, tc.bind, tc.adv)
+		}
+	}
+}
+
+func TestWarnExpiry(t *testing.T) {
+	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		left time.Duration
+		warn bool
+	}{{90 * 24 * time.Hour, false}, {29 * 24 * time.Hour, true}, {-time.Hour, true}} {
+		var out strings.Builder
+		warnExpiry(slog.New(slog.NewTextHandler(&out, nil)), now.Add(tc.left), now)
+		if got := strings.Contains(out.String(), "expires soon"); got != tc.warn {
+			t.Errorf("%v left: warned %v, want %v (%q)", tc.left, got, tc.warn, out.String())
 		}
 	}
 }

@@ -88,7 +88,9 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if sec.tls == nil {
+	if sec.tls != nil {
+		warnExpiry(log, sec.tls.NotAfter(), time.Now())
+	} else {
 		log.Warn("INSECURE: --insecure given: no TLS, no gossip encryption; anyone who reaches this node's ports can read every message, " +
 			"join raft and change the cluster (docs/security.md)")
 	}
@@ -165,6 +167,9 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		return fmt.Errorf("start cluster node: %w", err)
 	}
 	met := metrics.New(node)
+	if sec.tls != nil {
+		met.WatchCertificate(sec.tls.NotAfter)
+	}
 	ropts := router.Options{Logger: log, ObservePropose: met.ObservePropose, Parked: met.ReceiveParked}
 	if sec.tls != nil {
 		ropts.PeerCreds = sec.tls.PeerCredentials()

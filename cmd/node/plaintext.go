@@ -114,6 +114,7 @@ func (c *prefixConn) Read(b []byte) (int, error) {
 func refusePlaintext() *grpc.Server {
 	return grpc.NewServer(
 		grpc.MaxRecvMsgSize(4<<10),
+		grpc.MaxConcurrentStreams(8),
 		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
 			return status.Error(codes.Unauthenticated,
 				"raftq: this node takes TLS connections only: connect with TLS (raftq --ca FILE, or client.WithTLS in Go)")

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/raftq/raftq/cluster"
 	"github.com/raftq/raftq/tlsconf"
@@ -102,8 +103,21 @@ func reloadOnHangup(ctx context.Context, sec *security, c *config, node *cluster
 				continue
 			}
 			log.Info("SIGHUP: TLS certificates and gossip keys reloaded", "cert", c.TLSCert, "not_after", sec.tls.NotAfter())
+			warnExpiry(log, sec.tls.NotAfter(), time.Now())
 		}
 	}()
+}
+
+// expiryWarning is how far ahead of its expiry a node's certificate is
+// logged as due for rotation.
+const expiryWarning = 30 * 24 * time.Hour
+
+// warnExpiry logs a certificate that expires within expiryWarning.
+func warnExpiry(log *slog.Logger, notAfter, now time.Time) {
+	if left := notAfter.Sub(now); left < expiryWarning {
+		log.Warn("the TLS certificate expires soon: issue a new one and SIGHUP the node (docs/security.md, \"Rotation\")",
+			"not_after", notAfter, "left", left.Round(time.Minute))
+	}
 }
 
 // errNoSecurity is the refusal of a node started with neither TLS nor
