@@ -85,6 +85,11 @@ func (n *Node) SetShardCount(ctx context.Context, count uint32, dryRun bool) (Gr
 					if !ok || tm.RaftAddr == "" {
 						return st, fmt.Errorf("node %s has no known raft address", id)
 					}
+					// The new shards bootstrap with these addresses
+					// (shards.go): gossip's word is not enough.
+					if _, done := addrs[id]; !done && !n.proves(ctx, id, tm.RaftAddr) {
+						return st, fmt.Errorf("node %s at %s did not prove its identity; not placing shards on it", id, tm.RaftAddr)
+					}
 					addrs[id] = tm.RaftAddr
 				}
 			}

@@ -36,6 +36,7 @@ type Node struct {
 	logger *slog.Logger
 
 	mux      *raftmux.Mux
+	proofs   proofs // recent failed identity proofs (prove.go)
 	meta     *meta.Store
 	metaGate *raftmux.Gate // the meta transport's, held by the clock check
 	gossip   *gossip

@@ -23,16 +23,16 @@ run() {
 	local label=$1 tree=$2 d="$work/data"
 	rm -rf "$d" && mkdir -p "$d"
 	BIN="$tree/bin" DATA="$d" setsid "$tree/scripts/run-cluster.sh" >"$work/cluster.log" 2>&1 &
-	local cpid=$! up=0
+	local cpid=$! up=0 sec=()
 	for _ in $(seq 1 60); do
 		# A build whose run-cluster.sh runs TLS made its CA by now.
-		if [ -f "$d/certs/ca.crt" ]; then export RAFTQ_CA="$d/certs/ca.crt"; else unset RAFTQ_CA; fi
-		if "$tree/bin/raftq" --addr 127.0.0.1:7101 cluster status >/dev/null 2>&1; then up=1; break; fi
+		if [ -f "$d/certs/ca.crt" ]; then sec=(RAFTQ_CA="$d/certs/ca.crt"); else sec=(RAFTQ_INSECURE=1); fi
+		if env "${sec[@]}" "$tree/bin/raftq" --addr 127.0.0.1:7101 cluster status >/dev/null 2>&1; then up=1; break; fi
 		sleep 1
 	done
 	if [ "$up" = 1 ]; then
 		sleep 3
-		"$tree/bin/raftq-bench" steady --quiet --producers 16 --consumers 8 --size 1024 \
+		env "${sec[@]}" "$tree/bin/raftq-bench" steady --quiet --producers 16 --consumers 8 --size 1024 \
 			--duration 20s --inflight 256 --batch 256 >"$work/bench.txt" 2>&1 || true
 		echo "$label $(grep -E '^processed/s|^lost|cpu in window' "$work/bench.txt" | tr -s ' ' | tr '\n' ' ')"
 	else

@@ -21,6 +21,9 @@
 # every node.
 # Linux only (/proc).
 set -euo pipefail
+# The nodes run --insecure (a measurement of raft, not of TLS); the CLI and
+# the bench below talk plaintext to them whatever CA make run left around.
+export RAFTQ_INSECURE=1
 SHARDS=${SHARDS:-1}
 IDLE=${IDLE:-300}
 PROFILE=${PROFILE:-30}

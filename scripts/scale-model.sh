@@ -43,6 +43,9 @@
 # slots' dedup look-ups still run). Needs root (cgroups), jq and Linux.
 # Stops every node it started, by pid, and removes its cgroups at exit.
 set -euo pipefail
+# The nodes run --insecure (a measurement of raft, not of TLS); the CLI and
+# the bench below talk plaintext to them whatever CA make run left around.
+export RAFTQ_INSECURE=1
 STAGES=${STAGES:-3}
 DURATION=${DURATION:-60}
 REPEATS=${REPEATS:-1}

@@ -21,6 +21,9 @@
 # +200 gossip, +300 HTTP, +400 peer, +500 profiles), INFLIGHT (default 256), NODE_ARGS,
 # BENCH_ARGS. Needs root for CAP, jq and curl. Stops what it starts.
 set -euo pipefail
+# The nodes run --insecure (a measurement of raft, not of TLS); the CLI and
+# the bench below talk plaintext to them whatever CA make run left around.
+export RAFTQ_INSECURE=1
 [ $# -ge 2 ] || {
 	echo "usage: $0 NODES SHARDS [CAP]" >&2
 	exit 2

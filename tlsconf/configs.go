@@ -45,7 +45,14 @@ func (s *Store) server(alpn []string, auth tls.ClientAuthType, role Role) *tls.C
 				ClientCAs:    m.pool,
 			}
 			if role != "" {
+				// Members reconnect often enough; no session to resume
+				// means every connection shows its certificate.
+				c.SessionTicketsDisabled = true
 				c.VerifyConnection = func(cs tls.ConnectionState) error {
+					// Belt and braces: ClientAuth above verified the chain.
+					if len(cs.VerifiedChains) == 0 {
+						return errors.New("raftq: no verified certificate chain: this port takes cluster members only")
+					}
 					return requireRole(cs, role, "")
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -92,9 +93,21 @@ func (d *Dir) NodeFiles(id string) Files {
 	return Files{CA: d.CAFile(), Cert: filepath.Join(d.Path, id+".crt"), Key: filepath.Join(d.Path, id+".key")}
 }
 
+// CheckNodeName refuses a node id whose files would be the CA's, the
+// gossip key's or a client's.
+func CheckNodeName(id string) error {
+	if id == "ca" || id == "gossip" || strings.HasPrefix(id, "client-") {
+		return fmt.Errorf("node id %q: its files would overwrite the CA, the gossip key or a client's certificate; choose another id", id)
+	}
+	return nil
+}
+
 // IssueNode writes node id's certificate, good for hosts, replacing any
 // it had.
 func (d *Dir) IssueNode(id string, hosts []string, valid time.Duration) (Files, error) {
+	if err := CheckNodeName(id); err != nil {
+		return Files{}, err
+	}
 	return d.ca.IssueFiles(Request{Identity: Identity{Role: RoleNode, Name: id}, Hosts: hosts, ValidFor: valid}, d.Path, id, d.CAFile())
 }
 
@@ -105,6 +118,9 @@ func (d *Dir) IssueClient(name string, valid time.Duration) (Files, error) {
 
 // EnsureNode issues node id's certificate unless its files exist.
 func (d *Dir) EnsureNode(id string, hosts []string, valid time.Duration) (f Files, issued bool, err error) {
+	if err := CheckNodeName(id); err != nil {
+		return Files{}, false, err
+	}
 	f = d.NodeFiles(id)
 	if _, err := os.Stat(f.Cert); err == nil {
 		return f, false, nil

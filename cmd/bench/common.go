@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -13,14 +14,23 @@ import (
 	"github.com/raftq/raftq/tlsconf"
 )
 
+// devCA is where make run keeps its development CA (scripts/run-cluster.sh).
+const devCA = "data/certs/ca.crt"
+
 // dial connects to the cluster and waits for its leaders to settle
 // (--settle), returning where they are.
 func dial(ctx context.Context, cfg config, stderr io.Writer) (*client.Client, placement, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var opts []client.Option
-	if cfg.CA != "" {
-		tc, err := tlsconf.ClientFiles(cfg.CA, "", "")
+	ca := cfg.CA
+	if ca == "" && !cfg.Insecure {
+		if _, err := os.Stat(devCA); err == nil {
+			ca = devCA
+		}
+	}
+	if ca != "" && !cfg.Insecure {
+		tc, err := tlsconf.ClientFiles(ca, "", "")
 		if err != nil {
 			return nil, placement{}, err
 		}

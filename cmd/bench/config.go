@@ -7,6 +7,7 @@ import (
 	"github.com/raftq/raftq/client"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -18,10 +19,12 @@ type config struct {
 	Addrs    []string
 	// CA, if set, is the CA file the nodes' certificates chain to: the
 	// bench dials with TLS (a cluster started without --insecure).
-	CA    string
-	Seed  uint64
-	JSON  bool
-	Quiet bool
+	// Insecure dials in plaintext whatever CA is around.
+	CA       string
+	Insecure bool
+	Seed     uint64
+	JSON     bool
+	Quiet    bool
 	// ProgressEvery is the progress line's interval (0: 1 s on a terminal,
 	// 5 s otherwise).
 	ProgressEvery time.Duration
@@ -92,7 +95,9 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("raftq-bench "+c.Workload, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addrs := fs.String("addr", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103", "comma-separated gRPC addresses of cluster nodes (seeds)")
-	fs.StringVar(&c.CA, "ca", os.Getenv("RAFTQ_CA"), "CA file of the nodes' certificates: dial with TLS (env RAFTQ_CA; make run keeps it in data/certs/ca.crt); empty: plaintext")
+	fs.StringVar(&c.CA, "ca", os.Getenv("RAFTQ_CA"), "CA file of the nodes' certificates: dial with TLS (env RAFTQ_CA; default "+devCA+" when it exists, as make run makes it)")
+	insecure, _ := strconv.ParseBool(os.Getenv("RAFTQ_INSECURE"))
+	fs.BoolVar(&c.Insecure, "insecure", insecure, "dial in plaintext, for nodes run with --insecure (env RAFTQ_INSECURE)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed for bodies, the mix and jitter: the same seed gives the same workload")
 	fs.BoolVar(&c.JSON, "json", false, "print the result as one JSON object on stdout")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress line on stderr")

@@ -84,6 +84,8 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	base := slog.New(handler)
 	log := base.With("node", cfg.NodeID)
 
+	hup, stopHup := catchHangup()
+	defer stopHup()
 	sec, err := cfg.loadSecurity()
 	if err != nil {
 		return err
@@ -222,7 +224,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		go func() { _ = refused.Serve(plainLis) }()
 		defer refused.Stop()
 	}
-	reloadOnHangup(ctx, sec, cfg, node, log)
+	reloadOnHangup(ctx, hup, sec, cfg, node, log)
 	go func() { serveErr <- gs.Serve(lis) }()
 	go func() { serveErr <- ps.Serve(plis) }()
 	var hsrv *http.Server

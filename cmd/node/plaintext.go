@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -40,12 +41,25 @@ type splitter struct {
 }
 
 func (s *splitter) acceptLoop() {
+	var backoff time.Duration
 	for {
 		c, err := s.ln.Accept()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			s.close()
 			return
 		}
+		if err != nil {
+			// EMFILE and the like pass: the port must outlive a flood of
+			// connections (gRPC's own accept loop backs off the same way).
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(backoff):
+				continue
+			case <-s.done:
+				return
+			}
+		}
+		backoff = 0
 		go s.route(c)
 	}
 }

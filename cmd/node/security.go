@@ -74,32 +74,41 @@ func readGossipKeys(path string) ([][]byte, error) {
 	return keys, nil
 }
 
-// reloadOnHangup rereads the TLS files and the gossip keys on every SIGHUP
-// until ctx ends. New handshakes use the new material; open connections
-// keep theirs. A file that fails to load changes nothing and is logged.
-func reloadOnHangup(ctx context.Context, sec *security, c *config, node *cluster.Node, log *slog.Logger) {
-	if sec.tls == nil {
-		return
-	}
+// catchHangup takes SIGHUP away from its default (ending the process)
+// from the start, so a rotation signalled while a node is still starting
+// does not kill it; reloadOnHangup serves the signals once the node runs.
+func catchHangup() (<-chan os.Signal, func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	return hup, func() { signal.Stop(hup) }
+}
+
+// reloadOnHangup rereads the TLS files and the gossip keys on every SIGHUP
+// until ctx ends. New handshakes use the new material; open connections
+// keep theirs. Every file is read and checked before anything changes: one
+// that fails to load changes nothing and is logged.
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, sec *security, c *config, node *cluster.Node, log *slog.Logger) {
 	go func() {
-		defer signal.Stop(hup)
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-hup:
 			}
+			if sec.tls == nil {
+				log.Info("SIGHUP: nothing to reload (--insecure)")
+				continue
+			}
 			keys, err := readGossipKeys(c.GossipKeyFile)
 			if err == nil {
 				err = sec.tls.Reload()
 			}
-			if err == nil {
-				err = node.SetGossipKeys(keys)
-			}
 			if err != nil {
 				log.Error("SIGHUP: reload refused; the node keeps what it had", "err", err)
+				continue
+			}
+			if err := node.SetGossipKeys(keys); err != nil {
+				log.Error("SIGHUP: TLS certificates reloaded, gossip keys refused; the node keeps its old gossip keys", "err", err)
 				continue
 			}
 			log.Info("SIGHUP: TLS certificates and gossip keys reloaded", "cert", c.TLSCert, "not_after", sec.tls.NotAfter())

@@ -115,6 +115,11 @@ func certsIssue(a *app, dir string, id tlsconf.Identity, hosts []string, valid t
 	if err := id.Validate(); err != nil {
 		return usagef("%v", err)
 	}
+	if id.Role == tlsconf.RoleNode {
+		if err := tlsconf.CheckNodeName(id.Name); err != nil {
+			return usagef("%v", err)
+		}
+	}
 	d, err := openCertsDir(dir)
 	if err != nil {
 		return err

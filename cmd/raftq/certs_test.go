@@ -50,6 +50,7 @@ func TestCertsCommands(t *testing.T) {
 		{[]string{"certs", "init", "--dir", dir}, "already holds a CA"},
 		{[]string{"certs", "node", "x", "--dir", filepath.Join(dir, "none")}, "no CA in"},
 		{[]string{"certs", "node", "a/b", "--dir", dir}, "without spaces or slashes"},
+		{[]string{"certs", "node", "ca", "--dir", dir}, "would overwrite the CA"},
 		{[]string{"--cert", "c.crt", "queue", "list"}, "need --ca"},
 	} {
 		r := raftq(t, "127.0.0.1:1", "", tc.args...)

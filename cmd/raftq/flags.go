@@ -18,6 +18,7 @@ type globals struct {
 	// TLS: the CA that signed the nodes' certificates and an optional
 	// client certificate (tls.go).
 	ca, cert, key string
+	insecure      bool
 	json          bool
 	// wait is not a flag: a command that is asked to wait (receive --wait,
 	// cluster status --wait) sets it, and the command's deadline is
@@ -38,6 +39,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.ca, "ca", g.ca, "PEM file of the CA that signed the nodes' certificates: connect with TLS (env RAFTQ_CA; default "+devCA+" when it exists)")
 	fs.StringVar(&g.cert, "cert", g.cert, "PEM file of a client certificate to present (env RAFTQ_CERT)")
 	fs.StringVar(&g.key, "key", g.key, "PEM file of the client certificate's key (env RAFTQ_KEY)")
+	fs.BoolVar(&g.insecure, "insecure", g.insecure, "connect in plaintext, to nodes run with --insecure (env RAFTQ_INSECURE)")
 }
 
 func (g *globals) seeds() []string {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -50,6 +51,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, g: newGlobals(defAddr)}
 	a.g.ca, a.g.cert, a.g.key = getenv("RAFTQ_CA"), getenv("RAFTQ_CERT"), getenv("RAFTQ_KEY")
+	a.g.insecure, _ = strconv.ParseBool(getenv("RAFTQ_INSECURE"))
 	top := newFlagSet("raftq", stderr)
 	a.g.register(top)
 	if err := top.Parse(args); err != nil {

@@ -15,8 +15,15 @@ import (
 const devCA = "data/certs/ca.crt"
 
 // tlsOptions are the client options for --ca/--cert/--key: TLS when a CA
-// is known, plaintext otherwise (a node run with --insecure).
+// is known (given, or make run's), plaintext with --insecure or when none
+// is.
 func (g *globals) tlsOptions() ([]client.Option, error) {
+	if g.insecure {
+		if g.ca != "" || g.cert != "" || g.key != "" {
+			return nil, usagef("--insecure and --ca/--cert/--key (or RAFTQ_INSECURE and RAFTQ_CA...) contradict each other: choose one")
+		}
+		return nil, nil
+	}
 	ca := g.ca
 	if ca == "" {
 		if _, err := os.Stat(devCA); err == nil {
