@@ -29,6 +29,13 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrExhausted: RESOURCE_EXHAUSTED. A limit or quota was hit.
 	ErrExhausted = errors.New("resource exhausted")
+	// ErrDenied: PERMISSION_DENIED. The caller may not do this, e.g. settle
+	// a receipt whose signature the node cannot verify (altered, forged, or
+	// signed with a key rotated out).
+	ErrDenied = errors.New("permission denied")
+	// ErrUnauthenticated: UNAUTHENTICATED. The node does not know who is
+	// calling, e.g. a plaintext client on a TLS port.
+	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrNotSent: the call never left the client (a coalesced send whose
 	// context ended while it waited for a call, or any call made or
 	// waiting when the client closed), so making it again cannot duplicate
@@ -136,6 +143,10 @@ func (e *Error) Unwrap() []error {
 		return []error{ErrUnavailable}
 	case codes.ResourceExhausted:
 		return []error{ErrExhausted}
+	case codes.PermissionDenied:
+		return []error{ErrDenied}
+	case codes.Unauthenticated:
+		return []error{ErrUnauthenticated}
 	case codes.DeadlineExceeded:
 		return []error{context.DeadlineExceeded}
 	case codes.Canceled:

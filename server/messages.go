@@ -206,7 +206,7 @@ func (m *messages) Receive(ctx context.Context, req *raftqv1.ReceiveRequest) (*r
 	}
 	out := &raftqv1.ReceiveResponse{Messages: make([]*raftqv1.ReceivedMessage, 0, len(leased)), WaitedUs: waited.Microseconds()}
 	for _, l := range leased {
-		out.Messages = append(out.Messages, received(l))
+		out.Messages = append(out.Messages, m.received(l))
 	}
 	m.events.Count(req.GetQueue(), "received", len(out.Messages))
 	if len(leased) > 0 {
@@ -215,11 +215,15 @@ func (m *messages) Receive(ctx context.Context, req *raftqv1.ReceiveRequest) (*r
 	return out, nil
 }
 
-func received(l router.Leased) *raftqv1.ReceivedMessage {
+func (s *Server) received(l router.Leased) *raftqv1.ReceivedMessage {
 	msg := l.Message
+	r := wire.Receipt{Shard: l.Shard, ID: msg.GetId(), Epoch: msg.GetLeaseEpoch(), Term: msg.GetLeaseTerm()}
+	if keys := s.receipts.Load(); keys != nil {
+		r = keys.Sign(r)
+	}
 	return &raftqv1.ReceivedMessage{
 		MessageId:       wire.MessageID{Shard: l.Shard, ID: msg.GetId()}.String(),
-		Receipt:         wire.Receipt{Shard: l.Shard, ID: msg.GetId(), Epoch: msg.GetLeaseEpoch(), Term: msg.GetLeaseTerm()}.String(),
+		Receipt:         r.String(),
 		LeaseEpoch:      msg.GetLeaseEpoch(),
 		Body:            msg.GetBody(),
 		Attributes:      msg.GetAttributes(),
@@ -240,6 +244,11 @@ func (s *Server) shardOf(receipt string) (wire.Receipt, error) {
 	r, err := wire.ParseReceipt(receipt)
 	if err != nil {
 		return r, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if keys := s.receipts.Load(); keys != nil {
+		if err := keys.Verify(r); err != nil {
+			return r, status.Error(codes.PermissionDenied, err.Error())
+		}
 	}
 	if n := s.router.ShardCount(); r.Shard >= n {
 		return r, invalid("receipt names shard %d, the cluster has %d", r.Shard, n)
@@ -446,7 +455,11 @@ func (m *messages) GetMessage(ctx context.Context, req *raftqv1.GetMessageReques
 	if err != nil {
 		return nil, err
 	}
-	return &raftqv1.MessageInfo{MessageId: req.GetMessageId(), Message: messageFromFSM(msg)}, nil
+	out := messageFromFSM(msg)
+	if m.receipts.Load() != nil {
+		hideLiveLease(out)
+	}
+	return &raftqv1.MessageInfo{MessageId: req.GetMessageId(), Message: out}, nil
 }
 
 func (m *messages) CancelMessage(ctx context.Context, req *raftqv1.CancelMessageRequest) (*raftqv1.CancelMessageResponse, error) {

@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -56,7 +57,15 @@ type Server struct {
 	router *router.Router
 	log    *slog.Logger
 	events Events
+	// receipts sign and check receipts (receipts.go); nil: receipts go
+	// out unsigned and any well-formed one is taken (--insecure).
+	receipts atomic.Pointer[ReceiptKeys]
 }
+
+// SetReceiptKeys makes the node sign the receipts it hands out and settle
+// only receipts one of keys signed; nil goes back to unsigned receipts.
+// Safe while serving (a SIGHUP reload).
+func (s *Server) SetReceiptKeys(keys *ReceiptKeys) { s.receipts.Store(keys) }
 
 // New returns the services of one node. events may be nil.
 func New(node Node, rt *router.Router, events Events, logger *slog.Logger) *Server {

@@ -3,6 +3,7 @@ package systest
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"github.com/raftq/raftq/internal/testcluster"
 	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/tlsconf"
+	"github.com/raftq/raftq/wire"
 )
 
 // TestTLSClusterRefusesOutsiders runs a cluster with TLS and gossip
@@ -177,6 +179,8 @@ func TestTLSClusterRefusesOutsiders(t *testing.T) {
 			t.Fatalf("%d messages after one more send, want 21", got)
 		}
 	})
+
+	t.Run("forged receipts", func(t *testing.T) { forgedReceipts(t, ctx, c, cl, q, 21) })
 }
 
 // servedSerial is the serial of the certificate node i serves now.
@@ -192,6 +196,48 @@ func servedSerial(t *testing.T, c *testcluster.Cluster, i int) string {
 	}
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// forgedReceipts: a receipt is signed by the node that handed it out and
+// checked by whichever node is given it back; nothing else settles a lease.
+func forgedReceipts(t *testing.T, ctx context.Context, c *testcluster.Cluster, cl *client.Client, q string, before uint64) {
+	ms, err := cl.Receive(ctx, q, client.ReceiveOptions{Max: 1, Wait: 5 * time.Second, Visibility: time.Minute})
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("receive: %d messages, %v", len(ms), err)
+	}
+	real, err := wire.ParseReceipt(ms[0].Receipt)
+	if err != nil || !real.Signed {
+		t.Fatalf("receipt %q: signed %v, %v", ms[0].Receipt, real.Signed, err)
+	}
+	info, err := cl.GetMessage(ctx, ms[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.LeaseEpoch != 0 {
+		t.Fatalf("GetMessage shows the live lease's epoch %d", info.LeaseEpoch)
+	}
+	altered := real
+	altered.Epoch++
+	unsigned := wire.Receipt{Shard: real.Shard, ID: real.ID, Epoch: real.Epoch, Term: real.Term}
+	for name, r := range map[string]wire.Receipt{"altered": altered, "unsigned": unsigned} {
+		// Through another node than the one that signed: any member
+		// checks, and none takes a receipt it cannot verify.
+		_, extendErr := cl.Extend(ctx, r.String(), time.Hour)
+		for _, err := range []error{cl.Ack(ctx, r.String()), extendErr} {
+			if !errors.Is(err, client.ErrDenied) {
+				t.Fatalf("%s receipt: %v, want PERMISSION_DENIED", name, err)
+			}
+		}
+	}
+	if got := depth(t, c, q); got != before {
+		t.Fatalf("%d messages after forged settles, want %d", got, before)
+	}
+	if err := cl.Ack(ctx, ms[0].Receipt); err != nil {
+		t.Fatalf("the real receipt: %v", err)
+	}
+	if got := depth(t, c, q); got != before-1 {
+		t.Fatalf("%d messages after the real ack, want %d", got, before-1)
+	}
 }
 
 // certExpiryMetric is node i's raftq_tls_cert_expiry_timestamp_seconds.

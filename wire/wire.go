@@ -52,50 +52,102 @@ func ParseMessageID(s string) (MessageID, error) {
 // Receipt is a lease handle: the message and the lease epoch it was granted
 // with. Term is the raft term of the granting leader, carried for diagnostics;
 // the FSM fences on Epoch alone, which is unique per shard and only grows.
+//
+// A node run with TLS signs the receipts it hands out (Signed, with the
+// id of the key in Key and the MAC in Sig) and settles only receipts it can
+// verify; clients read the shard and pass the rest back untouched.
 type Receipt struct {
 	Shard uint32
 	ID    uint64
 	Epoch uint64
 	Term  uint64
+
+	Signed bool
+	Key    uint32
+	Sig    [SigLen]byte
 }
 
-const receiptVersion = 1
+// SigLen is the length of a receipt's MAC: 128 bits of HMAC-SHA256.
+const SigLen = 16
+
+// Receipt encodings: 1 unsigned, 2 signed (1's fields, the key id, then
+// the MAC over everything before it).
+const (
+	receiptUnsigned = 1
+	receiptSigned   = 2
+)
+
+// maxReceiptLen bounds an encoded receipt: a signed one with every field at
+// its widest is 1+4*10+5+16 bytes, 83 characters of base64.
+const maxReceiptLen = 96
 
 // String encodes the receipt as unpadded base64url of a versioned varint
 // record. Clients must treat it as opaque.
 func (r Receipt) String() string {
-	buf := make([]byte, 0, 1+4*binary.MaxVarintLen64)
-	buf = append(buf, receiptVersion)
+	buf := r.SignedBytes()
+	if r.Signed {
+		buf = append(buf, r.Sig[:]...)
+	}
+	return base64.RawURLEncoding.EncodeToString(buf)
+}
+
+// SignedBytes is the part of the encoding a signature covers: the version,
+// every field and, for a signed receipt, the key id.
+func (r Receipt) SignedBytes() []byte {
+	buf := make([]byte, 0, 1+5*binary.MaxVarintLen64+SigLen)
+	if !r.Signed {
+		buf = append(buf, receiptUnsigned)
+	} else {
+		buf = append(buf, receiptSigned)
+	}
 	buf = binary.AppendUvarint(buf, uint64(r.Shard))
 	buf = binary.AppendUvarint(buf, r.ID)
 	buf = binary.AppendUvarint(buf, r.Epoch)
 	buf = binary.AppendUvarint(buf, r.Term)
-	return base64.RawURLEncoding.EncodeToString(buf)
+	if r.Signed {
+		buf = binary.AppendUvarint(buf, uint64(r.Key))
+	}
+	return buf
 }
 
-// ParseReceipt is the inverse of Receipt.String.
+// ParseReceipt is the inverse of Receipt.String. It checks the form only:
+// whether a signature is good is for the server to say.
 func ParseReceipt(s string) (Receipt, error) {
-	if s == "" || len(s) > 64 {
+	if s == "" || len(s) > maxReceiptLen {
 		return Receipt{}, fmt.Errorf("%w: length %d", ErrBadReceipt, len(s))
 	}
 	buf, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(buf) == 0 || buf[0] != receiptVersion {
+	if err != nil || len(buf) == 0 || (buf[0] != receiptUnsigned && buf[0] != receiptSigned) {
 		return Receipt{}, fmt.Errorf("%w: %q", ErrBadReceipt, s)
 	}
+	signed := buf[0] == receiptSigned
 	buf = buf[1:]
-	var fields [4]uint64
+	n := 4
+	if signed {
+		n = 5
+	}
+	fields := make([]uint64, n)
 	for i := range fields {
-		v, n := binary.Uvarint(buf)
-		if n <= 0 {
+		v, k := binary.Uvarint(buf)
+		if k <= 0 {
 			return Receipt{}, fmt.Errorf("%w: %q", ErrBadReceipt, s)
 		}
 		fields[i] = v
-		buf = buf[n:]
+		buf = buf[k:]
+	}
+	r := Receipt{Shard: uint32(fields[0]), ID: fields[1], Epoch: fields[2], Term: fields[3], Signed: signed}
+	if signed {
+		if len(buf) != SigLen || fields[4] > 0xffffffff {
+			return Receipt{}, fmt.Errorf("%w: %q", ErrBadReceipt, s)
+		}
+		r.Key = uint32(fields[4])
+		copy(r.Sig[:], buf)
+		buf = nil
 	}
 	if len(buf) != 0 || fields[0] > 0xffffffff || fields[1] == 0 || fields[2] == 0 {
 		return Receipt{}, fmt.Errorf("%w: %q", ErrBadReceipt, s)
 	}
-	return Receipt{Shard: uint32(fields[0]), ID: fields[1], Epoch: fields[2], Term: fields[3]}, nil
+	return r, nil
 }
 
 // ShardFor places a message group of a queue on one of n shards by the

@@ -23,7 +23,7 @@ func TestParseMessageIDRejects(t *testing.T) {
 }
 
 func TestReceiptRoundTrip(t *testing.T) {
-	for _, r := range []Receipt{{0, 1, 1, 0}, {3, 99, 12345, 7}, {0xffffffff, ^uint64(0), ^uint64(0), ^uint64(0)}} {
+	for _, r := range []Receipt{{Shard: 0, ID: 1, Epoch: 1}, {Shard: 3, ID: 99, Epoch: 12345, Term: 7}, {Shard: 0xffffffff, ID: ^uint64(0), Epoch: ^uint64(0), Term: ^uint64(0)}, {Shard: 0xffffffff, ID: ^uint64(0), Epoch: ^uint64(0), Term: ^uint64(0), Signed: true, Key: 0xffffffff, Sig: [SigLen]byte{1, 2, 3, 255}}, {Shard: 2, ID: 5, Epoch: 9, Signed: true}} {
 		got, err := ParseReceipt(r.String())
 		if err != nil || got != r {
 			t.Fatalf("round trip %v: got %v, %v", r, got, err)
@@ -33,7 +33,8 @@ func TestReceiptRoundTrip(t *testing.T) {
 
 func TestParseReceiptRejects(t *testing.T) {
 	good := Receipt{Shard: 1, ID: 2, Epoch: 3, Term: 4}.String()
-	for _, s := range []string{"", "!!!", good + "A", good[:len(good)-2], "AA", Receipt{Shard: 1, ID: 0, Epoch: 1}.String(), Receipt{Shard: 1, ID: 1, Epoch: 0}.String()} {
+	signed := Receipt{Shard: 1, ID: 2, Epoch: 3, Term: 4, Signed: true, Key: 7}.String()
+	for _, s := range []string{"", "!!!", good + "A", good[:len(good)-2], "AA", signed[:len(signed)-3], signed + "AAAA", Receipt{Shard: 1, ID: 0, Epoch: 1}.String(), Receipt{Shard: 1, ID: 1, Epoch: 0}.String()} {
 		if _, err := ParseReceipt(s); !errors.Is(err, ErrBadReceipt) {
 			t.Errorf("ParseReceipt(%q) = %v, want ErrBadReceipt", s, err)
 		}
@@ -42,6 +43,7 @@ func TestParseReceiptRejects(t *testing.T) {
 
 func FuzzParseReceipt(f *testing.F) {
 	f.Add(Receipt{Shard: 1, ID: 2, Epoch: 3}.String())
+	f.Add(Receipt{Shard: 1, ID: 2, Epoch: 3, Signed: true, Key: 9}.String())
 	f.Fuzz(func(t *testing.T, s string) {
 		r, err := ParseReceipt(s)
 		if err != nil {

@@ -5,6 +5,8 @@
 //   INVALID_ARGUMENT     bad names, sizes, priorities, durations (nothing changed)
 //   NOT_FOUND            unknown queue or message
 //   FAILED_PRECONDITION  stale receipt (lease expired or re-granted), wrong state
+//   PERMISSION_DENIED    a receipt whose signature the node cannot verify
+//   UNAUTHENTICATED      plaintext on a node's TLS port
 //   ALREADY_EXISTS       queue exists with a different policy
 //   RESOURCE_EXHAUSTED   a limit or quota; may carry retry info
 //   UNAVAILABLE          no leader / not leader; trailer "raftq-leader" holds a hint

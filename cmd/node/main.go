@@ -207,6 +207,16 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	gs := newServer(wire.MaxRequestBytes, clientOpts...)
 	ps := newServer(peerMaxRequest, peerOpts...)
 	srv := server.New(node, rt, met, log)
+	if sec.tls != nil {
+		// Receipts are signed with keys derived from the gossip keys
+		// (server/receipts.go): every member holds them, and they rotate
+		// with them.
+		rk, err := server.NewReceiptKeys(sec.gossipKeys)
+		if err != nil {
+			return err
+		}
+		srv.SetReceiptKeys(rk)
+	}
 	srv.Register(gs)
 	srv.Peer().Register(ps)
 	hs := health.NewServer()
@@ -224,7 +234,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		go func() { _ = refused.Serve(plainLis) }()
 		defer refused.Stop()
 	}
-	reloadOnHangup(ctx, hup, sec, cfg, node, log)
+	reloadOnHangup(ctx, hup, sec, cfg, node, srv, log)
 	go func() { serveErr <- gs.Serve(lis) }()
 	go func() { serveErr <- ps.Serve(plis) }()
 	var hsrv *http.Server

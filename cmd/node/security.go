@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/cluster"
+	"github.com/raftq/raftq/server"
 	"github.com/raftq/raftq/tlsconf"
 )
 
@@ -87,7 +88,7 @@ func catchHangup() (<-chan os.Signal, func()) {
 // until ctx ends. New handshakes use the new material; open connections
 // keep theirs. Every file is read and checked before anything changes: one
 // that fails to load changes nothing and is logged.
-func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, sec *security, c *config, node *cluster.Node, log *slog.Logger) {
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, sec *security, c *config, node *cluster.Node, srv *server.Server, log *slog.Logger) {
 	go func() {
 		for {
 			select {
@@ -111,6 +112,12 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, sec *security, c 
 				log.Error("SIGHUP: TLS certificates reloaded, gossip keys refused; the node keeps its old gossip keys", "err", err)
 				continue
 			}
+			rk, err := server.NewReceiptKeys(keys)
+			if err != nil {
+				log.Error("SIGHUP: receipt keys refused; the node keeps its old ones", "err", err)
+				continue
+			}
+			srv.SetReceiptKeys(rk)
 			log.Info("SIGHUP: TLS certificates and gossip keys reloaded", "cert", c.TLSCert, "not_after", sec.tls.NotAfter())
 			warnExpiry(log, sec.tls.NotAfter(), time.Now())
 		}
