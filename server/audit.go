@@ -37,7 +37,7 @@ func audited(method string) bool {
 const maxAuditRequest = 512
 
 // Audit logs every administrative call on the client port once it ends:
-// who (the caller's address), what (method and request), when (the line's
+// who (the caller's certificate identity, if any, and address), what (method and request), when (the line's
 // time), and how it ended (gRPC code, duration). The interceptors go on
 // the client server only; node-to-node calls are the cluster's own.
 type Audit struct{ log *slog.Logger }
@@ -77,6 +77,11 @@ func (a *Audit) record(ctx context.Context, method string, req any, start time.T
 	caller := "unknown"
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		caller = p.Addr.String()
+	}
+	// The certificate's identity, when the caller showed one, before its
+	// address: "client/billing@10.0.0.7:51234".
+	if id, ok := principal(ctx); ok {
+		caller = id.String() + "@" + caller
 	}
 	text := ""
 	if m, ok := req.(proto.Message); ok {

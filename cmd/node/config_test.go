@@ -37,6 +37,8 @@ func TestParseConfigSecurity(t *testing.T) {
 		{[]string{"--node-id", "n"}, "TLS is required"},
 		{[]string{"--node-id", "n", "--tls-ca", "ca.crt", "--tls-cert", "n.crt", "--tls-key", "n.key"}, "TLS is required"},
 		{[]string{"--node-id", "n", "--insecure", "--tls-ca", "ca.crt"}, "contradict"},
+		{[]string{"--node-id", "n", "--insecure", "--client-auth", "require"}, "cannot go with --insecure"},
+		{[]string{"--node-id", "n", "--insecure", "--client-auth", "always"}, "--client-auth must be"},
 	} {
 		_, err := parseConfig(tc.args, env(secure), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -201,6 +201,12 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	var refused *grpc.Server
 	if sec.tls != nil {
 		clientOpts = append(clientOpts, grpc.Creds(credentials.NewTLS(sec.tls.ClientPort())))
+		if cfg.ClientAuth == clientAuthRequire {
+			unary, stream := server.RequireCertificate()
+			// First, so nothing (not even the audit) runs for a caller
+			// without a certificate.
+			clientOpts = append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream)}, clientOpts...)
+		}
 		peerOpts = append(peerOpts, grpc.Creds(credentials.NewTLS(sec.tls.Members(tlsconf.ALPNGRPC))))
 		refused = refusePlaintext()
 	}

@@ -136,6 +136,12 @@ func warnExpiry(log *slog.Logger, notAfter, now time.Time) {
 	}
 }
 
+// --client-auth values.
+const (
+	clientAuthOptional = "optional"
+	clientAuthRequire  = "require"
+)
+
 // errNoSecurity is the refusal of a node started with neither TLS nor
 // --insecure.
 var errNoSecurity = errors.New("TLS is required: pass --tls-ca, --tls-cert, --tls-key and --gossip-key-file " +

@@ -95,3 +95,18 @@ func (c *Cluster) ClientCreds() credentials.TransportCredentials {
 	}
 	return credentials.NewTLS(cfg)
 }
+
+// ClientCertCreds are a client's credentials with a client certificate
+// for name from the cluster's CA (for --client-auth require).
+func (c *Cluster) ClientCertCreds(name string) credentials.TransportCredentials {
+	c.t.Helper()
+	f, err := c.pki.dir.IssueClient(name, certValid)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg, err := tlsconf.ClientFiles(f.CA, f.Cert, f.Key)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return credentials.NewTLS(cfg)
+}
