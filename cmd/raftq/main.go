@@ -211,6 +211,9 @@ func (a *app) unreachable(err error) error {
 	case strings.Contains(s, "takes TLS connections only"):
 		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s takes TLS connections only: pass --ca FILE or set RAFTQ_CA "+
 			"(the CA that signed the nodes' certificates; make run keeps one in %s)", strings.Join(a.g.seeds(), ","), devCA)}
+	case strings.Contains(s, "requires a client certificate"):
+		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s requires a client certificate (it runs --client-auth require): "+
+			"pass --cert and --key, or set RAFTQ_CERT and RAFTQ_KEY (raftq certs client NAME makes them)", strings.Join(a.g.seeds(), ","))}
 	case strings.Contains(s, "tls: certificate required") || strings.Contains(s, "unknown service raftq.v1"):
 		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s asks for a member's certificate: is it a peer port (nodes only)? "+
 			"clients use the gRPC port (--grpc-bind)", strings.Join(a.g.seeds(), ","))}
