@@ -127,34 +127,39 @@ func TestTLSClusterRefusesOutsiders(t *testing.T) {
 		rogue.stop()
 	})
 
-	t.Run("impostor claiming n2", func(t *testing.T) {
+	t.Run("impostor claiming a member's id", func(t *testing.T) {
 		// The impostor holds the gossip key (leaked) and a certificate for
-		// "n2" from a CA of its own. With n2 down it takes n2's name in
-		// gossip; raft must keep n2's real address, since the impostor
-		// cannot prove n2's identity.
+		// the victim's id from a CA of its own. With the victim down it
+		// takes the victim's name in gossip; raft must keep the victim's
+		// real address, since the impostor cannot prove the identity. The
+		// victim is not the meta leader, whose log is read.
+		leader := metaLeader(t, ctx, c)
+		victim := (leader + 1) % len(c.Nodes)
+		id := c.Nodes[victim].ID
 		evil, err := tlsconf.InitDir(filepath.Join(t.TempDir(), "evil"), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := evil.IssueNode("n2", []string{"127.0.0.1"}, time.Hour)
+		f, err := evil.IssueNode(id, []string{"127.0.0.1"}, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Kill(1)
-		rogue := startRogue(t, c, "n2", []string{"--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key,
+		c.Kill(victim)
+		rogue := startRogue(t, c, id, []string{"--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key,
 			"--gossip-key-file", c.PKI().GossipKeyFile()})
-		leader := metaLeader(t, ctx, c)
-		waitLog(t, ctx, c, leader, "did not prove its node's identity")
-		if logHas(t, c, leader, `msg="raft address changed" member=n2`) {
-			t.Fatal("the meta leader moved n2's raft address to the impostor")
+		waitFor(t, ctx, "the meta leader's refusal of the impostor's address", func() bool {
+			return logLine(t, c, leader, "did not prove its node's identity", "member="+id+" ")
+		})
+		if logHas(t, c, leader, `msg="raft address changed" member=`+id) {
+			t.Fatalf("the meta leader moved %s's raft address to the impostor", id)
 		}
 		rogue.running(t)
 		rogue.stop()
-		c.Restart(1)
-		if err := c.WaitServing(ctx, 1); err != nil {
+		c.Restart(victim)
+		if err := c.WaitServing(ctx, victim); err != nil {
 			t.Fatal(err)
 		}
-		unchanged("an impostor of n2")
+		unchanged("an impostor of " + id)
 	})
 
 	t.Run("certificate rotation on SIGHUP", func(t *testing.T) {
@@ -408,6 +413,25 @@ func logHas(t *testing.T, c *testcluster.Cluster, i int, s string) bool {
 		t.Fatal(err)
 	}
 	return strings.Contains(string(b), s)
+}
+
+// logLine reports whether one line of node i's log holds every one of parts.
+func logLine(t *testing.T, c *testcluster.Cluster, i int, parts ...string) bool {
+	t.Helper()
+	b, err := os.ReadFile(c.Nodes[i].LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // waitLog waits until node i's log holds s.

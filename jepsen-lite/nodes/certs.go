@@ -48,3 +48,7 @@ func (c *Cluster) nodeTLS(n *Node) ([]string, error) {
 	}
 	return []string{"--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key, "--gossip-key-file", c.certs.GossipKeyFile()}, nil
 }
+
+// ClientCreds are the credentials a client of the run's nodes dials with
+// (the run's CA, no certificate), e.g. client.WithTLS(c.ClientCreds()).
+func (c *Cluster) ClientCreds() credentials.TransportCredentials { return c.creds }

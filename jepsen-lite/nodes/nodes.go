@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
@@ -81,6 +82,8 @@ type Cluster struct {
 	// certs is the run's CA, gossip key and node certificates: every
 	// run is under TLS and encrypted gossip (docs/security.md).
 	certs *tlsconf.Dir
+	// creds are what a client of the run dials the nodes with.
+	creds credentials.TransportCredentials
 }
 
 // New lays out one node slot per namespace; data and logs go under dir.
@@ -94,6 +97,7 @@ func New(bin, dir string, nw *netns.Net, shards, initial int) (*Cluster, error) 
 	if err != nil {
 		return nil, err
 	}
+	c.creds = creds
 	var gossip []string
 	for i, ns := range nw.Nodes {
 		n := &Node{

@@ -198,7 +198,7 @@ func TestOneWayPartitionOfShardLeader(t *testing.T) {
 	for i := range cl.Nodes {
 		addrs[i] = cl.Addr(i)
 	}
-	c, err := client.Dial(ctx, addrs)
+	c, err := client.Dial(ctx, addrs, client.WithTLS(cl.ClientCreds()))
 	if err != nil {
 		t.Fatal(err)
 	}
