@@ -40,9 +40,11 @@ func replaceNodeCommand() command {
 	}, false}
 }
 
-// drainAction records the drain and, with --wait, asks again (the call is
-// idempotent) until the node is retired or the wait passes: exit 0 once
-// retired, 1 with the progress if the wait ran out.
+// drainAction records the drain and, with --wait, watches it until the
+// node is retired or the wait passes: exit 0 once retired, 1 with the
+// progress if the wait ran out. The watch reads the node list, so the
+// drain call (an administrative one, audited) is made once, and once more
+// for the progress when the wait runs out.
 func drainAction(a *app, wait time.Duration, call func(context.Context, *client.Client) (client.NodeDrain, error)) (action, error) {
 	if wait < 0 {
 		return nil, usagef("--wait %v is negative", wait)
@@ -50,15 +52,18 @@ func drainAction(a *app, wait time.Duration, call func(context.Context, *client.
 	a.g.wait = wait
 	return func(ctx context.Context, c *client.Client, o *output) error {
 		until := time.Now().Add(wait)
-		for {
-			d, err := call(ctx, c)
-			if err != nil {
-				return err
-			}
-			if d.Done || wait == 0 {
-				return o.drain(d)
-			}
+		d, err := call(ctx, c)
+		if err != nil {
+			return err
+		}
+		for !d.Done && wait > 0 {
 			if time.Now().After(until) {
+				if d, err = call(ctx, c); err != nil {
+					return err
+				}
+				if d.Done {
+					break
+				}
 				if err := o.drain(d); err != nil {
 					return err
 				}
@@ -69,8 +74,26 @@ func drainAction(a *app, wait time.Duration, call func(context.Context, *client.
 				return ctx.Err()
 			case <-time.After(drainPoll):
 			}
+			nodes, err := c.Nodes(ctx)
+			if err != nil {
+				return err
+			}
+			if retired(nodes, d.NodeID) {
+				d = client.NodeDrain{NodeID: d.NodeID, To: d.To, Done: true}
+			}
 		}
+		return o.drain(d)
 	}, nil
+}
+
+// retired reports whether the node list shows id retired.
+func retired(nodes []client.NodeInfo, id string) bool {
+	for _, n := range nodes {
+		if n.NodeID == id {
+			return n.Retired
+		}
+	}
+	return false
 }
 
 func (o *output) drain(d client.NodeDrain) error {
