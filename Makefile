@@ -80,8 +80,12 @@ docker-image:
 # its certificate is copied to data/compose-ca.crt for the host CLI.
 compose-up: docker-image
 	$(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml up -d
-	mkdir -p data && docker cp "$$($(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml ps -a -q certs)":/certs/ca.crt data/compose-ca.crt
-	@echo "compose: TLS on; the CLI on this host needs: export RAFTQ_CA=$$PWD/data/compose-ca.crt RAFTQ_ADDR=127.0.0.1:17101"
+	mkdir -p data && c="$$($(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml ps -a -q certs)" && \
+		docker cp "$$c":/certs/ca.crt data/compose-ca.crt && \
+		docker cp "$$c":/certs/client-admin.crt data/compose-client-admin.crt && \
+		docker cp "$$c":/certs/client-admin.key data/compose-client-admin.key
+	@echo "compose: TLS and client certificates on; the CLI on this host needs:"
+	@echo "  export RAFTQ_ADDR=127.0.0.1:17101 RAFTQ_CA=$$PWD/data/compose-ca.crt RAFTQ_CERT=$$PWD/data/compose-client-admin.crt RAFTQ_KEY=$$PWD/data/compose-client-admin.key"
 # The profiles take the added nodes (n4, n5) down too.
 compose-down:
 	$(COMPOSE) -p $(COMPOSE_PROJECT) -f docker/compose.yaml --profile n4 --profile n5 down

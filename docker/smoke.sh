@@ -171,8 +171,12 @@ net="${project}_raftq"
 # service made; the host CLI trusts it.
 certs_cid=$(compose ps -a -q certs)
 [[ -n $certs_cid ]] || fail "no certs container"
-timeout 30 docker cp "$certs_cid:/certs/ca.crt" "$work/ca.crt" >/dev/null || fail "could not copy the CA out of the certs container"
-export RAFTQ_CA="$work/ca.crt"
+for f in ca.crt client-admin.crt client-admin.key; do
+	timeout 30 docker cp "$certs_cid:/certs/$f" "$work/$f" >/dev/null || fail "could not copy $f out of the certs container"
+done
+# The nodes run --client-auth require: the CLI presents the development
+# client certificate.
+export RAFTQ_CA="$work/ca.crt" RAFTQ_CERT="$work/client-admin.crt" RAFTQ_KEY="$work/client-admin.key"
 
 declare -A cid port mport
 for n in n1 n2 n3; do
@@ -402,6 +406,13 @@ receipt=$(jq -r '.[0].receipt' <<<"$out")
 out=$(cli "$all_addrs" ack "$receipt" --json) || fail "ack: $out"
 [[ $(jq -r '.[0].ok' <<<"$out") == true ]] || fail "ack returned $out"
 note "traffic: queue create, send, receive, ack through ${all_addrs}"
+# The nodes run --client-auth require: without the client certificate the
+# CLI is refused, and says why.
+if out=$(RAFTQ_CERT="" RAFTQ_KEY="" cli "$all_addrs" queue list 2>&1); then
+	fail "queue list without a client certificate succeeded: $out"
+fi
+[[ $out == *"requires a client certificate"* ]] || fail "queue list without a client certificate: $out"
+note "client auth: a call without a client certificate refused: ${out#raftq: }"
 
 # ---- 3. kill a shard leader during sends -------------------------------------
 

@@ -26,7 +26,12 @@ run() {
 	local cpid=$! up=0 sec=()
 	for _ in $(seq 1 60); do
 		# A build whose run-cluster.sh runs TLS made its CA by now.
-		if [ -f "$d/certs/ca.crt" ]; then sec=(RAFTQ_CA="$d/certs/ca.crt"); else sec=(RAFTQ_INSECURE=1); fi
+		if [ -f "$d/certs/ca.crt" ]; then
+			sec=(RAFTQ_CA="$d/certs/ca.crt")
+			[ -f "$d/certs/client-admin.crt" ] && sec+=(RAFTQ_CERT="$d/certs/client-admin.crt" RAFTQ_KEY="$d/certs/client-admin.key")
+		else
+			sec=(RAFTQ_INSECURE=1)
+		fi
 		if env "${sec[@]}" "$tree/bin/raftq" --addr 127.0.0.1:7101 cluster status >/dev/null 2>&1; then up=1; break; fi
 		sleep 1
 	done

@@ -98,8 +98,10 @@ trap stop INT TERM
 
 # TLS and gossip encryption are on unless RAFTQ_INSECURE=1: the first run
 # makes a development CA, a gossip key and node certificates in
-# $DATA/certs (raftq certs dev), later runs reuse them. The CLI run from
-# this directory trusts that CA on its own (or set RAFTQ_CA).
+# $DATA/certs (raftq certs dev), later runs reuse them. The nodes take
+# calls only from holders of a certificate (--client-auth require): the
+# CLI and bench run from this directory present client-admin's and trust
+# the CA on their own (elsewhere set RAFTQ_CA, RAFTQ_CERT, RAFTQ_KEY).
 if [ "${RAFTQ_INSECURE:-0}" = 1 ]; then
 	echo "raftq: RAFTQ_INSECURE=1: no TLS, no gossip encryption (see docs/security.md)" >&3
 else
@@ -109,7 +111,7 @@ security() {
 	if [ "${RAFTQ_INSECURE:-0}" = 1 ]; then
 		echo --insecure
 	else
-		echo --tls-ca "$DATA/certs/ca.crt" --tls-cert "$DATA/certs/$1.crt" --tls-key "$DATA/certs/$1.key" --gossip-key-file "$DATA/certs/gossip.key"
+		echo --tls-ca "$DATA/certs/ca.crt" --tls-cert "$DATA/certs/$1.crt" --tls-key "$DATA/certs/$1.key" --gossip-key-file "$DATA/certs/gossip.key" --client-auth require
 	fi
 }
 

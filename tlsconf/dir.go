@@ -116,6 +116,21 @@ func (d *Dir) IssueClient(name string, valid time.Duration) (Files, error) {
 	return d.ca.IssueFiles(Request{Identity: Identity{Role: RoleClient, Name: name}, ValidFor: valid}, d.Path, "client-"+name, d.CAFile())
 }
 
+// ClientFilesOf are where client name's files are (they may not exist yet).
+func (d *Dir) ClientFilesOf(name string) Files {
+	return Files{CA: d.CAFile(), Cert: filepath.Join(d.Path, "client-"+name+".crt"), Key: filepath.Join(d.Path, "client-"+name+".key")}
+}
+
+// EnsureClient issues client name's certificate unless its files exist.
+func (d *Dir) EnsureClient(name string, valid time.Duration) (f Files, issued bool, err error) {
+	f = d.ClientFilesOf(name)
+	if _, err := os.Stat(f.Cert); err == nil {
+		return f, false, nil
+	}
+	f, err = d.IssueClient(name, valid)
+	return f, err == nil, err
+}
+
 // EnsureNode issues node id's certificate unless its files exist.
 func (d *Dir) EnsureNode(id string, hosts []string, valid time.Duration) (f Files, issued bool, err error) {
 	if err := CheckNodeName(id); err != nil {

@@ -15,7 +15,11 @@ import (
 )
 
 // devCA is where make run keeps its development CA (scripts/run-cluster.sh).
-const devCA = "data/certs/ca.crt"
+const (
+	devCA   = "data/certs/ca.crt"
+	devCert = "data/certs/client-admin.crt"
+	devKey  = "data/certs/client-admin.key"
+)
 
 // dial connects to the cluster and waits for its leaders to settle
 // (--settle), returning where they are.
@@ -23,14 +27,17 @@ func dial(ctx context.Context, cfg config, stderr io.Writer) (*client.Client, pl
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var opts []client.Option
-	ca := cfg.CA
+	ca, cert, key := cfg.CA, cfg.Cert, cfg.Key
 	if ca == "" && !cfg.Insecure {
 		if _, err := os.Stat(devCA); err == nil {
 			ca = devCA
+			if _, err := os.Stat(devCert); err == nil && cert == "" && key == "" {
+				cert, key = devCert, devKey
+			}
 		}
 	}
 	if ca != "" && !cfg.Insecure {
-		tc, err := tlsconf.ClientFiles(ca, "", "")
+		tc, err := tlsconf.ClientFiles(ca, cert, key)
 		if err != nil {
 			return nil, placement{}, err
 		}

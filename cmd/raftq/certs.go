@@ -56,7 +56,7 @@ func certsCommands() []command {
 				return certsIssue(a, *dir, tlsconf.Identity{Role: tlsconf.RoleClient, Name: pos[0]}, nil, *valid)
 			})
 		}, true},
-		{"certs dev", "", "make what a development cluster needs in --dir, keeping what exists: a CA, a gossip key and a certificate for each of --nodes", func(a *app, fs *flag.FlagSet) binder {
+		{"certs dev", "", "make what a development cluster needs in --dir, keeping what exists: a CA, a gossip key, a certificate for each of --nodes and a client certificate (client-admin)", func(a *app, fs *flag.FlagSet) binder {
 			dir := fs.String("dir", devCertsDir, "directory to write into")
 			nodes := fs.String("nodes", "n1,n2,n3", "comma-separated node ids (each id is also a host name in its certificate, as in compose)")
 			hosts := fs.String("host", "", "comma-separated DNS names and IPs added to every node's certificate (compose: the nodes' fixed IPs)")
@@ -159,5 +159,17 @@ func certsDev(a *app, dir string, nodes, hosts []string) error {
 			fmt.Fprintf(a.stdout, "wrote %s and %s for node/%s\n", f.Cert, f.Key, id)
 		}
 	}
+	// The operator's own certificate: the development cluster runs
+	// --client-auth require, and the CLI and bench present this one.
+	f, issued, err := d.EnsureClient(devClient, certValidFor)
+	if err != nil {
+		return err
+	}
+	if issued {
+		fmt.Fprintf(a.stdout, "wrote %s and %s for client/%s\n", f.Cert, f.Key, devClient)
+	}
 	return nil
 }
+
+// devClient is the client certificate raftq certs dev makes.
+const devClient = "admin"

@@ -14,6 +14,13 @@ import (
 // the CLI run from the repository trusts it without being told.
 const devCA = "data/certs/ca.crt"
 
+// devCert and devKey are make run's client certificate, presented when
+// the CLI falls back on devCA and is given no certificate of its own.
+const (
+	devCert = "data/certs/client-admin.crt"
+	devKey  = "data/certs/client-admin.key"
+)
+
 // tlsOptions are the client options for --ca/--cert/--key: TLS when a CA
 // is known (given, or make run's), plaintext with --insecure or when none
 // is.
@@ -24,10 +31,15 @@ func (g *globals) tlsOptions() ([]client.Option, error) {
 		}
 		return nil, nil
 	}
-	ca := g.ca
+	ca, cert, key := g.ca, g.cert, g.key
 	if ca == "" {
 		if _, err := os.Stat(devCA); err == nil {
 			ca = devCA
+			if cert == "" && key == "" {
+				if _, err := os.Stat(devCert); err == nil {
+					cert, key = devCert, devKey
+				}
+			}
 		}
 	}
 	if ca == "" {
@@ -36,7 +48,7 @@ func (g *globals) tlsOptions() ([]client.Option, error) {
 		}
 		return nil, nil
 	}
-	cfg, err := tlsconf.ClientFiles(ca, g.cert, g.key)
+	cfg, err := tlsconf.ClientFiles(ca, cert, key)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {

@@ -15,7 +15,7 @@ import (
 // credentials copies the project's development certificates out of its
 // certs service (docker/compose.yaml; docker cp works on its exited
 // container) and returns what the harness dials with: the CA for the
-// client ports, and n1's certificate for the peer ports, which take
+// client ports (with the client certificate), and n1's certificate for the peer ports, which take
 // members only (replica digests).
 func (p *Project) credentials(ctx context.Context) (client, member credentials.TransportCredentials, err error) {
 	out, err := p.compose(ctx, "ps", "-a", "-q", "certs")
@@ -35,7 +35,9 @@ func (p *Project) credentials(ctx context.Context) (client, member credentials.T
 		return nil, nil, err
 	}
 	d := filepath.Join(dir, "certs")
-	cfg, err := tlsconf.ClientFiles(filepath.Join(d, "ca.crt"), "", "")
+	// The nodes run --client-auth require: the harness's clients present
+	// the development client certificate.
+	cfg, err := tlsconf.ClientFiles(filepath.Join(d, "ca.crt"), filepath.Join(d, "client-admin.crt"), filepath.Join(d, "client-admin.key"))
 	if err != nil {
 		return nil, nil, err
 	}
