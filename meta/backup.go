@@ -83,6 +83,10 @@ func (s *Store) RestoreBackup(ctx context.Context, old *metapb.Snapshot, replica
 		AppliedIndex: old.GetAppliedIndex(),
 		Queues:       old.GetQueues(),
 		ShardMap:     scratch.shardMap,
+		// The API keys come along, so clients of the old cluster keep
+		// working; the audit trail is the old cluster's history and stays
+		// in the backup.
+		ApiKeys: old.GetApiKeys(),
 	}
 	b, err := encodeSnapshot(snap)
 	if err != nil {

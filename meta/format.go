@@ -44,6 +44,12 @@ var commandFormats = map[protoreflect.Name]uint32{
 	"slot_move_step":   4,
 	"abort_slot_move":  4,
 	"forget_slot_move": 4,
+	// Format 5: API keys and the audit trail (meta/access.go); a replica
+	// of format 4 would stop on them.
+	"create_api_key": 5,
+	"rotate_api_key": 5,
+	"revoke_api_key": 5,
+	"append_audit":   5,
 }
 
 // CommandFormat is the log format a meta command needs from every replica;

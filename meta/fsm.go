@@ -23,6 +23,10 @@ type FSM struct {
 	queues   map[string]*metapb.Queue
 	shardMap *metapb.ShardMap  // nil until placed
 	formats  map[string]uint32 // node id -> recorded log format (NodeFormat)
+	keys     map[string]*metapb.ApiKey // by id (access.go)
+	audit    []*metapb.AuditRecord     // oldest first, at most MaxAudit
+	// nextAudit: the seq the next audit record takes (0 means 1).
+	nextAudit uint64
 
 	// onChange runs after every applied command or restore, outside mu.
 	onChange func()
@@ -31,7 +35,7 @@ type FSM struct {
 // NewFSM returns an empty FSM; onChange (may be nil) is called after every
 // state change and must not block.
 func NewFSM(onChange func()) *FSM {
-	return &FSM{queues: map[string]*metapb.Queue{}, formats: map[string]uint32{}, onChange: onChange}
+	return &FSM{queues: map[string]*metapb.Queue{}, formats: map[string]uint32{}, keys: map[string]*metapb.ApiKey{}, onChange: onChange}
 }
 
 // Apply applies one log. Non-command logs and indexes at or below the last
@@ -101,6 +105,14 @@ func (f *FSM) applyLocked(cmd *metapb.Command) *metapb.Result {
 		return f.abortSlotMove(c.AbortSlotMove)
 	case *metapb.Command_ForgetSlotMove:
 		return f.forgetSlotMove(c.ForgetSlotMove, cmd.GetNowMs())
+	case *metapb.Command_CreateApiKey:
+		return f.createAPIKey(c.CreateApiKey, cmd.GetNowMs())
+	case *metapb.Command_RotateApiKey:
+		return f.rotateAPIKey(c.RotateApiKey, cmd.GetNowMs())
+	case *metapb.Command_RevokeApiKey:
+		return f.revokeAPIKey(c.RevokeApiKey)
+	case *metapb.Command_AppendAudit:
+		return f.appendAudit(c.AppendAudit)
 	default:
 		if nums, _ := fsm.UnknownKinds(cmd); len(nums) > 0 {
 			return &metapb.Result{} // ignorable kind of a newer binary (Apply stopped on any other)
@@ -259,6 +271,9 @@ func (f *FSM) snapshotProto() *metapb.Snapshot {
 		snap.ShardMap = proto.CloneOf(f.shardMap)
 	}
 	snap.NodeFormats = f.nodeFormatsLocked()
+	snap.ApiKeys = f.apiKeysLocked()
+	snap.Audit = cloneAll(f.audit)
+	snap.NextAuditSeq = f.nextAudit
 	f.mu.RUnlock()
 	return snap
 }
@@ -279,6 +294,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.queues = queues
 	f.shardMap = snap.GetShardMap()
 	f.formats = formatsFromProto(snap.GetNodeFormats())
+	f.keys = make(map[string]*metapb.ApiKey, len(snap.GetApiKeys()))
+	for _, k := range snap.GetApiKeys() {
+		f.keys[k.GetId()] = k
+	}
+	f.audit = snap.GetAudit()
+	f.nextAudit = snap.GetNextAuditSeq()
 	f.mu.Unlock()
 	f.changed()
 	return nil

@@ -220,6 +220,63 @@ func (SlotMovePhase) EnumDescriptor() ([]byte, []int) {
 	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{2}
 }
 
+// Role is what a grant lets its holder do on the queues it names
+// (docs/security.md, "Roles").
+type Role int32
+
+const (
+	Role_ROLE_UNSPECIFIED Role = 0
+	Role_ROLE_ADMIN       Role = 1
+	Role_ROLE_PRODUCER    Role = 2
+	Role_ROLE_CONSUMER    Role = 3
+	Role_ROLE_VIEWER      Role = 4
+)
+
+// Enum value maps for Role.
+var (
+	Role_name = map[int32]string{
+		0: "ROLE_UNSPECIFIED",
+		1: "ROLE_ADMIN",
+		2: "ROLE_PRODUCER",
+		3: "ROLE_CONSUMER",
+		4: "ROLE_VIEWER",
+	}
+	Role_value = map[string]int32{
+		"ROLE_UNSPECIFIED": 0,
+		"ROLE_ADMIN":       1,
+		"ROLE_PRODUCER":    2,
+		"ROLE_CONSUMER":    3,
+		"ROLE_VIEWER":      4,
+	}
+)
+
+func (x Role) Enum() *Role {
+	p := new(Role)
+	*p = x
+	return p
+}
+
+func (x Role) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Role) Descriptor() protoreflect.EnumDescriptor {
+	return file_meta_metapb_meta_proto_enumTypes[3].Descriptor()
+}
+
+func (Role) Type() protoreflect.EnumType {
+	return &file_meta_metapb_meta_proto_enumTypes[3]
+}
+
+func (x Role) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Role.Descriptor instead.
+func (Role) EnumDescriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{3}
+}
+
 // Command is the payload of one meta raft log entry.
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -244,6 +301,10 @@ type Command struct {
 	//	*Command_SlotMoveStep
 	//	*Command_AbortSlotMove
 	//	*Command_ForgetSlotMove
+	//	*Command_CreateApiKey
+	//	*Command_RotateApiKey
+	//	*Command_RevokeApiKey
+	//	*Command_AppendAudit
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -426,6 +487,42 @@ func (x *Command) GetForgetSlotMove() *ForgetSlotMove {
 	return nil
 }
 
+func (x *Command) GetCreateApiKey() *CreateApiKey {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_CreateApiKey); ok {
+			return x.CreateApiKey
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRotateApiKey() *RotateApiKey {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_RotateApiKey); ok {
+			return x.RotateApiKey
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRevokeApiKey() *RevokeApiKey {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_RevokeApiKey); ok {
+			return x.RevokeApiKey
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetAppendAudit() *AppendAudit {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_AppendAudit); ok {
+			return x.AppendAudit
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -486,6 +583,22 @@ type Command_ForgetSlotMove struct {
 	ForgetSlotMove *ForgetSlotMove `protobuf:"bytes,16,opt,name=forget_slot_move,json=forgetSlotMove,proto3,oneof"`
 }
 
+type Command_CreateApiKey struct {
+	CreateApiKey *CreateApiKey `protobuf:"bytes,17,opt,name=create_api_key,json=createApiKey,proto3,oneof"`
+}
+
+type Command_RotateApiKey struct {
+	RotateApiKey *RotateApiKey `protobuf:"bytes,18,opt,name=rotate_api_key,json=rotateApiKey,proto3,oneof"`
+}
+
+type Command_RevokeApiKey struct {
+	RevokeApiKey *RevokeApiKey `protobuf:"bytes,19,opt,name=revoke_api_key,json=revokeApiKey,proto3,oneof"`
+}
+
+type Command_AppendAudit struct {
+	AppendAudit *AppendAudit `protobuf:"bytes,20,opt,name=append_audit,json=appendAudit,proto3,oneof"`
+}
+
 func (*Command_CreateQueue) isCommand_Cmd() {}
 
 func (*Command_UpdateQueue) isCommand_Cmd() {}
@@ -513,6 +626,14 @@ func (*Command_SlotMoveStep) isCommand_Cmd() {}
 func (*Command_AbortSlotMove) isCommand_Cmd() {}
 
 func (*Command_ForgetSlotMove) isCommand_Cmd() {}
+
+func (*Command_CreateApiKey) isCommand_Cmd() {}
+
+func (*Command_RotateApiKey) isCommand_Cmd() {}
+
+func (*Command_RevokeApiKey) isCommand_Cmd() {}
+
+func (*Command_AppendAudit) isCommand_Cmd() {}
 
 // NodeFormat records the highest log format a node advertised (gossip
 // NodeMeta.log_format): leaders gate new command kinds on the recorded
@@ -1316,7 +1437,10 @@ type Snapshot struct {
 	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	Queues        []*Queue               `protobuf:"bytes,3,rep,name=queues,proto3" json:"queues,omitempty"` // sorted by name
 	ShardMap      *ShardMap              `protobuf:"bytes,4,opt,name=shard_map,json=shardMap,proto3" json:"shard_map,omitempty"`
-	NodeFormats   []*NodeFormat          `protobuf:"bytes,5,rep,name=node_formats,json=nodeFormats,proto3" json:"node_formats,omitempty"` // sorted by node id
+	NodeFormats   []*NodeFormat          `protobuf:"bytes,5,rep,name=node_formats,json=nodeFormats,proto3" json:"node_formats,omitempty"`       // sorted by node id
+	ApiKeys       []*ApiKey              `protobuf:"bytes,6,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`                   // sorted by id
+	Audit         []*AuditRecord         `protobuf:"bytes,7,rep,name=audit,proto3" json:"audit,omitempty"`                                      // oldest first, at most meta.MaxAudit
+	NextAuditSeq  uint64                 `protobuf:"varint,8,opt,name=next_audit_seq,json=nextAuditSeq,proto3" json:"next_audit_seq,omitempty"` // 0 means 1
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1384,6 +1508,27 @@ func (x *Snapshot) GetNodeFormats() []*NodeFormat {
 		return x.NodeFormats
 	}
 	return nil
+}
+
+func (x *Snapshot) GetApiKeys() []*ApiKey {
+	if x != nil {
+		return x.ApiKeys
+	}
+	return nil
+}
+
+func (x *Snapshot) GetAudit() []*AuditRecord {
+	if x != nil {
+		return x.Audit
+	}
+	return nil
+}
+
+func (x *Snapshot) GetNextAuditSeq() uint64 {
+	if x != nil {
+		return x.NextAuditSeq
+	}
+	return 0
 }
 
 type ShardMap struct {
@@ -2142,11 +2287,451 @@ func (x *ForgetSlotMove) GetId() uint64 {
 	return 0
 }
 
+// Grant gives role on the queues whose names match queues: a name, a
+// prefix ending in '*', or "*" for every queue.
+type Grant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Role          Role                   `protobuf:"varint,1,opt,name=role,proto3,enum=raftq.meta.v1.Role" json:"role,omitempty"`
+	Queues        string                 `protobuf:"bytes,2,opt,name=queues,proto3" json:"queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Grant) Reset() {
+	*x = Grant{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Grant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Grant) ProtoMessage() {}
+
+func (x *Grant) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Grant.ProtoReflect.Descriptor instead.
+func (*Grant) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Grant) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *Grant) GetQueues() string {
+	if x != nil {
+		return x.Queues
+	}
+	return ""
+}
+
+// ApiKey is one API key: the token is "rqk_<id>_<secret>"; only the
+// SHA-256 of the secret is kept (the secret is 256 random bits, so a
+// slow hash would add nothing).
+type ApiKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // unique among live keys
+	SecretSha256  []byte                 `protobuf:"bytes,3,opt,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"`
+	Grants        []*Grant               `protobuf:"bytes,4,rep,name=grants,proto3" json:"grants,omitempty"`
+	CreatedMs     int64                  `protobuf:"varint,5,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	RotatedMs     int64                  `protobuf:"varint,6,opt,name=rotated_ms,json=rotatedMs,proto3" json:"rotated_ms,omitempty"` // 0: never rotated
+	CreatedBy     string                 `protobuf:"bytes,7,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`  // the principal that created it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApiKey) Reset() {
+	*x = ApiKey{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApiKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApiKey) ProtoMessage() {}
+
+func (x *ApiKey) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
+func (*ApiKey) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ApiKey) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ApiKey) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ApiKey) GetSecretSha256() []byte {
+	if x != nil {
+		return x.SecretSha256
+	}
+	return nil
+}
+
+func (x *ApiKey) GetGrants() []*Grant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+func (x *ApiKey) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *ApiKey) GetRotatedMs() int64 {
+	if x != nil {
+		return x.RotatedMs
+	}
+	return 0
+}
+
+func (x *ApiKey) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+// CreateApiKey adds key (log format 5); its id and name must be new.
+type CreateApiKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *ApiKey                `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateApiKey) Reset() {
+	*x = CreateApiKey{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateApiKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateApiKey) ProtoMessage() {}
+
+func (x *CreateApiKey) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateApiKey.ProtoReflect.Descriptor instead.
+func (*CreateApiKey) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CreateApiKey) GetKey() *ApiKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+// RotateApiKey replaces the secret of key id (log format 5): the old
+// token stops working once a replica applies it.
+type RotateApiKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	SecretSha256  []byte                 `protobuf:"bytes,2,opt,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateApiKey) Reset() {
+	*x = RotateApiKey{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateApiKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateApiKey) ProtoMessage() {}
+
+func (x *RotateApiKey) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateApiKey.ProtoReflect.Descriptor instead.
+func (*RotateApiKey) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RotateApiKey) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RotateApiKey) GetSecretSha256() []byte {
+	if x != nil {
+		return x.SecretSha256
+	}
+	return nil
+}
+
+// RevokeApiKey deletes key id (log format 5).
+type RevokeApiKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeApiKey) Reset() {
+	*x = RevokeApiKey{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeApiKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeApiKey) ProtoMessage() {}
+
+func (x *RevokeApiKey) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeApiKey.ProtoReflect.Descriptor instead.
+func (*RevokeApiKey) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *RevokeApiKey) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// AuditRecord is one administrative call (server/audit.go).
+type AuditRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`               // set by the FSM: increasing, never reused
+	AtMs          int64                  `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"` // when the call ended, on the node that served it
+	Node          string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`              // the node that served it
+	Caller        string                 `protobuf:"bytes,4,opt,name=caller,proto3" json:"caller,omitempty"`          // principal@address
+	Method        string                 `protobuf:"bytes,5,opt,name=method,proto3" json:"method,omitempty"`          // "Queues/PurgeQueue"
+	Request       string                 `protobuf:"bytes,6,opt,name=request,proto3" json:"request,omitempty"`        // the request as text, cut at 512 bytes
+	Code          string                 `protobuf:"bytes,7,opt,name=code,proto3" json:"code,omitempty"`              // the gRPC code it ended with
+	Error         string                 `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRecord) Reset() {
+	*x = AuditRecord{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRecord) ProtoMessage() {}
+
+func (x *AuditRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
+func (*AuditRecord) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AuditRecord) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetRequest() string {
+	if x != nil {
+		return x.Request
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// AppendAudit records one audit record (log format 5); the FSM keeps the
+// newest meta.MaxAudit.
+type AppendAudit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Record        *AuditRecord           `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendAudit) Reset() {
+	*x = AppendAudit{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendAudit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendAudit) ProtoMessage() {}
+
+func (x *AppendAudit) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendAudit.ProtoReflect.Descriptor instead.
+func (*AppendAudit) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *AppendAudit) GetRecord() *AuditRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xc9\a\n" +
+	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xd9\t\n" +
 	"\aCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12?\n" +
@@ -2169,7 +2754,11 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"growShards\x12C\n" +
 	"\x0eslot_move_step\x18\x0e \x01(\v2\x1b.raftq.meta.v1.SlotMoveStepH\x00R\fslotMoveStep\x12F\n" +
 	"\x0fabort_slot_move\x18\x0f \x01(\v2\x1c.raftq.meta.v1.AbortSlotMoveH\x00R\rabortSlotMove\x12I\n" +
-	"\x10forget_slot_move\x18\x10 \x01(\v2\x1d.raftq.meta.v1.ForgetSlotMoveH\x00R\x0eforgetSlotMoveB\x05\n" +
+	"\x10forget_slot_move\x18\x10 \x01(\v2\x1d.raftq.meta.v1.ForgetSlotMoveH\x00R\x0eforgetSlotMove\x12C\n" +
+	"\x0ecreate_api_key\x18\x11 \x01(\v2\x1b.raftq.meta.v1.CreateApiKeyH\x00R\fcreateApiKey\x12C\n" +
+	"\x0erotate_api_key\x18\x12 \x01(\v2\x1b.raftq.meta.v1.RotateApiKeyH\x00R\frotateApiKey\x12C\n" +
+	"\x0erevoke_api_key\x18\x13 \x01(\v2\x1b.raftq.meta.v1.RevokeApiKeyH\x00R\frevokeApiKey\x12?\n" +
+	"\fappend_audit\x18\x14 \x01(\v2\x1a.raftq.meta.v1.AppendAuditH\x00R\vappendAuditB\x05\n" +
 	"\x03cmd\"=\n" +
 	"\n" +
 	"NodeFormat\x12\x17\n" +
@@ -2226,13 +2815,16 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
 	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x1d\n" +
 	"\n" +
-	"updated_ms\x18\x04 \x01(\x03R\tupdatedMs\"\xeb\x01\n" +
+	"updated_ms\x18\x04 \x01(\x03R\tupdatedMs\"\xf5\x02\n" +
 	"\bSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x06queues\x18\x03 \x03(\v2\x14.raftq.meta.v1.QueueR\x06queues\x124\n" +
 	"\tshard_map\x18\x04 \x01(\v2\x17.raftq.meta.v1.ShardMapR\bshardMap\x12<\n" +
-	"\fnode_formats\x18\x05 \x03(\v2\x19.raftq.meta.v1.NodeFormatR\vnodeFormats\"\xcf\x03\n" +
+	"\fnode_formats\x18\x05 \x03(\v2\x19.raftq.meta.v1.NodeFormatR\vnodeFormats\x120\n" +
+	"\bapi_keys\x18\x06 \x03(\v2\x15.raftq.meta.v1.ApiKeyR\aapiKeys\x120\n" +
+	"\x05audit\x18\a \x03(\v2\x1a.raftq.meta.v1.AuditRecordR\x05audit\x12$\n" +
+	"\x0enext_audit_seq\x18\b \x01(\x04R\fnextAuditSeq\"\xcf\x03\n" +
 	"\bShardMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x124\n" +
@@ -2295,7 +2887,39 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\rAbortSlotMove\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\" \n" +
 	"\x0eForgetSlotMove\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id*\x7f\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"H\n" +
+	"\x05Grant\x12'\n" +
+	"\x04role\x18\x01 \x01(\x0e2\x13.raftq.meta.v1.RoleR\x04role\x12\x16\n" +
+	"\x06queues\x18\x02 \x01(\tR\x06queues\"\xdc\x01\n" +
+	"\x06ApiKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12#\n" +
+	"\rsecret_sha256\x18\x03 \x01(\fR\fsecretSha256\x12,\n" +
+	"\x06grants\x18\x04 \x03(\v2\x14.raftq.meta.v1.GrantR\x06grants\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x05 \x01(\x03R\tcreatedMs\x12\x1d\n" +
+	"\n" +
+	"rotated_ms\x18\x06 \x01(\x03R\trotatedMs\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\a \x01(\tR\tcreatedBy\"7\n" +
+	"\fCreateApiKey\x12'\n" +
+	"\x03key\x18\x01 \x01(\v2\x15.raftq.meta.v1.ApiKeyR\x03key\"C\n" +
+	"\fRotateApiKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
+	"\rsecret_sha256\x18\x02 \x01(\fR\fsecretSha256\"\x1e\n" +
+	"\fRevokeApiKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xbc\x01\n" +
+	"\vAuditRecord\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x13\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x16\n" +
+	"\x06caller\x18\x04 \x01(\tR\x06caller\x12\x16\n" +
+	"\x06method\x18\x05 \x01(\tR\x06method\x12\x18\n" +
+	"\arequest\x18\x06 \x01(\tR\arequest\x12\x12\n" +
+	"\x04code\x18\a \x01(\tR\x04code\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"A\n" +
+	"\vAppendAudit\x122\n" +
+	"\x06record\x18\x01 \x01(\v2\x1a.raftq.meta.v1.AuditRecordR\x06record*\x7f\n" +
 	"\tMovePhase\x12\x1a\n" +
 	"\x16MOVE_PHASE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eMOVE_PHASE_ADD\x10\x01\x12\x16\n" +
@@ -2313,7 +2937,14 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x1bSLOT_MOVE_PHASE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SLOT_MOVE_PHASE_SEAL\x10\x01\x12\x19\n" +
 	"\x15SLOT_MOVE_PHASE_ROUTE\x10\x02\x12\x18\n" +
-	"\x14SLOT_MOVE_PHASE_DONE\x10\x03B$Z\"github.com/raftq/raftq/meta/metapbb\x06proto3"
+	"\x14SLOT_MOVE_PHASE_DONE\x10\x03*c\n" +
+	"\x04Role\x12\x14\n" +
+	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"ROLE_ADMIN\x10\x01\x12\x11\n" +
+	"\rROLE_PRODUCER\x10\x02\x12\x11\n" +
+	"\rROLE_CONSUMER\x10\x03\x12\x0f\n" +
+	"\vROLE_VIEWER\x10\x04B$Z\"github.com/raftq/raftq/meta/metapbb\x06proto3"
 
 var (
 	file_meta_metapb_meta_proto_rawDescOnce sync.Once
@@ -2327,79 +2958,97 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 	return file_meta_metapb_meta_proto_rawDescData
 }
 
-var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_meta_metapb_meta_proto_goTypes = []any{
 	(MovePhase)(0),            // 0: raftq.meta.v1.MovePhase
 	(Code)(0),                 // 1: raftq.meta.v1.Code
 	(SlotMovePhase)(0),        // 2: raftq.meta.v1.SlotMovePhase
-	(*Command)(nil),           // 3: raftq.meta.v1.Command
-	(*NodeFormat)(nil),        // 4: raftq.meta.v1.NodeFormat
-	(*CreateQueue)(nil),       // 5: raftq.meta.v1.CreateQueue
-	(*UpdateQueue)(nil),       // 6: raftq.meta.v1.UpdateQueue
-	(*DeleteQueue)(nil),       // 7: raftq.meta.v1.DeleteQueue
-	(*PlaceShards)(nil),       // 8: raftq.meta.v1.PlaceShards
-	(*ShardReplicas)(nil),     // 9: raftq.meta.v1.ShardReplicas
-	(*MoveStep)(nil),          // 10: raftq.meta.v1.MoveStep
-	(*Move)(nil),              // 11: raftq.meta.v1.Move
-	(*DrainNode)(nil),         // 12: raftq.meta.v1.DrainNode
-	(*RetireNode)(nil),        // 13: raftq.meta.v1.RetireNode
-	(*NodeAddr)(nil),          // 14: raftq.meta.v1.NodeAddr
-	(*Result)(nil),            // 15: raftq.meta.v1.Result
-	(*Queue)(nil),             // 16: raftq.meta.v1.Queue
-	(*Snapshot)(nil),          // 17: raftq.meta.v1.Snapshot
-	(*ShardMap)(nil),          // 18: raftq.meta.v1.ShardMap
-	(*NodeMeta)(nil),          // 19: raftq.meta.v1.NodeMeta
-	(*PreferLeader)(nil),      // 20: raftq.meta.v1.PreferLeader
-	(*AbortMove)(nil),         // 21: raftq.meta.v1.AbortMove
-	(*GrowShards)(nil),        // 22: raftq.meta.v1.GrowShards
-	(*SlotMove)(nil),          // 23: raftq.meta.v1.SlotMove
-	(*SlotMoveStep)(nil),      // 24: raftq.meta.v1.SlotMoveStep
-	(*AbortSlotMove)(nil),     // 25: raftq.meta.v1.AbortSlotMove
-	(*ForgetSlotMove)(nil),    // 26: raftq.meta.v1.ForgetSlotMove
-	(*fsmpb.QueuePolicy)(nil), // 27: raftq.fsm.v1.QueuePolicy
+	(Role)(0),                 // 3: raftq.meta.v1.Role
+	(*Command)(nil),           // 4: raftq.meta.v1.Command
+	(*NodeFormat)(nil),        // 5: raftq.meta.v1.NodeFormat
+	(*CreateQueue)(nil),       // 6: raftq.meta.v1.CreateQueue
+	(*UpdateQueue)(nil),       // 7: raftq.meta.v1.UpdateQueue
+	(*DeleteQueue)(nil),       // 8: raftq.meta.v1.DeleteQueue
+	(*PlaceShards)(nil),       // 9: raftq.meta.v1.PlaceShards
+	(*ShardReplicas)(nil),     // 10: raftq.meta.v1.ShardReplicas
+	(*MoveStep)(nil),          // 11: raftq.meta.v1.MoveStep
+	(*Move)(nil),              // 12: raftq.meta.v1.Move
+	(*DrainNode)(nil),         // 13: raftq.meta.v1.DrainNode
+	(*RetireNode)(nil),        // 14: raftq.meta.v1.RetireNode
+	(*NodeAddr)(nil),          // 15: raftq.meta.v1.NodeAddr
+	(*Result)(nil),            // 16: raftq.meta.v1.Result
+	(*Queue)(nil),             // 17: raftq.meta.v1.Queue
+	(*Snapshot)(nil),          // 18: raftq.meta.v1.Snapshot
+	(*ShardMap)(nil),          // 19: raftq.meta.v1.ShardMap
+	(*NodeMeta)(nil),          // 20: raftq.meta.v1.NodeMeta
+	(*PreferLeader)(nil),      // 21: raftq.meta.v1.PreferLeader
+	(*AbortMove)(nil),         // 22: raftq.meta.v1.AbortMove
+	(*GrowShards)(nil),        // 23: raftq.meta.v1.GrowShards
+	(*SlotMove)(nil),          // 24: raftq.meta.v1.SlotMove
+	(*SlotMoveStep)(nil),      // 25: raftq.meta.v1.SlotMoveStep
+	(*AbortSlotMove)(nil),     // 26: raftq.meta.v1.AbortSlotMove
+	(*ForgetSlotMove)(nil),    // 27: raftq.meta.v1.ForgetSlotMove
+	(*Grant)(nil),             // 28: raftq.meta.v1.Grant
+	(*ApiKey)(nil),            // 29: raftq.meta.v1.ApiKey
+	(*CreateApiKey)(nil),      // 30: raftq.meta.v1.CreateApiKey
+	(*RotateApiKey)(nil),      // 31: raftq.meta.v1.RotateApiKey
+	(*RevokeApiKey)(nil),      // 32: raftq.meta.v1.RevokeApiKey
+	(*AuditRecord)(nil),       // 33: raftq.meta.v1.AuditRecord
+	(*AppendAudit)(nil),       // 34: raftq.meta.v1.AppendAudit
+	(*fsmpb.QueuePolicy)(nil), // 35: raftq.fsm.v1.QueuePolicy
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
-	5,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
-	6,  // 1: raftq.meta.v1.Command.update_queue:type_name -> raftq.meta.v1.UpdateQueue
-	7,  // 2: raftq.meta.v1.Command.delete_queue:type_name -> raftq.meta.v1.DeleteQueue
-	8,  // 3: raftq.meta.v1.Command.place_shards:type_name -> raftq.meta.v1.PlaceShards
-	4,  // 4: raftq.meta.v1.Command.node_format:type_name -> raftq.meta.v1.NodeFormat
-	10, // 5: raftq.meta.v1.Command.move_step:type_name -> raftq.meta.v1.MoveStep
-	13, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
-	12, // 7: raftq.meta.v1.Command.drain_node:type_name -> raftq.meta.v1.DrainNode
-	20, // 8: raftq.meta.v1.Command.prefer_leader:type_name -> raftq.meta.v1.PreferLeader
-	21, // 9: raftq.meta.v1.Command.abort_move:type_name -> raftq.meta.v1.AbortMove
-	22, // 10: raftq.meta.v1.Command.grow_shards:type_name -> raftq.meta.v1.GrowShards
-	24, // 11: raftq.meta.v1.Command.slot_move_step:type_name -> raftq.meta.v1.SlotMoveStep
-	25, // 12: raftq.meta.v1.Command.abort_slot_move:type_name -> raftq.meta.v1.AbortSlotMove
-	26, // 13: raftq.meta.v1.Command.forget_slot_move:type_name -> raftq.meta.v1.ForgetSlotMove
-	27, // 14: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	27, // 15: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	9,  // 16: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	14, // 17: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	0,  // 18: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
-	0,  // 19: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
-	1,  // 20: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
-	16, // 21: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
-	27, // 22: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	16, // 23: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
-	18, // 24: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
-	4,  // 25: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
-	9,  // 26: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
-	14, // 27: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
-	11, // 28: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
-	12, // 29: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
-	23, // 30: raftq.meta.v1.ShardMap.slot_moves:type_name -> raftq.meta.v1.SlotMove
-	9,  // 31: raftq.meta.v1.GrowShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	14, // 32: raftq.meta.v1.GrowShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	2,  // 33: raftq.meta.v1.SlotMove.phase:type_name -> raftq.meta.v1.SlotMovePhase
-	2,  // 34: raftq.meta.v1.SlotMoveStep.phase:type_name -> raftq.meta.v1.SlotMovePhase
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	6,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
+	7,  // 1: raftq.meta.v1.Command.update_queue:type_name -> raftq.meta.v1.UpdateQueue
+	8,  // 2: raftq.meta.v1.Command.delete_queue:type_name -> raftq.meta.v1.DeleteQueue
+	9,  // 3: raftq.meta.v1.Command.place_shards:type_name -> raftq.meta.v1.PlaceShards
+	5,  // 4: raftq.meta.v1.Command.node_format:type_name -> raftq.meta.v1.NodeFormat
+	11, // 5: raftq.meta.v1.Command.move_step:type_name -> raftq.meta.v1.MoveStep
+	14, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
+	13, // 7: raftq.meta.v1.Command.drain_node:type_name -> raftq.meta.v1.DrainNode
+	21, // 8: raftq.meta.v1.Command.prefer_leader:type_name -> raftq.meta.v1.PreferLeader
+	22, // 9: raftq.meta.v1.Command.abort_move:type_name -> raftq.meta.v1.AbortMove
+	23, // 10: raftq.meta.v1.Command.grow_shards:type_name -> raftq.meta.v1.GrowShards
+	25, // 11: raftq.meta.v1.Command.slot_move_step:type_name -> raftq.meta.v1.SlotMoveStep
+	26, // 12: raftq.meta.v1.Command.abort_slot_move:type_name -> raftq.meta.v1.AbortSlotMove
+	27, // 13: raftq.meta.v1.Command.forget_slot_move:type_name -> raftq.meta.v1.ForgetSlotMove
+	30, // 14: raftq.meta.v1.Command.create_api_key:type_name -> raftq.meta.v1.CreateApiKey
+	31, // 15: raftq.meta.v1.Command.rotate_api_key:type_name -> raftq.meta.v1.RotateApiKey
+	32, // 16: raftq.meta.v1.Command.revoke_api_key:type_name -> raftq.meta.v1.RevokeApiKey
+	34, // 17: raftq.meta.v1.Command.append_audit:type_name -> raftq.meta.v1.AppendAudit
+	35, // 18: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	35, // 19: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	10, // 20: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	15, // 21: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	0,  // 22: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
+	0,  // 23: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
+	1,  // 24: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
+	17, // 25: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
+	35, // 26: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	17, // 27: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
+	19, // 28: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
+	5,  // 29: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
+	29, // 30: raftq.meta.v1.Snapshot.api_keys:type_name -> raftq.meta.v1.ApiKey
+	33, // 31: raftq.meta.v1.Snapshot.audit:type_name -> raftq.meta.v1.AuditRecord
+	10, // 32: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
+	15, // 33: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
+	12, // 34: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
+	13, // 35: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
+	24, // 36: raftq.meta.v1.ShardMap.slot_moves:type_name -> raftq.meta.v1.SlotMove
+	10, // 37: raftq.meta.v1.GrowShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	15, // 38: raftq.meta.v1.GrowShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	2,  // 39: raftq.meta.v1.SlotMove.phase:type_name -> raftq.meta.v1.SlotMovePhase
+	2,  // 40: raftq.meta.v1.SlotMoveStep.phase:type_name -> raftq.meta.v1.SlotMovePhase
+	3,  // 41: raftq.meta.v1.Grant.role:type_name -> raftq.meta.v1.Role
+	28, // 42: raftq.meta.v1.ApiKey.grants:type_name -> raftq.meta.v1.Grant
+	29, // 43: raftq.meta.v1.CreateApiKey.key:type_name -> raftq.meta.v1.ApiKey
+	33, // 44: raftq.meta.v1.AppendAudit.record:type_name -> raftq.meta.v1.AuditRecord
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_meta_metapb_meta_proto_init() }
@@ -2422,14 +3071,18 @@ func file_meta_metapb_meta_proto_init() {
 		(*Command_SlotMoveStep)(nil),
 		(*Command_AbortSlotMove)(nil),
 		(*Command_ForgetSlotMove)(nil),
+		(*Command_CreateApiKey)(nil),
+		(*Command_RotateApiKey)(nil),
+		(*Command_RevokeApiKey)(nil),
+		(*Command_AppendAudit)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   24,
+			NumEnums:      4,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
