@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/meta/metapb"
 	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/shard"
 )
@@ -59,6 +60,9 @@ type Node interface {
 	// ReplicaStatus reports how far the local replica of group applied;
 	// errors wrap ErrNoReplica when the node holds none.
 	ReplicaStatus(group string) (*peerpb.ReplicaStatusResponse, error)
+	// AppendAudit records an audit record through the meta group this
+	// node leads (a not-leader error otherwise).
+	AppendAudit(ctx context.Context, r *metapb.AuditRecord) error
 }
 
 // Service serves the peer protocol. It never forwards again: a node that
@@ -217,4 +221,14 @@ func (s *Service) ReplicaStatus(ctx context.Context, req *peerpb.ReplicaStatusRe
 		return nil, s.status(ctx, err)
 	}
 	return resp, nil
+}
+
+func (s *Service) MetaAudit(ctx context.Context, req *peerpb.MetaAuditRequest) (*peerpb.MetaAuditResponse, error) {
+	if req.GetRecord() == nil {
+		return nil, status.Error(codes.InvalidArgument, "record is required")
+	}
+	if err := s.node.AppendAudit(ctx, req.GetRecord()); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &peerpb.MetaAuditResponse{}, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/internal/liveness"
+	"github.com/raftq/raftq/meta/metapb"
 	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/shard"
 )
@@ -67,6 +68,7 @@ func (f *fakeShards) Digest(id uint32) ([32]byte, uint64, error) {
 type fakeNode struct{}
 
 func (fakeNode) NodeID() string { return "n1" }
+func (fakeNode) AppendAudit(context.Context, *metapb.AuditRecord) error { return nil }
 func (fakeNode) ReplicaStatus(group string) (*peerpb.ReplicaStatusResponse, error) {
 	return nil, ErrNoReplica
 }

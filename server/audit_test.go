@@ -17,7 +17,7 @@ import (
 )
 
 func auditTo(buf *bytes.Buffer) *Audit {
-	return NewAudit(slog.New(slog.NewTextHandler(buf, nil)))
+	return NewAudit(slog.New(slog.NewTextHandler(buf, nil)), "n1", nil, nil)
 }
 
 func callerCtx() context.Context {

@@ -455,6 +455,9 @@ func (m *messages) GetMessage(ctx context.Context, req *raftqv1.GetMessageReques
 	if err != nil {
 		return nil, err
 	}
+	if err := allowed(ctx, "/raftq.v1.Messages/GetMessage", permRead, msg.GetQueue()); err != nil {
+		return nil, err
+	}
 	out := messageFromFSM(msg)
 	if m.receipts.Load() != nil {
 		hideLiveLease(out)
@@ -465,6 +468,9 @@ func (m *messages) GetMessage(ctx context.Context, req *raftqv1.GetMessageReques
 func (m *messages) CancelMessage(ctx context.Context, req *raftqv1.CancelMessageRequest) (*raftqv1.CancelMessageResponse, error) {
 	mid, msg, err := m.getMessage(ctx, req.GetMessageId())
 	if err != nil {
+		return nil, err
+	}
+	if err := allowed(ctx, "/raftq.v1.Messages/CancelMessage", permSend, msg.GetQueue()); err != nil {
 		return nil, err
 	}
 	cmd := &fsmpb.Command{Cmd: &fsmpb.Command_Cancel{Cancel: &fsmpb.Cancel{Queue: msg.GetQueue(), MessageIds: []uint64{mid.ID}}}}

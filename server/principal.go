@@ -2,56 +2,116 @@ package server
 
 import (
 	"context"
+	"crypto/subtle"
+	"fmt"
 	"strings"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
+	"github.com/raftq/raftq/meta/metapb"
 	"github.com/raftq/raftq/tlsconf"
 )
 
-// principal is who a call comes from, as the verified client certificate
-// of its TLS connection names it; ok is false without one (or in
+// Principal is who a call comes from and what it may do.
+type Principal struct {
+	// Name: key/NAME, client/NAME, node/ID or anonymous.
+	Name string
+	// Unrestricted: a member node (nodes forward control-plane calls to
+	// the meta leader on each other's client ports) or, on a node that
+	// does not require credentials, an anonymous caller.
+	Unrestricted bool
+	Grants       []*metapb.Grant
+}
+
+type principalKey struct{}
+
+func withPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// principalOf is the principal the access interceptor (access.go) found
+// for the call; nil where no interceptor ran (tests of handlers alone).
+func principalOf(ctx context.Context) *Principal {
+	p, _ := ctx.Value(principalKey{}).(*Principal)
+	return p
+}
+
+// certificateIdentity is who the verified certificate of the call's TLS
+// connection names, with its grants; ok is false without one (or in
 // plaintext).
-func principal(ctx context.Context) (tlsconf.Identity, bool) {
+func certificateIdentity(ctx context.Context) (tlsconf.Identity, []tlsconf.Grant, bool) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return tlsconf.Identity{}, false
+		return tlsconf.Identity{}, nil, false
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
-		return tlsconf.Identity{}, false
+		return tlsconf.Identity{}, nil, false
 	}
-	return tlsconf.PeerIdentity(info.State)
+	id, ok := tlsconf.PeerIdentity(info.State)
+	if !ok {
+		return tlsconf.Identity{}, nil, false
+	}
+	return id, tlsconf.GrantsOf(info.State.PeerCertificates[0]), true
 }
 
-// errNoCertificate is the answer to a call without a client certificate
-// on a node run with --client-auth require.
-var errNoCertificate = status.Error(codes.Unauthenticated,
-	"raftq: this node requires a client certificate (--client-auth require): pass --cert and --key to the CLI, "+
-		"a tls.Config with Certificates to client.WithTLS (raftq certs client NAME makes one)")
+// adminClient is the client certificate name that, issued without grants,
+// is an admin of every queue: raftq certs dev makes it for make run and
+// compose, so the CLI run from the repository works as it did before
+// grants existed. Any other certificate without grants may only ask who
+// it is.
+const adminClient = "admin"
 
-// openMethod: health checks answer anyone, so load balancers and probes
-// need no certificate.
-func openMethod(method string) bool { return strings.HasPrefix(method, "/grpc.health.v1.Health/") }
-
-// RequireCertificate returns the interceptors of a client port that takes
-// calls only from holders of a certificate of the cluster's CA (a client's
-// or a member's); the TLS handshake has verified any certificate given, so
-// only its presence is checked here, where the refusal can say why.
-func RequireCertificate() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-			if _, ok := principal(ctx); !ok && !openMethod(info.FullMethod) {
-				return nil, errNoCertificate
-			}
-			return handler(ctx, req)
-		}, func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-			if _, ok := principal(ss.Context()); !ok && !openMethod(info.FullMethod) {
-				return errNoCertificate
-			}
-			return handler(srv, ss)
+// bearerToken is the API key of the call's "authorization: Bearer ..."
+// metadata, if any.
+func bearerToken(ctx context.Context) (string, bool) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if t, ok := strings.CutPrefix(v, "Bearer "); ok {
+			return strings.TrimSpace(t), true
 		}
+		return v, true
+	}
+	return "", false
+}
+
+// authenticate finds the principal of a call: its API key if it sends
+// one (a key given and refused fails the call, even over a certificate),
+// else its certificate, else anonymous (nil: the caller decides).
+func (s *Server) authenticate(ctx context.Context) (*Principal, error) {
+	if token, ok := bearerToken(ctx); ok {
+		id, sum, err := parseToken(token)
+		if err != nil {
+			return nil, errUnauthenticated(err.Error())
+		}
+		k, ok := s.node.Meta().FSM().APIKey(id)
+		if !ok || subtle.ConstantTimeCompare(k.GetSecretSha256(), sum[:]) != 1 {
+			return nil, errUnauthenticated(fmt.Sprintf("API key rqk_%s is not valid on this cluster: revoked, rotated, or never created here", id))
+		}
+		return &Principal{Name: "key/" + k.GetName(), Grants: k.GetGrants()}, nil
+	}
+	id, certGrants, ok := certificateIdentity(ctx)
+	if !ok {
+		return nil, nil
+	}
+	p := &Principal{Name: id.String()}
+	switch {
+	case id.Role == tlsconf.RoleNode:
+		p.Unrestricted = true
+		if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(onBehalfKey)) > 0 {
+			// A control-plane call forwarded by a member: name who made it.
+			p.Name = md.Get(onBehalfKey)[0] + " via " + p.Name
+		}
+	case len(certGrants) == 0 && id.Name == adminClient:
+		p.Grants = []*metapb.Grant{{Role: metapb.Role_ROLE_ADMIN, Queues: "*"}}
+	default:
+		for _, g := range certGrants {
+			if r, ok := parseRole(g.Role); ok {
+				p.Grants = append(p.Grants, &metapb.Grant{Role: r, Queues: g.Queues})
+			}
+		}
+	}
+	return p, nil
 }

@@ -57,7 +57,7 @@ func forwardToMetaLeader[T any](ctx context.Context, s *Server, err error, fn fu
 	if cerr != nil {
 		return zero, status.Errorf(codes.Unavailable, "forward to meta leader %s: %v", nl.LeaderID, cerr)
 	}
-	return fn(metadata.AppendToOutgoingContext(ctx, forwardedKey, s.node.NodeID()), conn)
+	return fn(metadata.AppendToOutgoingContext(ctx, forwardedKey, s.node.NodeID(), onBehalfKey, callerName(ctx)), conn)
 }
 
 func upsertCmd(q meta.Queue) *fsmpb.Command {
@@ -145,9 +145,13 @@ func (s *Server) lookupQueue(ctx context.Context, name string) (*raftqv1.QueueIn
 
 func (q *queues) ListQueues(ctx context.Context, _ *raftqv1.ListQueuesRequest) (*raftqv1.ListQueuesResponse, error) {
 	mqs := q.node.Meta().Queues()
-	out := make([]*raftqv1.QueueInfo, len(mqs))
-	for i, mq := range mqs {
-		out[i] = queueInfo(mq)
+	out := make([]*raftqv1.QueueInfo, 0, len(mqs))
+	p := principalOf(ctx)
+	for _, mq := range mqs {
+		// A principal sees the queues it holds a role on.
+		if p == nil || p.Allows(permRead, mq.Name) {
+			out = append(out, queueInfo(mq))
+		}
 	}
 	return &raftqv1.ListQueuesResponse{Queues: out}, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/raftq/raftq/cluster"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/meta/metapb"
 	"github.com/raftq/raftq/peer"
 	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/raftgroup"
@@ -51,6 +52,8 @@ func (n *startingNode) MemberPeer(string) (string, bool)              { return "
 func (n *startingNode) Meta() *meta.Store                             { return n.meta }
 func (n *startingNode) Members() []cluster.Member                     { return nil }
 func (n *startingNode) Known(string) *peerpb.KnownResponse            { return &peerpb.KnownResponse{} }
+func (n *startingNode) AppendAudit(context.Context, *metapb.AuditRecord) error { return nil }
+
 func (n *startingNode) ReplicaStatus(string) (*peerpb.ReplicaStatusResponse, error) {
 	return nil, peer.ErrNoReplica
 }

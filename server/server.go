@@ -85,6 +85,7 @@ func (s *Server) Register(g *grpc.Server) {
 	raftqv1.RegisterMessagesServer(g, &messages{Server: s})
 	raftqv1.RegisterDeadLettersServer(g, &deadLetters{Server: s})
 	raftqv1.RegisterClusterServer(g, &clusterSvc{Server: s})
+	raftqv1.RegisterAccessServer(g, &accessSvc{Server: s})
 }
 
 // Peer is the node-to-node service, for the peer listener's server (never

@@ -111,9 +111,9 @@ func (d *Dir) IssueNode(id string, hosts []string, valid time.Duration) (Files, 
 	return d.ca.IssueFiles(Request{Identity: Identity{Role: RoleNode, Name: id}, Hosts: hosts, ValidFor: valid}, d.Path, id, d.CAFile())
 }
 
-// IssueClient writes a client certificate for name.
-func (d *Dir) IssueClient(name string, valid time.Duration) (Files, error) {
-	return d.ca.IssueFiles(Request{Identity: Identity{Role: RoleClient, Name: name}, ValidFor: valid}, d.Path, "client-"+name, d.CAFile())
+// IssueClient writes a client certificate for name carrying grants.
+func (d *Dir) IssueClient(name string, valid time.Duration, grants ...Grant) (Files, error) {
+	return d.ca.IssueFiles(Request{Identity: Identity{Role: RoleClient, Name: name}, ValidFor: valid, Grants: grants}, d.Path, "client-"+name, d.CAFile())
 }
 
 // ClientFilesOf are where client name's files are (they may not exist yet).
@@ -122,12 +122,12 @@ func (d *Dir) ClientFilesOf(name string) Files {
 }
 
 // EnsureClient issues client name's certificate unless its files exist.
-func (d *Dir) EnsureClient(name string, valid time.Duration) (f Files, issued bool, err error) {
+func (d *Dir) EnsureClient(name string, valid time.Duration, grants ...Grant) (f Files, issued bool, err error) {
 	f = d.ClientFilesOf(name)
 	if _, err := os.Stat(f.Cert); err == nil {
 		return f, false, nil
 	}
-	f, err = d.IssueClient(name, valid)
+	f, err = d.IssueClient(name, valid, grants...)
 	return f, err == nil, err
 }
 

@@ -93,6 +93,8 @@ type Request struct {
 	// at; a node's certificate needs every name clients dial it by.
 	Hosts    []string
 	ValidFor time.Duration
+	// Grants: what a client certificate's holder may do (grants.go).
+	Grants []Grant
 }
 
 // Issue makes a key and a certificate for req, signed by ca, and returns
@@ -122,6 +124,12 @@ func (ca *CA) Issue(req Request) (certPEM, keyPEM []byte, err error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		URIs:         []*url.URL{req.Identity.URI()},
+	}
+	for _, g := range req.Grants {
+		if _, err := ParseGrant(g.String()); err != nil {
+			return nil, nil, err
+		}
+		tmpl.URIs = append(tmpl.URIs, g.uri())
 	}
 	if req.Identity.Role == RoleNode {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)

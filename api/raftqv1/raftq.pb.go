@@ -5,8 +5,10 @@
 //   INVALID_ARGUMENT     bad names, sizes, priorities, durations (nothing changed)
 //   NOT_FOUND            unknown queue or message
 //   FAILED_PRECONDITION  stale receipt (lease expired or re-granted), wrong state
-//   PERMISSION_DENIED    a receipt whose signature the node cannot verify
-//   UNAUTHENTICATED      plaintext on a node's TLS port
+//   PERMISSION_DENIED    a receipt whose signature the node cannot verify; a
+//                        principal whose grants do not cover the call
+//   UNAUTHENTICATED      plaintext on a node's TLS port; no credentials where
+//                        they are required; an unknown or revoked API key
 //   ALREADY_EXISTS       queue exists with a different policy
 //   RESOURCE_EXHAUSTED   a limit or quota; may carry retry info
 //   UNAVAILABLE          no leader / not leader; trailer "raftq-leader" holds a hint
@@ -4649,6 +4651,744 @@ func (x *SlotMoveInfo) GetHeldGroups() uint32 {
 	return 0
 }
 
+// Grant gives role (admin, producer, consumer or viewer) on the queues
+// whose names match queues: a name, a prefix ending in '*', or "*".
+type Grant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Queues        string                 `protobuf:"bytes,2,opt,name=queues,proto3" json:"queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Grant) Reset() {
+	*x = Grant{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Grant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Grant) ProtoMessage() {}
+
+func (x *Grant) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Grant.ProtoReflect.Descriptor instead.
+func (*Grant) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *Grant) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Grant) GetQueues() string {
+	if x != nil {
+		return x.Queues
+	}
+	return ""
+}
+
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
+}
+
+type WhoAmIResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"` // key/NAME, client/NAME, node/ID or anonymous
+	Grants        []*Grant               `protobuf:"bytes,2,rep,name=grants,proto3" json:"grants,omitempty"`
+	Unrestricted  bool                   `protobuf:"varint,3,opt,name=unrestricted,proto3" json:"unrestricted,omitempty"` // a member node, or anonymous where the node allows it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *WhoAmIResponse) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetGrants() []*Grant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+func (x *WhoAmIResponse) GetUnrestricted() bool {
+	if x != nil {
+		return x.Unrestricted
+	}
+	return false
+}
+
+type KeyInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Grants        []*Grant               `protobuf:"bytes,3,rep,name=grants,proto3" json:"grants,omitempty"`
+	CreatedMs     int64                  `protobuf:"varint,4,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	RotatedMs     int64                  `protobuf:"varint,5,opt,name=rotated_ms,json=rotatedMs,proto3" json:"rotated_ms,omitempty"`
+	CreatedBy     string                 `protobuf:"bytes,6,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyInfo) Reset() {
+	*x = KeyInfo{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyInfo) ProtoMessage() {}
+
+func (x *KeyInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
+func (*KeyInfo) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *KeyInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *KeyInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *KeyInfo) GetGrants() []*Grant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+func (x *KeyInfo) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *KeyInfo) GetRotatedMs() int64 {
+	if x != nil {
+		return x.RotatedMs
+	}
+	return 0
+}
+
+func (x *KeyInfo) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+type CreateKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Grants        []*Grant               `protobuf:"bytes,2,rep,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateKeyRequest) Reset() {
+	*x = CreateKeyRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateKeyRequest) ProtoMessage() {}
+
+func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
+func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *CreateKeyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateKeyRequest) GetGrants() []*Grant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+type CreateKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *KeyInfo               `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Token         string                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"` // shown once
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateKeyResponse) Reset() {
+	*x = CreateKeyResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateKeyResponse) ProtoMessage() {}
+
+func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
+func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *CreateKeyResponse) GetKey() *KeyInfo {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *CreateKeyResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+type ListKeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeysRequest) Reset() {
+	*x = ListKeysRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeysRequest) ProtoMessage() {}
+
+func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListKeysRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
+}
+
+type ListKeysResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*KeyInfo             `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeysResponse) Reset() {
+	*x = ListKeysResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeysResponse) ProtoMessage() {}
+
+func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListKeysResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ListKeysResponse) GetKeys() []*KeyInfo {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type RotateKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateKeyRequest) Reset() {
+	*x = RotateKeyRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateKeyRequest) ProtoMessage() {}
+
+func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
+func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *RotateKeyRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type RevokeKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeKeyRequest) Reset() {
+	*x = RevokeKeyRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeKeyRequest) ProtoMessage() {}
+
+func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
+func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *RevokeKeyRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type RevokeKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeKeyResponse) Reset() {
+	*x = RevokeKeyResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeKeyResponse) ProtoMessage() {}
+
+func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
+func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
+}
+
+type ListAuditRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AfterSeq      uint64                 `protobuf:"varint,1,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"` // 0: from the oldest kept
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`                       // 0: 100; at most 1000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRequest) Reset() {
+	*x = ListAuditRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRequest) ProtoMessage() {}
+
+func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ListAuditRequest) GetAfterSeq() uint64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+func (x *ListAuditRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type AuditRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	AtMs          int64                  `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	Node          string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	Caller        string                 `protobuf:"bytes,4,opt,name=caller,proto3" json:"caller,omitempty"`
+	Method        string                 `protobuf:"bytes,5,opt,name=method,proto3" json:"method,omitempty"`
+	Request       string                 `protobuf:"bytes,6,opt,name=request,proto3" json:"request,omitempty"`
+	Code          string                 `protobuf:"bytes,7,opt,name=code,proto3" json:"code,omitempty"`
+	Error         string                 `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRecord) Reset() {
+	*x = AuditRecord{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRecord) ProtoMessage() {}
+
+func (x *AuditRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
+func (*AuditRecord) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *AuditRecord) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetRequest() string {
+	if x != nil {
+		return x.Request
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type ListAuditResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Records       []*AuditRecord         `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditResponse) Reset() {
+	*x = ListAuditResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditResponse) ProtoMessage() {}
+
+func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *ListAuditResponse) GetRecords() []*AuditRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
@@ -5005,7 +5745,53 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x05slots\x18\x04 \x01(\rR\x05slots\x12\x14\n" +
 	"\x05phase\x18\x05 \x01(\tR\x05phase\x12\x1f\n" +
 	"\vheld_groups\x18\x06 \x01(\rR\n" +
-	"heldGroups*U\n" +
+	"heldGroups\"3\n" +
+	"\x05Grant\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x16\n" +
+	"\x06queues\x18\x02 \x01(\tR\x06queues\"\x0f\n" +
+	"\rWhoAmIRequest\"{\n" +
+	"\x0eWhoAmIResponse\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12'\n" +
+	"\x06grants\x18\x02 \x03(\v2\x0f.raftq.v1.GrantR\x06grants\x12\"\n" +
+	"\funrestricted\x18\x03 \x01(\bR\funrestricted\"\xb3\x01\n" +
+	"\aKeyInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
+	"\x06grants\x18\x03 \x03(\v2\x0f.raftq.v1.GrantR\x06grants\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x04 \x01(\x03R\tcreatedMs\x12\x1d\n" +
+	"\n" +
+	"rotated_ms\x18\x05 \x01(\x03R\trotatedMs\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x06 \x01(\tR\tcreatedBy\"O\n" +
+	"\x10CreateKeyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
+	"\x06grants\x18\x02 \x03(\v2\x0f.raftq.v1.GrantR\x06grants\"N\n" +
+	"\x11CreateKeyResponse\x12#\n" +
+	"\x03key\x18\x01 \x01(\v2\x11.raftq.v1.KeyInfoR\x03key\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"\x11\n" +
+	"\x0fListKeysRequest\"9\n" +
+	"\x10ListKeysResponse\x12%\n" +
+	"\x04keys\x18\x01 \x03(\v2\x11.raftq.v1.KeyInfoR\x04keys\"$\n" +
+	"\x10RotateKeyRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"$\n" +
+	"\x10RevokeKeyRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"\x13\n" +
+	"\x11RevokeKeyResponse\"E\n" +
+	"\x10ListAuditRequest\x12\x1b\n" +
+	"\tafter_seq\x18\x01 \x01(\x04R\bafterSeq\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"\xbc\x01\n" +
+	"\vAuditRecord\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x13\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x16\n" +
+	"\x06caller\x18\x04 \x01(\tR\x06caller\x12\x16\n" +
+	"\x06method\x18\x05 \x01(\tR\x06method\x12\x18\n" +
+	"\arequest\x18\x06 \x01(\tR\arequest\x12\x12\n" +
+	"\x04code\x18\a \x01(\tR\x04code\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"D\n" +
+	"\x11ListAuditResponse\x12/\n" +
+	"\arecords\x18\x01 \x03(\v2\x15.raftq.v1.AuditRecordR\arecords*U\n" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
@@ -5066,7 +5852,14 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x06Backup\x12\x17.raftq.v1.BackupRequest\x1a\x15.raftq.v1.BackupChunk0\x01\x12G\n" +
 	"\n" +
 	"CancelMove\x12\x1b.raftq.v1.CancelMoveRequest\x1a\x1c.raftq.v1.CancelMoveResponse\x12P\n" +
-	"\rSetShardCount\x12\x1e.raftq.v1.SetShardCountRequest\x1a\x1f.raftq.v1.SetShardCountResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"\rSetShardCount\x12\x1e.raftq.v1.SetShardCountRequest\x1a\x1f.raftq.v1.SetShardCountResponse2\xa0\x03\n" +
+	"\x06Access\x12;\n" +
+	"\x06WhoAmI\x12\x17.raftq.v1.WhoAmIRequest\x1a\x18.raftq.v1.WhoAmIResponse\x12D\n" +
+	"\tCreateKey\x12\x1a.raftq.v1.CreateKeyRequest\x1a\x1b.raftq.v1.CreateKeyResponse\x12A\n" +
+	"\bListKeys\x12\x19.raftq.v1.ListKeysRequest\x1a\x1a.raftq.v1.ListKeysResponse\x12D\n" +
+	"\tRotateKey\x12\x1a.raftq.v1.RotateKeyRequest\x1a\x1b.raftq.v1.CreateKeyResponse\x12D\n" +
+	"\tRevokeKey\x12\x1a.raftq.v1.RevokeKeyRequest\x1a\x1b.raftq.v1.RevokeKeyResponse\x12D\n" +
+	"\tListAudit\x12\x1a.raftq.v1.ListAuditRequest\x1a\x1b.raftq.v1.ListAuditResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -5081,7 +5874,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -5157,14 +5950,28 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*SetShardCountResponse)(nil), // 71: raftq.v1.SetShardCountResponse
 	(*ReplicaPlacement)(nil),      // 72: raftq.v1.ReplicaPlacement
 	(*SlotMoveInfo)(nil),          // 73: raftq.v1.SlotMoveInfo
-	nil,                           // 74: raftq.v1.Message.AttributesEntry
-	nil,                           // 75: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 76: raftq.v1.ReceivedMessage.AttributesEntry
+	(*Grant)(nil),                 // 74: raftq.v1.Grant
+	(*WhoAmIRequest)(nil),         // 75: raftq.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 76: raftq.v1.WhoAmIResponse
+	(*KeyInfo)(nil),               // 77: raftq.v1.KeyInfo
+	(*CreateKeyRequest)(nil),      // 78: raftq.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),     // 79: raftq.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),       // 80: raftq.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),      // 81: raftq.v1.ListKeysResponse
+	(*RotateKeyRequest)(nil),      // 82: raftq.v1.RotateKeyRequest
+	(*RevokeKeyRequest)(nil),      // 83: raftq.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),     // 84: raftq.v1.RevokeKeyResponse
+	(*ListAuditRequest)(nil),      // 85: raftq.v1.ListAuditRequest
+	(*AuditRecord)(nil),           // 86: raftq.v1.AuditRecord
+	(*ListAuditResponse)(nil),     // 87: raftq.v1.ListAuditResponse
+	nil,                           // 88: raftq.v1.Message.AttributesEntry
+	nil,                           // 89: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 90: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
 	2,  // 1: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	74, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	88, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,  // 3: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,  // 4: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
 	4,  // 5: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
@@ -5172,10 +5979,10 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	3,  // 7: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
 	6,  // 8: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
 	3,  // 9: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	75, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	89, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
 	18, // 11: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
 	21, // 12: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	76, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	90, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
 	24, // 14: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
 	26, // 15: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
 	5,  // 16: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
@@ -5191,69 +5998,87 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	64, // 26: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
 	72, // 27: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
 	73, // 28: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
-	7,  // 29: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	8,  // 30: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	9,  // 31: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	11, // 32: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	12, // 33: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	14, // 34: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	16, // 35: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	18, // 36: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	20, // 37: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	23, // 38: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	27, // 39: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	29, // 40: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	31, // 41: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	33, // 42: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	35, // 43: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	37, // 44: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	39, // 45: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	41, // 46: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	43, // 47: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	45, // 48: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	53, // 49: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	50, // 50: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	55, // 51: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	58, // 52: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	59, // 53: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	61, // 54: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	66, // 55: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	68, // 56: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
-	70, // 57: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
-	6,  // 58: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	6,  // 59: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	10, // 60: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	6,  // 61: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	13, // 62: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	15, // 63: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	17, // 64: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	19, // 65: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	22, // 66: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	25, // 67: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	28, // 68: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	30, // 69: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	32, // 70: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	34, // 71: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	36, // 72: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	38, // 73: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	40, // 74: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	42, // 75: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	44, // 76: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	48, // 77: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	54, // 78: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	51, // 79: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	57, // 80: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	60, // 81: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	60, // 82: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	65, // 83: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	67, // 84: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	69, // 85: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
-	71, // 86: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
-	58, // [58:87] is the sub-list for method output_type
-	29, // [29:58] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	74, // 29: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
+	74, // 30: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
+	74, // 31: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
+	77, // 32: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
+	77, // 33: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
+	86, // 34: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
+	7,  // 35: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	8,  // 36: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	9,  // 37: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	11, // 38: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	12, // 39: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	14, // 40: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	16, // 41: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	18, // 42: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	20, // 43: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	23, // 44: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	27, // 45: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	29, // 46: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	31, // 47: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	33, // 48: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	35, // 49: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	37, // 50: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	39, // 51: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	41, // 52: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	43, // 53: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	45, // 54: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	53, // 55: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	50, // 56: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	55, // 57: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	58, // 58: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	59, // 59: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	61, // 60: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	66, // 61: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	68, // 62: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	70, // 63: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
+	75, // 64: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
+	78, // 65: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
+	80, // 66: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
+	82, // 67: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
+	83, // 68: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
+	85, // 69: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
+	6,  // 70: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	6,  // 71: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	10, // 72: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	6,  // 73: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	13, // 74: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	15, // 75: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	17, // 76: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	19, // 77: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	22, // 78: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	25, // 79: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	28, // 80: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	30, // 81: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	32, // 82: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	34, // 83: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	36, // 84: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	38, // 85: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	40, // 86: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	42, // 87: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	44, // 88: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	48, // 89: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	54, // 90: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	51, // 91: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	57, // 92: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	60, // 93: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	60, // 94: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	65, // 95: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	67, // 96: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	69, // 97: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	71, // 98: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
+	76, // 99: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
+	79, // 100: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
+	81, // 101: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
+	79, // 102: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
+	84, // 103: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
+	87, // 104: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
+	70, // [70:105] is the sub-list for method output_type
+	35, // [35:70] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -5267,9 +6092,9 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   74,
+			NumMessages:   88,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_api_raftqv1_raftq_proto_goTypes,
 		DependencyIndexes: file_api_raftqv1_raftq_proto_depIdxs,

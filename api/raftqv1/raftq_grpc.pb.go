@@ -5,8 +5,10 @@
 //   INVALID_ARGUMENT     bad names, sizes, priorities, durations (nothing changed)
 //   NOT_FOUND            unknown queue or message
 //   FAILED_PRECONDITION  stale receipt (lease expired or re-granted), wrong state
-//   PERMISSION_DENIED    a receipt whose signature the node cannot verify
-//   UNAUTHENTICATED      plaintext on a node's TLS port
+//   PERMISSION_DENIED    a receipt whose signature the node cannot verify; a
+//                        principal whose grants do not cover the call
+//   UNAUTHENTICATED      plaintext on a node's TLS port; no credentials where
+//                        they are required; an unknown or revoked API key
 //   ALREADY_EXISTS       queue exists with a different policy
 //   RESOURCE_EXHAUSTED   a limit or quota; may carry retry info
 //   UNAVAILABLE          no leader / not leader; trailer "raftq-leader" holds a hint
@@ -1486,5 +1488,323 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
+	Metadata: "api/raftqv1/raftq.proto",
+}
+
+const (
+	Access_WhoAmI_FullMethodName    = "/raftq.v1.Access/WhoAmI"
+	Access_CreateKey_FullMethodName = "/raftq.v1.Access/CreateKey"
+	Access_ListKeys_FullMethodName  = "/raftq.v1.Access/ListKeys"
+	Access_RotateKey_FullMethodName = "/raftq.v1.Access/RotateKey"
+	Access_RevokeKey_FullMethodName = "/raftq.v1.Access/RevokeKey"
+	Access_ListAudit_FullMethodName = "/raftq.v1.Access/ListAudit"
+)
+
+// AccessClient is the client API for Access service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Access manages who may call the cluster (docs/security.md, "API keys and
+// roles"). A caller is named by an API key (metadata "authorization:
+// Bearer rqk_...") or by its client certificate. Every call but WhoAmI
+// needs the admin role on every queue ("admin:*").
+type AccessClient interface {
+	// WhoAmI names the caller as the node sees it, with its grants.
+	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
+	// CreateKey makes an API key; the token is in this answer only (the
+	// cluster keeps its SHA-256). ALREADY_EXISTS for a name in use.
+	CreateKey(ctx context.Context, in *CreateKeyRequest, opts ...grpc.CallOption) (*CreateKeyResponse, error)
+	ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
+	// RotateKey gives a key a new secret; the old token stops working.
+	RotateKey(ctx context.Context, in *RotateKeyRequest, opts ...grpc.CallOption) (*CreateKeyResponse, error)
+	// RevokeKey deletes a key; its token stops working on every node once
+	// the node's meta replica applies the change (milliseconds).
+	RevokeKey(ctx context.Context, in *RevokeKeyRequest, opts ...grpc.CallOption) (*RevokeKeyResponse, error)
+	// ListAudit pages through the audit trail of administrative calls, oldest
+	// first: the newest 4096 are kept cluster-wide.
+	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
+}
+
+type accessClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewAccessClient(cc grpc.ClientConnInterface) AccessClient {
+	return &accessClient{cc}
+}
+
+func (c *accessClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WhoAmIResponse)
+	err := c.cc.Invoke(ctx, Access_WhoAmI_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *accessClient) CreateKey(ctx context.Context, in *CreateKeyRequest, opts ...grpc.CallOption) (*CreateKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateKeyResponse)
+	err := c.cc.Invoke(ctx, Access_CreateKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *accessClient) ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListKeysResponse)
+	err := c.cc.Invoke(ctx, Access_ListKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *accessClient) RotateKey(ctx context.Context, in *RotateKeyRequest, opts ...grpc.CallOption) (*CreateKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateKeyResponse)
+	err := c.cc.Invoke(ctx, Access_RotateKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *accessClient) RevokeKey(ctx context.Context, in *RevokeKeyRequest, opts ...grpc.CallOption) (*RevokeKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeKeyResponse)
+	err := c.cc.Invoke(ctx, Access_RevokeKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *accessClient) ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditResponse)
+	err := c.cc.Invoke(ctx, Access_ListAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AccessServer is the server API for Access service.
+// All implementations must embed UnimplementedAccessServer
+// for forward compatibility.
+//
+// Access manages who may call the cluster (docs/security.md, "API keys and
+// roles"). A caller is named by an API key (metadata "authorization:
+// Bearer rqk_...") or by its client certificate. Every call but WhoAmI
+// needs the admin role on every queue ("admin:*").
+type AccessServer interface {
+	// WhoAmI names the caller as the node sees it, with its grants.
+	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
+	// CreateKey makes an API key; the token is in this answer only (the
+	// cluster keeps its SHA-256). ALREADY_EXISTS for a name in use.
+	CreateKey(context.Context, *CreateKeyRequest) (*CreateKeyResponse, error)
+	ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error)
+	// RotateKey gives a key a new secret; the old token stops working.
+	RotateKey(context.Context, *RotateKeyRequest) (*CreateKeyResponse, error)
+	// RevokeKey deletes a key; its token stops working on every node once
+	// the node's meta replica applies the change (milliseconds).
+	RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error)
+	// ListAudit pages through the audit trail of administrative calls, oldest
+	// first: the newest 4096 are kept cluster-wide.
+	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
+	mustEmbedUnimplementedAccessServer()
+}
+
+// UnimplementedAccessServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedAccessServer struct{}
+
+func (UnimplementedAccessServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WhoAmI not implemented")
+}
+func (UnimplementedAccessServer) CreateKey(context.Context, *CreateKeyRequest) (*CreateKeyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateKey not implemented")
+}
+func (UnimplementedAccessServer) ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListKeys not implemented")
+}
+func (UnimplementedAccessServer) RotateKey(context.Context, *RotateKeyRequest) (*CreateKeyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RotateKey not implemented")
+}
+func (UnimplementedAccessServer) RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RevokeKey not implemented")
+}
+func (UnimplementedAccessServer) ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListAudit not implemented")
+}
+func (UnimplementedAccessServer) mustEmbedUnimplementedAccessServer() {}
+func (UnimplementedAccessServer) testEmbeddedByValue()                {}
+
+// UnsafeAccessServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to AccessServer will
+// result in compilation errors.
+type UnsafeAccessServer interface {
+	mustEmbedUnimplementedAccessServer()
+}
+
+func RegisterAccessServer(s grpc.ServiceRegistrar, srv AccessServer) {
+	// If the following call pancis, it indicates UnimplementedAccessServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Access_ServiceDesc, srv)
+}
+
+func _Access_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WhoAmIRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AccessServer).WhoAmI(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Access_WhoAmI_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AccessServer).WhoAmI(ctx, req.(*WhoAmIRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Access_CreateKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AccessServer).CreateKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Access_CreateKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AccessServer).CreateKey(ctx, req.(*CreateKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Access_ListKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AccessServer).ListKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Access_ListKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AccessServer).ListKeys(ctx, req.(*ListKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Access_RotateKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AccessServer).RotateKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Access_RotateKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AccessServer).RotateKey(ctx, req.(*RotateKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Access_RevokeKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AccessServer).RevokeKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Access_RevokeKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AccessServer).RevokeKey(ctx, req.(*RevokeKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Access_ListAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AccessServer).ListAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Access_ListAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AccessServer).ListAudit(ctx, req.(*ListAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Access_ServiceDesc is the grpc.ServiceDesc for Access service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Access_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "raftq.v1.Access",
+	HandlerType: (*AccessServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "WhoAmI",
+			Handler:    _Access_WhoAmI_Handler,
+		},
+		{
+			MethodName: "CreateKey",
+			Handler:    _Access_CreateKey_Handler,
+		},
+		{
+			MethodName: "ListKeys",
+			Handler:    _Access_ListKeys_Handler,
+		},
+		{
+			MethodName: "RotateKey",
+			Handler:    _Access_RotateKey_Handler,
+		},
+		{
+			MethodName: "RevokeKey",
+			Handler:    _Access_RevokeKey_Handler,
+		},
+		{
+			MethodName: "ListAudit",
+			Handler:    _Access_ListAudit_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
 	Metadata: "api/raftqv1/raftq.proto",
 }

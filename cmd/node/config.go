@@ -157,7 +157,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM file of this node's certificate (its node id is bound to it: raftq certs node); served on every port, presented when dialing other nodes; reloaded on SIGHUP")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM file of this node's private key; reloaded on SIGHUP")
 	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "file of base64 gossip encryption keys, one per line, the first encrypting (raftq certs writes one); reloaded on SIGHUP")
-	fs.StringVar(&c.ClientAuth, "client-auth", clientAuthOptional, "client certificates on the gRPC port: optional (checked when given), or require (every call but health checks needs one from the CA: raftq certs client NAME)")
+	fs.StringVar(&c.ClientAuth, "client-auth", "", "credentials on the gRPC port: require (every call but health checks needs an API key or a client certificate, and is authorized by its grants; the default with TLS), or optional (a call without credentials runs unrestricted; the default with --insecure)")
 	fs.BoolVar(&c.Insecure, "insecure", false, "run with no TLS and no gossip encryption: anyone who reaches a port can read every message and change the cluster (tests and throwaway clusters only)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: raftq-node [flags]\n\nRuns one node of a raftq cluster. Every flag may also be set as RAFTQ_<FLAG>,\ne.g. RAFTQ_NODE_ID=n1, RAFTQ_JOIN=127.0.0.1:7301.\n\n"+
@@ -264,6 +264,10 @@ func (c *config) finish() error {
 		return fmt.Errorf("--insecure and --tls-*/--gossip-key-file contradict each other: choose one")
 	case !c.Insecure && (c.TLSCA == "" || c.TLSCert == "" || c.TLSKey == "" || c.GossipKeyFile == ""):
 		return errNoSecurity
+	case c.ClientAuth == "" && c.Insecure:
+		c.ClientAuth = clientAuthOptional
+	case c.ClientAuth == "":
+		c.ClientAuth = clientAuthRequire
 	case c.ClientAuth != clientAuthOptional && c.ClientAuth != clientAuthRequire:
 		return fmt.Errorf("--client-auth must be %s or %s, got %q", clientAuthOptional, clientAuthRequire, c.ClientAuth)
 	case c.ClientAuth == clientAuthRequire && c.Insecure:

@@ -92,6 +92,9 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	}
 	if sec.tls != nil {
 		warnExpiry(log, sec.tls.NotAfter(), time.Now())
+		if cfg.ClientAuth == clientAuthOptional {
+			log.Warn("--client-auth optional: a client call without an API key or certificate runs unrestricted (docs/security.md)")
+		}
 	} else {
 		log.Warn("INSECURE: --insecure given: no TLS, no gossip encryption; anyone who reaches this node's ports can read every message, " +
 			"join raft and change the cluster (docs/security.md)")
@@ -192,27 +195,24 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	// into memory. Peer requests may be larger: a slot move hands the new
 	// shard every live FIFO group of the slots in one request
 	// (docs/cluster.md, "Growing the shard count").
-	// Administrative calls on the client port leave an audit line each
-	// (docs/security.md, "Audit log").
-	audit := server.NewAudit(log)
-	clientOpts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(audit.Unary()), grpc.ChainStreamInterceptor(audit.Stream())}
+	srv := server.New(node, rt, met, log)
+	// Administrative calls leave an audit record each, refused ones
+	// included (docs/security.md, "Audit log"); then every call is
+	// authenticated and authorized ("API keys and roles") before any
+	// handler runs.
+	access, accessStream := srv.Access(cfg.ClientAuth == clientAuthRequire)
+	audit := server.NewAudit(log, cfg.NodeID, srv.StoreAudit, srv.Caller)
+	clientOpts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(audit.Unary(), access), grpc.ChainStreamInterceptor(audit.Stream(), accessStream)}
 	var peerOpts []grpc.ServerOption
 	// refused answers plaintext clients of a TLS client port (plaintext.go).
 	var refused *grpc.Server
 	if sec.tls != nil {
 		clientOpts = append(clientOpts, grpc.Creds(credentials.NewTLS(sec.tls.ClientPort())))
-		if cfg.ClientAuth == clientAuthRequire {
-			unary, stream := server.RequireCertificate()
-			// First, so nothing (not even the audit) runs for a caller
-			// without a certificate.
-			clientOpts = append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream)}, clientOpts...)
-		}
 		peerOpts = append(peerOpts, grpc.Creds(credentials.NewTLS(sec.tls.Members(tlsconf.ALPNGRPC))))
 		refused = refusePlaintext()
 	}
 	gs := newServer(wire.MaxRequestBytes, clientOpts...)
 	ps := newServer(peerMaxRequest, peerOpts...)
-	srv := server.New(node, rt, met, log)
 	if sec.tls != nil {
 		// Receipts are signed with keys derived from the gossip keys
 		// (server/receipts.go): every member holds them, and they rotate

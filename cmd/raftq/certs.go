@@ -46,14 +46,20 @@ func certsCommands() []command {
 				return certsIssue(a, *dir, tlsconf.Identity{Role: tlsconf.RoleNode, Name: pos[0]}, hs, *valid)
 			})
 		}, true},
-		{"certs client", "NAME", "issue a client certificate for NAME (client-NAME.crt, client-NAME.key) from the CA in --dir", func(a *app, fs *flag.FlagSet) binder {
+		{"certs client", "NAME", "issue a client certificate for NAME (client-NAME.crt, client-NAME.key) from the CA in --dir, carrying its --grant roles", func(a *app, fs *flag.FlagSet) binder {
 			dir := fs.String("dir", "certs", "directory holding the CA; the certificate is written there")
 			valid := fs.Duration("valid-for", certValidFor, "validity of the certificate")
+			var grants listFlag
+			fs.Var(&grants, "grant", "ROLE:QUEUES the holder may act as (admin, producer, consumer, viewer; QUEUES a name, a prefix ending in *, or *), repeatable; a certificate without grants may only call WhoAmI, except one named admin, which is admin:*")
 			return offline(func(pos []string) error {
 				if err := exactly(pos, "NAME"); err != nil {
 					return err
 				}
-				return certsIssue(a, *dir, tlsconf.Identity{Role: tlsconf.RoleClient, Name: pos[0]}, nil, *valid)
+				gs, err := parseGrants(grants)
+				if err != nil {
+					return err
+				}
+				return certsIssue(a, *dir, tlsconf.Identity{Role: tlsconf.RoleClient, Name: pos[0]}, nil, *valid, gs...)
 			})
 		}, true},
 		{"certs dev", "", "make what a development cluster needs in --dir, keeping what exists: a CA, a gossip key, a certificate for each of --nodes and a client certificate (client-admin)", func(a *app, fs *flag.FlagSet) binder {
@@ -111,7 +117,7 @@ func openCertsDir(dir string) (*tlsconf.Dir, error) {
 	return d, err
 }
 
-func certsIssue(a *app, dir string, id tlsconf.Identity, hosts []string, valid time.Duration) error {
+func certsIssue(a *app, dir string, id tlsconf.Identity, hosts []string, valid time.Duration, grants ...tlsconf.Grant) error {
 	if err := id.Validate(); err != nil {
 		return usagef("%v", err)
 	}
@@ -128,7 +134,7 @@ func certsIssue(a *app, dir string, id tlsconf.Identity, hosts []string, valid t
 	if id.Role == tlsconf.RoleNode {
 		f, err = d.IssueNode(id.Name, hosts, valid)
 	} else {
-		f, err = d.IssueClient(id.Name, valid)
+		f, err = d.IssueClient(id.Name, valid, grants...)
 	}
 	if err != nil {
 		return err

@@ -263,7 +263,7 @@ func commands() []command {
 			}
 		}, false},
 		completionCommand(),
-	}, certsCommands()...)
+	}, append(certsCommands(), keysCommands()...)...)
 }
 
 func queueByName(verb, summary string, run func(ctx context.Context, c *client.Client, o *output, name string) error) command {

@@ -19,6 +19,8 @@ type globals struct {
 	// client certificate (tls.go).
 	ca, cert, key string
 	insecure      bool
+	// token, tokenFile: an API key, or a file holding one (token.go).
+	token, tokenFile string
 	json          bool
 	// wait is not a flag: a command that is asked to wait (receive --wait,
 	// cluster status --wait) sets it, and the command's deadline is
@@ -40,6 +42,8 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.cert, "cert", g.cert, "PEM file of a client certificate to present (env RAFTQ_CERT)")
 	fs.StringVar(&g.key, "key", g.key, "PEM file of the client certificate's key (env RAFTQ_KEY)")
 	fs.BoolVar(&g.insecure, "insecure", g.insecure, "connect in plaintext, to nodes run with --insecure (env RAFTQ_INSECURE)")
+	fs.StringVar(&g.token, "token", g.token, "API key to call with (raftq keys create makes one; env RAFTQ_TOKEN); prefer --token-file, which keeps it out of the process list")
+	fs.StringVar(&g.tokenFile, "token-file", g.tokenFile, "file holding the API key on its first line (env RAFTQ_TOKEN_FILE)")
 }
 
 func (g *globals) seeds() []string {

@@ -52,6 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, g: newGlobals(defAddr)}
 	a.g.ca, a.g.cert, a.g.key = getenv("RAFTQ_CA"), getenv("RAFTQ_CERT"), getenv("RAFTQ_KEY")
 	a.g.insecure, _ = strconv.ParseBool(getenv("RAFTQ_INSECURE"))
+	a.g.token, a.g.tokenFile = getenv("RAFTQ_TOKEN"), getenv("RAFTQ_TOKEN_FILE")
 	top := newFlagSet("raftq", stderr)
 	a.g.register(top)
 	if err := top.Parse(args); err != nil {
@@ -186,6 +187,11 @@ func (a *app) dial(ctx context.Context) (*client.Client, error) {
 		if err != nil {
 			return nil, err
 		}
+		topts, err := a.g.tokenOptions()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, topts...)
 		c, err := client.Dial(ctx, a.g.seeds(), opts...)
 		if err == nil || !a.g.waitForNodes || !errors.Is(err, client.ErrUnavailable) || time.Now().After(until) {
 			return c, err
@@ -211,9 +217,12 @@ func (a *app) unreachable(err error) error {
 	case strings.Contains(s, "takes TLS connections only"):
 		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s takes TLS connections only: pass --ca FILE or set RAFTQ_CA "+
 			"(the CA that signed the nodes' certificates; make run keeps one in %s)", strings.Join(a.g.seeds(), ","), devCA)}
-	case strings.Contains(s, "requires a client certificate"):
-		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s requires a client certificate (it runs --client-auth require): "+
-			"pass --cert and --key, or set RAFTQ_CERT and RAFTQ_KEY (raftq certs client NAME makes them)", strings.Join(a.g.seeds(), ","))}
+	case strings.Contains(s, "requires credentials"):
+		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s requires credentials (it runs --client-auth require): "+
+			"pass an API key with --token-file, --token or RAFTQ_TOKEN (raftq keys create makes one), "+
+			"or a client certificate with --cert and --key (raftq certs client NAME makes one)", strings.Join(a.g.seeds(), ","))}
+	case strings.Contains(s, "is not valid on this cluster") || strings.Contains(s, "API key is malformed"):
+		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s refused the API key: %s", strings.Join(a.g.seeds(), ","), message(err))}
 	case strings.Contains(s, "tls: certificate required") || strings.Contains(s, "unknown service raftq.v1"):
 		return &unreachableError{err: err, msg: fmt.Sprintf("the node at %s asks for a member's certificate: is it a peer port (nodes only)? "+
 			"clients use the gRPC port (--grpc-bind)", strings.Join(a.g.seeds(), ","))}

@@ -59,3 +59,20 @@ func (g *globals) tlsOptions() ([]client.Option, error) {
 	g.ca = ca
 	return []client.Option{client.WithTLS(credentials.NewTLS(cfg))}, nil
 }
+
+// tokenOptions are the client options for --token/--token-file.
+func (g *globals) tokenOptions() ([]client.Option, error) {
+	switch {
+	case g.token != "" && g.tokenFile != "":
+		return nil, usagef("--token and --token-file (or RAFTQ_TOKEN and RAFTQ_TOKEN_FILE) contradict each other: choose one")
+	case g.tokenFile != "":
+		t, err := client.ReadTokenFile(g.tokenFile)
+		if err != nil {
+			return nil, usagef("--token-file: %v", err)
+		}
+		return []client.Option{client.WithToken(t)}, nil
+	case g.token != "":
+		return []client.Option{client.WithToken(g.token)}, nil
+	}
+	return nil, nil
+}

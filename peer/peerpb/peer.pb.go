@@ -17,6 +17,7 @@ package peerpb
 
 import (
 	fsmpb "github.com/raftq/raftq/fsm/fsmpb"
+	metapb "github.com/raftq/raftq/meta/metapb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -1566,11 +1567,91 @@ func (x *BackupChunk) GetSize() uint64 {
 	return 0
 }
 
+type MetaAuditRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Record        *metapb.AuditRecord    `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaAuditRequest) Reset() {
+	*x = MetaAuditRequest{}
+	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaAuditRequest) ProtoMessage() {}
+
+func (x *MetaAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaAuditRequest.ProtoReflect.Descriptor instead.
+func (*MetaAuditRequest) Descriptor() ([]byte, []int) {
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *MetaAuditRequest) GetRecord() *metapb.AuditRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+type MetaAuditResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaAuditResponse) Reset() {
+	*x = MetaAuditResponse{}
+	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaAuditResponse) ProtoMessage() {}
+
+func (x *MetaAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaAuditResponse.ProtoReflect.Descriptor instead.
+func (*MetaAuditResponse) Descriptor() ([]byte, []int) {
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{25}
+}
+
 var File_peer_peerpb_peer_proto protoreflect.FileDescriptor
 
 const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x16peer/peerpb/peer.proto\x12\rraftq.peer.v1\x1a\x13fsm/fsmpb/fsm.proto\"_\n" +
+	"\x16peer/peerpb/peer.proto\x12\rraftq.peer.v1\x1a\x13fsm/fsmpb/fsm.proto\x1a\x16meta/metapb/meta.proto\"_\n" +
 	"\x11ShardApplyRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12/\n" +
 	"\acommand\x18\x02 \x01(\v2\x15.raftq.fsm.v1.CommandR\acommand\"B\n" +
@@ -1677,8 +1758,12 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04term\x18\x05 \x01(\x04R\x04term\x12\x16\n" +
 	"\x06sha256\x18\x06 \x01(\fR\x06sha256\x12\x12\n" +
-	"\x04size\x18\a \x01(\x04R\x04size2\xc2\x06\n" +
-	"\x04Peer\x12Q\n" +
+	"\x04size\x18\a \x01(\x04R\x04size\"F\n" +
+	"\x10MetaAuditRequest\x122\n" +
+	"\x06record\x18\x01 \x01(\v2\x1a.raftq.meta.v1.AuditRecordR\x06record\"\x13\n" +
+	"\x11MetaAuditResponse2\x92\a\n" +
+	"\x04Peer\x12N\n" +
+	"\tMetaAudit\x12\x1f.raftq.peer.v1.MetaAuditRequest\x1a .raftq.peer.v1.MetaAuditResponse\x12Q\n" +
 	"\n" +
 	"ShardApply\x12 .raftq.peer.v1.ShardApplyRequest\x1a!.raftq.peer.v1.ShardApplyResponse\x12U\n" +
 	"\fShardReceive\x12\".raftq.peer.v1.ShardReceiveRequest\x1a!.raftq.peer.v1.ShardApplyResponse\x12N\n" +
@@ -1704,7 +1789,7 @@ func file_peer_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_peer_peerpb_peer_proto_goTypes = []any{
 	(GroupChangeRequest_Op)(0),    // 0: raftq.peer.v1.GroupChangeRequest.Op
 	(*ShardApplyRequest)(nil),     // 1: raftq.peer.v1.ShardApplyRequest
@@ -1731,48 +1816,54 @@ var file_peer_peerpb_peer_proto_goTypes = []any{
 	(*ReplicaStatusResponse)(nil), // 22: raftq.peer.v1.ReplicaStatusResponse
 	(*BackupPieceRequest)(nil),    // 23: raftq.peer.v1.BackupPieceRequest
 	(*BackupChunk)(nil),           // 24: raftq.peer.v1.BackupChunk
-	(*fsmpb.Command)(nil),         // 25: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),          // 26: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),         // 27: raftq.fsm.v1.Receive
-	(*fsmpb.Message)(nil),         // 28: raftq.fsm.v1.Message
+	(*MetaAuditRequest)(nil),      // 25: raftq.peer.v1.MetaAuditRequest
+	(*MetaAuditResponse)(nil),     // 26: raftq.peer.v1.MetaAuditResponse
+	(*fsmpb.Command)(nil),         // 27: raftq.fsm.v1.Command
+	(*fsmpb.Result)(nil),          // 28: raftq.fsm.v1.Result
+	(*fsmpb.Receive)(nil),         // 29: raftq.fsm.v1.Receive
+	(*fsmpb.Message)(nil),         // 30: raftq.fsm.v1.Message
+	(*metapb.AuditRecord)(nil),    // 31: raftq.meta.v1.AuditRecord
 }
 var file_peer_peerpb_peer_proto_depIdxs = []int32{
-	25, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	26, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	27, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
+	27, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
+	28, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
+	29, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
 	9,  // 3: raftq.peer.v1.ShardReadRequest.dedup_lookup:type_name -> raftq.peer.v1.DedupLookup
 	7,  // 4: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
-	28, // 5: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	28, // 6: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
+	30, // 5: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
+	30, // 6: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
 	10, // 7: raftq.peer.v1.DedupLookup.probes:type_name -> raftq.peer.v1.DedupProbe
 	15, // 8: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
 	0,  // 9: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
 	20, // 10: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
-	1,  // 11: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
-	3,  // 12: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
-	4,  // 13: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
-	6,  // 14: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
-	11, // 15: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
-	13, // 16: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
-	16, // 17: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
-	18, // 18: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
-	21, // 19: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
-	23, // 20: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
-	2,  // 21: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
-	2,  // 22: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
-	5,  // 23: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
-	8,  // 24: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
-	12, // 25: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
-	14, // 26: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
-	17, // 27: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
-	19, // 28: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
-	22, // 29: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
-	24, // 30: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
-	21, // [21:31] is the sub-list for method output_type
-	11, // [11:21] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	31, // 11: raftq.peer.v1.MetaAuditRequest.record:type_name -> raftq.meta.v1.AuditRecord
+	25, // 12: raftq.peer.v1.Peer.MetaAudit:input_type -> raftq.peer.v1.MetaAuditRequest
+	1,  // 13: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
+	3,  // 14: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
+	4,  // 15: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
+	6,  // 16: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
+	11, // 17: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
+	13, // 18: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
+	16, // 19: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
+	18, // 20: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
+	21, // 21: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
+	23, // 22: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
+	26, // 23: raftq.peer.v1.Peer.MetaAudit:output_type -> raftq.peer.v1.MetaAuditResponse
+	2,  // 24: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
+	2,  // 25: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
+	5,  // 26: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
+	8,  // 27: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
+	12, // 28: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
+	14, // 29: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
+	17, // 30: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
+	19, // 31: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
+	22, // 32: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
+	24, // 33: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
+	23, // [23:34] is the sub-list for method output_type
+	12, // [12:23] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_peer_peerpb_peer_proto_init() }
@@ -1792,7 +1883,7 @@ func file_peer_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_peerpb_peer_proto_rawDesc), len(file_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

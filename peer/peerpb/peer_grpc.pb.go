@@ -28,6 +28,7 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
+	Peer_MetaAudit_FullMethodName     = "/raftq.peer.v1.Peer/MetaAudit"
 	Peer_ShardApply_FullMethodName    = "/raftq.peer.v1.Peer/ShardApply"
 	Peer_ShardReceive_FullMethodName  = "/raftq.peer.v1.Peer/ShardReceive"
 	Peer_ShardWait_FullMethodName     = "/raftq.peer.v1.Peer/ShardWait"
@@ -44,6 +45,10 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type PeerClient interface {
+	// MetaAudit records one audit record in the meta group through this
+	// node, which must lead it (server/audit.go): the node that served an
+	// administrative call sends its record here.
+	MetaAudit(ctx context.Context, in *MetaAuditRequest, opts ...grpc.CallOption) (*MetaAuditResponse, error)
 	// ShardApply proposes one command on a shard this node leads.
 	ShardApply(ctx context.Context, in *ShardApplyRequest, opts ...grpc.CallOption) (*ShardApplyResponse, error)
 	// ShardReceive leases from a shard this node leads, without waiting: an
@@ -84,6 +89,16 @@ type peerClient struct {
 
 func NewPeerClient(cc grpc.ClientConnInterface) PeerClient {
 	return &peerClient{cc}
+}
+
+func (c *peerClient) MetaAudit(ctx context.Context, in *MetaAuditRequest, opts ...grpc.CallOption) (*MetaAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetaAuditResponse)
+	err := c.cc.Invoke(ctx, Peer_MetaAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (c *peerClient) ShardApply(ctx context.Context, in *ShardApplyRequest, opts ...grpc.CallOption) (*ShardApplyResponse, error) {
@@ -199,6 +214,10 @@ type Peer_BackupPieceClient = grpc.ServerStreamingClient[BackupChunk]
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
 type PeerServer interface {
+	// MetaAudit records one audit record in the meta group through this
+	// node, which must lead it (server/audit.go): the node that served an
+	// administrative call sends its record here.
+	MetaAudit(context.Context, *MetaAuditRequest) (*MetaAuditResponse, error)
 	// ShardApply proposes one command on a shard this node leads.
 	ShardApply(context.Context, *ShardApplyRequest) (*ShardApplyResponse, error)
 	// ShardReceive leases from a shard this node leads, without waiting: an
@@ -241,6 +260,9 @@ type PeerServer interface {
 // pointer dereference when methods are called.
 type UnimplementedPeerServer struct{}
 
+func (UnimplementedPeerServer) MetaAudit(context.Context, *MetaAuditRequest) (*MetaAuditResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MetaAudit not implemented")
+}
 func (UnimplementedPeerServer) ShardApply(context.Context, *ShardApplyRequest) (*ShardApplyResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ShardApply not implemented")
 }
@@ -290,6 +312,24 @@ func RegisterPeerServer(s grpc.ServiceRegistrar, srv PeerServer) {
 		t.testEmbeddedByValue()
 	}
 	s.RegisterService(&Peer_ServiceDesc, srv)
+}
+
+func _Peer_MetaAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MetaAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).MetaAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_MetaAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).MetaAudit(ctx, req.(*MetaAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
 }
 
 func _Peer_ShardApply_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
@@ -472,6 +512,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "raftq.peer.v1.Peer",
 	HandlerType: (*PeerServer)(nil),
 	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "MetaAudit",
+			Handler:    _Peer_MetaAudit_Handler,
+		},
 		{
 			MethodName: "ShardApply",
 			Handler:    _Peer_ShardApply_Handler,

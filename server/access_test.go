@@ -1,0 +1,103 @@
+package server
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftq/raftq/meta/metapb"
+)
+
+// Every method the client port serves has an access rule: a method
+// added without one would be refused to everyone, so this names it first.
+func TestAccessRulesCoverEveryMethod(t *testing.T) {
+	g := grpc.NewServer()
+	New(nil, nil, nil, nil).Register(g)
+	reflection.Register(g)
+	n := 0
+	for svc, info := range g.GetServiceInfo() {
+		for _, m := range info.Methods {
+			name := "/" + svc + "/" + m.Name
+			if _, ok := rules[name]; !ok {
+				t.Errorf("no access rule for %s", name)
+			}
+			n++
+		}
+	}
+	if n < 35 {
+		t.Fatalf("only %d methods registered: the check looked at the wrong server", n)
+	}
+}
+
+func TestPrincipalAllows(t *testing.T) {
+	p := &Principal{Name: "key/app", Grants: []*metapb.Grant{
+		{Role: metapb.Role_ROLE_PRODUCER, Queues: "orders.*"},
+		{Role: metapb.Role_ROLE_CONSUMER, Queues: "jobs"},
+		{Role: metapb.Role_ROLE_ADMIN, Queues: "team-a.*"},
+	}}
+	for _, c := range []struct {
+		need  perm
+		queue string
+		want  bool
+	}{
+		{permSend, "orders.eu", true},
+		{permSend, "orders", false}, // the prefix is "orders.", not "orders"
+		{permSend, "jobs", false},
+		{permConsume, "jobs", true},
+		{permConsume, "jobs2", false},
+		{permConsume, "orders.eu", false},
+		{permRead, "orders.eu", true},
+		{permRead, "billing", false},
+		{permManage, "orders.eu", false},
+		{permManage, "team-a.x", true},
+		{permSend, "team-a.x", true}, // admin covers every role on its queues
+		{permCluster, "", false},     // admin of some queues is not admin of the cluster
+		{permAny, "", true},
+		{permConsume, "", true}, // settling by receipt: a consumer role somewhere
+	} {
+		if got := p.Allows(c.need, c.queue); got != c.want {
+			t.Errorf("Allows(%v, %q) = %v, want %v", c.need, c.queue, got, c.want)
+		}
+	}
+	viewer := &Principal{Name: "key/v", Grants: []*metapb.Grant{{Role: metapb.Role_ROLE_VIEWER, Queues: "*"}}}
+	if viewer.Allows(permConsume, "") || viewer.Allows(permSend, "x") || !viewer.Allows(permRead, "x") {
+		t.Error("a viewer may read only")
+	}
+	admin := &Principal{Name: "client/admin", Grants: []*metapb.Grant{{Role: metapb.Role_ROLE_ADMIN, Queues: "*"}}}
+	if !admin.Allows(permCluster, "") {
+		t.Error("admin:* may run the cluster")
+	}
+	err := denied(p, "/raftq.v1.Queues/PurgeQueue", permManage, "orders.eu")
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("denied: %v", err)
+	}
+	for _, want := range []string{"key/app", "Queues/PurgeQueue", `"orders.eu"`, "the admin role", "producer:orders.*"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not name %s", err, want)
+		}
+	}
+}
+
+func TestAPIKeyTokens(t *testing.T) {
+	id, token, sum, err := newAPIKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotID, gotSum, err := parseToken(token)
+	if err != nil || gotID != id || gotSum != sum {
+		t.Fatalf("parse %s: %s %x %v; want %s %x", token, gotID, gotSum, err, id, sum)
+	}
+	_, other, _, _ := newAPIKey()
+	if other == token {
+		t.Fatal("two keys share a token")
+	}
+	for _, bad := range []string{"", "rqk_", token[:len(token)-1], "xyz" + token[3:], "rqk_" + strings.Repeat("g", 16) + token[20:]} {
+		if _, _, err := parseToken(bad); err == nil {
+			t.Errorf("parseToken(%q) took a malformed token", bad)
+		}
+	}
+}
