@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
@@ -187,51 +186,6 @@ func TestTLSClusterRefusesOutsiders(t *testing.T) {
 	})
 
 	t.Run("forged receipts", func(t *testing.T) { forgedReceipts(t, ctx, c, cl, q, 21) })
-}
-
-// TestTLSClientCertificatesRequired: with --client-auth require, only
-// holders of a certificate of the cluster's CA may call the client port
-// (health checks excepted), and the audit line names the certificate.
-func TestTLSClientCertificatesRequired(t *testing.T) {
-	c := startCluster(t, testcluster.Options{Shards: 1, TLS: true, Args: []string{"--client-auth", "require"}})
-	ctx := ctxT(t, 2*time.Minute)
-	_, err := client.Dial(ctx, c.Addrs(), client.WithTLS(c.ClientCreds()),
-		client.WithRetry(client.RetryPolicy{MaxAttempts: 1, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}))
-	if !errors.Is(err, client.ErrUnauthenticated) && !strings.Contains(fmt.Sprint(err), "requires a client certificate") {
-		t.Fatalf("dial without a client certificate: %v; want UNAUTHENTICATED naming the certificate", err)
-	}
-	cc, err := grpc.NewClient(c.Nodes[0].GRPC, grpc.WithTransportCredentials(c.ClientCreds()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	if _, err := raftqv1.NewQueuesClient(cc).CreateQueue(ctx, &raftqv1.CreateQueueRequest{Name: "nope"}); status.Code(err) != codes.Unauthenticated {
-		t.Fatalf("CreateQueue without a client certificate: %v", err)
-	}
-	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
-		t.Fatalf("health check without a client certificate: %v", err)
-	}
-	cl, err := client.Dial(ctx, c.Addrs(), client.WithTLS(c.ClientCertCreds("billing")))
-	if err != nil {
-		t.Fatalf("dial with a client certificate: %v", err)
-	}
-	defer cl.Close()
-	if _, err := cl.CreateQueue(ctx, "invoices", client.QueueOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.Send(ctx, "invoices", []byte("i-1")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.GetQueue(ctx, "nope"); !errors.Is(err, client.ErrNotFound) {
-		t.Fatalf("the refused CreateQueue made a queue: %v", err)
-	}
-	found := false
-	for i := range c.Nodes {
-		found = found || logHas(t, c, i, `method=Queues/CreateQueue caller=client/billing@`)
-	}
-	if !found {
-		t.Fatal("no audit line names client/billing as the caller of CreateQueue")
-	}
 }
 
 // servedSerial is the serial of the certificate node i serves now.

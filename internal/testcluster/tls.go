@@ -82,13 +82,29 @@ func (c *Cluster) MemberCreds() credentials.TransportCredentials {
 	return c.pki.member.PeerCredentials()
 }
 
-// ClientCreds are what a client of the cluster dials with: the CA and no
-// certificate. Plaintext without TLS.
+// ClientCreds are what an operator of the cluster dials with: the CA and
+// the admin client certificate (admin of every queue; the nodes run
+// --client-auth require, the default with TLS). Plaintext without TLS.
 func (c *Cluster) ClientCreds() credentials.TransportCredentials {
 	c.t.Helper()
 	if c.pki == nil {
 		return insecure.NewCredentials()
 	}
+	f, _, err := c.pki.dir.EnsureClient("admin", certValid)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg, err := tlsconf.ClientFiles(f.CA, f.Cert, f.Key)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return credentials.NewTLS(cfg)
+}
+
+// AnonymousCreds trust the cluster's CA and present no certificate: a
+// client that authenticates with an API key, or not at all.
+func (c *Cluster) AnonymousCreds() credentials.TransportCredentials {
+	c.t.Helper()
 	cfg, err := tlsconf.ClientFiles(c.pki.dir.CAFile(), "", "")
 	if err != nil {
 		c.t.Fatal(err)
@@ -97,10 +113,10 @@ func (c *Cluster) ClientCreds() credentials.TransportCredentials {
 }
 
 // ClientCertCreds are a client's credentials with a client certificate
-// for name from the cluster's CA (for --client-auth require).
-func (c *Cluster) ClientCertCreds(name string) credentials.TransportCredentials {
+// for name from the cluster's CA, carrying grants.
+func (c *Cluster) ClientCertCreds(name string, grants ...tlsconf.Grant) credentials.TransportCredentials {
 	c.t.Helper()
-	f, err := c.pki.dir.IssueClient(name, certValid)
+	f, err := c.pki.dir.IssueClient(name, certValid, grants...)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -17,14 +17,24 @@ const certValid = 7 * 24 * time.Hour
 // (replica digests, Known): a member's certificate, no node behind it.
 const harnessID = "jepsen-harness"
 
+// clientName is the client certificate the harness's clients present: the
+// nodes run --client-auth require (the default with TLS), so every call of
+// the run is authenticated and authorized by the grant it carries. The
+// nemeses grow the shard count and replace nodes, which needs admin:*.
+const clientName = "jepsen"
+
 // initCerts makes the run's CA and gossip key under its directory and
-// returns the credentials of the harness's clients (the CA) and of its
-// peer-port calls (a member certificate).
+// returns the credentials of the harness's clients (the CA and a client
+// certificate) and of its peer-port calls (a member certificate).
 func (c *Cluster) initCerts() (client, member credentials.TransportCredentials, err error) {
 	if c.certs, err = tlsconf.InitDir(filepath.Join(c.dir, "certs"), certValid); err != nil {
 		return nil, nil, fmt.Errorf("certs: %w", err)
 	}
-	cfg, err := tlsconf.ClientFiles(c.certs.CAFile(), "", "")
+	cf, err := c.certs.IssueClient(clientName, certValid, tlsconf.Grant{Role: "admin", Queues: "*"})
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := tlsconf.ClientFiles(cf.CA, cf.Cert, cf.Key)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -50,5 +60,6 @@ func (c *Cluster) nodeTLS(n *Node) ([]string, error) {
 }
 
 // ClientCreds are the credentials a client of the run's nodes dials with
-// (the run's CA, no certificate), e.g. client.WithTLS(c.ClientCreds()).
+// (the run's CA and the harness's client certificate), e.g.
+// client.WithTLS(c.ClientCreds()).
 func (c *Cluster) ClientCreds() credentials.TransportCredentials { return c.creds }
