@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -297,5 +298,60 @@ func TestAccessControl(t *testing.T) {
 			}
 			return len(page) == 1 && page[0].Seq == recs[len(recs)-1].Seq
 		})
+	})
+
+	t.Run("cli", func(t *testing.T) { accessCLI(t, ctx, c) })
+}
+
+// accessCLI drives keys, whoami and audit through the raftq CLI, and
+// checks that its refusals say what is missing.
+func accessCLI(t *testing.T, ctx context.Context, c *testcluster.Cluster) {
+	af := c.PKI().ClientFilesOf("admin")
+	ca := []string{"--ca", af.CA}
+	asAdmin := append(ca, "--cert", af.Cert, "--key", af.Key)
+	cli := func(wantOK bool, args ...string) string {
+		t.Helper()
+		out, err := runCLI(ctx, c.Addrs()[:1], args...)
+		if (err == nil) != wantOK {
+			t.Fatalf("raftq %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	out := cli(true, append(asAdmin, "keys", "create", "cli-app", "--grant", "consumer:orders.*", "--grant", "viewer:billing")...)
+	_, token, ok := strings.Cut(out, "token (shown once; keep it secret): ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.HasPrefix(token, "rqk_") {
+		t.Fatalf("keys create printed no token:\n%s", out)
+	}
+	if out := cli(true, append(ca, "--token", token, "whoami")...); !strings.Contains(out, "key/cli-app") || !strings.Contains(out, "consumer:orders.*,viewer:billing") {
+		t.Fatalf("whoami: %q", out)
+	}
+	tokenFile := t.TempDir() + "/token"
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := cli(false, append(ca, "--token-file", tokenFile, "queue", "purge", "orders.eu")...); !strings.Contains(out, "key/cli-app may not call Queues/PurgeQueue") || strings.Contains(out, "raftq: raftq:") {
+		t.Fatalf("purge with a consumer key: %q", out)
+	}
+	if out := cli(false, append(ca, "queue", "list")...); !strings.Contains(out, "requires credentials") || !strings.Contains(out, "--token") {
+		t.Fatalf("no credentials: %q", out)
+	}
+	if out := cli(false, append(ca, "--token", "rqk_nonsense", "queue", "list")...); !strings.Contains(out, "malformed") {
+		t.Fatalf("a malformed token: %q", out)
+	}
+	if out := cli(false, append(asAdmin, "keys", "create", "x", "--grant", "root:*")...); !strings.Contains(out, `role "root"`) {
+		t.Fatalf("a bad role: %q", out)
+	}
+	if out := cli(true, append(asAdmin, "keys", "list")...); !strings.Contains(out, "cli-app") || strings.Contains(out, token[20:]) {
+		t.Fatalf("keys list: %q", out)
+	}
+	cli(true, append(asAdmin, "keys", "revoke", "cli-app")...)
+	waitFor(t, ctx, "the CLI's revoked key refused", func() bool {
+		out, err := runCLI(ctx, c.Addrs()[:1], append(ca, "--token", token, "whoami")...)
+		return err != nil && strings.Contains(out, "not valid on this cluster")
+	})
+	waitFor(t, ctx, "the CLI's key changes in the audit trail", func() bool {
+		out := cli(true, append(asAdmin, "audit", "--limit", "1000")...)
+		return strings.Contains(out, "key/cli-app") && strings.Contains(out, "Access/RevokeKey")
 	})
 }
