@@ -21,8 +21,8 @@ type FSM struct {
 	mu       sync.RWMutex
 	applied  uint64
 	queues   map[string]*metapb.Queue
-	shardMap *metapb.ShardMap  // nil until placed
-	formats  map[string]uint32 // node id -> recorded log format (NodeFormat)
+	shardMap *metapb.ShardMap          // nil until placed
+	formats  map[string]uint32         // node id -> recorded log format (NodeFormat)
 	keys     map[string]*metapb.ApiKey // by id (access.go)
 	audit    []*metapb.AuditRecord     // oldest first, at most MaxAudit
 	// nextAudit: the seq the next audit record takes (0 means 1).

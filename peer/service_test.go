@@ -67,7 +67,7 @@ func (f *fakeShards) Digest(id uint32) ([32]byte, uint64, error) {
 
 type fakeNode struct{}
 
-func (fakeNode) NodeID() string { return "n1" }
+func (fakeNode) NodeID() string                                         { return "n1" }
 func (fakeNode) AppendAudit(context.Context, *metapb.AuditRecord) error { return nil }
 func (fakeNode) ReplicaStatus(group string) (*peerpb.ReplicaStatusResponse, error) {
 	return nil, ErrNoReplica

@@ -89,7 +89,9 @@ func (a *accessSvc) CreateKey(ctx context.Context, req *raftqv1.CreateKeyRequest
 	m := a.node.Meta()
 	if !m.IsLeader() {
 		return forwardAccess(ctx, a.Server, &raftgroup.NotLeaderError{Group: "meta", LeaderID: m.LeaderID()},
-			func(ctx context.Context, c raftqv1.AccessClient) (*raftqv1.CreateKeyResponse, error) { return c.CreateKey(ctx, req) })
+			func(ctx context.Context, c raftqv1.AccessClient) (*raftqv1.CreateKeyResponse, error) {
+				return c.CreateKey(ctx, req)
+			})
 	}
 	id, token, sum, err := newAPIKey()
 	if err != nil {
@@ -131,7 +133,9 @@ func (a *accessSvc) RotateKey(ctx context.Context, req *raftqv1.RotateKeyRequest
 	m := a.node.Meta()
 	if !m.IsLeader() {
 		return forwardAccess(ctx, a.Server, &raftgroup.NotLeaderError{Group: "meta", LeaderID: m.LeaderID()},
-			func(ctx context.Context, c raftqv1.AccessClient) (*raftqv1.CreateKeyResponse, error) { return c.RotateKey(ctx, req) })
+			func(ctx context.Context, c raftqv1.AccessClient) (*raftqv1.CreateKeyResponse, error) {
+				return c.RotateKey(ctx, req)
+			})
 	}
 	k, err := a.findKey(req.GetKey())
 	if err != nil {
@@ -157,7 +161,9 @@ func (a *accessSvc) RevokeKey(ctx context.Context, req *raftqv1.RevokeKeyRequest
 	m := a.node.Meta()
 	if !m.IsLeader() {
 		return forwardAccess(ctx, a.Server, &raftgroup.NotLeaderError{Group: "meta", LeaderID: m.LeaderID()},
-			func(ctx context.Context, c raftqv1.AccessClient) (*raftqv1.RevokeKeyResponse, error) { return c.RevokeKey(ctx, req) })
+			func(ctx context.Context, c raftqv1.AccessClient) (*raftqv1.RevokeKeyResponse, error) {
+				return c.RevokeKey(ctx, req)
+			})
 	}
 	k, err := a.findKey(req.GetKey())
 	if err != nil {

@@ -68,13 +68,14 @@ const adminClient = "admin"
 // metadata, if any.
 func bearerToken(ctx context.Context) (string, bool) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		if t, ok := strings.CutPrefix(v, "Bearer "); ok {
-			return strings.TrimSpace(t), true
-		}
-		return v, true
+	vals := md.Get("authorization")
+	if len(vals) == 0 {
+		return "", false
 	}
-	return "", false
+	if t, ok := strings.CutPrefix(vals[0], "Bearer "); ok {
+		return strings.TrimSpace(t), true
+	}
+	return vals[0], true
 }
 
 // authenticate finds the principal of a call: its API key if it sends

@@ -39,19 +39,19 @@ type startingNode struct {
 	count atomic.Uint32
 }
 
-func (n *startingNode) NodeID() string                                { return "n2" }
-func (n *startingNode) ShardCount() uint32                            { return n.count.Load() }
-func (n *startingNode) SlotTable() wire.SlotTable                     { return wire.DefaultSlotTable(n.count.Load()) }
-func (n *startingNode) DedupPeers(string, uint32) []router.PriorOwner { return nil }
-func (n *startingNode) LocalShard(uint32) *shard.Shard                { return nil }
-func (n *startingNode) ShardReplicas(uint32) []string                 { return nil }
-func (n *startingNode) ShardLeader(uint32) (string, string, bool)     { return "", "", false }
-func (n *startingNode) NoteLeader(uint32, string)                     {}
-func (n *startingNode) MemberGRPC(string) (string, bool)              { return "", false }
-func (n *startingNode) MemberPeer(string) (string, bool)              { return "", false }
-func (n *startingNode) Meta() *meta.Store                             { return n.meta }
-func (n *startingNode) Members() []cluster.Member                     { return nil }
-func (n *startingNode) Known(string) *peerpb.KnownResponse            { return &peerpb.KnownResponse{} }
+func (n *startingNode) NodeID() string                                         { return "n2" }
+func (n *startingNode) ShardCount() uint32                                     { return n.count.Load() }
+func (n *startingNode) SlotTable() wire.SlotTable                              { return wire.DefaultSlotTable(n.count.Load()) }
+func (n *startingNode) DedupPeers(string, uint32) []router.PriorOwner          { return nil }
+func (n *startingNode) LocalShard(uint32) *shard.Shard                         { return nil }
+func (n *startingNode) ShardReplicas(uint32) []string                          { return nil }
+func (n *startingNode) ShardLeader(uint32) (string, string, bool)              { return "", "", false }
+func (n *startingNode) NoteLeader(uint32, string)                              {}
+func (n *startingNode) MemberGRPC(string) (string, bool)                       { return "", false }
+func (n *startingNode) MemberPeer(string) (string, bool)                       { return "", false }
+func (n *startingNode) Meta() *meta.Store                                      { return n.meta }
+func (n *startingNode) Members() []cluster.Member                              { return nil }
+func (n *startingNode) Known(string) *peerpb.KnownResponse                     { return &peerpb.KnownResponse{} }
 func (n *startingNode) AppendAudit(context.Context, *metapb.AuditRecord) error { return nil }
 
 func (n *startingNode) ReplicaStatus(string) (*peerpb.ReplicaStatusResponse, error) {

@@ -21,7 +21,7 @@ type globals struct {
 	insecure      bool
 	// token, tokenFile: an API key, or a file holding one (token.go).
 	token, tokenFile string
-	json          bool
+	json             bool
 	// wait is not a flag: a command that is asked to wait (receive --wait,
 	// cluster status --wait) sets it, and the command's deadline is
 	// --timeout plus it, so the timeout always covers the wait.
