@@ -406,13 +406,44 @@ receipt=$(jq -r '.[0].receipt' <<<"$out")
 out=$(cli "$all_addrs" ack "$receipt" --json) || fail "ack: $out"
 [[ $(jq -r '.[0].ok' <<<"$out") == true ]] || fail "ack returned $out"
 note "traffic: queue create, send, receive, ack through ${all_addrs}"
-# The nodes run --client-auth require: without the client certificate the
-# CLI is refused, and says why.
+# The nodes run --client-auth require: without credentials the CLI is
+# refused, and says why.
 if out=$(RAFTQ_CERT="" RAFTQ_KEY="" cli "$all_addrs" queue list 2>&1); then
-	fail "queue list without a client certificate succeeded: $out"
+	fail "queue list without credentials succeeded: $out"
 fi
-[[ $out == *"requires a client certificate"* ]] || fail "queue list without a client certificate: $out"
-note "client auth: a call without a client certificate refused: ${out#raftq: }"
+[[ $out == *"requires credentials"* ]] || fail "queue list without credentials: $out"
+note "client auth: a call without credentials refused: ${out#raftq: }"
+# An API key with the producer role sends on its queue, may not purge it,
+# and stops working once revoked; the audit trail names it.
+out=$(cli "$all_addrs" keys create smoke-producer --grant "producer:$queue") || fail "keys create: $out"
+token=$(sed -n 's/^token (shown once; keep it secret): //p' <<<"$out")
+[[ $token == rqk_* ]] || fail "keys create printed no token: $out"
+keyed() { RAFTQ_CERT="" RAFTQ_KEY="" RAFTQ_TOKEN="$token" cli "$@"; }
+out=$(keyed "$all_addrs" send "$queue" keyed-hello 2>&1) || fail "send with the producer key: $out"
+if out=$(keyed "$all_addrs" queue purge "$queue" 2>&1); then
+	fail "a producer key purged the queue: $out"
+fi
+[[ $out == *"key/smoke-producer may not call Queues/PurgeQueue"* ]] || fail "purge with a producer key: $out"
+cli "$all_addrs" keys revoke smoke-producer >/dev/null || fail "keys revoke"
+deadline=$((SECONDS + 10))
+# whoami, which changes nothing, until every node has applied the revoke.
+for a in ${all_addrs//,/ }; do
+	while out=$(keyed "$a" whoami 2>&1); do
+		((SECONDS < deadline)) || fail "the revoked key is still taken at $a: $out"
+		sleep 0.5
+	done
+	[[ $out == *"not valid on this cluster"* ]] || fail "the revoked key at $a: $out"
+done
+if out=$(keyed "$all_addrs" send "$queue" late 2>&1); then
+	fail "the revoked key sent: $out"
+fi
+out=$(cli "$all_addrs" audit --limit 1000) || fail "audit: $out"
+[[ $out == *key/smoke-producer*Queues/PurgeQueue*PermissionDenied* && $out == *Access/RevokeKey* ]] || fail "audit trail: $out"
+note "api keys: a producer key sent, was refused a purge and, revoked, refused a send; the audit trail names it"
+out=$(cli "$all_addrs" receive "$queue" --max 1 --wait 5s --json) || fail "receive: $out"
+[[ $(jq -r '.[0].body' <<<"$out") == keyed-hello ]] || fail "receive after the keyed send returned $out"
+receipt=$(jq -r '.[0].receipt' <<<"$out")
+cli "$all_addrs" ack "$receipt" >/dev/null || fail "ack the keyed send"
 
 # ---- 3. kill a shard leader during sends -------------------------------------
 
