@@ -93,7 +93,7 @@ func serveStarting(t *testing.T) (node *startingNode, client, peer *grpc.ClientC
 
 // openMeta opens node n2's meta replica on tr in a temporary directory,
 // shut down when the test ends.
-func openMeta(t *testing.T, tr raft.Transport) *meta.Store {
+func openMeta(t testing.TB, tr raft.Transport) *meta.Store {
 	t.Helper()
 	ms, err := meta.Open(meta.Config{NodeID: "n2", Dir: t.TempDir(), Transport: tr, Logger: discard()})
 	if err != nil {

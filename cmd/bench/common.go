@@ -43,6 +43,9 @@ func dial(ctx context.Context, cfg config, stderr io.Writer) (*client.Client, pl
 		}
 		opts = append(opts, client.WithTLS(credentials.NewTLS(tc)))
 	}
+	if cfg.Token != "" {
+		opts = append(opts, client.WithToken(cfg.Token))
+	}
 	c, err := client.Dial(dctx, cfg.Addrs, opts...)
 	if err != nil {
 		return nil, placement{}, fmt.Errorf("dial %s: %w", strings.Join(cfg.Addrs, ","), err)

@@ -25,9 +25,12 @@ type config struct {
 	// Cert and Key are a client certificate to present (a cluster run
 	// with --client-auth require).
 	Cert, Key string
-	Seed      uint64
-	JSON      bool
-	Quiet     bool
+	// Token is an API key to call with (it takes precedence over a
+	// certificate; the bench creates its queue, so it needs admin on it).
+	Token string
+	Seed  uint64
+	JSON  bool
+	Quiet bool
 	// ProgressEvery is the progress line's interval (0: 1 s on a terminal,
 	// 5 s otherwise).
 	ProgressEvery time.Duration
@@ -101,6 +104,7 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.CA, "ca", os.Getenv("RAFTQ_CA"), "CA file of the nodes' certificates: dial with TLS (env RAFTQ_CA; default "+devCA+" when it exists, as make run makes it)")
 	fs.StringVar(&c.Cert, "cert", os.Getenv("RAFTQ_CERT"), "client certificate to present (env RAFTQ_CERT; default "+devCert+" when --ca defaults)")
 	fs.StringVar(&c.Key, "key", os.Getenv("RAFTQ_KEY"), "its key (env RAFTQ_KEY)")
+	fs.StringVar(&c.Token, "token", os.Getenv("RAFTQ_TOKEN"), "API key to call with, admin of the bench's queues (env RAFTQ_TOKEN; raftq keys create)")
 	insecure, _ := strconv.ParseBool(os.Getenv("RAFTQ_INSECURE"))
 	fs.BoolVar(&c.Insecure, "insecure", insecure, "dial in plaintext, for nodes run with --insecure (env RAFTQ_INSECURE)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed for bodies, the mix and jitter: the same seed gives the same workload")
