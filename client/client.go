@@ -420,10 +420,17 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 				}
 			}
 		}
+		// A refusal for overload that says when to come back (a node short
+		// of memory or disk, a quota) is retried then, within the budget:
+		// nothing was applied.
+		after, wait := retryAfter(err)
+		if class == noRetry && wait && ctx.Err() == nil {
+			class = retryOther
+		}
 		if class == noRetry {
 			return outcome(err, unknown)
 		}
-		if class == retryOther && !slotMoving(err) {
+		if class == retryOther && !slotMoving(err) && !wait {
 			// The node could not be reached, did not answer, knew no
 			// leader, or could not finish the call: let the retries of
 			// this and other calls try elsewhere first. (A slot moving
@@ -445,7 +452,7 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 			c.cfg.logger.Debug("raftq retry at leader", "from", addr, "to", hint, "attempt", attempt, "err", err)
 			addr = hint
 		} else {
-			sleep = c.cfg.retry.backoff(attempt)
+			sleep = max(c.cfg.retry.backoff(attempt), after)
 			if rerr := c.refresh(ctx, false); rerr != nil {
 				c.cfg.logger.Debug("raftq shard map refresh failed", "err", rerr)
 			}

@@ -625,3 +625,27 @@ func TestAutoKeyOn(t *testing.T) {
 		t.Fatal("two auto keys are equal")
 	}
 }
+
+// A RESOURCE_EXHAUSTED that carries RetryInfo (an overloaded node: nothing
+// applied) is retried once the wait it asks for has passed, within the
+// retry budget; one without it is a definite answer.
+func TestRetryHonoursRetryInfo(t *testing.T) {
+	s := clienttest.NewServer(t)
+	cl := mustDial(t, []string{s.Addr}, fastRetry(4), WithSendCoalescing(0))
+	mustCreate(t, cl, "q", QueueOptions{})
+	s.Exhaust("Send", 2, 150*time.Millisecond)
+	start := time.Now()
+	if _, err := cl.Send(testCtx(t), "q", []byte("x")); err != nil {
+		t.Fatalf("send after two overload refusals: %v", err)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Fatalf("the send was retried after %v, before the 2 x 150 ms the node asked for", took)
+	}
+	if n := len(s.Calls("Send")); n != 3 {
+		t.Fatalf("%d Send calls, want 3", n)
+	}
+	s.Exhaust("Send", 9, time.Millisecond)
+	if _, err := cl.Send(testCtx(t), "q", []byte("y")); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("send past the retry budget: %v, want ErrExhausted", err)
+	}
+}

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // LeaderTrailer is the trailer a node sets on UNAVAILABLE when it refused a
@@ -153,4 +155,20 @@ func leaderHint(mds ...metadata.MD) string {
 		}
 	}
 	return ""
+}
+
+// retryAfter reads the google.rpc.RetryInfo of a RESOURCE_EXHAUSTED
+// refusal: the server's word that nothing was applied and when to try
+// again.
+func retryAfter(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration(), true
+		}
+	}
+	return 0, false
 }

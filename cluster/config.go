@@ -86,6 +86,10 @@ type Config struct {
 	// new sends to the shards it leads are refused (RESOURCE_EXHAUSTED).
 	// Zero: never refuse.
 	DiskReserve DiskReserve
+	// MemoryBudget is the memory the node may use, in bytes: above 60 %
+	// of it in live heap, new sends to the shards it leads are refused
+	// (RESOURCE_EXHAUSTED; memguard.go). Zero: never refuse.
+	MemoryBudget uint64
 	// NonvoterGrace is how long a member must be alive in gossip before the
 	// meta leader adds it as a nonvoter (default 2 s).
 	NonvoterGrace time.Duration

@@ -126,6 +126,15 @@ func (g *diskGuard) admitSend() error {
 	return &shard.DiskFullError{Node: g.node, Dir: g.dir, Free: st.Free, Reserve: st.Reserve}
 }
 
+// admitSend is every shard's AdmitSend: a send is refused while the disk
+// is below its reserve or memory above the refusal mark.
+func (n *Node) admitSend() error {
+	if err := n.disk.admitSend(); err != nil {
+		return err
+	}
+	return n.mem.admitSend()
+}
+
 // DiskSpace reports the data directory's free space as last checked.
 func (n *Node) DiskSpace() DiskSpace { return *n.disk.state.Load() }
 

@@ -41,6 +41,7 @@ type Node struct {
 	metaGate *raftmux.Gate // the meta transport's, held by the clock check
 	gossip   *gossip
 	disk     *diskGuard
+	mem      *memGuard
 	quiet    *raftgroup.Quiescer // quiets the idle shards (shardTuning)
 
 	ctx    context.Context // background loops; cancelled by Shutdown
@@ -113,6 +114,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.leaders = &leaderCounts{}
 	n.disk = newDiskGuard(cfg.NodeID, cfg.DataDir, cfg.DiskReserve, logger)
 	n.disk.check()
+	n.mem = newMemGuard(cfg.NodeID, cfg.MemoryBudget, logger)
 	ok := false
 	defer func() {
 		if !ok {
@@ -184,6 +186,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.goLoop(n.retiredLoop)
 	n.goLoop(n.shards.manageLoop)
 	n.goLoop(n.disk.loop)
+	n.goLoop(n.mem.loop)
 	logger.Info("node started", "raft", n.mux.Addr(), "gossip", n.gossip.selfAddr,
 		"grpc", cfg.GRPCAddr, "peer", cfg.PeerAddr, "bootstrap_expect", cfg.BootstrapExpect, "has_state", n.meta.HasState(), "verified", ident.Verified(),
 		"log_format", cfg.logFormat)

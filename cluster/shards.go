@@ -262,7 +262,7 @@ func (ss *shardSet) open(id uint32, m meta.ShardMap) (*shard.Shard, error) {
 		Node:           ss.n.ident,
 		Damaged:        func(d *raftstore.DamageError) { ss.damagedWhileRunning(id, d) },
 		Disk:           ss.n.cfg.Disk,
-		AdmitSend:      ss.n.disk.admitSend,
+		AdmitSend:      ss.n.admitSend,
 		NodeFormat:     ss.n.meta.NodeFormat,
 	})
 	if err != nil {

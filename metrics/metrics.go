@@ -83,6 +83,9 @@ func New(shards Shards) *Metrics {
 	if in, ok := shards.(Integrity); ok {
 		reg.MustRegister(integrityCollector{node: in})
 	}
+	if m, ok := shards.(Memory); ok {
+		reg.MustRegister(&memCollector{m: m})
+	}
 	if d, ok := shards.(Disks); ok {
 		reg.MustRegister(&diskCollector{d: d})
 	}

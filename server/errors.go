@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
@@ -75,9 +78,10 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		// Refused before proposing: a replica's binary is older than the
 		// command kind; nothing applied. Retry after the upgrade.
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, shard.ErrDiskFull):
-		// Refused before proposing: nothing applied; retry after space is freed.
-		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, shard.ErrDiskFull), errors.Is(err, shard.ErrMemoryFull):
+		// Refused before proposing: nothing applied; retry once space is
+		// freed or the backlog drained.
+		return exhausted(err.Error(), overloadRetry)
 	case errors.Is(err, raftgroup.ErrUnknownResult):
 		return status.Errorf(codes.Unavailable, "outcome unknown, the request may have been applied: %v", err)
 	case errors.Is(err, shard.ErrShutdown):
@@ -173,4 +177,19 @@ func itemStatus(st *fsmpb.Status) (int32, string) {
 
 func invalid(format string, args ...any) error {
 	return status.Error(codes.InvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// overloadRetry is the wait a node short of memory or disk asks of a
+// refused sender: its guards sample every 100 ms to 1 s, and a backlog
+// drains over seconds.
+const overloadRetry = time.Second
+
+// exhausted is a RESOURCE_EXHAUSTED refusal carrying a google.rpc.RetryInfo
+// detail: nothing was applied, and the client may try again after retry.
+func exhausted(msg string, retry time.Duration) error {
+	st, err := status.New(codes.ResourceExhausted, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)})
+	if err != nil {
+		return status.Error(codes.ResourceExhausted, msg)
+	}
+	return st.Err()
 }

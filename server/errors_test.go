@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -107,6 +109,7 @@ func TestStatusMapping(t *testing.T) {
 		{"prior owner look-up failed", fmt.Errorf("send: %w", &router.PriorLookupError{Shard: 0, Slot: 9, Err: &router.PeerError{Sent: true, Err: errors.New("cut off")}}), codes.Unavailable, "dedup look-up on shard 0", []string{""}},
 		{"outcome unknown", fmt.Errorf("apply: %w", raftgroup.ErrUnknownResult), codes.Unavailable, "outcome unknown", none},
 		{"disk full", &shard.DiskFullError{}, codes.ResourceExhausted, "", none},
+		{"memory full", fmt.Errorf("send: %w", &shard.MemoryFullError{Node: "n1", Live: 600 << 20, Budget: 1 << 30}), codes.ResourceExhausted, "node n1: memory near its budget (600 MiB live of 1 GiB)", none},
 		{"meta refused: exists", &meta.RefusedError{Kind: meta.ErrExists, Reason: "queue q exists"}, codes.AlreadyExists, "queue q exists", none},
 		{"meta refused: not found", fmt.Errorf("update: %w", &meta.RefusedError{Kind: meta.ErrNotFound, Reason: "no queue q"}), codes.NotFound, "no queue q", none},
 		{"meta refused: placed", &meta.RefusedError{Kind: meta.ErrAlreadyPlaced, Reason: "placed"}, codes.FailedPrecondition, "placed", none},
@@ -175,5 +178,22 @@ func TestResultCodeMapping(t *testing.T) {
 	}
 	if code, _ := itemStatus(&fsmpb.Status{Code: 99}); codes.Code(code) != codes.Internal {
 		t.Errorf("an unknown FSM code maps to %v, want INTERNAL", codes.Code(code))
+	}
+}
+
+// An overloaded node's refusal says when to come back: RetryInfo, which
+// the Go client honours (client.retryAfter).
+func TestOverloadRefusalsCarryRetryInfo(t *testing.T) {
+	for _, err := range []error{&shard.DiskFullError{}, &shard.MemoryFullError{}} {
+		st, _ := status.FromError((&Server{node: &addrNode{}}).toStatus(context.Background(), err))
+		var delay time.Duration
+		for _, d := range st.Details() {
+			if ri, ok := d.(*errdetails.RetryInfo); ok {
+				delay = ri.GetRetryDelay().AsDuration()
+			}
+		}
+		if st.Code() != codes.ResourceExhausted || delay != overloadRetry {
+			t.Errorf("%T: %v with retry delay %v, want RESOURCE_EXHAUSTED after %v", err, st.Code(), delay, overloadRetry)
+		}
 	}
 }

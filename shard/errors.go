@@ -46,3 +46,23 @@ func FormatBytes(n uint64) string {
 	}
 	return fmt.Sprintf("%.1f %s", v, suffix)
 }
+
+// ErrMemoryFull matches (errors.Is) a *MemoryFullError.
+var ErrMemoryFull = errors.New("memory near its budget")
+
+// MemoryFullError refuses a send because the leader's node holds close to
+// its memory budget: nothing was proposed. It clears once consumers drain
+// the backlog; receives, acks and deletes go on meanwhile.
+type MemoryFullError struct {
+	Node   string
+	Live   uint64 // live heap
+	Budget uint64
+}
+
+func (e *MemoryFullError) Error() string {
+	return fmt.Sprintf("node %s: memory near its budget (%s live of %s): the backlog must drain before more sends are taken",
+		e.Node, FormatBytes(e.Live), FormatBytes(e.Budget))
+}
+
+// Is makes errors.Is(err, ErrMemoryFull) hold.
+func (e *MemoryFullError) Is(target error) bool { return target == ErrMemoryFull }

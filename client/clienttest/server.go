@@ -18,10 +18,12 @@ import (
 	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Server is a running fake node. Its messages all live on shard Shard.
@@ -58,8 +60,9 @@ type fault struct {
 	code       codes.Code
 	refuse     bool
 	hint       string
-	lose       bool   // serve the call, then answer code instead
-	leaderHint string // raftq-leader-hint on an outcome-unknown failure
+	lose       bool          // serve the call, then answer code instead
+	leaderHint string        // raftq-leader-hint on an outcome-unknown failure
+	retryAfter time.Duration // > 0: a google.rpc.RetryInfo detail
 }
 
 // Call is one call the server answered, recorded for assertions.
@@ -149,6 +152,13 @@ func (s *Server) SetSlotTable(slots uint32, owners []uint32) {
 // treat as unknown.
 func (s *Server) Fail(method string, n int, code codes.Code) {
 	s.addFaults(method, n, fault{code: code})
+}
+
+// Exhaust makes the next n calls of method fail as an overloaded node
+// refuses them: RESOURCE_EXHAUSTED with a RetryInfo detail asking the
+// client to come back after retry (nothing applied).
+func (s *Server) Exhaust(method string, n int, retry time.Duration) {
+	s.addFaults(method, n, fault{code: codes.ResourceExhausted, retryAfter: retry})
 }
 
 // Refuse makes the next n calls of method fail as a follower refuses them:
@@ -311,7 +321,13 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		if f.leaderHint != "" {
 			_ = grpc.SetTrailer(ctx, metadata.Pairs("raftq-leader-hint", f.leaderHint))
 		}
-		return nil, status.Error(f.code, "injected "+f.code.String())
+		st := status.New(f.code, "injected "+f.code.String())
+		if f.retryAfter > 0 {
+			if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(f.retryAfter)}); err == nil {
+				st = d
+			}
+		}
+		return nil, st.Err()
 	}
 	// Faults are decided on arrival, before a stall: a call held in a
 	// stall keeps the outcome it arrived to.

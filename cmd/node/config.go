@@ -87,6 +87,7 @@ type config struct {
 	WALSegmentSize  string
 	DiskStall       time.Duration
 	DiskReserve     string
+	MemoryBudget    string
 	Join            string
 	ClusterName     string
 	BootstrapExpect int
@@ -137,6 +138,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.WALSegmentSize, "wal-segment-size", "64MiB", "size of the raft log's segment files (--log-store wal) for raft groups this node creates; a segment's blocks are allocated as it fills")
 	fs.DurationVar(&c.DiskStall, "disk-stall-timeout", raftgroup.DefaultStallAfter, "a raft log or stable-store write in flight this long makes the replica step aside (its followers elect another leader) until it completes; 0 disables")
 	fs.StringVar(&c.DiskReserve, "disk-reserve", "512MiB,5%", "free space kept in --data-dir: below the largest of these sizes and percentages of the filesystem, new sends are refused with RESOURCE_EXHAUSTED (receives, acks and deletes go on); 0 disables")
+	fs.StringVar(&c.MemoryBudget, "memory-budget", memoryBudgetAuto, "memory this node may use (e.g. 2GiB): with 60 % of it in live heap, new sends are refused with RESOURCE_EXHAUSTED (receives, acks and deletes go on), and Go's memory limit is set to it; auto: GOMEMLIMIT, else the cgroup's memory limit, else the machine's RAM; 0 disables")
 	fs.StringVar(&c.Join, "join", "", "comma-separated gossip addresses of nodes to join (retried until one answers)")
 	fs.StringVar(&c.ClusterName, "cluster-name", "", "label on every gossip message; nodes with a different name (or none) are ignored, so clusters sharing a network never merge (set the same on every node; changing it on a running cluster splits it)")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 3, "form a new cluster once this many nodes with the same value have met; set 0 on nodes added to an existing cluster")
@@ -285,6 +287,9 @@ func (c *config) finish() error {
 		return fmt.Errorf("--disk-stall-timeout must not be negative (0 disables)")
 	}
 	if _, err := parseReserve(c.DiskReserve); err != nil {
+		return err
+	}
+	if _, _, err := memoryBudget(c.MemoryBudget); err != nil {
 		return err
 	}
 	if n, err := parseSize(c.WALSegmentSize); err != nil || n < 1<<20 || n > 1<<30 {

@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,6 +34,7 @@ import (
 	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/server"
+	"github.com/raftq/raftq/shard"
 	"github.com/raftq/raftq/tlsconf"
 	"github.com/raftq/raftq/wire"
 )
@@ -127,6 +130,16 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	// node that lost its state); run returns it and the process exits 1.
 	fatal := make(chan error, 1)
 	stall, reserve, segment := cfg.diskSettings()
+	budget, budgetFrom, _ := memoryBudget(cfg.MemoryBudget)
+	if budget > 0 {
+		// The collector works harder as the heap nears the budget, so the
+		// live heap the memory guard watches (cluster/memguard.go) is
+		// what the process holds, give or take the garbage of a moment.
+		debug.SetMemoryLimit(int64(min(budget, math.MaxInt64)))
+		log.Info("memory budget", "budget", shard.FormatBytes(budget), "from", budgetFrom, "refuse_sends_above", shard.FormatBytes(budget*6/10))
+	} else {
+		log.Warn("no memory budget: sends are never refused for memory (--memory-budget)", "from", budgetFrom)
+	}
 	var restore *backup.Source
 	if cfg.Restore != "" {
 		// Verified whole before anything starts: a damaged backup must
@@ -147,9 +160,10 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, MaxClockOffset: cfg.MaxClockOffset, Logger: base,
 		Raft: raftgroup.RaftTuning{LogStore: cfg.LogStore, WALSegmentBytes: segment,
 			SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
-		Disk:        raftgroup.DiskOptions{StallAfter: stall, OnFatal: func(err error) { diskFatal(log, err) }},
-		DiskReserve: reserve,
-		Repair:      cfg.Repair,
+		Disk:         raftgroup.DiskOptions{StallAfter: stall, OnFatal: func(err error) { diskFatal(log, err) }},
+		DiskReserve:  reserve,
+		MemoryBudget: budget,
+		Repair:       cfg.Repair,
 		DeadNodeGrace: func() time.Duration {
 			if cfg.DeadNodeGrace == 0 {
 				return -1 // disabled
