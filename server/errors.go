@@ -39,6 +39,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	var nr *router.NotReadyError
 	var pe *router.PeerError
 	var mre *meta.RefusedError
+	var ovl *shard.OverloadError
 	var sme *router.SlotMovingError
 	var ple *router.PriorLookupError
 	switch {
@@ -78,6 +79,9 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		// Refused before proposing: a replica's binary is older than the
 		// command kind; nothing applied. Retry after the upgrade.
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.As(err, &ovl):
+		// Refused before proposing: the leader's queue of sends is full.
+		return exhausted(ovl.Error(), ovl.RetryAfter)
 	case errors.Is(err, shard.ErrDiskFull), errors.Is(err, shard.ErrMemoryFull):
 		// Refused before proposing: nothing applied; retry once space is
 		// freed or the backlog drained.

@@ -196,4 +196,9 @@ func TestOverloadRefusalsCarryRetryInfo(t *testing.T) {
 			t.Errorf("%T: %v with retry delay %v, want RESOURCE_EXHAUSTED after %v", err, st.Code(), delay, overloadRetry)
 		}
 	}
+	st, _ := status.FromError((&Server{node: &addrNode{}}).toStatus(context.Background(),
+		fmt.Errorf("send: %w", &shard.OverloadError{Shard: 2, Reason: "full", RetryAfter: 200 * time.Millisecond})))
+	if st.Code() != codes.ResourceExhausted || len(st.Details()) != 1 || st.Details()[0].(*errdetails.RetryInfo).GetRetryDelay().AsDuration() != 200*time.Millisecond {
+		t.Errorf("a full send queue: %v %v, want RESOURCE_EXHAUSTED after 200ms", st.Code(), st.Details())
+	}
 }

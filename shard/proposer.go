@@ -143,12 +143,27 @@ func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, err
 	if _, bulk := p.cmd.GetCmd().(*fsmpb.Command_Enqueue); bulk && !p.holdClock {
 		lane = s.propCh
 	}
-	select {
-	case lane <- p:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-s.closing:
-		return nil, ErrShutdown
+	if lane == s.propCh {
+		if err := s.admitQueuedSend(p.size, time.Now()); err != nil {
+			return nil, err
+		}
+		select {
+		case lane <- p:
+		case <-s.closing:
+			s.tookSend(p)
+			return nil, ErrShutdown
+		default:
+			s.tookSend(p)
+			return nil, &OverloadError{Shard: s.cfg.ID, Reason: fmt.Sprintf("%d sends already wait to be proposed", proposeQueue), RetryAfter: sendQueueRetry}
+		}
+	} else {
+		select {
+		case lane <- p:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.closing:
+			return nil, ErrShutdown
+		}
 	}
 	select {
 	case o := <-p.done:
@@ -247,6 +262,7 @@ func (s *Shard) runProposer() {
 				if !fastOnly {
 					select {
 					case p = <-s.propCh:
+						s.tookSend(p)
 					default:
 					}
 				}
@@ -371,6 +387,7 @@ func (s *Shard) next() *proposal {
 	case p := <-s.fastCh:
 		return p
 	case p := <-s.propCh:
+		s.tookSend(p)
 		return p
 	case <-s.closing:
 		return nil
@@ -523,6 +540,7 @@ func (s *Shard) failQueued(carry *proposal) {
 		case p := <-s.fastCh:
 			fail(p)
 		case p := <-s.propCh:
+			s.tookSend(p)
 			fail(p)
 		default:
 			return

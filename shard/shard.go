@@ -84,6 +84,8 @@ type Config struct {
 	// kindFormat, if set, replaces fsm.CommandFormat: tests gate a kind on
 	// a format no release has yet.
 	kindFormat func(*fsmpb.Command) uint32
+	// maxQueuedSend, if set, replaces maxQueuedSendBytes (tests).
+	maxQueuedSend int64
 }
 
 // GroupName is the raft group id of shard id on the raft mux.
@@ -102,6 +104,10 @@ type Shard struct {
 	disk    *raftgroup.DiskWatch
 
 	propCh       chan *proposal // sends (bulk lane)
+	// sendBytes: bytes of sends queued on propCh; sendTaken: when the
+	// proposer last took one (unix nanoseconds; sendqueue.go).
+	sendBytes atomic.Int64
+	sendTaken atomic.Int64
 	fastCh       chan *proposal // everything else (see runProposer)
 	proposerDone chan struct{}
 	closing      chan struct{}

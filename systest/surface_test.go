@@ -136,7 +136,7 @@ func TestNodeSurface(t *testing.T) {
 			node int
 			want []string
 		}{
-			{0, []string{"msg=audit", "method=Queues/CreateQueue", `name:\"surface\"`, "code=OK", "caller=127.0.0.1:"}},
+			{0, []string{"msg=audit", "method=Queues/CreateQueue", `name:\"surface\"`, "code=OK", "caller=anonymous@127.0.0.1:"}},
 			{1, []string{"msg=audit", "method=Queues/PurgeQueue", `name:\"no-such-queue\"`, "code=NotFound"}},
 		} {
 			log, err := os.ReadFile(c.Nodes[w.node].LogPath)

@@ -132,10 +132,12 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	stall, reserve, segment := cfg.diskSettings()
 	budget, budgetFrom, _ := memoryBudget(cfg.MemoryBudget)
 	if budget > 0 {
-		// The collector works harder as the heap nears the budget, so the
-		// live heap the memory guard watches (cluster/memguard.go) is
-		// what the process holds, give or take the garbage of a moment.
-		debug.SetMemoryLimit(int64(min(budget, math.MaxInt64)))
+		// The collector works harder as the heap nears the limit, so the
+		// process holds the live heap the memory guard watches
+		// (cluster/memguard.go) and not much garbage besides. A tenth of
+		// the budget is left for what the Go runtime does not count
+		// (memory the kernel has not yet taken back, C libraries).
+		debug.SetMemoryLimit(int64(min(budget/10*9, math.MaxInt64)))
 		log.Info("memory budget", "budget", shard.FormatBytes(budget), "from", budgetFrom, "refuse_sends_above", shard.FormatBytes(budget*6/10))
 	} else {
 		log.Warn("no memory budget: sends are never refused for memory (--memory-budget)", "from", budgetFrom)
