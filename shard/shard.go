@@ -103,11 +103,11 @@ type Shard struct {
 	fsm     *fsm.FSM
 	disk    *raftgroup.DiskWatch
 
-	propCh       chan *proposal // sends (bulk lane)
+	propCh chan *proposal // sends (bulk lane)
 	// sendBytes: bytes of sends queued on propCh; sendTaken: when the
 	// proposer last took one (unix nanoseconds; sendqueue.go).
-	sendBytes atomic.Int64
-	sendTaken atomic.Int64
+	sendBytes    atomic.Int64
+	sendTaken    atomic.Int64
 	fastCh       chan *proposal // everything else (see runProposer)
 	proposerDone chan struct{}
 	closing      chan struct{}
