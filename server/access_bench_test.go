@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -23,16 +22,9 @@ import (
 // finding the principal (an API key checked against the meta replica, or
 // a client certificate's grants) and matching the method's rule.
 func BenchmarkAuthorize(b *testing.B) {
-	addr, tr := raft.NewInmemTransport("")
-	ms := openMeta(b, tr)
+	ms := leadingMeta(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := ms.Bootstrap(ctx, []raft.Server{{Suffrage: raft.Voter, ID: "n2", Address: addr}}); err != nil {
-		b.Fatal(err)
-	}
-	for !ms.IsLeader() {
-		time.Sleep(10 * time.Millisecond)
-	}
 	if err := ms.RecordNodeFormat(ctx, "n2", fsm.LogFormat); err != nil {
 		b.Fatal(err)
 	}

@@ -107,6 +107,27 @@ func openMeta(t testing.TB, tr raft.Transport) *meta.Store {
 	return ms
 }
 
+// leadingMeta opens node n2's meta replica as the only voter of its
+// group and waits until it leads.
+func leadingMeta(t testing.TB) *meta.Store {
+	t.Helper()
+	addr, tr := raft.NewInmemTransport("")
+	ms := openMeta(t, tr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := ms.Bootstrap(ctx, []raft.Server{{Suffrage: raft.Voter, ID: "n2", Address: addr}}); err != nil {
+		t.Fatal(err)
+	}
+	for !ms.IsLeader() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("meta replica never led its one-voter group")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return ms
+}
+
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // serve runs the real client services of node on a loopback port and

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -27,20 +26,9 @@ import (
 // INVALID_ARGUMENT before anything is proposed.
 func servePlaced(t *testing.T) *grpc.ClientConn {
 	t.Helper()
-	addr, tr := raft.NewInmemTransport("")
-	ms := openMeta(t, tr)
+	ms := leadingMeta(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := ms.Bootstrap(ctx, []raft.Server{{Suffrage: raft.Voter, ID: "n2", Address: addr}}); err != nil {
-		t.Fatal(err)
-	}
-	for !ms.IsLeader() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("meta replica never led its one-voter group")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 	for name, p := range map[string]*fsmpb.QueuePolicy{
 		"small": {MaxMessageBytes: 1024},
 		"fifo":  {Mode: fsmpb.QueueMode_QUEUE_MODE_FIFO},

@@ -94,22 +94,14 @@ func (c *Cluster) ClientCreds() credentials.TransportCredentials {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cfg, err := tlsconf.ClientFiles(f.CA, f.Cert, f.Key)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return credentials.NewTLS(cfg)
+	return c.credsOf(f.Cert, f.Key)
 }
 
 // AnonymousCreds trust the cluster's CA and present no certificate: a
 // client that authenticates with an API key, or not at all.
 func (c *Cluster) AnonymousCreds() credentials.TransportCredentials {
 	c.t.Helper()
-	cfg, err := tlsconf.ClientFiles(c.pki.dir.CAFile(), "", "")
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return credentials.NewTLS(cfg)
+	return c.credsOf("", "")
 }
 
 // ClientCertCreds are a client's credentials with a client certificate
@@ -120,7 +112,14 @@ func (c *Cluster) ClientCertCreds(name string, grants ...tlsconf.Grant) credenti
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cfg, err := tlsconf.ClientFiles(f.CA, f.Cert, f.Key)
+	return c.credsOf(f.Cert, f.Key)
+}
+
+// credsOf trusts the cluster's CA and presents cert and key (none if
+// empty).
+func (c *Cluster) credsOf(cert, key string) credentials.TransportCredentials {
+	c.t.Helper()
+	cfg, err := tlsconf.ClientFiles(c.pki.dir.CAFile(), cert, key)
 	if err != nil {
 		c.t.Fatal(err)
 	}
