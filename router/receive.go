@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -68,6 +69,10 @@ func (r *Router) Receive(ctx context.Context, rq *fsmpb.Receive, wait time.Durat
 			return nil, time.Since(start), err
 		}
 		if werr := r.parked(func() error { return r.waitAny(ctx, rq.GetQueue(), remaining) }); werr != nil {
+			var full *ParkedFullError
+			if errors.As(werr, &full) {
+				return nil, time.Since(start), werr
+			}
 			if ctx.Err() != nil {
 				return nil, time.Since(start), ctx.Err()
 			}
@@ -327,8 +332,24 @@ func (r *Router) waitAny(ctx context.Context, queue string, d time.Duration) err
 	return nil
 }
 
-// parked runs a long poll's wait, counted in Options.Parked meanwhile.
+// ParkedFullError refuses a long poll on a node that already holds
+// Options.MaxParked of them; the sweep before it leased nothing.
+type ParkedFullError struct{ Max int }
+
+func (e *ParkedFullError) Error() string {
+	return fmt.Sprintf("this node holds %d parked long-poll receives, the most it takes (--max-parked-receives): retry, or receive through another node", e.Max)
+}
+
+// parked runs a long poll's wait, counted in Options.Parked meanwhile, or
+// refuses it past Options.MaxParked.
 func (r *Router) parked(wait func() error) error {
+	if max := r.opts.MaxParked; max > 0 {
+		if r.parkedNow.Add(1) > int64(max) {
+			r.parkedNow.Add(-1)
+			return &ParkedFullError{Max: max}
+		}
+		defer r.parkedNow.Add(-1)
+	}
 	if r.opts.Parked != nil {
 		r.opts.Parked(1)
 		defer r.opts.Parked(-1)

@@ -60,6 +60,12 @@ type Options struct {
 	// parks in its long poll (a sweep found nothing) and -1 when the wait
 	// ends.
 	Parked func(delta int)
+	// MaxParked caps the long polls parked on this node at once (0: no
+	// cap): each holds a goroutine, a timer and a connection's stream, so
+	// without a cap idle consumers alone could exhaust a node. A receive
+	// past the cap is refused at once (*ParkedFullError); nothing is
+	// leased by it.
+	MaxParked int
 	// PeerProbe times the liveness checks on forwarded calls
 	// (internal/liveness): a forward out for After with nothing heard
 	// from its node in as long gets the node probed, and a probe
@@ -79,6 +85,8 @@ type Router struct {
 	opts  Options
 	log   *slog.Logger
 	next  atomic.Uint32 // rotation for balanced shard choice
+	// parkedNow counts the long polls parked now (MaxParked).
+	parkedNow atomic.Int64
 }
 
 // New returns a router over topo.

@@ -40,6 +40,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	var pe *router.PeerError
 	var mre *meta.RefusedError
 	var ovl *shard.OverloadError
+	var pfe *router.ParkedFullError
 	var sme *router.SlotMovingError
 	var ple *router.PriorLookupError
 	switch {
@@ -79,6 +80,9 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		// Refused before proposing: a replica's binary is older than the
 		// command kind; nothing applied. Retry after the upgrade.
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.As(err, &pfe):
+		// Refused before parking: the sweep leased nothing.
+		return exhausted(pfe.Error(), overloadRetry)
 	case errors.As(err, &ovl):
 		// Refused before proposing: the leader's queue of sends is full.
 		return exhausted(ovl.Error(), ovl.RetryAfter)

@@ -88,6 +88,7 @@ type config struct {
 	DiskStall       time.Duration
 	DiskReserve     string
 	MemoryBudget    string
+	MaxParked       int
 	Join            string
 	ClusterName     string
 	BootstrapExpect int
@@ -139,6 +140,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.DurationVar(&c.DiskStall, "disk-stall-timeout", raftgroup.DefaultStallAfter, "a raft log or stable-store write in flight this long makes the replica step aside (its followers elect another leader) until it completes; 0 disables")
 	fs.StringVar(&c.DiskReserve, "disk-reserve", "512MiB,5%", "free space kept in --data-dir: below the largest of these sizes and percentages of the filesystem, new sends are refused with RESOURCE_EXHAUSTED (receives, acks and deletes go on); 0 disables")
 	fs.StringVar(&c.MemoryBudget, "memory-budget", memoryBudgetAuto, "memory this node may use (e.g. 2GiB): with 60 % of it in live heap, new sends are refused with RESOURCE_EXHAUSTED (receives, acks and deletes go on), and Go's memory limit is set to it; auto: GOMEMLIMIT, else the cgroup's memory limit, else the machine's RAM; 0 disables")
+	fs.IntVar(&c.MaxParked, "max-parked-receives", 10000, "most long-poll receives this node holds waiting at once; past it a receive is refused with RESOURCE_EXHAUSTED and a retry hint (0: no cap)")
 	fs.StringVar(&c.Join, "join", "", "comma-separated gossip addresses of nodes to join (retried until one answers)")
 	fs.StringVar(&c.ClusterName, "cluster-name", "", "label on every gossip message; nodes with a different name (or none) are ignored, so clusters sharing a network never merge (set the same on every node; changing it on a running cluster splits it)")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 3, "form a new cluster once this many nodes with the same value have met; set 0 on nodes added to an existing cluster")
@@ -291,6 +293,9 @@ func (c *config) finish() error {
 	}
 	if _, _, err := memoryBudget(c.MemoryBudget); err != nil {
 		return err
+	}
+	if c.MaxParked < 0 {
+		return fmt.Errorf("--max-parked-receives must not be negative (0: no cap)")
 	}
 	if n, err := parseSize(c.WALSegmentSize); err != nil || n < 1<<20 || n > 1<<30 {
 		return fmt.Errorf("--wal-segment-size %q must be a size within 1MiB..1GiB", c.WALSegmentSize)

@@ -191,7 +191,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	if sec.tls != nil {
 		met.WatchCertificate(sec.tls.NotAfter)
 	}
-	ropts := router.Options{Logger: log, ObservePropose: met.ObservePropose, Parked: met.ReceiveParked}
+	ropts := router.Options{Logger: log, ObservePropose: met.ObservePropose, Parked: met.ReceiveParked, MaxParked: cfg.MaxParked}
 	if sec.tls != nil {
 		ropts.PeerCreds = sec.tls.PeerCredentials()
 	}
