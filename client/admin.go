@@ -9,24 +9,35 @@ import (
 )
 
 // ListDead lists up to limit dead messages of queue (0: the server's
-// default of 100).
+// default of 100), oldest death first: the first page of ListDeadPage.
 func (c *Client) ListDead(ctx context.Context, queue string, limit int) ([]*MessageInfo, error) {
+	ms, _, err := c.ListDeadPage(ctx, queue, limit, "")
+	return ms, err
+}
+
+// ListDeadPage lists one page of queue's dead messages, oldest death
+// first, from token (empty: the first page). next is the token of the
+// page after, empty when none may follow. A page holds up to limit
+// messages (0: 100, at most 1000) and ends early where one more would
+// take the answer past 3 MiB.
+func (c *Client) ListDeadPage(ctx context.Context, queue string, limit int, token string) (ms []*MessageInfo, next string, err error) {
 	if limit < 0 {
-		return nil, fmt.Errorf("list dead of %q: %w", queue, invalid(fmt.Sprintf("negative limit %d", limit)))
+		return nil, "", fmt.Errorf("list dead of %q: %w", queue, invalid(fmt.Sprintf("negative limit %d", limit)))
 	}
 	var resp *raftqv1.ListDeadResponse
-	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
-		resp, err = raftqv1.NewDeadLettersClient(cc).ListDead(ctx, &raftqv1.ListDeadRequest{Queue: queue, Limit: uint32(limit)}, co...)
+	req := &raftqv1.ListDeadRequest{Queue: queue, Limit: uint32(limit), PageToken: token}
+	err = c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+		resp, err = raftqv1.NewDeadLettersClient(cc).ListDead(ctx, req, co...)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list dead of %q: %w", queue, err)
+		return nil, "", fmt.Errorf("list dead of %q: %w", queue, err)
 	}
 	out := make([]*MessageInfo, len(resp.GetMessages()))
 	for i, m := range resp.GetMessages() {
 		out[i] = messageInfoFrom(m)
 	}
-	return out, nil
+	return out, resp.GetNextPageToken(), nil
 }
 
 // RedriveOptions select what a redrive moves.

@@ -42,19 +42,27 @@ func (c *Client) GetQueue(ctx context.Context, name string) (QueueInfo, error) {
 
 // ListQueues lists every queue.
 func (c *Client) ListQueues(ctx context.Context) ([]QueueInfo, error) {
-	var resp *raftqv1.ListQueuesResponse
-	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
-		resp, err = raftqv1.NewQueuesClient(cc).ListQueues(ctx, &raftqv1.ListQueuesRequest{}, co...)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
+	var out []QueueInfo
+	token := ""
+	for {
+		var resp *raftqv1.ListQueuesResponse
+		req := &raftqv1.ListQueuesRequest{PageToken: token}
+		err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+			resp, err = raftqv1.NewQueuesClient(cc).ListQueues(ctx, req, co...)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list queues: %w", err)
+		}
+		for _, q := range resp.GetQueues() {
+			out = append(out, queueInfoFrom(q))
+		}
+		// Pages follow on from a name, so a token from one node works on
+		// any other.
+		if token = resp.GetNextPageToken(); token == "" {
+			return out, nil
+		}
 	}
-	out := make([]QueueInfo, 0, len(resp.GetQueues()))
-	for _, q := range resp.GetQueues() {
-		out = append(out, queueInfoFrom(q))
-	}
-	return out, nil
 }
 
 // UpdateQueue replaces a queue's policy. Zero fields mean the server default,

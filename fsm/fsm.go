@@ -251,6 +251,12 @@ func (f *FSM) Message(id uint64) (*fsmpb.Message, bool) {
 
 // ListDead lists up to limit dead messages of a queue, oldest death first.
 func (f *FSM) ListDead(queue string, limit int) []*fsmpb.Message {
+	return f.ListDeadFrom(queue, 0, 0, limit)
+}
+
+// ListDeadFrom lists up to limit dead messages of a queue in (death time,
+// id) order, from (fromMs, fromID) inclusive: a page after a cursor.
+func (f *FSM) ListDeadFrom(queue string, fromMs int64, fromID uint64, limit int) []*fsmpb.Message {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	q, ok := f.s.queues[queue]
@@ -258,7 +264,7 @@ func (f *FSM) ListDead(queue string, limit int) []*fsmpb.Message {
 		return nil
 	}
 	var out []*fsmpb.Message
-	q.dead.Ascend(func(it timeItem) bool {
+	q.dead.AscendGreaterOrEqual(timeItem{fromMs, fromID}, func(it timeItem) bool {
 		m, _ := f.s.get(it.id)
 		out = append(out, m.toProto(true))
 		return len(out) < limit

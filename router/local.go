@@ -52,7 +52,8 @@ func readLocal(ctx context.Context, sh *shard.Shard, req *peerpb.ShardReadReques
 			resp.Message = m
 		}
 	case *peerpb.ShardReadRequest_ListDeadQueue:
-		resp.Dead = f.ListDead(q.ListDeadQueue, int(req.GetLimit()))
+		from := req.GetDeadFrom()
+		resp.Dead = f.ListDeadFrom(q.ListDeadQueue, from.GetMs(), from.GetId(), int(req.GetLimit()))
 	case *peerpb.ShardReadRequest_DedupLookup:
 		ids, err := lookupDedup(f, sh.ID(), q.DedupLookup)
 		if err != nil {

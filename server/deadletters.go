@@ -11,6 +11,7 @@ import (
 	"github.com/raftq/raftq/peer/peerpb"
 	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/wire"
+	"google.golang.org/protobuf/proto"
 )
 
 // Redrive pacing: SQS caps redrive near 500 messages/s; we default lower so
@@ -45,31 +46,63 @@ func (d *deadLetters) ListDead(ctx context.Context, req *raftqv1.ListDeadRequest
 	if _, err := d.lookupQueue(ctx, req.GetQueue()); err != nil {
 		return nil, err
 	}
+	var after *deadCursor
+	if t := req.GetPageToken(); t != "" {
+		c, err := parseDeadToken(t)
+		if err != nil {
+			return nil, err
+		}
+		after = &c
+	}
 	plan, err := d.router.PlanShards()
 	if err != nil {
 		return nil, d.toStatus(ctx, err)
 	}
 	answers := router.Scatter(ctx, plan, func(ctx context.Context, p router.Part) (*peerpb.ShardReadResponse, error) {
-		return d.router.Read(ctx, &peerpb.ShardReadRequest{ShardId: p.Shard, Query: &peerpb.ShardReadRequest_ListDeadQueue{ListDeadQueue: req.GetQueue()}, Limit: limit})
+		rq := &peerpb.ShardReadRequest{ShardId: p.Shard, Query: &peerpb.ShardReadRequest_ListDeadQueue{ListDeadQueue: req.GetQueue()}, Limit: limit}
+		if after != nil {
+			ms, id := after.from(p.Shard)
+			rq.DeadFrom = &peerpb.DeadCursor{Ms: ms, Id: id}
+		}
+		return d.router.Read(ctx, rq)
 	})
-	// Shard order, then a stable sort: ties keep the lower shard first.
-	var all []*raftqv1.MessageInfo
+	type listed struct {
+		at   deadCursor
+		info *raftqv1.MessageInfo
+	}
+	var all []listed
+	more := false // a shard may hold more than it sent
 	for _, a := range answers {
 		if a.Err != nil {
 			return nil, d.toStatus(ctx, fmt.Errorf("list dead on shard %d: %w", a.Shard, a.Err))
 		}
-		for _, m := range a.Value.GetDead() {
-			all = append(all, &raftqv1.MessageInfo{MessageId: wire.MessageID{Shard: a.Shard, ID: m.GetId()}.String(), Message: messageFromFSM(m)})
+		dead := a.Value.GetDead()
+		more = more || len(dead) >= int(limit)
+		for _, m := range dead {
+			all = append(all, listed{
+				at:   deadCursor{ms: m.GetStateChangedMs(), shard: a.Shard, id: m.GetId()},
+				info: &raftqv1.MessageInfo{MessageId: wire.MessageID{Shard: a.Shard, ID: m.GetId()}.String(), Message: messageFromFSM(m)},
+			})
 		}
 	}
-	// Oldest death first across shards, like one queue.
-	sort.SliceStable(all, func(i, j int) bool {
-		return all[i].GetMessage().GetStateChangedMs() < all[j].GetMessage().GetStateChangedMs()
-	})
-	if len(all) > int(limit) {
-		all = all[:limit]
+	// Oldest death first across shards, like one queue; ties by shard and
+	// id, the order the page token resumes in.
+	sort.Slice(all, func(i, j int) bool { return all[i].at.before(all[j].at) })
+	resp := &raftqv1.ListDeadResponse{}
+	size := 0
+	for i, l := range all {
+		n := proto.Size(l.info)
+		if i == int(limit) || (i > 0 && size+n > maxPageBytes) {
+			more = true
+			break
+		}
+		resp.Messages = append(resp.Messages, l.info)
+		size += n
 	}
-	return &raftqv1.ListDeadResponse{Messages: all}, nil
+	if more && len(resp.Messages) > 0 {
+		resp.NextPageToken = all[len(resp.Messages)-1].at.token()
+	}
+	return resp, nil
 }
 
 // byShard groups public message ids per shard. Callers check ready

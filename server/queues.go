@@ -143,17 +143,43 @@ func (s *Server) lookupQueue(ctx context.Context, name string) (*raftqv1.QueueIn
 	return info, nil
 }
 
-func (q *queues) ListQueues(ctx context.Context, _ *raftqv1.ListQueuesRequest) (*raftqv1.ListQueuesResponse, error) {
-	mqs := q.node.Meta().Queues()
-	out := make([]*raftqv1.QueueInfo, 0, len(mqs))
+// maxQueuesPage is ListQueues' default and largest page.
+const maxQueuesPage = 1000
+
+func (q *queues) ListQueues(ctx context.Context, req *raftqv1.ListQueuesRequest) (*raftqv1.ListQueuesResponse, error) {
+	size := int(req.GetPageSize())
+	switch {
+	case size == 0:
+		size = maxQueuesPage
+	case size > maxQueuesPage:
+		return nil, invalid("page_size %d above %d", size, maxQueuesPage)
+	}
+	after := ""
+	if t := req.GetPageToken(); t != "" {
+		name, err := parseQueuesToken(t)
+		if err != nil {
+			return nil, err
+		}
+		after = name
+	}
+	mqs := q.node.Meta().Queues() // by name
+	resp := &raftqv1.ListQueuesResponse{}
 	p := principalOf(ctx)
 	for _, mq := range mqs {
-		// A principal sees the queues it holds a role on.
-		if p == nil || p.Allows(permRead, mq.Name) {
-			out = append(out, queueInfo(mq))
+		if mq.Name <= after && after != "" {
+			continue
 		}
+		// A principal sees the queues it holds a role on.
+		if p != nil && !p.Allows(permRead, mq.Name) {
+			continue
+		}
+		if len(resp.Queues) == size {
+			resp.NextPageToken = queuesToken(resp.Queues[size-1].GetName())
+			break
+		}
+		resp.Queues = append(resp.Queues, queueInfo(mq))
 	}
-	return &raftqv1.ListQueuesResponse{Queues: out}, nil
+	return resp, nil
 }
 
 func (q *queues) UpdateQueue(ctx context.Context, req *raftqv1.UpdateQueueRequest) (*raftqv1.QueueInfo, error) {

@@ -822,6 +822,8 @@ func (x *GetQueueRequest) GetName() string {
 
 type ListQueuesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	PageSize      uint32                 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`   // default and at most 1000
+	PageToken     string                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"` // the next_page_token of the page before
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -856,9 +858,24 @@ func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
 	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{6}
 }
 
+func (x *ListQueuesRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListQueuesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListQueuesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queues        []*QueueInfo           `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
+	Queues        []*QueueInfo           `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`                                      // by name
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"` // empty on the last page
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -898,6 +915,13 @@ func (x *ListQueuesResponse) GetQueues() []*QueueInfo {
 		return x.Queues
 	}
 	return nil
+}
+
+func (x *ListQueuesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type UpdateQueueRequest struct {
@@ -2460,9 +2484,11 @@ func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
 }
 
 type ListDeadRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"` // default 100
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Limit uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"` // default 100, at most 1000
+	// page_token: the next_page_token of the page before; empty: the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2511,9 +2537,20 @@ func (x *ListDeadRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *ListDeadRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListDeadResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Messages      []*MessageInfo         `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Messages []*MessageInfo         `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// next_page_token: pass it to get the next page; empty when none may
+	// follow. A page also ends early, before limit, where one more message
+	// would take the answer past 3 MiB.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2553,6 +2590,13 @@ func (x *ListDeadResponse) GetMessages() []*MessageInfo {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *ListDeadResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type RedriveRequest struct {
@@ -5462,10 +5506,14 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
 	"\x06policy\x18\x02 \x01(\v2\x15.raftq.v1.QueuePolicyR\x06policy\"%\n" +
 	"\x0fGetQueueRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
-	"\x11ListQueuesRequest\"A\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"O\n" +
+	"\x11ListQueuesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"i\n" +
 	"\x12ListQueuesResponse\x12+\n" +
-	"\x06queues\x18\x01 \x03(\v2\x13.raftq.v1.QueueInfoR\x06queues\"W\n" +
+	"\x06queues\x18\x01 \x03(\v2\x13.raftq.v1.QueueInfoR\x06queues\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"W\n" +
 	"\x12UpdateQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
 	"\x06policy\x18\x02 \x01(\v2\x15.raftq.v1.QueuePolicyR\x06policy\"(\n" +
@@ -5584,12 +5632,15 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x14CancelMessageRequest\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\"\x17\n" +
-	"\x15CancelMessageResponse\"=\n" +
+	"\x15CancelMessageResponse\"\\\n" +
 	"\x0fListDeadRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"E\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"m\n" +
 	"\x10ListDeadResponse\x121\n" +
-	"\bmessages\x18\x01 \x03(\v2\x15.raftq.v1.MessageInfoR\bmessages\"e\n" +
+	"\bmessages\x18\x01 \x03(\v2\x15.raftq.v1.MessageInfoR\bmessages\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"e\n" +
 	"\x0eRedriveRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1f\n" +
 	"\vmessage_ids\x18\x02 \x03(\tR\n" +

@@ -210,6 +210,7 @@ func commands() []command {
 		}, false},
 		{"dlq list", "QUEUE", "list dead messages", func(a *app, fs *flag.FlagSet) binder {
 			limit := fs.Int("limit", 0, "most messages to list (server default 100)")
+			page := fs.String("page-token", "", "list the page after the one that printed this token")
 			return func(pos []string) (action, error) {
 				if err := exactly(pos, "QUEUE"); err != nil {
 					return nil, err
@@ -218,11 +219,18 @@ func commands() []command {
 					return nil, usagef("--limit %d is negative", *limit)
 				}
 				return func(ctx context.Context, c *client.Client, o *output) error {
-					ms, err := c.ListDead(ctx, pos[0], *limit)
+					ms, next, err := c.ListDeadPage(ctx, pos[0], *limit, *page)
 					if err != nil {
 						return err
 					}
-					return o.dead(ms)
+					if err := o.dead(ms); err != nil {
+						return err
+					}
+					if next != "" && !o.json {
+						// On stderr, so the table on stdout stays one table.
+						fmt.Fprintf(a.stderr, "more: raftq dlq list %s --page-token %s\n", pos[0], next)
+					}
+					return nil
 				}, nil
 			}
 		}, false},

@@ -81,7 +81,7 @@ func (x GroupChangeRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupChangeRequest_Op.Descriptor instead.
 func (GroupChangeRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{15, 0}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{16, 0}
 }
 
 type ShardApplyRequest struct {
@@ -347,8 +347,11 @@ type ShardReadRequest struct {
 	//	*ShardReadRequest_GetMessageId
 	//	*ShardReadRequest_ListDeadQueue
 	//	*ShardReadRequest_DedupLookup
-	Query         isShardReadRequest_Query `protobuf_oneof:"query"`
-	Limit         uint32                   `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	Query isShardReadRequest_Query `protobuf_oneof:"query"`
+	Limit uint32                   `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	// dead_from: with list_dead_queue, start at this (death time, id),
+	// inclusive; unset: at the oldest.
+	DeadFrom      *DeadCursor `protobuf:"bytes,7,opt,name=dead_from,json=deadFrom,proto3" json:"dead_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -440,6 +443,13 @@ func (x *ShardReadRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *ShardReadRequest) GetDeadFrom() *DeadCursor {
+	if x != nil {
+		return x.DeadFrom
+	}
+	return nil
+}
+
 type isShardReadRequest_Query interface {
 	isShardReadRequest_Query()
 }
@@ -468,6 +478,58 @@ func (*ShardReadRequest_ListDeadQueue) isShardReadRequest_Query() {}
 
 func (*ShardReadRequest_DedupLookup) isShardReadRequest_Query() {}
 
+type DeadCursor struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ms            int64                  `protobuf:"varint,1,opt,name=ms,proto3" json:"ms,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadCursor) Reset() {
+	*x = DeadCursor{}
+	mi := &file_peer_peerpb_peer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadCursor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadCursor) ProtoMessage() {}
+
+func (x *DeadCursor) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_peerpb_peer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadCursor.ProtoReflect.Descriptor instead.
+func (*DeadCursor) Descriptor() ([]byte, []int) {
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeadCursor) GetMs() int64 {
+	if x != nil {
+		return x.Ms
+	}
+	return 0
+}
+
+func (x *DeadCursor) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
 type QueueStats struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -483,7 +545,7 @@ type QueueStats struct {
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[6]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +557,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[6]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -508,7 +570,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{6}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *QueueStats) GetName() string {
@@ -574,7 +636,7 @@ type ShardReadResponse struct {
 
 func (x *ShardReadResponse) Reset() {
 	*x = ShardReadResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[7]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +648,7 @@ func (x *ShardReadResponse) String() string {
 func (*ShardReadResponse) ProtoMessage() {}
 
 func (x *ShardReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[7]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +661,7 @@ func (x *ShardReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardReadResponse.ProtoReflect.Descriptor instead.
 func (*ShardReadResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{7}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ShardReadResponse) GetStats() *QueueStats {
@@ -645,7 +707,7 @@ type DedupLookup struct {
 
 func (x *DedupLookup) Reset() {
 	*x = DedupLookup{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +719,7 @@ func (x *DedupLookup) String() string {
 func (*DedupLookup) ProtoMessage() {}
 
 func (x *DedupLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +732,7 @@ func (x *DedupLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupLookup.ProtoReflect.Descriptor instead.
 func (*DedupLookup) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DedupLookup) GetQueue() string {
@@ -698,7 +760,7 @@ type DedupProbe struct {
 
 func (x *DedupProbe) Reset() {
 	*x = DedupProbe{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +772,7 @@ func (x *DedupProbe) String() string {
 func (*DedupProbe) ProtoMessage() {}
 
 func (x *DedupProbe) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +785,7 @@ func (x *DedupProbe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupProbe.ProtoReflect.Descriptor instead.
 func (*DedupProbe) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DedupProbe) GetKey() string {
@@ -764,7 +826,7 @@ type ShardDigestRequest struct {
 
 func (x *ShardDigestRequest) Reset() {
 	*x = ShardDigestRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +838,7 @@ func (x *ShardDigestRequest) String() string {
 func (*ShardDigestRequest) ProtoMessage() {}
 
 func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +851,7 @@ func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDigestRequest.ProtoReflect.Descriptor instead.
 func (*ShardDigestRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ShardDigestRequest) GetShardId() uint32 {
@@ -825,7 +887,7 @@ type ShardDigestResponse struct {
 
 func (x *ShardDigestResponse) Reset() {
 	*x = ShardDigestResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +899,7 @@ func (x *ShardDigestResponse) String() string {
 func (*ShardDigestResponse) ProtoMessage() {}
 
 func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +912,7 @@ func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDigestResponse.ProtoReflect.Descriptor instead.
 func (*ShardDigestResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ShardDigestResponse) GetNodeId() string {
@@ -890,7 +952,7 @@ type KnownRequest struct {
 
 func (x *KnownRequest) Reset() {
 	*x = KnownRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +964,7 @@ func (x *KnownRequest) String() string {
 func (*KnownRequest) ProtoMessage() {}
 
 func (x *KnownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +977,7 @@ func (x *KnownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownRequest.ProtoReflect.Descriptor instead.
 func (*KnownRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KnownRequest) GetNodeId() string {
@@ -942,7 +1004,7 @@ type KnownResponse struct {
 
 func (x *KnownResponse) Reset() {
 	*x = KnownResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1016,7 @@ func (x *KnownResponse) String() string {
 func (*KnownResponse) ProtoMessage() {}
 
 func (x *KnownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1029,7 @@ func (x *KnownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownResponse.ProtoReflect.Descriptor instead.
 func (*KnownResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KnownResponse) GetClusterId() string {
@@ -1015,7 +1077,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1089,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1102,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GroupMember) GetGroup() string {
@@ -1069,7 +1131,7 @@ type GroupChangeRequest struct {
 
 func (x *GroupChangeRequest) Reset() {
 	*x = GroupChangeRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1143,7 @@ func (x *GroupChangeRequest) String() string {
 func (*GroupChangeRequest) ProtoMessage() {}
 
 func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1156,7 @@ func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupChangeRequest.ProtoReflect.Descriptor instead.
 func (*GroupChangeRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GroupChangeRequest) GetGroup() string {
@@ -1135,7 +1197,7 @@ type GroupChangeResponse struct {
 
 func (x *GroupChangeResponse) Reset() {
 	*x = GroupChangeResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1209,7 @@ func (x *GroupChangeResponse) String() string {
 func (*GroupChangeResponse) ProtoMessage() {}
 
 func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1222,7 @@ func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupChangeResponse.ProtoReflect.Descriptor instead.
 func (*GroupChangeResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GroupChangeResponse) GetLeaderId() string {
@@ -1186,7 +1248,7 @@ type RepairLocalRequest struct {
 
 func (x *RepairLocalRequest) Reset() {
 	*x = RepairLocalRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1260,7 @@ func (x *RepairLocalRequest) String() string {
 func (*RepairLocalRequest) ProtoMessage() {}
 
 func (x *RepairLocalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1273,7 @@ func (x *RepairLocalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairLocalRequest.ProtoReflect.Descriptor instead.
 func (*RepairLocalRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RepairLocalRequest) GetNodeId() string {
@@ -1230,7 +1292,7 @@ type RepairLocalResponse struct {
 
 func (x *RepairLocalResponse) Reset() {
 	*x = RepairLocalResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1304,7 @@ func (x *RepairLocalResponse) String() string {
 func (*RepairLocalResponse) ProtoMessage() {}
 
 func (x *RepairLocalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1317,7 @@ func (x *RepairLocalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairLocalResponse.ProtoReflect.Descriptor instead.
 func (*RepairLocalResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RepairLocalResponse) GetGroups() []*GroupRepair {
@@ -1276,7 +1338,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1350,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1363,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -1334,7 +1396,7 @@ type ReplicaStatusRequest struct {
 
 func (x *ReplicaStatusRequest) Reset() {
 	*x = ReplicaStatusRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1408,7 @@ func (x *ReplicaStatusRequest) String() string {
 func (*ReplicaStatusRequest) ProtoMessage() {}
 
 func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1421,7 @@ func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReplicaStatusRequest) GetGroup() string {
@@ -1380,7 +1442,7 @@ type ReplicaStatusResponse struct {
 
 func (x *ReplicaStatusResponse) Reset() {
 	*x = ReplicaStatusResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1454,7 @@ func (x *ReplicaStatusResponse) String() string {
 func (*ReplicaStatusResponse) ProtoMessage() {}
 
 func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1467,7 @@ func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReplicaStatusResponse) GetNodeId() string {
@@ -1438,7 +1500,7 @@ type BackupPieceRequest struct {
 
 func (x *BackupPieceRequest) Reset() {
 	*x = BackupPieceRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1512,7 @@ func (x *BackupPieceRequest) String() string {
 func (*BackupPieceRequest) ProtoMessage() {}
 
 func (x *BackupPieceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1525,7 @@ func (x *BackupPieceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupPieceRequest.ProtoReflect.Descriptor instead.
 func (*BackupPieceRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{22}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BackupPieceRequest) GetGroup() string {
@@ -1490,7 +1552,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1564,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1577,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{23}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -1576,7 +1638,7 @@ type MetaAuditRequest struct {
 
 func (x *MetaAuditRequest) Reset() {
 	*x = MetaAuditRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1650,7 @@ func (x *MetaAuditRequest) String() string {
 func (*MetaAuditRequest) ProtoMessage() {}
 
 func (x *MetaAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1663,7 @@ func (x *MetaAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaAuditRequest.ProtoReflect.Descriptor instead.
 func (*MetaAuditRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{24}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MetaAuditRequest) GetRecord() *metapb.AuditRecord {
@@ -1619,7 +1681,7 @@ type MetaAuditResponse struct {
 
 func (x *MetaAuditResponse) Reset() {
 	*x = MetaAuditResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1693,7 @@ func (x *MetaAuditResponse) String() string {
 func (*MetaAuditResponse) ProtoMessage() {}
 
 func (x *MetaAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1706,7 @@ func (x *MetaAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaAuditResponse.ProtoReflect.Descriptor instead.
 func (*MetaAuditResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{25}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{26}
 }
 
 var File_peer_peerpb_peer_proto protoreflect.FileDescriptor
@@ -1665,7 +1727,7 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x17\n" +
 	"\await_ms\x18\x03 \x01(\x03R\x06waitMs\")\n" +
 	"\x11ShardWaitResponse\x12\x14\n" +
-	"\x05ready\x18\x01 \x01(\bR\x05ready\"\x82\x02\n" +
+	"\x05ready\x18\x01 \x01(\bR\x05ready\"\xba\x02\n" +
 	"\x10ShardReadRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12!\n" +
 	"\vstats_queue\x18\x02 \x01(\tH\x00R\n" +
@@ -1673,8 +1735,13 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x0eget_message_id\x18\x03 \x01(\x04H\x00R\fgetMessageId\x12(\n" +
 	"\x0flist_dead_queue\x18\x04 \x01(\tH\x00R\rlistDeadQueue\x12?\n" +
 	"\fdedup_lookup\x18\x06 \x01(\v2\x1a.raftq.peer.v1.DedupLookupH\x00R\vdedupLookup\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\rR\x05limitB\a\n" +
-	"\x05query\"\xd7\x01\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\x126\n" +
+	"\tdead_from\x18\a \x01(\v2\x19.raftq.peer.v1.DeadCursorR\bdeadFromB\a\n" +
+	"\x05query\",\n" +
+	"\n" +
+	"DeadCursor\x12\x0e\n" +
+	"\x02ms\x18\x01 \x01(\x03R\x02ms\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"\xd7\x01\n" +
 	"\n" +
 	"QueueStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
@@ -1789,7 +1856,7 @@ func file_peer_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_peer_peerpb_peer_proto_goTypes = []any{
 	(GroupChangeRequest_Op)(0),    // 0: raftq.peer.v1.GroupChangeRequest.Op
 	(*ShardApplyRequest)(nil),     // 1: raftq.peer.v1.ShardApplyRequest
@@ -1798,72 +1865,74 @@ var file_peer_peerpb_peer_proto_goTypes = []any{
 	(*ShardWaitRequest)(nil),      // 4: raftq.peer.v1.ShardWaitRequest
 	(*ShardWaitResponse)(nil),     // 5: raftq.peer.v1.ShardWaitResponse
 	(*ShardReadRequest)(nil),      // 6: raftq.peer.v1.ShardReadRequest
-	(*QueueStats)(nil),            // 7: raftq.peer.v1.QueueStats
-	(*ShardReadResponse)(nil),     // 8: raftq.peer.v1.ShardReadResponse
-	(*DedupLookup)(nil),           // 9: raftq.peer.v1.DedupLookup
-	(*DedupProbe)(nil),            // 10: raftq.peer.v1.DedupProbe
-	(*ShardDigestRequest)(nil),    // 11: raftq.peer.v1.ShardDigestRequest
-	(*ShardDigestResponse)(nil),   // 12: raftq.peer.v1.ShardDigestResponse
-	(*KnownRequest)(nil),          // 13: raftq.peer.v1.KnownRequest
-	(*KnownResponse)(nil),         // 14: raftq.peer.v1.KnownResponse
-	(*GroupMember)(nil),           // 15: raftq.peer.v1.GroupMember
-	(*GroupChangeRequest)(nil),    // 16: raftq.peer.v1.GroupChangeRequest
-	(*GroupChangeResponse)(nil),   // 17: raftq.peer.v1.GroupChangeResponse
-	(*RepairLocalRequest)(nil),    // 18: raftq.peer.v1.RepairLocalRequest
-	(*RepairLocalResponse)(nil),   // 19: raftq.peer.v1.RepairLocalResponse
-	(*GroupRepair)(nil),           // 20: raftq.peer.v1.GroupRepair
-	(*ReplicaStatusRequest)(nil),  // 21: raftq.peer.v1.ReplicaStatusRequest
-	(*ReplicaStatusResponse)(nil), // 22: raftq.peer.v1.ReplicaStatusResponse
-	(*BackupPieceRequest)(nil),    // 23: raftq.peer.v1.BackupPieceRequest
-	(*BackupChunk)(nil),           // 24: raftq.peer.v1.BackupChunk
-	(*MetaAuditRequest)(nil),      // 25: raftq.peer.v1.MetaAuditRequest
-	(*MetaAuditResponse)(nil),     // 26: raftq.peer.v1.MetaAuditResponse
-	(*fsmpb.Command)(nil),         // 27: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),          // 28: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),         // 29: raftq.fsm.v1.Receive
-	(*fsmpb.Message)(nil),         // 30: raftq.fsm.v1.Message
-	(*metapb.AuditRecord)(nil),    // 31: raftq.meta.v1.AuditRecord
+	(*DeadCursor)(nil),            // 7: raftq.peer.v1.DeadCursor
+	(*QueueStats)(nil),            // 8: raftq.peer.v1.QueueStats
+	(*ShardReadResponse)(nil),     // 9: raftq.peer.v1.ShardReadResponse
+	(*DedupLookup)(nil),           // 10: raftq.peer.v1.DedupLookup
+	(*DedupProbe)(nil),            // 11: raftq.peer.v1.DedupProbe
+	(*ShardDigestRequest)(nil),    // 12: raftq.peer.v1.ShardDigestRequest
+	(*ShardDigestResponse)(nil),   // 13: raftq.peer.v1.ShardDigestResponse
+	(*KnownRequest)(nil),          // 14: raftq.peer.v1.KnownRequest
+	(*KnownResponse)(nil),         // 15: raftq.peer.v1.KnownResponse
+	(*GroupMember)(nil),           // 16: raftq.peer.v1.GroupMember
+	(*GroupChangeRequest)(nil),    // 17: raftq.peer.v1.GroupChangeRequest
+	(*GroupChangeResponse)(nil),   // 18: raftq.peer.v1.GroupChangeResponse
+	(*RepairLocalRequest)(nil),    // 19: raftq.peer.v1.RepairLocalRequest
+	(*RepairLocalResponse)(nil),   // 20: raftq.peer.v1.RepairLocalResponse
+	(*GroupRepair)(nil),           // 21: raftq.peer.v1.GroupRepair
+	(*ReplicaStatusRequest)(nil),  // 22: raftq.peer.v1.ReplicaStatusRequest
+	(*ReplicaStatusResponse)(nil), // 23: raftq.peer.v1.ReplicaStatusResponse
+	(*BackupPieceRequest)(nil),    // 24: raftq.peer.v1.BackupPieceRequest
+	(*BackupChunk)(nil),           // 25: raftq.peer.v1.BackupChunk
+	(*MetaAuditRequest)(nil),      // 26: raftq.peer.v1.MetaAuditRequest
+	(*MetaAuditResponse)(nil),     // 27: raftq.peer.v1.MetaAuditResponse
+	(*fsmpb.Command)(nil),         // 28: raftq.fsm.v1.Command
+	(*fsmpb.Result)(nil),          // 29: raftq.fsm.v1.Result
+	(*fsmpb.Receive)(nil),         // 30: raftq.fsm.v1.Receive
+	(*fsmpb.Message)(nil),         // 31: raftq.fsm.v1.Message
+	(*metapb.AuditRecord)(nil),    // 32: raftq.meta.v1.AuditRecord
 }
 var file_peer_peerpb_peer_proto_depIdxs = []int32{
-	27, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	28, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	29, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
-	9,  // 3: raftq.peer.v1.ShardReadRequest.dedup_lookup:type_name -> raftq.peer.v1.DedupLookup
-	7,  // 4: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
-	30, // 5: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	30, // 6: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
-	10, // 7: raftq.peer.v1.DedupLookup.probes:type_name -> raftq.peer.v1.DedupProbe
-	15, // 8: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
-	0,  // 9: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
-	20, // 10: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
-	31, // 11: raftq.peer.v1.MetaAuditRequest.record:type_name -> raftq.meta.v1.AuditRecord
-	25, // 12: raftq.peer.v1.Peer.MetaAudit:input_type -> raftq.peer.v1.MetaAuditRequest
-	1,  // 13: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
-	3,  // 14: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
-	4,  // 15: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
-	6,  // 16: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
-	11, // 17: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
-	13, // 18: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
-	16, // 19: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
-	18, // 20: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
-	21, // 21: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
-	23, // 22: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
-	26, // 23: raftq.peer.v1.Peer.MetaAudit:output_type -> raftq.peer.v1.MetaAuditResponse
-	2,  // 24: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
-	2,  // 25: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
-	5,  // 26: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
-	8,  // 27: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
-	12, // 28: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
-	14, // 29: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
-	17, // 30: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
-	19, // 31: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
-	22, // 32: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
-	24, // 33: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
-	23, // [23:34] is the sub-list for method output_type
-	12, // [12:23] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	28, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
+	29, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
+	30, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
+	10, // 3: raftq.peer.v1.ShardReadRequest.dedup_lookup:type_name -> raftq.peer.v1.DedupLookup
+	7,  // 4: raftq.peer.v1.ShardReadRequest.dead_from:type_name -> raftq.peer.v1.DeadCursor
+	8,  // 5: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
+	31, // 6: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
+	31, // 7: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
+	11, // 8: raftq.peer.v1.DedupLookup.probes:type_name -> raftq.peer.v1.DedupProbe
+	16, // 9: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
+	0,  // 10: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
+	21, // 11: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
+	32, // 12: raftq.peer.v1.MetaAuditRequest.record:type_name -> raftq.meta.v1.AuditRecord
+	26, // 13: raftq.peer.v1.Peer.MetaAudit:input_type -> raftq.peer.v1.MetaAuditRequest
+	1,  // 14: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
+	3,  // 15: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
+	4,  // 16: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
+	6,  // 17: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
+	12, // 18: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
+	14, // 19: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
+	17, // 20: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
+	19, // 21: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
+	22, // 22: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
+	24, // 23: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
+	27, // 24: raftq.peer.v1.Peer.MetaAudit:output_type -> raftq.peer.v1.MetaAuditResponse
+	2,  // 25: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
+	2,  // 26: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
+	5,  // 27: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
+	9,  // 28: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
+	13, // 29: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
+	15, // 30: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
+	18, // 31: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
+	20, // 32: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
+	23, // 33: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
+	25, // 34: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
+	24, // [24:35] is the sub-list for method output_type
+	13, // [13:24] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_peer_peerpb_peer_proto_init() }
@@ -1883,7 +1952,7 @@ func file_peer_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_peerpb_peer_proto_rawDesc), len(file_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
