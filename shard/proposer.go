@@ -502,11 +502,11 @@ func (s *Shard) complete(b *batch) {
 	for i, pt := range b.parts {
 		pt.resolve(outcome{res: resp.Results[i]})
 	}
-	// raft's log cache keeps the last entries as pointers into their
-	// futures (raft.go, dispatchLogs: &applyLog.log), and with them each
-	// future's response: without this, the results of the last 512
-	// entries, receive results with every leased body among them, would
-	// stay reachable on an idle leader long after the messages were acked.
+	// hashicorp/raft's log cache keeps the leader's last entries as
+	// pointers into their futures (its dispatchLogs stores &applyLog.log),
+	// and with them each future's response: without this, the results of
+	// the last 512 entries, receive results with every leased body among
+	// them, would stay reachable on an idle leader long after the acks.
 	resp.Results = nil
 }
 
