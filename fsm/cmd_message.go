@@ -113,7 +113,7 @@ func (s *state) checkCapacity(q *queue, n int, full bool) *fsmpb.Status {
 	if lim := p.GetMaxBytesPerShard(); lim > 0 && q.liveBytes+uint64(n) > lim {
 		return status(fsmpb.Code_CODE_RESOURCE_EXHAUSTED, "queue %q is full on this shard: %d live body bytes + %d would pass max_bytes_per_shard %d", q.name, q.liveBytes, n, lim)
 	}
-	return nil
+	return s.quotaStatus(q, n)
 }
 
 func sortedAttrs(a map[string]string) []kv {
@@ -150,6 +150,12 @@ func (s *state) receive(ctx *applyCtx, c *fsmpb.Receive) *fsmpb.Result {
 		return failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "visibility_timeout_ms is %d, allowed 1..%d", vis, int64(MaxVisibilityMs))
 	}
 	consumer := truncate(c.GetConsumer(), MaxConsumerLen)
+	if room := q.leaseRoom(); uint64(n) > room {
+		if room == 0 && q.ready.Len() > 0 {
+			return &fsmpb.Result{Status: q.inFlightStatus()}
+		}
+		n = int(room)
+	}
 	var out []*fsmpb.Message
 	var bytes uint64
 	for len(out) < n {

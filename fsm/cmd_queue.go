@@ -18,6 +18,7 @@ func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
 	q, ok := s.queues[c.GetQueue()]
 	if !ok {
 		q := newQueue(c.GetQueue(), p)
+		q.tenant = s.useOf(q.name)
 		q.firstID = s.nextID
 		s.queues[c.GetQueue()] = q
 		return &fsmpb.Result{Status: okStatus()}
@@ -75,6 +76,7 @@ func (s *state) deleteQueue(c *fsmpb.DeleteQueue) *fsmpb.Result {
 	// walk over every key of the shard); a new queue of the same name
 	// ignores them (queue.firstID).
 	delete(s.queues, q.name)
+	s.dropUse(q)
 	s.dropQueueHolds(q.name)
 	return countResult(n)
 }

@@ -15,7 +15,7 @@ import (
 // its group (voters and nonvoters) has recorded at least the kind's format
 // (CommandFormat). Raise it
 // when a release adds a command kind an older replica would stop on.
-const LogFormat uint32 = 5
+const LogFormat uint32 = 6
 
 // BaseFormat is the format every raftq binary applies, including those that
 // predate log formats and advertise none: a node with no recorded format is
@@ -28,8 +28,13 @@ const BaseFormat uint32 = 1
 // release that adds it, in a case of its own. A type switch, not a map by
 // name: every proposal asks, and this costs nanoseconds.
 func commandFormat(c *fsmpb.Command) (format uint32, ok bool) {
-	switch c.GetCmd().(type) {
-	case *fsmpb.Command_UpsertQueue, *fsmpb.Command_DeleteQueue, *fsmpb.Command_PurgeQueue,
+	switch u := c.GetCmd().(type) {
+	case *fsmpb.Command_UpsertQueue:
+		if usesTenancy(u.UpsertQueue) {
+			return 6, true
+		}
+		return 1, true
+	case *fsmpb.Command_DeleteQueue, *fsmpb.Command_PurgeQueue,
 		*fsmpb.Command_Enqueue, *fsmpb.Command_Receive, *fsmpb.Command_Ack, *fsmpb.Command_Nack,
 		*fsmpb.Command_Extend, *fsmpb.Command_DeadLetter, *fsmpb.Command_Redrive,
 		*fsmpb.Command_DiscardDead, *fsmpb.Command_Tick, *fsmpb.Command_LeaderGrace,
@@ -40,6 +45,15 @@ func commandFormat(c *fsmpb.Command) (format uint32, ok bool) {
 		return 4, true // growing the shard count
 	}
 	return 0, false
+}
+
+// usesTenancy reports whether an upsert needs format 6 (docs/tenancy.md):
+// a replica of format 5 would ignore the quotas, which Apply enforces, and
+// refuse a tenant's queue name, which Apply accepts; either way its state
+// would part from its leader's.
+func usesTenancy(u *fsmpb.UpsertQueue) bool {
+	p := u.GetPolicy()
+	return TenantOf(u.GetQueue()) != "" || p.GetQuotas() != nil || p.GetShardQuota() != nil
 }
 
 // CommandFormat is the log format a shard command needs from every replica.

@@ -56,6 +56,8 @@ type Stats struct {
 	// flight (Ready also counts messages queued behind a blocked head).
 	// Long-poll waiters should test this, not Ready.
 	Leasable uint64
+	// LiveBytes sums the bodies of ready, delayed and leased messages.
+	LiveBytes uint64
 	// Acked counts completed records still retained for look-ups.
 	Acked uint64
 	// Dropped counts messages that reached the DLQ condition while the queue
@@ -186,7 +188,8 @@ func (f *FSM) Stats(queue string) (Stats, bool) {
 		Delayed:       q.nDelayed,
 		InFlight:      q.nLeased,
 		Dead:          q.nDead,
-		Leasable:      uint64(q.ready.Len()),
+		Leasable:      min(uint64(q.ready.Len()), q.leaseRoom()),
+		LiveBytes:     q.liveBytes,
 		Acked:         q.nAcked,
 		Dropped:       q.dropped,
 		OldestReadyMs: f.s.oldestReady(q),
@@ -208,7 +211,7 @@ func (f *FSM) Leasable(queue string) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return uint64(q.ready.Len()), true
+	return min(uint64(q.ready.Len()), q.leaseRoom()), true
 }
 
 // oldestReady is the enqueue time of the oldest leasable message: the first of

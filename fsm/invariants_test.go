@@ -136,6 +136,37 @@ func checkInvariants(f *FSM) error {
 	if err != nil {
 		return err
 	}
+	// Each tenant's usage is the sum of its queues' counts.
+	tenants := map[string]*tenantUse{}
+	for q, c := range per {
+		tn := TenantOf(q.name)
+		if tn == "" {
+			if q.tenant != nil {
+				return fmt.Errorf("queue %q of no tenant has a tenant record", q.name)
+			}
+			continue
+		}
+		if q.tenant != s.tenants[tn] {
+			return fmt.Errorf("queue %q does not count in its tenant's record", q.name)
+		}
+		u := tenants[tn]
+		if u == nil {
+			u = &tenantUse{}
+			tenants[tn] = u
+		}
+		u.queues++
+		u.live += c.ready + c.delayed + c.leased
+		u.bytes += c.liveBytes
+		u.leased += c.leased
+	}
+	if len(tenants) != len(s.tenants) {
+		return fmt.Errorf("%d tenant records, %d tenants with queues", len(s.tenants), len(tenants))
+	}
+	for tn, want := range tenants {
+		if got := s.tenants[tn]; *got != *want {
+			return fmt.Errorf("tenant %q usage %+v, its queues hold %+v", tn, *got, *want)
+		}
+	}
 	var tot counts
 	for q, c := range per {
 		if c.ready != q.nReady || c.delayed != q.nDelayed || c.leased != q.nLeased || c.dead != q.nDead || c.acked != q.nAcked {

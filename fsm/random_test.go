@@ -45,7 +45,7 @@ type randomRun struct {
 	holds     map[string]map[uint64]bool
 }
 
-var randomQueues = []string{"s", "f", "d"}
+var randomQueues = []string{"s", "f", "d", "t/s", "t/f"}
 
 func runRandom(seed uint64, entries int) error {
 	r := &randomRun{rng: rand.New(rand.NewPCG(seed, 0x5eed)), f: New(Options{}), term: 1, now: t0, lastSeq: map[string]uint64{},
@@ -70,22 +70,31 @@ func runRandom(seed uint64, entries int) error {
 	return nil
 }
 
+// snapshotCopy is a new FSM restored from a snapshot of f.
+func snapshotCopy(f *FSM) (*FSM, error) {
+	snap, err := f.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		return nil, err
+	}
+	g := New(Options{})
+	if err := g.Restore(sink); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	return g, nil
+}
+
 func roundTrip(f *FSM) error {
 	want, idx, err := f.Digest()
 	if err != nil {
 		return err
 	}
-	snap, err := f.Snapshot()
+	g, err := snapshotCopy(f)
 	if err != nil {
 		return err
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		return err
-	}
-	g := New(Options{})
-	if err := g.Restore(sink); err != nil {
-		return fmt.Errorf("restore: %w", err)
 	}
 	got, gidx, err := g.Digest()
 	if err != nil || got != want || gidx != idx {
@@ -135,7 +144,7 @@ func (r *randomRun) step() error {
 		for _, m := range res.GetReceive().GetMessages() {
 			r.receipts = append(r.receipts, receipt(m))
 			if p, ok := r.f.Queues()[m.GetQueue()]; ok && p.GetMode() == fsmpb.QueueMode_QUEUE_MODE_FIFO {
-				g := m.GetQueue() + "/" + m.GetGroupId()
+				g := m.GetQueue() + "\x00" + m.GetGroupId()
 				if last := r.lastSeq[g]; m.GetSeq() < last {
 					return fmt.Errorf("group %q delivered seq %d after %d", g, m.GetSeq(), last)
 				}
@@ -171,7 +180,7 @@ func (r *randomRun) model(c *fsmpb.Command, res *fsmpb.Result) error {
 	case *fsmpb.Command_HoldGroups:
 		if ok {
 			for _, it := range c.HoldGroups.GetItems() {
-				k := it.GetQueue() + "/" + it.GetGroup()
+				k := it.GetQueue() + "\x00" + it.GetGroup()
 				if r.holds[k] == nil {
 					r.holds[k] = map[uint64]bool{}
 				}
@@ -183,7 +192,7 @@ func (r *randomRun) model(c *fsmpb.Command, res *fsmpb.Result) error {
 			rel := c.ReleaseGroups
 			for k, moves := range r.holds {
 				for _, it := range rel.GetItems() {
-					if k == it.GetQueue()+"/"+it.GetGroup() {
+					if k == it.GetQueue()+"\x00"+it.GetGroup() {
 						delete(moves, rel.GetMoveId())
 					}
 				}
@@ -198,7 +207,7 @@ func (r *randomRun) model(c *fsmpb.Command, res *fsmpb.Result) error {
 	case *fsmpb.Command_DeleteQueue:
 		if ok {
 			for k := range r.holds {
-				if strings.HasPrefix(k, c.DeleteQueue.GetQueue()+"/") {
+				if strings.HasPrefix(k, c.DeleteQueue.GetQueue()+"\x00") {
 					delete(r.holds, k)
 				}
 			}
@@ -219,7 +228,7 @@ func (r *randomRun) model(c *fsmpb.Command, res *fsmpb.Result) error {
 	case *fsmpb.Command_Receive:
 		fifo := r.f.Queues()[c.Receive.GetQueue()].GetMode() == fsmpb.QueueMode_QUEUE_MODE_FIFO
 		for _, m := range res.GetReceive().GetMessages() {
-			if k := m.GetQueue() + "/" + m.GetGroupId(); fifo && len(r.holds[k]) > 0 {
+			if k := m.GetQueue() + "\x00" + m.GetGroupId(); fifo && len(r.holds[k]) > 0 {
 				return fmt.Errorf("message %d of held group %s leased", m.GetId(), k)
 			}
 		}
@@ -234,7 +243,7 @@ func (r *randomRun) model(c *fsmpb.Command, res *fsmpb.Result) error {
 func (r *randomRun) checkHolds() error {
 	n := 0
 	for k := range r.holds {
-		q, g, _ := strings.Cut(k, "/")
+		q, g, _ := strings.Cut(k, "\x00")
 		if !r.f.IsHeld(q, g) {
 			return fmt.Errorf("group %s not held, the model holds it by %v", k, r.holds[k])
 		}
@@ -347,8 +356,15 @@ func (r *randomRun) policy(q string) *fsmpb.QueuePolicy {
 		CompletedRetentionMs: int64(r.rng.IntN(5000)),
 		DlqDisabled:          q == "d",
 	}
-	if q == "f" {
+	if strings.HasSuffix(q, "f") {
 		p.Mode = fsmpb.QueueMode_QUEUE_MODE_FIFO
+	}
+	if TenantOf(q) != "" && r.rng.IntN(2) == 0 { // small enough to be reached
+		p.ShardQuota = &fsmpb.ShardQuota{
+			MaxMessages: uint64(r.rng.IntN(10)), MaxInFlight: uint64(r.rng.IntN(4)),
+			TenantMaxMessages: uint64(r.rng.IntN(15)), TenantMaxBytes: uint64(r.rng.IntN(2) * r.rng.IntN(60)),
+			TenantMaxInFlight: uint64(r.rng.IntN(5)),
+		}
 	}
 	if r.rng.IntN(40) == 0 {
 		p.Mode = fsmpb.QueueMode(r.rng.IntN(4)) // mode change or an invalid mode

@@ -344,6 +344,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 				return nil, fmt.Errorf("queue record: %w", err)
 			}
 			q := newQueue(sq.GetName(), NormalizePolicy(sq.GetPolicy()))
+			q.tenant = s.useOf(q.name)
 			q.dropped = sq.GetDropped()
 			q.firstID = sq.GetFirstId()
 			s.queues[q.name] = q

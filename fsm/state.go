@@ -193,6 +193,9 @@ type queue struct {
 	// liveBytes is the sum of the bodies of ready, delayed and leased
 	// messages: what max_bytes_per_shard limits.
 	liveBytes uint64
+	// tenant counts the queue's messages with its tenant's others (nil:
+	// no tenant; quota.go).
+	tenant *tenantUse
 }
 
 // liveCount is what max_messages_per_shard limits.
@@ -244,7 +247,10 @@ type state struct {
 	// none of (holds.go).
 	slotCount uint32
 	seals     map[uint32]slotSeal // iterated only where order cannot matter
-	holds     *btree.BTreeG[holdItem]
+	// tenants: the usage of each tenant with a queue here (quota.go),
+	// only ever looked up by name.
+	tenants map[string]*tenantUse
+	holds   *btree.BTreeG[holdItem]
 
 	// gen is bumped by every Snapshot; records with an older gen are shared
 	// with a snapshot and must be copied before they change.
@@ -266,6 +272,7 @@ func newState() *state {
 		dedupExpiry: btree.NewG(btreeDegree, lessDedupExpiry),
 		seals:       map[uint32]slotSeal{},
 		holds:       btree.NewG(btreeDegree, lessHold),
+		tenants:     map[string]*tenantUse{},
 	}
 }
 

@@ -25,6 +25,13 @@ func (s *state) detach(m *msg) {
 	q := m.q
 	if live(m.state) {
 		q.liveBytes -= uint64(len(m.body))
+		if u := q.tenant; u != nil {
+			u.live--
+			u.bytes -= uint64(len(m.body))
+			if m.state == fsmpb.State_STATE_LEASED {
+				u.leased--
+			}
+		}
 	}
 	switch m.state {
 	case fsmpb.State_STATE_READY:
@@ -52,6 +59,13 @@ func (s *state) attach(m *msg) {
 	q := m.q
 	if live(m.state) {
 		q.liveBytes += uint64(len(m.body))
+		if u := q.tenant; u != nil {
+			u.live++
+			u.bytes += uint64(len(m.body))
+			if m.state == fsmpb.State_STATE_LEASED {
+				u.leased++
+			}
+		}
 	}
 	switch m.state {
 	case fsmpb.State_STATE_READY:

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/wire"
@@ -26,8 +27,9 @@ const (
 	maxItemsPerLeaseCommandBatch = MaxReceiveBatch
 )
 
-// ValidateQueueName checks a queue name: 1 to MaxQueueNameLen characters of
-// [A-Za-z0-9._-]. Apply and snapshot restore use it, so it must keep
+// ValidateQueueName checks a queue name: 1 to MaxQueueNameLen characters
+// of [A-Za-z0-9._-], optionally after a tenant and '/' ("acme/jobs",
+// ValidateTenantName). Apply and snapshot restore use it, so it must keep
 // accepting every name it ever accepted (a replica replaying an old log
 // must create the same queues); rules for new names only are in
 // ValidateNewQueueName.
@@ -38,14 +40,14 @@ func ValidateQueueName(name string) error {
 	if len(name) > MaxQueueNameLen {
 		return fmt.Errorf("%w: queue name is %d bytes, limit %d", ErrInvalidArgument, len(name), MaxQueueNameLen)
 	}
-	// By rune, so a multi-byte character is named whole, not by its first
-	// byte.
-	for _, c := range name {
-		if !nameChar(c) {
-			return fmt.Errorf("%w: queue name %q has character %q outside [A-Za-z0-9._-]", ErrInvalidArgument, name, c)
-		}
+	tenant, own, ok := strings.Cut(name, TenantSep)
+	if !ok {
+		return validateQueueChars(name, name)
 	}
-	return nil
+	if err := ValidateTenantName(tenant); err != nil {
+		return fmt.Errorf("queue name %q: %w", name, err)
+	}
+	return validateQueueChars(name, own)
 }
 
 func nameChar(c rune) bool {
@@ -61,7 +63,9 @@ func ValidateNewQueueName(name string) error {
 	if err := ValidateQueueName(name); err != nil {
 		return err
 	}
-	if c := name[0]; c == '.' || c == '-' {
+	own := name[len(TenantOf(name)):]
+	own = strings.TrimPrefix(own, TenantSep)
+	if c := own[0]; c == '.' || c == '-' {
 		return fmt.Errorf("%w: queue name %q starts with %q; start it with a letter, a digit or '_'", ErrInvalidArgument, name, c)
 	}
 	return nil
@@ -102,6 +106,12 @@ func ValidatePolicy(p *fsmpb.QueuePolicy) error {
 		}
 	}
 	if err := validateCapacity(p); err != nil {
+		return err
+	}
+	if err := ValidateQuotas(p.GetQuotas(), false); err != nil {
+		return err
+	}
+	if err := validateShardQuota(p.GetShardQuota()); err != nil {
 		return err
 	}
 	if p.GetBackoffBaseMs() > 0 && p.GetBackoffMaxMs() > 0 && p.GetBackoffMaxMs() < p.GetBackoffBaseMs() {

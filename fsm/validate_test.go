@@ -17,7 +17,11 @@ func TestValidateQueueName(t *testing.T) {
 		"":                                     false,
 		strings.Repeat("q", MaxQueueNameLen+1): false,
 		"has space":                            false,
-		"slash/name":                           false,
+		"slash/name":                           true, // tenant "slash"
+		"acme/a/b":                             false,
+		"Acme/jobs":                            false, // tenants are lower case
+		"acme/":                                false,
+		"/jobs":                                false,
 		"ünicode":                              false,
 	}
 	// Names that exist may keep working; only new ones must start with a
@@ -30,7 +34,10 @@ func TestValidateQueueName(t *testing.T) {
 			t.Errorf("ValidateNewQueueName(%q) = %v, want a refusal saying how a name starts", name, err)
 		}
 	}
-	for _, name := range []string{"orders", "_private", "9lives", "a.b-c"} {
+	if err := ValidateNewQueueName("acme/-x"); err == nil || !strings.Contains(err.Error(), "start it with a letter") {
+		t.Errorf("ValidateNewQueueName(acme/-x) = %v, want a refusal saying how a name starts", err)
+	}
+	for _, name := range []string{"orders", "_private", "9lives", "a.b-c", "acme/jobs", "t-1/_x"} {
 		if err := ValidateNewQueueName(name); err != nil {
 			t.Errorf("ValidateNewQueueName(%q) = %v", name, err)
 		}

@@ -41,6 +41,11 @@ func (f *FSM) createAPIKey(c *metapb.CreateApiKey, nowMs int64) *metapb.Result {
 			return &metapb.Result{Code: metapb.Code_CODE_EXISTS, Message: fmt.Sprintf("an API key named %q exists (id %s)", k.GetName(), o.GetId())}
 		}
 	}
+	if tn := k.GetTenant(); tn != "" {
+		if _, ok := f.tenants[tn]; !ok {
+			return &metapb.Result{Code: metapb.Code_CODE_NOT_FOUND, Message: fmt.Sprintf("tenant %q not found", tn)}
+		}
+	}
 	if len(f.keys) >= MaxAPIKeys {
 		return &metapb.Result{Code: metapb.Code_CODE_REFUSED, Message: fmt.Sprintf("the cluster holds %d API keys, the most it keeps; revoke some first", MaxAPIKeys)}
 	}

@@ -17,6 +17,8 @@ var (
 	// ErrRefused: a valid change the cluster's state does not allow now
 	// (a move already runs on the shard, a group would shrink).
 	ErrRefused = errors.New("meta: refused")
+	// ErrQuota: past a tenant's quota (docs/tenancy.md).
+	ErrQuota = errors.New("meta: quota exceeded")
 )
 
 // RefusedError is a write the meta group refused, or that was refused

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta/metapb"
 )
 
@@ -50,6 +51,36 @@ var commandFormats = map[protoreflect.Name]uint32{
 	"rotate_api_key": 5,
 	"revoke_api_key": 5,
 	"append_audit":   5,
+	// Format 6: tenants and quotas (meta/tenants.go); a replica of format
+	// 5 would stop on them. Older kinds that carry a tenant's name or
+	// quotas need it too (contentFormat).
+	"put_tenant":    6,
+	"delete_tenant": 6,
+}
+
+// contentFormat is the format a command of an older kind needs for what
+// it carries: a replica of format 5 would ignore an API key's tenant (and
+// let it act outside it) or a queue's quotas, and refuse a tenant's queue
+// name, each leaving its state apart from the leader's.
+func contentFormat(c *metapb.Command) uint32 {
+	tenancy := func(name string, p *fsmpb.QueuePolicy) bool {
+		return fsm.TenantOf(name) != "" || p.GetQuotas() != nil
+	}
+	switch k := c.GetCmd().(type) {
+	case *metapb.Command_CreateQueue:
+		if tenancy(k.CreateQueue.GetName(), k.CreateQueue.GetPolicy()) {
+			return 6
+		}
+	case *metapb.Command_UpdateQueue:
+		if tenancy(k.UpdateQueue.GetName(), k.UpdateQueue.GetPolicy()) {
+			return 6
+		}
+	case *metapb.Command_CreateApiKey:
+		if k.CreateApiKey.GetKey().GetTenant() != "" {
+			return 6
+		}
+	}
+	return 0
 }
 
 // CommandFormat is the log format a meta command needs from every replica;
@@ -61,7 +92,7 @@ func CommandFormat(c *metapb.Command) uint32 {
 		return fsm.BaseFormat
 	}
 	if n, ok := commandFormats[f.Name()]; ok {
-		return n
+		return max(n, contentFormat(c))
 	}
 	return fsm.LogFormat
 }

@@ -24,6 +24,7 @@ type FSM struct {
 	shardMap *metapb.ShardMap          // nil until placed
 	formats  map[string]uint32         // node id -> recorded log format (NodeFormat)
 	keys     map[string]*metapb.ApiKey // by id (access.go)
+	tenants  map[string]*metapb.Tenant // by name (tenants.go)
 	audit    []*metapb.AuditRecord     // oldest first, at most MaxAudit
 	// nextAudit: the seq the next audit record takes (0 means 1).
 	nextAudit uint64
@@ -35,7 +36,7 @@ type FSM struct {
 // NewFSM returns an empty FSM; onChange (may be nil) is called after every
 // state change and must not block.
 func NewFSM(onChange func()) *FSM {
-	return &FSM{queues: map[string]*metapb.Queue{}, formats: map[string]uint32{}, keys: map[string]*metapb.ApiKey{}, onChange: onChange}
+	return &FSM{queues: map[string]*metapb.Queue{}, formats: map[string]uint32{}, keys: map[string]*metapb.ApiKey{}, tenants: map[string]*metapb.Tenant{}, onChange: onChange}
 }
 
 // Apply applies one log. Non-command logs and indexes at or below the last
@@ -113,6 +114,10 @@ func (f *FSM) applyLocked(cmd *metapb.Command) *metapb.Result {
 		return f.revokeAPIKey(c.RevokeApiKey)
 	case *metapb.Command_AppendAudit:
 		return f.appendAudit(c.AppendAudit)
+	case *metapb.Command_PutTenant:
+		return f.putTenant(c.PutTenant, cmd.GetNowMs())
+	case *metapb.Command_DeleteTenant:
+		return f.deleteTenant(c.DeleteTenant)
 	default:
 		if nums, _ := fsm.UnknownKinds(cmd); len(nums) > 0 {
 			return &metapb.Result{} // ignorable kind of a newer binary (Apply stopped on any other)
@@ -130,6 +135,9 @@ func (f *FSM) createQueue(c *metapb.CreateQueue, nowMs int64) *metapb.Result {
 			return &metapb.Result{Queue: proto.CloneOf(q)}
 		}
 		return &metapb.Result{Code: metapb.Code_CODE_EXISTS, Message: fmt.Sprintf("queue %q exists with a different policy", c.GetName()), Queue: proto.CloneOf(q)}
+	}
+	if res := f.admitQueue(c.GetName()); res != nil {
+		return res
 	}
 	q := &metapb.Queue{Name: c.GetName(), Policy: proto.CloneOf(c.GetPolicy()), CreatedMs: nowMs, UpdatedMs: nowMs}
 	f.queues[q.GetName()] = q
@@ -274,6 +282,7 @@ func (f *FSM) snapshotProto() *metapb.Snapshot {
 	snap.ApiKeys = f.apiKeysLocked()
 	snap.Audit = cloneAll(f.audit)
 	snap.NextAuditSeq = f.nextAudit
+	snap.Tenants = f.tenantsLocked()
 	f.mu.RUnlock()
 	return snap
 }
@@ -300,6 +309,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.audit = snap.GetAudit()
 	f.nextAudit = snap.GetNextAuditSeq()
+	f.tenants = make(map[string]*metapb.Tenant, len(snap.GetTenants()))
+	for _, t := range snap.GetTenants() {
+		f.tenants[t.GetName()] = t
+	}
 	f.mu.Unlock()
 	f.changed()
 	return nil

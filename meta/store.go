@@ -177,12 +177,18 @@ func (s *Store) Queues() []Queue {
 	return out
 }
 
-// QueuePolicies returns name -> normalized policy from the local replica.
+// QueuePolicies returns name -> the policy shards enforce (ShardPolicy)
+// from the local replica.
 func (s *Store) QueuePolicies() map[string]*fsmpb.QueuePolicy {
 	qs := s.fsm.Queues()
+	tenants := map[string]*metapb.Tenant{}
+	for _, t := range s.fsm.Tenants() {
+		tenants[t.GetName()] = t
+	}
+	n := s.ShardMap().Count
 	out := make(map[string]*fsmpb.QueuePolicy, len(qs))
 	for _, q := range qs {
-		out[q.GetName()] = q.GetPolicy()
+		out[q.GetName()] = shardPolicy(q, tenants[fsm.TenantOf(q.GetName())], n)
 	}
 	return out
 }
@@ -394,6 +400,8 @@ func (s *Store) apply(ctx context.Context, cmd *metapb.Command) (*metapb.Result,
 		return res, refused(ErrAlreadyPlaced, "%s", res.GetMessage())
 	case metapb.Code_CODE_REFUSED:
 		return res, refused(ErrRefused, "%s", res.GetMessage())
+	case metapb.Code_CODE_QUOTA:
+		return res, refused(ErrQuota, "%s", res.GetMessage())
 	default:
 		return res, refused(ErrInvalid, "%s", res.GetMessage())
 	}

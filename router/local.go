@@ -45,8 +45,12 @@ func readLocal(ctx context.Context, sh *shard.Shard, req *peerpb.ShardReadReques
 			resp.Stats = &peerpb.QueueStats{
 				Name: q.StatsQueue, Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight,
 				Dead: st.Dead, BlockedGroups: st.BlockedGroups, OldestReadyAgeMs: oldestAge(time.Now().UnixMilli(), st.OldestReadyMs),
+				LiveBytes: st.LiveBytes,
 			}
 		}
+	case *peerpb.ShardReadRequest_TenantUsage:
+		u := f.TenantUsage(q.TenantUsage)
+		resp.TenantUsage = &peerpb.TenantUsage{Queues: uint32(u.Queues), Live: u.Live, LiveBytes: u.LiveBytes, InFlight: u.InFlight}
 	case *peerpb.ShardReadRequest_GetMessageId:
 		if m, ok := f.Message(q.GetMessageId); ok {
 			resp.Message = m

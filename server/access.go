@@ -4,9 +4,14 @@ import (
 	"context"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/raftq/raftq/fsm"
 )
 
 // rule is what one client method needs: a permission, and where the
@@ -80,6 +85,12 @@ var rules = map[string]rule{
 	"/raftq.v1.Access/RevokeKey": {need: permCluster},
 	"/raftq.v1.Access/ListAudit": {need: permCluster},
 
+	"/raftq.v1.Tenants/CreateTenant": {need: permCluster},
+	"/raftq.v1.Tenants/GetTenant":    {need: permAny, byHandler: true},
+	"/raftq.v1.Tenants/ListTenants":  {need: permCluster},
+	"/raftq.v1.Tenants/UpdateTenant": {need: permCluster},
+	"/raftq.v1.Tenants/DeleteTenant": {need: permCluster},
+
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      {need: permAny},
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": {need: permAny},
 }
@@ -122,6 +133,9 @@ func (s *Server) authorize(ctx context.Context, method string, req any, require 
 	}
 	queue := ""
 	if r.queue != nil && req != nil {
+		if p.Tenant != "" {
+			qualify(req, p.Tenant)
+		}
 		queue = r.queue(req)
 	}
 	if !p.Allows(r.need, queue) {
@@ -186,3 +200,25 @@ type principalStream struct {
 }
 
 func (s *principalStream) Context() context.Context { return s.ctx }
+
+// qualify names a tenant's queue in full: a call of a tenant's principal
+// that names a queue without a tenant ("jobs") means the tenant's own
+// ("acme/jobs"). A name that has a tenant is left as it is, and Allows
+// refuses it unless the tenant is the principal's.
+func qualify(req any, tenant string) {
+	m, ok := req.(proto.Message)
+	if !ok {
+		return
+	}
+	r := m.ProtoReflect()
+	for _, name := range []protoreflect.Name{"queue", "name"} {
+		fd := r.Descriptor().Fields().ByName(name)
+		if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() {
+			continue
+		}
+		if v := r.Get(fd).String(); v != "" && !strings.Contains(v, fsm.TenantSep) {
+			r.Set(fd, protoreflect.ValueOfString(tenant+fsm.TenantSep+v))
+		}
+		return
+	}
+}

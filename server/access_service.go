@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/meta/metapb"
 	"github.com/raftq/raftq/peer/peerpb"
@@ -40,7 +41,7 @@ func (a *accessSvc) WhoAmI(ctx context.Context, _ *raftqv1.WhoAmIRequest) (*raft
 	if p == nil {
 		p = &Principal{Name: "anonymous", Unrestricted: true}
 	}
-	return &raftqv1.WhoAmIResponse{Principal: p.Name, Grants: grantsOut(p.Grants), Unrestricted: p.Unrestricted}, nil
+	return &raftqv1.WhoAmIResponse{Principal: p.Name, Grants: grantsOut(p.Grants), Unrestricted: p.Unrestricted, Tenant: p.Tenant}, nil
 }
 
 func grantsOut(gs []*metapb.Grant) []*raftqv1.Grant {
@@ -71,7 +72,7 @@ func grantsIn(gs []*raftqv1.Grant) ([]*metapb.Grant, error) {
 
 func keyInfo(k *metapb.ApiKey) *raftqv1.KeyInfo {
 	return &raftqv1.KeyInfo{Id: k.GetId(), Name: k.GetName(), Grants: grantsOut(k.GetGrants()),
-		CreatedMs: k.GetCreatedMs(), RotatedMs: k.GetRotatedMs(), CreatedBy: k.GetCreatedBy()}
+		CreatedMs: k.GetCreatedMs(), RotatedMs: k.GetRotatedMs(), CreatedBy: k.GetCreatedBy(), Tenant: k.GetTenant()}
 }
 
 func callerName(ctx context.Context) string {
@@ -86,6 +87,11 @@ func (a *accessSvc) CreateKey(ctx context.Context, req *raftqv1.CreateKeyRequest
 	if err != nil {
 		return nil, err
 	}
+	if t := req.GetTenant(); t != "" {
+		if err := fsm.ValidateTenantName(t); err != nil {
+			return nil, invalidFSM(err)
+		}
+	}
 	m := a.node.Meta()
 	if !m.IsLeader() {
 		return forwardAccess(ctx, a.Server, &raftgroup.NotLeaderError{Group: "meta", LeaderID: m.LeaderID()},
@@ -97,7 +103,7 @@ func (a *accessSvc) CreateKey(ctx context.Context, req *raftqv1.CreateKeyRequest
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "make API key: %v", err)
 	}
-	k := &metapb.ApiKey{Id: id, Name: req.GetName(), SecretSha256: sum[:], Grants: grants, CreatedBy: callerName(ctx)}
+	k := &metapb.ApiKey{Id: id, Name: req.GetName(), SecretSha256: sum[:], Grants: grants, CreatedBy: callerName(ctx), Tenant: req.GetTenant()}
 	if err := m.CreateAPIKey(ctx, k); err != nil {
 		return nil, a.toStatus(ctx, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/meta/metapb"
 )
 
@@ -99,5 +100,45 @@ func TestAPIKeyTokens(t *testing.T) {
 		if _, _, err := parseToken(bad); err == nil {
 			t.Errorf("parseToken(%q) took a malformed token", bad)
 		}
+	}
+}
+
+// A tenant's principal reaches its tenant's queues only, named with or
+// without the tenant, and never holds the cluster admin role.
+func TestTenantPrincipal(t *testing.T) {
+	p := &Principal{Name: "key/acme-app", Tenant: "acme", Grants: []*metapb.Grant{
+		{Role: metapb.Role_ROLE_ADMIN, Queues: "*"},
+		{Role: metapb.Role_ROLE_PRODUCER, Queues: "x"},
+	}}
+	for _, c := range []struct {
+		need  perm
+		queue string
+		want  bool
+	}{
+		{permManage, "acme/jobs", true},
+		{permSend, "acme/x", true},
+		{permSend, "beta/jobs", false},
+		{permSend, "jobs", false}, // a queue outside every tenant
+		{permCluster, "", false},  // admin:* inside a tenant is not the cluster's
+		{permConsume, "", true},   // by receipt
+	} {
+		if got := p.Allows(c.need, c.queue); got != c.want {
+			t.Errorf("Allows(%v, %q) = %v, want %v", c.need, c.queue, got, c.want)
+		}
+	}
+	for _, c := range []struct{ in, want string }{{"jobs", "acme/jobs"}, {"acme/jobs", "acme/jobs"}, {"beta/jobs", "beta/jobs"}, {"", ""}} {
+		req := &raftqv1.SendRequest{Queue: c.in}
+		qualify(req, "acme")
+		if req.GetQueue() != c.want {
+			t.Errorf("qualify(%q) = %q, want %q", c.in, req.GetQueue(), c.want)
+		}
+	}
+	req := &raftqv1.CreateQueueRequest{Name: "jobs"}
+	qualify(req, "acme")
+	if req.GetName() != "acme/jobs" {
+		t.Errorf("qualify of a name field: %q", req.GetName())
+	}
+	if err := denied(p, "/raftq.v1.Messages/Send", permSend, "beta/jobs"); !strings.Contains(err.Error(), `in tenant "acme"`) {
+		t.Errorf("refusal %v does not name the tenant", err)
 	}
 }

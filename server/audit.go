@@ -32,7 +32,8 @@ func audited(method string) bool {
 		"/raftq.v1.Cluster/ReplaceNode", "/raftq.v1.Cluster/Rebalance",
 		"/raftq.v1.Cluster/CancelMove", "/raftq.v1.Cluster/SetShardCount",
 		"/raftq.v1.Cluster/Backup",
-		"/raftq.v1.Access/CreateKey", "/raftq.v1.Access/RotateKey", "/raftq.v1.Access/RevokeKey":
+		"/raftq.v1.Access/CreateKey", "/raftq.v1.Access/RotateKey", "/raftq.v1.Access/RevokeKey",
+		"/raftq.v1.Tenants/CreateTenant", "/raftq.v1.Tenants/UpdateTenant", "/raftq.v1.Tenants/DeleteTenant":
 		return true
 	}
 	return false

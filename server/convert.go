@@ -31,6 +31,32 @@ func policyToFSM(p *raftqv1.QueuePolicy) *fsmpb.QueuePolicy {
 		DlqDisabled:          p.GetDlqDisabled(),
 		MaxMessagesPerShard:  p.GetMaxMessagesPerShard(),
 		MaxBytesPerShard:     p.GetMaxBytesPerShard(),
+		Quotas:               quotasToFSM(p.GetQuotas()),
+	}
+}
+
+// quotasToFSM is a quota set in the replicated form; nil stays nil.
+func quotasToFSM(q *raftqv1.Quotas) *fsmpb.Quotas {
+	if q == nil {
+		return nil
+	}
+	return &fsmpb.Quotas{
+		SendRate: q.GetSendRate(), SendBurst: q.GetSendBurst(),
+		MaxMessages: q.GetMaxMessages(), MaxBytes: q.GetMaxBytes(), MaxInFlight: q.GetMaxInFlight(),
+		MaxQueues: q.GetMaxQueues(), MaxMessageBytes: q.GetMaxMessageBytes(),
+	}
+}
+
+// quotasFromFSM is a replicated quota set in the public form; nil stays
+// nil.
+func quotasFromFSM(q *fsmpb.Quotas) *raftqv1.Quotas {
+	if q == nil {
+		return nil
+	}
+	return &raftqv1.Quotas{
+		SendRate: q.GetSendRate(), SendBurst: q.GetSendBurst(),
+		MaxMessages: q.GetMaxMessages(), MaxBytes: q.GetMaxBytes(), MaxInFlight: q.GetMaxInFlight(),
+		MaxQueues: q.GetMaxQueues(), MaxMessageBytes: q.GetMaxMessageBytes(),
 	}
 }
 
@@ -54,6 +80,7 @@ func policyFromFSM(p *fsmpb.QueuePolicy) *raftqv1.QueuePolicy {
 		DlqDisabled:          p.GetDlqDisabled(),
 		MaxMessagesPerShard:  p.GetMaxMessagesPerShard(),
 		MaxBytesPerShard:     p.GetMaxBytesPerShard(),
+		Quotas:               quotasFromFSM(p.GetQuotas()),
 	}
 }
 

@@ -40,6 +40,7 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	var pe *router.PeerError
 	var mre *meta.RefusedError
 	var ovl *shard.OverloadError
+	var rle *shard.RateError
 	var pfe *router.ParkedFullError
 	var sme *router.SlotMovingError
 	var ple *router.PriorLookupError
@@ -83,6 +84,11 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 	case errors.As(err, &pfe):
 		// Refused before parking: the sweep leased nothing.
 		return exhausted(pfe.Error(), overloadRetry)
+	case errors.As(err, &rle):
+		// Refused before proposing: past a send_rate quota.
+		return exhausted(rle.Error(), rle.RetryAfter)
+	case errors.As(err, &mre) && errors.Is(mre.Kind, meta.ErrQuota):
+		return exhausted(mre.Reason, quotaRetry)
 	case errors.As(err, &ovl):
 		// Refused before proposing: the leader's queue of sends is full.
 		return exhausted(ovl.Error(), ovl.RetryAfter)
@@ -145,7 +151,7 @@ func metaCode(kind error) codes.Code {
 		return codes.AlreadyExists
 	case errors.Is(kind, meta.ErrNotFound):
 		return codes.NotFound
-	case errors.Is(kind, meta.ErrAlreadyPlaced):
+	case errors.Is(kind, meta.ErrAlreadyPlaced), errors.Is(kind, meta.ErrRefused):
 		return codes.FailedPrecondition
 	}
 	return codes.InvalidArgument
@@ -175,6 +181,11 @@ func resultStatus(st *fsmpb.Status) error {
 	if st.GetCode() == fsmpb.Code_CODE_OK {
 		return nil
 	}
+	if st.GetCode() == fsmpb.Code_CODE_RESOURCE_EXHAUSTED {
+		// Past a capacity limit or quota: room comes back as consumers
+		// settle messages.
+		return exhausted(st.GetMessage(), quotaRetry)
+	}
 	return status.Error(grpcCode(st.GetCode()), st.GetMessage())
 }
 
@@ -191,6 +202,11 @@ func invalid(format string, args ...any) error {
 // refused sender: its guards sample every 100 ms to 1 s, and a backlog
 // drains over seconds.
 const overloadRetry = time.Second
+
+// quotaRetry is the wait asked of a caller past a quota on depth, bytes,
+// leases or queues: what frees them is consumers' work, which takes
+// seconds, not milliseconds.
+const quotaRetry = time.Second
 
 // exhausted is a RESOURCE_EXHAUSTED refusal carrying a google.rpc.RetryInfo
 // detail: nothing was applied, and the client may try again after retry.

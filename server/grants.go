@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/meta/metapb"
 )
 
@@ -63,10 +64,24 @@ func matches(pattern, queue string) bool {
 	return ok && strings.HasPrefix(queue, prefix)
 }
 
-// Allows reports whether p may do what needs on queue.
+// Allows reports whether p may do what needs on queue. A tenant's
+// principal never holds permCluster, and its grants cover only its
+// tenant's queues, matched by their names within the tenant.
 func (p *Principal) Allows(need perm, queue string) bool {
 	if p.Unrestricted || need == permAny {
 		return true
+	}
+	if p.Tenant != "" {
+		if need == permCluster {
+			return false
+		}
+		if queue != "" {
+			own, ok := strings.CutPrefix(queue, p.Tenant+fsm.TenantSep)
+			if !ok {
+				return false
+			}
+			queue = own
+		}
 	}
 	for _, g := range p.Grants {
 		if !roleGives(g.GetRole(), need) {
@@ -92,6 +107,9 @@ func (p *Principal) grantList() string {
 	parts := make([]string, len(p.Grants))
 	for i, g := range p.Grants {
 		parts[i] = roleName(g.GetRole()) + ":" + g.GetQueues()
+	}
+	if p.Tenant != "" {
+		return fmt.Sprintf("grants %s in tenant %q", strings.Join(parts, ", "), p.Tenant)
 	}
 	return "grants " + strings.Join(parts, ", ")
 }

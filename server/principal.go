@@ -23,6 +23,10 @@ type Principal struct {
 	// does not require credentials, an anonymous caller.
 	Unrestricted bool
 	Grants       []*metapb.Grant
+	// Tenant: the tenant the principal acts in ("" for none). Its grants
+	// name the tenant's queues without the "TENANT/" prefix, and it
+	// reaches no queue outside the tenant (grants.go).
+	Tenant string
 }
 
 type principalKey struct{}
@@ -91,7 +95,7 @@ func (s *Server) authenticate(ctx context.Context) (*Principal, error) {
 		if !ok || subtle.ConstantTimeCompare(k.GetSecretSha256(), sum[:]) != 1 {
 			return nil, errUnauthenticated(fmt.Sprintf("API key rqk_%s is not valid on this cluster: revoked, rotated, or never created here", id))
 		}
-		return &Principal{Name: "key/" + k.GetName(), Grants: k.GetGrants()}, nil
+		return &Principal{Name: "key/" + k.GetName(), Grants: k.GetGrants(), Tenant: k.GetTenant()}, nil
 	}
 	id, certGrants, ok := certificateIdentity(ctx)
 	if !ok {

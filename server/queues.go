@@ -60,8 +60,10 @@ func forwardToMetaLeader[T any](ctx context.Context, s *Server, err error, fn fu
 	return fn(metadata.AppendToOutgoingContext(ctx, forwardedKey, s.node.NodeID(), onBehalfKey, callerName(ctx)), conn)
 }
 
-func upsertCmd(q meta.Queue) *fsmpb.Command {
-	return &fsmpb.Command{Cmd: &fsmpb.Command_UpsertQueue{UpsertQueue: &fsmpb.UpsertQueue{Queue: q.Name, Policy: q.Policy}}}
+// upsertCmd makes a shard hold q with its share of the quotas
+// (meta.Store.ShardPolicy), as the shards' reconciliation would.
+func (s *Server) upsertCmd(q meta.Queue) *fsmpb.Command {
+	return &fsmpb.Command{Cmd: &fsmpb.Command_UpsertQueue{UpsertQueue: &fsmpb.UpsertQueue{Queue: q.Name, Policy: s.node.Meta().ShardPolicy(q)}}}
 }
 
 func validateQueue(name string, p *fsmpb.QueuePolicy) error {
@@ -99,7 +101,7 @@ func (q *queues) CreateQueue(ctx context.Context, req *raftqv1.CreateQueueReques
 	}
 	// Make the queue usable on every shard before answering; the shard
 	// leaders' reconciliation is the safety net if this is cut short.
-	if _, err := q.router.ApplyAll(ctx, upsertCmd(mq)); err != nil {
+	if _, err := q.router.ApplyAll(ctx, q.upsertCmd(mq)); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "queue %q recorded, shards not all ready yet (retry is safe): %v", req.GetName(), err)
 	}
 	return queueInfo(mq), nil
@@ -196,7 +198,7 @@ func (q *queues) UpdateQueue(ctx context.Context, req *raftqv1.UpdateQueueReques
 			return c.UpdateQueue(ctx, req)
 		})
 	}
-	if _, err := q.router.ApplyAll(ctx, upsertCmd(mq)); err != nil {
+	if _, err := q.router.ApplyAll(ctx, q.upsertCmd(mq)); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "queue %q updated, shards not all updated yet (retry is safe): %v", req.GetName(), err)
 	}
 	return queueInfo(mq), nil
@@ -241,7 +243,8 @@ func (q *queues) QueueStats(ctx context.Context, req *raftqv1.QueueStatsRequest)
 	if err := q.ready(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := q.lookupQueue(ctx, req.GetName()); err != nil {
+	info, err := q.lookupQueue(ctx, req.GetName())
+	if err != nil {
 		return nil, err
 	}
 	plan, err := q.router.PlanShards()
@@ -251,7 +254,10 @@ func (q *queues) QueueStats(ctx context.Context, req *raftqv1.QueueStatsRequest)
 	answers := router.Scatter(ctx, plan, func(ctx context.Context, p router.Part) (*peerpb.ShardReadResponse, error) {
 		return q.router.Read(ctx, &peerpb.ShardReadRequest{ShardId: p.Shard, Query: &peerpb.ShardReadRequest_StatsQueue{StatsQueue: req.GetName()}})
 	})
-	out := &raftqv1.QueueStatsResponse{Name: req.GetName()}
+	out := &raftqv1.QueueStatsResponse{Name: req.GetName(), Tenant: fsm.TenantOf(req.GetName()), Quotas: info.GetPolicy().GetQuotas()}
+	if t, ok := q.node.Meta().Tenant(out.Tenant); ok {
+		out.TenantQuotas = quotasFromFSM(t.GetQuotas())
+	}
 	for _, a := range answers {
 		if a.Err != nil {
 			return nil, q.toStatus(ctx, fmt.Errorf("stats of shard %d: %w", a.Shard, a.Err))
@@ -262,6 +268,7 @@ func (q *queues) QueueStats(ctx context.Context, req *raftqv1.QueueStatsRequest)
 		out.InFlight += st.GetInFlight()
 		out.Dead += st.GetDead()
 		out.BlockedGroups += st.GetBlockedGroups()
+		out.LiveBytes += st.GetLiveBytes()
 		out.OldestReadyAgeMs = max(out.OldestReadyAgeMs, st.GetOldestReadyAgeMs())
 	}
 	return out, nil

@@ -302,7 +302,7 @@ func TestQueueAndDeadLetterValidation(t *testing.T) {
 			return err
 		}, codes.NotFound, `queue "missing" not found`},
 		{"delete a bad name", func(ctx context.Context) error {
-			_, err := qs.DeleteQueue(ctx, &raftqv1.DeleteQueueRequest{Name: "a/b"})
+			_, err := qs.DeleteQueue(ctx, &raftqv1.DeleteQueueRequest{Name: "a b"})
 			return err
 		}, codes.InvalidArgument, "outside [A-Za-z0-9._-]"},
 		{"list dead of a bad name", listDead(&raftqv1.ListDeadRequest{Queue: "a b"}), codes.InvalidArgument, ""},

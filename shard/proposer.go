@@ -115,8 +115,14 @@ func (s *Shard) Propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result,
 	if err := s.waitReady(ctx); err != nil {
 		return nil, err
 	}
-	if _, send := cmd.GetCmd().(*fsmpb.Command_Enqueue); send && s.cfg.AdmitSend != nil {
-		if err := s.cfg.AdmitSend(); err != nil {
+	if e, send := cmd.GetCmd().(*fsmpb.Command_Enqueue); send {
+		if s.cfg.AdmitSend != nil {
+			if err := s.cfg.AdmitSend(); err != nil {
+				return nil, err
+			}
+		}
+		q := e.Enqueue.GetQueue()
+		if err := s.rates.admit(q, s.fsm.ShardQuota(q), len(e.Enqueue.GetMessages()), time.Now()); err != nil {
 			return nil, err
 		}
 	}

@@ -108,6 +108,7 @@ type Shard struct {
 	// proposer last took one (unix nanoseconds; sendqueue.go).
 	sendBytes    atomic.Int64
 	sendTaken    atomic.Int64
+	rates        rateLimits     // send_rate quotas (ratelimit.go)
 	fastCh       chan *proposal // everything else (see runProposer)
 	proposerDone chan struct{}
 	closing      chan struct{}

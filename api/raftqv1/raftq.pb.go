@@ -230,8 +230,11 @@ type QueuePolicy struct {
 	// refused with RESOURCE_EXHAUSTED. 0 = unlimited (the default).
 	MaxMessagesPerShard uint64 `protobuf:"varint,12,opt,name=max_messages_per_shard,json=maxMessagesPerShard,proto3" json:"max_messages_per_shard,omitempty"`
 	MaxBytesPerShard    uint64 `protobuf:"varint,13,opt,name=max_bytes_per_shard,json=maxBytesPerShard,proto3" json:"max_bytes_per_shard,omitempty"` // sum of live bodies; at least max_message_bytes
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Quotas of the whole queue over every shard (docs/tenancy.md);
+	// max_queues and max_message_bytes are a tenant's only.
+	Quotas        *Quotas `protobuf:"bytes,14,opt,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
@@ -355,6 +358,108 @@ func (x *QueuePolicy) GetMaxBytesPerShard() uint64 {
 	return 0
 }
 
+func (x *QueuePolicy) GetQuotas() *Quotas {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+// Quotas caps a queue or a tenant over the whole cluster; 0 = no limit.
+// Past one a call is refused with RESOURCE_EXHAUSTED and a
+// google.rpc.RetryInfo saying when to try again.
+type Quotas struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SendRate        uint32                 `protobuf:"varint,1,opt,name=send_rate,json=sendRate,proto3" json:"send_rate,omitempty"`                        // messages per second, a token bucket
+	SendBurst       uint32                 `protobuf:"varint,2,opt,name=send_burst,json=sendBurst,proto3" json:"send_burst,omitempty"`                     // the bucket's size; 0 = send_rate
+	MaxMessages     uint64                 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`               // live messages: ready, delayed, leased
+	MaxBytes        uint64                 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`                        // sum of live bodies
+	MaxInFlight     uint64                 `protobuf:"varint,5,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`             // leased messages
+	MaxQueues       uint32                 `protobuf:"varint,6,opt,name=max_queues,json=maxQueues,proto3" json:"max_queues,omitempty"`                     // tenants only
+	MaxMessageBytes uint32                 `protobuf:"varint,7,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"` // tenants only: caps each queue's max_message_bytes
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Quotas) Reset() {
+	*x = Quotas{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quotas) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quotas) ProtoMessage() {}
+
+func (x *Quotas) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quotas.ProtoReflect.Descriptor instead.
+func (*Quotas) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Quotas) GetSendRate() uint32 {
+	if x != nil {
+		return x.SendRate
+	}
+	return 0
+}
+
+func (x *Quotas) GetSendBurst() uint32 {
+	if x != nil {
+		return x.SendBurst
+	}
+	return 0
+}
+
+func (x *Quotas) GetMaxMessages() uint64 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+func (x *Quotas) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *Quotas) GetMaxInFlight() uint64 {
+	if x != nil {
+		return x.MaxInFlight
+	}
+	return 0
+}
+
+func (x *Quotas) GetMaxQueues() uint32 {
+	if x != nil {
+		return x.MaxQueues
+	}
+	return 0
+}
+
+func (x *Quotas) GetMaxMessageBytes() uint32 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
 // Attempt is one delivery in a message's history (bounded, most recent kept).
 type Attempt struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -370,7 +475,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[1]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +487,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[1]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +500,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{1}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Attempt) GetLeaseEpoch() uint64 {
@@ -475,7 +580,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[2]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +592,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[2]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +605,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{2}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Message) GetId() uint64 {
@@ -675,7 +780,7 @@ type QueueInfo struct {
 
 func (x *QueueInfo) Reset() {
 	*x = QueueInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[3]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +792,7 @@ func (x *QueueInfo) String() string {
 func (*QueueInfo) ProtoMessage() {}
 
 func (x *QueueInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[3]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +805,7 @@ func (x *QueueInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueInfo.ProtoReflect.Descriptor instead.
 func (*QueueInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{3}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *QueueInfo) GetName() string {
@@ -734,7 +839,7 @@ type CreateQueueRequest struct {
 
 func (x *CreateQueueRequest) Reset() {
 	*x = CreateQueueRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[4]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +851,7 @@ func (x *CreateQueueRequest) String() string {
 func (*CreateQueueRequest) ProtoMessage() {}
 
 func (x *CreateQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[4]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +864,7 @@ func (x *CreateQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQueueRequest.ProtoReflect.Descriptor instead.
 func (*CreateQueueRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{4}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateQueueRequest) GetName() string {
@@ -785,7 +890,7 @@ type GetQueueRequest struct {
 
 func (x *GetQueueRequest) Reset() {
 	*x = GetQueueRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[5]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +902,7 @@ func (x *GetQueueRequest) String() string {
 func (*GetQueueRequest) ProtoMessage() {}
 
 func (x *GetQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[5]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +915,7 @@ func (x *GetQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{5}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetQueueRequest) GetName() string {
@@ -830,7 +935,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[6]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +947,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[6]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +960,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{6}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListQueuesRequest) GetPageSize() uint32 {
@@ -882,7 +987,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[7]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +999,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[7]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,7 +1012,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{7}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*QueueInfo {
@@ -934,7 +1039,7 @@ type UpdateQueueRequest struct {
 
 func (x *UpdateQueueRequest) Reset() {
 	*x = UpdateQueueRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[8]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1051,7 @@ func (x *UpdateQueueRequest) String() string {
 func (*UpdateQueueRequest) ProtoMessage() {}
 
 func (x *UpdateQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[8]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1064,7 @@ func (x *UpdateQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateQueueRequest.ProtoReflect.Descriptor instead.
 func (*UpdateQueueRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{8}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateQueueRequest) GetName() string {
@@ -985,7 +1090,7 @@ type DeleteQueueRequest struct {
 
 func (x *DeleteQueueRequest) Reset() {
 	*x = DeleteQueueRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[9]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1102,7 @@ func (x *DeleteQueueRequest) String() string {
 func (*DeleteQueueRequest) ProtoMessage() {}
 
 func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[9]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1115,7 @@ func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{9}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteQueueRequest) GetName() string {
@@ -1028,7 +1133,7 @@ type DeleteQueueResponse struct {
 
 func (x *DeleteQueueResponse) Reset() {
 	*x = DeleteQueueResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[10]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1145,7 @@ func (x *DeleteQueueResponse) String() string {
 func (*DeleteQueueResponse) ProtoMessage() {}
 
 func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[10]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1158,7 @@ func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQueueResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{10}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{11}
 }
 
 type PurgeQueueRequest struct {
@@ -1065,7 +1170,7 @@ type PurgeQueueRequest struct {
 
 func (x *PurgeQueueRequest) Reset() {
 	*x = PurgeQueueRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[11]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1182,7 @@ func (x *PurgeQueueRequest) String() string {
 func (*PurgeQueueRequest) ProtoMessage() {}
 
 func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[11]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1195,7 @@ func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
 func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{11}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PurgeQueueRequest) GetName() string {
@@ -1109,7 +1214,7 @@ type PurgeQueueResponse struct {
 
 func (x *PurgeQueueResponse) Reset() {
 	*x = PurgeQueueResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[12]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1226,7 @@ func (x *PurgeQueueResponse) String() string {
 func (*PurgeQueueResponse) ProtoMessage() {}
 
 func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[12]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1239,7 @@ func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
 func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{12}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PurgeQueueResponse) GetPurged() uint64 {
@@ -1153,7 +1258,7 @@ type QueueStatsRequest struct {
 
 func (x *QueueStatsRequest) Reset() {
 	*x = QueueStatsRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[13]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1270,7 @@ func (x *QueueStatsRequest) String() string {
 func (*QueueStatsRequest) ProtoMessage() {}
 
 func (x *QueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[13]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1283,7 @@ func (x *QueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*QueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{13}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QueueStatsRequest) GetName() string {
@@ -1197,13 +1302,17 @@ type QueueStatsResponse struct {
 	Dead             uint64                 `protobuf:"varint,5,opt,name=dead,proto3" json:"dead,omitempty"`
 	OldestReadyAgeMs int64                  `protobuf:"varint,6,opt,name=oldest_ready_age_ms,json=oldestReadyAgeMs,proto3" json:"oldest_ready_age_ms,omitempty"`
 	BlockedGroups    uint64                 `protobuf:"varint,7,opt,name=blocked_groups,json=blockedGroups,proto3" json:"blocked_groups,omitempty"` // FIFO groups with a message in flight
+	LiveBytes        uint64                 `protobuf:"varint,8,opt,name=live_bytes,json=liveBytes,proto3" json:"live_bytes,omitempty"`             // bodies of ready, delayed and leased messages
+	Tenant           string                 `protobuf:"bytes,9,opt,name=tenant,proto3" json:"tenant,omitempty"`                                     // "" for a queue outside every tenant
+	Quotas           *Quotas                `protobuf:"bytes,10,opt,name=quotas,proto3" json:"quotas,omitempty"`                                    // the queue's own
+	TenantQuotas     *Quotas                `protobuf:"bytes,11,opt,name=tenant_quotas,json=tenantQuotas,proto3" json:"tenant_quotas,omitempty"`    // its tenant's
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *QueueStatsResponse) Reset() {
 	*x = QueueStatsResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1324,7 @@ func (x *QueueStatsResponse) String() string {
 func (*QueueStatsResponse) ProtoMessage() {}
 
 func (x *QueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1337,7 @@ func (x *QueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*QueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{14}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QueueStatsResponse) GetName() string {
@@ -1280,6 +1389,34 @@ func (x *QueueStatsResponse) GetBlockedGroups() uint64 {
 	return 0
 }
 
+func (x *QueueStatsResponse) GetLiveBytes() uint64 {
+	if x != nil {
+		return x.LiveBytes
+	}
+	return 0
+}
+
+func (x *QueueStatsResponse) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *QueueStatsResponse) GetQuotas() *Quotas {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+func (x *QueueStatsResponse) GetTenantQuotas() *Quotas {
+	if x != nil {
+		return x.TenantQuotas
+	}
+	return nil
+}
+
 type SendRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -1297,7 +1434,7 @@ type SendRequest struct {
 
 func (x *SendRequest) Reset() {
 	*x = SendRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1446,7 @@ func (x *SendRequest) String() string {
 func (*SendRequest) ProtoMessage() {}
 
 func (x *SendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1459,7 @@ func (x *SendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
 func (*SendRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{15}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SendRequest) GetQueue() string {
@@ -1398,7 +1535,7 @@ type SendResponse struct {
 
 func (x *SendResponse) Reset() {
 	*x = SendResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1547,7 @@ func (x *SendResponse) String() string {
 func (*SendResponse) ProtoMessage() {}
 
 func (x *SendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1560,7 @@ func (x *SendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResponse.ProtoReflect.Descriptor instead.
 func (*SendResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{16}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SendResponse) GetMessageId() string {
@@ -1450,7 +1587,7 @@ type SendBatchRequest struct {
 
 func (x *SendBatchRequest) Reset() {
 	*x = SendBatchRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1599,7 @@ func (x *SendBatchRequest) String() string {
 func (*SendBatchRequest) ProtoMessage() {}
 
 func (x *SendBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1612,7 @@ func (x *SendBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBatchRequest.ProtoReflect.Descriptor instead.
 func (*SendBatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{17}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SendBatchRequest) GetQueue() string {
@@ -1504,7 +1641,7 @@ type SendResult struct {
 
 func (x *SendResult) Reset() {
 	*x = SendResult{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1653,7 @@ func (x *SendResult) String() string {
 func (*SendResult) ProtoMessage() {}
 
 func (x *SendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1666,7 @@ func (x *SendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResult.ProtoReflect.Descriptor instead.
 func (*SendResult) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{18}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SendResult) GetMessageId() string {
@@ -1569,7 +1706,7 @@ type SendBatchResponse struct {
 
 func (x *SendBatchResponse) Reset() {
 	*x = SendBatchResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1718,7 @@ func (x *SendBatchResponse) String() string {
 func (*SendBatchResponse) ProtoMessage() {}
 
 func (x *SendBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1731,7 @@ func (x *SendBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBatchResponse.ProtoReflect.Descriptor instead.
 func (*SendBatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{19}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SendBatchResponse) GetResults() []*SendResult {
@@ -1617,7 +1754,7 @@ type ReceiveRequest struct {
 
 func (x *ReceiveRequest) Reset() {
 	*x = ReceiveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1766,7 @@ func (x *ReceiveRequest) String() string {
 func (*ReceiveRequest) ProtoMessage() {}
 
 func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1779,7 @@ func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{20}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReceiveRequest) GetQueue() string {
@@ -1700,7 +1837,7 @@ type ReceivedMessage struct {
 
 func (x *ReceivedMessage) Reset() {
 	*x = ReceivedMessage{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1849,7 @@ func (x *ReceivedMessage) String() string {
 func (*ReceivedMessage) ProtoMessage() {}
 
 func (x *ReceivedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1862,7 @@ func (x *ReceivedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceivedMessage.ProtoReflect.Descriptor instead.
 func (*ReceivedMessage) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{21}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReceivedMessage) GetMessageId() string {
@@ -1826,7 +1963,7 @@ type ReceiveResponse struct {
 
 func (x *ReceiveResponse) Reset() {
 	*x = ReceiveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +1975,7 @@ func (x *ReceiveResponse) String() string {
 func (*ReceiveResponse) ProtoMessage() {}
 
 func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +1988,7 @@ func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{22}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReceiveResponse) GetMessages() []*ReceivedMessage {
@@ -1882,7 +2019,7 @@ type ItemStatus struct {
 
 func (x *ItemStatus) Reset() {
 	*x = ItemStatus{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2031,7 @@ func (x *ItemStatus) String() string {
 func (*ItemStatus) ProtoMessage() {}
 
 func (x *ItemStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2044,7 @@ func (x *ItemStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemStatus.ProtoReflect.Descriptor instead.
 func (*ItemStatus) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{23}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ItemStatus) GetCode() int32 {
@@ -1940,7 +2077,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2089,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2102,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{24}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AckRequest) GetReceipts() []string {
@@ -1984,7 +2121,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2133,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2146,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{25}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AckResponse) GetResults() []*ItemStatus {
@@ -2031,7 +2168,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2180,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2193,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{26}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NackRequest) GetReceipt() string {
@@ -2095,7 +2232,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2244,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2257,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{27}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{28}
 }
 
 type ExtendLeaseRequest struct {
@@ -2133,7 +2270,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2282,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2295,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{28}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExtendLeaseRequest) GetReceipt() string {
@@ -2184,7 +2321,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2333,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2346,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{29}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseDeadlineMs() int64 {
@@ -2229,7 +2366,7 @@ type DeadLetterRequest struct {
 
 func (x *DeadLetterRequest) Reset() {
 	*x = DeadLetterRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2241,7 +2378,7 @@ func (x *DeadLetterRequest) String() string {
 func (*DeadLetterRequest) ProtoMessage() {}
 
 func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2254,7 +2391,7 @@ func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*DeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{30}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeadLetterRequest) GetReceipt() string {
@@ -2279,7 +2416,7 @@ type DeadLetterResponse struct {
 
 func (x *DeadLetterResponse) Reset() {
 	*x = DeadLetterResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2428,7 @@ func (x *DeadLetterResponse) String() string {
 func (*DeadLetterResponse) ProtoMessage() {}
 
 func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2441,7 @@ func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*DeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{31}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{32}
 }
 
 type GetMessageRequest struct {
@@ -2316,7 +2453,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2328,7 +2465,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,7 +2478,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{32}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetMessageRequest) GetMessageId() string {
@@ -2361,7 +2498,7 @@ type MessageInfo struct {
 
 func (x *MessageInfo) Reset() {
 	*x = MessageInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2510,7 @@ func (x *MessageInfo) String() string {
 func (*MessageInfo) ProtoMessage() {}
 
 func (x *MessageInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2523,7 @@ func (x *MessageInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageInfo.ProtoReflect.Descriptor instead.
 func (*MessageInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{33}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MessageInfo) GetMessageId() string {
@@ -2412,7 +2549,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2424,7 +2561,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +2574,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{34}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelMessageRequest) GetMessageId() string {
@@ -2455,7 +2592,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2467,7 +2604,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2480,7 +2617,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{35}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
 }
 
 type ListDeadRequest struct {
@@ -2495,7 +2632,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2644,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2657,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -2557,7 +2694,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2706,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2719,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListDeadResponse) GetMessages() []*MessageInfo {
@@ -2610,7 +2747,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2759,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2772,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RedriveRequest) GetQueue() string {
@@ -2668,7 +2805,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2817,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2830,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RedriveResponse) GetRedriven() uint64 {
@@ -2713,7 +2850,7 @@ type DiscardRequest struct {
 
 func (x *DiscardRequest) Reset() {
 	*x = DiscardRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2862,7 @@ func (x *DiscardRequest) String() string {
 func (*DiscardRequest) ProtoMessage() {}
 
 func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2875,7 @@ func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardRequest.ProtoReflect.Descriptor instead.
 func (*DiscardRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DiscardRequest) GetQueue() string {
@@ -2764,7 +2901,7 @@ type DiscardResponse struct {
 
 func (x *DiscardResponse) Reset() {
 	*x = DiscardResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2913,7 @@ func (x *DiscardResponse) String() string {
 func (*DiscardResponse) ProtoMessage() {}
 
 func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2926,7 @@ func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardResponse.ProtoReflect.Descriptor instead.
 func (*DiscardResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DiscardResponse) GetDiscarded() uint64 {
@@ -2807,7 +2944,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +2956,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +2969,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
 }
 
 type Member struct {
@@ -2855,7 +2992,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2867,7 +3004,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2880,7 +3017,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Member) GetNodeId() string {
@@ -2940,7 +3077,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3089,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3102,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ShardInfo) GetShardId() uint32 {
@@ -3032,7 +3169,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3181,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3194,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3106,7 +3243,7 @@ type DamagedReplica struct {
 
 func (x *DamagedReplica) Reset() {
 	*x = DamagedReplica{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3118,7 +3255,7 @@ func (x *DamagedReplica) String() string {
 func (*DamagedReplica) ProtoMessage() {}
 
 func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3131,7 +3268,7 @@ func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedReplica.ProtoReflect.Descriptor instead.
 func (*DamagedReplica) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DamagedReplica) GetGroup() string {
@@ -3164,7 +3301,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3176,7 +3313,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3189,7 +3326,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -3208,7 +3345,7 @@ type RepairResponse struct {
 
 func (x *RepairResponse) Reset() {
 	*x = RepairResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3357,7 @@ func (x *RepairResponse) String() string {
 func (*RepairResponse) ProtoMessage() {}
 
 func (x *RepairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3370,7 @@ func (x *RepairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairResponse.ProtoReflect.Descriptor instead.
 func (*RepairResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RepairResponse) GetGroups() []*GroupRepair {
@@ -3254,7 +3391,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3403,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3416,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -3311,7 +3448,7 @@ type ShardMapRequest struct {
 
 func (x *ShardMapRequest) Reset() {
 	*x = ShardMapRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3323,7 +3460,7 @@ func (x *ShardMapRequest) String() string {
 func (*ShardMapRequest) ProtoMessage() {}
 
 func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3336,7 +3473,7 @@ func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapRequest.ProtoReflect.Descriptor instead.
 func (*ShardMapRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
 }
 
 type ShardMapResponse struct {
@@ -3358,7 +3495,7 @@ type ShardMapResponse struct {
 
 func (x *ShardMapResponse) Reset() {
 	*x = ShardMapResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3507,7 @@ func (x *ShardMapResponse) String() string {
 func (*ShardMapResponse) ProtoMessage() {}
 
 func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3520,7 @@ func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapResponse.ProtoReflect.Descriptor instead.
 func (*ShardMapResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ShardMapResponse) GetShardCount() uint32 {
@@ -3429,7 +3566,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3441,7 +3578,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3454,7 +3591,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
 }
 
 type NodeInfo struct {
@@ -3481,7 +3618,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3493,7 +3630,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3506,7 +3643,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeInfo) GetNodeId() string {
@@ -3603,7 +3740,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3615,7 +3752,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3628,7 +3765,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodesResponse) GetNodeId() string {
@@ -3654,7 +3791,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3666,7 +3803,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3679,7 +3816,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -3699,7 +3836,7 @@ type ReplaceNodeRequest struct {
 
 func (x *ReplaceNodeRequest) Reset() {
 	*x = ReplaceNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +3848,7 @@ func (x *ReplaceNodeRequest) String() string {
 func (*ReplaceNodeRequest) ProtoMessage() {}
 
 func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +3861,7 @@ func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ReplaceNodeRequest) GetOldNodeId() string {
@@ -3756,7 +3893,7 @@ type NodeDrainResponse struct {
 
 func (x *NodeDrainResponse) Reset() {
 	*x = NodeDrainResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3768,7 +3905,7 @@ func (x *NodeDrainResponse) String() string {
 func (*NodeDrainResponse) ProtoMessage() {}
 
 func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3781,7 +3918,7 @@ func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NodeDrainResponse) GetNodeId() string {
@@ -3828,7 +3965,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3840,7 +3977,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3853,7 +3990,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -3874,7 +4011,7 @@ type ReplicaMovePlan struct {
 
 func (x *ReplicaMovePlan) Reset() {
 	*x = ReplicaMovePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3886,7 +4023,7 @@ func (x *ReplicaMovePlan) String() string {
 func (*ReplicaMovePlan) ProtoMessage() {}
 
 func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3899,7 +4036,7 @@ func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMovePlan.ProtoReflect.Descriptor instead.
 func (*ReplicaMovePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReplicaMovePlan) GetShardId() uint32 {
@@ -3934,7 +4071,7 @@ type LeaderChangePlan struct {
 
 func (x *LeaderChangePlan) Reset() {
 	*x = LeaderChangePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3946,7 +4083,7 @@ func (x *LeaderChangePlan) String() string {
 func (*LeaderChangePlan) ProtoMessage() {}
 
 func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3959,7 +4096,7 @@ func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderChangePlan.ProtoReflect.Descriptor instead.
 func (*LeaderChangePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *LeaderChangePlan) GetShardId() uint32 {
@@ -3996,7 +4133,7 @@ type NodeBalance struct {
 
 func (x *NodeBalance) Reset() {
 	*x = NodeBalance{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4145,7 @@ func (x *NodeBalance) String() string {
 func (*NodeBalance) ProtoMessage() {}
 
 func (x *NodeBalance) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4158,7 @@ func (x *NodeBalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBalance.ProtoReflect.Descriptor instead.
 func (*NodeBalance) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NodeBalance) GetNodeId() string {
@@ -4077,7 +4214,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4089,7 +4226,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4102,7 +4239,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RebalanceResponse) GetMoves() []*ReplicaMovePlan {
@@ -4155,7 +4292,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4167,7 +4304,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4180,7 +4317,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
 }
 
 // BackupChunk: the first chunk of a stream has group empty and carries
@@ -4206,7 +4343,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4218,7 +4355,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4231,7 +4368,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -4313,7 +4450,7 @@ type CancelMoveRequest struct {
 
 func (x *CancelMoveRequest) Reset() {
 	*x = CancelMoveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4325,7 +4462,7 @@ func (x *CancelMoveRequest) String() string {
 func (*CancelMoveRequest) ProtoMessage() {}
 
 func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4338,7 +4475,7 @@ func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveRequest.ProtoReflect.Descriptor instead.
 func (*CancelMoveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CancelMoveRequest) GetShard() uint32 {
@@ -4362,7 +4499,7 @@ type CancelMoveResponse struct {
 
 func (x *CancelMoveResponse) Reset() {
 	*x = CancelMoveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4374,7 +4511,7 @@ func (x *CancelMoveResponse) String() string {
 func (*CancelMoveResponse) ProtoMessage() {}
 
 func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4387,7 +4524,7 @@ func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveResponse.ProtoReflect.Descriptor instead.
 func (*CancelMoveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CancelMoveResponse) GetShard() uint32 {
@@ -4428,7 +4565,7 @@ type SetShardCountRequest struct {
 
 func (x *SetShardCountRequest) Reset() {
 	*x = SetShardCountRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4440,7 +4577,7 @@ func (x *SetShardCountRequest) String() string {
 func (*SetShardCountRequest) ProtoMessage() {}
 
 func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4453,7 +4590,7 @@ func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountRequest.ProtoReflect.Descriptor instead.
 func (*SetShardCountRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SetShardCountRequest) GetCount() uint32 {
@@ -4487,7 +4624,7 @@ type SetShardCountResponse struct {
 
 func (x *SetShardCountResponse) Reset() {
 	*x = SetShardCountResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4499,7 +4636,7 @@ func (x *SetShardCountResponse) String() string {
 func (*SetShardCountResponse) ProtoMessage() {}
 
 func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4512,7 +4649,7 @@ func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountResponse.ProtoReflect.Descriptor instead.
 func (*SetShardCountResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SetShardCountResponse) GetPrevious() uint32 {
@@ -4567,7 +4704,7 @@ type ReplicaPlacement struct {
 
 func (x *ReplicaPlacement) Reset() {
 	*x = ReplicaPlacement{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4579,7 +4716,7 @@ func (x *ReplicaPlacement) String() string {
 func (*ReplicaPlacement) ProtoMessage() {}
 
 func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4592,7 +4729,7 @@ func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaPlacement.ProtoReflect.Descriptor instead.
 func (*ReplicaPlacement) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ReplicaPlacement) GetShardId() uint32 {
@@ -4625,7 +4762,7 @@ type SlotMoveInfo struct {
 
 func (x *SlotMoveInfo) Reset() {
 	*x = SlotMoveInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4637,7 +4774,7 @@ func (x *SlotMoveInfo) String() string {
 func (*SlotMoveInfo) ProtoMessage() {}
 
 func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4650,7 +4787,7 @@ func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMoveInfo.ProtoReflect.Descriptor instead.
 func (*SlotMoveInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SlotMoveInfo) GetId() uint64 {
@@ -4707,7 +4844,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4719,7 +4856,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4732,7 +4869,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *Grant) GetRole() string {
@@ -4749,6 +4886,415 @@ func (x *Grant) GetQueues() string {
 	return ""
 }
 
+type TenantInfo struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Quotas    *Quotas                `protobuf:"bytes,2,opt,name=quotas,proto3" json:"quotas,omitempty"`
+	CreatedMs int64                  `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	UpdatedMs int64                  `protobuf:"varint,4,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
+	// Usage, filled in by GetTenant: over every shard of the cluster.
+	Queues        uint32 `protobuf:"varint,5,opt,name=queues,proto3" json:"queues,omitempty"`
+	Messages      uint64 `protobuf:"varint,6,opt,name=messages,proto3" json:"messages,omitempty"` // live: ready, delayed, leased
+	LiveBytes     uint64 `protobuf:"varint,7,opt,name=live_bytes,json=liveBytes,proto3" json:"live_bytes,omitempty"`
+	InFlight      uint64 `protobuf:"varint,8,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TenantInfo) Reset() {
+	*x = TenantInfo{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantInfo) ProtoMessage() {}
+
+func (x *TenantInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantInfo.ProtoReflect.Descriptor instead.
+func (*TenantInfo) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *TenantInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TenantInfo) GetQuotas() *Quotas {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+func (x *TenantInfo) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *TenantInfo) GetUpdatedMs() int64 {
+	if x != nil {
+		return x.UpdatedMs
+	}
+	return 0
+}
+
+func (x *TenantInfo) GetQueues() uint32 {
+	if x != nil {
+		return x.Queues
+	}
+	return 0
+}
+
+func (x *TenantInfo) GetMessages() uint64 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+func (x *TenantInfo) GetLiveBytes() uint64 {
+	if x != nil {
+		return x.LiveBytes
+	}
+	return 0
+}
+
+func (x *TenantInfo) GetInFlight() uint64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+type CreateTenantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Quotas        *Quotas                `protobuf:"bytes,2,opt,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTenantRequest) Reset() {
+	*x = CreateTenantRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTenantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTenantRequest) ProtoMessage() {}
+
+func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
+func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *CreateTenantRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateTenantRequest) GetQuotas() *Quotas {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+type GetTenantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTenantRequest) Reset() {
+	*x = GetTenantRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTenantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTenantRequest) ProtoMessage() {}
+
+func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
+func (*GetTenantRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *GetTenantRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ListTenantsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTenantsRequest) Reset() {
+	*x = ListTenantsRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTenantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTenantsRequest) ProtoMessage() {}
+
+func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
+func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
+}
+
+type ListTenantsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenants       []*TenantInfo          `protobuf:"bytes,1,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTenantsResponse) Reset() {
+	*x = ListTenantsResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTenantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTenantsResponse) ProtoMessage() {}
+
+func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
+func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *ListTenantsResponse) GetTenants() []*TenantInfo {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
+type UpdateTenantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Quotas        *Quotas                `protobuf:"bytes,2,opt,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTenantRequest) Reset() {
+	*x = UpdateTenantRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTenantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTenantRequest) ProtoMessage() {}
+
+func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *UpdateTenantRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateTenantRequest) GetQuotas() *Quotas {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+type DeleteTenantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTenantRequest) Reset() {
+	*x = DeleteTenantRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTenantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTenantRequest) ProtoMessage() {}
+
+func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTenantRequest.ProtoReflect.Descriptor instead.
+func (*DeleteTenantRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *DeleteTenantRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteTenantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTenantResponse) Reset() {
+	*x = DeleteTenantResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTenantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTenantResponse) ProtoMessage() {}
+
+func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTenantResponse.ProtoReflect.Descriptor instead.
+func (*DeleteTenantResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
+}
+
 type WhoAmIRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4757,7 +5303,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4769,7 +5315,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4782,7 +5328,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
 }
 
 type WhoAmIResponse struct {
@@ -4790,13 +5336,14 @@ type WhoAmIResponse struct {
 	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"` // key/NAME, client/NAME, node/ID or anonymous
 	Grants        []*Grant               `protobuf:"bytes,2,rep,name=grants,proto3" json:"grants,omitempty"`
 	Unrestricted  bool                   `protobuf:"varint,3,opt,name=unrestricted,proto3" json:"unrestricted,omitempty"` // a member node, or anonymous where the node allows it
+	Tenant        string                 `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`              // the tenant it acts in; "" for none
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4808,7 +5355,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4821,7 +5368,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *WhoAmIResponse) GetPrincipal() string {
@@ -4845,6 +5392,13 @@ func (x *WhoAmIResponse) GetUnrestricted() bool {
 	return false
 }
 
+func (x *WhoAmIResponse) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
 type KeyInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -4853,13 +5407,14 @@ type KeyInfo struct {
 	CreatedMs     int64                  `protobuf:"varint,4,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
 	RotatedMs     int64                  `protobuf:"varint,5,opt,name=rotated_ms,json=rotatedMs,proto3" json:"rotated_ms,omitempty"`
 	CreatedBy     string                 `protobuf:"bytes,6,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	Tenant        string                 `protobuf:"bytes,7,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4871,7 +5426,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4884,7 +5439,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *KeyInfo) GetId() string {
@@ -4929,17 +5484,27 @@ func (x *KeyInfo) GetCreatedBy() string {
 	return ""
 }
 
+func (x *KeyInfo) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
 type CreateKeyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Grants        []*Grant               `protobuf:"bytes,2,rep,name=grants,proto3" json:"grants,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Grants []*Grant               `protobuf:"bytes,2,rep,name=grants,proto3" json:"grants,omitempty"`
+	// tenant: the key acts in this tenant; its grants then name the
+	// tenant's queues without the "TENANT/" prefix.
+	Tenant        string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4951,7 +5516,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4964,7 +5529,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -4981,6 +5546,13 @@ func (x *CreateKeyRequest) GetGrants() []*Grant {
 	return nil
 }
 
+func (x *CreateKeyRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
 type CreateKeyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           *KeyInfo               `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -4991,7 +5563,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5003,7 +5575,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5016,7 +5588,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CreateKeyResponse) GetKey() *KeyInfo {
@@ -5041,7 +5613,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5053,7 +5625,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5066,7 +5638,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
 }
 
 type ListKeysResponse struct {
@@ -5078,7 +5650,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5090,7 +5662,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5103,7 +5675,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -5122,7 +5694,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5134,7 +5706,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5147,7 +5719,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *RotateKeyRequest) GetKey() string {
@@ -5166,7 +5738,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5178,7 +5750,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5191,7 +5763,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *RevokeKeyRequest) GetKey() string {
@@ -5209,7 +5781,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5221,7 +5793,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5234,7 +5806,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
 }
 
 type ListAuditRequest struct {
@@ -5247,7 +5819,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5259,7 +5831,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5272,7 +5844,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() uint64 {
@@ -5305,7 +5877,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5317,7 +5889,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5330,7 +5902,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *AuditRecord) GetSeq() uint64 {
@@ -5398,7 +5970,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5410,7 +5982,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5423,7 +5995,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -5437,7 +6009,7 @@ var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
-	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\xb3\x04\n" +
+	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\xdd\x04\n" +
 	"\vQueuePolicy\x12'\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x13.raftq.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -5452,7 +6024,18 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	" \x01(\x03R\x14completedRetentionMs\x12!\n" +
 	"\fdlq_disabled\x18\v \x01(\bR\vdlqDisabled\x123\n" +
 	"\x16max_messages_per_shard\x18\f \x01(\x04R\x13maxMessagesPerShard\x12-\n" +
-	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\"\xc4\x01\n" +
+	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\x12(\n" +
+	"\x06quotas\x18\x0e \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\"\xf3\x01\n" +
+	"\x06Quotas\x12\x1b\n" +
+	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
+	"\n" +
+	"send_burst\x18\x02 \x01(\rR\tsendBurst\x12!\n" +
+	"\fmax_messages\x18\x03 \x01(\x04R\vmaxMessages\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x04R\bmaxBytes\x12\"\n" +
+	"\rmax_in_flight\x18\x05 \x01(\x04R\vmaxInFlight\x12\x1d\n" +
+	"\n" +
+	"max_queues\x18\x06 \x01(\rR\tmaxQueues\x12*\n" +
+	"\x11max_message_bytes\x18\a \x01(\rR\x0fmaxMessageBytes\"\xc4\x01\n" +
 	"\aAttempt\x12\x1f\n" +
 	"\vlease_epoch\x18\x01 \x01(\x04R\n" +
 	"leaseEpoch\x12\x1f\n" +
@@ -5525,7 +6108,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x12PurgeQueueResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\x04R\x06purged\"'\n" +
 	"\x11QueueStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xdf\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xf7\x02\n" +
 	"\x12QueueStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n" +
@@ -5533,7 +6116,13 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\tin_flight\x18\x04 \x01(\x04R\binFlight\x12\x12\n" +
 	"\x04dead\x18\x05 \x01(\x04R\x04dead\x12-\n" +
 	"\x13oldest_ready_age_ms\x18\x06 \x01(\x03R\x10oldestReadyAgeMs\x12%\n" +
-	"\x0eblocked_groups\x18\a \x01(\x04R\rblockedGroups\"\xdc\x02\n" +
+	"\x0eblocked_groups\x18\a \x01(\x04R\rblockedGroups\x12\x1d\n" +
+	"\n" +
+	"live_bytes\x18\b \x01(\x04R\tliveBytes\x12\x16\n" +
+	"\x06tenant\x18\t \x01(\tR\x06tenant\x12(\n" +
+	"\x06quotas\x18\n" +
+	" \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\x125\n" +
+	"\rtenant_quotas\x18\v \x01(\v2\x10.raftq.v1.QuotasR\ftenantQuotas\"\xdc\x02\n" +
 	"\vSendRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12E\n" +
@@ -5799,12 +6388,40 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"heldGroups\"3\n" +
 	"\x05Grant\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x16\n" +
-	"\x06queues\x18\x02 \x01(\tR\x06queues\"\x0f\n" +
-	"\rWhoAmIRequest\"{\n" +
+	"\x06queues\x18\x02 \x01(\tR\x06queues\"\xf8\x01\n" +
+	"\n" +
+	"TenantInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
+	"\x06quotas\x18\x02 \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x1d\n" +
+	"\n" +
+	"updated_ms\x18\x04 \x01(\x03R\tupdatedMs\x12\x16\n" +
+	"\x06queues\x18\x05 \x01(\rR\x06queues\x12\x1a\n" +
+	"\bmessages\x18\x06 \x01(\x04R\bmessages\x12\x1d\n" +
+	"\n" +
+	"live_bytes\x18\a \x01(\x04R\tliveBytes\x12\x1b\n" +
+	"\tin_flight\x18\b \x01(\x04R\binFlight\"S\n" +
+	"\x13CreateTenantRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
+	"\x06quotas\x18\x02 \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\"&\n" +
+	"\x10GetTenantRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x14\n" +
+	"\x12ListTenantsRequest\"E\n" +
+	"\x13ListTenantsResponse\x12.\n" +
+	"\atenants\x18\x01 \x03(\v2\x14.raftq.v1.TenantInfoR\atenants\"S\n" +
+	"\x13UpdateTenantRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
+	"\x06quotas\x18\x02 \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\")\n" +
+	"\x13DeleteTenantRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
+	"\x14DeleteTenantResponse\"\x0f\n" +
+	"\rWhoAmIRequest\"\x93\x01\n" +
 	"\x0eWhoAmIResponse\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12'\n" +
 	"\x06grants\x18\x02 \x03(\v2\x0f.raftq.v1.GrantR\x06grants\x12\"\n" +
-	"\funrestricted\x18\x03 \x01(\bR\funrestricted\"\xb3\x01\n" +
+	"\funrestricted\x18\x03 \x01(\bR\funrestricted\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"\xcb\x01\n" +
 	"\aKeyInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
@@ -5814,10 +6431,12 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
 	"rotated_ms\x18\x05 \x01(\x03R\trotatedMs\x12\x1d\n" +
 	"\n" +
-	"created_by\x18\x06 \x01(\tR\tcreatedBy\"O\n" +
+	"created_by\x18\x06 \x01(\tR\tcreatedBy\x12\x16\n" +
+	"\x06tenant\x18\a \x01(\tR\x06tenant\"g\n" +
 	"\x10CreateKeyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
-	"\x06grants\x18\x02 \x03(\v2\x0f.raftq.v1.GrantR\x06grants\"N\n" +
+	"\x06grants\x18\x02 \x03(\v2\x0f.raftq.v1.GrantR\x06grants\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"N\n" +
 	"\x11CreateKeyResponse\x12#\n" +
 	"\x03key\x18\x01 \x01(\v2\x11.raftq.v1.KeyInfoR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\"\x11\n" +
@@ -5910,7 +6529,13 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\bListKeys\x12\x19.raftq.v1.ListKeysRequest\x1a\x1a.raftq.v1.ListKeysResponse\x12D\n" +
 	"\tRotateKey\x12\x1a.raftq.v1.RotateKeyRequest\x1a\x1b.raftq.v1.CreateKeyResponse\x12D\n" +
 	"\tRevokeKey\x12\x1a.raftq.v1.RevokeKeyRequest\x1a\x1b.raftq.v1.RevokeKeyResponse\x12D\n" +
-	"\tListAudit\x12\x1a.raftq.v1.ListAuditRequest\x1a\x1b.raftq.v1.ListAuditResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"\tListAudit\x12\x1a.raftq.v1.ListAuditRequest\x1a\x1b.raftq.v1.ListAuditResponse2\xed\x02\n" +
+	"\aTenants\x12C\n" +
+	"\fCreateTenant\x12\x1d.raftq.v1.CreateTenantRequest\x1a\x14.raftq.v1.TenantInfo\x12=\n" +
+	"\tGetTenant\x12\x1a.raftq.v1.GetTenantRequest\x1a\x14.raftq.v1.TenantInfo\x12J\n" +
+	"\vListTenants\x12\x1c.raftq.v1.ListTenantsRequest\x1a\x1d.raftq.v1.ListTenantsResponse\x12C\n" +
+	"\fUpdateTenant\x12\x1d.raftq.v1.UpdateTenantRequest\x1a\x14.raftq.v1.TenantInfo\x12M\n" +
+	"\fDeleteTenant\x12\x1d.raftq.v1.DeleteTenantRequest\x1a\x1e.raftq.v1.DeleteTenantResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -5925,211 +6550,237 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
 	(Reason)(0),                   // 2: raftq.v1.Reason
 	(*QueuePolicy)(nil),           // 3: raftq.v1.QueuePolicy
-	(*Attempt)(nil),               // 4: raftq.v1.Attempt
-	(*Message)(nil),               // 5: raftq.v1.Message
-	(*QueueInfo)(nil),             // 6: raftq.v1.QueueInfo
-	(*CreateQueueRequest)(nil),    // 7: raftq.v1.CreateQueueRequest
-	(*GetQueueRequest)(nil),       // 8: raftq.v1.GetQueueRequest
-	(*ListQueuesRequest)(nil),     // 9: raftq.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),    // 10: raftq.v1.ListQueuesResponse
-	(*UpdateQueueRequest)(nil),    // 11: raftq.v1.UpdateQueueRequest
-	(*DeleteQueueRequest)(nil),    // 12: raftq.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),   // 13: raftq.v1.DeleteQueueResponse
-	(*PurgeQueueRequest)(nil),     // 14: raftq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),    // 15: raftq.v1.PurgeQueueResponse
-	(*QueueStatsRequest)(nil),     // 16: raftq.v1.QueueStatsRequest
-	(*QueueStatsResponse)(nil),    // 17: raftq.v1.QueueStatsResponse
-	(*SendRequest)(nil),           // 18: raftq.v1.SendRequest
-	(*SendResponse)(nil),          // 19: raftq.v1.SendResponse
-	(*SendBatchRequest)(nil),      // 20: raftq.v1.SendBatchRequest
-	(*SendResult)(nil),            // 21: raftq.v1.SendResult
-	(*SendBatchResponse)(nil),     // 22: raftq.v1.SendBatchResponse
-	(*ReceiveRequest)(nil),        // 23: raftq.v1.ReceiveRequest
-	(*ReceivedMessage)(nil),       // 24: raftq.v1.ReceivedMessage
-	(*ReceiveResponse)(nil),       // 25: raftq.v1.ReceiveResponse
-	(*ItemStatus)(nil),            // 26: raftq.v1.ItemStatus
-	(*AckRequest)(nil),            // 27: raftq.v1.AckRequest
-	(*AckResponse)(nil),           // 28: raftq.v1.AckResponse
-	(*NackRequest)(nil),           // 29: raftq.v1.NackRequest
-	(*NackResponse)(nil),          // 30: raftq.v1.NackResponse
-	(*ExtendLeaseRequest)(nil),    // 31: raftq.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 32: raftq.v1.ExtendLeaseResponse
-	(*DeadLetterRequest)(nil),     // 33: raftq.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),    // 34: raftq.v1.DeadLetterResponse
-	(*GetMessageRequest)(nil),     // 35: raftq.v1.GetMessageRequest
-	(*MessageInfo)(nil),           // 36: raftq.v1.MessageInfo
-	(*CancelMessageRequest)(nil),  // 37: raftq.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil), // 38: raftq.v1.CancelMessageResponse
-	(*ListDeadRequest)(nil),       // 39: raftq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 40: raftq.v1.ListDeadResponse
-	(*RedriveRequest)(nil),        // 41: raftq.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 42: raftq.v1.RedriveResponse
-	(*DiscardRequest)(nil),        // 43: raftq.v1.DiscardRequest
-	(*DiscardResponse)(nil),       // 44: raftq.v1.DiscardResponse
-	(*StatusRequest)(nil),         // 45: raftq.v1.StatusRequest
-	(*Member)(nil),                // 46: raftq.v1.Member
-	(*ShardInfo)(nil),             // 47: raftq.v1.ShardInfo
-	(*StatusResponse)(nil),        // 48: raftq.v1.StatusResponse
-	(*DamagedReplica)(nil),        // 49: raftq.v1.DamagedReplica
-	(*RepairRequest)(nil),         // 50: raftq.v1.RepairRequest
-	(*RepairResponse)(nil),        // 51: raftq.v1.RepairResponse
-	(*GroupRepair)(nil),           // 52: raftq.v1.GroupRepair
-	(*ShardMapRequest)(nil),       // 53: raftq.v1.ShardMapRequest
-	(*ShardMapResponse)(nil),      // 54: raftq.v1.ShardMapResponse
-	(*NodesRequest)(nil),          // 55: raftq.v1.NodesRequest
-	(*NodeInfo)(nil),              // 56: raftq.v1.NodeInfo
-	(*NodesResponse)(nil),         // 57: raftq.v1.NodesResponse
-	(*RemoveNodeRequest)(nil),     // 58: raftq.v1.RemoveNodeRequest
-	(*ReplaceNodeRequest)(nil),    // 59: raftq.v1.ReplaceNodeRequest
-	(*NodeDrainResponse)(nil),     // 60: raftq.v1.NodeDrainResponse
-	(*RebalanceRequest)(nil),      // 61: raftq.v1.RebalanceRequest
-	(*ReplicaMovePlan)(nil),       // 62: raftq.v1.ReplicaMovePlan
-	(*LeaderChangePlan)(nil),      // 63: raftq.v1.LeaderChangePlan
-	(*NodeBalance)(nil),           // 64: raftq.v1.NodeBalance
-	(*RebalanceResponse)(nil),     // 65: raftq.v1.RebalanceResponse
-	(*BackupRequest)(nil),         // 66: raftq.v1.BackupRequest
-	(*BackupChunk)(nil),           // 67: raftq.v1.BackupChunk
-	(*CancelMoveRequest)(nil),     // 68: raftq.v1.CancelMoveRequest
-	(*CancelMoveResponse)(nil),    // 69: raftq.v1.CancelMoveResponse
-	(*SetShardCountRequest)(nil),  // 70: raftq.v1.SetShardCountRequest
-	(*SetShardCountResponse)(nil), // 71: raftq.v1.SetShardCountResponse
-	(*ReplicaPlacement)(nil),      // 72: raftq.v1.ReplicaPlacement
-	(*SlotMoveInfo)(nil),          // 73: raftq.v1.SlotMoveInfo
-	(*Grant)(nil),                 // 74: raftq.v1.Grant
-	(*WhoAmIRequest)(nil),         // 75: raftq.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 76: raftq.v1.WhoAmIResponse
-	(*KeyInfo)(nil),               // 77: raftq.v1.KeyInfo
-	(*CreateKeyRequest)(nil),      // 78: raftq.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 79: raftq.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 80: raftq.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 81: raftq.v1.ListKeysResponse
-	(*RotateKeyRequest)(nil),      // 82: raftq.v1.RotateKeyRequest
-	(*RevokeKeyRequest)(nil),      // 83: raftq.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 84: raftq.v1.RevokeKeyResponse
-	(*ListAuditRequest)(nil),      // 85: raftq.v1.ListAuditRequest
-	(*AuditRecord)(nil),           // 86: raftq.v1.AuditRecord
-	(*ListAuditResponse)(nil),     // 87: raftq.v1.ListAuditResponse
-	nil,                           // 88: raftq.v1.Message.AttributesEntry
-	nil,                           // 89: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 90: raftq.v1.ReceivedMessage.AttributesEntry
+	(*Quotas)(nil),                // 4: raftq.v1.Quotas
+	(*Attempt)(nil),               // 5: raftq.v1.Attempt
+	(*Message)(nil),               // 6: raftq.v1.Message
+	(*QueueInfo)(nil),             // 7: raftq.v1.QueueInfo
+	(*CreateQueueRequest)(nil),    // 8: raftq.v1.CreateQueueRequest
+	(*GetQueueRequest)(nil),       // 9: raftq.v1.GetQueueRequest
+	(*ListQueuesRequest)(nil),     // 10: raftq.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),    // 11: raftq.v1.ListQueuesResponse
+	(*UpdateQueueRequest)(nil),    // 12: raftq.v1.UpdateQueueRequest
+	(*DeleteQueueRequest)(nil),    // 13: raftq.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),   // 14: raftq.v1.DeleteQueueResponse
+	(*PurgeQueueRequest)(nil),     // 15: raftq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),    // 16: raftq.v1.PurgeQueueResponse
+	(*QueueStatsRequest)(nil),     // 17: raftq.v1.QueueStatsRequest
+	(*QueueStatsResponse)(nil),    // 18: raftq.v1.QueueStatsResponse
+	(*SendRequest)(nil),           // 19: raftq.v1.SendRequest
+	(*SendResponse)(nil),          // 20: raftq.v1.SendResponse
+	(*SendBatchRequest)(nil),      // 21: raftq.v1.SendBatchRequest
+	(*SendResult)(nil),            // 22: raftq.v1.SendResult
+	(*SendBatchResponse)(nil),     // 23: raftq.v1.SendBatchResponse
+	(*ReceiveRequest)(nil),        // 24: raftq.v1.ReceiveRequest
+	(*ReceivedMessage)(nil),       // 25: raftq.v1.ReceivedMessage
+	(*ReceiveResponse)(nil),       // 26: raftq.v1.ReceiveResponse
+	(*ItemStatus)(nil),            // 27: raftq.v1.ItemStatus
+	(*AckRequest)(nil),            // 28: raftq.v1.AckRequest
+	(*AckResponse)(nil),           // 29: raftq.v1.AckResponse
+	(*NackRequest)(nil),           // 30: raftq.v1.NackRequest
+	(*NackResponse)(nil),          // 31: raftq.v1.NackResponse
+	(*ExtendLeaseRequest)(nil),    // 32: raftq.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 33: raftq.v1.ExtendLeaseResponse
+	(*DeadLetterRequest)(nil),     // 34: raftq.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),    // 35: raftq.v1.DeadLetterResponse
+	(*GetMessageRequest)(nil),     // 36: raftq.v1.GetMessageRequest
+	(*MessageInfo)(nil),           // 37: raftq.v1.MessageInfo
+	(*CancelMessageRequest)(nil),  // 38: raftq.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil), // 39: raftq.v1.CancelMessageResponse
+	(*ListDeadRequest)(nil),       // 40: raftq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),      // 41: raftq.v1.ListDeadResponse
+	(*RedriveRequest)(nil),        // 42: raftq.v1.RedriveRequest
+	(*RedriveResponse)(nil),       // 43: raftq.v1.RedriveResponse
+	(*DiscardRequest)(nil),        // 44: raftq.v1.DiscardRequest
+	(*DiscardResponse)(nil),       // 45: raftq.v1.DiscardResponse
+	(*StatusRequest)(nil),         // 46: raftq.v1.StatusRequest
+	(*Member)(nil),                // 47: raftq.v1.Member
+	(*ShardInfo)(nil),             // 48: raftq.v1.ShardInfo
+	(*StatusResponse)(nil),        // 49: raftq.v1.StatusResponse
+	(*DamagedReplica)(nil),        // 50: raftq.v1.DamagedReplica
+	(*RepairRequest)(nil),         // 51: raftq.v1.RepairRequest
+	(*RepairResponse)(nil),        // 52: raftq.v1.RepairResponse
+	(*GroupRepair)(nil),           // 53: raftq.v1.GroupRepair
+	(*ShardMapRequest)(nil),       // 54: raftq.v1.ShardMapRequest
+	(*ShardMapResponse)(nil),      // 55: raftq.v1.ShardMapResponse
+	(*NodesRequest)(nil),          // 56: raftq.v1.NodesRequest
+	(*NodeInfo)(nil),              // 57: raftq.v1.NodeInfo
+	(*NodesResponse)(nil),         // 58: raftq.v1.NodesResponse
+	(*RemoveNodeRequest)(nil),     // 59: raftq.v1.RemoveNodeRequest
+	(*ReplaceNodeRequest)(nil),    // 60: raftq.v1.ReplaceNodeRequest
+	(*NodeDrainResponse)(nil),     // 61: raftq.v1.NodeDrainResponse
+	(*RebalanceRequest)(nil),      // 62: raftq.v1.RebalanceRequest
+	(*ReplicaMovePlan)(nil),       // 63: raftq.v1.ReplicaMovePlan
+	(*LeaderChangePlan)(nil),      // 64: raftq.v1.LeaderChangePlan
+	(*NodeBalance)(nil),           // 65: raftq.v1.NodeBalance
+	(*RebalanceResponse)(nil),     // 66: raftq.v1.RebalanceResponse
+	(*BackupRequest)(nil),         // 67: raftq.v1.BackupRequest
+	(*BackupChunk)(nil),           // 68: raftq.v1.BackupChunk
+	(*CancelMoveRequest)(nil),     // 69: raftq.v1.CancelMoveRequest
+	(*CancelMoveResponse)(nil),    // 70: raftq.v1.CancelMoveResponse
+	(*SetShardCountRequest)(nil),  // 71: raftq.v1.SetShardCountRequest
+	(*SetShardCountResponse)(nil), // 72: raftq.v1.SetShardCountResponse
+	(*ReplicaPlacement)(nil),      // 73: raftq.v1.ReplicaPlacement
+	(*SlotMoveInfo)(nil),          // 74: raftq.v1.SlotMoveInfo
+	(*Grant)(nil),                 // 75: raftq.v1.Grant
+	(*TenantInfo)(nil),            // 76: raftq.v1.TenantInfo
+	(*CreateTenantRequest)(nil),   // 77: raftq.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),      // 78: raftq.v1.GetTenantRequest
+	(*ListTenantsRequest)(nil),    // 79: raftq.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),   // 80: raftq.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),   // 81: raftq.v1.UpdateTenantRequest
+	(*DeleteTenantRequest)(nil),   // 82: raftq.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),  // 83: raftq.v1.DeleteTenantResponse
+	(*WhoAmIRequest)(nil),         // 84: raftq.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 85: raftq.v1.WhoAmIResponse
+	(*KeyInfo)(nil),               // 86: raftq.v1.KeyInfo
+	(*CreateKeyRequest)(nil),      // 87: raftq.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),     // 88: raftq.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),       // 89: raftq.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),      // 90: raftq.v1.ListKeysResponse
+	(*RotateKeyRequest)(nil),      // 91: raftq.v1.RotateKeyRequest
+	(*RevokeKeyRequest)(nil),      // 92: raftq.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),     // 93: raftq.v1.RevokeKeyResponse
+	(*ListAuditRequest)(nil),      // 94: raftq.v1.ListAuditRequest
+	(*AuditRecord)(nil),           // 95: raftq.v1.AuditRecord
+	(*ListAuditResponse)(nil),     // 96: raftq.v1.ListAuditResponse
+	nil,                           // 97: raftq.v1.Message.AttributesEntry
+	nil,                           // 98: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 99: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
-	2,  // 1: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	88, // 2: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
-	1,  // 3: raftq.v1.Message.state:type_name -> raftq.v1.State
-	2,  // 4: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
-	4,  // 5: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
-	3,  // 6: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
-	3,  // 7: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	6,  // 8: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
-	3,  // 9: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	89, // 10: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
-	18, // 11: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
-	21, // 12: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	90, // 13: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
-	24, // 14: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
-	26, // 15: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
-	5,  // 16: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
-	36, // 17: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	46, // 18: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	47, // 19: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	49, // 20: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	52, // 21: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	47, // 22: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	56, // 23: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
-	62, // 24: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
-	63, // 25: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
-	64, // 26: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
-	72, // 27: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
-	73, // 28: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
-	74, // 29: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
-	74, // 30: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
-	74, // 31: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
-	77, // 32: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
-	77, // 33: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
-	86, // 34: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
-	7,  // 35: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	8,  // 36: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	9,  // 37: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	11, // 38: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	12, // 39: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	14, // 40: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	16, // 41: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	18, // 42: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	20, // 43: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	23, // 44: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	27, // 45: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	29, // 46: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	31, // 47: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	33, // 48: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	35, // 49: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	37, // 50: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	39, // 51: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	41, // 52: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	43, // 53: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	45, // 54: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	53, // 55: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	50, // 56: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	55, // 57: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	58, // 58: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	59, // 59: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	61, // 60: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	66, // 61: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	68, // 62: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
-	70, // 63: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
-	75, // 64: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
-	78, // 65: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
-	80, // 66: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
-	82, // 67: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
-	83, // 68: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
-	85, // 69: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
-	6,  // 70: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	6,  // 71: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	10, // 72: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	6,  // 73: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	13, // 74: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	15, // 75: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	17, // 76: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	19, // 77: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	22, // 78: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	25, // 79: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	28, // 80: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	30, // 81: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	32, // 82: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	34, // 83: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	36, // 84: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	38, // 85: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	40, // 86: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	42, // 87: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	44, // 88: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	48, // 89: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	54, // 90: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	51, // 91: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	57, // 92: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	60, // 93: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	60, // 94: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	65, // 95: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	67, // 96: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	69, // 97: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
-	71, // 98: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
-	76, // 99: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
-	79, // 100: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
-	81, // 101: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
-	79, // 102: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
-	84, // 103: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
-	87, // 104: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
-	70, // [70:105] is the sub-list for method output_type
-	35, // [35:70] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	4,  // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
+	2,  // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
+	97, // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	1,  // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
+	2,  // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
+	5,  // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
+	3,  // 7: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
+	3,  // 8: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	7,  // 9: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
+	3,  // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	4,  // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
+	4,  // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
+	98, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	19, // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
+	22, // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
+	99, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	25, // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
+	27, // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
+	6,  // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
+	37, // 20: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
+	47, // 21: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	48, // 22: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	50, // 23: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	53, // 24: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	48, // 25: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	57, // 26: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
+	63, // 27: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
+	64, // 28: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
+	65, // 29: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
+	73, // 30: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
+	74, // 31: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
+	4,  // 32: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
+	4,  // 33: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	76, // 34: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
+	4,  // 35: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	75, // 36: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
+	75, // 37: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
+	75, // 38: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
+	86, // 39: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
+	86, // 40: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
+	95, // 41: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
+	8,  // 42: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	9,  // 43: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	10, // 44: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	12, // 45: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	13, // 46: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	15, // 47: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	17, // 48: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	19, // 49: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	21, // 50: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	24, // 51: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	28, // 52: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	30, // 53: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	32, // 54: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	34, // 55: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	36, // 56: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	38, // 57: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	40, // 58: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	42, // 59: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	44, // 60: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	46, // 61: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	54, // 62: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	51, // 63: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	56, // 64: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	59, // 65: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	60, // 66: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	62, // 67: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	67, // 68: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	69, // 69: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	71, // 70: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
+	84, // 71: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
+	87, // 72: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
+	89, // 73: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
+	91, // 74: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
+	92, // 75: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
+	94, // 76: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
+	77, // 77: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
+	78, // 78: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
+	79, // 79: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
+	81, // 80: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
+	82, // 81: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
+	7,  // 82: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	7,  // 83: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	11, // 84: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	7,  // 85: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	14, // 86: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	16, // 87: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	18, // 88: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	20, // 89: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	23, // 90: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	26, // 91: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	29, // 92: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	31, // 93: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	33, // 94: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	35, // 95: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	37, // 96: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	39, // 97: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	41, // 98: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	43, // 99: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	45, // 100: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	49, // 101: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	55, // 102: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	52, // 103: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	58, // 104: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	61, // 105: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	61, // 106: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	66, // 107: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	68, // 108: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	70, // 109: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	72, // 110: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
+	85, // 111: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
+	88, // 112: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
+	90, // 113: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
+	88, // 114: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
+	93, // 115: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
+	96, // 116: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
+	76, // 117: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
+	76, // 118: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
+	80, // 119: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
+	76, // 120: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
+	83, // 121: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
+	82, // [82:122] is the sub-list for method output_type
+	42, // [42:82] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -6143,9 +6794,9 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   88,
+			NumMessages:   97,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   6,
 		},
 		GoTypes:           file_api_raftqv1_raftq_proto_goTypes,
 		DependencyIndexes: file_api_raftqv1_raftq_proto_depIdxs,

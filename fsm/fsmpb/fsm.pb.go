@@ -727,8 +727,15 @@ type QueuePolicy struct {
 	// reject-publish). 0 = unlimited (the default).
 	MaxMessagesPerShard uint64 `protobuf:"varint,12,opt,name=max_messages_per_shard,json=maxMessagesPerShard,proto3" json:"max_messages_per_shard,omitempty"`
 	MaxBytesPerShard    uint64 `protobuf:"varint,13,opt,name=max_bytes_per_shard,json=maxBytesPerShard,proto3" json:"max_bytes_per_shard,omitempty"` // sum of live bodies; at least max_message_bytes
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Quotas of the whole queue, over every shard (docs/tenancy.md), as the
+	// user set them; meta keeps them and derives shard_quota from them.
+	Quotas *Quotas `protobuf:"bytes,14,opt,name=quotas,proto3" json:"quotas,omitempty"`
+	// This shard's share of the queue's and its tenant's quotas: set only on
+	// the copy of the policy meta pushes to a shard (meta.ShardPolicy), and
+	// what the shard enforces. Log format 6.
+	ShardQuota    *ShardQuota `protobuf:"bytes,15,opt,name=shard_quota,json=shardQuota,proto3" json:"shard_quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
@@ -852,6 +859,234 @@ func (x *QueuePolicy) GetMaxBytesPerShard() uint64 {
 	return 0
 }
 
+func (x *QueuePolicy) GetQuotas() *Quotas {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+func (x *QueuePolicy) GetShardQuota() *ShardQuota {
+	if x != nil {
+		return x.ShardQuota
+	}
+	return nil
+}
+
+// Quotas caps a queue or a tenant over the whole cluster; 0 = no limit.
+type Quotas struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SendRate        uint32                 `protobuf:"varint,1,opt,name=send_rate,json=sendRate,proto3" json:"send_rate,omitempty"`                        // messages per second, a token bucket
+	SendBurst       uint32                 `protobuf:"varint,2,opt,name=send_burst,json=sendBurst,proto3" json:"send_burst,omitempty"`                     // the bucket's size; 0 = send_rate
+	MaxMessages     uint64                 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`               // live messages: ready, delayed, leased
+	MaxBytes        uint64                 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`                        // sum of live bodies
+	MaxInFlight     uint64                 `protobuf:"varint,5,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`             // leased messages
+	MaxQueues       uint32                 `protobuf:"varint,6,opt,name=max_queues,json=maxQueues,proto3" json:"max_queues,omitempty"`                     // tenants only
+	MaxMessageBytes uint32                 `protobuf:"varint,7,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"` // tenants only: caps each queue's max_message_bytes
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Quotas) Reset() {
+	*x = Quotas{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quotas) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quotas) ProtoMessage() {}
+
+func (x *Quotas) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quotas.ProtoReflect.Descriptor instead.
+func (*Quotas) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Quotas) GetSendRate() uint32 {
+	if x != nil {
+		return x.SendRate
+	}
+	return 0
+}
+
+func (x *Quotas) GetSendBurst() uint32 {
+	if x != nil {
+		return x.SendBurst
+	}
+	return 0
+}
+
+func (x *Quotas) GetMaxMessages() uint64 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+func (x *Quotas) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *Quotas) GetMaxInFlight() uint64 {
+	if x != nil {
+		return x.MaxInFlight
+	}
+	return 0
+}
+
+func (x *Quotas) GetMaxQueues() uint32 {
+	if x != nil {
+		return x.MaxQueues
+	}
+	return 0
+}
+
+func (x *Quotas) GetMaxMessageBytes() uint32 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
+// ShardQuota is one shard's share of a queue's quotas and of its
+// tenant's: each limit divided by the shard count, rounded up (so a
+// limit is never below 1 where one is set). The tenant is the part of the
+// queue's name before '/'. Rates are enforced by the shard leader, not by
+// Apply.
+type ShardQuota struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	MaxMessages       uint64                 `protobuf:"varint,1,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	MaxBytes          uint64                 `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxInFlight       uint64                 `protobuf:"varint,3,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	SendRate          float64                `protobuf:"fixed64,4,opt,name=send_rate,json=sendRate,proto3" json:"send_rate,omitempty"`
+	SendBurst         float64                `protobuf:"fixed64,5,opt,name=send_burst,json=sendBurst,proto3" json:"send_burst,omitempty"`
+	TenantMaxMessages uint64                 `protobuf:"varint,6,opt,name=tenant_max_messages,json=tenantMaxMessages,proto3" json:"tenant_max_messages,omitempty"`
+	TenantMaxBytes    uint64                 `protobuf:"varint,7,opt,name=tenant_max_bytes,json=tenantMaxBytes,proto3" json:"tenant_max_bytes,omitempty"`
+	TenantMaxInFlight uint64                 `protobuf:"varint,8,opt,name=tenant_max_in_flight,json=tenantMaxInFlight,proto3" json:"tenant_max_in_flight,omitempty"`
+	TenantSendRate    float64                `protobuf:"fixed64,9,opt,name=tenant_send_rate,json=tenantSendRate,proto3" json:"tenant_send_rate,omitempty"`
+	TenantSendBurst   float64                `protobuf:"fixed64,10,opt,name=tenant_send_burst,json=tenantSendBurst,proto3" json:"tenant_send_burst,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ShardQuota) Reset() {
+	*x = ShardQuota{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardQuota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardQuota) ProtoMessage() {}
+
+func (x *ShardQuota) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardQuota.ProtoReflect.Descriptor instead.
+func (*ShardQuota) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ShardQuota) GetMaxMessages() uint64 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+func (x *ShardQuota) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *ShardQuota) GetMaxInFlight() uint64 {
+	if x != nil {
+		return x.MaxInFlight
+	}
+	return 0
+}
+
+func (x *ShardQuota) GetSendRate() float64 {
+	if x != nil {
+		return x.SendRate
+	}
+	return 0
+}
+
+func (x *ShardQuota) GetSendBurst() float64 {
+	if x != nil {
+		return x.SendBurst
+	}
+	return 0
+}
+
+func (x *ShardQuota) GetTenantMaxMessages() uint64 {
+	if x != nil {
+		return x.TenantMaxMessages
+	}
+	return 0
+}
+
+func (x *ShardQuota) GetTenantMaxBytes() uint64 {
+	if x != nil {
+		return x.TenantMaxBytes
+	}
+	return 0
+}
+
+func (x *ShardQuota) GetTenantMaxInFlight() uint64 {
+	if x != nil {
+		return x.TenantMaxInFlight
+	}
+	return 0
+}
+
+func (x *ShardQuota) GetTenantSendRate() float64 {
+	if x != nil {
+		return x.TenantSendRate
+	}
+	return 0
+}
+
+func (x *ShardQuota) GetTenantSendBurst() float64 {
+	if x != nil {
+		return x.TenantSendBurst
+	}
+	return 0
+}
+
 type UpsertQueue struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -862,7 +1097,7 @@ type UpsertQueue struct {
 
 func (x *UpsertQueue) Reset() {
 	*x = UpsertQueue{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[3]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1109,7 @@ func (x *UpsertQueue) String() string {
 func (*UpsertQueue) ProtoMessage() {}
 
 func (x *UpsertQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[3]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1122,7 @@ func (x *UpsertQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertQueue.ProtoReflect.Descriptor instead.
 func (*UpsertQueue) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{3}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UpsertQueue) GetQueue() string {
@@ -913,7 +1148,7 @@ type DeleteQueue struct {
 
 func (x *DeleteQueue) Reset() {
 	*x = DeleteQueue{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[4]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1160,7 @@ func (x *DeleteQueue) String() string {
 func (*DeleteQueue) ProtoMessage() {}
 
 func (x *DeleteQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[4]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1173,7 @@ func (x *DeleteQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueue.ProtoReflect.Descriptor instead.
 func (*DeleteQueue) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{4}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteQueue) GetQueue() string {
@@ -957,7 +1192,7 @@ type PurgeQueue struct {
 
 func (x *PurgeQueue) Reset() {
 	*x = PurgeQueue{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1204,7 @@ func (x *PurgeQueue) String() string {
 func (*PurgeQueue) ProtoMessage() {}
 
 func (x *PurgeQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1217,7 @@ func (x *PurgeQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueue.ProtoReflect.Descriptor instead.
 func (*PurgeQueue) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{5}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PurgeQueue) GetQueue() string {
@@ -1008,7 +1243,7 @@ type NewMessage struct {
 
 func (x *NewMessage) Reset() {
 	*x = NewMessage{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1255,7 @@ func (x *NewMessage) String() string {
 func (*NewMessage) ProtoMessage() {}
 
 func (x *NewMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1268,7 @@ func (x *NewMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewMessage.ProtoReflect.Descriptor instead.
 func (*NewMessage) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{6}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NewMessage) GetBody() []byte {
@@ -1102,7 +1337,7 @@ type Enqueue struct {
 
 func (x *Enqueue) Reset() {
 	*x = Enqueue{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1349,7 @@ func (x *Enqueue) String() string {
 func (*Enqueue) ProtoMessage() {}
 
 func (x *Enqueue) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1362,7 @@ func (x *Enqueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enqueue.ProtoReflect.Descriptor instead.
 func (*Enqueue) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{7}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Enqueue) GetQueue() string {
@@ -1160,7 +1395,7 @@ type Receive struct {
 
 func (x *Receive) Reset() {
 	*x = Receive{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1407,7 @@ func (x *Receive) String() string {
 func (*Receive) ProtoMessage() {}
 
 func (x *Receive) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1420,7 @@ func (x *Receive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receive.ProtoReflect.Descriptor instead.
 func (*Receive) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{8}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Receive) GetQueue() string {
@@ -1235,7 +1470,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1482,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1495,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{9}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Receipt) GetMessageId() uint64 {
@@ -1286,7 +1521,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1533,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1546,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{10}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Ack) GetReceipts() []*Receipt {
@@ -1333,7 +1568,7 @@ type NackItem struct {
 
 func (x *NackItem) Reset() {
 	*x = NackItem{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1580,7 @@ func (x *NackItem) String() string {
 func (*NackItem) ProtoMessage() {}
 
 func (x *NackItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1593,7 @@ func (x *NackItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackItem.ProtoReflect.Descriptor instead.
 func (*NackItem) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{11}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NackItem) GetReceipt() *Receipt {
@@ -1398,7 +1633,7 @@ type Nack struct {
 
 func (x *Nack) Reset() {
 	*x = Nack{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1645,7 @@ func (x *Nack) String() string {
 func (*Nack) ProtoMessage() {}
 
 func (x *Nack) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1658,7 @@ func (x *Nack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nack.ProtoReflect.Descriptor instead.
 func (*Nack) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{12}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Nack) GetItems() []*NackItem {
@@ -1443,7 +1678,7 @@ type ExtendItem struct {
 
 func (x *ExtendItem) Reset() {
 	*x = ExtendItem{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1690,7 @@ func (x *ExtendItem) String() string {
 func (*ExtendItem) ProtoMessage() {}
 
 func (x *ExtendItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1703,7 @@ func (x *ExtendItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendItem.ProtoReflect.Descriptor instead.
 func (*ExtendItem) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{13}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExtendItem) GetReceipt() *Receipt {
@@ -1494,7 +1729,7 @@ type Extend struct {
 
 func (x *Extend) Reset() {
 	*x = Extend{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1741,7 @@ func (x *Extend) String() string {
 func (*Extend) ProtoMessage() {}
 
 func (x *Extend) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1754,7 @@ func (x *Extend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Extend.ProtoReflect.Descriptor instead.
 func (*Extend) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{14}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Extend) GetItems() []*ExtendItem {
@@ -1539,7 +1774,7 @@ type DeadLetterItem struct {
 
 func (x *DeadLetterItem) Reset() {
 	*x = DeadLetterItem{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1786,7 @@ func (x *DeadLetterItem) String() string {
 func (*DeadLetterItem) ProtoMessage() {}
 
 func (x *DeadLetterItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1799,7 @@ func (x *DeadLetterItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterItem.ProtoReflect.Descriptor instead.
 func (*DeadLetterItem) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeadLetterItem) GetReceipt() *Receipt {
@@ -1590,7 +1825,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1837,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1850,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeadLetter) GetItems() []*DeadLetterItem {
@@ -1638,7 +1873,7 @@ type Redrive struct {
 
 func (x *Redrive) Reset() {
 	*x = Redrive{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1885,7 @@ func (x *Redrive) String() string {
 func (*Redrive) ProtoMessage() {}
 
 func (x *Redrive) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1898,7 @@ func (x *Redrive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Redrive.ProtoReflect.Descriptor instead.
 func (*Redrive) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Redrive) GetQueue() string {
@@ -1698,7 +1933,7 @@ type DiscardDead struct {
 
 func (x *DiscardDead) Reset() {
 	*x = DiscardDead{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1945,7 @@ func (x *DiscardDead) String() string {
 func (*DiscardDead) ProtoMessage() {}
 
 func (x *DiscardDead) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1958,7 @@ func (x *DiscardDead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardDead.ProtoReflect.Descriptor instead.
 func (*DiscardDead) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DiscardDead) GetQueue() string {
@@ -1763,7 +1998,7 @@ type Tick struct {
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +2010,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +2023,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Tick) GetCheckpoint() uint64 {
@@ -1821,7 +2056,7 @@ type LeaderGrace struct {
 
 func (x *LeaderGrace) Reset() {
 	*x = LeaderGrace{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +2068,7 @@ func (x *LeaderGrace) String() string {
 func (*LeaderGrace) ProtoMessage() {}
 
 func (x *LeaderGrace) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +2081,7 @@ func (x *LeaderGrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderGrace.ProtoReflect.Descriptor instead.
 func (*LeaderGrace) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LeaderGrace) GetTerm() uint64 {
@@ -1889,7 +2124,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2136,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2149,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Cancel) GetQueue() string {
@@ -1942,7 +2177,7 @@ type QueueGroup struct {
 
 func (x *QueueGroup) Reset() {
 	*x = QueueGroup{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2189,7 @@ func (x *QueueGroup) String() string {
 func (*QueueGroup) ProtoMessage() {}
 
 func (x *QueueGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2202,7 @@ func (x *QueueGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueGroup.ProtoReflect.Descriptor instead.
 func (*QueueGroup) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *QueueGroup) GetQueue() string {
@@ -2002,7 +2237,7 @@ type SealSlots struct {
 
 func (x *SealSlots) Reset() {
 	*x = SealSlots{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2249,7 @@ func (x *SealSlots) String() string {
 func (*SealSlots) ProtoMessage() {}
 
 func (x *SealSlots) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2262,7 @@ func (x *SealSlots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSlots.ProtoReflect.Descriptor instead.
 func (*SealSlots) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SealSlots) GetMoveId() uint64 {
@@ -2069,7 +2304,7 @@ type UnsealSlots struct {
 
 func (x *UnsealSlots) Reset() {
 	*x = UnsealSlots{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2316,7 @@ func (x *UnsealSlots) String() string {
 func (*UnsealSlots) ProtoMessage() {}
 
 func (x *UnsealSlots) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2329,7 @@ func (x *UnsealSlots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsealSlots.ProtoReflect.Descriptor instead.
 func (*UnsealSlots) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UnsealSlots) GetMoveId() uint64 {
@@ -2121,7 +2356,7 @@ type HoldGroups struct {
 
 func (x *HoldGroups) Reset() {
 	*x = HoldGroups{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2368,7 @@ func (x *HoldGroups) String() string {
 func (*HoldGroups) ProtoMessage() {}
 
 func (x *HoldGroups) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2381,7 @@ func (x *HoldGroups) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldGroups.ProtoReflect.Descriptor instead.
 func (*HoldGroups) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HoldGroups) GetMoveId() uint64 {
@@ -2183,7 +2418,7 @@ type ReleaseGroups struct {
 
 func (x *ReleaseGroups) Reset() {
 	*x = ReleaseGroups{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2430,7 @@ func (x *ReleaseGroups) String() string {
 func (*ReleaseGroups) ProtoMessage() {}
 
 func (x *ReleaseGroups) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2443,7 @@ func (x *ReleaseGroups) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseGroups.ProtoReflect.Descriptor instead.
 func (*ReleaseGroups) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseGroups) GetMoveId() uint64 {
@@ -2242,7 +2477,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2489,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2502,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Status) GetCode() Code {
@@ -2301,7 +2536,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2548,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2561,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Result) GetStatus() *Status {
@@ -2433,7 +2668,7 @@ type EnqueueItemResult struct {
 
 func (x *EnqueueItemResult) Reset() {
 	*x = EnqueueItemResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +2680,7 @@ func (x *EnqueueItemResult) String() string {
 func (*EnqueueItemResult) ProtoMessage() {}
 
 func (x *EnqueueItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2693,7 @@ func (x *EnqueueItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueItemResult.ProtoReflect.Descriptor instead.
 func (*EnqueueItemResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *EnqueueItemResult) GetStatus() *Status {
@@ -2491,7 +2726,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2738,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2751,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EnqueueResult) GetItems() []*EnqueueItemResult {
@@ -2537,7 +2772,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2784,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2797,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReceiveResult) GetMessages() []*Message {
@@ -2586,7 +2821,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2833,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2846,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ItemResult) GetStatus() *Status {
@@ -2644,7 +2879,7 @@ type ItemsResult struct {
 
 func (x *ItemsResult) Reset() {
 	*x = ItemsResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2891,7 @@ func (x *ItemsResult) String() string {
 func (*ItemsResult) ProtoMessage() {}
 
 func (x *ItemsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2904,7 @@ func (x *ItemsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemsResult.ProtoReflect.Descriptor instead.
 func (*ItemsResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ItemsResult) GetItems() []*ItemResult {
@@ -2688,7 +2923,7 @@ type CountResult struct {
 
 func (x *CountResult) Reset() {
 	*x = CountResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2935,7 @@ func (x *CountResult) String() string {
 func (*CountResult) ProtoMessage() {}
 
 func (x *CountResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2948,7 @@ func (x *CountResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountResult.ProtoReflect.Descriptor instead.
 func (*CountResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CountResult) GetCount() uint64 {
@@ -2734,7 +2969,7 @@ type SealResult struct {
 
 func (x *SealResult) Reset() {
 	*x = SealResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +2981,7 @@ func (x *SealResult) String() string {
 func (*SealResult) ProtoMessage() {}
 
 func (x *SealResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +2994,7 @@ func (x *SealResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealResult.ProtoReflect.Descriptor instead.
 func (*SealResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SealResult) GetLiveGroups() []*QueueGroup {
@@ -2784,7 +3019,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +3031,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2809,7 +3044,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Attempt) GetLeaseEpoch() uint64 {
@@ -2888,7 +3123,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +3135,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +3148,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Message) GetId() uint64 {
@@ -3100,7 +3335,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3347,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3360,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SnapshotHeader) GetVersion() uint32 {
@@ -3209,7 +3444,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3221,7 +3456,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3234,7 +3469,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Counters) GetEnqueued() uint64 {
@@ -3301,7 +3536,7 @@ type SnapshotQueue struct {
 
 func (x *SnapshotQueue) Reset() {
 	*x = SnapshotQueue{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[40]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3313,7 +3548,7 @@ func (x *SnapshotQueue) String() string {
 func (*SnapshotQueue) ProtoMessage() {}
 
 func (x *SnapshotQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[40]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3326,7 +3561,7 @@ func (x *SnapshotQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotQueue.ProtoReflect.Descriptor instead.
 func (*SnapshotQueue) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SnapshotQueue) GetName() string {
@@ -3372,7 +3607,7 @@ type DedupRecord struct {
 
 func (x *DedupRecord) Reset() {
 	*x = DedupRecord{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[41]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3619,7 @@ func (x *DedupRecord) String() string {
 func (*DedupRecord) ProtoMessage() {}
 
 func (x *DedupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[41]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3632,7 @@ func (x *DedupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupRecord.ProtoReflect.Descriptor instead.
 func (*DedupRecord) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DedupRecord) GetQueue() string {
@@ -3449,7 +3684,7 @@ type SnapshotSeal struct {
 
 func (x *SnapshotSeal) Reset() {
 	*x = SnapshotSeal{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[42]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3461,7 +3696,7 @@ func (x *SnapshotSeal) String() string {
 func (*SnapshotSeal) ProtoMessage() {}
 
 func (x *SnapshotSeal) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[42]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3474,7 +3709,7 @@ func (x *SnapshotSeal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSeal.ProtoReflect.Descriptor instead.
 func (*SnapshotSeal) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{42}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SnapshotSeal) GetSlot() uint32 {
@@ -3512,7 +3747,7 @@ type SnapshotHold struct {
 
 func (x *SnapshotHold) Reset() {
 	*x = SnapshotHold{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[43]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3524,7 +3759,7 @@ func (x *SnapshotHold) String() string {
 func (*SnapshotHold) ProtoMessage() {}
 
 func (x *SnapshotHold) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[43]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3537,7 +3772,7 @@ func (x *SnapshotHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHold.ProtoReflect.Descriptor instead.
 func (*SnapshotHold) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{43}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SnapshotHold) GetQueue() string {
@@ -3581,7 +3816,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[44]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3593,7 +3828,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[44]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3606,7 +3841,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{44}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SnapshotTrailer) GetQueues() uint64 {
@@ -3678,7 +3913,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vhold_groups\x18\x11 \x01(\v2\x18.raftq.fsm.v1.HoldGroupsH\x00R\n" +
 	"holdGroups\x12D\n" +
 	"\x0erelease_groups\x18\x12 \x01(\v2\x1b.raftq.fsm.v1.ReleaseGroupsH\x00R\rreleaseGroupsB\x05\n" +
-	"\x03cmd\"\xb7\x04\n" +
+	"\x03cmd\"\xa0\x05\n" +
 	"\vQueuePolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.raftq.fsm.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -3693,7 +3928,34 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	" \x01(\x03R\x14completedRetentionMs\x12!\n" +
 	"\fdlq_disabled\x18\v \x01(\bR\vdlqDisabled\x123\n" +
 	"\x16max_messages_per_shard\x18\f \x01(\x04R\x13maxMessagesPerShard\x12-\n" +
-	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\"V\n" +
+	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\x12,\n" +
+	"\x06quotas\x18\x0e \x01(\v2\x14.raftq.fsm.v1.QuotasR\x06quotas\x129\n" +
+	"\vshard_quota\x18\x0f \x01(\v2\x18.raftq.fsm.v1.ShardQuotaR\n" +
+	"shardQuota\"\xf3\x01\n" +
+	"\x06Quotas\x12\x1b\n" +
+	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
+	"\n" +
+	"send_burst\x18\x02 \x01(\rR\tsendBurst\x12!\n" +
+	"\fmax_messages\x18\x03 \x01(\x04R\vmaxMessages\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x04R\bmaxBytes\x12\"\n" +
+	"\rmax_in_flight\x18\x05 \x01(\x04R\vmaxInFlight\x12\x1d\n" +
+	"\n" +
+	"max_queues\x18\x06 \x01(\rR\tmaxQueues\x12*\n" +
+	"\x11max_message_bytes\x18\a \x01(\rR\x0fmaxMessageBytes\"\x8d\x03\n" +
+	"\n" +
+	"ShardQuota\x12!\n" +
+	"\fmax_messages\x18\x01 \x01(\x04R\vmaxMessages\x12\x1b\n" +
+	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\x12\"\n" +
+	"\rmax_in_flight\x18\x03 \x01(\x04R\vmaxInFlight\x12\x1b\n" +
+	"\tsend_rate\x18\x04 \x01(\x01R\bsendRate\x12\x1d\n" +
+	"\n" +
+	"send_burst\x18\x05 \x01(\x01R\tsendBurst\x12.\n" +
+	"\x13tenant_max_messages\x18\x06 \x01(\x04R\x11tenantMaxMessages\x12(\n" +
+	"\x10tenant_max_bytes\x18\a \x01(\x04R\x0etenantMaxBytes\x12/\n" +
+	"\x14tenant_max_in_flight\x18\b \x01(\x04R\x11tenantMaxInFlight\x12(\n" +
+	"\x10tenant_send_rate\x18\t \x01(\x01R\x0etenantSendRate\x12*\n" +
+	"\x11tenant_send_burst\x18\n" +
+	" \x01(\x01R\x0ftenantSendBurst\"V\n" +
 	"\vUpsertQueue\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x121\n" +
 	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\"#\n" +
@@ -3968,7 +4230,7 @@ func file_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(QueueMode)(0),            // 0: raftq.fsm.v1.QueueMode
 	(Code)(0),                 // 1: raftq.fsm.v1.Code
@@ -3977,109 +4239,113 @@ var file_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*Entry)(nil),             // 4: raftq.fsm.v1.Entry
 	(*Command)(nil),           // 5: raftq.fsm.v1.Command
 	(*QueuePolicy)(nil),       // 6: raftq.fsm.v1.QueuePolicy
-	(*UpsertQueue)(nil),       // 7: raftq.fsm.v1.UpsertQueue
-	(*DeleteQueue)(nil),       // 8: raftq.fsm.v1.DeleteQueue
-	(*PurgeQueue)(nil),        // 9: raftq.fsm.v1.PurgeQueue
-	(*NewMessage)(nil),        // 10: raftq.fsm.v1.NewMessage
-	(*Enqueue)(nil),           // 11: raftq.fsm.v1.Enqueue
-	(*Receive)(nil),           // 12: raftq.fsm.v1.Receive
-	(*Receipt)(nil),           // 13: raftq.fsm.v1.Receipt
-	(*Ack)(nil),               // 14: raftq.fsm.v1.Ack
-	(*NackItem)(nil),          // 15: raftq.fsm.v1.NackItem
-	(*Nack)(nil),              // 16: raftq.fsm.v1.Nack
-	(*ExtendItem)(nil),        // 17: raftq.fsm.v1.ExtendItem
-	(*Extend)(nil),            // 18: raftq.fsm.v1.Extend
-	(*DeadLetterItem)(nil),    // 19: raftq.fsm.v1.DeadLetterItem
-	(*DeadLetter)(nil),        // 20: raftq.fsm.v1.DeadLetter
-	(*Redrive)(nil),           // 21: raftq.fsm.v1.Redrive
-	(*DiscardDead)(nil),       // 22: raftq.fsm.v1.DiscardDead
-	(*Tick)(nil),              // 23: raftq.fsm.v1.Tick
-	(*LeaderGrace)(nil),       // 24: raftq.fsm.v1.LeaderGrace
-	(*Cancel)(nil),            // 25: raftq.fsm.v1.Cancel
-	(*QueueGroup)(nil),        // 26: raftq.fsm.v1.QueueGroup
-	(*SealSlots)(nil),         // 27: raftq.fsm.v1.SealSlots
-	(*UnsealSlots)(nil),       // 28: raftq.fsm.v1.UnsealSlots
-	(*HoldGroups)(nil),        // 29: raftq.fsm.v1.HoldGroups
-	(*ReleaseGroups)(nil),     // 30: raftq.fsm.v1.ReleaseGroups
-	(*Status)(nil),            // 31: raftq.fsm.v1.Status
-	(*Result)(nil),            // 32: raftq.fsm.v1.Result
-	(*EnqueueItemResult)(nil), // 33: raftq.fsm.v1.EnqueueItemResult
-	(*EnqueueResult)(nil),     // 34: raftq.fsm.v1.EnqueueResult
-	(*ReceiveResult)(nil),     // 35: raftq.fsm.v1.ReceiveResult
-	(*ItemResult)(nil),        // 36: raftq.fsm.v1.ItemResult
-	(*ItemsResult)(nil),       // 37: raftq.fsm.v1.ItemsResult
-	(*CountResult)(nil),       // 38: raftq.fsm.v1.CountResult
-	(*SealResult)(nil),        // 39: raftq.fsm.v1.SealResult
-	(*Attempt)(nil),           // 40: raftq.fsm.v1.Attempt
-	(*Message)(nil),           // 41: raftq.fsm.v1.Message
-	(*SnapshotHeader)(nil),    // 42: raftq.fsm.v1.SnapshotHeader
-	(*Counters)(nil),          // 43: raftq.fsm.v1.Counters
-	(*SnapshotQueue)(nil),     // 44: raftq.fsm.v1.SnapshotQueue
-	(*DedupRecord)(nil),       // 45: raftq.fsm.v1.DedupRecord
-	(*SnapshotSeal)(nil),      // 46: raftq.fsm.v1.SnapshotSeal
-	(*SnapshotHold)(nil),      // 47: raftq.fsm.v1.SnapshotHold
-	(*SnapshotTrailer)(nil),   // 48: raftq.fsm.v1.SnapshotTrailer
-	nil,                       // 49: raftq.fsm.v1.NewMessage.AttributesEntry
-	nil,                       // 50: raftq.fsm.v1.Message.AttributesEntry
+	(*Quotas)(nil),            // 7: raftq.fsm.v1.Quotas
+	(*ShardQuota)(nil),        // 8: raftq.fsm.v1.ShardQuota
+	(*UpsertQueue)(nil),       // 9: raftq.fsm.v1.UpsertQueue
+	(*DeleteQueue)(nil),       // 10: raftq.fsm.v1.DeleteQueue
+	(*PurgeQueue)(nil),        // 11: raftq.fsm.v1.PurgeQueue
+	(*NewMessage)(nil),        // 12: raftq.fsm.v1.NewMessage
+	(*Enqueue)(nil),           // 13: raftq.fsm.v1.Enqueue
+	(*Receive)(nil),           // 14: raftq.fsm.v1.Receive
+	(*Receipt)(nil),           // 15: raftq.fsm.v1.Receipt
+	(*Ack)(nil),               // 16: raftq.fsm.v1.Ack
+	(*NackItem)(nil),          // 17: raftq.fsm.v1.NackItem
+	(*Nack)(nil),              // 18: raftq.fsm.v1.Nack
+	(*ExtendItem)(nil),        // 19: raftq.fsm.v1.ExtendItem
+	(*Extend)(nil),            // 20: raftq.fsm.v1.Extend
+	(*DeadLetterItem)(nil),    // 21: raftq.fsm.v1.DeadLetterItem
+	(*DeadLetter)(nil),        // 22: raftq.fsm.v1.DeadLetter
+	(*Redrive)(nil),           // 23: raftq.fsm.v1.Redrive
+	(*DiscardDead)(nil),       // 24: raftq.fsm.v1.DiscardDead
+	(*Tick)(nil),              // 25: raftq.fsm.v1.Tick
+	(*LeaderGrace)(nil),       // 26: raftq.fsm.v1.LeaderGrace
+	(*Cancel)(nil),            // 27: raftq.fsm.v1.Cancel
+	(*QueueGroup)(nil),        // 28: raftq.fsm.v1.QueueGroup
+	(*SealSlots)(nil),         // 29: raftq.fsm.v1.SealSlots
+	(*UnsealSlots)(nil),       // 30: raftq.fsm.v1.UnsealSlots
+	(*HoldGroups)(nil),        // 31: raftq.fsm.v1.HoldGroups
+	(*ReleaseGroups)(nil),     // 32: raftq.fsm.v1.ReleaseGroups
+	(*Status)(nil),            // 33: raftq.fsm.v1.Status
+	(*Result)(nil),            // 34: raftq.fsm.v1.Result
+	(*EnqueueItemResult)(nil), // 35: raftq.fsm.v1.EnqueueItemResult
+	(*EnqueueResult)(nil),     // 36: raftq.fsm.v1.EnqueueResult
+	(*ReceiveResult)(nil),     // 37: raftq.fsm.v1.ReceiveResult
+	(*ItemResult)(nil),        // 38: raftq.fsm.v1.ItemResult
+	(*ItemsResult)(nil),       // 39: raftq.fsm.v1.ItemsResult
+	(*CountResult)(nil),       // 40: raftq.fsm.v1.CountResult
+	(*SealResult)(nil),        // 41: raftq.fsm.v1.SealResult
+	(*Attempt)(nil),           // 42: raftq.fsm.v1.Attempt
+	(*Message)(nil),           // 43: raftq.fsm.v1.Message
+	(*SnapshotHeader)(nil),    // 44: raftq.fsm.v1.SnapshotHeader
+	(*Counters)(nil),          // 45: raftq.fsm.v1.Counters
+	(*SnapshotQueue)(nil),     // 46: raftq.fsm.v1.SnapshotQueue
+	(*DedupRecord)(nil),       // 47: raftq.fsm.v1.DedupRecord
+	(*SnapshotSeal)(nil),      // 48: raftq.fsm.v1.SnapshotSeal
+	(*SnapshotHold)(nil),      // 49: raftq.fsm.v1.SnapshotHold
+	(*SnapshotTrailer)(nil),   // 50: raftq.fsm.v1.SnapshotTrailer
+	nil,                       // 51: raftq.fsm.v1.NewMessage.AttributesEntry
+	nil,                       // 52: raftq.fsm.v1.Message.AttributesEntry
 }
 var file_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	5,  // 0: raftq.fsm.v1.Entry.commands:type_name -> raftq.fsm.v1.Command
-	7,  // 1: raftq.fsm.v1.Command.upsert_queue:type_name -> raftq.fsm.v1.UpsertQueue
-	8,  // 2: raftq.fsm.v1.Command.delete_queue:type_name -> raftq.fsm.v1.DeleteQueue
-	9,  // 3: raftq.fsm.v1.Command.purge_queue:type_name -> raftq.fsm.v1.PurgeQueue
-	11, // 4: raftq.fsm.v1.Command.enqueue:type_name -> raftq.fsm.v1.Enqueue
-	12, // 5: raftq.fsm.v1.Command.receive:type_name -> raftq.fsm.v1.Receive
-	14, // 6: raftq.fsm.v1.Command.ack:type_name -> raftq.fsm.v1.Ack
-	16, // 7: raftq.fsm.v1.Command.nack:type_name -> raftq.fsm.v1.Nack
-	18, // 8: raftq.fsm.v1.Command.extend:type_name -> raftq.fsm.v1.Extend
-	20, // 9: raftq.fsm.v1.Command.dead_letter:type_name -> raftq.fsm.v1.DeadLetter
-	21, // 10: raftq.fsm.v1.Command.redrive:type_name -> raftq.fsm.v1.Redrive
-	22, // 11: raftq.fsm.v1.Command.discard_dead:type_name -> raftq.fsm.v1.DiscardDead
-	23, // 12: raftq.fsm.v1.Command.tick:type_name -> raftq.fsm.v1.Tick
-	24, // 13: raftq.fsm.v1.Command.leader_grace:type_name -> raftq.fsm.v1.LeaderGrace
-	25, // 14: raftq.fsm.v1.Command.cancel:type_name -> raftq.fsm.v1.Cancel
-	27, // 15: raftq.fsm.v1.Command.seal_slots:type_name -> raftq.fsm.v1.SealSlots
-	28, // 16: raftq.fsm.v1.Command.unseal_slots:type_name -> raftq.fsm.v1.UnsealSlots
-	29, // 17: raftq.fsm.v1.Command.hold_groups:type_name -> raftq.fsm.v1.HoldGroups
-	30, // 18: raftq.fsm.v1.Command.release_groups:type_name -> raftq.fsm.v1.ReleaseGroups
+	9,  // 1: raftq.fsm.v1.Command.upsert_queue:type_name -> raftq.fsm.v1.UpsertQueue
+	10, // 2: raftq.fsm.v1.Command.delete_queue:type_name -> raftq.fsm.v1.DeleteQueue
+	11, // 3: raftq.fsm.v1.Command.purge_queue:type_name -> raftq.fsm.v1.PurgeQueue
+	13, // 4: raftq.fsm.v1.Command.enqueue:type_name -> raftq.fsm.v1.Enqueue
+	14, // 5: raftq.fsm.v1.Command.receive:type_name -> raftq.fsm.v1.Receive
+	16, // 6: raftq.fsm.v1.Command.ack:type_name -> raftq.fsm.v1.Ack
+	18, // 7: raftq.fsm.v1.Command.nack:type_name -> raftq.fsm.v1.Nack
+	20, // 8: raftq.fsm.v1.Command.extend:type_name -> raftq.fsm.v1.Extend
+	22, // 9: raftq.fsm.v1.Command.dead_letter:type_name -> raftq.fsm.v1.DeadLetter
+	23, // 10: raftq.fsm.v1.Command.redrive:type_name -> raftq.fsm.v1.Redrive
+	24, // 11: raftq.fsm.v1.Command.discard_dead:type_name -> raftq.fsm.v1.DiscardDead
+	25, // 12: raftq.fsm.v1.Command.tick:type_name -> raftq.fsm.v1.Tick
+	26, // 13: raftq.fsm.v1.Command.leader_grace:type_name -> raftq.fsm.v1.LeaderGrace
+	27, // 14: raftq.fsm.v1.Command.cancel:type_name -> raftq.fsm.v1.Cancel
+	29, // 15: raftq.fsm.v1.Command.seal_slots:type_name -> raftq.fsm.v1.SealSlots
+	30, // 16: raftq.fsm.v1.Command.unseal_slots:type_name -> raftq.fsm.v1.UnsealSlots
+	31, // 17: raftq.fsm.v1.Command.hold_groups:type_name -> raftq.fsm.v1.HoldGroups
+	32, // 18: raftq.fsm.v1.Command.release_groups:type_name -> raftq.fsm.v1.ReleaseGroups
 	0,  // 19: raftq.fsm.v1.QueuePolicy.mode:type_name -> raftq.fsm.v1.QueueMode
-	6,  // 20: raftq.fsm.v1.UpsertQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	49, // 21: raftq.fsm.v1.NewMessage.attributes:type_name -> raftq.fsm.v1.NewMessage.AttributesEntry
-	10, // 22: raftq.fsm.v1.Enqueue.messages:type_name -> raftq.fsm.v1.NewMessage
-	13, // 23: raftq.fsm.v1.Ack.receipts:type_name -> raftq.fsm.v1.Receipt
-	13, // 24: raftq.fsm.v1.NackItem.receipt:type_name -> raftq.fsm.v1.Receipt
-	15, // 25: raftq.fsm.v1.Nack.items:type_name -> raftq.fsm.v1.NackItem
-	13, // 26: raftq.fsm.v1.ExtendItem.receipt:type_name -> raftq.fsm.v1.Receipt
-	17, // 27: raftq.fsm.v1.Extend.items:type_name -> raftq.fsm.v1.ExtendItem
-	13, // 28: raftq.fsm.v1.DeadLetterItem.receipt:type_name -> raftq.fsm.v1.Receipt
-	19, // 29: raftq.fsm.v1.DeadLetter.items:type_name -> raftq.fsm.v1.DeadLetterItem
-	26, // 30: raftq.fsm.v1.HoldGroups.items:type_name -> raftq.fsm.v1.QueueGroup
-	26, // 31: raftq.fsm.v1.ReleaseGroups.items:type_name -> raftq.fsm.v1.QueueGroup
-	1,  // 32: raftq.fsm.v1.Status.code:type_name -> raftq.fsm.v1.Code
-	31, // 33: raftq.fsm.v1.Result.status:type_name -> raftq.fsm.v1.Status
-	34, // 34: raftq.fsm.v1.Result.enqueue:type_name -> raftq.fsm.v1.EnqueueResult
-	35, // 35: raftq.fsm.v1.Result.receive:type_name -> raftq.fsm.v1.ReceiveResult
-	37, // 36: raftq.fsm.v1.Result.items:type_name -> raftq.fsm.v1.ItemsResult
-	38, // 37: raftq.fsm.v1.Result.count:type_name -> raftq.fsm.v1.CountResult
-	39, // 38: raftq.fsm.v1.Result.seal:type_name -> raftq.fsm.v1.SealResult
-	31, // 39: raftq.fsm.v1.EnqueueItemResult.status:type_name -> raftq.fsm.v1.Status
-	33, // 40: raftq.fsm.v1.EnqueueResult.items:type_name -> raftq.fsm.v1.EnqueueItemResult
-	41, // 41: raftq.fsm.v1.ReceiveResult.messages:type_name -> raftq.fsm.v1.Message
-	31, // 42: raftq.fsm.v1.ItemResult.status:type_name -> raftq.fsm.v1.Status
-	36, // 43: raftq.fsm.v1.ItemsResult.items:type_name -> raftq.fsm.v1.ItemResult
-	26, // 44: raftq.fsm.v1.SealResult.live_groups:type_name -> raftq.fsm.v1.QueueGroup
-	3,  // 45: raftq.fsm.v1.Attempt.outcome:type_name -> raftq.fsm.v1.Reason
-	50, // 46: raftq.fsm.v1.Message.attributes:type_name -> raftq.fsm.v1.Message.AttributesEntry
-	2,  // 47: raftq.fsm.v1.Message.state:type_name -> raftq.fsm.v1.State
-	3,  // 48: raftq.fsm.v1.Message.dead_reason:type_name -> raftq.fsm.v1.Reason
-	40, // 49: raftq.fsm.v1.Message.history:type_name -> raftq.fsm.v1.Attempt
-	43, // 50: raftq.fsm.v1.SnapshotHeader.counters:type_name -> raftq.fsm.v1.Counters
-	6,  // 51: raftq.fsm.v1.SnapshotQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	7,  // 20: raftq.fsm.v1.QueuePolicy.quotas:type_name -> raftq.fsm.v1.Quotas
+	8,  // 21: raftq.fsm.v1.QueuePolicy.shard_quota:type_name -> raftq.fsm.v1.ShardQuota
+	6,  // 22: raftq.fsm.v1.UpsertQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	51, // 23: raftq.fsm.v1.NewMessage.attributes:type_name -> raftq.fsm.v1.NewMessage.AttributesEntry
+	12, // 24: raftq.fsm.v1.Enqueue.messages:type_name -> raftq.fsm.v1.NewMessage
+	15, // 25: raftq.fsm.v1.Ack.receipts:type_name -> raftq.fsm.v1.Receipt
+	15, // 26: raftq.fsm.v1.NackItem.receipt:type_name -> raftq.fsm.v1.Receipt
+	17, // 27: raftq.fsm.v1.Nack.items:type_name -> raftq.fsm.v1.NackItem
+	15, // 28: raftq.fsm.v1.ExtendItem.receipt:type_name -> raftq.fsm.v1.Receipt
+	19, // 29: raftq.fsm.v1.Extend.items:type_name -> raftq.fsm.v1.ExtendItem
+	15, // 30: raftq.fsm.v1.DeadLetterItem.receipt:type_name -> raftq.fsm.v1.Receipt
+	21, // 31: raftq.fsm.v1.DeadLetter.items:type_name -> raftq.fsm.v1.DeadLetterItem
+	28, // 32: raftq.fsm.v1.HoldGroups.items:type_name -> raftq.fsm.v1.QueueGroup
+	28, // 33: raftq.fsm.v1.ReleaseGroups.items:type_name -> raftq.fsm.v1.QueueGroup
+	1,  // 34: raftq.fsm.v1.Status.code:type_name -> raftq.fsm.v1.Code
+	33, // 35: raftq.fsm.v1.Result.status:type_name -> raftq.fsm.v1.Status
+	36, // 36: raftq.fsm.v1.Result.enqueue:type_name -> raftq.fsm.v1.EnqueueResult
+	37, // 37: raftq.fsm.v1.Result.receive:type_name -> raftq.fsm.v1.ReceiveResult
+	39, // 38: raftq.fsm.v1.Result.items:type_name -> raftq.fsm.v1.ItemsResult
+	40, // 39: raftq.fsm.v1.Result.count:type_name -> raftq.fsm.v1.CountResult
+	41, // 40: raftq.fsm.v1.Result.seal:type_name -> raftq.fsm.v1.SealResult
+	33, // 41: raftq.fsm.v1.EnqueueItemResult.status:type_name -> raftq.fsm.v1.Status
+	35, // 42: raftq.fsm.v1.EnqueueResult.items:type_name -> raftq.fsm.v1.EnqueueItemResult
+	43, // 43: raftq.fsm.v1.ReceiveResult.messages:type_name -> raftq.fsm.v1.Message
+	33, // 44: raftq.fsm.v1.ItemResult.status:type_name -> raftq.fsm.v1.Status
+	38, // 45: raftq.fsm.v1.ItemsResult.items:type_name -> raftq.fsm.v1.ItemResult
+	28, // 46: raftq.fsm.v1.SealResult.live_groups:type_name -> raftq.fsm.v1.QueueGroup
+	3,  // 47: raftq.fsm.v1.Attempt.outcome:type_name -> raftq.fsm.v1.Reason
+	52, // 48: raftq.fsm.v1.Message.attributes:type_name -> raftq.fsm.v1.Message.AttributesEntry
+	2,  // 49: raftq.fsm.v1.Message.state:type_name -> raftq.fsm.v1.State
+	3,  // 50: raftq.fsm.v1.Message.dead_reason:type_name -> raftq.fsm.v1.Reason
+	42, // 51: raftq.fsm.v1.Message.history:type_name -> raftq.fsm.v1.Attempt
+	45, // 52: raftq.fsm.v1.SnapshotHeader.counters:type_name -> raftq.fsm.v1.Counters
+	6,  // 53: raftq.fsm.v1.SnapshotQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_fsm_proto_init() }
@@ -4107,7 +4373,7 @@ func file_fsm_fsmpb_fsm_proto_init() {
 		(*Command_HoldGroups)(nil),
 		(*Command_ReleaseGroups)(nil),
 	}
-	file_fsm_fsmpb_fsm_proto_msgTypes[28].OneofWrappers = []any{
+	file_fsm_fsmpb_fsm_proto_msgTypes[30].OneofWrappers = []any{
 		(*Result_Enqueue)(nil),
 		(*Result_Receive)(nil),
 		(*Result_Items)(nil),
@@ -4120,7 +4386,7 @@ func file_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_fsm_proto_rawDesc), len(file_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -111,6 +111,8 @@ const (
 	// CODE_REFUSED: valid, but the cluster's state does not allow it now
 	// (a move already runs on the shard, a quorum would be lost).
 	Code_CODE_REFUSED Code = 5
+	// CODE_QUOTA: past a tenant's quota (max_queues).
+	Code_CODE_QUOTA Code = 6
 )
 
 // Enum value maps for Code.
@@ -122,6 +124,7 @@ var (
 		3: "CODE_ALREADY_PLACED",
 		4: "CODE_INVALID",
 		5: "CODE_REFUSED",
+		6: "CODE_QUOTA",
 	}
 	Code_value = map[string]int32{
 		"CODE_OK":             0,
@@ -130,6 +133,7 @@ var (
 		"CODE_ALREADY_PLACED": 3,
 		"CODE_INVALID":        4,
 		"CODE_REFUSED":        5,
+		"CODE_QUOTA":          6,
 	}
 )
 
@@ -305,6 +309,8 @@ type Command struct {
 	//	*Command_RotateApiKey
 	//	*Command_RevokeApiKey
 	//	*Command_AppendAudit
+	//	*Command_PutTenant
+	//	*Command_DeleteTenant
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -523,6 +529,24 @@ func (x *Command) GetAppendAudit() *AppendAudit {
 	return nil
 }
 
+func (x *Command) GetPutTenant() *PutTenant {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_PutTenant); ok {
+			return x.PutTenant
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteTenant() *DeleteTenant {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_DeleteTenant); ok {
+			return x.DeleteTenant
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -599,6 +623,14 @@ type Command_AppendAudit struct {
 	AppendAudit *AppendAudit `protobuf:"bytes,20,opt,name=append_audit,json=appendAudit,proto3,oneof"`
 }
 
+type Command_PutTenant struct {
+	PutTenant *PutTenant `protobuf:"bytes,21,opt,name=put_tenant,json=putTenant,proto3,oneof"`
+}
+
+type Command_DeleteTenant struct {
+	DeleteTenant *DeleteTenant `protobuf:"bytes,22,opt,name=delete_tenant,json=deleteTenant,proto3,oneof"`
+}
+
 func (*Command_CreateQueue) isCommand_Cmd() {}
 
 func (*Command_UpdateQueue) isCommand_Cmd() {}
@@ -634,6 +666,10 @@ func (*Command_RotateApiKey) isCommand_Cmd() {}
 func (*Command_RevokeApiKey) isCommand_Cmd() {}
 
 func (*Command_AppendAudit) isCommand_Cmd() {}
+
+func (*Command_PutTenant) isCommand_Cmd() {}
+
+func (*Command_DeleteTenant) isCommand_Cmd() {}
 
 // NodeFormat records the highest log format a node advertised (gossip
 // NodeMeta.log_format): leaders gate new command kinds on the recorded
@@ -1441,6 +1477,7 @@ type Snapshot struct {
 	ApiKeys       []*ApiKey              `protobuf:"bytes,6,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`                   // sorted by id
 	Audit         []*AuditRecord         `protobuf:"bytes,7,rep,name=audit,proto3" json:"audit,omitempty"`                                      // oldest first, at most meta.MaxAudit
 	NextAuditSeq  uint64                 `protobuf:"varint,8,opt,name=next_audit_seq,json=nextAuditSeq,proto3" json:"next_audit_seq,omitempty"` // 0 means 1
+	Tenants       []*Tenant              `protobuf:"bytes,9,rep,name=tenants,proto3" json:"tenants,omitempty"`                                  // sorted by name
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1529,6 +1566,13 @@ func (x *Snapshot) GetNextAuditSeq() uint64 {
 		return x.NextAuditSeq
 	}
 	return 0
+}
+
+func (x *Snapshot) GetTenants() []*Tenant {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
 }
 
 type ShardMap struct {
@@ -2345,14 +2389,18 @@ func (x *Grant) GetQueues() string {
 // SHA-256 of the secret is kept (the secret is 256 random bits, so a
 // slow hash would add nothing).
 type ApiKey struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // unique among live keys
-	SecretSha256  []byte                 `protobuf:"bytes,3,opt,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"`
-	Grants        []*Grant               `protobuf:"bytes,4,rep,name=grants,proto3" json:"grants,omitempty"`
-	CreatedMs     int64                  `protobuf:"varint,5,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
-	RotatedMs     int64                  `protobuf:"varint,6,opt,name=rotated_ms,json=rotatedMs,proto3" json:"rotated_ms,omitempty"` // 0: never rotated
-	CreatedBy     string                 `protobuf:"bytes,7,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`  // the principal that created it
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name         string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // unique among live keys
+	SecretSha256 []byte                 `protobuf:"bytes,3,opt,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"`
+	Grants       []*Grant               `protobuf:"bytes,4,rep,name=grants,proto3" json:"grants,omitempty"`
+	CreatedMs    int64                  `protobuf:"varint,5,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	RotatedMs    int64                  `protobuf:"varint,6,opt,name=rotated_ms,json=rotatedMs,proto3" json:"rotated_ms,omitempty"` // 0: never rotated
+	CreatedBy    string                 `protobuf:"bytes,7,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`  // the principal that created it
+	// tenant: the tenant the key acts in (log format 6); its grants name
+	// that tenant's queues without the "TENANT/" prefix. Empty: the
+	// cluster's own namespace.
+	Tenant        string `protobuf:"bytes,8,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2432,6 +2480,13 @@ func (x *ApiKey) GetRotatedMs() int64 {
 func (x *ApiKey) GetCreatedBy() string {
 	if x != nil {
 		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *ApiKey) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -2727,11 +2782,183 @@ func (x *AppendAudit) GetRecord() *AuditRecord {
 	return nil
 }
 
+// Tenant is one tenant (docs/tenancy.md): its queues are named
+// "NAME/QUEUE", its API keys act only on them, and quotas cap them
+// together.
+type Tenant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Quotas        *fsmpb.Quotas          `protobuf:"bytes,2,opt,name=quotas,proto3" json:"quotas,omitempty"`
+	CreatedMs     int64                  `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	UpdatedMs     int64                  `protobuf:"varint,4,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tenant) Reset() {
+	*x = Tenant{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tenant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tenant) ProtoMessage() {}
+
+func (x *Tenant) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tenant.ProtoReflect.Descriptor instead.
+func (*Tenant) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Tenant) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tenant) GetQuotas() *fsmpb.Quotas {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+func (x *Tenant) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *Tenant) GetUpdatedMs() int64 {
+	if x != nil {
+		return x.UpdatedMs
+	}
+	return 0
+}
+
+// PutTenant creates a tenant (create) or replaces the quotas of an
+// existing one (log format 6).
+type PutTenant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        *Tenant                `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Create        bool                   `protobuf:"varint,2,opt,name=create,proto3" json:"create,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutTenant) Reset() {
+	*x = PutTenant{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutTenant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutTenant) ProtoMessage() {}
+
+func (x *PutTenant) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutTenant.ProtoReflect.Descriptor instead.
+func (*PutTenant) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *PutTenant) GetTenant() *Tenant {
+	if x != nil {
+		return x.Tenant
+	}
+	return nil
+}
+
+func (x *PutTenant) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
+}
+
+// DeleteTenant removes a tenant that has no queues and no API keys left
+// (log format 6).
+type DeleteTenant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTenant) Reset() {
+	*x = DeleteTenant{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTenant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTenant) ProtoMessage() {}
+
+func (x *DeleteTenant) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTenant.ProtoReflect.Descriptor instead.
+func (*DeleteTenant) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DeleteTenant) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xd9\t\n" +
+	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xd8\n" +
+	"\n" +
 	"\aCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12?\n" +
@@ -2758,7 +2985,10 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x0ecreate_api_key\x18\x11 \x01(\v2\x1b.raftq.meta.v1.CreateApiKeyH\x00R\fcreateApiKey\x12C\n" +
 	"\x0erotate_api_key\x18\x12 \x01(\v2\x1b.raftq.meta.v1.RotateApiKeyH\x00R\frotateApiKey\x12C\n" +
 	"\x0erevoke_api_key\x18\x13 \x01(\v2\x1b.raftq.meta.v1.RevokeApiKeyH\x00R\frevokeApiKey\x12?\n" +
-	"\fappend_audit\x18\x14 \x01(\v2\x1a.raftq.meta.v1.AppendAuditH\x00R\vappendAuditB\x05\n" +
+	"\fappend_audit\x18\x14 \x01(\v2\x1a.raftq.meta.v1.AppendAuditH\x00R\vappendAudit\x129\n" +
+	"\n" +
+	"put_tenant\x18\x15 \x01(\v2\x18.raftq.meta.v1.PutTenantH\x00R\tputTenant\x12B\n" +
+	"\rdelete_tenant\x18\x16 \x01(\v2\x1b.raftq.meta.v1.DeleteTenantH\x00R\fdeleteTenantB\x05\n" +
 	"\x03cmd\"=\n" +
 	"\n" +
 	"NodeFormat\x12\x17\n" +
@@ -2815,7 +3045,7 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
 	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x1d\n" +
 	"\n" +
-	"updated_ms\x18\x04 \x01(\x03R\tupdatedMs\"\xf5\x02\n" +
+	"updated_ms\x18\x04 \x01(\x03R\tupdatedMs\"\xa6\x03\n" +
 	"\bSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12,\n" +
@@ -2824,7 +3054,8 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\fnode_formats\x18\x05 \x03(\v2\x19.raftq.meta.v1.NodeFormatR\vnodeFormats\x120\n" +
 	"\bapi_keys\x18\x06 \x03(\v2\x15.raftq.meta.v1.ApiKeyR\aapiKeys\x120\n" +
 	"\x05audit\x18\a \x03(\v2\x1a.raftq.meta.v1.AuditRecordR\x05audit\x12$\n" +
-	"\x0enext_audit_seq\x18\b \x01(\x04R\fnextAuditSeq\"\xcf\x03\n" +
+	"\x0enext_audit_seq\x18\b \x01(\x04R\fnextAuditSeq\x12/\n" +
+	"\atenants\x18\t \x03(\v2\x15.raftq.meta.v1.TenantR\atenants\"\xcf\x03\n" +
 	"\bShardMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x124\n" +
@@ -2890,7 +3121,7 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"H\n" +
 	"\x05Grant\x12'\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x13.raftq.meta.v1.RoleR\x04role\x12\x16\n" +
-	"\x06queues\x18\x02 \x01(\tR\x06queues\"\xdc\x01\n" +
+	"\x06queues\x18\x02 \x01(\tR\x06queues\"\xf4\x01\n" +
 	"\x06ApiKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12#\n" +
@@ -2901,7 +3132,8 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
 	"rotated_ms\x18\x06 \x01(\x03R\trotatedMs\x12\x1d\n" +
 	"\n" +
-	"created_by\x18\a \x01(\tR\tcreatedBy\"7\n" +
+	"created_by\x18\a \x01(\tR\tcreatedBy\x12\x16\n" +
+	"\x06tenant\x18\b \x01(\tR\x06tenant\"7\n" +
 	"\fCreateApiKey\x12'\n" +
 	"\x03key\x18\x01 \x01(\v2\x15.raftq.meta.v1.ApiKeyR\x03key\"C\n" +
 	"\fRotateApiKey\x12\x0e\n" +
@@ -2919,20 +3151,34 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x04code\x18\a \x01(\tR\x04code\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\"A\n" +
 	"\vAppendAudit\x122\n" +
-	"\x06record\x18\x01 \x01(\v2\x1a.raftq.meta.v1.AuditRecordR\x06record*\x7f\n" +
+	"\x06record\x18\x01 \x01(\v2\x1a.raftq.meta.v1.AuditRecordR\x06record\"\x88\x01\n" +
+	"\x06Tenant\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\x06quotas\x18\x02 \x01(\v2\x14.raftq.fsm.v1.QuotasR\x06quotas\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x1d\n" +
+	"\n" +
+	"updated_ms\x18\x04 \x01(\x03R\tupdatedMs\"R\n" +
+	"\tPutTenant\x12-\n" +
+	"\x06tenant\x18\x01 \x01(\v2\x15.raftq.meta.v1.TenantR\x06tenant\x12\x16\n" +
+	"\x06create\x18\x02 \x01(\bR\x06create\"\"\n" +
+	"\fDeleteTenant\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name*\x7f\n" +
 	"\tMovePhase\x12\x1a\n" +
 	"\x16MOVE_PHASE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eMOVE_PHASE_ADD\x10\x01\x12\x16\n" +
 	"\x12MOVE_PHASE_PROMOTE\x10\x02\x12\x15\n" +
 	"\x11MOVE_PHASE_REMOVE\x10\x03\x12\x13\n" +
-	"\x0fMOVE_PHASE_DONE\x10\x04*u\n" +
+	"\x0fMOVE_PHASE_DONE\x10\x04*\x85\x01\n" +
 	"\x04Code\x12\v\n" +
 	"\aCODE_OK\x10\x00\x12\x0f\n" +
 	"\vCODE_EXISTS\x10\x01\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x02\x12\x17\n" +
 	"\x13CODE_ALREADY_PLACED\x10\x03\x12\x10\n" +
 	"\fCODE_INVALID\x10\x04\x12\x10\n" +
-	"\fCODE_REFUSED\x10\x05*\x7f\n" +
+	"\fCODE_REFUSED\x10\x05\x12\x0e\n" +
+	"\n" +
+	"CODE_QUOTA\x10\x06*\x7f\n" +
 	"\rSlotMovePhase\x12\x1f\n" +
 	"\x1bSLOT_MOVE_PHASE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SLOT_MOVE_PHASE_SEAL\x10\x01\x12\x19\n" +
@@ -2959,7 +3205,7 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_meta_metapb_meta_proto_goTypes = []any{
 	(MovePhase)(0),            // 0: raftq.meta.v1.MovePhase
 	(Code)(0),                 // 1: raftq.meta.v1.Code
@@ -2996,7 +3242,11 @@ var file_meta_metapb_meta_proto_goTypes = []any{
 	(*RevokeApiKey)(nil),      // 32: raftq.meta.v1.RevokeApiKey
 	(*AuditRecord)(nil),       // 33: raftq.meta.v1.AuditRecord
 	(*AppendAudit)(nil),       // 34: raftq.meta.v1.AppendAudit
-	(*fsmpb.QueuePolicy)(nil), // 35: raftq.fsm.v1.QueuePolicy
+	(*Tenant)(nil),            // 35: raftq.meta.v1.Tenant
+	(*PutTenant)(nil),         // 36: raftq.meta.v1.PutTenant
+	(*DeleteTenant)(nil),      // 37: raftq.meta.v1.DeleteTenant
+	(*fsmpb.QueuePolicy)(nil), // 38: raftq.fsm.v1.QueuePolicy
+	(*fsmpb.Quotas)(nil),      // 39: raftq.fsm.v1.Quotas
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
 	6,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
@@ -3017,38 +3267,43 @@ var file_meta_metapb_meta_proto_depIdxs = []int32{
 	31, // 15: raftq.meta.v1.Command.rotate_api_key:type_name -> raftq.meta.v1.RotateApiKey
 	32, // 16: raftq.meta.v1.Command.revoke_api_key:type_name -> raftq.meta.v1.RevokeApiKey
 	34, // 17: raftq.meta.v1.Command.append_audit:type_name -> raftq.meta.v1.AppendAudit
-	35, // 18: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	35, // 19: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	10, // 20: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	15, // 21: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	0,  // 22: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
-	0,  // 23: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
-	1,  // 24: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
-	17, // 25: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
-	35, // 26: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	17, // 27: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
-	19, // 28: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
-	5,  // 29: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
-	29, // 30: raftq.meta.v1.Snapshot.api_keys:type_name -> raftq.meta.v1.ApiKey
-	33, // 31: raftq.meta.v1.Snapshot.audit:type_name -> raftq.meta.v1.AuditRecord
-	10, // 32: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
-	15, // 33: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
-	12, // 34: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
-	13, // 35: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
-	24, // 36: raftq.meta.v1.ShardMap.slot_moves:type_name -> raftq.meta.v1.SlotMove
-	10, // 37: raftq.meta.v1.GrowShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	15, // 38: raftq.meta.v1.GrowShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	2,  // 39: raftq.meta.v1.SlotMove.phase:type_name -> raftq.meta.v1.SlotMovePhase
-	2,  // 40: raftq.meta.v1.SlotMoveStep.phase:type_name -> raftq.meta.v1.SlotMovePhase
-	3,  // 41: raftq.meta.v1.Grant.role:type_name -> raftq.meta.v1.Role
-	28, // 42: raftq.meta.v1.ApiKey.grants:type_name -> raftq.meta.v1.Grant
-	29, // 43: raftq.meta.v1.CreateApiKey.key:type_name -> raftq.meta.v1.ApiKey
-	33, // 44: raftq.meta.v1.AppendAudit.record:type_name -> raftq.meta.v1.AuditRecord
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	36, // 18: raftq.meta.v1.Command.put_tenant:type_name -> raftq.meta.v1.PutTenant
+	37, // 19: raftq.meta.v1.Command.delete_tenant:type_name -> raftq.meta.v1.DeleteTenant
+	38, // 20: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	38, // 21: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	10, // 22: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	15, // 23: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	0,  // 24: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
+	0,  // 25: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
+	1,  // 26: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
+	17, // 27: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
+	38, // 28: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	17, // 29: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
+	19, // 30: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
+	5,  // 31: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
+	29, // 32: raftq.meta.v1.Snapshot.api_keys:type_name -> raftq.meta.v1.ApiKey
+	33, // 33: raftq.meta.v1.Snapshot.audit:type_name -> raftq.meta.v1.AuditRecord
+	35, // 34: raftq.meta.v1.Snapshot.tenants:type_name -> raftq.meta.v1.Tenant
+	10, // 35: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
+	15, // 36: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
+	12, // 37: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
+	13, // 38: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
+	24, // 39: raftq.meta.v1.ShardMap.slot_moves:type_name -> raftq.meta.v1.SlotMove
+	10, // 40: raftq.meta.v1.GrowShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	15, // 41: raftq.meta.v1.GrowShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	2,  // 42: raftq.meta.v1.SlotMove.phase:type_name -> raftq.meta.v1.SlotMovePhase
+	2,  // 43: raftq.meta.v1.SlotMoveStep.phase:type_name -> raftq.meta.v1.SlotMovePhase
+	3,  // 44: raftq.meta.v1.Grant.role:type_name -> raftq.meta.v1.Role
+	28, // 45: raftq.meta.v1.ApiKey.grants:type_name -> raftq.meta.v1.Grant
+	29, // 46: raftq.meta.v1.CreateApiKey.key:type_name -> raftq.meta.v1.ApiKey
+	33, // 47: raftq.meta.v1.AppendAudit.record:type_name -> raftq.meta.v1.AuditRecord
+	39, // 48: raftq.meta.v1.Tenant.quotas:type_name -> raftq.fsm.v1.Quotas
+	35, // 49: raftq.meta.v1.PutTenant.tenant:type_name -> raftq.meta.v1.Tenant
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_meta_metapb_meta_proto_init() }
@@ -3075,6 +3330,8 @@ func file_meta_metapb_meta_proto_init() {
 		(*Command_RotateApiKey)(nil),
 		(*Command_RevokeApiKey)(nil),
 		(*Command_AppendAudit)(nil),
+		(*Command_PutTenant)(nil),
+		(*Command_DeleteTenant)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3082,7 +3339,7 @@ func file_meta_metapb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

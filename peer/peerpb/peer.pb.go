@@ -81,7 +81,7 @@ func (x GroupChangeRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupChangeRequest_Op.Descriptor instead.
 func (GroupChangeRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{16, 0}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{17, 0}
 }
 
 type ShardApplyRequest struct {
@@ -347,6 +347,7 @@ type ShardReadRequest struct {
 	//	*ShardReadRequest_GetMessageId
 	//	*ShardReadRequest_ListDeadQueue
 	//	*ShardReadRequest_DedupLookup
+	//	*ShardReadRequest_TenantUsage
 	Query isShardReadRequest_Query `protobuf_oneof:"query"`
 	Limit uint32                   `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
 	// dead_from: with list_dead_queue, start at this (death time, id),
@@ -436,6 +437,15 @@ func (x *ShardReadRequest) GetDedupLookup() *DedupLookup {
 	return nil
 }
 
+func (x *ShardReadRequest) GetTenantUsage() string {
+	if x != nil {
+		if x, ok := x.Query.(*ShardReadRequest_TenantUsage); ok {
+			return x.TenantUsage
+		}
+	}
+	return ""
+}
+
 func (x *ShardReadRequest) GetLimit() uint32 {
 	if x != nil {
 		return x.Limit
@@ -470,6 +480,11 @@ type ShardReadRequest_DedupLookup struct {
 	DedupLookup *DedupLookup `protobuf:"bytes,6,opt,name=dedup_lookup,json=dedupLookup,proto3,oneof"`
 }
 
+type ShardReadRequest_TenantUsage struct {
+	// tenant_usage: what the tenant's queues hold on the shard.
+	TenantUsage string `protobuf:"bytes,8,opt,name=tenant_usage,json=tenantUsage,proto3,oneof"`
+}
+
 func (*ShardReadRequest_StatsQueue) isShardReadRequest_Query() {}
 
 func (*ShardReadRequest_GetMessageId) isShardReadRequest_Query() {}
@@ -477,6 +492,8 @@ func (*ShardReadRequest_GetMessageId) isShardReadRequest_Query() {}
 func (*ShardReadRequest_ListDeadQueue) isShardReadRequest_Query() {}
 
 func (*ShardReadRequest_DedupLookup) isShardReadRequest_Query() {}
+
+func (*ShardReadRequest_TenantUsage) isShardReadRequest_Query() {}
 
 type DeadCursor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -539,6 +556,7 @@ type QueueStats struct {
 	Dead             uint64                 `protobuf:"varint,5,opt,name=dead,proto3" json:"dead,omitempty"`
 	OldestReadyAgeMs int64                  `protobuf:"varint,6,opt,name=oldest_ready_age_ms,json=oldestReadyAgeMs,proto3" json:"oldest_ready_age_ms,omitempty"`
 	BlockedGroups    uint64                 `protobuf:"varint,7,opt,name=blocked_groups,json=blockedGroups,proto3" json:"blocked_groups,omitempty"`
+	LiveBytes        uint64                 `protobuf:"varint,8,opt,name=live_bytes,json=liveBytes,proto3" json:"live_bytes,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -622,6 +640,81 @@ func (x *QueueStats) GetBlockedGroups() uint64 {
 	return 0
 }
 
+func (x *QueueStats) GetLiveBytes() uint64 {
+	if x != nil {
+		return x.LiveBytes
+	}
+	return 0
+}
+
+type TenantUsage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queues        uint32                 `protobuf:"varint,1,opt,name=queues,proto3" json:"queues,omitempty"`
+	Live          uint64                 `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`
+	LiveBytes     uint64                 `protobuf:"varint,3,opt,name=live_bytes,json=liveBytes,proto3" json:"live_bytes,omitempty"`
+	InFlight      uint64                 `protobuf:"varint,4,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TenantUsage) Reset() {
+	*x = TenantUsage{}
+	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantUsage) ProtoMessage() {}
+
+func (x *TenantUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantUsage.ProtoReflect.Descriptor instead.
+func (*TenantUsage) Descriptor() ([]byte, []int) {
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TenantUsage) GetQueues() uint32 {
+	if x != nil {
+		return x.Queues
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetLive() uint64 {
+	if x != nil {
+		return x.Live
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetLiveBytes() uint64 {
+	if x != nil {
+		return x.LiveBytes
+	}
+	return 0
+}
+
+func (x *TenantUsage) GetInFlight() uint64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
 type ShardReadResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Stats   *QueueStats            `protobuf:"bytes,1,opt,name=stats,proto3" json:"stats,omitempty"`
@@ -629,14 +722,15 @@ type ShardReadResponse struct {
 	Dead    []*fsmpb.Message       `protobuf:"bytes,3,rep,name=dead,proto3" json:"dead,omitempty"`
 	// dedup_message_ids: per probe of a DedupLookup, the message its live
 	// dedup key was taken for (0: the key is not live on the shard).
-	DedupMessageIds []uint64 `protobuf:"varint,4,rep,packed,name=dedup_message_ids,json=dedupMessageIds,proto3" json:"dedup_message_ids,omitempty"`
+	DedupMessageIds []uint64     `protobuf:"varint,4,rep,packed,name=dedup_message_ids,json=dedupMessageIds,proto3" json:"dedup_message_ids,omitempty"`
+	TenantUsage     *TenantUsage `protobuf:"bytes,5,opt,name=tenant_usage,json=tenantUsage,proto3" json:"tenant_usage,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ShardReadResponse) Reset() {
 	*x = ShardReadResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +742,7 @@ func (x *ShardReadResponse) String() string {
 func (*ShardReadResponse) ProtoMessage() {}
 
 func (x *ShardReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +755,7 @@ func (x *ShardReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardReadResponse.ProtoReflect.Descriptor instead.
 func (*ShardReadResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ShardReadResponse) GetStats() *QueueStats {
@@ -692,6 +786,13 @@ func (x *ShardReadResponse) GetDedupMessageIds() []uint64 {
 	return nil
 }
 
+func (x *ShardReadResponse) GetTenantUsage() *TenantUsage {
+	if x != nil {
+		return x.TenantUsage
+	}
+	return nil
+}
+
 // DedupLookup asks a shard that gave slots away (growing the shard count)
 // whether dedup keys it took before the seal are still live. The
 // answering replica must have applied the seal of each probe's move for
@@ -707,7 +808,7 @@ type DedupLookup struct {
 
 func (x *DedupLookup) Reset() {
 	*x = DedupLookup{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +820,7 @@ func (x *DedupLookup) String() string {
 func (*DedupLookup) ProtoMessage() {}
 
 func (x *DedupLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +833,7 @@ func (x *DedupLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupLookup.ProtoReflect.Descriptor instead.
 func (*DedupLookup) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DedupLookup) GetQueue() string {
@@ -760,7 +861,7 @@ type DedupProbe struct {
 
 func (x *DedupProbe) Reset() {
 	*x = DedupProbe{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +873,7 @@ func (x *DedupProbe) String() string {
 func (*DedupProbe) ProtoMessage() {}
 
 func (x *DedupProbe) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +886,7 @@ func (x *DedupProbe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupProbe.ProtoReflect.Descriptor instead.
 func (*DedupProbe) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DedupProbe) GetKey() string {
@@ -826,7 +927,7 @@ type ShardDigestRequest struct {
 
 func (x *ShardDigestRequest) Reset() {
 	*x = ShardDigestRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +939,7 @@ func (x *ShardDigestRequest) String() string {
 func (*ShardDigestRequest) ProtoMessage() {}
 
 func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +952,7 @@ func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDigestRequest.ProtoReflect.Descriptor instead.
 func (*ShardDigestRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ShardDigestRequest) GetShardId() uint32 {
@@ -887,7 +988,7 @@ type ShardDigestResponse struct {
 
 func (x *ShardDigestResponse) Reset() {
 	*x = ShardDigestResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1000,7 @@ func (x *ShardDigestResponse) String() string {
 func (*ShardDigestResponse) ProtoMessage() {}
 
 func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1013,7 @@ func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDigestResponse.ProtoReflect.Descriptor instead.
 func (*ShardDigestResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ShardDigestResponse) GetNodeId() string {
@@ -952,7 +1053,7 @@ type KnownRequest struct {
 
 func (x *KnownRequest) Reset() {
 	*x = KnownRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1065,7 @@ func (x *KnownRequest) String() string {
 func (*KnownRequest) ProtoMessage() {}
 
 func (x *KnownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1078,7 @@ func (x *KnownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownRequest.ProtoReflect.Descriptor instead.
 func (*KnownRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KnownRequest) GetNodeId() string {
@@ -1004,7 +1105,7 @@ type KnownResponse struct {
 
 func (x *KnownResponse) Reset() {
 	*x = KnownResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1117,7 @@ func (x *KnownResponse) String() string {
 func (*KnownResponse) ProtoMessage() {}
 
 func (x *KnownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1130,7 @@ func (x *KnownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownResponse.ProtoReflect.Descriptor instead.
 func (*KnownResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KnownResponse) GetClusterId() string {
@@ -1077,7 +1178,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1190,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1203,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GroupMember) GetGroup() string {
@@ -1131,7 +1232,7 @@ type GroupChangeRequest struct {
 
 func (x *GroupChangeRequest) Reset() {
 	*x = GroupChangeRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1244,7 @@ func (x *GroupChangeRequest) String() string {
 func (*GroupChangeRequest) ProtoMessage() {}
 
 func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1257,7 @@ func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupChangeRequest.ProtoReflect.Descriptor instead.
 func (*GroupChangeRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GroupChangeRequest) GetGroup() string {
@@ -1197,7 +1298,7 @@ type GroupChangeResponse struct {
 
 func (x *GroupChangeResponse) Reset() {
 	*x = GroupChangeResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1310,7 @@ func (x *GroupChangeResponse) String() string {
 func (*GroupChangeResponse) ProtoMessage() {}
 
 func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1323,7 @@ func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupChangeResponse.ProtoReflect.Descriptor instead.
 func (*GroupChangeResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GroupChangeResponse) GetLeaderId() string {
@@ -1248,7 +1349,7 @@ type RepairLocalRequest struct {
 
 func (x *RepairLocalRequest) Reset() {
 	*x = RepairLocalRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1361,7 @@ func (x *RepairLocalRequest) String() string {
 func (*RepairLocalRequest) ProtoMessage() {}
 
 func (x *RepairLocalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1374,7 @@ func (x *RepairLocalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairLocalRequest.ProtoReflect.Descriptor instead.
 func (*RepairLocalRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RepairLocalRequest) GetNodeId() string {
@@ -1292,7 +1393,7 @@ type RepairLocalResponse struct {
 
 func (x *RepairLocalResponse) Reset() {
 	*x = RepairLocalResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1405,7 @@ func (x *RepairLocalResponse) String() string {
 func (*RepairLocalResponse) ProtoMessage() {}
 
 func (x *RepairLocalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1418,7 @@ func (x *RepairLocalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairLocalResponse.ProtoReflect.Descriptor instead.
 func (*RepairLocalResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RepairLocalResponse) GetGroups() []*GroupRepair {
@@ -1338,7 +1439,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1451,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1464,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -1396,7 +1497,7 @@ type ReplicaStatusRequest struct {
 
 func (x *ReplicaStatusRequest) Reset() {
 	*x = ReplicaStatusRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1509,7 @@ func (x *ReplicaStatusRequest) String() string {
 func (*ReplicaStatusRequest) ProtoMessage() {}
 
 func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1522,7 @@ func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReplicaStatusRequest) GetGroup() string {
@@ -1442,7 +1543,7 @@ type ReplicaStatusResponse struct {
 
 func (x *ReplicaStatusResponse) Reset() {
 	*x = ReplicaStatusResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1555,7 @@ func (x *ReplicaStatusResponse) String() string {
 func (*ReplicaStatusResponse) ProtoMessage() {}
 
 func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1568,7 @@ func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{22}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReplicaStatusResponse) GetNodeId() string {
@@ -1500,7 +1601,7 @@ type BackupPieceRequest struct {
 
 func (x *BackupPieceRequest) Reset() {
 	*x = BackupPieceRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1613,7 @@ func (x *BackupPieceRequest) String() string {
 func (*BackupPieceRequest) ProtoMessage() {}
 
 func (x *BackupPieceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1626,7 @@ func (x *BackupPieceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupPieceRequest.ProtoReflect.Descriptor instead.
 func (*BackupPieceRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{23}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BackupPieceRequest) GetGroup() string {
@@ -1552,7 +1653,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1665,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1678,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{24}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -1638,7 +1739,7 @@ type MetaAuditRequest struct {
 
 func (x *MetaAuditRequest) Reset() {
 	*x = MetaAuditRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1751,7 @@ func (x *MetaAuditRequest) String() string {
 func (*MetaAuditRequest) ProtoMessage() {}
 
 func (x *MetaAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1764,7 @@ func (x *MetaAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaAuditRequest.ProtoReflect.Descriptor instead.
 func (*MetaAuditRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{25}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MetaAuditRequest) GetRecord() *metapb.AuditRecord {
@@ -1681,7 +1782,7 @@ type MetaAuditResponse struct {
 
 func (x *MetaAuditResponse) Reset() {
 	*x = MetaAuditResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[26]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1794,7 @@ func (x *MetaAuditResponse) String() string {
 func (*MetaAuditResponse) ProtoMessage() {}
 
 func (x *MetaAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[26]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1807,7 @@ func (x *MetaAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaAuditResponse.ProtoReflect.Descriptor instead.
 func (*MetaAuditResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{26}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{27}
 }
 
 var File_peer_peerpb_peer_proto protoreflect.FileDescriptor
@@ -1727,21 +1828,22 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x17\n" +
 	"\await_ms\x18\x03 \x01(\x03R\x06waitMs\")\n" +
 	"\x11ShardWaitResponse\x12\x14\n" +
-	"\x05ready\x18\x01 \x01(\bR\x05ready\"\xba\x02\n" +
+	"\x05ready\x18\x01 \x01(\bR\x05ready\"\xdf\x02\n" +
 	"\x10ShardReadRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12!\n" +
 	"\vstats_queue\x18\x02 \x01(\tH\x00R\n" +
 	"statsQueue\x12&\n" +
 	"\x0eget_message_id\x18\x03 \x01(\x04H\x00R\fgetMessageId\x12(\n" +
 	"\x0flist_dead_queue\x18\x04 \x01(\tH\x00R\rlistDeadQueue\x12?\n" +
-	"\fdedup_lookup\x18\x06 \x01(\v2\x1a.raftq.peer.v1.DedupLookupH\x00R\vdedupLookup\x12\x14\n" +
+	"\fdedup_lookup\x18\x06 \x01(\v2\x1a.raftq.peer.v1.DedupLookupH\x00R\vdedupLookup\x12#\n" +
+	"\ftenant_usage\x18\b \x01(\tH\x00R\vtenantUsage\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\rR\x05limit\x126\n" +
 	"\tdead_from\x18\a \x01(\v2\x19.raftq.peer.v1.DeadCursorR\bdeadFromB\a\n" +
 	"\x05query\",\n" +
 	"\n" +
 	"DeadCursor\x12\x0e\n" +
 	"\x02ms\x18\x01 \x01(\x03R\x02ms\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x04R\x02id\"\xd7\x01\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"\xf6\x01\n" +
 	"\n" +
 	"QueueStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
@@ -1750,12 +1852,21 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\tin_flight\x18\x04 \x01(\x04R\binFlight\x12\x12\n" +
 	"\x04dead\x18\x05 \x01(\x04R\x04dead\x12-\n" +
 	"\x13oldest_ready_age_ms\x18\x06 \x01(\x03R\x10oldestReadyAgeMs\x12%\n" +
-	"\x0eblocked_groups\x18\a \x01(\x04R\rblockedGroups\"\xcc\x01\n" +
+	"\x0eblocked_groups\x18\a \x01(\x04R\rblockedGroups\x12\x1d\n" +
+	"\n" +
+	"live_bytes\x18\b \x01(\x04R\tliveBytes\"u\n" +
+	"\vTenantUsage\x12\x16\n" +
+	"\x06queues\x18\x01 \x01(\rR\x06queues\x12\x12\n" +
+	"\x04live\x18\x02 \x01(\x04R\x04live\x12\x1d\n" +
+	"\n" +
+	"live_bytes\x18\x03 \x01(\x04R\tliveBytes\x12\x1b\n" +
+	"\tin_flight\x18\x04 \x01(\x04R\binFlight\"\x8b\x02\n" +
 	"\x11ShardReadResponse\x12/\n" +
 	"\x05stats\x18\x01 \x01(\v2\x19.raftq.peer.v1.QueueStatsR\x05stats\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.raftq.fsm.v1.MessageR\amessage\x12)\n" +
 	"\x04dead\x18\x03 \x03(\v2\x15.raftq.fsm.v1.MessageR\x04dead\x12*\n" +
-	"\x11dedup_message_ids\x18\x04 \x03(\x04R\x0fdedupMessageIds\"V\n" +
+	"\x11dedup_message_ids\x18\x04 \x03(\x04R\x0fdedupMessageIds\x12=\n" +
+	"\ftenant_usage\x18\x05 \x01(\v2\x1a.raftq.peer.v1.TenantUsageR\vtenantUsage\"V\n" +
 	"\vDedupLookup\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x121\n" +
 	"\x06probes\x18\x02 \x03(\v2\x19.raftq.peer.v1.DedupProbeR\x06probes\"K\n" +
@@ -1856,7 +1967,7 @@ func file_peer_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_peer_peerpb_peer_proto_goTypes = []any{
 	(GroupChangeRequest_Op)(0),    // 0: raftq.peer.v1.GroupChangeRequest.Op
 	(*ShardApplyRequest)(nil),     // 1: raftq.peer.v1.ShardApplyRequest
@@ -1867,72 +1978,74 @@ var file_peer_peerpb_peer_proto_goTypes = []any{
 	(*ShardReadRequest)(nil),      // 6: raftq.peer.v1.ShardReadRequest
 	(*DeadCursor)(nil),            // 7: raftq.peer.v1.DeadCursor
 	(*QueueStats)(nil),            // 8: raftq.peer.v1.QueueStats
-	(*ShardReadResponse)(nil),     // 9: raftq.peer.v1.ShardReadResponse
-	(*DedupLookup)(nil),           // 10: raftq.peer.v1.DedupLookup
-	(*DedupProbe)(nil),            // 11: raftq.peer.v1.DedupProbe
-	(*ShardDigestRequest)(nil),    // 12: raftq.peer.v1.ShardDigestRequest
-	(*ShardDigestResponse)(nil),   // 13: raftq.peer.v1.ShardDigestResponse
-	(*KnownRequest)(nil),          // 14: raftq.peer.v1.KnownRequest
-	(*KnownResponse)(nil),         // 15: raftq.peer.v1.KnownResponse
-	(*GroupMember)(nil),           // 16: raftq.peer.v1.GroupMember
-	(*GroupChangeRequest)(nil),    // 17: raftq.peer.v1.GroupChangeRequest
-	(*GroupChangeResponse)(nil),   // 18: raftq.peer.v1.GroupChangeResponse
-	(*RepairLocalRequest)(nil),    // 19: raftq.peer.v1.RepairLocalRequest
-	(*RepairLocalResponse)(nil),   // 20: raftq.peer.v1.RepairLocalResponse
-	(*GroupRepair)(nil),           // 21: raftq.peer.v1.GroupRepair
-	(*ReplicaStatusRequest)(nil),  // 22: raftq.peer.v1.ReplicaStatusRequest
-	(*ReplicaStatusResponse)(nil), // 23: raftq.peer.v1.ReplicaStatusResponse
-	(*BackupPieceRequest)(nil),    // 24: raftq.peer.v1.BackupPieceRequest
-	(*BackupChunk)(nil),           // 25: raftq.peer.v1.BackupChunk
-	(*MetaAuditRequest)(nil),      // 26: raftq.peer.v1.MetaAuditRequest
-	(*MetaAuditResponse)(nil),     // 27: raftq.peer.v1.MetaAuditResponse
-	(*fsmpb.Command)(nil),         // 28: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),          // 29: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),         // 30: raftq.fsm.v1.Receive
-	(*fsmpb.Message)(nil),         // 31: raftq.fsm.v1.Message
-	(*metapb.AuditRecord)(nil),    // 32: raftq.meta.v1.AuditRecord
+	(*TenantUsage)(nil),           // 9: raftq.peer.v1.TenantUsage
+	(*ShardReadResponse)(nil),     // 10: raftq.peer.v1.ShardReadResponse
+	(*DedupLookup)(nil),           // 11: raftq.peer.v1.DedupLookup
+	(*DedupProbe)(nil),            // 12: raftq.peer.v1.DedupProbe
+	(*ShardDigestRequest)(nil),    // 13: raftq.peer.v1.ShardDigestRequest
+	(*ShardDigestResponse)(nil),   // 14: raftq.peer.v1.ShardDigestResponse
+	(*KnownRequest)(nil),          // 15: raftq.peer.v1.KnownRequest
+	(*KnownResponse)(nil),         // 16: raftq.peer.v1.KnownResponse
+	(*GroupMember)(nil),           // 17: raftq.peer.v1.GroupMember
+	(*GroupChangeRequest)(nil),    // 18: raftq.peer.v1.GroupChangeRequest
+	(*GroupChangeResponse)(nil),   // 19: raftq.peer.v1.GroupChangeResponse
+	(*RepairLocalRequest)(nil),    // 20: raftq.peer.v1.RepairLocalRequest
+	(*RepairLocalResponse)(nil),   // 21: raftq.peer.v1.RepairLocalResponse
+	(*GroupRepair)(nil),           // 22: raftq.peer.v1.GroupRepair
+	(*ReplicaStatusRequest)(nil),  // 23: raftq.peer.v1.ReplicaStatusRequest
+	(*ReplicaStatusResponse)(nil), // 24: raftq.peer.v1.ReplicaStatusResponse
+	(*BackupPieceRequest)(nil),    // 25: raftq.peer.v1.BackupPieceRequest
+	(*BackupChunk)(nil),           // 26: raftq.peer.v1.BackupChunk
+	(*MetaAuditRequest)(nil),      // 27: raftq.peer.v1.MetaAuditRequest
+	(*MetaAuditResponse)(nil),     // 28: raftq.peer.v1.MetaAuditResponse
+	(*fsmpb.Command)(nil),         // 29: raftq.fsm.v1.Command
+	(*fsmpb.Result)(nil),          // 30: raftq.fsm.v1.Result
+	(*fsmpb.Receive)(nil),         // 31: raftq.fsm.v1.Receive
+	(*fsmpb.Message)(nil),         // 32: raftq.fsm.v1.Message
+	(*metapb.AuditRecord)(nil),    // 33: raftq.meta.v1.AuditRecord
 }
 var file_peer_peerpb_peer_proto_depIdxs = []int32{
-	28, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	29, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	30, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
-	10, // 3: raftq.peer.v1.ShardReadRequest.dedup_lookup:type_name -> raftq.peer.v1.DedupLookup
+	29, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
+	30, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
+	31, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
+	11, // 3: raftq.peer.v1.ShardReadRequest.dedup_lookup:type_name -> raftq.peer.v1.DedupLookup
 	7,  // 4: raftq.peer.v1.ShardReadRequest.dead_from:type_name -> raftq.peer.v1.DeadCursor
 	8,  // 5: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
-	31, // 6: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	31, // 7: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
-	11, // 8: raftq.peer.v1.DedupLookup.probes:type_name -> raftq.peer.v1.DedupProbe
-	16, // 9: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
-	0,  // 10: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
-	21, // 11: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
-	32, // 12: raftq.peer.v1.MetaAuditRequest.record:type_name -> raftq.meta.v1.AuditRecord
-	26, // 13: raftq.peer.v1.Peer.MetaAudit:input_type -> raftq.peer.v1.MetaAuditRequest
-	1,  // 14: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
-	3,  // 15: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
-	4,  // 16: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
-	6,  // 17: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
-	12, // 18: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
-	14, // 19: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
-	17, // 20: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
-	19, // 21: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
-	22, // 22: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
-	24, // 23: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
-	27, // 24: raftq.peer.v1.Peer.MetaAudit:output_type -> raftq.peer.v1.MetaAuditResponse
-	2,  // 25: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
-	2,  // 26: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
-	5,  // 27: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
-	9,  // 28: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
-	13, // 29: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
-	15, // 30: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
-	18, // 31: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
-	20, // 32: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
-	23, // 33: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
-	25, // 34: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
-	24, // [24:35] is the sub-list for method output_type
-	13, // [13:24] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	32, // 6: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
+	32, // 7: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
+	9,  // 8: raftq.peer.v1.ShardReadResponse.tenant_usage:type_name -> raftq.peer.v1.TenantUsage
+	12, // 9: raftq.peer.v1.DedupLookup.probes:type_name -> raftq.peer.v1.DedupProbe
+	17, // 10: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
+	0,  // 11: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
+	22, // 12: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
+	33, // 13: raftq.peer.v1.MetaAuditRequest.record:type_name -> raftq.meta.v1.AuditRecord
+	27, // 14: raftq.peer.v1.Peer.MetaAudit:input_type -> raftq.peer.v1.MetaAuditRequest
+	1,  // 15: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
+	3,  // 16: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
+	4,  // 17: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
+	6,  // 18: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
+	13, // 19: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
+	15, // 20: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
+	18, // 21: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
+	20, // 22: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
+	23, // 23: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
+	25, // 24: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
+	28, // 25: raftq.peer.v1.Peer.MetaAudit:output_type -> raftq.peer.v1.MetaAuditResponse
+	2,  // 26: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
+	2,  // 27: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
+	5,  // 28: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
+	10, // 29: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
+	14, // 30: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
+	16, // 31: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
+	19, // 32: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
+	21, // 33: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
+	24, // 34: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
+	26, // 35: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
+	25, // [25:36] is the sub-list for method output_type
+	14, // [14:25] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_peer_peerpb_peer_proto_init() }
@@ -1945,6 +2058,7 @@ func file_peer_peerpb_peer_proto_init() {
 		(*ShardReadRequest_GetMessageId)(nil),
 		(*ShardReadRequest_ListDeadQueue)(nil),
 		(*ShardReadRequest_DedupLookup)(nil),
+		(*ShardReadRequest_TenantUsage)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1952,7 +2066,7 @@ func file_peer_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_peerpb_peer_proto_rawDesc), len(file_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
