@@ -26,6 +26,9 @@ type KeyInfo struct {
 	Created   time.Time
 	Rotated   time.Time // zero: never rotated
 	CreatedBy string
+	// Tenant: the tenant the key acts in; its grants name the tenant's
+	// queues without the "TENANT/" prefix. "" for none.
+	Tenant string
 }
 
 // Principal is who a node takes the caller for (WhoAmI).
@@ -35,6 +38,7 @@ type Principal struct {
 	// Unrestricted: a member node, or anonymous on a node that lets
 	// callers without credentials do everything.
 	Unrestricted bool
+	Tenant       string // the tenant it acts in; "" for none
 }
 
 // AuditRecord is one administrative call of the audit trail.
@@ -54,7 +58,7 @@ func grantsFrom(gs []*raftqv1.Grant) []Grant {
 }
 
 func keyFrom(k *raftqv1.KeyInfo) KeyInfo {
-	ki := KeyInfo{ID: k.GetId(), Name: k.GetName(), Grants: grantsFrom(k.GetGrants()), Created: time.UnixMilli(k.GetCreatedMs()), CreatedBy: k.GetCreatedBy()}
+	ki := KeyInfo{ID: k.GetId(), Name: k.GetName(), Grants: grantsFrom(k.GetGrants()), Created: time.UnixMilli(k.GetCreatedMs()), CreatedBy: k.GetCreatedBy(), Tenant: k.GetTenant()}
 	if k.GetRotatedMs() != 0 {
 		ki.Rotated = time.UnixMilli(k.GetRotatedMs())
 	}
@@ -77,14 +81,21 @@ func (c *Client) WhoAmI(ctx context.Context) (Principal, error) {
 	if err != nil {
 		return Principal{}, fmt.Errorf("who am I: %w", err)
 	}
-	return Principal{Name: resp.GetPrincipal(), Grants: grantsFrom(resp.GetGrants()), Unrestricted: resp.GetUnrestricted()}, nil
+	return Principal{Name: resp.GetPrincipal(), Grants: grantsFrom(resp.GetGrants()), Unrestricted: resp.GetUnrestricted(), Tenant: resp.GetTenant()}, nil
 }
 
 // CreateKey makes an API key named name with grants and returns it with
 // its token, which nothing can show again. Not retried after an unknown
 // outcome: a retry would meet the name taken (ErrExists).
 func (c *Client) CreateKey(ctx context.Context, name string, grants ...Grant) (KeyInfo, string, error) {
-	req := &raftqv1.CreateKeyRequest{Name: name}
+	return c.CreateTenantKey(ctx, "", name, grants...)
+}
+
+// CreateTenantKey is CreateKey for a key that acts in tenant: its grants
+// name the tenant's queues without the "TENANT/" prefix, and it reaches
+// no other queue.
+func (c *Client) CreateTenantKey(ctx context.Context, tenant, name string, grants ...Grant) (KeyInfo, string, error) {
+	req := &raftqv1.CreateKeyRequest{Name: name, Tenant: tenant}
 	for _, g := range grants {
 		req.Grants = append(req.Grants, &raftqv1.Grant{Role: g.Role, Queues: g.Queues})
 	}

@@ -242,7 +242,7 @@ func (s *sendStream) send(batch []*pendingSend) {
 		var again []*pendingSend
 		for i, p := range batch {
 			r := results[i]
-			ierr := itemError(r.GetCode(), r.GetError())
+			ierr := sendItemError(r)
 			switch {
 			case ierr == nil:
 				p.finish(sendOutcome{res: SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated()}})

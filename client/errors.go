@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 )
 
 // Sentinel errors. Every error the client returns for a server status wraps
@@ -120,6 +123,9 @@ func batchError(errs []error) error {
 type Error struct {
 	Code codes.Code
 	Msg  string
+	// RetryAfter: on ErrExhausted, when the server asked the caller to
+	// try again (a google.rpc.RetryInfo); 0 when it named no time.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -169,7 +175,19 @@ func fromStatus(err error) error {
 	if !ok {
 		return err
 	}
-	return &Error{Code: st.Code(), Msg: st.Message()}
+	after, _ := retryAfter(err)
+	return &Error{Code: st.Code(), Msg: st.Message(), RetryAfter: after}
+}
+
+// RetryAfter is how long the server asked the caller to wait before
+// trying a refused call again (RESOURCE_EXHAUSTED past a quota or a
+// node's limit); ok is false when err carries no such request.
+func RetryAfter(err error) (d time.Duration, ok bool) {
+	var e *Error
+	if errors.As(err, &e) && e.RetryAfter > 0 {
+		return e.RetryAfter, true
+	}
+	return retryAfter(err)
 }
 
 // itemError converts a per-item google.rpc.Code result into an error.
@@ -181,6 +199,17 @@ func itemError(code int32, msg string) error {
 		msg = codes.Code(code).String()
 	}
 	return &Error{Code: codes.Code(code), Msg: msg}
+}
+
+// sendItemError is itemError for a send's item, with the retry time the
+// server gave a refusal past a quota.
+func sendItemError(r *raftqv1.SendResult) error {
+	err := itemError(r.GetCode(), r.GetError())
+	var e *Error
+	if errors.As(err, &e) {
+		e.RetryAfter = time.Duration(r.GetRetryAfterMs()) * time.Millisecond
+	}
+	return err
 }
 
 // invalid reports input the client refuses before any call.

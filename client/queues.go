@@ -122,5 +122,9 @@ func (c *Client) Stats(ctx context.Context, name string) (QueueStats, error) {
 		Dead:          resp.GetDead(),
 		OldestReady:   time.Duration(resp.GetOldestReadyAgeMs()) * time.Millisecond,
 		BlockedGroups: resp.GetBlockedGroups(),
+		LiveBytes:     resp.GetLiveBytes(),
+		Tenant:        resp.GetTenant(),
+		Quotas:        quotasFrom(resp.GetQuotas()),
+		TenantQuotas:  quotasFrom(resp.GetTenantQuotas()),
 	}, nil
 }

@@ -275,7 +275,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 	out := make([]SendResult, len(items))
 	errs := make([]error, len(items))
 	for i, r := range resp.GetResults() {
-		errs[i] = itemError(r.GetCode(), r.GetError())
+		errs[i] = sendItemError(r)
 		out[i] = SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated(), Err: errs[i]}
 	}
 	if err := batchError(errs); err != nil {

@@ -28,6 +28,9 @@ type QueueOptions struct {
 	// spread over N shards holds at most N times as much. 0 = no limit.
 	MaxMessagesPerShard uint64
 	MaxBytesPerShard    uint64
+	// Quotas cap the whole queue over every shard (docs/tenancy.md);
+	// MaxQueues and MaxMessageBytes are a tenant's only.
+	Quotas Quotas
 }
 
 func (o QueueOptions) policy() *raftqv1.QueuePolicy {
@@ -49,6 +52,7 @@ func (o QueueOptions) policy() *raftqv1.QueuePolicy {
 		DlqDisabled:          o.DisableDLQ,
 		MaxMessagesPerShard:  o.MaxMessagesPerShard,
 		MaxBytesPerShard:     o.MaxBytesPerShard,
+		Quotas:               o.Quotas.proto(),
 	}
 }
 
@@ -67,6 +71,7 @@ func optionsFrom(p *raftqv1.QueuePolicy) QueueOptions {
 		DisableDLQ:          p.GetDlqDisabled(),
 		MaxMessagesPerShard: p.GetMaxMessagesPerShard(),
 		MaxBytesPerShard:    p.GetMaxBytesPerShard(),
+		Quotas:              quotasFrom(p.GetQuotas()),
 	}
 }
 
@@ -90,6 +95,10 @@ type QueueStats struct {
 	Dead          uint64
 	OldestReady   time.Duration // age of the oldest ready message
 	BlockedGroups uint64        // FIFO groups with a message in flight
+	LiveBytes     uint64        // bodies of ready, delayed and leased messages
+	Tenant        string        // "" for a queue of no tenant
+	Quotas        Quotas        // the queue's own
+	TenantQuotas  Quotas        // its tenant's
 }
 
 // Message is a received message with its lease.

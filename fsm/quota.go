@@ -182,3 +182,16 @@ func (f *FSM) ShardQuota(queue string) *fsmpb.ShardQuota {
 	}
 	return q.policy.GetShardQuota()
 }
+
+// InFlightRefusal is what a receive of queue would be refused with for
+// its in-flight quota: nil unless messages are ready and the quota lets
+// none be leased. The shard leader answers it without a raft round.
+func (f *FSM) InFlightRefusal(queue string) *fsmpb.Status {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	q, ok := f.s.queues[queue]
+	if !ok || q.ready.Len() == 0 || q.leaseRoom() > 0 {
+		return nil
+	}
+	return q.inFlightStatus()
+}

@@ -208,6 +208,21 @@ const overloadRetry = time.Second
 // seconds, not milliseconds.
 const quotaRetry = time.Second
 
+// retryMs is the wait err's google.rpc.RetryInfo asks for, in whole
+// milliseconds (at least 1), or 0 without one.
+func retryMs(err error) int64 {
+	st, ok := status.FromError(err)
+	if !ok || err == nil {
+		return 0
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return max(ri.GetRetryDelay().AsDuration().Milliseconds(), 1)
+		}
+	}
+	return 0
+}
+
 // exhausted is a RESOURCE_EXHAUSTED refusal carrying a google.rpc.RetryInfo
 // detail: nothing was applied, and the client may try again after retry.
 func exhausted(msg string, retry time.Duration) error {

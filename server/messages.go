@@ -131,12 +131,13 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 			continue
 		}
 		if a.Err != nil {
-			st, _ := status.FromError(m.toStatus(ctx, a.Err))
-			results[i] = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message()}
+			err := m.toStatus(ctx, a.Err)
+			st, _ := status.FromError(err)
+			results[i] = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message(), RetryAfterMs: retryMs(err)}
 			continue
 		}
 		code, msg := itemStatus(a.Item.GetStatus())
-		results[i] = &raftqv1.SendResult{Code: code, Error: msg, Deduplicated: a.Item.GetDeduplicated()}
+		results[i] = &raftqv1.SendResult{Code: code, Error: msg, Deduplicated: a.Item.GetDeduplicated(), RetryAfterMs: retryMs(resultStatus(a.Item.GetStatus()))}
 		if code == 0 {
 			results[i].MessageId = wire.MessageID{Shard: a.Shard, ID: a.Item.GetMessageId()}.String()
 		}

@@ -23,6 +23,11 @@ func (s *Shard) Claim(ctx context.Context, r *fsmpb.Receive) (*fsmpb.Result, err
 	}
 	release, n, ok := s.claim(r.GetQueue(), r.GetMax())
 	if !ok {
+		if st := s.fsm.InFlightRefusal(r.GetQueue()); st != nil {
+			// Messages wait, but the queue or its tenant is at its
+			// in-flight quota (docs/tenancy.md): say so, as Apply would.
+			return &fsmpb.Result{Status: st}, nil
+		}
 		return emptyReceive(), nil
 	}
 	defer release()

@@ -1630,11 +1630,15 @@ func (x *SendBatchRequest) GetMessages() []*SendRequest {
 }
 
 type SendResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MessageId     string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	Deduplicated  bool                   `protobuf:"varint,2,opt,name=deduplicated,proto3" json:"deduplicated,omitempty"`
-	Code          int32                  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"` // google.rpc.Code of this item; 0 = OK
-	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	MessageId    string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Deduplicated bool                   `protobuf:"varint,2,opt,name=deduplicated,proto3" json:"deduplicated,omitempty"`
+	Code         int32                  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"` // google.rpc.Code of this item; 0 = OK
+	Error        string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// retry_after_ms: with RESOURCE_EXHAUSTED (past a quota or a node's
+	// limit), when to send this item again; what a call's
+	// google.rpc.RetryInfo says for a single send.
+	RetryAfterMs  int64 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1695,6 +1699,13 @@ func (x *SendResult) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *SendResult) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
 }
 
 type SendBatchResponse struct {
@@ -6144,14 +6155,15 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\fdeduplicated\x18\x02 \x01(\bR\fdeduplicated\"[\n" +
 	"\x10SendBatchRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x121\n" +
-	"\bmessages\x18\x02 \x03(\v2\x15.raftq.v1.SendRequestR\bmessages\"y\n" +
+	"\bmessages\x18\x02 \x03(\v2\x15.raftq.v1.SendRequestR\bmessages\"\x9f\x01\n" +
 	"\n" +
 	"SendResult\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\"\n" +
 	"\fdeduplicated\x18\x02 \x01(\bR\fdeduplicated\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"C\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12$\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\"C\n" +
 	"\x11SendBatchResponse\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.raftq.v1.SendResultR\aresults\"\xb2\x01\n" +
 	"\x0eReceiveRequest\x12\x14\n" +

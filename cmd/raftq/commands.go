@@ -271,7 +271,7 @@ func commands() []command {
 			}
 		}, false},
 		completionCommand(),
-	}, append(certsCommands(), keysCommands()...)...)
+	}, append(append(certsCommands(), keysCommands()...), tenantCommands()...)...)
 }
 
 func queueByName(verb, summary string, run func(ctx context.Context, c *client.Client, o *output, name string) error) command {
@@ -296,11 +296,16 @@ func queueCreateOrUpdate(verb string) command {
 	return command{"queue " + verb, "NAME", summary, func(a *app, fs *flag.FlagSet) binder {
 		var p policyFlags
 		p.register(fs, update)
+		var qf quotaFlags
+		qf.register(fs, false, update)
 		return func(pos []string) (action, error) {
 			if err := exactly(pos, "NAME"); err != nil {
 				return nil, err
 			}
 			if err := p.check(fs, update); err != nil {
+				return nil, err
+			}
+			if err := qf.check(); err != nil {
 				return nil, err
 			}
 			name := pos[0]
@@ -314,6 +319,7 @@ func queueCreateOrUpdate(verb string) command {
 					opts = cur.Options
 				}
 				p.apply(fs, &opts)
+				qf.apply(fs, &opts.Quotas)
 				var (
 					q   client.QueueInfo
 					err error

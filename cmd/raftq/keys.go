@@ -51,6 +51,7 @@ func keysCommands() []command {
 		{"keys create", "NAME", "make an API key with --grant roles; its token is printed once (pass it as --token or RAFTQ_TOKEN)", func(a *app, fs *flag.FlagSet) binder {
 			var grants listFlag
 			fs.Var(&grants, "grant", "ROLE:QUEUES (admin, producer, consumer, viewer; QUEUES a name, a prefix ending in *, or *), repeatable; at least one")
+			tenant := fs.String("tenant", "", "the key acts in this tenant: its grants name the tenant's queues without TENANT/, and it reaches no other")
 			return func(pos []string) (action, error) {
 				if err := exactly(pos, "NAME"); err != nil {
 					return nil, err
@@ -67,7 +68,7 @@ func keysCommands() []command {
 					for i, g := range gs {
 						cg[i] = client.Grant{Role: g.Role, Queues: g.Queues}
 					}
-					k, token, err := c.CreateKey(ctx, pos[0], cg...)
+					k, token, err := c.CreateTenantKey(ctx, *tenant, pos[0], cg...)
 					if err != nil {
 						return err
 					}
@@ -90,9 +91,9 @@ func keysCommands() []command {
 					}
 					rows := make([][]string, len(ks))
 					for i, k := range ks {
-						rows[i] = []string{k.ID, k.Name, grantStrings(k.Grants), ts(k.Created), ts(k.Rotated), k.CreatedBy}
+						rows[i] = []string{k.ID, k.Name, orNone(k.Tenant), grantStrings(k.Grants), ts(k.Created), ts(k.Rotated), k.CreatedBy}
 					}
-					return o.table("ID\tNAME\tGRANTS\tCREATED\tROTATED\tCREATED BY", rows)
+					return o.table("ID\tNAME\tTENANT\tGRANTS\tCREATED\tROTATED\tCREATED BY", rows)
 				}, nil
 			}
 		}, false},
@@ -140,6 +141,9 @@ func keysCommands() []command {
 					if p.Unrestricted {
 						g = "unrestricted"
 					}
+					if p.Tenant != "" {
+						g += fmt.Sprintf(" in tenant %q", p.Tenant)
+					}
 					_, err = fmt.Fprintf(o.w, "%s\t%s\n", p.Name, g)
 					return err
 				}, nil
@@ -183,7 +187,18 @@ func (o *output) token(verb string, k client.KeyInfo, token string) error {
 	if o.json {
 		return o.emit(map[string]any{"key": k, "token": token})
 	}
-	_, err := fmt.Fprintf(o.w, "%s API key %s (id %s, grants %s, at %s)\ntoken (shown once; keep it secret): %s\n",
-		verb, k.Name, k.ID, grantStrings(k.Grants), ts(time.Now()), token)
+	in := ""
+	if k.Tenant != "" {
+		in = fmt.Sprintf(" in tenant %q", k.Tenant)
+	}
+	_, err := fmt.Fprintf(o.w, "%s API key %s (id %s, grants %s%s, at %s)\ntoken (shown once; keep it secret): %s\n",
+		verb, k.Name, k.ID, grantStrings(k.Grants), in, ts(time.Now()), token)
 	return err
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

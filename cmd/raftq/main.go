@@ -299,6 +299,10 @@ func (a *app) message(err error) string {
 func message(err error) string {
 	var e *client.Error
 	if errors.As(err, &e) && e.Code != codes.Unavailable && e.Code != codes.DeadlineExceeded {
+		if e.RetryAfter > 0 && !strings.Contains(e.Msg, "retry in") {
+			// Past a quota or a node's limit: say when to come back.
+			return fmt.Sprintf("%s (retry in %v)", e.Msg, e.RetryAfter)
+		}
 		return e.Msg
 	}
 	return strings.TrimPrefix(strings.ReplaceAll(err.Error(), "\n", " "), "raftq ")

@@ -98,6 +98,7 @@ func queueJSON(q client.QueueInfo) map[string]any {
 		"delay_ms": p.Delay.Milliseconds(), "max_message_bytes": p.MaxMessageBytes,
 		"completed_retention_ms": p.CompletedRetention.Milliseconds(), "dlq_disabled": p.DisableDLQ,
 		"max_messages_per_shard": p.MaxMessagesPerShard, "max_bytes_per_shard": p.MaxBytesPerShard,
+		"quotas": quotasJSON(p.Quotas),
 	}
 }
 
@@ -113,7 +114,7 @@ func (o *output) queue(q client.QueueInfo) error {
 		return o.emit(queueJSON(q))
 	}
 	p := q.Options
-	return o.table("FIELD\tVALUE", [][]string{
+	return o.table("FIELD\tVALUE", append([][]string{
 		{"name", q.Name}, {"mode", mode(p.FIFO)}, {"created", ts(q.Created)},
 		{"visibility", p.Visibility.String()}, {"max-receives", strconv.Itoa(int(p.MaxReceives))},
 		{"backoff-base", p.BackoffBase.String()}, {"backoff-max", p.BackoffMax.String()},
@@ -121,7 +122,7 @@ func (o *output) queue(q client.QueueInfo) error {
 		{"delay", p.Delay.String()}, {"max-size", strconv.Itoa(int(p.MaxMessageBytes))},
 		{"dlq", strconv.FormatBool(!p.DisableDLQ)},
 		{"max-messages-per-shard", limit(p.MaxMessagesPerShard)}, {"max-bytes-per-shard", limit(p.MaxBytesPerShard)},
-	})
+	}, quotaRows("quota ", p.Quotas, false)...))
 }
 
 // limit renders a capacity setting, where 0 means none.
@@ -152,11 +153,31 @@ func (o *output) stats(s client.QueueStats) error {
 		return o.emit(map[string]any{
 			"name": s.Name, "ready": s.Ready, "delayed": s.Delayed, "in_flight": s.InFlight, "dead": s.Dead,
 			"oldest_ready_age_ms": s.OldestReady.Milliseconds(), "blocked_groups": s.BlockedGroups,
+			"live_bytes": s.LiveBytes, "tenant": s.Tenant, "quotas": quotasJSON(s.Quotas), "tenant_quotas": quotasJSON(s.TenantQuotas),
 		})
 	}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	return o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS",
-		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups)}})
+	err := o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS\tLIVE-BYTES",
+		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups), u(s.LiveBytes)}})
+	if err != nil || (s.Quotas == client.Quotas{} && s.Tenant == "") {
+		return err
+	}
+	// Quotas: the queue's own and its tenant's, beside what the queue
+	// holds.
+	qr, tr := quotaRows("", s.Quotas, false), quotaRows("", s.TenantQuotas, false)
+	used := []string{"-", u(s.Ready + s.Delayed + s.InFlight), u(s.LiveBytes), u(s.InFlight)}
+	rows := make([][]string, len(qr))
+	for i := range qr {
+		rows[i] = []string{qr[i][0], used[i], qr[i][1], tr[i][1]}
+	}
+	if _, err := fmt.Fprintln(o.w); err != nil {
+		return err
+	}
+	tenant := "TENANT"
+	if s.Tenant != "" {
+		tenant = fmt.Sprintf("TENANT %q", s.Tenant)
+	}
+	return o.table("QUOTA\tQUEUE-USES\tQUEUE\t"+tenant, rows)
 }
 
 func (o *output) sent(r client.SendResult) error {
