@@ -19,6 +19,9 @@ import (
 const (
 	MaxQuotaRate   = 10_000_000
 	MaxQuotaQueues = 1_000_000
+	// MaxTenantWeight bounds a tenant's weight: a thousand to one is
+	// already a tenant that waits behind every other.
+	MaxTenantWeight = 1000
 )
 
 // ValidateQuotas checks quotas set on a tenant (tenant true) or on a
@@ -33,6 +36,7 @@ func ValidateQuotas(q *fsmpb.Quotas, tenant bool) error {
 		checkRange("quotas.send_burst", int64(q.GetSendBurst()), 0, MaxQuotaRate),
 		checkRange("quotas.max_message_bytes", int64(q.GetMaxMessageBytes()), 0, MaxBodyBytes),
 		checkRange("quotas.max_queues", int64(q.GetMaxQueues()), 0, MaxQuotaQueues),
+		checkRange("quotas.weight", int64(q.GetWeight()), 0, MaxTenantWeight),
 	}
 	for _, err := range checks {
 		if err != nil {
@@ -48,8 +52,8 @@ func ValidateQuotas(q *fsmpb.Quotas, tenant bool) error {
 	if q.GetSendBurst() > 0 && q.GetSendRate() == 0 {
 		return fmt.Errorf("%w: quotas.send_burst is set without send_rate", ErrInvalidArgument)
 	}
-	if !tenant && (q.GetMaxQueues() > 0 || q.GetMaxMessageBytes() > 0) {
-		return fmt.Errorf("%w: quotas.max_queues and quotas.max_message_bytes are a tenant's; a queue sets max_message_bytes in its policy", ErrInvalidArgument)
+	if !tenant && (q.GetMaxQueues() > 0 || q.GetMaxMessageBytes() > 0 || q.GetWeight() > 0) {
+		return fmt.Errorf("%w: quotas.max_queues, max_message_bytes and weight are a tenant's; a queue sets max_message_bytes in its policy", ErrInvalidArgument)
 	}
 	return nil
 }

@@ -164,6 +164,7 @@ func shardPolicy(q *metapb.Queue, t *metapb.Tenant, shards uint32) *fsmpb.QueueP
 	}
 	sq.SendRate, sq.SendBurst = rateShare(qq, n)
 	sq.TenantSendRate, sq.TenantSendBurst = rateShare(tq, n)
+	sq.TenantWeight = tq.GetWeight()
 	if b := tq.GetMaxMessageBytes(); b > 0 && b < p.GetMaxMessageBytes() {
 		p.MaxMessageBytes = b
 		if lim := p.GetMaxBytesPerShard(); lim > 0 && lim < uint64(b) {

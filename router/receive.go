@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -68,7 +69,7 @@ func (r *Router) Receive(ctx context.Context, rq *fsmpb.Receive, wait time.Durat
 			// Empty and out of time: an error only if every shard failed.
 			return nil, time.Since(start), err
 		}
-		if werr := r.parked(func() error { return r.waitAny(ctx, rq.GetQueue(), remaining) }); werr != nil {
+		if werr := r.park(rq.GetQueue(), func() error { return r.waitAny(ctx, rq.GetQueue(), remaining) }); werr != nil {
 			var full *ParkedFullError
 			if errors.As(werr, &full) {
 				return nil, time.Since(start), werr
@@ -333,22 +334,67 @@ func (r *Router) waitAny(ctx context.Context, queue string, d time.Duration) err
 }
 
 // ParkedFullError refuses a long poll on a node that already holds
-// Options.MaxParked of them; the sweep before it leased nothing.
-type ParkedFullError struct{ Max int }
+// Options.MaxParked of them, or a tenant's share of them; the sweep before
+// it leased nothing.
+type ParkedFullError struct {
+	Max    int
+	Tenant string // set when the tenant's share was the limit
+	Share  int
+}
 
 func (e *ParkedFullError) Error() string {
+	if e.Tenant != "" {
+		return fmt.Sprintf("tenant %q holds %d parked long-poll receives on this node, its share of the %d it takes (--max-parked-receives): retry, or receive through another node", e.Tenant, e.Share, e.Max)
+	}
 	return fmt.Sprintf("this node holds %d parked long-poll receives, the most it takes (--max-parked-receives): retry, or receive through another node", e.Max)
 }
 
-// parked runs a long poll's wait, counted in Options.Parked meanwhile, or
-// refuses it past Options.MaxParked.
-func (r *Router) parked(wait func() error) error {
-	if max := r.opts.MaxParked; max > 0 {
-		if r.parkedNow.Add(1) > int64(max) {
-			r.parkedNow.Add(-1)
-			return &ParkedFullError{Max: max}
+// parkedCount counts parked long polls by tenant. A tenant that already
+// parks some may hold an equal share with one more tenant, so one
+// tenant's idle consumers cannot take every slot from another's.
+type parkedCount struct {
+	mu       sync.Mutex
+	total    int
+	byTenant map[string]int
+}
+
+func (c *parkedCount) add(tenant string, max int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.total >= max {
+		return &ParkedFullError{Max: max}
+	}
+	if n := c.byTenant[tenant]; n > 0 {
+		if share := max / (len(c.byTenant) + 1); n >= share {
+			return &ParkedFullError{Max: max, Tenant: tenant, Share: n}
 		}
-		defer r.parkedNow.Add(-1)
+	}
+	if c.byTenant == nil {
+		c.byTenant = map[string]int{}
+	}
+	c.byTenant[tenant]++
+	c.total++
+	return nil
+}
+
+func (c *parkedCount) done(tenant string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total--
+	if c.byTenant[tenant]--; c.byTenant[tenant] == 0 {
+		delete(c.byTenant, tenant)
+	}
+}
+
+// parked runs a long poll's wait on queue, counted in Options.Parked
+// meanwhile, or refuses it past Options.MaxParked or its tenant's share.
+func (r *Router) park(queue string, wait func() error) error {
+	if max := r.opts.MaxParked; max > 0 {
+		tenant := fsm.TenantOf(queue)
+		if err := r.parked.add(tenant, max); err != nil {
+			return err
+		}
+		defer r.parked.done(tenant)
 	}
 	if r.opts.Parked != nil {
 		r.opts.Parked(1)

@@ -64,7 +64,9 @@ type Options struct {
 	// cap): each holds a goroutine, a timer and a connection's stream, so
 	// without a cap idle consumers alone could exhaust a node. A receive
 	// past the cap is refused at once (*ParkedFullError); nothing is
-	// leased by it.
+	// leased by it. A tenant that parks some may hold an equal share
+	// with one more tenant (half the cap when it is alone), so another
+	// tenant's consumers always find room.
 	MaxParked int
 	// PeerProbe times the liveness checks on forwarded calls
 	// (internal/liveness): a forward out for After with nothing heard
@@ -85,8 +87,8 @@ type Router struct {
 	opts  Options
 	log   *slog.Logger
 	next  atomic.Uint32 // rotation for balanced shard choice
-	// parkedNow counts the long polls parked now (MaxParked).
-	parkedNow atomic.Int64
+	// parked counts the long polls parked now (MaxParked), by tenant.
+	parked parkedCount
 }
 
 // New returns a router over topo.

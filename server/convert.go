@@ -43,7 +43,7 @@ func quotasToFSM(q *raftqv1.Quotas) *fsmpb.Quotas {
 	return &fsmpb.Quotas{
 		SendRate: q.GetSendRate(), SendBurst: q.GetSendBurst(),
 		MaxMessages: q.GetMaxMessages(), MaxBytes: q.GetMaxBytes(), MaxInFlight: q.GetMaxInFlight(),
-		MaxQueues: q.GetMaxQueues(), MaxMessageBytes: q.GetMaxMessageBytes(),
+		MaxQueues: q.GetMaxQueues(), MaxMessageBytes: q.GetMaxMessageBytes(), Weight: q.GetWeight(),
 	}
 }
 
@@ -56,7 +56,7 @@ func quotasFromFSM(q *fsmpb.Quotas) *raftqv1.Quotas {
 	return &raftqv1.Quotas{
 		SendRate: q.GetSendRate(), SendBurst: q.GetSendBurst(),
 		MaxMessages: q.GetMaxMessages(), MaxBytes: q.GetMaxBytes(), MaxInFlight: q.GetMaxInFlight(),
-		MaxQueues: q.GetMaxQueues(), MaxMessageBytes: q.GetMaxMessageBytes(),
+		MaxQueues: q.GetMaxQueues(), MaxMessageBytes: q.GetMaxMessageBytes(), Weight: q.GetWeight(),
 	}
 }
 

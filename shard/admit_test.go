@@ -10,7 +10,7 @@ import (
 // admitShard is just enough of a Shard for the proposer's admission.
 func admitShard() *Shard {
 	return &Shard{
-		propCh:  make(chan *proposal, 4),
+		sends:   newSendQueue(),
 		fastCh:  make(chan *proposal, 4),
 		closing: make(chan struct{}),
 	}
@@ -33,6 +33,13 @@ func admitAsync(s *Shard, win *window, pending *proposal) <-chan admitted {
 
 func sendProposal() *proposal {
 	return &proposal{cmd: &fsmpb.Command{Cmd: &fsmpb.Command_Enqueue{Enqueue: &fsmpb.Enqueue{Queue: "q"}}}}
+}
+
+func mustPush(t *testing.T, s *Shard, p *proposal) {
+	t.Helper()
+	if err := s.sends.push(p, "q", 1, maxQueuedSendBytes, 0, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func ackProposal() *proposal {
@@ -100,7 +107,7 @@ func TestAdmitSendWaitsForFullWindow(t *testing.T) {
 	s := admitShard()
 	win := fullWindow(t)
 	send := sendProposal()
-	s.propCh <- send
+	mustPush(t, s, send)
 	ch := admitAsync(s, win, nil)
 	mustWait(t, ch)
 	win.release(0, true)
@@ -115,7 +122,7 @@ func TestAdmitFastRoundIgnoresByteLimit(t *testing.T) {
 	}
 	win.add(maxInFlightBytes) // one huge round of sends
 	send := sendProposal()
-	s.propCh <- send
+	mustPush(t, s, send)
 	ch := admitAsync(s, win, nil)
 	mustWait(t, ch)
 	ack := ackProposal()

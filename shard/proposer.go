@@ -145,26 +145,17 @@ func (s *Shard) proposeReq(ctx context.Context, p *proposal) (*fsmpb.Result, err
 	// futures of a leader that steps down itself, but not of one whose
 	// loop is stuck (a stalled disk) and was sidelined (sideline.go).
 	lost := s.lead.Load().lost
-	lane := s.fastCh
-	if _, bulk := p.cmd.GetCmd().(*fsmpb.Command_Enqueue); bulk && !p.holdClock {
-		lane = s.propCh
-	}
-	if lane == s.propCh {
-		if err := s.admitQueuedSend(p.size, time.Now()); err != nil {
+	if e, bulk := p.cmd.GetCmd().(*fsmpb.Command_Enqueue); bulk && !p.holdClock {
+		// The fair send queue (sendqueue.go). A send queued after the
+		// proposer stopped is answered by the proposerDone case below.
+		q := e.Enqueue.GetQueue()
+		weight := float64(s.fsm.ShardQuota(q).GetTenantWeight())
+		if err := s.sends.push(p, q, weight, s.maxQueuedSend(), s.cfg.ID, time.Now()); err != nil {
 			return nil, err
-		}
-		select {
-		case lane <- p:
-		case <-s.closing:
-			s.tookSend(p)
-			return nil, ErrShutdown
-		default:
-			s.tookSend(p)
-			return nil, &OverloadError{Shard: s.cfg.ID, Reason: fmt.Sprintf("%d sends already wait to be proposed", proposeQueue), RetryAfter: sendQueueRetry}
 		}
 	} else {
 		select {
-		case lane <- p:
+		case s.fastCh <- p:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-s.closing:
@@ -266,11 +257,7 @@ func (s *Shard) runProposer() {
 			case p = <-s.fastCh:
 			default:
 				if !fastOnly {
-					select {
-					case p = <-s.propCh:
-						s.tookSend(p)
-					default:
-					}
+					p = s.sends.pop(time.Now())
 				}
 			}
 			if p == nil {
@@ -389,14 +376,17 @@ func (s *Shard) next() *proposal {
 		return p
 	default:
 	}
-	select {
-	case p := <-s.fastCh:
-		return p
-	case p := <-s.propCh:
-		s.tookSend(p)
-		return p
-	case <-s.closing:
-		return nil
+	for {
+		select {
+		case p := <-s.fastCh:
+			return p
+		case <-s.sends.ready:
+			if p := s.sends.pop(time.Now()); p != nil {
+				return p
+			}
+		case <-s.closing:
+			return nil
+		}
 	}
 }
 
@@ -551,11 +541,12 @@ func (s *Shard) failQueued(carry *proposal) {
 		select {
 		case p := <-s.fastCh:
 			fail(p)
-		case p := <-s.propCh:
-			s.tookSend(p)
-			fail(p)
 		default:
-			return
+			p := s.sends.pop(time.Now())
+			if p == nil {
+				return
+			}
+			fail(p)
 		}
 	}
 }

@@ -103,11 +103,7 @@ type Shard struct {
 	fsm     *fsm.FSM
 	disk    *raftgroup.DiskWatch
 
-	propCh chan *proposal // sends (bulk lane)
-	// sendBytes: bytes of sends queued on propCh; sendTaken: when the
-	// proposer last took one (unix nanoseconds; sendqueue.go).
-	sendBytes    atomic.Int64
-	sendTaken    atomic.Int64
+	sends        *sendQueue // sends (bulk lane; sendqueue.go)
 	rates        rateLimits     // send_rate quotas (ratelimit.go)
 	fastCh       chan *proposal // everything else (see runProposer)
 	proposerDone chan struct{}
@@ -175,7 +171,7 @@ func Open(cfg Config) (*Shard, error) {
 	s := &Shard{
 		cfg:          cfg,
 		logger:       cfg.Logger.With("shard", cfg.ID), // the caller's logger names the node
-		propCh:       make(chan *proposal, proposeQueue),
+		sends:        newSendQueue(),
 		fastCh:       make(chan *proposal, proposeQueue),
 		proposerDone: make(chan struct{}),
 		closing:      make(chan struct{}),

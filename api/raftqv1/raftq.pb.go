@@ -377,8 +377,11 @@ type Quotas struct {
 	MaxInFlight     uint64                 `protobuf:"varint,5,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`             // leased messages
 	MaxQueues       uint32                 `protobuf:"varint,6,opt,name=max_queues,json=maxQueues,proto3" json:"max_queues,omitempty"`                     // tenants only
 	MaxMessageBytes uint32                 `protobuf:"varint,7,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"` // tenants only: caps each queue's max_message_bytes
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// weight: tenants only. When tenants' sends wait for the same shard,
+	// each is served in proportion to its weight; 0 = 1, at most 1000.
+	Weight        uint32 `protobuf:"varint,8,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Quotas) Reset() {
@@ -456,6 +459,13 @@ func (x *Quotas) GetMaxQueues() uint32 {
 func (x *Quotas) GetMaxMessageBytes() uint32 {
 	if x != nil {
 		return x.MaxMessageBytes
+	}
+	return 0
+}
+
+func (x *Quotas) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
 	}
 	return 0
 }
@@ -6036,7 +6046,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\fdlq_disabled\x18\v \x01(\bR\vdlqDisabled\x123\n" +
 	"\x16max_messages_per_shard\x18\f \x01(\x04R\x13maxMessagesPerShard\x12-\n" +
 	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\x12(\n" +
-	"\x06quotas\x18\x0e \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\"\xf3\x01\n" +
+	"\x06quotas\x18\x0e \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
 	"\n" +
@@ -6046,7 +6056,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\rmax_in_flight\x18\x05 \x01(\x04R\vmaxInFlight\x12\x1d\n" +
 	"\n" +
 	"max_queues\x18\x06 \x01(\rR\tmaxQueues\x12*\n" +
-	"\x11max_message_bytes\x18\a \x01(\rR\x0fmaxMessageBytes\"\xc4\x01\n" +
+	"\x11max_message_bytes\x18\a \x01(\rR\x0fmaxMessageBytes\x12\x16\n" +
+	"\x06weight\x18\b \x01(\rR\x06weight\"\xc4\x01\n" +
 	"\aAttempt\x12\x1f\n" +
 	"\vlease_epoch\x18\x01 \x01(\x04R\n" +
 	"leaseEpoch\x12\x1f\n" +

@@ -883,6 +883,7 @@ type Quotas struct {
 	MaxInFlight     uint64                 `protobuf:"varint,5,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`             // leased messages
 	MaxQueues       uint32                 `protobuf:"varint,6,opt,name=max_queues,json=maxQueues,proto3" json:"max_queues,omitempty"`                     // tenants only
 	MaxMessageBytes uint32                 `protobuf:"varint,7,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"` // tenants only: caps each queue's max_message_bytes
+	Weight          uint32                 `protobuf:"varint,8,opt,name=weight,proto3" json:"weight,omitempty"`                                            // tenants only: share of each shard's sends against other tenants'; 0 = 1
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -966,6 +967,13 @@ func (x *Quotas) GetMaxMessageBytes() uint32 {
 	return 0
 }
 
+func (x *Quotas) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
 // ShardQuota is one shard's share of a queue's quotas and of its
 // tenant's: each limit divided by the shard count, rounded up (so a
 // limit is never below 1 where one is set). The tenant is the part of the
@@ -983,6 +991,7 @@ type ShardQuota struct {
 	TenantMaxInFlight uint64                 `protobuf:"varint,8,opt,name=tenant_max_in_flight,json=tenantMaxInFlight,proto3" json:"tenant_max_in_flight,omitempty"`
 	TenantSendRate    float64                `protobuf:"fixed64,9,opt,name=tenant_send_rate,json=tenantSendRate,proto3" json:"tenant_send_rate,omitempty"`
 	TenantSendBurst   float64                `protobuf:"fixed64,10,opt,name=tenant_send_burst,json=tenantSendBurst,proto3" json:"tenant_send_burst,omitempty"`
+	TenantWeight      uint32                 `protobuf:"varint,11,opt,name=tenant_weight,json=tenantWeight,proto3" json:"tenant_weight,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -1083,6 +1092,13 @@ func (x *ShardQuota) GetTenantSendRate() float64 {
 func (x *ShardQuota) GetTenantSendBurst() float64 {
 	if x != nil {
 		return x.TenantSendBurst
+	}
+	return 0
+}
+
+func (x *ShardQuota) GetTenantWeight() uint32 {
+	if x != nil {
+		return x.TenantWeight
 	}
 	return 0
 }
@@ -3931,7 +3947,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\x12,\n" +
 	"\x06quotas\x18\x0e \x01(\v2\x14.raftq.fsm.v1.QuotasR\x06quotas\x129\n" +
 	"\vshard_quota\x18\x0f \x01(\v2\x18.raftq.fsm.v1.ShardQuotaR\n" +
-	"shardQuota\"\xf3\x01\n" +
+	"shardQuota\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
 	"\n" +
@@ -3941,7 +3957,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\rmax_in_flight\x18\x05 \x01(\x04R\vmaxInFlight\x12\x1d\n" +
 	"\n" +
 	"max_queues\x18\x06 \x01(\rR\tmaxQueues\x12*\n" +
-	"\x11max_message_bytes\x18\a \x01(\rR\x0fmaxMessageBytes\"\x8d\x03\n" +
+	"\x11max_message_bytes\x18\a \x01(\rR\x0fmaxMessageBytes\x12\x16\n" +
+	"\x06weight\x18\b \x01(\rR\x06weight\"\xb2\x03\n" +
 	"\n" +
 	"ShardQuota\x12!\n" +
 	"\fmax_messages\x18\x01 \x01(\x04R\vmaxMessages\x12\x1b\n" +
@@ -3955,7 +3972,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x14tenant_max_in_flight\x18\b \x01(\x04R\x11tenantMaxInFlight\x12(\n" +
 	"\x10tenant_send_rate\x18\t \x01(\x01R\x0etenantSendRate\x12*\n" +
 	"\x11tenant_send_burst\x18\n" +
-	" \x01(\x01R\x0ftenantSendBurst\"V\n" +
+	" \x01(\x01R\x0ftenantSendBurst\x12#\n" +
+	"\rtenant_weight\x18\v \x01(\rR\ftenantWeight\"V\n" +
 	"\vUpsertQueue\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x121\n" +
 	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\"#\n" +
