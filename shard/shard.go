@@ -103,7 +103,7 @@ type Shard struct {
 	fsm     *fsm.FSM
 	disk    *raftgroup.DiskWatch
 
-	sends        *sendQueue // sends (bulk lane; sendqueue.go)
+	sends        *sendQueue     // sends (bulk lane; sendqueue.go)
 	rates        rateLimits     // send_rate quotas (ratelimit.go)
 	fastCh       chan *proposal // everything else (see runProposer)
 	proposerDone chan struct{}
