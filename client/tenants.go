@@ -22,6 +22,9 @@ type Quotas struct {
 	// A tenant's only.
 	MaxQueues       uint32
 	MaxMessageBytes uint32
+	// Weight: the tenant's share of each shard's sends against other
+	// tenants' while both wait; 0 = 1.
+	Weight uint32
 }
 
 func (q Quotas) proto() *raftqv1.Quotas {
@@ -29,12 +32,12 @@ func (q Quotas) proto() *raftqv1.Quotas {
 		return nil
 	}
 	return &raftqv1.Quotas{SendRate: q.SendRate, SendBurst: q.SendBurst, MaxMessages: q.MaxMessages, MaxBytes: q.MaxBytes,
-		MaxInFlight: q.MaxInFlight, MaxQueues: q.MaxQueues, MaxMessageBytes: q.MaxMessageBytes}
+		MaxInFlight: q.MaxInFlight, MaxQueues: q.MaxQueues, MaxMessageBytes: q.MaxMessageBytes, Weight: q.Weight}
 }
 
 func quotasFrom(q *raftqv1.Quotas) Quotas {
 	return Quotas{SendRate: q.GetSendRate(), SendBurst: q.GetSendBurst(), MaxMessages: q.GetMaxMessages(), MaxBytes: q.GetMaxBytes(),
-		MaxInFlight: q.GetMaxInFlight(), MaxQueues: q.GetMaxQueues(), MaxMessageBytes: q.GetMaxMessageBytes()}
+		MaxInFlight: q.GetMaxInFlight(), MaxQueues: q.GetMaxQueues(), MaxMessageBytes: q.GetMaxMessageBytes(), Weight: q.GetWeight()}
 }
 
 // Tenant is one tenant: its queues are named "NAME/QUEUE". The usage

@@ -15,7 +15,7 @@ type quotaFlags struct {
 	tenant                             bool
 	sendRate, sendBurst, maxQueues     uint
 	maxMessages, maxBytes, maxInFlight uint64
-	maxSize                            uint
+	maxSize, weight                    uint
 }
 
 func (q *quotaFlags) register(fs *flag.FlagSet, tenant, update bool) {
@@ -36,6 +36,7 @@ func (q *quotaFlags) register(fs *flag.FlagSet, tenant, update bool) {
 	if tenant {
 		fs.UintVar(&q.maxQueues, "max-queues", 0, "quota: queues the tenant may hold"+keep)
 		fs.UintVar(&q.maxSize, "max-size", 0, "quota: largest message body in bytes for every queue of the tenant"+keep)
+		fs.UintVar(&q.weight, "weight", 0, "the tenant's share of each shard's sends against other tenants' while both wait, 1-1000 (default 1)")
 	}
 }
 
@@ -46,6 +47,9 @@ func (q *quotaFlags) check() error {
 	}
 	if q.sendBurst > 0 && q.sendRate == 0 {
 		return usagef("--send-burst needs --send-rate")
+	}
+	if q.weight > 1000 {
+		return usagef("--weight %d is above 1000", q.weight)
 	}
 	if q.maxSize > client.MaxBodyBytes {
 		return usagef("--max-size %d is above the limit %d", q.maxSize, client.MaxBodyBytes)
@@ -73,6 +77,8 @@ func (q *quotaFlags) apply(fs *flag.FlagSet, qs *client.Quotas) {
 			if q.tenant {
 				qs.MaxMessageBytes = uint32(q.maxSize)
 			}
+		case "weight":
+			qs.Weight = uint32(q.weight)
 		}
 	})
 }
@@ -94,14 +100,15 @@ func quotaRows(prefix string, q client.Quotas, tenant bool) [][]string {
 		{prefix + "max-in-flight", limit(q.MaxInFlight)},
 	}
 	if tenant {
-		rows = append(rows, []string{prefix + "max-queues", limit(uint64(q.MaxQueues))}, []string{prefix + "max-size", limit(uint64(q.MaxMessageBytes))})
+		rows = append(rows, []string{prefix + "max-queues", limit(uint64(q.MaxQueues))}, []string{prefix + "max-size", limit(uint64(q.MaxMessageBytes))},
+			[]string{prefix + "weight", strconv.Itoa(int(max(q.Weight, 1)))})
 	}
 	return rows
 }
 
 func quotasJSON(q client.Quotas) map[string]any {
 	return map[string]any{"send_rate": q.SendRate, "send_burst": q.SendBurst, "max_messages": q.MaxMessages, "max_bytes": q.MaxBytes,
-		"max_in_flight": q.MaxInFlight, "max_queues": q.MaxQueues, "max_message_bytes": q.MaxMessageBytes}
+		"max_in_flight": q.MaxInFlight, "max_queues": q.MaxQueues, "max_message_bytes": q.MaxMessageBytes, "weight": max(q.Weight, 1)}
 }
 
 func (o *output) tenant(t client.Tenant, usage bool) error {
