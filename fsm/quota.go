@@ -153,6 +153,26 @@ func (q *queue) leaseRoom() uint64 {
 	return room
 }
 
+// leaseEnded wakes the long polls an ending lease may let lease again:
+// the queue's, when it has an in-flight quota, and every queue of its
+// tenant when the tenant was at its own. Called before the counts drop.
+func (s *state) leaseEnded(q *queue) {
+	sq := q.policy.GetShardQuota()
+	if s.touched == nil || sq == nil {
+		return
+	}
+	if sq.GetMaxInFlight() > 0 {
+		s.touched[q.name] = struct{}{}
+	}
+	if lim := sq.GetTenantMaxInFlight(); lim > 0 && q.tenant != nil && q.tenant.leased >= lim {
+		for name, o := range s.queues {
+			if o.tenant == q.tenant && o.ready.Len() > 0 {
+				s.touched[name] = struct{}{}
+			}
+		}
+	}
+}
+
 // inFlightStatus explains a receive refused for the in-flight quota.
 func (q *queue) inFlightStatus() *fsmpb.Status {
 	sq := q.policy.GetShardQuota()

@@ -146,3 +146,26 @@ func TestValidateQuotas(t *testing.T) {
 		}
 	}
 }
+
+// An ending lease wakes the long polls its in-flight quota held back: the
+// queue's own, and every queue of a tenant that was at its quota.
+func TestQuotaLeaseEndWakesWaiters(t *testing.T) {
+	h := newHarness(t)
+	sq := &fsmpb.ShardQuota{TenantMaxInFlight: 1}
+	h.mustQueue("acme/a", quotaPolicy(sq))
+	h.mustQueue("acme/b", quotaPolicy(sq))
+	h.mustEnqueue("acme/a", body("1"))
+	h.mustEnqueue("acme/b", body("2"))
+	ms := h.mustReceive("acme/a", 1, 1000)
+	if st := h.mustStats("acme/b"); st.Leasable != 0 {
+		t.Fatalf("b leasable at the tenant's quota: %+v", st)
+	}
+	h.woken = nil
+	h.mustOK(ackCmd(receipt(ms[0])))
+	if !slices.Contains(h.woken, "acme/b") {
+		t.Fatalf("the ack woke %v, want acme/b among them", h.woken)
+	}
+	if st := h.mustStats("acme/b"); st.Leasable != 1 {
+		t.Fatalf("b after the ack: %+v", st)
+	}
+}

@@ -23,6 +23,9 @@ func (s *state) inGroups(m *msg) bool { return m.q.fifo() && live(m.state) }
 // detach removes m from the index of its current state.
 func (s *state) detach(m *msg) {
 	q := m.q
+	if m.state == fsmpb.State_STATE_LEASED {
+		s.leaseEnded(q) // before the counts drop
+	}
 	if live(m.state) {
 		q.liveBytes -= uint64(len(m.body))
 		if u := q.tenant; u != nil {

@@ -127,11 +127,25 @@ func TestTenantQuotas(t *testing.T) {
 		}
 		_, err = acme.Receive(ctx, "second", client.ReceiveOptions{Max: 1})
 		exhausted("a third lease of the tenant", err, "max_in_flight")
+		// A long poll at the quota waits, and the ack that frees a place
+		// wakes it.
+		type got struct {
+			n   int
+			err error
+			at  time.Time
+		}
+		polled := make(chan got, 1)
+		go func() {
+			ms, err := acme.Receive(ctx, "second", client.ReceiveOptions{Max: 10, Wait: 15 * time.Second})
+			polled <- got{len(ms), err, time.Now()}
+		}()
+		time.Sleep(500 * time.Millisecond)
+		acked := time.Now()
 		if err := acme.Ack(ctx, ms[0].Receipt); err != nil {
 			t.Fatal(err)
 		}
-		if ms, err := acme.Receive(ctx, "second", client.ReceiveOptions{Max: 10}); err != nil || len(ms) != 1 {
-			t.Fatalf("after an ack: %d (%v), want 1", len(ms), err)
+		if g := <-polled; g.err != nil || g.n != 1 || g.at.Sub(acked) > 5*time.Second {
+			t.Fatalf("long poll at the quota: %d messages (%v) %v after the ack; want 1 soon after it", g.n, g.err, g.at.Sub(acked))
 		}
 	})
 
