@@ -192,10 +192,14 @@ func (l *load) send(ctx context.Context, p int, items []client.Outgoing, seqs []
 		return 1
 	}
 	res, err := l.c.SendBatch(ctx, l.queue, items)
-	if err != nil {
+	// A *client.BatchError comes with every item's result: only some items
+	// failed, and the others are stored. Any other error is the call's.
+	var be *client.BatchError
+	if err != nil && (!errors.As(err, &be) || len(res) != len(items)) {
 		for _, s := range seqs {
 			l.led.sent(p, s, false)
 		}
+		l.sendErrs.Add(uint64(len(items) - 1))
 		l.fail(&l.sendErrs, err)
 		return 0
 	}
