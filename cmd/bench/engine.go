@@ -224,14 +224,38 @@ func (l *load) send(ctx context.Context, p int, items []client.Outgoing, seqs []
 		return 0, c.definite()
 	}
 	states := make([]sendState, len(items))
+	// A batch's failed items are counted by runs of one class and retry
+	// time (a flooded leader refuses a whole batch alike), not one by one:
+	// a flood's refusals would otherwise cost the load generator, on the
+	// cores it shares with the nodes, a lock and an error string each.
+	var run struct {
+		err   error
+		class sendClass
+		after time.Duration
+		n     int
+	}
+	flush := func() {
+		if run.n > 0 {
+			l.failedAs(run.err, run.class, run.n)
+		}
+		run.n = 0
+	}
 	for i, r := range res {
 		states[i] = sendAcked
-		if r.Err != nil {
-			states[i] = l.failed(r.Err, 1).ledgerState()
+		if r.Err == nil {
+			ok++
 			continue
 		}
-		ok++
+		c := classifySend(r.Err)
+		after, _ := client.RetryAfter(r.Err)
+		if run.n > 0 && (c != run.class || after != run.after) {
+			flush()
+		}
+		run.err, run.class, run.after = r.Err, c, after
+		run.n++
+		states[i] = c.ledgerState()
 	}
+	flush()
 	l.led.book(p, seqs, states)
 	l.enqueued.Add(uint64(ok))
 	return ok, true
@@ -252,9 +276,7 @@ func (l *load) sendOne(ctx context.Context, p int, body []byte, seq uint64) (ok 
 			return 1, true
 		}
 		c := l.failed(err, 1)
-		if c == classRefused && l.resendRefused && !l.stopSend.Load() && ctx.Err() == nil {
-			after, _ := client.RetryAfter(err)
-			sleep(ctx, min(after, maxResendWait))
+		if c == classRefused && l.resendRefused && l.waitToResend(ctx, err) {
 			continue
 		}
 		l.led.book(p, []uint64{seq}, []sendState{c.ledgerState()})
@@ -262,10 +284,27 @@ func (l *load) sendOne(ctx context.Context, p int, body []byte, seq uint64) (ok 
 	}
 }
 
+// waitToResend waits the time a refusal asked for and reports whether the
+// message should go again: not once the producers are stopping.
+func (l *load) waitToResend(ctx context.Context, refusal error) bool {
+	if l.stopSend.Load() || ctx.Err() != nil {
+		return false
+	}
+	after, _ := client.RetryAfter(refusal)
+	sleep(ctx, min(after, maxResendWait))
+	return !l.stopSend.Load() && ctx.Err() == nil
+}
+
 // failed counts n messages that one error failed, by class, and returns
 // the class.
 func (l *load) failed(err error, n int) sendClass {
 	c := classifySend(err)
+	l.failedAs(err, c, n)
+	return c
+}
+
+// failedAs is failed for an error already classified.
+func (l *load) failedAs(err error, c sendClass, n int) {
 	l.outcomes[c].Add(uint64(n))
 	l.sendErrs.Add(uint64(n - 1))
 	l.fail(&l.sendErrs, err)
@@ -273,7 +312,6 @@ func (l *load) failed(err error, n int) sendClass {
 		after, _ := client.RetryAfter(err)
 		l.retryAfter.recordN(after, n)
 	}
-	return c
 }
 
 // outcomeCounts is what the load's sends got so far.
@@ -414,10 +452,22 @@ func (l *load) drain(ctx context.Context, limit time.Duration) (time.Duration, e
 type counters struct {
 	at                  time.Time
 	enqueued, processed uint64
+	// offered: messages handed to send calls; refused: refusals with a
+	// retry time.
+	offered, refused uint64
 }
 
 func (l *load) snapshot() counters {
-	return counters{at: time.Now(), enqueued: l.enqueued.Load(), processed: l.processed.Load()}
+	return counters{at: time.Now(), enqueued: l.enqueued.Load(), processed: l.processed.Load(),
+		offered: l.offered.Load(), refused: l.outcomes[classRefused].Load()}
+}
+
+// resetLatencies empties every latency histogram: a load that runs on
+// through two measured windows starts the second one empty.
+func (l *load) resetLatencies() {
+	for _, h := range []*latency{l.enqueue, l.claim, l.e2e, l.ack, l.readyClaim, l.retryAfter} {
+		h.reset()
+	}
 }
 
 func rate(a, b counters, f func(counters) uint64) float64 {
