@@ -144,6 +144,10 @@ type ceilingRun struct {
 	ReadyClaimP99 float64 `json:"ready_claim_p99_ms"`
 	Lost          uint64  `json:"lost"`
 	Unknown       uint64  `json:"unknown_sends"`
+	// CPU is the ceiling window's, to set beside the flood's: on a
+	// machine the load generator shares with the nodes, a flood costs the
+	// generator CPU the nodes then lack.
+	CPU cpuUse `json:"cpu"`
 }
 
 // bPhase is tenant B in one measured window. Enqueue is the Send call,
@@ -210,7 +214,8 @@ func (r *overloadResult) rows() [][2]string {
 	}
 	if c := r.CeilingRun; c != nil {
 		rows = append(rows, [2]string{"ceiling run", fmt.Sprintf("%.0fs: enqueue %s/s, processed %s/s, enqueue p99 %.1f ms, claim once ready p99 %.1f ms, lost %d, unknown %d",
-			c.DurationS, f0(c.EnqueuePerS), f0(c.ProcessedPerS), c.EnqueueP99, c.ReadyClaimP99, c.Lost, c.Unknown)})
+			c.DurationS, f0(c.EnqueuePerS), f0(c.ProcessedPerS), c.EnqueueP99, c.ReadyClaimP99, c.Lost, c.Unknown)},
+			[2]string{"cpu in ceiling window", c.CPU.row()})
 	}
 	rows = append(rows,
 		[2]string{"windows", fmt.Sprintf("%.0fs each after %.0fs warmup", r.PhaseS, r.WarmupS)},
@@ -446,7 +451,7 @@ func runOverload(ctx context.Context, cfg config, stderr io.Writer) (result, err
 		sr, err := steadyOnce(ctx, admin, cc, stderr, "ceiling")
 		if sr != nil {
 			r.CeilingRun = &ceilingRun{DurationS: sr.DurationS, EnqueuePerS: sr.EnqueuePerS, ProcessedPerS: sr.ProcessedPerS,
-				EnqueueP99: sr.EnqueueP99, ReadyClaimP99: sr.ReadyClaimP99, Lost: sr.Lost, Unknown: sr.Unknown}
+				EnqueueP99: sr.EnqueueP99, ReadyClaimP99: sr.ReadyClaimP99, Lost: sr.Lost, Unknown: sr.Unknown, CPU: sr.CPU}
 			r.CeilingPerS = sr.ProcessedPerS
 		}
 		if err != nil {
