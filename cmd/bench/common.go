@@ -24,6 +24,17 @@ const (
 // dial connects to the cluster and waits for its leaders to settle
 // (--settle), returning where they are.
 func dial(ctx context.Context, cfg config, stderr io.Writer) (*client.Client, placement, error) {
+	c, err := dialClient(ctx, cfg)
+	if err != nil {
+		return nil, placement{}, err
+	}
+	return c, settle(ctx, c, cfg.Settle, stderr), nil
+}
+
+// dialClient connects to the cluster with the bench's credentials and
+// extra, without waiting for leaders: a second client of a run, with
+// connections of its own.
+func dialClient(ctx context.Context, cfg config, extra ...client.Option) (*client.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var opts []client.Option
@@ -39,18 +50,18 @@ func dial(ctx context.Context, cfg config, stderr io.Writer) (*client.Client, pl
 	if ca != "" && !cfg.Insecure {
 		tc, err := tlsconf.ClientFiles(ca, cert, key)
 		if err != nil {
-			return nil, placement{}, err
+			return nil, err
 		}
 		opts = append(opts, client.WithTLS(credentials.NewTLS(tc)))
 	}
 	if cfg.Token != "" {
 		opts = append(opts, client.WithToken(cfg.Token))
 	}
-	c, err := client.Dial(dctx, cfg.Addrs, opts...)
+	c, err := client.Dial(dctx, cfg.Addrs, append(opts, extra...)...)
 	if err != nil {
-		return nil, placement{}, fmt.Errorf("dial %s: %w", strings.Join(cfg.Addrs, ","), err)
+		return nil, fmt.Errorf("dial %s: %w", strings.Join(cfg.Addrs, ","), err)
 	}
-	return c, settle(ctx, c, cfg.Settle, stderr), nil
+	return c, nil
 }
 
 // queueName makes a fresh queue per run so runs never see each other's

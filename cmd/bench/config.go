@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/raftq/raftq/client"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -75,6 +76,29 @@ type config struct {
 	// sweep
 	Concurrency []int
 	Batches     []int
+
+	// overload: the ceiling phase runs with the steady flags above
+	// (--producers, --inflight, --consumers, --batch), and tenant A's
+	// consumers take the same --consumers and --batch.
+	Ceiling         float64 // processed/s; 0: measure it first
+	CeilingDuration time.Duration
+	PhaseDuration   time.Duration
+	BShare          float64 // B's send rate as a share of the ceiling
+	BProducers      int
+	BInflight       int // B's sends in flight per producer
+	BConsumers      int
+	BBatch          int
+	AFactor         float64 // A's offered send rate as a multiple of the ceiling
+	AProducers      int
+	AInflight       int // A's SendBatch calls in flight per producer
+	ASendBatch      int
+	// A's tenant quotas (0: none). MaxBytes and Budget are sizes as given
+	// ("64MiB"); validate parses them.
+	ASendRate, ASendBurst, AMaxMessages, AMaxInFlight uint64
+	AMaxBytes                                         string
+	// Budget, if set, is every node's memory budget, instead of what each
+	// node reports (raftq_memory_budget_bytes).
+	Budget string
 }
 
 var errUsage = errors.New("invalid arguments")
@@ -87,6 +111,7 @@ workloads:
   backlog    seed N messages with SendBatch, then drain cold; drain rate, memory per message
   scheduled  messages due at now+--due while a backlog churns; lateness past due
   sweep      steady over concurrency x receive batch; prints a table
+  overload   tenant A floods at 10 x the ceiling while tenant B runs at 5 %; B's latency, throughput, refusals, memory, ledger
 
 Run "raftq-bench <workload> -h" for the workload's flags.
 `
@@ -177,6 +202,42 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 			c.Concurrency, _ = intList(*conc)
 			c.Batches, _ = intList(*batches)
 		}
+	case "overload":
+		// The ceiling phase is steady's headline; A is drained by
+		// --consumers x --batch like it.
+		load(16, 8, 256)
+		nodes()
+		fs.DurationVar(&c.Warmup, "warmup", 3*time.Second, "warmup before each measured window (not counted)")
+		fs.IntVar(&c.Inflight, "inflight", 256, "ceiling phase: sends each producer keeps outstanding")
+		fs.StringVar(&c.SendMode, "send-mode", "sync", "ceiling phase: sync or async producers, as steady's")
+		c.SendBatch = 1
+		fs.Float64Var(&c.Ceiling, "ceiling", 0, "the cluster's processed/s; 0: measure it first, closed loop as steady does, for --ceiling-duration")
+		fs.DurationVar(&c.CeilingDuration, "ceiling-duration", 15*time.Second, "measured window of the ceiling phase")
+		fs.DurationVar(&c.PhaseDuration, "phase-duration", 10*time.Second, "measured window of each of the phases B alone and A floods")
+		fs.Float64Var(&c.BShare, "b-share", 0.05, "tenant B's send rate as a share of the ceiling")
+		fs.IntVar(&c.BProducers, "b-producers", 4, "tenant B's producers")
+		fs.IntVar(&c.BInflight, "b-inflight", 256, "tenant B's sends in flight per producer, each a goroutine blocked in Send (B is paced: these bound how long a send may take before B falls behind its rate)")
+		fs.IntVar(&c.BConsumers, "b-consumers", 2, "tenant B's consumers")
+		fs.IntVar(&c.BBatch, "b-batch", 32, "most messages one of B's consumers takes per receive")
+		fs.Float64Var(&c.AFactor, "a-factor", 10, "tenant A's offered send rate as a multiple of the ceiling")
+		fs.IntVar(&c.AProducers, "a-producers", 4, "tenant A's producers, each starting SendBatch calls at its share of A's rate whatever the earlier ones got")
+		// A leader queues up to 64 MiB of sends before it refuses any
+		// (shard/sendqueue.go), each waiting seconds on a slow machine: A
+		// needs more than that in flight to be refused at all, and calls
+		// enough to offer its rate while the taken ones wait.
+		fs.IntVar(&c.AInflight, "a-inflight", 512, "SendBatch calls each of A's producers may have outstanding (to be refused at all, A must have more in flight than a leader queues: 64 MiB)")
+		// 60 messages of 1 KiB with their dedup keys and framing (about
+		// 64.5 KB) fit a 64 KiB buffer of the client's gRPC pool
+		// (internal/bufpool), which is cleared whole on every marshal; 64
+		// took a 128 KiB one, and clearing it was a third of the load
+		// generator's CPU in a flood.
+		fs.IntVar(&c.ASendBatch, "a-send-batch", 60, "messages per SendBatch call of tenant A (with --size 1024, 60 fill a 64 KiB marshal buffer)")
+		fs.Uint64Var(&c.ASendRate, "a-send-rate", 0, "tenant A's send_rate quota, msgs/s (0: none)")
+		fs.Uint64Var(&c.ASendBurst, "a-send-burst", 0, "tenant A's send_burst quota (0: the rate)")
+		fs.Uint64Var(&c.AMaxMessages, "a-max-messages", 0, "tenant A's max_messages quota (0: none)")
+		fs.StringVar(&c.AMaxBytes, "a-max-bytes", "", "tenant A's max_bytes quota, e.g. 64MiB (empty: none)")
+		fs.Uint64Var(&c.AMaxInFlight, "a-max-inflight", 0, "tenant A's max_in_flight quota: leased messages (0: none)")
+		fs.StringVar(&c.Budget, "budget", "", "every node's memory budget for the RSS bar, e.g. 2GiB (empty: each node's raftq_memory_budget_bytes from --metrics, in --pids order when --pids is set)")
 	default:
 		fmt.Fprint(stderr, usage)
 		return config{}, fmt.Errorf("unknown workload %q: %w", c.Workload, errUsage)
@@ -268,6 +329,8 @@ func (c config) validate() error {
 			check(c.Duration > 0 && c.Duration <= time.Hour, "--duration %v outside (0, 1h]", c.Duration)
 			check(c.ChurnRate >= 0, "--churn-rate %v is negative", c.ChurnRate)
 		}
+	case "overload":
+		c.validateOverload(check)
 	case "sweep":
 		check(len(c.Concurrency) > 0, "--concurrency: need a comma-separated list of integers")
 		check(len(c.Batches) > 0, "--batches: need a comma-separated list of integers")
@@ -279,4 +342,59 @@ func (c config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// maxTenantPrefix leaves room in a tenant name (at most 64 characters) for
+// the "-a-" and the run's nine digits that make each run's tenants its own.
+const maxTenantPrefix = 48
+
+func (c config) validateOverload(check func(bool, string, ...any)) {
+	check(c.Ceiling >= 0, "--ceiling %v is negative", c.Ceiling)
+	if c.Ceiling == 0 {
+		check(c.CeilingDuration > 0 && c.CeilingDuration <= 10*time.Minute, "--ceiling-duration %v outside (0, 10m]", c.CeilingDuration)
+	}
+	check(c.PhaseDuration > 0 && c.PhaseDuration <= time.Hour, "--phase-duration %v outside (0, 1h]", c.PhaseDuration)
+	check(c.Warmup >= 0 && c.Warmup <= 10*time.Minute, "--warmup %v outside [0, 10m]", c.Warmup)
+	check(c.Inflight >= 1 && c.Inflight <= 4096, "--inflight %d outside 1-4096", c.Inflight)
+	check(c.SendMode == "sync" || c.SendMode == "async", "--send-mode %q: want sync or async", c.SendMode)
+	check(c.BShare > 0 && c.BShare < 1, "--b-share %v outside (0, 1)", c.BShare)
+	check(c.BProducers >= 1 && c.BProducers <= 1024, "--b-producers %d outside 1-1024", c.BProducers)
+	check(c.BInflight >= 1 && c.BInflight <= 4096, "--b-inflight %d outside 1-4096", c.BInflight)
+	check(c.BConsumers >= 1 && c.BConsumers <= 1024, "--b-consumers %d outside 1-1024", c.BConsumers)
+	check(c.BBatch >= 1 && c.BBatch <= 1000, "--b-batch %d outside 1-1000", c.BBatch)
+	check(c.AFactor > 0 && c.AFactor <= 1000, "--a-factor %v outside (0, 1000]", c.AFactor)
+	check(c.AProducers >= 1 && c.AProducers <= 1024, "--a-producers %d outside 1-1024", c.AProducers)
+	check(c.AInflight >= 1 && c.AInflight <= 4096, "--a-inflight %d outside 1-4096", c.AInflight)
+	check(c.ASendBatch >= 1 && c.ASendBatch <= 1000, "--a-send-batch %d outside 1-1000", c.ASendBatch)
+	check(c.ASendBatch*(c.Size+sendOverhead) <= client.MaxRequestBytes,
+		"--a-send-batch %d of --size %d bytes is over the %d MiB a request may hold: lower one of them", c.ASendBatch, c.Size, client.MaxRequestBytes>>20)
+	check(c.ASendRate <= math.MaxUint32, "--a-send-rate %d above %d", c.ASendRate, uint64(math.MaxUint32))
+	check(c.ASendBurst <= math.MaxUint32, "--a-send-burst %d above %d", c.ASendBurst, uint64(math.MaxUint32))
+	_, err := parseBytes(c.AMaxBytes)
+	check(err == nil, "--a-max-bytes: %v", err)
+	_, err = parseBytes(c.Budget)
+	check(err == nil, "--budget: %v", err)
+	// Each run makes tenants named after --queue: a tenant name is
+	// [a-z0-9_-], starting with a letter or a digit.
+	check(validTenantPrefix(c.Queue), "--queue %q: the overload workload names its tenants after it: want 1-%d of [a-z0-9_-], starting with a letter or a digit", c.Queue, maxTenantPrefix)
+}
+
+func validTenantPrefix(s string) bool {
+	if s == "" || len(s) > maxTenantPrefix {
+		return false
+	}
+	for i, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || i > 0 && (r == '_' || r == '-')) {
+			return false
+		}
+	}
+	return true
+}
+
+// aQuotas is tenant A's quotas from the flags (validated: the sizes parse
+// and the rates fit).
+func (c config) aQuotas() client.Quotas {
+	maxBytes, _ := parseBytes(c.AMaxBytes)
+	return client.Quotas{SendRate: uint32(c.ASendRate), SendBurst: uint32(c.ASendBurst), MaxMessages: c.AMaxMessages,
+		MaxBytes: maxBytes, MaxInFlight: c.AMaxInFlight}
 }

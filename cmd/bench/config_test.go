@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftq/raftq/client"
 )
 
 func mustParse(t *testing.T, args ...string) config {
@@ -76,6 +78,41 @@ func TestFlagValidation(t *testing.T) {
 		{"sweep", ""},
 		{"sweep --concurrency 16,x", "--concurrency"},
 		{"sweep --batches 0", "--batches"},
+		{"overload", ""},
+		{"overload --ceiling 20000 --ceiling-duration 0s", ""},
+		{"overload --ceiling -1", "--ceiling -1 is negative"},
+		{"overload --ceiling-duration 0s", "--ceiling-duration"},
+		{"overload --ceiling-duration 11m", "--ceiling-duration"},
+		{"overload --phase-duration 0s", "--phase-duration"},
+		{"overload --warmup -1s", "--warmup"},
+		{"overload --inflight 0", "--inflight"},
+		{"overload --send-mode fast", "--send-mode"},
+		{"overload --b-share 0", "--b-share"},
+		{"overload --b-share 1", "--b-share"},
+		{"overload --b-share 0.5", ""},
+		{"overload --b-producers 0", "--b-producers"},
+		{"overload --b-inflight 0", "--b-inflight"},
+		{"overload --b-consumers 0", "--b-consumers"},
+		{"overload --b-batch 1001", "--b-batch"},
+		{"overload --a-factor 0", "--a-factor"},
+		{"overload --a-factor 1001", "--a-factor"},
+		{"overload --a-producers 0", "--a-producers"},
+		{"overload --a-inflight 4097", "--a-inflight"},
+		{"overload --a-send-batch 0", "--a-send-batch"},
+		{"overload --size 131072", "--a-send-batch 60 of --size 131072 bytes is over the 4 MiB"},
+		{"overload --size 65536", ""},
+		{"overload --a-send-rate 5000000000", "--a-send-rate"},
+		{"overload --a-send-burst 5000000000", "--a-send-burst"},
+		{"overload --a-send-rate 2000 --a-send-burst 100 --a-max-messages 10000 --a-max-bytes 64MiB --a-max-inflight 500", ""},
+		{"overload --a-max-bytes 64MB", "--a-max-bytes"},
+		{"overload --budget 2GiB", ""},
+		{"overload --budget lots", "--budget"},
+		{"overload --queue Bench", "--queue \"Bench\""},
+		{"overload --queue -x", "--queue"},
+		{"overload --queue a.b", "--queue"},
+		{"overload --queue x_1-y", ""},
+		{"overload --queue " + strings.Repeat("q", 49), "--queue"},
+		{"overload --batch 0", "--batch"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.args, func(t *testing.T) {
@@ -164,5 +201,27 @@ func TestReportNamesInvalidFlags(t *testing.T) {
 	}
 	if code := report(fmt.Errorf("lost 3: %w", errFailed), &stderr); code != 1 {
 		t.Errorf("failed checks: exit %d, want 1", code)
+	}
+}
+
+func TestOverloadDefaultsAndQuotas(t *testing.T) {
+	c := mustParse(t, "overload")
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	// The ceiling phase is the headline's shape.
+	if c.Producers != 16 || c.Inflight != 256 || c.Consumers != 8 || c.Batch != 256 || c.SendBatch != 1 || c.Size != 1024 {
+		t.Errorf("ceiling shape %+v", c)
+	}
+	if c.Ceiling != 0 || c.CeilingDuration != 15*time.Second || c.PhaseDuration != 10*time.Second || c.BShare != 0.05 || c.AFactor != 10 {
+		t.Errorf("phases: ceiling %v for %v, phases %v, B %v, A %v", c.Ceiling, c.CeilingDuration, c.PhaseDuration, c.BShare, c.AFactor)
+	}
+	if q := c.aQuotas(); q != (client.Quotas{}) {
+		t.Errorf("A's quotas by default %+v, want none", q)
+	}
+	c = mustParse(t, strings.Fields("overload --a-send-rate 2000 --a-send-burst 100 --a-max-messages 10000 --a-max-bytes 64MiB --a-max-inflight 500")...)
+	want := client.Quotas{SendRate: 2000, SendBurst: 100, MaxMessages: 10000, MaxBytes: 64 << 20, MaxInFlight: 500}
+	if q := c.aQuotas(); q != want {
+		t.Errorf("A's quotas %+v, want %+v", q, want)
 	}
 }

@@ -26,6 +26,13 @@ type load struct {
 	// refill keeps producers waiting for topUp when the cap is spent,
 	// instead of ending: how a workload holds a backlog level.
 	refill atomic.Bool
+	// resendRefused makes a one-message send refused with a retry time
+	// wait that long and send the message again, until it is taken or the
+	// producers stop, as a well-behaved client does; its enqueue latency
+	// then includes the waits. Otherwise a refusal fails the send.
+	resendRefused bool
+	// flood runs produceFlood instead of produce: open-loop SendBatch calls.
+	flood bool
 
 	producers, perProducer, sendBatch int
 	inflight                          int  // sends per producer in flight
@@ -42,6 +49,17 @@ type load struct {
 	// being ready for an asking consumer to the consumer holding it.
 	// claim is the whole receive call, mostly waiting when consumers keep up.
 	readyClaim *latency
+
+	// retryAfter is the wait the cluster asked of each refused send.
+	retryAfter *latency
+
+	// offered counts messages handed to a send call (a resend after a
+	// refusal is not counted again); outcomes counts what the attempts got.
+	offered  atomic.Uint64
+	outcomes [numSendClasses]atomic.Uint64
+	// floodStalls counts flood calls that waited for a free call slot: the
+	// load generator, not the cluster, held the offered rate back.
+	floodStalls atomic.Uint64
 
 	enqueued, processed, redelivered, duplicates atomic.Uint64
 	// Receive calls and those that returned nothing: a receive that comes
@@ -63,6 +81,7 @@ type loadSpec struct {
 	rate                           float64
 	total                          int // 0: no cap on messages sent
 	consumeRate                    float64
+	resendRefused, flood           bool
 }
 
 func newLoad(c *client.Client, queue string, s loadSpec) *load {
@@ -72,6 +91,7 @@ func newLoad(c *client.Client, queue string, s loadSpec) *load {
 		inflight: max(s.inflight, 1), asyncSend: s.asyncSend,
 		sendBatch: max(s.sendBatch, 1), consumers: s.consumers, batch: s.batch, asyncAck: s.asyncAck, wait: 2 * time.Second,
 		enqueue: newLatency(), claim: newLatency(), e2e: newLatency(), ack: newLatency(), readyClaim: newLatency(),
+		retryAfter: newLatency(), resendRefused: s.resendRefused, flood: s.flood,
 	}
 	l.limit.Store(-1)
 	if s.total > 0 {
@@ -130,6 +150,10 @@ func (l *load) allowance(ctx context.Context, n int) int {
 // stopProducers or the cap.
 func (l *load) startProducers(ctx context.Context) {
 	for p := range l.producers {
+		if l.flood {
+			l.prodWG.Go(func() { l.produceFlood(ctx, p) })
+			continue
+		}
 		if l.asyncSend {
 			l.prodWG.Go(func() { l.produceAsync(ctx, p) })
 			continue
@@ -143,9 +167,9 @@ func (l *load) startProducers(ctx context.Context) {
 func (l *load) produce(ctx context.Context, p int) {
 	items := make([]client.Outgoing, 0, l.sendBatch)
 	seqs := make([]uint64, 0, l.sendBatch)
-	// Bodies are reused once a call has answered for all of them; after a
-	// failure a body may still be in a call the client gave up waiting
-	// for, so new ones are made.
+	// Bodies are reused once a call has answered for all of them (taken or
+	// refused); after a failure without an answer a body may still be in a
+	// call the client gave up waiting for, so new ones are made.
 	bodies := make([][]byte, l.sendBatch)
 	for !l.stopSend.Load() && ctx.Err() == nil {
 		n := l.allowance(ctx, l.sendBatch)
@@ -163,8 +187,8 @@ func (l *load) produce(ctx context.Context, p int) {
 			bodies[i] = encodeInto(bodies[i], header{Producer: uint32(p), Seq: s, Sent: now}, l.fill)
 			items = append(items, client.Outgoing{Body: bodies[i]})
 		}
-		ok := l.send(ctx, p, items, seqs)
-		if ok < n {
+		ok, answered := l.send(ctx, p, items, seqs)
+		if !answered {
 			clear(bodies)
 		}
 		took := time.Since(now)
@@ -178,38 +202,128 @@ func (l *load) produce(ctx context.Context, p int) {
 	}
 }
 
-// send sends one call and books each message in the ledger; it returns how
-// many were acknowledged.
-func (l *load) send(ctx context.Context, p int, items []client.Outgoing, seqs []uint64) int {
+// send sends one call and books each message in the ledger; it returns
+// how many were acknowledged, and whether the call was answered for every
+// message (taken or refused), so that no body is still held by the client.
+func (l *load) send(ctx context.Context, p int, items []client.Outgoing, seqs []uint64) (ok int, answered bool) {
+	l.offered.Add(uint64(len(items)))
 	if len(items) == 1 {
-		_, err := l.c.Send(ctx, l.queue, items[0].Body)
-		l.led.sent(p, seqs[0], err == nil)
-		if err != nil {
-			l.fail(&l.sendErrs, err)
-			return 0
-		}
-		l.enqueued.Add(1)
-		return 1
+		return l.sendOne(ctx, p, items[0].Body, seqs[0])
 	}
 	res, err := l.c.SendBatch(ctx, l.queue, items)
-	if err != nil {
-		for _, s := range seqs {
-			l.led.sent(p, s, false)
+	// A *client.BatchError comes with every item's result: only some items
+	// failed, and the others are stored. Any other error is the call's.
+	var be *client.BatchError
+	if err != nil && (!errors.As(err, &be) || len(res) != len(items)) {
+		c := l.failed(err, len(items))
+		states := make([]sendState, len(items))
+		for i := range states {
+			states[i] = c.ledgerState()
 		}
-		l.fail(&l.sendErrs, err)
-		return 0
+		l.led.book(p, seqs, states)
+		return 0, c.definite()
 	}
-	ok := 0
+	states := make([]sendState, len(items))
+	// A batch's failed items are counted by runs of one class and retry
+	// time (a flooded leader refuses a whole batch alike), not one by one:
+	// a flood's refusals would otherwise cost the load generator, on the
+	// cores it shares with the nodes, a lock and an error string each.
+	var run struct {
+		err   error
+		class sendClass
+		after time.Duration
+		n     int
+	}
+	flush := func() {
+		if run.n > 0 {
+			l.failedAs(run.err, run.class, run.n)
+		}
+		run.n = 0
+	}
 	for i, r := range res {
-		l.led.sent(p, seqs[i], r.Err == nil)
-		if r.Err != nil {
-			l.fail(&l.sendErrs, r.Err)
+		states[i] = sendAcked
+		if r.Err == nil {
+			ok++
 			continue
 		}
-		ok++
+		c := classifySend(r.Err)
+		after, _ := client.RetryAfter(r.Err)
+		if run.n > 0 && (c != run.class || after != run.after) {
+			flush()
+		}
+		run.err, run.class, run.after = r.Err, c, after
+		run.n++
+		states[i] = c.ledgerState()
 	}
+	flush()
+	l.led.book(p, seqs, states)
 	l.enqueued.Add(uint64(ok))
-	return ok
+	return ok, true
+}
+
+// maxResendWait bounds one wait before a refused send goes again, should a
+// node ask for more.
+const maxResendWait = 5 * time.Second
+
+// sendOne sends one message, again after each refusal with a retry time
+// when resendRefused is set.
+func (l *load) sendOne(ctx context.Context, p int, body []byte, seq uint64) (ok int, answered bool) {
+	for {
+		_, err := l.c.Send(ctx, l.queue, body)
+		if err == nil {
+			l.led.sent(p, seq, true)
+			l.enqueued.Add(1)
+			return 1, true
+		}
+		c := l.failed(err, 1)
+		if c == classRefused && l.resendRefused && l.waitToResend(ctx, err) {
+			continue
+		}
+		l.led.book(p, []uint64{seq}, []sendState{c.ledgerState()})
+		return 0, c.definite()
+	}
+}
+
+// waitToResend waits the time a refusal asked for and reports whether the
+// message should go again: not once the producers are stopping.
+func (l *load) waitToResend(ctx context.Context, refusal error) bool {
+	if l.stopSend.Load() || ctx.Err() != nil {
+		return false
+	}
+	after, _ := client.RetryAfter(refusal)
+	sleep(ctx, min(after, maxResendWait))
+	return !l.stopSend.Load() && ctx.Err() == nil
+}
+
+// failed counts n messages that one error failed, by class, and returns
+// the class.
+func (l *load) failed(err error, n int) sendClass {
+	c := classifySend(err)
+	l.failedAs(err, c, n)
+	return c
+}
+
+// failedAs is failed for an error already classified.
+func (l *load) failedAs(err error, c sendClass, n int) {
+	l.outcomes[c].Add(uint64(n))
+	l.sendErrs.Add(uint64(n - 1))
+	l.fail(&l.sendErrs, err)
+	if c == classRefused {
+		after, _ := client.RetryAfter(err)
+		l.retryAfter.recordN(after, n)
+	}
+}
+
+// outcomeCounts is what the load's sends got so far.
+func (l *load) outcomeCounts() sendOutcomes {
+	return sendOutcomes{
+		Accepted:    l.enqueued.Load(),
+		Refused:     l.outcomes[classRefused].Load(),
+		RefusedBare: l.outcomes[classRefusedBare].Load(),
+		Timeouts:    l.outcomes[classTimeout].Load(),
+		Unavailable: l.outcomes[classUnavailable].Load(),
+		Other:       l.outcomes[classOther].Load(),
+	}
 }
 
 // stopProducers stops new sends and waits for the outstanding ones.
@@ -338,10 +452,22 @@ func (l *load) drain(ctx context.Context, limit time.Duration) (time.Duration, e
 type counters struct {
 	at                  time.Time
 	enqueued, processed uint64
+	// offered: messages handed to send calls; refused: refusals with a
+	// retry time.
+	offered, refused uint64
 }
 
 func (l *load) snapshot() counters {
-	return counters{at: time.Now(), enqueued: l.enqueued.Load(), processed: l.processed.Load()}
+	return counters{at: time.Now(), enqueued: l.enqueued.Load(), processed: l.processed.Load(),
+		offered: l.offered.Load(), refused: l.outcomes[classRefused].Load()}
+}
+
+// resetLatencies empties every latency histogram: a load that runs on
+// through two measured windows starts the second one empty.
+func (l *load) resetLatencies() {
+	for _, h := range []*latency{l.enqueue, l.claim, l.e2e, l.ack, l.readyClaim, l.retryAfter} {
+		h.reset()
+	}
 }
 
 func rate(a, b counters, f func(counters) uint64) float64 {

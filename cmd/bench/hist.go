@@ -76,3 +76,12 @@ func (l *latency) summary() summary {
 		Max:   ms(l.h.Max()),
 	}
 }
+
+// reset forgets everything booked: a load that runs on through two
+// measured windows starts the second one empty.
+func (l *latency) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.h.Reset()
+	l.win.Reset()
+}

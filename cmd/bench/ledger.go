@@ -9,7 +9,9 @@ import (
 // drain, an acknowledged send with no delivery is lost; a second delivery
 // of one message is a duplicate (allowed by at-least-once after a lease
 // expiry, but counted). A send whose outcome is unknown (the call failed) may
-// or may not arrive and is never counted lost.
+// or may not arrive and is never counted lost. A send the cluster refused
+// (RESOURCE_EXHAUSTED: nothing was applied) must never arrive: a delivery
+// of one is counted, as a refusal that stored the message after all.
 type ledger struct {
 	mu        sync.Mutex
 	producers []producerBook
@@ -31,6 +33,7 @@ const (
 	sendPending sendState = iota
 	sendAcked
 	sendUnknown // the call failed: the message may or may not be stored
+	sendRefused // the cluster refused it: not stored
 )
 
 func newLedger(producers int) *ledger {
@@ -49,17 +52,46 @@ func (l *ledger) next(p int) uint64 {
 	return s
 }
 
-// sent books the outcome of a send: acked (stored on a quorum) or not.
-func (l *ledger) sent(p int, seq uint64, acked bool) {
+// nextN reserves n consecutive sequence numbers of producer p and returns
+// the first: one lock for a batch.
+func (l *ledger) nextN(p, n int) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	b := &l.producers[p]
+	s := b.next
+	b.next += uint64(n)
+	for range n {
+		b.state = append(b.state, uint8(sendPending))
+		b.delivered = append(b.delivered, 0)
+	}
+	return s
+}
+
+// sent books the outcome of a send: acked (stored on a quorum) or not.
+func (l *ledger) sent(p int, seq uint64, acked bool) {
 	st := sendUnknown
 	if acked {
 		st = sendAcked
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setLocked(p, seq, st)
+}
+
+// book books the outcome of each of seqs, states[i] for seqs[i], under one
+// lock: a batch's items.
+func (l *ledger) book(p int, seqs []uint64, states []sendState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, s := range seqs {
+		l.setLocked(p, s, states[i])
+	}
+}
+
+func (l *ledger) setLocked(p int, seq uint64, st sendState) {
 	b := &l.producers[p]
 	b.state[seq] = uint8(st)
-	if acked && b.delivered[seq] == 0 {
+	if st == sendAcked && b.delivered[seq] == 0 {
 		l.waiting++
 	}
 }
@@ -99,6 +131,10 @@ type tally struct {
 	Duplicates uint64 `json:"duplicate_deliveries"`
 	Lost       uint64 `json:"lost"`
 	Foreign    uint64 `json:"foreign"`
+	// Refused sends were turned away (RESOURCE_EXHAUSTED) and must never
+	// be delivered; RefusedDelivered counts those that were.
+	Refused          uint64 `json:"refused_sends,omitempty"`
+	RefusedDelivered uint64 `json:"refused_delivered,omitempty"`
 }
 
 func (l *ledger) tally() tally {
@@ -120,6 +156,11 @@ func (l *ledger) tally() tally {
 				}
 			case sendUnknown:
 				t.Unknown++
+			case sendRefused:
+				t.Refused++
+				if d > 0 {
+					t.RefusedDelivered++
+				}
 			}
 		}
 	}

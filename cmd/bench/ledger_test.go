@@ -147,3 +147,29 @@ func TestEncodeIntoReusesOnlyABodyOfThisRun(t *testing.T) {
 		}
 	}
 }
+
+// A refused send is not stored: never lost, never outstanding, and a
+// delivery of one is counted as a refusal that stored it after all.
+func TestLedgerRefused(t *testing.T) {
+	l := newLedger(1)
+	first := l.nextN(0, 4)
+	if first != 0 {
+		t.Fatalf("nextN = %d, want 0", first)
+	}
+	l.book(0, []uint64{0, 1, 2, 3}, []sendState{sendAcked, sendRefused, sendRefused, sendUnknown})
+	if got := l.outstanding(); got != 1 {
+		t.Fatalf("outstanding = %d, want 1 (the acked send)", got)
+	}
+	l.delivered(header{Producer: 0, Seq: 0})
+	l.delivered(header{Producer: 0, Seq: 2})
+	want := tally{Acked: 1, Unknown: 1, Delivered: 2, Refused: 2, RefusedDelivered: 1}
+	if got := l.tally(); got != want {
+		t.Fatalf("tally = %+v, want %+v", got, want)
+	}
+	if got := l.outstanding(); got != 0 {
+		t.Errorf("outstanding = %d after the acked send's delivery", got)
+	}
+	if s := l.nextN(0, 2); s != 4 {
+		t.Errorf("nextN after 4 = %d, want 4", s)
+	}
+}

@@ -79,6 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		res, err = runScheduled(ctx, cfg, stderr)
 	case "sweep":
 		res, err = runSweep(ctx, cfg, stderr)
+	case "overload":
+		res, err = runOverload(ctx, cfg, stderr)
 	}
 	if res != nil {
 		if perr := printResult(stdout, res, cfg.JSON); perr != nil {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -142,3 +144,114 @@ func parseMetric(r io.Reader, name string) (float64, error) {
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// names labels each node of the source: "pid N" or its metrics address.
+func (m nodeSource) names() []string {
+	var out []string
+	for _, p := range m.pids {
+		out = append(out, fmt.Sprintf("pid %d", p))
+	}
+	for _, u := range m.urls {
+		if r, err := url.Parse(u); err == nil && r.Host != "" {
+			out = append(out, r.Host)
+			continue
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// rssPeaks keeps each node's highest RSS over a stretch of a run, sampled
+// every few hundred milliseconds: a flood's memory can rise and fall back
+// between two single readings.
+type rssPeaks struct {
+	stop context.CancelFunc
+	done chan struct{}
+	// Written by the sampling goroutine only; read after done.
+	peak    []uint64
+	samples int
+	err     error
+}
+
+// sampleRSS samples m every `every` from now until finish.
+func sampleRSS(ctx context.Context, m nodeSource, every time.Duration) *rssPeaks {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &rssPeaks{stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			v, err := m.read(ctx)
+			if ctx.Err() != nil {
+				return // a read cut short by the stop is no sample
+			}
+			r.note(v, err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return r
+}
+
+func (r *rssPeaks) note(v []uint64, err error) {
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	r.samples++
+	if len(r.peak) < len(v) {
+		r.peak = append(r.peak, make([]uint64, len(v)-len(r.peak))...)
+	}
+	for i, x := range v {
+		r.peak[i] = max(r.peak[i], x)
+	}
+}
+
+// finish stops the sampling and returns each node's peak, the number of
+// samples and the first read error.
+func (r *rssPeaks) finish() ([]uint64, int, error) {
+	r.stop()
+	<-r.done
+	return r.peak, r.samples, r.err
+}
+
+// memoryBudgets reads each node's memory budget (raftq_memory_budget_bytes,
+// --memory-budget as the node resolved it; 0: the node has none).
+func memoryBudgets(ctx context.Context, urls string) ([]uint64, error) {
+	var out []uint64
+	for _, u := range strings.Split(urls, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		v, err := metricValue(ctx, u, "raftq_memory_budget_bytes")
+		if err != nil {
+			return nil, fmt.Errorf("memory budget from %s: %w", u, err)
+		}
+		out = append(out, uint64(v))
+	}
+	return out, nil
+}
+
+// parseBytes reads a size: a number of bytes, or one with a KiB, MiB, GiB
+// or TiB suffix ("2GiB", "512MiB"); "" is 0.
+func parseBytes(text string) (uint64, error) {
+	s := strings.TrimSpace(text)
+	if s == "" {
+		return 0, nil
+	}
+	mult := uint64(1)
+	for i, suf := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if rest, ok := strings.CutSuffix(s, suf); ok {
+			s, mult = strings.TrimSpace(rest), 1<<(10*(i+1))
+			break
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > math.MaxUint64/mult {
+		return 0, fmt.Errorf("size %q: want bytes, or a number with KiB, MiB, GiB or TiB, below 16 EiB", text)
+	}
+	return n * mult, nil
+}

@@ -62,6 +62,7 @@ func (l *load) produceAsync(ctx context.Context, p int) {
 		default:
 		}
 		seq := l.led.next(p)
+		l.offered.Add(1)
 		now := time.Now()
 		body := encodeInto(spare, header{Producer: uint32(p), Seq: seq, Sent: now}, l.fill)
 		// Every send started is booked: the collector drains the window
@@ -74,9 +75,8 @@ func (l *load) produceAsync(ctx context.Context, p int) {
 // send was answered (its body is free again).
 func (l *load) collect(ctx context.Context, p int, s asyncSend) bool {
 	_, err := s.p.Wait(ctx)
-	l.led.sent(p, s.seq, err == nil)
 	if err != nil {
-		l.fail(&l.sendErrs, err)
+		l.led.book(p, []uint64{s.seq}, []sendState{l.failed(err, 1).ledgerState()})
 		if ctx.Err() == nil && !l.stopSend.Load() {
 			// Back off a little so a refusing cluster is not hammered (not
 			// while collecting what is left at the end). The window stays
@@ -85,6 +85,7 @@ func (l *load) collect(ctx context.Context, p int, s asyncSend) bool {
 		}
 		return false
 	}
+	l.led.sent(p, s.seq, true)
 	l.enqueued.Add(1)
 	if l.measuring.Load() {
 		l.enqueue.recordN(time.Since(s.at), 1)
