@@ -311,7 +311,7 @@ func (s *sendStream) call(ctx context.Context, batch []*pendingSend) (_ []*raftq
 	var resp *raftqv1.SendBatchResponse
 	spec := callSpec{shard: s.key.shard, safe: s.key.safe, answered: func(addr string, md metadata.MD) { by, trailer = addr, md }, admitted: true}
 	err := s.c.invoke(ctx, spec, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
-		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(ctx, req, co...)
+		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(withQueue(ctx, req.GetQueue()), req, co...)
 		return err
 	})
 	if err == nil && len(resp.GetResults()) != len(batch) {

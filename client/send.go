@@ -197,7 +197,7 @@ func (c *Client) prepareSend(ctx context.Context, queue string, body []byte, opt
 func (c *Client) sendAlone(ctx context.Context, ps preparedSend) (SendResult, error) {
 	var resp *raftqv1.SendResponse
 	err := c.invoke(ctx, ps.spec, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
-		resp, err = raftqv1.NewMessagesClient(cc).Send(ctx, ps.req, co...)
+		resp, err = raftqv1.NewMessagesClient(cc).Send(withQueue(ctx, ps.req.GetQueue()), ps.req, co...)
 		return err
 	})
 	if err != nil {
@@ -263,7 +263,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 	}
 	var resp *raftqv1.SendBatchResponse
 	err := c.invoke(ctx, callSpec{shard: shard, safe: safe}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
-		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(ctx, req, co...)
+		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(withQueue(ctx, queue), req, co...)
 		return err
 	})
 	if err != nil {
@@ -290,4 +290,13 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 func hasOutgoingMetadata(ctx context.Context) bool {
 	md, ok := metadata.FromOutgoingContext(ctx)
 	return ok && md.Len() > 0
+}
+
+// queueHeader names a send's queue in its metadata (server/admission.go),
+// so a node refusing the queue's sends for a while answers before reading
+// the body.
+const queueHeader = "raftq-queue"
+
+func withQueue(ctx context.Context, queue string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, queueHeader, queue)
 }

@@ -16,7 +16,10 @@
 # raft, +200 gossip, +300 HTTP, +400 peer); OUT, a directory for the
 # node logs and the bench's output (default: a new temporary directory,
 # kept); BIN (default bin; `make build` first, or BUILD=1 to build);
-# RAFTQ_NODE_ARGS added to every node. The exit status is the bench's:
+# RAFTQ_NODE_ARGS added to every node; NODE_CPUS and BENCH_CPUS, CPU lists
+# (taskset -c) to pin the nodes and the bench to, so the flood's generator
+# cannot take the nodes' CPU on a small machine (NODE_CPUS=0 BENCH_CPUS=1
+# on 2 cores). The exit status is the bench's:
 # 0 every bar met, 1 a bar missed, 2 the run could not be made.
 # Linux only (/proc).
 set -euo pipefail
@@ -58,12 +61,16 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 port() { echo $((PORT_BASE + $2 + $1)); } # port NODE OFFSET
+pin() { # pin CPUS: the command prefix that runs on CPUS, or none
+	if [ -n "$1" ]; then echo "taskset -c $1"; fi
+}
 join="127.0.0.1:$(port 1 200),127.0.0.1:$(port 2 200),127.0.0.1:$(port 3 200)"
 addrs="127.0.0.1:$(port 1 0),127.0.0.1:$(port 2 0),127.0.0.1:$(port 3 0)"
 metrics="http://127.0.0.1:$(port 1 300)/metrics,http://127.0.0.1:$(port 2 300)/metrics,http://127.0.0.1:$(port 3 300)/metrics"
 for i in 1 2 3; do
 	# shellcheck disable=SC2086 # RAFTQ_NODE_ARGS is a list of flags
-	"$BIN/raftq-node" --insecure --node-id "n$i" --data-dir "$DATA/n$i" \
+	# shellcheck disable=SC2046 # pin's words are the prefix
+	$(pin "${NODE_CPUS:-}") "$BIN/raftq-node" --insecure --node-id "n$i" --data-dir "$DATA/n$i" \
 		--grpc-bind "127.0.0.1:$(port $i 0)" --raft-bind "127.0.0.1:$(port $i 100)" \
 		--gossip-bind "127.0.0.1:$(port $i 200)" --http-bind "127.0.0.1:$(port $i 300)" \
 		--peer-bind "127.0.0.1:$(port $i 400)" --join "$join" \
@@ -88,7 +95,8 @@ echo "overload: cluster ready after $(($(date +%s) - start)) s (pids ${pids[*]})
 rc=0
 # In the background, so INT or TERM is handled at once: the trap stops the
 # bench, then the nodes.
-"$BIN/raftq-bench" overload --addr "$addrs" --metrics "$metrics" \
+# shellcheck disable=SC2046
+$(pin "${BENCH_CPUS:-}") "$BIN/raftq-bench" overload --addr "$addrs" --metrics "$metrics" \
 	--pids "$(
 		IFS=,
 		echo "${pids[*]}"

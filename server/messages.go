@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -78,12 +79,15 @@ func (m *messages) Send(ctx context.Context, req *raftqv1.SendRequest) (*raftqv1
 		return nil, m.toStatus(ctx, err)
 	}
 	if sent[0].Err != nil {
-		return nil, m.toStatus(ctx, sent[0].Err)
+		err := m.toStatus(ctx, sent[0].Err)
+		m.noteRefusal(req.GetQueue(), err)
+		return nil, err
 	}
 	id, item := sent[0].Shard, sent[0].Item
 	if err := resultStatus(item.GetStatus()); err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			m.events.Count(req.GetQueue(), "refused_full", 1)
+			m.noteRefusal(req.GetQueue(), err)
 		}
 		return nil, err
 	}
@@ -126,22 +130,42 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 	if err != nil {
 		return nil, m.toStatus(ctx, err)
 	}
+	// The messages of one shard share its error: render each error once
+	// (a flood refused by the hundred thousand per second spent a third
+	// of a leader's CPU rendering the same refusal per item).
+	failed := map[error]*raftqv1.SendResult{}
 	for i, a := range answers {
 		if msgs[i] == nil {
 			continue
 		}
 		if a.Err != nil {
-			err := m.toStatus(ctx, a.Err)
-			st, _ := status.FromError(err)
-			results[i] = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message(), RetryAfterMs: retryMs(err)}
+			// Only an error of a comparable type can be a map key.
+			key := reflect.TypeOf(a.Err).Comparable()
+			var r *raftqv1.SendResult
+			if key {
+				r = failed[a.Err]
+			}
+			if r == nil {
+				err := m.toStatus(ctx, a.Err)
+				st, _ := status.FromError(err)
+				r = &raftqv1.SendResult{Code: int32(st.Code()), Error: st.Message(), RetryAfterMs: retryMs(err)}
+			}
+			if key {
+				failed[a.Err] = r
+			}
+			results[i] = r
 			continue
 		}
 		code, msg := itemStatus(a.Item.GetStatus())
-		results[i] = &raftqv1.SendResult{Code: code, Error: msg, Deduplicated: a.Item.GetDeduplicated(), RetryAfterMs: retryMs(resultStatus(a.Item.GetStatus()))}
+		results[i] = &raftqv1.SendResult{Code: code, Error: msg, Deduplicated: a.Item.GetDeduplicated()}
+		if codes.Code(code) == codes.ResourceExhausted {
+			results[i].RetryAfterMs = quotaRetry.Milliseconds()
+		}
 		if code == 0 {
 			results[i].MessageId = wire.MessageID{Shard: a.Shard, ID: a.Item.GetMessageId()}.String()
 		}
 	}
+	m.noteBatchRefusal(req.GetQueue(), results)
 	sent, deduplicated, full := 0, 0, 0
 	for _, r := range results {
 		switch {

@@ -60,6 +60,9 @@ type Server struct {
 	// receipts sign and check receipts (receipts.go); nil: receipts go
 	// out unsigned and any well-formed one is taken (--insecure).
 	receipts atomic.Pointer[ReceiptKeys]
+	// refused: sends this node refused with a retry time, by queue
+	// (admission.go).
+	refused refusals
 }
 
 // SetReceiptKeys makes the node sign the receipts it hands out and settle

@@ -218,7 +218,10 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	// handler runs.
 	access, accessStream := srv.Access(cfg.ClientAuth == clientAuthRequire)
 	audit := server.NewAudit(log, cfg.NodeID, srv.StoreAudit, srv.Caller)
-	clientOpts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(audit.Unary(), access), grpc.ChainStreamInterceptor(audit.Stream(), accessStream)}
+	// The tap refuses a send for a queue this node has just refused,
+	// before its body is read (server/admission.go).
+	clientOpts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(audit.Unary(), access), grpc.ChainStreamInterceptor(audit.Stream(), accessStream),
+		grpc.InTapHandle(srv.Tap)}
 	var peerOpts []grpc.ServerOption
 	// refused answers plaintext clients of a TLS client port (plaintext.go).
 	var refused *grpc.Server
