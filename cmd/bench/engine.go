@@ -14,7 +14,9 @@ import (
 // load is one producer/consumer run against one queue: the machinery the
 // steady, sweep, backlog and scheduled workloads share.
 type load struct {
-	c     *client.Client
+	c *client.Client
+	// cc is the consumers' client: c unless the spec gives its own.
+	cc    *client.Client
 	queue string
 	led   *ledger
 	fill  []byte
@@ -72,6 +74,10 @@ type load struct {
 }
 
 type loadSpec struct {
+	// consumerClient, if set, is the client the consumers use: an
+	// application of its own, whose connections a flood of the
+	// producers' calls does not clog.
+	consumerClient                 *client.Client
 	producers, inflight, sendBatch int
 	asyncSend                      bool
 	consumers, batch               int
@@ -86,12 +92,15 @@ type loadSpec struct {
 
 func newLoad(c *client.Client, queue string, s loadSpec) *load {
 	l := &load{
-		c: c, queue: queue, led: newLedger(s.producers), fill: filler(s.seed, s.size),
+		c: c, cc: c, queue: queue, led: newLedger(s.producers), fill: filler(s.seed, s.size),
 		pace: newPacer(s.rate), consumePace: newPacer(s.consumeRate), producers: s.producers, perProducer: max(s.inflight/max(s.sendBatch, 1), 1),
 		inflight: max(s.inflight, 1), asyncSend: s.asyncSend,
 		sendBatch: max(s.sendBatch, 1), consumers: s.consumers, batch: s.batch, asyncAck: s.asyncAck, wait: 2 * time.Second,
 		enqueue: newLatency(), claim: newLatency(), e2e: newLatency(), ack: newLatency(), readyClaim: newLatency(),
 		retryAfter: newLatency(), resendRefused: s.resendRefused, flood: s.flood,
+	}
+	if s.consumerClient != nil {
+		l.cc = s.consumerClient
 	}
 	l.limit.Store(-1)
 	if s.total > 0 {
@@ -350,7 +359,7 @@ func (l *load) consume(ctx context.Context, name string) {
 	slots := make(chan struct{}, asyncAcks)
 	for ctx.Err() == nil {
 		start := time.Now()
-		rec, err := l.c.ReceiveTimed(ctx, l.queue, client.ReceiveOptions{Max: l.batch, Wait: l.wait, Consumer: name})
+		rec, err := l.cc.ReceiveTimed(ctx, l.queue, client.ReceiveOptions{Max: l.batch, Wait: l.wait, Consumer: name})
 		if err != nil {
 			if ctx.Err() == nil {
 				l.fail(&l.recvErrs, err)
@@ -414,7 +423,7 @@ func (l *load) ackBatch(ctx context.Context, receipts []string, measuring bool) 
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	as := time.Now()
-	err := l.c.AckBatch(actx, receipts)
+	err := l.cc.AckBatch(actx, receipts)
 	if measuring {
 		l.ack.recordN(time.Since(as), len(receipts))
 	}

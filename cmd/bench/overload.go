@@ -475,6 +475,14 @@ func runOverload(ctx context.Context, cfg config, stderr io.Writer) (result, err
 		return r, fmt.Errorf("tenant A's client: %w", err)
 	}
 	defer cA.Close()
+	// A's consumers are an application of their own, as they would be:
+	// sharing the flood's connections, their receives and acks queued
+	// behind thousands of its calls, and without retries.
+	cAc, err := dialClient(ctx, cfg)
+	if err != nil {
+		return r, fmt.Errorf("tenant A's consumers' client: %w", err)
+	}
+	defer cAc.Close()
 	cB, err := dialClient(ctx, cfg)
 	if err != nil {
 		return r, fmt.Errorf("tenant B's client: %w", err)
@@ -500,7 +508,7 @@ func runOverload(ctx context.Context, cfg config, stderr io.Writer) (result, err
 	asyncAck := cfg.AckMode == "async"
 	bl := newLoad(cB, qB, loadSpec{producers: cfg.BProducers, inflight: cfg.BInflight, sendBatch: 1,
 		consumers: cfg.BConsumers, batch: cfg.BBatch, asyncAck: asyncAck, size: cfg.Size, seed: cfg.Seed + 1, rate: r.BTarget, resendRefused: true})
-	al := newLoad(cA, qA, loadSpec{producers: cfg.AProducers, inflight: cfg.AInflight, sendBatch: cfg.ASendBatch, flood: true,
+	al := newLoad(cA, qA, loadSpec{consumerClient: cAc, producers: cfg.AProducers, inflight: cfg.AInflight, sendBatch: cfg.ASendBatch, flood: true,
 		consumers: cfg.Consumers, batch: cfg.Batch, asyncAck: asyncAck, size: cfg.Size, seed: cfg.Seed + 2, rate: r.ATarget})
 
 	var phase atomic.Value
