@@ -175,14 +175,17 @@ func newRedialConn(m *Mux, conn net.Conn, idle time.Duration, dial func(time.Dur
 // could be.
 func (c *redialConn) checkIdle() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed || c.conn == nil {
+		c.mu.Unlock()
 		return
 	}
 	wait := c.idle - time.Since(c.last)
 	if c.busy == 0 && c.answered && wait <= 0 {
-		_ = c.conn.Close()
+		conn := c.conn
 		c.conn = nil
+		c.mu.Unlock()
+		// Outside the lock: closing TLS writes its close_notify.
+		_ = conn.Close()
 		c.m.dialIdleClosed.Add(1)
 		return
 	}
@@ -190,6 +193,7 @@ func (c *redialConn) checkIdle() {
 		wait = c.idle
 	}
 	c.timer.Reset(wait)
+	c.mu.Unlock()
 }
 
 // acquire returns the connection for one Read or Write, dialling again

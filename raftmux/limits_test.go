@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftq/raftq/tlsconf"
 )
 
 // The bounds below are generous on purpose: these tests run with -race on
@@ -235,9 +237,17 @@ func TestIdleInboundClosed(t *testing.T) {
 // sees as an ordinary close (no error logged), and raft's next RPC on it,
 // taken from raft's pool, goes through on a new connection.
 func TestDialSideIdleCloseRedials(t *testing.T) {
+	t.Run("plaintext", func(t *testing.T) { testDialSideIdleCloseRedials(t, nil, nil) })
+	t.Run("tls", func(t *testing.T) {
+		ca := newTestCA(t)
+		testDialSideIdleCloseRedials(t, ca.sec(tlsconf.RoleNode, "n1"), ca.sec(tlsconf.RoleNode, "n2"))
+	})
+}
+
+func testDialSideIdleCloseRedials(t *testing.T, secA, secB *TLS) {
 	var bLogs logBuffer
-	a := listenWith(t, Options{Logger: quietLogger(), dialIdle: 300 * time.Millisecond, IdleTimeout: -1})
-	b := listenWith(t, Options{Logger: bLogs.logger(), dialIdle: -1, IdleTimeout: -1})
+	a := listenWith(t, Options{TLS: secA, Logger: quietLogger(), dialIdle: 300 * time.Millisecond, IdleTimeout: -1})
+	b := listenWith(t, Options{TLS: secB, Logger: bLogs.logger(), dialIdle: -1, IdleTimeout: -1})
 	ta, tb := mustTransport(t, a, "g"), mustTransport(t, b, "g")
 	serve(tb, 2)
 
@@ -277,6 +287,35 @@ func TestRaftPoolReusesConnectionPeerClosed(t *testing.T) {
 	}
 	if _, err := appendTo(ta, b.Addr()); err != nil {
 		t.Fatalf("the rpc after that: %v", err)
+	}
+}
+
+// Closing an idle inbound connection ends raft's handler as a peer's
+// close does: no error logged, TLS or not.
+func TestIdleInboundCloseIsQuiet(t *testing.T) {
+	ca := newTestCA(t)
+	for _, tc := range []struct {
+		name       string
+		secA, secB *TLS
+	}{
+		{"plaintext", nil, nil},
+		{"tls", ca.sec(tlsconf.RoleNode, "n1"), ca.sec(tlsconf.RoleNode, "n2")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var bLogs logBuffer
+			a := listenWith(t, Options{TLS: tc.secA, Logger: quietLogger(), dialIdle: -1, IdleTimeout: -1})
+			b := listenWith(t, Options{TLS: tc.secB, Logger: bLogs.logger(), dialIdle: -1, IdleTimeout: 300 * time.Millisecond})
+			ta, tb := mustTransport(t, a, "g"), mustTransport(t, b, "g")
+			serve(tb, 2)
+			if _, err := appendTo(ta, b.Addr()); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the idle connection closes", func() bool { return b.ConnStats().IdleClosed == 1 })
+			waitFor(t, "it leaves the count", func() bool { return b.ConnStats().Open == 0 })
+			if logs := bLogs.String(); strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "closed an idle inbound raft connection") {
+				t.Fatalf("want one debug line for the idle close and no error:\n%s", logs)
+			}
+		})
 	}
 }
 
