@@ -26,6 +26,14 @@ type Config struct {
 	GRPCAddr, PeerAddr string
 	// RaftBind/RaftAdvertise: the raftmux port every raft group shares.
 	RaftBind, RaftAdvertise string
+	// RaftMaxConns caps the inbound raft connections the node holds at
+	// once (raftmux.Options.MaxConns): 0, raftmux.DefaultMaxConns;
+	// negative, no cap.
+	RaftMaxConns int
+	// RaftIdleTimeout closes an inbound raft connection idle this long
+	// (raftmux.Options.IdleTimeout): 0, raftmux.DefaultIdleTimeout;
+	// negative, never.
+	RaftIdleTimeout time.Duration
 	// GossipBind/GossipAdvertise: memberlist host:port (TCP and UDP).
 	GossipBind, GossipAdvertise string
 	// Join lists seed gossip addresses; the node retries until one answers.

@@ -128,7 +128,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		raftTLS = &raftmux.TLS{Server: cfg.TLS.Members(tlsconf.ALPNRaft),
 			Dial: func(expect string) *tls.Config { return cfg.TLS.Dialer(tlsconf.ALPNRaft, expect) }}
 	}
-	if n.mux, err = raftmux.ListenTLS(cfg.RaftBind, cfg.RaftAdvertise, raftTLS, logger); err != nil {
+	n.mux, err = raftmux.ListenWith(cfg.RaftBind, cfg.RaftAdvertise, raftmux.Options{TLS: raftTLS, Logger: logger,
+		MaxConns: cfg.RaftMaxConns, IdleTimeout: cfg.RaftIdleTimeout})
+	if err != nil {
 		return nil, fmt.Errorf("cluster: raft listener: %w", err)
 	}
 	if !ident.Verified() {
@@ -216,6 +218,9 @@ func (n *Node) Meta() *meta.Store { return n.meta }
 
 // RaftAddr is the advertised raftmux address.
 func (n *Node) RaftAddr() string { return n.mux.Addr() }
+
+// RaftConns counts the node's inbound raft connections (metrics).
+func (n *Node) RaftConns() raftmux.ConnStats { return n.mux.ConnStats() }
 
 // GossipAddr is the advertised memberlist address.
 func (n *Node) GossipAddr() string { return n.gossip.selfAddr }

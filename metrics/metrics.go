@@ -38,6 +38,9 @@ type Metrics struct {
 	// receiveParked is the long polls waiting now: consumers idle at this
 	// node for want of messages.
 	receiveParked prometheus.Gauge
+	// Client-port connections (conns.go).
+	clientConns   prometheus.Gauge
+	clientRefused *prometheus.CounterVec
 }
 
 // New registers the node's metrics.
@@ -74,7 +77,18 @@ func New(shards Shards) *Metrics {
 		Name: "raftq_receive_parked",
 		Help: "Receives of this node's clients parked in their long poll now: nothing was ready to lease, so they wait for a send.",
 	})
-	reg.MustRegister(m.latency, m.propose, m.messages, m.receiveWait, m.receiveClaim, m.receiveParked,
+	m.clientConns = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "raftq_client_connections",
+		Help: "gRPC connections open on this node's client port, served or past --max-client-conns.",
+	})
+	m.clientRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "raftq_client_connections_refused_total",
+		Help: "Client-port connections refused: at=limit opened past --max-client-conns (their calls are refused until one closes), at=ceiling closed on accept.",
+	}, []string{"at"})
+	for _, at := range []string{"limit", "ceiling"} {
+		m.clientRefused.WithLabelValues(at) // at 0 from the start, for rate() and alerts
+	}
+	reg.MustRegister(m.latency, m.propose, m.messages, m.receiveWait, m.receiveClaim, m.receiveParked, m.clientConns, m.clientRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&shardCollector{shards: shards})
 	if c, ok := shards.(Clock); ok {
@@ -88,6 +102,9 @@ func New(shards Shards) *Metrics {
 	}
 	if d, ok := shards.(Disks); ok {
 		reg.MustRegister(&diskCollector{d: d})
+	}
+	if r, ok := shards.(RaftConns); ok {
+		reg.MustRegister(&raftConnCollector{r: r})
 	}
 	return m
 }

@@ -100,8 +100,24 @@ func (l *layer) Close() error {
 // Addr is the Mux's advertised address: it is what raft hands to peers.
 func (l *layer) Addr() net.Addr { return advertisedAddr(l.mux.advertise) }
 
-// Dial connects to a peer's Mux and writes this group's header.
+// Dial connects to a peer's Mux and writes this group's header. The
+// connection closes itself when idle and dials again when next written
+// (redialConn, limits.go).
 func (l *layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	conn, err := l.dial(address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if l.mux.dialIdle > 0 {
+		conn = newRedialConn(l.mux, conn, l.mux.dialIdle, func(timeout time.Duration) (net.Conn, error) {
+			return l.dial(address, timeout)
+		})
+	}
+	return &isoConn{Conn: conn, mux: l.mux}, nil
+}
+
+// dial connects to a peer's Mux and writes this group's header.
+func (l *layer) dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	if l.mux.isolated.Load() {
 		return nil, fmt.Errorf("raftmux: dial %s for %q: %w", address, l.group, ErrIsolated)
 	}
@@ -126,7 +142,7 @@ func (l *layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 		return nil, fmt.Errorf("raftmux: write header to %s for %q: %w", address, l.group, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return &isoConn{Conn: conn, mux: l.mux}, nil
+	return conn, nil
 }
 
 // isoConn fails every read and write once its mux is isolated, so raft

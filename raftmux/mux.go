@@ -6,6 +6,7 @@
 package raftmux
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftq/raftq/internal/ratelog"
 )
 
 // headerTimeout bounds how long an accepted connection may take to send its
@@ -46,6 +49,35 @@ type Mux struct {
 	done     chan struct{}
 	wg       sync.WaitGroup
 	beats    *beatHub // coalesced heartbeats of quiet groups (beats.go)
+
+	// Connection limits (limits.go).
+	maxConns   int           // inbound connections open at once; 0: no cap
+	idle       time.Duration // close inbound connections idle this long; 0: never
+	dialIdle   time.Duration // close outbound connections idle this long; 0: never
+	open       atomic.Int64  // inbound connections open
+	refused    atomic.Uint64 // inbound connections refused at maxConns
+	idleClosed atomic.Uint64 // inbound connections closed for idleness
+	refusalLog *ratelog.Limiter
+	// Outbound connections closed for idleness, and dialled again.
+	dialIdleClosed, redials atomic.Uint64
+}
+
+// Options configures a Mux beyond its addresses.
+type Options struct {
+	// TLS, if set, makes every connection in and out mutual TLS.
+	TLS *TLS
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// MaxConns caps the inbound connections open at once, those still
+	// sending their header included; one past it is closed as soon as it
+	// is accepted, and logged. 0: DefaultMaxConns; negative: no cap.
+	MaxConns int
+	// IdleTimeout closes an inbound connection that carried no byte for
+	// this long while its reader waited. 0: DefaultIdleTimeout; negative:
+	// never. raftq-node takes at least MinIdleTimeout (limits.go).
+	IdleTimeout time.Duration
+	// dialIdle overrides DialIdle, for tests; negative: never.
+	dialIdle time.Duration
 }
 
 // TLS secures the raft port: every connection, in or out, is mutual TLS
@@ -70,9 +102,18 @@ func Listen(bindAddr, advertiseAddr string, logger *slog.Logger) (*Mux, error) {
 // ListenTLS is Listen with every connection under sec; nil sec is
 // plaintext.
 func ListenTLS(bindAddr, advertiseAddr string, sec *TLS, logger *slog.Logger) (*Mux, error) {
+	return ListenWith(bindAddr, advertiseAddr, Options{TLS: sec, Logger: logger})
+}
+
+// ListenWith is Listen with opts.
+func ListenWith(bindAddr, advertiseAddr string, opts Options) (*Mux, error) {
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
+	maxConns := cmp.Or(opts.MaxConns, DefaultMaxConns)
+	idle := cmp.Or(opts.IdleTimeout, DefaultIdleTimeout)
+	dialIdle := cmp.Or(opts.dialIdle, DialIdle)
 	ln, err := net.Listen("tcp", bindAddr)
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: listen %s: %w", bindAddr, err)
@@ -85,13 +126,17 @@ func ListenTLS(bindAddr, advertiseAddr string, sec *TLS, logger *slog.Logger) (*
 		return nil, fmt.Errorf("raftmux: advertise address %q: %w", advertiseAddr, err)
 	}
 	m := &Mux{
-		ln:        ln,
-		advertise: advertiseAddr,
-		tls:       sec,
-		logger:    logger.With("component", "raftmux"),
-		groups:    make(map[string]*layer),
-		pending:   make(map[net.Conn]struct{}),
-		done:      make(chan struct{}),
+		ln:         ln,
+		advertise:  advertiseAddr,
+		tls:        opts.TLS,
+		logger:     logger.With("component", "raftmux"),
+		groups:     make(map[string]*layer),
+		pending:    make(map[net.Conn]struct{}),
+		done:       make(chan struct{}),
+		maxConns:   max(maxConns, 0),
+		idle:       max(idle, 0),
+		dialIdle:   max(dialIdle, 0),
+		refusalLog: ratelog.New(refusalLogEvery),
 	}
 	m.beats, err = newBeatHub(m, BeatWindow)
 	if err != nil {
@@ -162,6 +207,10 @@ func (m *Mux) acceptLoop() {
 			continue
 		}
 		backoff = 0
+		conn, ok := m.admit(conn)
+		if !ok {
+			continue
+		}
 		m.mu.Lock()
 		if m.closed {
 			m.mu.Unlock()
@@ -203,6 +252,9 @@ func (m *Mux) handshake(conn net.Conn) {
 		return
 	}
 	_ = conn.SetDeadline(time.Time{})
+	if m.idle > 0 {
+		conn = &idleConn{Conn: conn, m: m}
+	}
 	if m.isolated.Load() {
 		_ = conn.Close()
 		return

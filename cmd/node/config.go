@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/cluster"
+	"github.com/raftq/raftq/internal/connlimit"
 	"github.com/raftq/raftq/raftgroup"
+	"github.com/raftq/raftq/raftmux"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -115,6 +117,12 @@ type config struct {
 	// snapshot on disk within seconds (systest/damage_test.go).
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
+
+	// Connection and stream limits (limits.go).
+	MaxClientConns    int
+	MaxStreamsPerConn int
+	MaxRaftConns      int
+	RaftIdleTimeout   time.Duration
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
@@ -141,6 +149,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.DiskReserve, "disk-reserve", "512MiB,5%", "free space kept in --data-dir: below the largest of these sizes and percentages of the filesystem, new sends are refused with RESOURCE_EXHAUSTED (receives, acks and deletes go on); 0 disables")
 	fs.StringVar(&c.MemoryBudget, "memory-budget", memoryBudgetAuto, "memory this node may use (e.g. 2GiB): with 60 % of it in live heap, new sends are refused with RESOURCE_EXHAUSTED (receives, acks and deletes go on), and Go's memory limit is set to it; auto: GOMEMLIMIT, else the cgroup's memory limit, else the machine's RAM; 0 disables")
 	fs.IntVar(&c.MaxParked, "max-parked-receives", 10000, "most long-poll receives this node holds waiting at once; past it a receive is refused with RESOURCE_EXHAUSTED and a retry hint (0: no cap)")
+	fs.IntVar(&c.MaxClientConns, "max-client-conns", 10000, fmt.Sprintf("most client connections served at once; calls on a connection past it are refused with RESOURCE_EXHAUSTED and a retry hint until one closes, and past a tenth more (at least %d) connections are closed on accept (0: no cap)", connlimit.DefaultCeiling(0)))
+	fs.IntVar(&c.MaxStreamsPerConn, "max-streams-per-conn", 1000, fmt.Sprintf("most calls in flight on one client connection; a client past it waits for one to finish (0: no cap, else %d..%d)", minStreamsPerConn, maxStreamsPerConn))
+	fs.IntVar(&c.MaxRaftConns, "max-raft-conns", raftmux.DefaultMaxConns, fmt.Sprintf("most inbound raft connections held at once; one past it is closed on accept and logged (0: no cap, else at least %d)", minRaftConns))
+	fs.DurationVar(&c.RaftIdleTimeout, "raft-idle-timeout", raftmux.DefaultIdleTimeout, fmt.Sprintf("close an inbound raft connection that carried nothing for this long (0: never, else at least %v; nodes close their own idle connections after %v)", raftmux.MinIdleTimeout, raftmux.DialIdle))
 	fs.StringVar(&c.Join, "join", "", "comma-separated gossip addresses of nodes to join (retried until one answers)")
 	fs.StringVar(&c.ClusterName, "cluster-name", "", "label on every gossip message; nodes with a different name (or none) are ignored, so clusters sharing a network never merge (set the same on every node; changing it on a running cluster splits it)")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 3, "form a new cluster once this many nodes with the same value have met; set 0 on nodes added to an existing cluster")
@@ -297,6 +309,19 @@ func (c *config) finish() error {
 	if c.MaxParked < 0 {
 		return fmt.Errorf("--max-parked-receives must not be negative (0: no cap)")
 	}
+	if c.MaxClientConns < 0 {
+		return fmt.Errorf("--max-client-conns must not be negative (0: no cap), got %d", c.MaxClientConns)
+	}
+	if c.MaxStreamsPerConn != 0 && (c.MaxStreamsPerConn < minStreamsPerConn || c.MaxStreamsPerConn > maxStreamsPerConn) {
+		return fmt.Errorf("--max-streams-per-conn must be 0 (no cap) or within %d..%d, got %d", minStreamsPerConn, maxStreamsPerConn, c.MaxStreamsPerConn)
+	}
+	if c.MaxRaftConns != 0 && c.MaxRaftConns < minRaftConns {
+		return fmt.Errorf("--max-raft-conns must be 0 (no cap) or at least %d, got %d", minRaftConns, c.MaxRaftConns)
+	}
+	if c.RaftIdleTimeout != 0 && c.RaftIdleTimeout < raftmux.MinIdleTimeout {
+		return fmt.Errorf("--raft-idle-timeout must be 0 (never) or at least %v, so the node that dialled a connection closes it first, between RPCs; got %v",
+			raftmux.MinIdleTimeout, c.RaftIdleTimeout)
+	}
 	if n, err := parseSize(c.WALSegmentSize); err != nil || n < 1<<20 || n > 1<<30 {
 		return fmt.Errorf("--wal-segment-size %q must be a size within 1MiB..1GiB", c.WALSegmentSize)
 	}
@@ -313,6 +338,19 @@ func (c *config) diskSettings() (stall time.Duration, reserve cluster.DiskReserv
 	reserve, _ = parseReserve(c.DiskReserve)
 	seg, _ := parseSize(c.WALSegmentSize)
 	return stall, reserve, int(seg)
+}
+
+// raftLimits are --max-raft-conns and --raft-idle-timeout as raftmux
+// takes them: its zero values are its defaults, so "none" is negative.
+func (c *config) raftLimits() (maxConns int, idle time.Duration) {
+	maxConns, idle = c.MaxRaftConns, c.RaftIdleTimeout
+	if maxConns == 0 {
+		maxConns = -1
+	}
+	if idle == 0 {
+		idle = -1
+	}
+	return maxConns, idle
 }
 
 func (c *config) joinList() []string {

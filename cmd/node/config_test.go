@@ -132,6 +132,11 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--node-id", "n", "--rebalance-stable", "2h"}, nil, "--rebalance-stable must be within"},
 		{[]string{"--node-id", "n", "--disk-reserve", "lots"}, nil, `--disk-reserve: size "lots"`},
 		{[]string{"--node-id", "n", "--max-parked-receives", "-1"}, nil, "--max-parked-receives must not be negative"},
+		{[]string{"--node-id", "n", "--max-client-conns", "-1"}, nil, "--max-client-conns must not be negative (0: no cap), got -1"},
+		{[]string{"--node-id", "n", "--max-streams-per-conn", "15"}, nil, "--max-streams-per-conn must be 0 (no cap) or within 16..1048576, got 15"},
+		{[]string{"--node-id", "n", "--max-streams-per-conn", "1048577"}, nil, "--max-streams-per-conn must be 0 (no cap) or within 16..1048576"},
+		{[]string{"--node-id", "n", "--max-raft-conns", "63"}, nil, "--max-raft-conns must be 0 (no cap) or at least 64, got 63"},
+		{[]string{"--node-id", "n", "--raft-idle-timeout", "119s"}, nil, "--raft-idle-timeout must be 0 (never) or at least 2m0s"},
 		{[]string{"--node-id", "n", "--memory-budget", "12MiB"}, nil, "at least 64MiB"},
 		{[]string{"--node-id", "n", "--memory-budget", "lots"}, nil, `--memory-budget: size "lots"`},
 		{[]string{"--node-id", "n", "--disk-reserve", "512MiB,120%"}, nil, "within [0, 100)"},
@@ -155,6 +160,38 @@ func TestParseConfigRejects(t *testing.T) {
 	}
 }
 
+// Each limit at its edge is taken, and its defaults and "none" reach
+// raftmux as raftmux reads them.
+func TestParseConfigLimits(t *testing.T) {
+	c, err := parseConfig([]string{"--node-id", "n"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxClientConns != 10000 || c.MaxStreamsPerConn != 1000 || c.MaxRaftConns != 4096 || c.RaftIdleTimeout != 5*time.Minute {
+		t.Fatalf("defaults: %d client conns, %d streams, %d raft conns, raft idle %v", c.MaxClientConns, c.MaxStreamsPerConn, c.MaxRaftConns, c.RaftIdleTimeout)
+	}
+	if n, idle := c.raftLimits(); n != 4096 || idle != 5*time.Minute {
+		t.Fatalf("raft limits %d, %v; want the flags'", n, idle)
+	}
+	c, err = parseConfig([]string{"--node-id", "n", "--max-client-conns", "1", "--max-streams-per-conn", "16", "--max-raft-conns", "64", "--raft-idle-timeout", "2m"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatalf("every limit at its floor: %v", err)
+	}
+	if n, idle := c.raftLimits(); n != 64 || idle != 2*time.Minute {
+		t.Fatalf("raft limits at their floors: %d, %v", n, idle)
+	}
+	if _, err := parseConfig([]string{"--node-id", "n", "--max-streams-per-conn", "1048576"}, env(nil), io.Discard); err != nil {
+		t.Fatalf("--max-streams-per-conn at its top: %v", err)
+	}
+	c, err = parseConfig([]string{"--node-id", "n", "--max-client-conns", "0", "--max-streams-per-conn", "0", "--max-raft-conns", "0", "--raft-idle-timeout", "0"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatalf("every limit off: %v", err)
+	}
+	if n, idle := c.raftLimits(); n >= 0 || idle >= 0 {
+		t.Fatalf("raft limits off = %d, %v; want negative (raftmux reads 0 as its default)", n, idle)
+	}
+}
+
 func TestParseConfigPprofOnLoopback(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:7601", "[::1]:7601", "localhost:7601", "127.0.0.2:0"} {
 		c, err := parseConfig([]string{"--node-id", "n", "--pprof-bind", addr}, env(nil), io.Discard)
@@ -173,7 +210,7 @@ func TestParseConfigHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "peer-bind", "peer-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "pprof-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "wal-segment-size", "disk-stall-timeout", "disk-reserve", "repair", "dead-node-grace", "snapshot-threshold", "snapshot-interval", "rebalance", "rebalance-stable", "RAFTQ_"} {
+	for _, f := range []string{"node-id", "data-dir", "grpc-bind", "grpc-advertise", "peer-bind", "peer-advertise", "raft-bind", "raft-advertise", "gossip-bind", "gossip-advertise", "http-bind", "pprof-bind", "join", "cluster-name", "bootstrap-expect", "shards", "replication", "clock-offset", "max-clock-offset", "shutdown-timeout", "log-level", "log-store", "wal-segment-size", "disk-stall-timeout", "disk-reserve", "repair", "dead-node-grace", "snapshot-threshold", "snapshot-interval", "rebalance", "rebalance-stable", "max-client-conns", "max-streams-per-conn", "max-raft-conns", "raft-idle-timeout", "RAFTQ_"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}

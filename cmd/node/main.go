@@ -154,9 +154,10 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		log.Info("restoring from backup", "dir", cfg.Restore, "backup_cluster", restore.Manifest.ClusterID,
 			"created", restore.Manifest.CreatedAt, "shards", restore.ShardCount())
 	}
+	raftMaxConns, raftIdle := cfg.raftLimits()
 	node, err := cluster.Start(ctx, cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, GRPCAddr: cfg.GRPCAdvertise, PeerAddr: cfg.PeerAdvertise,
-		RaftBind: cfg.RaftBind, RaftAdvertise: cfg.RaftAdvertise,
+		RaftBind: cfg.RaftBind, RaftAdvertise: cfg.RaftAdvertise, RaftMaxConns: raftMaxConns, RaftIdleTimeout: raftIdle,
 		GossipBind: cfg.GossipBind, GossipAdvertise: cfg.GossipAdvertise,
 		Join: cfg.joinList(), ClusterName: cfg.ClusterName, BootstrapExpect: cfg.BootstrapExpect,
 		Shards: uint32(cfg.Shards), Replication: cfg.Replication, Now: now, MaxClockOffset: cfg.MaxClockOffset, Logger: base,
@@ -218,11 +219,16 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	// handler runs.
 	access, accessStream := srv.Access(cfg.ClientAuth == clientAuthRequire)
 	audit := server.NewAudit(log, cfg.NodeID, srv.StoreAudit, srv.Caller)
+	// The connection limit comes first: a call it refuses costs no
+	// authentication and leaves no audit record (a record is a meta raft
+	// write, which a client past the limit must not be able to cause).
 	// The tap refuses a send for a queue this node has just refused,
 	// before its body is read (server/admission.go).
-	clientOpts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(audit.Unary(), access), grpc.ChainStreamInterceptor(audit.Stream(), accessStream),
-		grpc.InTapHandle(srv.Tap)}
-	var peerOpts []grpc.ServerOption
+	clientLim := newClientLimiter(cfg, met, log)
+	clientOpts := append(clientLimits(clientLim, cfg.MaxStreamsPerConn),
+		grpc.ChainUnaryInterceptor(audit.Unary(), access), grpc.ChainStreamInterceptor(audit.Stream(), accessStream),
+		grpc.InTapHandle(srv.Tap))
+	peerOpts := peerLimits()
 	// refused answers plaintext clients of a TLS client port (plaintext.go).
 	var refused *grpc.Server
 	if sec.tls != nil {
@@ -253,6 +259,9 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	reflection.Register(gs)
 
 	serveErr := make(chan error, 2)
+	// Every connection counts toward the ceiling, those refused as
+	// plaintext and those still in their TLS handshake included.
+	lis = clientLim.Listener(lis)
 	if refused != nil {
 		tlsLis, plainLis := splitTLS(lis)
 		lis = tlsLis
