@@ -114,6 +114,10 @@ func (o *output) queue(q client.QueueInfo) error {
 		return o.emit(queueJSON(q))
 	}
 	p := q.Options
+	var quotas [][]string
+	if p.Quotas != (client.Quotas{}) {
+		quotas = quotaRows("quota ", p.Quotas, false)
+	}
 	return o.table("FIELD\tVALUE", append([][]string{
 		{"name", q.Name}, {"mode", mode(p.FIFO)}, {"created", ts(q.Created)},
 		{"visibility", p.Visibility.String()}, {"max-receives", strconv.Itoa(int(p.MaxReceives))},
@@ -122,7 +126,7 @@ func (o *output) queue(q client.QueueInfo) error {
 		{"delay", p.Delay.String()}, {"max-size", strconv.Itoa(int(p.MaxMessageBytes))},
 		{"dlq", strconv.FormatBool(!p.DisableDLQ)},
 		{"max-messages-per-shard", limit(p.MaxMessagesPerShard)}, {"max-bytes-per-shard", limit(p.MaxBytesPerShard)},
-	}, quotaRows("quota ", p.Quotas, false)...))
+	}, quotas...))
 }
 
 // limit renders a capacity setting, where 0 means none.
