@@ -649,3 +649,26 @@ func TestRetryHonoursRetryInfo(t *testing.T) {
 		t.Fatalf("send past the retry budget: %v, want ErrExhausted", err)
 	}
 }
+
+// A coalesced send whose item is refused with a retry time (a quota, a
+// full send queue: nothing written) is sent again once the wait has
+// passed, within the retry budget, dedup key or not; past the budget the
+// error carries the wait.
+func TestCoalescedSendHonoursItemRetry(t *testing.T) {
+	s := clienttest.NewServer(t)
+	cl := mustDial(t, []string{s.Addr}, fastRetry(4))
+	mustCreate(t, cl, "q", QueueOptions{})
+	s.ExhaustItems(2, 150*time.Millisecond)
+	start := time.Now()
+	if _, err := cl.Send(testCtx(t), "q", []byte("x")); err != nil {
+		t.Fatalf("send after two refused items: %v", err)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Fatalf("sent again after %v, before the 2 x 150 ms asked for", took)
+	}
+	s.ExhaustItems(9, 20*time.Millisecond)
+	_, err := cl.Send(testCtx(t), "q", []byte("y"))
+	if after, ok := RetryAfter(err); !errors.Is(err, ErrExhausted) || !ok || after != 20*time.Millisecond {
+		t.Fatalf("past the retry budget: %v (retry after %v, %v)", err, after, ok)
+	}
+}

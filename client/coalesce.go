@@ -240,15 +240,26 @@ func (s *sendStream) send(batch []*pendingSend) {
 			return
 		}
 		var again []*pendingSend
+		var wait time.Duration // the longest retry time of a refused item
+		onlyRefused := true
 		for i, p := range batch {
 			r := results[i]
 			ierr := sendItemError(r)
+			refusedFor := time.Duration(r.GetRetryAfterMs()) * time.Millisecond
 			switch {
 			case ierr == nil:
 				p.finish(sendOutcome{res: SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated()}})
+			case codes.Code(r.GetCode()) == codes.ResourceExhausted && refusedFor > 0 && attempt < retry.MaxAttempts && p.ctx.Err() == nil:
+				// Refused before anything was written, with a time to
+				// come back (a quota, a full send queue): sent again then,
+				// dedup key or not, as a lone Send's RetryInfo would be.
+				again = append(again, p)
+				p.lastErr = ierr
+				wait = max(wait, refusedFor)
 			case s.key.safe && attempt < retry.MaxAttempts && p.ctx.Err() == nil && retryableItem(codes.Code(r.GetCode())):
 				again = append(again, p)
 				p.lastErr = ierr
+				onlyRefused = false
 			case s.key.safe && attempt >= retry.MaxAttempts && retryableItem(codes.Code(r.GetCode())):
 				p.finish(sendOutcome{err: fmt.Errorf("%w (gave up after %d attempts)", ierr, attempt)})
 			default:
@@ -260,18 +271,23 @@ func (s *sendStream) send(batch []*pendingSend) {
 			// at once the first time. Else pass it over for a while.
 			hint := itemHint(trailer)
 			sleep := retry.backoff(attempt)
-			if hint != "" && hint != by {
+			switch {
+			case onlyRefused:
+				// The node answered; it asked for time, not another node.
+				sleep = wait
+			case hint != "" && hint != by:
 				s.c.noteLeader(s.key.shard, hint)
 				if !hinted[hint] {
 					sleep = 0
 				}
 				hinted[hint] = true
-			} else {
+			default:
 				s.c.distrust(by)
 				if err := s.c.refresh(ctx, false); err != nil {
 					s.c.cfg.logger.Debug("raftq shard map refresh failed", "err", err)
 				}
 			}
+			sleep = max(sleep, wait)
 			if serr := sleepCtx(ctx, sleep); serr != nil {
 				for _, p := range again {
 					p.finish(sendOutcome{err: fmt.Errorf("%w (retry stopped: %v)", p.lastErr, serr)})

@@ -118,7 +118,11 @@ func (ms *messagesSvc) SendBatch(ctx context.Context, r *raftqv1.SendBatchReques
 				_ = grpc.SetTrailer(ctx, metadata.Pairs("raftq-leader-hint", s.itemHint))
 				hinted = true
 			}
-			resp.Results = append(resp.Results, &raftqv1.SendResult{Code: int32(code), Error: "injected item " + code.String()})
+			res := &raftqv1.SendResult{Code: int32(code), Error: "injected item " + code.String()}
+			if code == codes.ResourceExhausted {
+				res.RetryAfterMs = s.itemRetry.Milliseconds()
+			}
+			resp.Results = append(resp.Results, res)
 			continue
 		}
 		one, err := s.enqueue(r.GetQueue(), m)

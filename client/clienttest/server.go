@@ -52,6 +52,7 @@ type Server struct {
 	dedup      map[string]uint64
 	itemFaults []codes.Code             // SendBatch: next items' outcomes
 	itemHint   string                   // raftq-leader-hint on calls with failed items
+	itemRetry  time.Duration            // retry_after_ms of RESOURCE_EXHAUSTED items
 	stalls     map[string]chan struct{} // method -> closed on release
 	stalled    map[string]int           // calls waiting in a stall
 }
@@ -212,6 +213,18 @@ func (s *Server) FailItems(n int, code codes.Code) {
 	defer s.mu.Unlock()
 	for range n {
 		s.itemFaults = append(s.itemFaults, code)
+	}
+}
+
+// ExhaustItems makes the next n SendBatch items refused as a quota or a
+// full send queue refuses them: RESOURCE_EXHAUSTED with retry_after_ms
+// asking the client to come back after retry (nothing enqueued).
+func (s *Server) ExhaustItems(n int, retry time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.itemRetry = retry
+	for range n {
+		s.itemFaults = append(s.itemFaults, codes.ResourceExhausted)
 	}
 }
 
