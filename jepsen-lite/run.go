@@ -107,7 +107,11 @@ func runAll(ctx context.Context, o *options) (ok bool, err error) {
 	setup := &history.Setup{Nemesis: o.nemeses, Nodes: o.nodes, Shards: o.shards, Replication: min(3, o.nodes),
 		// docker/compose.yaml leaves --max-clock-offset at the nodes'
 		// default, which nodes.MaxClockOffset is too.
-		ClockBoundMs: nodes.MaxClockOffset.Milliseconds()}
+		ClockBoundMs: nodes.MaxClockOffset.Milliseconds(),
+		// The nodes run on this host's clock (give or take the clock
+		// nemesis's offsets, which the clock bound keeps from leading):
+		// the quota checker places lease deadlines on it.
+		StartUnixMs: rec.Start().UnixMilli()}
 	for _, w := range wls {
 		vis = max(vis, w.Visibility)
 		for _, q := range w.Queues {

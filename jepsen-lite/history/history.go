@@ -85,6 +85,14 @@ type Op struct {
 
 	Code  string `json:"code,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Note classifies a RESOURCE_EXHAUSTED refusal (a fail: nothing was
+	// applied): NoteQuota past a tenant's or queue's quota, NoteExhausted
+	// past a node's own limit (memory, disk, the send queue).
+	Note string `json:"note,omitempty"`
+	// RetryAfterMs is the time to retry a RESOURCE_EXHAUSTED refusal
+	// carried (google.rpc.RetryInfo, as client.RetryAfter reads it),
+	// rounded up to whole milliseconds; 0: it carried none.
+	RetryAfterMs int64 `json:"retry_after_ms,omitempty"`
 	// Fault describes a nemesis operation, or names a phase.
 	Fault string `json:"fault,omitempty"`
 	// Kind is a nemesis operation's fault kind (partition, kill, ...).
@@ -109,6 +117,24 @@ type Setup struct {
 	// bound"): leases keep their length in real time within twice it.
 	ClockBoundMs int64        `json:"clock_bound_ms"`
 	Queues       []QueueSetup `json:"queues"`
+	// Tenants are the tenants a workload created, with the quotas the
+	// checker holds their queues to.
+	Tenants []TenantSetup `json:"tenants,omitempty"`
+	// StartUnixMs is the harness's wall clock (Unix ms) when the recorder
+	// started: Op.Time (monotonic) plus this is the wall clock of an
+	// operation, which lease deadlines (shard clock) are compared with.
+	// 0: unknown.
+	StartUnixMs int64 `json:"start_unix_ms,omitempty"`
+}
+
+// TenantSetup is a tenant's quotas as far as the checkers need them
+// (0: no limit). They cap the tenant's queues together, over the whole
+// cluster; each shard enforces its share, the limit over the shard count
+// rounded up (docs/tenancy.md).
+type TenantSetup struct {
+	Name        string `json:"name"`
+	MaxMessages uint64 `json:"max_messages,omitempty"`
+	MaxInFlight uint64 `json:"max_in_flight,omitempty"`
 }
 
 // QueueSetup is a queue's policy as far as the checkers need it.
@@ -172,6 +198,12 @@ type Attempt struct {
 	Outcome    string `json:"outcome"`
 	Consumer   string `json:"consumer,omitempty"`
 }
+
+// Notes of RESOURCE_EXHAUSTED refusals (Op.Note).
+const (
+	NoteQuota     = "quota"
+	NoteExhausted = "exhausted"
+)
 
 // Server states and outcomes as the history spells them (the fsmpb enum
 // names without prefix), so checkers need not import the protos.

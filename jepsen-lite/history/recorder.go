@@ -31,6 +31,9 @@ func NewRecorder(path string) (*Recorder, error) {
 	return &Recorder{start: time.Now(), f: f, w: bufio.NewWriter(f)}, nil
 }
 
+// Start is when the recorder started: Op.Time counts from it.
+func (r *Recorder) Start() time.Time { return r.start }
+
 // Now is the monotonic time since the recorder started, in nanoseconds.
 func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftq/raftq/jepsen-lite/history"
 )
@@ -40,6 +43,39 @@ func TestClassifyFailsOnlyWhenNothingWasApplied(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got, _, _ := Classify(tt.err, tt.trailer); got != tt.want {
 				t.Errorf("Classify(%v) = %s, want %s", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+// A RESOURCE_EXHAUSTED answer is noted (a quota's, or a node's own
+// limit) with the retry time it carried, which the quota checker requires.
+func TestRefusalNotesAndRetryTime(t *testing.T) {
+	withRetry := func(msg string, d time.Duration) error {
+		st, err := status.New(codes.ResourceExhausted, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Err()
+	}
+	quota := `tenant "t" is at its quota: 30 live messages on this shard, its share of quotas.max_messages is 30`
+	tests := []struct {
+		name    string
+		err     error
+		note    string
+		retryMs int64
+	}{
+		{"quota with a retry time", withRetry(quota, time.Second), history.NoteQuota, 1000},
+		{"a tap refusal about to lapse", withRetry(quota, 300*time.Microsecond), history.NoteQuota, 1},
+		{"quota without a retry time", status.Error(codes.ResourceExhausted, quota), history.NoteQuota, 0},
+		{"a node's memory guard", withRetry("node memory budget exhausted", time.Second), history.NoteExhausted, 1000},
+		{"not a refusal", status.Error(codes.Unavailable, "no leader"), "", 0},
+		{"success", nil, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if note, ms := Refusal(tt.err); note != tt.note || ms != tt.retryMs {
+				t.Errorf("Refusal(%v) = %q, %d; want %q, %d", tt.err, note, ms, tt.note, tt.retryMs)
 			}
 		})
 	}

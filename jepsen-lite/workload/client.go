@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/client"
 	"github.com/raftq/raftq/jepsen-lite/history"
 )
 
@@ -67,6 +68,12 @@ type Client struct {
 	proc int
 	rng  *rand.Rand
 	pin  int // node slot to use, or -1 for a random member per call
+	// QueueHeader names the queue of each send in the raftq-queue header,
+	// as the Go client does, so that a node that refused the queue's
+	// sends moments ago refuses the next ones at its gRPC tap, before
+	// reading them (server/admission.go): that refusal must carry a
+	// retry time too.
+	QueueHeader bool
 }
 
 // NewClient returns a client with a fresh process id and its own random
@@ -116,6 +123,31 @@ func Classify(err error, trailer metadata.MD) (typ, code, msg string) {
 	return history.Info, code, msg
 }
 
+// queueHeader is the metadata key the Go client names a send's queue
+// under (client/send.go, server.QueueHeader).
+const queueHeader = "raftq-queue"
+
+// Refusal classifies a RESOURCE_EXHAUSTED answer: its note (history.NoteQuota
+// when the server names a quota, history.NoteExhausted for a node's own
+// limits) and the retry time it carried, rounded up to whole milliseconds
+// (0: none). Other errors give "" and 0.
+func Refusal(err error) (note string, retryMs int64) {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return "", 0
+	}
+	note = history.NoteExhausted
+	if strings.Contains(st.Message(), "quota") {
+		note = history.NoteQuota
+	}
+	// A retry time below a millisecond (a tap refusal about to lapse) is
+	// still one: round up rather than record it as missing.
+	if d, ok := client.RetryAfter(err); ok && d > 0 {
+		retryMs = int64((d + time.Millisecond - 1) / time.Millisecond)
+	}
+	return note, retryMs
+}
+
 // call runs fn against a random node, recording invoke and completion.
 // fill adds the answer to the completion; it runs only on success.
 func (c *Client) call(ctx context.Context, inv history.Op, extra time.Duration, fn func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) (func(*history.Op), error)) history.Op {
@@ -131,6 +163,7 @@ func (c *Client) call(ctx context.Context, inv history.Op, extra time.Duration, 
 	fill, err := fn(cctx, c.env.Conns[i], grpc.Trailer(&md))
 	done := history.Op{F: inv.F, Process: c.proc, Node: inv.Node, Queue: inv.Queue, Value: inv.Value, MessageID: inv.MessageID, Epoch: inv.Epoch}
 	done.Type, done.Code, done.Error = Classify(err, md)
+	done.Note, done.RetryAfterMs = Refusal(err)
 	if err == nil && fill != nil {
 		fill(&done)
 	}
@@ -145,6 +178,9 @@ func (c *Client) call(ctx context.Context, inv history.Op, extra time.Duration, 
 func (c *Client) Enqueue(ctx context.Context, queue, group, value, key string) history.Op {
 	inv := history.Op{F: history.FEnqueue, Queue: queue, Group: group, Value: value, DedupKey: key}
 	return c.call(ctx, inv, 0, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) (func(*history.Op), error) {
+		if c.QueueHeader {
+			ctx = metadata.AppendToOutgoingContext(ctx, queueHeader, queue)
+		}
 		resp, err := raftqv1.NewMessagesClient(cc).Send(ctx, &raftqv1.SendRequest{Queue: queue, Body: []byte(value), GroupId: group, DedupKey: key}, opts...)
 		return func(op *history.Op) { op.MessageID, op.Deduplicated = resp.GetMessageId(), resp.GetDeduplicated() }, err
 	})
