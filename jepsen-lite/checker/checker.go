@@ -85,6 +85,7 @@ func Check(ops []history.Op, opt Options) []Result {
 		*groupOrder(ix, ls, opt),
 		*dedup(ix),
 		*staleAck(ix, ls),
+		*quotaCheck(ix),
 		*finalPhase(ix),
 		*nemesisCheck(ix),
 	}

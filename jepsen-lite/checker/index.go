@@ -29,6 +29,18 @@ type delivery struct {
 	visMs           int64
 }
 
+// refusal is one RESOURCE_EXHAUSTED answer.
+type refusal struct {
+	f, queue, node, note, msg string
+	process                   int
+	complet                   int64
+	retryMs                   int64
+}
+
+// codeExhausted is how the history spells RESOURCE_EXHAUSTED (the gRPC
+// code's name, workload.Classify).
+const codeExhausted = "ResourceExhausted"
+
 // leaseOp is an ack, nack or extend and how it ended.
 type leaseOp struct {
 	f, typ          string
@@ -49,6 +61,15 @@ type index struct {
 	dead       map[string]bool            // message ids listed in a DLQ
 	deadRecs   map[string]*history.Record // the DLQ listing's record, by message id
 	msgValue   map[string]string          // message id -> value
+	// msgQueue is the queue of each message id an ok enqueue or a
+	// delivery names.
+	msgQueue map[string]string
+	// born is, per message id, the earliest completion of an ok enqueue
+	// that returned it or of an ok receive that delivered it: the message
+	// certainly existed from then on.
+	born map[string]int64
+	// refusals are the RESOURCE_EXHAUSTED completions, in order.
+	refusals []refusal
 
 	// setup is the run's configuration (nil: not in the history).
 	setup *history.Setup
@@ -82,6 +103,8 @@ func build(ops []history.Op) *index {
 		dead:     map[string]bool{},
 		deadRecs: map[string]*history.Record{},
 		msgValue: map[string]string{},
+		msgQueue: map[string]string{},
+		born:     map[string]int64{},
 	}
 	pending := map[int]history.Op{}
 	for _, op := range ops {
@@ -137,6 +160,10 @@ func build(ops []history.Op) *index {
 			continue
 		}
 		delete(pending, op.Process)
+		if op.Code == codeExhausted {
+			ix.refusals = append(ix.refusals, refusal{f: op.F, queue: inv.Queue, node: op.Node, note: op.Note, msg: op.Error,
+				process: op.Process, complet: op.Time, retryMs: op.RetryAfterMs})
+		}
 		switch op.F {
 		case history.FEnqueue:
 			e := ix.enq[inv.Value]
@@ -148,6 +175,8 @@ func build(ops []history.Op) *index {
 				if op.MessageID != "" {
 					e.ids[op.MessageID] = true
 					ix.msgValue[op.MessageID] = inv.Value
+					ix.msgQueue[op.MessageID] = inv.Queue
+					ix.bornBy(op.MessageID, op.Time)
 				}
 			}
 		case history.FReceive:
@@ -156,6 +185,8 @@ func build(ops []history.Op) *index {
 			}
 			for _, d := range op.Deliveries {
 				ix.deliveries = append(ix.deliveries, delivery{Delivery: d, queue: inv.Queue, process: op.Process, invoke: inv.Time, complet: op.Time, visMs: inv.VisibilityMs})
+				ix.msgQueue[d.MessageID] = inv.Queue
+				ix.bornBy(d.MessageID, op.Time)
 				if d.Value != "" {
 					ix.msgValue[d.MessageID] = d.Value
 				}
@@ -171,6 +202,13 @@ func build(ops []history.Op) *index {
 		}
 	}
 	return ix
+}
+
+// bornBy records that message id existed at time t.
+func (ix *index) bornBy(id string, t int64) {
+	if b, ok := ix.born[id]; !ok || t < b {
+		ix.born[id] = t
+	}
 }
 
 // finalDone reports whether the final phase completed: only then is a
