@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/jepsen-lite/nemesis"
+	"github.com/raftq/raftq/jepsen-lite/workload"
 )
 
 type options struct {
@@ -41,7 +42,7 @@ type options struct {
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("jepsen-lite", flag.ContinueOnError)
-	workload := fs.String("workload", "queue", "comma-separated workloads run together, each on its own queue: queue, fifo, lease, or all")
+	workloads := fs.String("workload", "queue", "comma-separated workloads run together, each on its own queue: queue, fifo, lease, quota, or all")
 	faults := fs.String("nemesis", "partition,kill", "comma-separated faults: partition, kill, pause, clock, restart, damage, membership, reshard, all, or none")
 	fs.DurationVar(&o.duration, "time", 60*time.Second, "how long clients run under faults (the final phase follows)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the fault schedule and client choices (0: from the clock; printed for replay)")
@@ -57,7 +58,7 @@ func parseFlags(args []string) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	o.workloads = list(*workload, []string{"queue", "fifo", "lease"})
+	o.workloads = list(*workloads, workload.Names())
 	o.nemeses = list(*faults, slices.Clone(nemesis.Kinds))
 	switch o.backend {
 	case "local":

@@ -114,6 +114,14 @@ func runAll(ctx context.Context, o *options) (ok bool, err error) {
 		StartUnixMs: rec.Start().UnixMilli()}
 	for _, w := range wls {
 		vis = max(vis, w.Visibility)
+		// Tenants first: a tenant's queue is refused until it exists.
+		for _, t := range w.Tenants {
+			if err := createTenant(ctx, env.MemberConns(), t); err != nil {
+				return false, err
+			}
+			setup.Tenants = append(setup.Tenants, history.TenantSetup{Name: t.Name,
+				MaxMessages: t.Quotas.GetMaxMessages(), MaxInFlight: t.Quotas.GetMaxInFlight()})
+		}
 		for _, q := range w.Queues {
 			if err := createQueue(ctx, env.MemberConns(), q); err != nil {
 				return false, err
@@ -236,23 +244,47 @@ func join(s []string) string {
 }
 
 // createQueue creates q through any node, retrying while the control plane
-// settles. AlreadyExists with the same policy is success.
+// settles. Creating it again with the same policy succeeds.
 func createQueue(ctx context.Context, conns []*grpc.ClientConn, q workload.Queue) error {
+	err := retryCreate(ctx, conns, func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := raftqv1.NewQueuesClient(cc).CreateQueue(ctx, &raftqv1.CreateQueueRequest{Name: q.Name, Policy: q.Policy})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create queue %s: %w", q.Name, err)
+	}
+	return nil
+}
+
+// createTenant creates t through any node, retrying while the control
+// plane settles. Creating it again with the same quotas succeeds.
+func createTenant(ctx context.Context, conns []*grpc.ClientConn, t workload.Tenant) error {
+	err := retryCreate(ctx, conns, func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := raftqv1.NewTenantsClient(cc).CreateTenant(ctx, &raftqv1.CreateTenantRequest{Name: t.Name, Quotas: t.Quotas})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create tenant %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+// retryCreate runs create through each node in turn until it succeeds, up
+// to 50 attempts 200 ms apart, and returns the last error.
+func retryCreate(ctx context.Context, conns []*grpc.ClientConn, create func(ctx context.Context, cc *grpc.ClientConn) error) error {
 	var last error
 	for attempt := range 50 {
-		cc := conns[attempt%len(conns)]
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err := raftqv1.NewQueuesClient(cc).CreateQueue(cctx, &raftqv1.CreateQueueRequest{Name: q.Name, Policy: q.Policy})
+		last = create(cctx, conns[attempt%len(conns)])
 		cancel()
-		if err == nil {
+		if last == nil {
 			return nil
 		}
-		last = err
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("create queue %s: %w", q.Name, last)
+	return last
 }

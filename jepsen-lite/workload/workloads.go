@@ -17,12 +17,20 @@ type Queue struct {
 	FIFO   bool
 }
 
-// Workload is one scenario: its queues and its clients.
+// Tenant is a tenant a workload needs, with its quotas; it is created
+// before the queues, which may be its own ("TENANT/QUEUE").
+type Tenant struct {
+	Name   string
+	Quotas *raftqv1.Quotas
+}
+
+// Workload is one scenario: its tenants, its queues and its clients.
 type Workload struct {
 	Name string
 	// Visibility is the lease the consumers ask for; the final phase waits
 	// past it before draining.
 	Visibility time.Duration
+	Tenants    []Tenant
 	Queues     []Queue
 	run        func(ctx context.Context, env *Env, seed uint64)
 }
@@ -39,12 +47,14 @@ func ByName(name string) (*Workload, error) {
 		return fifoWorkload(), nil
 	case "lease":
 		return leaseWorkload(), nil
+	case "quota":
+		return quotaWorkload(), nil
 	}
-	return nil, fmt.Errorf("unknown workload %q (queue, fifo, lease)", name)
+	return nil, fmt.Errorf("unknown workload %q (queue, fifo, lease, quota)", name)
 }
 
 // Names lists every workload.
-func Names() []string { return []string{"queue", "fifo", "lease"} }
+func Names() []string { return []string{"queue", "fifo", "lease", "quota"} }
 
 func policy(mode raftqv1.QueueMode, vis time.Duration, maxReceives uint32) *raftqv1.QueuePolicy {
 	return &raftqv1.QueuePolicy{
