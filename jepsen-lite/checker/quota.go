@@ -143,28 +143,44 @@ func tenantQuota(ix *index, r *Result, t history.TenantSetup, prefixed bool) {
 			}
 		}
 	}
+	rounded := func(what string, limit uint64, sh shares) {
+		if all := sh.total(math.MinInt64); all != limit {
+			r.Notes = append(r.Notes, fmt.Sprintf("tenant %q: %s %d over %d shards is a share of %d each, %d in all: the bound is %d", t.Name, what, limit, sh.start, sh.perShard, all, all))
+		}
+		if len(sh.grows) > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("tenant %q: the shard count grew (%d reshard faults): from the first on, %s is bounded by %d per shard only, and by that times the shards that may exist in all", t.Name, len(sh.grows), what, sh.perShard))
+		}
+	}
 	if t.MaxMessages > 0 {
 		sh := newShares(t.MaxMessages, ix.setup.Shards, grows)
+		rounded("max_messages", t.MaxMessages, sh)
 		r.Count[key("depth-bound")] = int(sh.total(math.MinInt64))
-		peak := sweepSpans(depthSpans(ix, in), sh, r, "over-depth", func(n int, s span, bound uint64, where string) string {
+		peak, grown := sweepSpans(depthSpans(ix, in), sh, r, "over-depth", func(n int, s span, bound uint64, where string) string {
 			return fmt.Sprintf("tenant %q: at least %d messages certainly live%s at %s, above the bound %d (max_messages %d); the last counted: %s",
 				t.Name, n, where, ms(s.from), bound, t.MaxMessages, s.id)
 		})
 		r.Count[key("max-depth")] = peak
+		if len(grows) > 0 {
+			r.Count[key("max-depth-grown")] = grown
+		}
 		if refusedSends == 0 {
-			r.Notes = append(r.Notes, fmt.Sprintf("tenant %q: no send was refused for a quota, so max_messages %d was never put to the test (at most %d messages certainly live)", t.Name, t.MaxMessages, peak))
+			r.Notes = append(r.Notes, fmt.Sprintf("tenant %q: no send was refused for a quota, so max_messages %d was never put to the test (at most %d messages certainly live)", t.Name, t.MaxMessages, max(peak, grown)))
 		}
 	}
 	if t.MaxInFlight > 0 {
 		sh := newShares(t.MaxInFlight, ix.setup.Shards, grows)
+		rounded("max_in_flight", t.MaxInFlight, sh)
 		r.Count[key("in-flight-bound")] = int(sh.total(math.MinInt64))
-		peak := sweepSpans(leaseSpans(ix, in), sh, r, "over-in-flight", func(n int, s span, bound uint64, where string) string {
+		peak, grown := sweepSpans(leaseSpans(ix, in), sh, r, "over-in-flight", func(n int, s span, bound uint64, where string) string {
 			return fmt.Sprintf("tenant %q: at least %d leases certainly held%s at %s, above the bound %d (max_in_flight %d); the last counted: %s",
 				t.Name, n, where, ms(s.from), bound, t.MaxInFlight, s.id)
 		})
 		r.Count[key("max-in-flight")] = peak
+		if len(grows) > 0 {
+			r.Count[key("max-in-flight-grown")] = grown
+		}
 		if refusedReceives == 0 {
-			r.Notes = append(r.Notes, fmt.Sprintf("tenant %q: no receive was refused for a quota, so max_in_flight %d may never have been reached (at most %d leases certainly held)", t.Name, t.MaxInFlight, peak))
+			r.Notes = append(r.Notes, fmt.Sprintf("tenant %q: no receive was refused for a quota, so max_in_flight %d may never have been reached (at most %d leases certainly held)", t.Name, t.MaxInFlight, max(peak, grown)))
 		}
 	}
 }
@@ -233,10 +249,11 @@ func leaseSpans(ix *index, in func(string) bool) []span {
 
 // sweepSpans counts the distinct messages inside spans at every moment,
 // in all and per shard, flags each episode above sh's bounds under kind
-// (and kind+"-shard"), and returns the largest count in all. say words a
+// (and kind+"-shard"), and returns the largest count in all before the
+// first growth (where the bound in all is exact) and from it on. say words a
 // violation: n counted, the span that made it n, the bound, and where
 // ("" in all, " on shard S").
-func sweepSpans(spans []span, sh shares, r *Result, kind string, say func(n int, s span, bound uint64, where string) string) int {
+func sweepSpans(spans []span, sh shares, r *Result, kind string, say func(n int, s span, bound uint64, where string) string) (peak, grown int) {
 	type event struct {
 		at    int64
 		delta int
@@ -261,7 +278,7 @@ func sweepSpans(spans []span, sh shares, r *Result, kind string, say func(n int,
 	refs := map[string]int{} // two leases of one message count once
 	perShard := map[uint32]int{}
 	overShard := map[uint32]bool{}
-	n, peak, over := 0, 0, false
+	n, over := 0, false
 	for _, e := range events {
 		id, shard := e.s.id, e.s.shard
 		refs[id] += e.delta
@@ -276,7 +293,11 @@ func sweepSpans(spans []span, sh shares, r *Result, kind string, say func(n int,
 		default:
 			continue
 		}
-		peak = max(peak, n)
+		if sh.shards(e.at) == sh.start {
+			peak = max(peak, n)
+		} else {
+			grown = max(grown, n)
+		}
 		if bound := sh.total(e.at); uint64(n) > bound {
 			if !over {
 				r.violate(kind, "%s", say(n, *e.s, bound, ""))
@@ -294,5 +315,5 @@ func sweepSpans(spans []span, sh shares, r *Result, kind string, say func(n int,
 			overShard[shard] = false
 		}
 	}
-	return peak
+	return peak, grown
 }

@@ -323,3 +323,40 @@ func TestQuotaCounts(t *testing.T) {
 		t.Errorf("notes %q", r.Notes)
 	}
 }
+
+// A quota the start's shard count does not divide is bounded by the
+// shares rounded up, and a growth leaves only the per-shard bound tight:
+// the notes say so.
+func TestQuotaRoundingAndGrowthNotes(t *testing.T) {
+	b := quotaBuilder(5, 60, 12)
+	b.fault("reshard", "reshard grow 5 -> 6 shards")
+	r := quotaResult(b)
+	if r.Count["depth-bound"] != 60 || r.Count["in-flight-bound"] != 15 {
+		t.Fatalf("counts %v, want depth-bound=60 in-flight-bound=15", r.Count)
+	}
+	notes := strings.Join(r.Notes, "\n")
+	for _, want := range []string{"max_in_flight 12 over 5 shards is a share of 3 each, 15 in all", "the shard count grew (1 reshard faults)"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, "max_messages 60 over") {
+		t.Errorf("max_messages 60 divides over 5 shards, yet a note says otherwise:\n%s", notes)
+	}
+}
+
+// The peaks are reported apart before and after the first growth: only
+// the first is held to the quota in all.
+func TestQuotaPeaksAroundAGrowth(t *testing.T) {
+	b := quotaBuilder(2, 4, 0)
+	b.send(1, "0-1", history.OK)
+	b.send(1, "1-1", history.OK)
+	b.send(1, "1-2", history.OK)
+	b.fault("reshard", "reshard grow 2 -> 3 shards")
+	b.send(1, "0-2", history.OK)
+	b.send(1, "2-1", history.OK)
+	r := quotaResult(b)
+	if !r.Valid || r.Count["max-depth"] != 3 || r.Count["max-depth-grown"] != 5 {
+		t.Fatalf("valid %v counts %v, want max-depth=3 max-depth-grown=5 (%v)", r.Valid, r.Count, r.Violations)
+	}
+}
