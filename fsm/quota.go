@@ -219,3 +219,28 @@ func (f *FSM) InFlightRefusal(queue string) *fsmpb.Status {
 	}
 	return q.inFlightStatus()
 }
+
+// FullStatus is the refusal every new message of queue would get now for
+// a limit on the count of live messages (max_messages_per_shard, the
+// queue's or its tenant's share of max_messages), or nil. The shard
+// leader answers such sends without a raft round; Apply still decides
+// the ones it proposes.
+func (f *FSM) FullStatus(queue string) *fsmpb.Status {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	q, ok := f.s.queues[queue]
+	if !ok {
+		return nil
+	}
+	if lim := q.policy.GetMaxMessagesPerShard(); lim > 0 && q.liveCount() >= lim {
+		return f.s.checkCapacity(q, 0, false)
+	}
+	sq := q.policy.GetShardQuota()
+	if lim := sq.GetMaxMessages(); lim > 0 && q.liveCount() >= lim {
+		return f.s.quotaStatus(q, 0)
+	}
+	if lim := sq.GetTenantMaxMessages(); lim > 0 && q.tenant != nil && q.tenant.live >= lim {
+		return f.s.quotaStatus(q, 0)
+	}
+	return nil
+}

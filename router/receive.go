@@ -98,6 +98,7 @@ func (r *Router) sweep(ctx context.Context, rq *fsmpb.Receive) ([]Leased, error)
 	answered := 0
 	var bytes uint64
 	var leaderless []uint32
+	var exhausted *ResultError // the last in-flight quota refusal
 	ask := r.rotation()
 	for pass := 0; len(ask) > 0; pass++ {
 		want := int(rq.GetMax()) - len(out)
@@ -134,6 +135,12 @@ func (r *Router) sweep(ctx context.Context, rq *fsmpb.Receive) ([]Leased, error)
 			}
 			answered++
 			if st := a.res.GetStatus(); st.GetCode() != fsmpb.Code_CODE_OK {
+				if st.GetCode() == fsmpb.Code_CODE_RESOURCE_EXHAUSTED {
+					// This shard is at an in-flight quota: the others may
+					// still have room, so ask them before saying so.
+					exhausted = &ResultError{Status: st}
+					continue
+				}
 				// Keep what the other shards leased in this pass.
 				refused = &ResultError{Status: st}
 				continue
@@ -175,6 +182,9 @@ func (r *Router) sweep(ctx context.Context, rq *fsmpb.Receive) ([]Leased, error)
 		for _, m := range res.GetReceive().GetMessages() {
 			out = append(out, Leased{Shard: id, Message: m})
 		}
+	}
+	if len(out) == 0 && exhausted != nil {
+		return out, exhausted
 	}
 	if answered > 0 {
 		return out, nil

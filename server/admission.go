@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,20 +103,29 @@ func (s *Server) Tap(ctx context.Context, info *tap.Info) (context.Context, erro
 }
 
 // noteRefusal remembers a send's refusal for Tap when it carries a retry
-// time.
+// time and holds for the whole queue: on a cluster of one shard, or a
+// refusal of the node's own (memory, disk), not one shard's quota share
+// or send queue, which says nothing of the queue's other shards.
 func (s *Server) noteRefusal(queue string, err error) {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() != codes.ResourceExhausted {
 		return
 	}
-	if ms := retryMs(err); ms > 0 {
+	if ms := retryMs(err); ms > 0 && (s.router.ShardCount() == 1 || nodeWide(st.Message())) {
 		s.refused.note(queue, st.Message(), time.Duration(ms)*time.Millisecond, time.Now())
 	}
 }
 
+// nodeWide reports a refusal of the node's memory or disk guard, which
+// holds for every shard (shard.MemoryFullError, shard.DiskFullError).
+func nodeWide(msg string) bool {
+	return strings.Contains(msg, "memory near its budget") || strings.Contains(msg, "disk almost full")
+}
+
 // noteBatchRefusal remembers a batch for Tap when every item of it was
-// refused with a retry time, for the shortest of them: a batch of which
-// some went in shows the queue still takes sends.
+// refused with a retry time, for the shortest of them (a batch of which
+// some went in shows the queue still takes sends), and the refusal holds
+// for the whole queue (noteRefusal).
 func (s *Server) noteBatchRefusal(queue string, results []*raftqv1.SendResult) {
 	var retry int64
 	msg := ""
@@ -127,5 +137,7 @@ func (s *Server) noteBatchRefusal(queue string, results []*raftqv1.SendResult) {
 			retry, msg = r.GetRetryAfterMs(), r.GetError()
 		}
 	}
-	s.refused.note(queue, msg, time.Duration(retry)*time.Millisecond, time.Now())
+	if s.router.ShardCount() == 1 || nodeWide(msg) {
+		s.refused.note(queue, msg, time.Duration(retry)*time.Millisecond, time.Now())
+	}
 }

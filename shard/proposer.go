@@ -122,6 +122,9 @@ func (s *Shard) Propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result,
 			}
 		}
 		q := e.Enqueue.GetQueue()
+		if res := s.refuseFull(e.Enqueue); res != nil {
+			return res, nil
+		}
 		if err := s.rates.admit(q, s.fsm.ShardQuota(q), len(e.Enqueue.GetMessages()), time.Now()); err != nil {
 			return nil, err
 		}
@@ -557,3 +560,24 @@ type errFuture struct{ err error }
 func (f errFuture) Error() error          { return f.err }
 func (f errFuture) Response() interface{} { return nil }
 func (f errFuture) Index() uint64         { return 0 }
+
+// refuseFull answers an enqueue without a raft round when its queue is at
+// a limit on its live messages: each item gets the refusal Apply would
+// give it. Not when an item has a dedup key: Apply answers a retry of a
+// message already in as deduplicated even when the queue is full.
+func (s *Shard) refuseFull(e *fsmpb.Enqueue) *fsmpb.Result {
+	for _, m := range e.GetMessages() {
+		if m.GetDedupKey() != "" {
+			return nil
+		}
+	}
+	st := s.fsm.FullStatus(e.GetQueue())
+	if st == nil {
+		return nil
+	}
+	items := make([]*fsmpb.EnqueueItemResult, len(e.GetMessages()))
+	for i := range items {
+		items[i] = &fsmpb.EnqueueItemResult{Status: st}
+	}
+	return &fsmpb.Result{Status: &fsmpb.Status{Code: fsmpb.Code_CODE_OK}, Body: &fsmpb.Result_Enqueue{Enqueue: &fsmpb.EnqueueResult{Items: items}}}
+}

@@ -3,6 +3,7 @@ package systest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -263,5 +264,51 @@ func tenancyCLI(t *testing.T, ctx context.Context, c *testcluster.Cluster) {
 	}
 	if out := cli(true, "tenant", "list"); !strings.Contains(out, "acme") || !strings.Contains(out, "cli") {
 		t.Fatalf("tenant list:\n%s", out)
+	}
+}
+
+// A queue over two shards, at its in-flight share on one: a receive still
+// leases from the other instead of answering the first shard's refusal,
+// and is refused only when every shard with ready messages is at its
+// share (max_in_flight 2 over 2 shards: 1 each).
+func TestTenantInFlightOverShards(t *testing.T) {
+	c := startCluster(t, testcluster.Options{Shards: 2})
+	ctx := ctxT(t, 2*time.Minute)
+	once := client.WithRetry(client.RetryPolicy{MaxAttempts: 1, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond})
+	cl, err := client.Dial(ctx, c.Addrs(), once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.CreateTenant(ctx, "acme", client.Quotas{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateQueue(ctx, "acme/q", client.QueueOptions{Quotas: client.Quotas{MaxInFlight: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	// Groups on both shards: 40 groups hash to both of 2 shards.
+	for i := range 40 {
+		if _, err := cl.Send(ctx, "acme/q", []byte{byte(i)}, client.Group(fmt.Sprint("g", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 6 {
+		var held []*client.Message
+		for k := range 2 {
+			ms, err := cl.Receive(ctx, "acme/q", client.ReceiveOptions{Max: 1})
+			if err != nil || len(ms) != 1 {
+				t.Fatalf("round %d, receive %d of the 2 in flight: %d (%v)", round, k+1, len(ms), err)
+			}
+			held = append(held, ms...)
+		}
+		_, err := cl.Receive(ctx, "acme/q", client.ReceiveOptions{Max: 1})
+		if !errors.Is(err, client.ErrExhausted) || !strings.Contains(err.Error(), "max_in_flight") {
+			t.Fatalf("round %d, a third receive: %v; want the in-flight quota", round, err)
+		}
+		for _, m := range held {
+			if err := cl.Ack(ctx, m.Receipt); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
