@@ -75,7 +75,7 @@ func newGossipConfig(cfg Config, d *gossipDelegate) (*memberlist.Config, error) 
 	mc.GossipInterval = 100 * time.Millisecond
 	mc.PushPullInterval = 10 * time.Second
 	mc.TCPTimeout = 2 * time.Second
-	mc.SuspicionMult = 4
+	mc.SuspicionMult = suspicionMult
 	// A node restarted on a new address (a container with a new IP) may
 	// take its name back this long after its old entry was declared dead.
 	mc.DeadNodeReclaimTime = 2 * time.Second
@@ -340,3 +340,12 @@ func (g *gossip) aliveFor(nodeID string, d time.Duration) bool {
 	m, ok := g.members[nodeID]
 	return ok && m.State == "alive" && time.Since(m.aliveSince) >= d
 }
+
+// Failure detection (newGossip): a dead member is suspected after a probe
+// and declared dead after the suspicion timeout, SuspicionMult × log10 of
+// the members (at least 1) × ProbeInterval: 2 s on up to 10 nodes, 4 s on
+// up to 100. gossipDeadAfter bounds that for the clusters raftq runs.
+const (
+	suspicionMult   = 4
+	gossipDeadAfter = 5 * time.Second
+)

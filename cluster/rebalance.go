@@ -40,6 +40,7 @@ type rebalancer struct {
 	term        uint64
 	fingerprint string    // the eligible nodes and meta servers last seen
 	since       time.Time // when they last changed
+	termStart   time.Time // when this node began to lead term
 	next        time.Time // rate limit: no step before
 	// forced: an operator asked (Rebalance without dry run): rebalance now,
 	// automatic or not, until the plan is empty.
@@ -55,6 +56,7 @@ func (r *rebalancer) newTerm(term uint64, now time.Time) {
 		return
 	}
 	r.term, r.fingerprint, r.since, r.next, r.forced = term, "", now, time.Time{}, false
+	r.termStart = now
 	r.waiting.reset()
 }
 
@@ -86,7 +88,12 @@ func (n *Node) rebalanceDuty(ctx context.Context) {
 	if fp := strings.Join(elig, ",") + "|" + strings.Join(servers, ","); fp != r.fingerprint {
 		r.fingerprint, r.since = fp, now
 	}
-	due := now.After(r.next) && (r.forced || (!n.cfg.DisableRebalance && now.Sub(r.since) >= n.cfg.RebalanceStable))
+	// A new meta leader may owe its term to a node that just died, which
+	// gossip declares only after its suspicion timeout: no move starts
+	// before gossip has had that long to say which nodes are down
+	// (rebalanceStep skips shards with a replica on one).
+	due := now.After(r.next) && now.Sub(r.termStart) >= gossipDeadAfter &&
+		(r.forced || (!n.cfg.DisableRebalance && now.Sub(r.since) >= n.cfg.RebalanceStable))
 	r.mu.Unlock()
 	if !due || len(m.Moves) > 0 || len(m.Drains) > 0 {
 		return
