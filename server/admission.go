@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/tap"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
-	"github.com/raftq/raftq/internal/connlimit"
 )
 
 // QueueHeader names the queue a Send or SendBatch is for, in its
@@ -93,10 +92,6 @@ func (s *Server) Tap(ctx context.Context, info *tap.Info) (context.Context, erro
 		return ctx, nil
 	}
 	if left, msg, ok := s.refused.check(q[0], time.Now()); ok {
-		// A client that keeps sending what it was told to hold back has
-		// its connection's reads paused: refusing costs the node the
-		// bytes it reads, pausing costs it nothing.
-		connlimit.Strike(ctx, left)
 		return ctx, exhausted(msg, left)
 	}
 	return ctx, nil

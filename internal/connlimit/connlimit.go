@@ -77,10 +77,6 @@ type Limiter struct {
 
 	refusedLimit, refusedCeiling atomic.Uint64
 	limitLog, ceilingLog         *ratelog.Limiter
-
-	// accepted: the open connections by remote address, so a gRPC
-	// connection (TagConn) finds the socket it reads from (Pause).
-	accepted sync.Map // string -> *countedConn
 }
 
 // New returns a Limiter for opts.
@@ -173,95 +169,31 @@ func (cl *ceilingListener) Accept() (net.Conn, error) {
 			_ = c.Close()
 			continue
 		}
-		cc := &countedConn{Conn: c, l: l}
-		l.accepted.Store(c.RemoteAddr().String(), cc)
-		return cc, nil
+		return &countedConn{Conn: c, l: l}, nil
 	}
 }
 
-// countedConn leaves the count of open connections when closed, and
-// reads nothing while paused.
+// countedConn leaves the count of open connections when closed.
 type countedConn struct {
 	net.Conn
 	l    *Limiter
 	once sync.Once
-	// pausedUntil: unix nanoseconds before which Read waits (Pause).
-	pausedUntil atomic.Int64
 }
 
 func (c *countedConn) Close() error {
-	c.once.Do(func() {
-		c.l.open.Add(-1)
-		c.l.accepted.CompareAndDelete(c.RemoteAddr().String(), c)
-	})
+	c.once.Do(func() { c.l.open.Add(-1) })
 	return c.Conn.Close()
-}
-
-// MaxPause bounds one pause of a connection's reads.
-const MaxPause = time.Second
-
-func (c *countedConn) Read(b []byte) (int, error) {
-	if until := c.pausedUntil.Load(); until != 0 {
-		if d := time.Until(time.Unix(0, until)); d > 0 {
-			time.Sleep(min(d, MaxPause))
-		}
-	}
-	return c.Conn.Read(b)
-}
-
-// Strikes is how many calls a connection may send, within a second, of
-// what the node has told it to stop sending before Strike pauses it: a
-// client that honours the retry times still has the calls it started
-// before the first refusal in flight.
-const Strikes = 32
-
-// Strike counts a call that came on a connection after the node had told
-// it to stop sending such calls for a while, and past Strikes in a second
-// stops reading the connection for d (at most MaxPause) unless it is
-// paused longer already: what the client sends meanwhile waits in its
-// socket, and TCP's window then holds the client back at no cost to the
-// node. Everything else on the connection waits too, so it is for a
-// client that ignores the retry times it is given. A connection the
-// Limiter did not accept is not paused. It reports whether it paused.
-func Strike(ctx context.Context, d time.Duration) bool {
-	c, ok := ctx.Value(connKey{}).(*conn)
-	if !ok || c.raw == nil || d <= 0 {
-		return false
-	}
-	now := time.Now()
-	c.mu.Lock()
-	if now.Sub(c.strikesFrom) > time.Second {
-		c.strikesFrom, c.strikes = now, 0
-	}
-	c.strikes++
-	over := c.strikes > Strikes
-	c.mu.Unlock()
-	if !over {
-		return false
-	}
-	until := now.Add(min(d, MaxPause)).UnixNano()
-	for {
-		cur := c.raw.pausedUntil.Load()
-		if cur >= until || c.raw.pausedUntil.CompareAndSwap(cur, until) {
-			return true
-		}
-	}
 }
 
 // conn is one gRPC connection's place under Max.
 type conn struct {
 	remote net.Addr
-	raw    *countedConn // nil if accepted elsewhere
 	// fast is served, readable without the lock by every call.
 	fast atomic.Bool
 
 	mu     sync.Mutex
 	served bool
 	ended  bool
-	// strikes counts calls since strikesFrom that the node had told the
-	// client not to send yet (Strike).
-	strikes     int
-	strikesFrom time.Time
 }
 
 // take serves c if it is not already and a place is free.
@@ -328,13 +260,7 @@ type connKey struct{}
 type handler struct{ l *Limiter }
 
 func (h handler) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
-	c := &conn{remote: info.RemoteAddr}
-	if info.RemoteAddr != nil {
-		if raw, ok := h.l.accepted.Load(info.RemoteAddr.String()); ok {
-			c.raw = raw.(*countedConn)
-		}
-	}
-	return context.WithValue(ctx, connKey{}, c)
+	return context.WithValue(ctx, connKey{}, &conn{remote: info.RemoteAddr})
 }
 
 func (h handler) HandleConn(ctx context.Context, s stats.ConnStats) {

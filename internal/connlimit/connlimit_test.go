@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
@@ -259,69 +258,5 @@ func TestDefaultCeiling(t *testing.T) {
 	}
 	if lim := New(Options{Max: 0}); lim.ceiling != 0 {
 		t.Errorf("no limit, ceiling %d; want none", lim.ceiling)
-	}
-}
-
-// A connection that keeps sending what it was told to hold back is
-// paused after Strikes calls in a second: its reads wait, and the bytes
-// its client sends meanwhile stay in the socket. Fewer strikes, or a
-// connection the Limiter did not accept, pause nothing.
-func TestStrikePausesReads(t *testing.T) {
-	l := New(Options{Max: 10})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := l.Listener(ln)
-	defer lis.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := lis.Accept()
-		if err == nil {
-			accepted <- c
-		}
-	}()
-	cl, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	srv := <-accepted
-	defer srv.Close()
-	ctx := handler{l}.TagConn(context.Background(), &stats.ConnTagInfo{RemoteAddr: srv.RemoteAddr()})
-
-	const pause = 400 * time.Millisecond
-	for i := range Strikes {
-		if Strike(ctx, pause) {
-			t.Fatalf("strike %d of %d paused", i+1, Strikes)
-		}
-	}
-	if !Strike(ctx, pause) {
-		t.Fatal("the strike past Strikes did not pause")
-	}
-	start := time.Now()
-	if _, err := cl.Write([]byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1)
-	if _, err := srv.Read(buf); err != nil {
-		t.Fatal(err)
-	}
-	if waited := time.Since(start); waited < pause/2 {
-		t.Fatalf("read returned after %v, paused for %v", waited, pause)
-	}
-	// Once the pause is over, reads do not wait.
-	if _, err := cl.Write([]byte("y")); err != nil {
-		t.Fatal(err)
-	}
-	start = time.Now()
-	if _, err := srv.Read(buf); err != nil || buf[0] != 'y' {
-		t.Fatalf("read %q, %v", buf, err)
-	}
-	if waited := time.Since(start); waited > pause {
-		t.Fatalf("a read after the pause waited %v", waited)
-	}
-	if Strike(context.Background(), pause) {
-		t.Fatal("a call without a connection of the Limiter's paused")
 	}
 }
