@@ -1,10 +1,8 @@
 package meta
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -66,18 +64,7 @@ func TestFSM_AbortMoveAtAdd(t *testing.T) {
 	}
 
 	// The aborting mark survives a snapshot, so a new leader resumes.
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	g := NewFSM(nil)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	g := restoredCopy(t, f)
 	if mv, ok := shardMapFromProto(g.ShardMap()).MoveOf(0); !ok || !mv.Aborting || mv.To != "n4" {
 		t.Fatalf("restored move %+v %v", mv, ok)
 	}

@@ -209,3 +209,21 @@ type memSink struct {
 func (s *memSink) ID() string    { return "mem" }
 func (s *memSink) Cancel() error { s.cancelled = true; return nil }
 func (s *memSink) Close() error  { return nil }
+
+// restoredCopy is a new FSM restored from a snapshot of f.
+func restoredCopy(t *testing.T, f *FSM) *FSM {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	g := NewFSM(nil)
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}

@@ -1,8 +1,6 @@
 package meta
 
 import (
-	"bytes"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -95,18 +93,7 @@ func TestFSM_MoveStepsChangeTheMapOneStepAtATime(t *testing.T) {
 	if r := apply(moveCmd(1, "n1", "n4", phAdd)); r.GetCode() != metapb.Code_CODE_OK {
 		t.Fatal(r)
 	}
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	g := NewFSM(nil)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	g := restoredCopy(t, f)
 	if mv, ok := shardMapFromProto(g.ShardMap()).MoveOf(1); !ok || mv.Phase != phAdd || mv.From != "n1" || mv.To != "n4" {
 		t.Fatalf("restored move %+v %v", mv, ok)
 	}

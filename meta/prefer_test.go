@@ -1,8 +1,6 @@
 package meta
 
 import (
-	"bytes"
-	"io"
 	"slices"
 	"testing"
 
@@ -52,18 +50,7 @@ func TestFSM_PreferLeaderReordersTheReplicas(t *testing.T) {
 			t.Errorf("%v: %v, want %v", tc.cmd, r, tc.code)
 		}
 	}
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	g := NewFSM(nil)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	g := restoredCopy(t, f)
 	if got := shardMapFromProto(g.ShardMap()).Replicas[1]; !slices.Equal(got, want) {
 		t.Fatalf("restored replicas %v, want %v", got, want)
 	}

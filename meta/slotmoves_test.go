@@ -90,18 +90,7 @@ func TestFSM_SlotMoveSteps(t *testing.T) {
 	}
 
 	// The record survives a snapshot round trip.
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	g := NewFSM(nil)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	g := restoredCopy(t, f)
 	if !proto.Equal(f.ShardMap(), g.ShardMap()) || len(g.ShardMap().GetSlotMoves()) != 1 || g.ShardMap().GetNextSlotMoveId() != 2 {
 		t.Fatalf("restored map differs:\n%v\n%v", f.ShardMap(), g.ShardMap())
 	}

@@ -1,8 +1,6 @@
 package meta
 
 import (
-	"bytes"
-	"io"
 	"strings"
 	"testing"
 
@@ -66,18 +64,7 @@ func TestFSM_TenantsSurviveSnapshot(t *testing.T) {
 	f := NewFSM(nil)
 	applyAt(t, f, 1, 10, putTenantCmd("zed", &fsmpb.Quotas{SendRate: 5}, true))
 	applyAt(t, f, 2, 20, putTenantCmd("acme", &fsmpb.Quotas{MaxMessages: 7}, true))
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	g := NewFSM(nil)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	g := restoredCopy(t, f)
 	ts := g.Tenants()
 	if len(ts) != 2 || ts[0].GetName() != "acme" || ts[0].GetQuotas().GetMaxMessages() != 7 || ts[1].GetCreatedMs() != 10 {
 		t.Fatalf("restored tenants %v", ts)
