@@ -6,9 +6,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,46 +233,6 @@ func nodeDir(opts Options, tmp string, i int) string {
 		return opts.DataDirs[i-1]
 	}
 	return filepath.Join(tmp, opts.IDPrefix+strconv.Itoa(i))
-}
-
-// Test ports come from below Linux's ephemeral range (32768-60999 by
-// default): a port the kernel hands out for outgoing connections can be
-// taken as another socket's source port while a node is down, and the
-// node's restart then fails with "address already in use".
-const (
-	portLow  = 20000
-	portHigh = 32000
-)
-
-// freePorts picks n ports free for TCP and UDP (gossip uses both) on
-// loopback.
-func freePorts(t testing.TB, n int) []string {
-	t.Helper()
-	var held []io.Closer
-	defer func() {
-		for _, c := range held {
-			_ = c.Close()
-		}
-	}()
-	var out []string
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 100*n {
-			t.Fatalf("no %d free ports in %d-%d", n, portLow, portHigh)
-		}
-		port := strconv.Itoa(portLow + rand.IntN(portHigh-portLow))
-		l, err := net.Listen("tcp", "127.0.0.1:"+port)
-		if err != nil {
-			continue
-		}
-		u, err := net.ListenPacket("udp", "127.0.0.1:"+port)
-		if err != nil {
-			_ = l.Close()
-			continue
-		}
-		held = append(held, l, u)
-		out = append(out, port)
-	}
-	return out
 }
 
 // Restart starts node i (again) with its data dir.
