@@ -27,6 +27,14 @@ type Outgoing struct {
 	Priority   uint32        // 0-9, higher first
 	Attributes map[string]string
 	Type       string
+	// UniqueFor, with DedupKey, holds the key for this long (at most
+	// MaxRetention) instead of the queue's dedup window.
+	UniqueFor time.Duration
+	// UniqueUntilDone, with DedupKey, releases the key once the message is
+	// acked, dead-lettered, cancelled or purged (with UniqueFor, at
+	// whichever comes first; alone, it holds the key while the job is
+	// pending or running).
+	UniqueUntilDone bool
 }
 
 // SendOption sets a field of an Outgoing message.
@@ -38,6 +46,30 @@ func Group(g string) SendOption { return func(o *Outgoing) { o.Group = g } }
 // DedupKey sets the dedup key: a second send with the same key within the
 // queue's dedup window returns the first message's id and enqueues nothing.
 func DedupKey(k string) SendOption { return func(o *Outgoing) { o.DedupKey = k } }
+
+// Unique makes the message a unique job with key k (its dedup key): while
+// the key is held, a send with it enqueues nothing and returns the holder's
+// id with Deduplicated set. Scopes: UniqueFor and UniqueUntilDone; with
+// neither, the queue's dedup window (like DedupKey). docs/jobs.md.
+func Unique(k string, scopes ...UniqueScope) SendOption {
+	return func(o *Outgoing) {
+		o.DedupKey = k
+		for _, s := range scopes {
+			s(o)
+		}
+	}
+}
+
+// UniqueScope says how long a unique job's key is held.
+type UniqueScope func(*Outgoing)
+
+// UniqueFor holds the key for d from the send, instead of the queue's dedup
+// window.
+func UniqueFor(d time.Duration) UniqueScope { return func(o *Outgoing) { o.UniqueFor = d } }
+
+// UniqueUntilDone holds the key while the job is pending or running: it is
+// released once the job is acked, dead-lettered, cancelled or purged.
+func UniqueUntilDone() UniqueScope { return func(o *Outgoing) { o.UniqueUntilDone = true } }
 
 // Delay hides the message for d.
 func Delay(d time.Duration) SendOption { return func(o *Outgoing) { o.Delay = d } }
@@ -73,19 +105,33 @@ func (o *Outgoing) request(queue string) (*raftqv1.SendRequest, error) {
 		return nil, invalid(fmt.Sprintf("delay %v outside 0-%v", o.Delay, MaxDelay))
 	}
 	r := &raftqv1.SendRequest{
-		Queue:      queue,
-		Body:       o.Body,
-		Attributes: o.Attributes,
-		Type:       o.Type,
-		GroupId:    o.Group,
-		DedupKey:   o.DedupKey,
-		Priority:   o.Priority,
-		DelayMs:    o.Delay.Milliseconds(),
+		Queue:           queue,
+		Body:            o.Body,
+		Attributes:      o.Attributes,
+		Type:            o.Type,
+		GroupId:         o.Group,
+		DedupKey:        o.DedupKey,
+		Priority:        o.Priority,
+		DelayMs:         o.Delay.Milliseconds(),
+		UniqueForMs:     o.UniqueFor.Milliseconds(),
+		UniqueUntilDone: o.UniqueUntilDone,
 	}
 	if !o.RunAt.IsZero() {
 		r.RunAtMs = o.RunAt.UnixMilli()
 	}
 	return r, nil
+}
+
+// checkUnique refuses a unique job without a key of its own; called before
+// an automatic dedup key could stand in for one.
+func (o *Outgoing) checkUnique() error {
+	if o.UniqueFor < 0 || o.UniqueFor > MaxRetention {
+		return invalid(fmt.Sprintf("unique-for %v outside 0-%v", o.UniqueFor, MaxRetention))
+	}
+	if (o.UniqueFor > 0 || o.UniqueUntilDone) && o.DedupKey == "" {
+		return invalid("a unique job needs a key: client.Unique(key, ...)")
+	}
+	return nil
 }
 
 // autoKey makes a dedup key that no other send will carry.
@@ -175,6 +221,9 @@ func (c *Client) prepareSend(ctx context.Context, queue string, body []byte, opt
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if err := o.checkUnique(); err != nil {
+		return preparedSend{}, err
+	}
 	if o.DedupKey == "" && c.cfg.autoDedup {
 		o.DedupKey = autoKey()
 	}
@@ -238,6 +287,9 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 	shard := anyShard
 	for i := range items {
 		o := items[i] // a copy: the caller's slice is not modified
+		if err := o.checkUnique(); err != nil {
+			return nil, fmt.Errorf("send batch to %q: item %d: %w", queue, i, err)
+		}
 		if o.DedupKey == "" && c.cfg.autoDedup {
 			if o.Group == "" && n > 0 {
 				o.DedupKey = autoKeyOn(queue, target, m.table, n)

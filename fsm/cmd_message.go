@@ -69,19 +69,20 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage, full *bool) *fsmpb.En
 		return &fsmpb.EnqueueItemResult{Status: st}
 	}
 	m := &msg{
-		id:          s.nextID,
-		seq:         s.nextSeq,
-		q:           q,
-		body:        nm.GetBody(),
-		attrs:       sortedAttrs(nm.GetAttributes()),
-		typ:         nm.GetType(),
-		group:       nm.GetGroupId(),
-		dedupKey:    nm.GetDedupKey(),
-		priority:    uint8(nm.GetPriority()),
-		enqueuedMs:  s.clock,
-		availableMs: avail,
-		expireMs:    avail + q.policy.GetRetentionMs(),
-		state:       fsmpb.State_STATE_READY,
+		id:              s.nextID,
+		seq:             s.nextSeq,
+		q:               q,
+		body:            nm.GetBody(),
+		attrs:           sortedAttrs(nm.GetAttributes()),
+		typ:             nm.GetType(),
+		group:           nm.GetGroupId(),
+		dedupKey:        nm.GetDedupKey(),
+		priority:        uint8(nm.GetPriority()),
+		enqueuedMs:      s.clock,
+		availableMs:     avail,
+		expireMs:        avail + q.policy.GetRetentionMs(),
+		state:           fsmpb.State_STATE_READY,
+		uniqueUntilDone: nm.GetUniqueUntilDone() && nm.GetDedupKey() != "",
 	}
 	if len(m.body) == 0 {
 		m.body = nil
@@ -95,7 +96,7 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage, full *bool) *fsmpb.En
 	s.insert(m)
 	s.counters.Enqueued++
 	if m.dedupKey != "" {
-		s.addDedup(dh, m.id, s.clock+q.policy.GetDedupWindowMs())
+		s.addDedup(dh, m.id, s.dedupUntil(q, nm))
 	}
 	return &fsmpb.EnqueueItemResult{Status: okStatus(), MessageId: m.id}
 }

@@ -56,6 +56,7 @@ func (m *msg) leasedProto() *fsmpb.Message {
 		StateChangedMs:  m.stateChangedMs,
 		ExpireMs:        m.expireMs,
 		Body:            m.body,
+		UniqueUntilDone: m.uniqueUntilDone,
 	}
 	if len(m.attrs) > 0 {
 		p.Attributes = make(map[string]string, len(m.attrs))
@@ -101,6 +102,7 @@ func msgFromProto(p *fsmpb.Message, q *queue) (*msg, error) {
 		priority:        uint8(p.GetPriority()),
 		state:           p.GetState(),
 		deadReason:      p.GetDeadReason(),
+		uniqueUntilDone: p.GetUniqueUntilDone(),
 		attrs:           sortedAttrs(p.GetAttributes()),
 	}
 	if len(m.body) == 0 {

@@ -243,6 +243,12 @@ func checkInvariants(f *FSM) error {
 		if ref, ok := s.dedup.get(e.h); !ok || ref.id != e.id || ref.expireMs != e.t {
 			return fail("dedup %x: index %+v, expiry (%d, %d)", e.h, ref, e.t, e.id)
 		}
+		if e.t == heldUntilDone {
+			// Held only while its message is live: it must be.
+			if m, ok := s.get(e.id); !ok || !isLive(m.state) || !m.uniqueUntilDone {
+				return fail("dedup %x held until message %d is done, which is gone or done", e.h, e.id)
+			}
+		}
 		return true
 	})
 	return err

@@ -75,7 +75,11 @@ func appendMessageRecord(b []byte, m *msg) ([]byte, error) {
 		b, _ = appendString(b, 5, a.err)
 		b, _ = appendString(b, 6, a.consumer)
 	}
-	return appendInt(b, 23, m.expireMs), nil
+	b = appendInt(b, 23, m.expireMs)
+	if m.uniqueUntilDone {
+		b = appendUint(b, 80, 1)
+	}
+	return b, nil
 }
 
 // errInvalidUTF8 is what proto.Marshal refuses too: a proto3 string field

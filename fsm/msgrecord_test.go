@@ -47,7 +47,7 @@ func randomMsg(rng *rand.Rand, q *queue) *msg {
 		lastReceivedMs: int64(num()), stateChangedMs: int64(num()), expireMs: int64(num()),
 		leaseEpoch: num(), leaseDeadline: int64(num()), leaseTerm: num(),
 		receiveCount: uint32(num()), priority: uint8(num()),
-		state: fsmpb.State(rng.IntN(6)), deadReason: fsmpb.Reason(rng.IntN(8)),
+		state: fsmpb.State(rng.IntN(6)), deadReason: fsmpb.Reason(rng.IntN(8)), uniqueUntilDone: rng.IntN(2) == 0,
 	}
 	if rng.IntN(3) > 0 {
 		m.body = make([]byte, rng.IntN(2000))

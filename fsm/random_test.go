@@ -391,6 +391,15 @@ func (r *randomRun) newMessage() *fsmpb.NewMessage {
 	}
 	if r.rng.IntN(3) == 0 {
 		m.DedupKey = fmt.Sprint("k", r.rng.IntN(5))
+		switch r.rng.IntN(4) { // unique jobs (unique.go)
+		case 0:
+			m.UniqueUntilDone = true
+		case 1:
+			m.UniqueUntilDone = true
+			m.UniqueForMs = int64(r.rng.IntN(3000))
+		case 2:
+			m.UniqueForMs = int64(r.rng.IntN(3000))
+		}
 	}
 	switch r.rng.IntN(6) {
 	case 0:

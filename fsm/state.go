@@ -41,6 +41,7 @@ type msg struct {
 	gen             uint64
 	receiveCount    uint32
 	priority        uint8
+	uniqueUntilDone bool // its dedup key is released when it leaves the live states (unique.go)
 	state           fsmpb.State
 	deadReason      fsmpb.Reason
 	history         []attempt

@@ -155,6 +155,9 @@ func (s *state) leaveGroup(m *msg) {
 // record, which callers must use from then on.
 func (s *state) change(m *msg, to fsmpb.State, fn func(m *msg)) *msg {
 	m = s.own(m)
+	if live(m.state) && !live(to) {
+		s.releaseUnique(m)
+	}
 	s.detach(m)
 	wasGrouped := s.inGroups(m)
 	if wasGrouped && !live(to) {
@@ -177,6 +180,9 @@ func (s *state) change(m *msg, to fsmpb.State, fn func(m *msg)) *msg {
 
 // remove deletes m from the shard entirely.
 func (s *state) remove(m *msg) {
+	if live(m.state) {
+		s.releaseUnique(m)
+	}
 	s.detach(m)
 	grouped := s.inGroups(m)
 	if grouped {

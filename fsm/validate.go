@@ -220,6 +220,9 @@ func ValidateMessage(m *fsmpb.NewMessage, p *fsmpb.QueuePolicy) error {
 	if len(m.GetDedupKey()) > MaxDedupKeyLen {
 		return fmt.Errorf("%w: dedup key is %d bytes, limit %d", ErrInvalidArgument, len(m.GetDedupKey()), MaxDedupKeyLen)
 	}
+	if err := validateUnique(m); err != nil {
+		return err
+	}
 	if m.GetPriority() > MaxPriority {
 		return fmt.Errorf("%w: priority is %d, allowed 0..%d", ErrInvalidArgument, m.GetPriority(), MaxPriority)
 	}

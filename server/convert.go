@@ -104,6 +104,7 @@ func messageFromFSM(m *fsmpb.Message) *raftqv1.Message {
 		Type:            m.GetType(),
 		GroupId:         m.GetGroupId(),
 		DedupKey:        m.GetDedupKey(),
+		UniqueUntilDone: m.GetUniqueUntilDone(),
 		Priority:        m.GetPriority(),
 		Seq:             m.GetSeq(),
 		EnqueuedMs:      m.GetEnqueuedMs(),

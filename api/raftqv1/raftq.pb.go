@@ -583,9 +583,10 @@ type Message struct {
 	History         []*Attempt             `protobuf:"bytes,22,rep,name=history,proto3" json:"history,omitempty"`
 	// ready/delayed/leased: when retention dead-letters it; acked: when the
 	// record is dropped.
-	ExpireMs      int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpireMs        int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
+	UniqueUntilDone bool  `protobuf:"varint,80,opt,name=unique_until_done,json=uniqueUntilDone,proto3" json:"unique_until_done,omitempty"` // its dedup key is released when it leaves the live states
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -777,6 +778,13 @@ func (x *Message) GetExpireMs() int64 {
 		return x.ExpireMs
 	}
 	return 0
+}
+
+func (x *Message) GetUniqueUntilDone() bool {
+	if x != nil {
+		return x.UniqueUntilDone
+	}
+	return false
 }
 
 type QueueInfo struct {
@@ -1428,18 +1436,26 @@ func (x *QueueStatsResponse) GetTenantQuotas() *Quotas {
 }
 
 type SendRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Body          []byte                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
-	Attributes    map[string]string      `protobuf:"bytes,3,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Type          string                 `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
-	GroupId       string                 `protobuf:"bytes,5,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
-	DedupKey      string                 `protobuf:"bytes,6,opt,name=dedup_key,json=dedupKey,proto3" json:"dedup_key,omitempty"`
-	Priority      uint32                 `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
-	DelayMs       int64                  `protobuf:"varint,8,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"` // 0: queue default; use run_at_ms for an absolute time
-	RunAtMs       int64                  `protobuf:"varint,9,opt,name=run_at_ms,json=runAtMs,proto3" json:"run_at_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Queue      string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Body       []byte                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	Attributes map[string]string      `protobuf:"bytes,3,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Type       string                 `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
+	GroupId    string                 `protobuf:"bytes,5,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	DedupKey   string                 `protobuf:"bytes,6,opt,name=dedup_key,json=dedupKey,proto3" json:"dedup_key,omitempty"`
+	Priority   uint32                 `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
+	DelayMs    int64                  `protobuf:"varint,8,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"` // 0: queue default; use run_at_ms for an absolute time
+	RunAtMs    int64                  `protobuf:"varint,9,opt,name=run_at_ms,json=runAtMs,proto3" json:"run_at_ms,omitempty"`
+	// Unique jobs (docs/jobs.md); both need dedup_key. unique_for_ms: how
+	// long the key makes later sends return this message, instead of the
+	// queue's dedup window (at most 30 days). unique_until_done: the key is
+	// released once the message is acked, dead-lettered, cancelled or
+	// purged; with unique_for_ms too, at whichever comes first, and alone
+	// the key is held for as long as the message is pending or in flight.
+	UniqueForMs     int64 `protobuf:"varint,80,opt,name=unique_for_ms,json=uniqueForMs,proto3" json:"unique_for_ms,omitempty"`
+	UniqueUntilDone bool  `protobuf:"varint,81,opt,name=unique_until_done,json=uniqueUntilDone,proto3" json:"unique_until_done,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SendRequest) Reset() {
@@ -1533,6 +1549,20 @@ func (x *SendRequest) GetRunAtMs() int64 {
 		return x.RunAtMs
 	}
 	return 0
+}
+
+func (x *SendRequest) GetUniqueForMs() int64 {
+	if x != nil {
+		return x.UniqueForMs
+	}
+	return 0
+}
+
+func (x *SendRequest) GetUniqueUntilDone() bool {
+	if x != nil {
+		return x.UniqueUntilDone
+	}
+	return false
 }
 
 type SendResponse struct {
@@ -6066,7 +6096,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12*\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x10.raftq.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xd7\x06\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x83\a\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -6098,7 +6128,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"deadReason\x12(\n" +
 	"\x10state_changed_ms\x18\x15 \x01(\x03R\x0estateChangedMs\x12+\n" +
 	"\ahistory\x18\x16 \x03(\v2\x11.raftq.v1.AttemptR\ahistory\x12\x1b\n" +
-	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x1a=\n" +
+	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x12*\n" +
+	"\x11unique_until_done\x18P \x01(\bR\x0funiqueUntilDone\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
@@ -6144,7 +6175,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x06tenant\x18\t \x01(\tR\x06tenant\x12(\n" +
 	"\x06quotas\x18\n" +
 	" \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\x125\n" +
-	"\rtenant_quotas\x18\v \x01(\v2\x10.raftq.v1.QuotasR\ftenantQuotas\"\xdc\x02\n" +
+	"\rtenant_quotas\x18\v \x01(\v2\x10.raftq.v1.QuotasR\ftenantQuotas\"\xac\x03\n" +
 	"\vSendRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12E\n" +
@@ -6156,7 +6187,9 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\tdedup_key\x18\x06 \x01(\tR\bdedupKey\x12\x1a\n" +
 	"\bpriority\x18\a \x01(\rR\bpriority\x12\x19\n" +
 	"\bdelay_ms\x18\b \x01(\x03R\adelayMs\x12\x1a\n" +
-	"\trun_at_ms\x18\t \x01(\x03R\arunAtMs\x1a=\n" +
+	"\trun_at_ms\x18\t \x01(\x03R\arunAtMs\x12\"\n" +
+	"\runique_for_ms\x18P \x01(\x03R\vuniqueForMs\x12*\n" +
+	"\x11unique_until_done\x18Q \x01(\bR\x0funiqueUntilDone\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Q\n" +

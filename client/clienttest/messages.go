@@ -38,7 +38,7 @@ func (s *Server) enqueue(queue string, r *raftqv1.SendRequest) (*raftqv1.SendRes
 		return nil, errorf(codes.InvalidArgument, "FIFO queue %q needs a message group", queue)
 	}
 	if k := r.GetDedupKey(); k != "" {
-		if id, ok := s.dedup[queue+"\x00"+k]; ok {
+		if id, ok := s.dedup[queue+"\x00"+k]; ok && !s.doneUnique(id) {
 			return &raftqv1.SendResponse{MessageId: s.publicID(id), Deduplicated: true}, nil
 		}
 	}
@@ -62,9 +62,32 @@ func (s *Server) enqueue(queue string, r *raftqv1.SendRequest) (*raftqv1.SendRes
 	s.order = append(s.order, m.Id)
 	if k := r.GetDedupKey(); k != "" {
 		s.dedup[queue+"\x00"+k] = m.Id
+		if r.GetUniqueUntilDone() {
+			s.untilDone[m.Id] = true
+			m.UniqueUntilDone = true
+		}
 	}
 	s.notify()
 	return &raftqv1.SendResponse{MessageId: s.publicID(m.Id)}, nil
+}
+
+// doneUnique reports whether message id held its dedup key only until
+// done and is done: acked, dead, or gone (a node releases such a key then;
+// fsm/unique.go). This server keeps other keys for good, and ignores
+// unique_for. Callers hold s.mu.
+func (s *Server) doneUnique(id uint64) bool {
+	if !s.untilDone[id] {
+		return false
+	}
+	m, ok := s.msgs[id]
+	if !ok {
+		return true
+	}
+	switch m.GetState() {
+	case raftqv1.State_STATE_READY, raftqv1.State_STATE_DELAYED, raftqv1.State_STATE_LEASED:
+		return false
+	}
+	return true
 }
 
 // checkCapacity refuses a send past the queue's capacity limits as a node

@@ -50,6 +50,7 @@ type Server struct {
 	calls      []Call
 	staleIDs   map[string]bool
 	dedup      map[string]uint64
+	untilDone  map[uint64]bool          // ids whose dedup key is held only while they are live
 	itemFaults []codes.Code             // SendBatch: next items' outcomes
 	itemHint   string                   // raftq-leader-hint on calls with failed items
 	itemRetry  time.Duration            // retry_after_ms of RESOURCE_EXHAUSTED items
@@ -112,6 +113,7 @@ func StartAt(addr string) (*Server, error) {
 		stalls:     map[string]chan struct{}{},
 		stalled:    map[string]int{},
 		dedup:      map[string]uint64{},
+		untilDone:  map[uint64]bool{},
 	}
 	s.leaders = []string{s.Addr}
 	s.grpc = grpc.NewServer(grpc.UnaryInterceptor(s.intercept))

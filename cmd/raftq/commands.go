@@ -344,7 +344,9 @@ func queueCreateOrUpdate(verb string) command {
 func sendCommand() command {
 	return command{"send", "QUEUE BODY", `enqueue a message (BODY "-" reads stdin)`, func(a *app, fs *flag.FlagSet) binder {
 		group := fs.String("group", "", "message group (FIFO order, shard placement)")
-		dedup := fs.String("dedup", "", "dedup key")
+		dedup := fs.String("dedup", "", "dedup key (a unique job's key)")
+		uniqueFor := fs.Duration("unique-for", 0, "hold the dedup key this long instead of the queue's dedup window")
+		untilDone := fs.Bool("unique-until-done", false, "hold the dedup key until the job is acked, dead-lettered or cancelled")
 		delay := fs.Duration("delay", 0, "hide the message for this long (default: the queue's delay)")
 		runAt := fs.String("run-at", "", "hide the message until this RFC 3339 time")
 		prio := fs.Uint("priority", 0, "priority 0-9, higher first")
@@ -356,6 +358,21 @@ func sendCommand() command {
 				return nil, usagef("want 2 argument(s) QUEUE BODY, got %d", len(pos))
 			}
 			opts := []client.SendOption{client.Group(*group), client.DedupKey(*dedup), client.Type(*typ)}
+			if *uniqueFor != 0 || *untilDone {
+				if *dedup == "" {
+					return nil, usagef("--unique-for and --unique-until-done need --dedup KEY (the job's unique key)")
+				}
+				if given(fs, "unique-for") {
+					if err := durationWithin("unique-for", *uniqueFor, client.MaxRetention, false, "the queue's dedup window"); err != nil {
+						return nil, err
+					}
+				}
+				scopes := []client.UniqueScope{client.UniqueFor(*uniqueFor)}
+				if *untilDone {
+					scopes = append(scopes, client.UniqueUntilDone())
+				}
+				opts = append(opts, client.Unique(*dedup, scopes...))
+			}
 			if *prio > 9 {
 				return nil, usagef("--priority %d outside 0-9", *prio)
 			}

@@ -63,6 +63,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"queue", "update", "q", "--max-receives", "0"}, "--max-receives 0: give at least 1 (leave the flag out for the queue's current value)"},
 		{[]string{"receive", "q", "--visibility", "0s"}, "--visibility 0s: give a positive duration (leave the flag out for the queue's visibility)"},
 		{[]string{"send", "q", "b", "--delay", "0s"}, "--delay 0s: give a positive duration (leave the flag out for the queue's delay)"},
+		{[]string{"send", "q", "b", "--unique-until-done"}, "--unique-for and --unique-until-done need --dedup KEY"},
+		{[]string{"send", "q", "b", "--dedup", "k", "--unique-for", "400h"}, "--unique-for 400h0m0s is above the limit 336h0m0s"},
 		// Bounds in flag names and durations, not proto fields in ms.
 		{[]string{"queue", "create", "q", "--visibility", "13h"}, "--visibility 13h0m0s is above the limit 12h0m0s"},
 		{[]string{"queue", "create", "q", "--dedup-window", "400h"}, "--dedup-window 400h0m0s is above the limit 336h0m0s"},

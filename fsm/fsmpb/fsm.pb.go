@@ -1244,17 +1244,25 @@ func (x *PurgeQueue) GetQueue() string {
 }
 
 type NewMessage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Body          []byte                 `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
-	Attributes    map[string]string      `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Type          string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
-	GroupId       string                 `protobuf:"bytes,4,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"` // message_group_id; required on FIFO queues
-	DedupKey      string                 `protobuf:"bytes,5,opt,name=dedup_key,json=dedupKey,proto3" json:"dedup_key,omitempty"`
-	Priority      uint32                 `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`                // 0-9, higher first
-	DelayMs       int64                  `protobuf:"varint,7,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`   // relative to the entry's time; -1 means "use queue default"
-	RunAtMs       int64                  `protobuf:"varint,8,opt,name=run_at_ms,json=runAtMs,proto3" json:"run_at_ms,omitempty"` // absolute Unix ms; wins over delay_ms when set
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Body       []byte                 `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	Attributes map[string]string      `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Type       string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	GroupId    string                 `protobuf:"bytes,4,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"` // message_group_id; required on FIFO queues
+	DedupKey   string                 `protobuf:"bytes,5,opt,name=dedup_key,json=dedupKey,proto3" json:"dedup_key,omitempty"`
+	Priority   uint32                 `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`                // 0-9, higher first
+	DelayMs    int64                  `protobuf:"varint,7,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`   // relative to the entry's time; -1 means "use queue default"
+	RunAtMs    int64                  `protobuf:"varint,8,opt,name=run_at_ms,json=runAtMs,proto3" json:"run_at_ms,omitempty"` // absolute Unix ms; wins over delay_ms when set
+	// Unique jobs (docs/jobs.md), log format 7; both need dedup_key.
+	// unique_for_ms: how long the key is held, instead of the queue's
+	// dedup window; 0 = the queue's.
+	UniqueForMs int64 `protobuf:"varint,80,opt,name=unique_for_ms,json=uniqueForMs,proto3" json:"unique_for_ms,omitempty"`
+	// unique_until_done: the key is also released when the message leaves the
+	// live states (acked, dead, cancelled, purged); without unique_for_ms
+	// it is held only until then.
+	UniqueUntilDone bool `protobuf:"varint,81,opt,name=unique_until_done,json=uniqueUntilDone,proto3" json:"unique_until_done,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NewMessage) Reset() {
@@ -1341,6 +1349,20 @@ func (x *NewMessage) GetRunAtMs() int64 {
 		return x.RunAtMs
 	}
 	return 0
+}
+
+func (x *NewMessage) GetUniqueForMs() int64 {
+	if x != nil {
+		return x.UniqueForMs
+	}
+	return 0
+}
+
+func (x *NewMessage) GetUniqueUntilDone() bool {
+	if x != nil {
+		return x.UniqueUntilDone
+	}
+	return false
 }
 
 type Enqueue struct {
@@ -3132,9 +3154,11 @@ type Message struct {
 	History         []*Attempt             `protobuf:"bytes,22,rep,name=history,proto3" json:"history,omitempty"`
 	// ready/delayed/leased: when retention dead-letters it (available time at
 	// enqueue or redrive + retention_ms); acked: when the record is dropped.
-	ExpireMs      int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpireMs int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
+	// The message holds its dedup key only while live (NewMessage).
+	UniqueUntilDone bool `protobuf:"varint,80,opt,name=unique_until_done,json=uniqueUntilDone,proto3" json:"unique_until_done,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -3326,6 +3350,13 @@ func (x *Message) GetExpireMs() int64 {
 		return x.ExpireMs
 	}
 	return 0
+}
+
+func (x *Message) GetUniqueUntilDone() bool {
+	if x != nil {
+		return x.UniqueUntilDone
+	}
+	return false
 }
 
 // Snapshot records. A snapshot stream is the 8 magic bytes "raftqfsm", then
@@ -3981,7 +4012,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"\"\n" +
 	"\n" +
 	"PurgeQueue\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xc8\x02\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x98\x03\n" +
 	"\n" +
 	"NewMessage\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12H\n" +
@@ -3993,7 +4024,9 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\tdedup_key\x18\x05 \x01(\tR\bdedupKey\x12\x1a\n" +
 	"\bpriority\x18\x06 \x01(\rR\bpriority\x12\x19\n" +
 	"\bdelay_ms\x18\a \x01(\x03R\adelayMs\x12\x1a\n" +
-	"\trun_at_ms\x18\b \x01(\x03R\arunAtMs\x1a=\n" +
+	"\trun_at_ms\x18\b \x01(\x03R\arunAtMs\x12\"\n" +
+	"\runique_for_ms\x18P \x01(\x03R\vuniqueForMs\x12*\n" +
+	"\x11unique_until_done\x18Q \x01(\bR\x0funiqueUntilDone\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"U\n" +
@@ -4118,7 +4151,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12.\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x14.raftq.fsm.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xe7\x06\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x93\a\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -4150,7 +4183,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"deadReason\x12(\n" +
 	"\x10state_changed_ms\x18\x15 \x01(\x03R\x0estateChangedMs\x12/\n" +
 	"\ahistory\x18\x16 \x03(\v2\x15.raftq.fsm.v1.AttemptR\ahistory\x12\x1b\n" +
-	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x1a=\n" +
+	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x12*\n" +
+	"\x11unique_until_done\x18P \x01(\bR\x0funiqueUntilDone\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +
