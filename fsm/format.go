@@ -15,7 +15,7 @@ import (
 // its group (voters and nonvoters) has recorded at least the kind's format
 // (CommandFormat). Raise it
 // when a release adds a command kind an older replica would stop on.
-const LogFormat uint32 = 6
+const LogFormat uint32 = 7
 
 // BaseFormat is the format every raftq binary applies, including those that
 // predate log formats and advertise none: a node with no recorded format is
@@ -43,6 +43,8 @@ func commandFormat(c *fsmpb.Command) (format uint32, ok bool) {
 	case *fsmpb.Command_SealSlots, *fsmpb.Command_UnsealSlots,
 		*fsmpb.Command_HoldGroups, *fsmpb.Command_ReleaseGroups:
 		return 4, true // growing the shard count
+	case *fsmpb.Command_Snooze:
+		return snoozeFormat, true
 	}
 	return 0, false
 }
@@ -55,6 +57,10 @@ func usesTenancy(u *fsmpb.UpsertQueue) bool {
 	p := u.GetPolicy()
 	return TenantOf(u.GetQueue()) != "" || p.GetQuotas() != nil || p.GetShardQuota() != nil
 }
+
+// snoozeFormat is the log format of the Snooze kind (fsm/cmd_snooze.go):
+// a replica of format 6 would stop on it.
+const snoozeFormat uint32 = 7
 
 // CommandFormat is the log format a shard command needs from every replica.
 // A kind missing from the table is taken to need LogFormat, so a forgotten
