@@ -60,6 +60,8 @@ type Worker struct {
 	fallback Handler
 	mw       []Middleware
 	running  bool
+
+	brk *breakers
 }
 
 // New returns a worker for queue. Invalid options are refused here, with
@@ -69,7 +71,14 @@ func New(c *client.Client, queue string, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker for %q: %w", queue, err)
 	}
-	return &Worker{c: c, queue: queue, opts: o, handlers: map[string]Handler{}}, nil
+	return &Worker{c: c, queue: queue, opts: o, handlers: map[string]Handler{},
+		brk: newBreakers(o.Breaker, o.Hooks.BreakerChanged)}, nil
+}
+
+// Breakers returns the state of every message type whose circuit is not
+// closed (Options.Breaker); types missing from it run normally.
+func (w *Worker) Breakers() map[string]BreakerState {
+	return w.brk.states()
 }
 
 // Use adds middleware around every handler, the first given outermost.
