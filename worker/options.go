@@ -31,7 +31,8 @@ type Options struct {
 	Batch int
 	// DrainTimeout is how long Run lets in-flight handlers finish after its
 	// context ends (default 30 s). Handlers still running then are cancelled
-	// and their messages released for immediate redelivery.
+	// and their messages released for immediate redelivery, using up no
+	// attempt.
 	DrainTimeout time.Duration
 	// ExtendEvery is the heartbeat period of lease extensions (default
 	// Visibility/3, so two extensions can fail before a lease is lost).
