@@ -273,11 +273,11 @@ func (j *job) extend(ctx context.Context, want time.Duration) (time.Time, error)
 
 // ExtendLease asks for the message's lease to last at least d from now
 // (at most client.MaxVisibility), for a step known to outlast the
-// worker's Visibility, and returns the new deadline. A job with a timeout
-// keeps its lease no later than its deadline plus Options.TimeoutGrace. The heartbeats go on
+// worker's Visibility, and returns the new deadline. The heartbeats go on
 // and never shorten it: each extends to whichever ends later, Visibility
-// from then or this deadline. A lost lease cancels the handler's context,
-// as a heartbeat that finds it lost does.
+// from then or this deadline. A job with a timeout keeps its lease no
+// later than its deadline plus Options.TimeoutGrace. A lost lease cancels
+// the handler's context, as a heartbeat that finds it lost does.
 func (m *Message) ExtendLease(ctx context.Context, d time.Duration) (time.Time, error) {
 	if m.j == nil {
 		return time.Time{}, fmt.Errorf("extend lease of %s: %w", m.ID, errNotDelivered)
