@@ -141,7 +141,7 @@ type Attempt struct {
 	LeaseEpoch uint64
 	Received   time.Time
 	Ended      time.Time
-	Outcome    string // expired, nacked, poison, max_receives, redriven
+	Outcome    string // expired, nacked, snoozed, poison, max_receives, redriven, acked
 	Error      string
 	Consumer   string
 }

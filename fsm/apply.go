@@ -48,6 +48,8 @@ func (s *state) applyCommand(ctx *applyCtx, c *fsmpb.Command) *fsmpb.Result {
 		return s.nack(ctx, c.Nack)
 	case *fsmpb.Command_Extend:
 		return s.extend(c.Extend)
+	case *fsmpb.Command_Snooze:
+		return s.snooze(c.Snooze)
 	case *fsmpb.Command_DeadLetter:
 		return s.deadLetter(c.DeadLetter)
 	case *fsmpb.Command_Redrive:

@@ -48,6 +48,8 @@ func commandFormat(c *fsmpb.Command) (format uint32, ok bool) {
 	case *fsmpb.Command_SealSlots, *fsmpb.Command_UnsealSlots,
 		*fsmpb.Command_HoldGroups, *fsmpb.Command_ReleaseGroups:
 		return 4, true // growing the shard count
+	case *fsmpb.Command_Snooze:
+		return snoozeFormat, true
 	}
 	return 0, false
 }
@@ -60,6 +62,10 @@ func usesTenancy(u *fsmpb.UpsertQueue) bool {
 	p := u.GetPolicy()
 	return TenantOf(u.GetQueue()) != "" || p.GetQuotas() != nil || p.GetShardQuota() != nil
 }
+
+// snoozeFormat is the log format of the Snooze kind (fsm/cmd_snooze.go):
+// a replica of format 6 would stop on it.
+const snoozeFormat uint32 = 7
 
 // CommandFormat is the log format a shard command needs from every replica.
 // A kind missing from the table is taken to need LogFormat, so a forgotten

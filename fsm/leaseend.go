@@ -53,6 +53,8 @@ func howEnded(m *msg, epoch uint64) string {
 		return "was dead-lettered"
 	case fsmpb.Reason_REASON_ACKED:
 		return "was acked"
+	case fsmpb.Reason_REASON_SNOOZED:
+		return "was snoozed"
 	}
 	return "ended"
 }

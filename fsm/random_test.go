@@ -420,7 +420,7 @@ func (r *randomRun) newMessage() *fsmpb.NewMessage {
 }
 
 func (r *randomRun) command() *fsmpb.Command {
-	switch r.rng.IntN(27) {
+	switch r.rng.IntN(28) {
 	case 0:
 		q := r.queue()
 		return upsertCmd(q, r.policy(q))
@@ -472,6 +472,8 @@ func (r *randomRun) command() *fsmpb.Command {
 		return graceCmd(r.term+uint64(r.rng.IntN(2)), int64(r.rng.IntN(3000)))
 	case 23, 24, 25:
 		return r.slotMove()
+	case 26:
+		return snoozeCmd(snoozeItem(r.receiptPick(), int64(r.rng.IntN(2000))-100, "snoozed"))
 	default:
 		return tickCmd()
 	}

@@ -60,7 +60,7 @@ func New(shards Shards) *Metrics {
 		}, []string{"shard"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raftq_messages_total",
-			Help: "Messages handled by this node's API, by queue and event (sent, received, acked, nacked, extended, dead_lettered, deduplicated, refused_full).",
+			Help: "Messages handled by this node's API, by queue and event (sent, received, acked, nacked, snoozed, extended, dead_lettered, deduplicated, refused_full).",
 		}, []string{"queue", "event"}),
 	}
 	m.receiveWait = prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -56,6 +56,7 @@ var rules = map[string]rule{
 	"/raftq.v1.Messages/Receive":       {need: permConsume, queue: queueField},
 	"/raftq.v1.Messages/Ack":           {need: permConsume},
 	"/raftq.v1.Messages/Nack":          {need: permConsume},
+	"/raftq.v1.Messages/Snooze":        {need: permConsume},
 	"/raftq.v1.Messages/ExtendLease":   {need: permConsume},
 	"/raftq.v1.Messages/DeadLetter":    {need: permConsume},
 	"/raftq.v1.Messages/GetMessage":    {need: permRead, byHandler: true},

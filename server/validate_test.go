@@ -222,6 +222,9 @@ func TestReceiptValidation(t *testing.T) {
 	dead := func(r *raftqv1.DeadLetterRequest) func(context.Context) error {
 		return func(ctx context.Context) error { _, err := msgs.DeadLetter(ctx, r); return err }
 	}
+	snooze := func(r *raftqv1.SnoozeRequest) func(context.Context) error {
+		return func(ctx context.Context) error { _, err := msgs.Snooze(ctx, r); return err }
+	}
 	get := func(id string) func(context.Context) error {
 		return func(ctx context.Context) error {
 			_, err := msgs.GetMessage(ctx, &raftqv1.GetMessageRequest{MessageId: id})
@@ -248,6 +251,12 @@ func TestReceiptValidation(t *testing.T) {
 		{"nack with a negative delay", nack(&raftqv1.NackRequest{Receipt: good, HasDelay: true, DelayMs: -1}), codes.InvalidArgument, "delay_ms -1"},
 		{"nack with a delay too long", nack(&raftqv1.NackRequest{Receipt: good, HasDelay: true, DelayMs: fsm.MaxDelayMs + 1}), codes.InvalidArgument, "delay_ms"},
 		{"nack with an error too long", nack(&raftqv1.NackRequest{Receipt: good, Error: longErr}), codes.InvalidArgument, "error text of 1025 bytes above the limit 1024"},
+		{"snooze of a garbled receipt", snooze(&raftqv1.SnoozeRequest{Receipt: "zz"}), codes.InvalidArgument, ""},
+		{"snooze of a receipt beyond the map", snooze(&raftqv1.SnoozeRequest{Receipt: beyond}), codes.InvalidArgument, "receipt names shard 2"},
+		{"snooze with the longest delay", snooze(&raftqv1.SnoozeRequest{Receipt: good, DelayMs: fsm.MaxDelayMs}), codes.Unavailable, ""},
+		{"snooze with a negative delay", snooze(&raftqv1.SnoozeRequest{Receipt: good, DelayMs: -1}), codes.InvalidArgument, "delay_ms -1"},
+		{"snooze with a delay too long", snooze(&raftqv1.SnoozeRequest{Receipt: good, DelayMs: fsm.MaxDelayMs + 1}), codes.InvalidArgument, "delay_ms"},
+		{"snooze with a reason too long", snooze(&raftqv1.SnoozeRequest{Receipt: good, Reason: longErr}), codes.InvalidArgument, "reason of 1025 bytes above the limit 1024"},
 		{"extend to nothing", extend(&raftqv1.ExtendLeaseRequest{Receipt: good}), codes.InvalidArgument, "visibility_timeout_ms must be within 1.."},
 		{"extend too far", extend(&raftqv1.ExtendLeaseRequest{Receipt: good, VisibilityTimeoutMs: fsm.MaxVisibilityMs + 1}), codes.InvalidArgument, "visibility_timeout_ms must be within"},
 		{"extend a garbled receipt", extend(&raftqv1.ExtendLeaseRequest{Receipt: "x", VisibilityTimeoutMs: 1000}), codes.InvalidArgument, ""},

@@ -20,6 +20,11 @@ var ErrLeaseLost = errors.New("lease lost")
 // worker stops and the drain timeout passed before the handler finished.
 var ErrShutdown = errors.New("worker shut down before the handler finished")
 
+// ErrTimeout is the cause of a handler's context cancellation when its job
+// ran past its execution timeout (Options.Timeout, Options.TimeoutFor);
+// the job is nacked with an error text that begins "timeout".
+var ErrTimeout = errors.New("timeout")
+
 // Poison wraps err so the message is dead-lettered at once with err's text.
 func Poison(err error) error {
 	if err == nil {
@@ -42,6 +47,21 @@ func Retry(after time.Duration, err error) error {
 	}
 	return &RetryError{After: max(after, 0), Err: err}
 }
+
+// Snooze asks for the message to be handed back, ready again after d,
+// without using up an attempt: its receive count drops by this delivery,
+// so a job that snoozes is never dead-lettered for it (client.Snooze).
+// The queue's retention still bounds how long a job can be snoozed.
+func Snooze(after time.Duration) error {
+	return &SnoozeError{After: max(after, 0)}
+}
+
+// SnoozeError is what Snooze returns.
+type SnoozeError struct {
+	After time.Duration
+}
+
+func (s *SnoozeError) Error() string { return fmt.Sprintf("snooze for %v", s.After) }
 
 // RetryError is what Retry returns.
 type RetryError struct {

@@ -31,13 +31,30 @@ type Options struct {
 	Batch int
 	// DrainTimeout is how long Run lets in-flight handlers finish after its
 	// context ends (default 30 s). Handlers still running then are cancelled
-	// and their messages released for immediate redelivery.
+	// and their messages released for immediate redelivery, using up no
+	// attempt.
 	DrainTimeout time.Duration
 	// ExtendEvery is the heartbeat period of lease extensions (default
 	// Visibility/3, so two extensions can fail before a lease is lost).
 	ExtendEvery time.Duration
 	// SettleTimeout bounds each ack, nack or dead-letter call (default 10 s).
 	SettleTimeout time.Duration
+	// Timeout is each job's execution timeout (default 0: none). At the
+	// deadline the handler's context is cancelled with cause ErrTimeout
+	// and the job is nacked with an error text beginning "timeout"; the
+	// heartbeats never keep the lease past the deadline plus TimeoutGrace.
+	Timeout time.Duration
+	// TimeoutFor, if set, gives a job's timeout instead of Timeout (from
+	// its type or attributes, say); 0 or less means none for that job.
+	TimeoutFor func(m *Message) time.Duration
+	// TimeoutGrace is how long past a job's deadline its lease is kept so
+	// the handler can return and the timeout nack land (default 2 s). A
+	// handler that has not returned by half of it is nacked anyway; it
+	// keeps its concurrency slot until it returns.
+	TimeoutGrace time.Duration
+	// Breaker, if Failures is set, trips a circuit per message type after
+	// that many consecutive failures (docs/jobs.md).
+	Breaker BreakerOptions
 	// Consumer names this worker in message histories (default host:pid).
 	Consumer string
 	// Logger receives receive errors, settle failures, lost leases, and
@@ -66,7 +83,10 @@ const (
 	Panicked     Outcome = "panicked"      // handler panic: nacked like an error, with the panic and stack head as its text
 	Retried      Outcome = "retried"       // worker.Retry: explicit delay
 	DeadLettered Outcome = "dead_lettered" // worker.Poison / ErrPoison
-	Released     Outcome = "released"      // shutdown: handed back with no delay
+	Released     Outcome = "released"      // shutdown: handed back with no delay, no attempt used
+	TimedOut     Outcome = "timed_out"     // ran past its timeout: nacked "timeout"
+	Snoozed      Outcome = "snoozed"       // worker.Snooze: handed back after a delay, no attempt used
+	CircuitOpen  Outcome = "circuit_open"  // its type's circuit is open: handed back unrun, no attempt used
 	LeaseLost    Outcome = "lease_lost"    // an extension found the lease gone
 	SettleFailed Outcome = "settle_failed" // the settle call itself failed
 )
@@ -93,6 +113,9 @@ type Hooks struct {
 	Received func(n int)
 	// Settled is called once per message when it is settled.
 	Settled func(m *Message, s Settlement)
+	// BreakerChanged is called when the circuit of a message type moves
+	// from one state to another (closed, open, half_open).
+	BreakerChanged func(msgType string, from, to BreakerState)
 }
 
 // withDefaults fills the zero fields and checks the rest; errors match
@@ -119,6 +142,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.SettleTimeout == 0 {
 		o.SettleTimeout = 10 * time.Second
 	}
+	if o.TimeoutGrace == 0 {
+		o.TimeoutGrace = 2 * time.Second
+	}
+	if o.Breaker.Failures > 0 && o.Breaker.CoolDown == 0 {
+		o.Breaker.CoolDown = 30 * time.Second
+	}
 	if o.Consumer == "" {
 		host, _ := os.Hostname()
 		o.Consumer = fmt.Sprintf("%s:%d", host, os.Getpid())
@@ -140,6 +169,12 @@ func (o Options) withDefaults() (Options, error) {
 		err = fmt.Errorf("extend period %v must be positive and below visibility %v", o.ExtendEvery, o.Visibility)
 	case o.DrainTimeout < 0 || o.SettleTimeout < 0:
 		err = fmt.Errorf("negative drain or settle timeout")
+	case o.Timeout < 0 || o.TimeoutGrace < 0:
+		err = fmt.Errorf("negative timeout %v or timeout grace %v", o.Timeout, o.TimeoutGrace)
+	case o.Breaker.Failures < 0:
+		err = fmt.Errorf("breaker failures %d is negative", o.Breaker.Failures)
+	case o.Breaker.CoolDown < 0 || o.Breaker.CoolDown > client.MaxDelay:
+		err = fmt.Errorf("breaker cool-down %v outside 0-%v", o.Breaker.CoolDown, client.MaxDelay)
 	}
 	if err != nil {
 		return o, fmt.Errorf("%w: %w", client.ErrInvalid, err)

@@ -33,7 +33,13 @@ type job struct {
 	cancel  context.CancelCauseFunc
 	claimed atomic.Bool // set by whoever settles the message, exactly once
 	lost    atomic.Bool
-	lostErr error // the extension that found the lease gone; set before lost
+	lostErr error       // the extension that found the lease gone; set before lost
+	probe   atomic.Bool // runs as its type's circuit probe (breaker.go)
+
+	// deadline is when the job's execution timeout ends (zero: none),
+	// timeout its length; set before its heartbeat starts.
+	deadline time.Time
+	timeout  time.Duration
 
 	// extendMu orders the lease extensions of this delivery (heartbeats
 	// and Message.ExtendLease), so one computed from an older wish cannot
@@ -105,8 +111,11 @@ func (r *run) receiveLoop(ctx context.Context) error {
 }
 
 // start runs one message's handler and heartbeat; its slot is already taken.
+// A job whose type's circuit is open is handed back unrun instead.
 func (r *run) start(cm *client.Message) {
-	hctx, cancel := context.WithCancelCause(r.base)
+	// lctx ends when the lease is lost or the drain gives up on the
+	// handler; hctx is lctx bounded by the job's execution timeout.
+	lctx, cancel := context.WithCancelCause(r.base)
 	j := &job{r: r, cancel: cancel}
 	j.m = &Message{Message: *cm, j: j}
 	r.mu.Lock()
@@ -116,8 +125,23 @@ func (r *run) start(cm *client.Message) {
 	go func() {
 		defer r.wg.Done()
 		defer func() { <-r.slots }()
+		defer cancel(nil)
+		ok, probe, wait := r.w.brk.admit(j.m.Type)
+		if !ok {
+			r.handBack(j, wait)
+			return
+		}
+		j.probe.Store(probe)
+		hctx := lctx
+		if d := r.w.timeoutOf(j.m); d > 0 {
+			// Set before the heartbeat starts, which reads them.
+			j.timeout, j.deadline = d, time.Now().Add(d)
+			var stop context.CancelFunc
+			hctx, stop = context.WithDeadlineCause(lctx, j.deadline, ErrTimeout)
+			defer stop()
+		}
 		hbDone := make(chan struct{})
-		hbCtx, hbStop := context.WithCancel(hctx)
+		hbCtx, hbStop := context.WithCancel(lctx)
 		go func() {
 			defer close(hbDone)
 			r.heartbeat(hbCtx, j)
@@ -125,6 +149,9 @@ func (r *run) start(cm *client.Message) {
 		began := time.Now()
 		err := r.call(hctx, j.m)
 		took := time.Since(began)
+		if err != nil && errors.Is(context.Cause(hctx), ErrTimeout) {
+			err = &timeoutError{after: j.timeout, err: err}
+		}
 		r.tell(hctx, j.m, err)
 		hbStop()
 		<-hbDone
@@ -147,8 +174,9 @@ func (r *run) call(ctx context.Context, m *Message) (err error) {
 // tell hands a failed handler's error to OnError or OnPanic, or logs it:
 // a worker process must show why its messages fail.
 func (r *run) tell(ctx context.Context, m *Message, err error) {
-	if err == nil {
-		return
+	var snooze *SnoozeError
+	if err == nil || errors.As(err, &snooze) {
+		return // a snooze is no failure
 	}
 	o := r.w.opts
 	var p *PanicError
@@ -177,14 +205,25 @@ func stackHead(stack []byte, lines int) string {
 }
 
 // heartbeat extends the lease every ExtendEvery until ctx ends. A stale
-// receipt means another delivery owns the message: cancel the handler.
+// receipt means another delivery owns the message: cancel the handler. A
+// job with a timeout whose handler has not returned by half its grace past
+// the deadline is nacked from here (overdue).
 func (r *run) heartbeat(ctx context.Context, j *job) {
 	o := r.w.opts
 	t := time.NewTicker(o.ExtendEvery)
 	defer t.Stop()
+	var overdue <-chan time.Time
+	if !j.deadline.IsZero() {
+		ot := time.NewTimer(time.Until(j.deadline.Add(o.TimeoutGrace / 2)))
+		defer ot.Stop()
+		overdue = ot.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-overdue:
+			r.settleOverdue(j)
 			return
 		case <-t.C:
 		}
@@ -192,6 +231,8 @@ func (r *run) heartbeat(ctx context.Context, j *job) {
 		switch {
 		case j.lost.Load(), ctx.Err() != nil:
 			return
+		case errors.Is(err, errPastDeadline):
+			// The lease already reaches the deadline's grace; nothing to do.
 		case err != nil:
 			// The lease may still be fine; the next beat tries again.
 			o.Logger.Warn("raftq worker lease extension failed", "queue", r.w.queue, "id", j.m.ID, "err", err)
@@ -211,6 +252,14 @@ func (j *job) extend(ctx context.Context, want time.Duration) (time.Time, error)
 		j.until = until
 	}
 	d := max(j.r.w.opts.Visibility, j.until.Sub(now))
+	if !j.deadline.IsZero() {
+		// Never past the deadline and its grace: a hung handler must not
+		// hold its job beyond its timeout.
+		d = min(d, j.deadline.Add(j.r.w.opts.TimeoutGrace).Sub(now))
+		if d < time.Millisecond {
+			return time.Time{}, errPastDeadline
+		}
+	}
 	dl, err := j.r.w.c.Extend(ctx, j.m.Receipt, min(d, client.MaxVisibility))
 	if errors.Is(err, client.ErrStaleReceipt) || errors.Is(err, client.ErrNotFound) {
 		j.lostErr = err
@@ -226,8 +275,9 @@ func (j *job) extend(ctx context.Context, want time.Duration) (time.Time, error)
 // (at most client.MaxVisibility), for a step known to outlast the
 // worker's Visibility, and returns the new deadline. The heartbeats go on
 // and never shorten it: each extends to whichever ends later, Visibility
-// from then or this deadline. A lost lease cancels the handler's context,
-// as a heartbeat that finds it lost does.
+// from then or this deadline. A job with a timeout keeps its lease no
+// later than its deadline plus Options.TimeoutGrace. A lost lease cancels
+// the handler's context, as a heartbeat that finds it lost does.
 func (m *Message) ExtendLease(ctx context.Context, d time.Duration) (time.Time, error) {
 	if m.j == nil {
 		return time.Time{}, fmt.Errorf("extend lease of %s: %w", m.ID, errNotDelivered)
@@ -242,7 +292,10 @@ func (m *Message) ExtendLease(ctx context.Context, d time.Duration) (time.Time, 
 	return dl, nil
 }
 
-var errNotDelivered = errors.New("the message was not delivered by a running worker")
+var (
+	errNotDelivered = errors.New("the message was not delivered by a running worker")
+	errPastDeadline = errors.New("the job is past its execution timeout")
+)
 
 // settle acks, nacks or dead-letters by the handler's result, unless the
 // drain already released the message.
@@ -252,15 +305,18 @@ func (r *run) settle(j *job, herr error, took time.Duration) {
 	}
 	defer r.forget(j)
 	if j.lost.Load() {
+		r.w.brk.done(j.m.Type, j.probe.Load(), neutral)
 		r.report(j.m, Settlement{Outcome: LeaseLost, Took: took, Err: herr, SettleErr: j.lostErr})
 		return
 	}
+	r.w.brk.done(j.m.Type, j.probe.Load(), verdictOf(herr))
 	ctx, cancel := context.WithTimeout(r.settleBase, r.w.opts.SettleTimeout)
 	defer cancel()
 	var (
 		outcome  Outcome
 		err      error
 		retry    *RetryError
+		snooze   *SnoozeError
 		panicked *PanicError
 	)
 	switch {
@@ -270,9 +326,15 @@ func (r *run) settle(j *job, herr error, took time.Duration) {
 	case errors.As(herr, &panicked):
 		outcome = Panicked
 		err = r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: fmt.Sprintf("%v\n%s", herr, stackHead(panicked.Stack, 12))})
+	case errors.Is(herr, ErrTimeout):
+		outcome = TimedOut
+		err = r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: herr.Error()})
 	case errors.Is(herr, ErrPoison):
 		outcome = DeadLettered
 		err = r.w.c.DeadLetter(ctx, j.m.Receipt, herr.Error())
+	case errors.As(herr, &snooze):
+		outcome = Snoozed
+		err = r.w.c.Snooze(ctx, j.m.Receipt, client.SnoozeOptions{Delay: min(snooze.After, client.MaxDelay), Reason: "snoozed by the handler"})
 	case errors.As(herr, &retry):
 		outcome = Retried
 		opts := client.NackOptions{Delay: retry.After, ReadyNow: retry.After == 0, Error: retry.Err.Error()}
@@ -302,7 +364,9 @@ func (r *run) report(m *Message, s Settlement) {
 }
 
 // drain waits for in-flight handlers up to DrainTimeout, then cancels the
-// rest and releases their messages with no delay. Handlers that ignore
+// rest and releases their messages with no delay and without using up an
+// attempt (client.Snooze): a healthy job on its last allowed receive must
+// not be dead-lettered because its worker stopped. Handlers that ignore
 // their context are waited for at most SettleTimeout more.
 func (r *run) drain() {
 	defer r.stop()
@@ -331,10 +395,11 @@ func (r *run) drain() {
 		j.cancel(ErrShutdown)
 		wg.Go(func() {
 			defer r.forget(j)
+			r.w.brk.done(j.m.Type, j.probe.Load(), neutral)
 			ctx, cancel := context.WithTimeout(r.settleBase, r.w.opts.SettleTimeout)
 			defer cancel()
 			s := Settlement{Outcome: Released, Err: ErrShutdown}
-			if err := r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{ReadyNow: true, Error: ErrShutdown.Error()}); err != nil {
+			if err := r.w.c.Snooze(ctx, j.m.Receipt, client.SnoozeOptions{Reason: ErrShutdown.Error()}); err != nil {
 				r.w.opts.Logger.Warn("raftq worker could not release a message", "queue", r.w.queue, "id", j.m.ID, "err", err)
 				s.Outcome, s.SettleErr = SettleFailed, err
 			}

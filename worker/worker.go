@@ -6,6 +6,7 @@
 //	nil                      ack
 //	worker.Retry(d, err)     nack, ready again after d
 //	worker.Poison(err)       dead-letter at once (also ErrPoison)
+//	worker.Snooze(d)         hand back, ready after d, using up no attempt
 //	any other error          nack with the error text: the queue's backoff
 //	panic                    recovered; nack with the panic text and stack head
 //
@@ -17,7 +18,14 @@
 //
 // A handler's error goes to Options.OnError and a panic to Options.OnPanic,
 // or else to the log (slog.Default() unless Options.Logger is set), and
-// Hooks.Settled is told each outcome with the error. Use adds middleware
+// Hooks.Settled is told each outcome with the error.
+//
+// Options.Timeout (or TimeoutFor) bounds each job: at the deadline the
+// handler's context is cancelled with cause ErrTimeout and the job is
+// nacked "timeout", and its lease is never kept past the deadline plus
+// TimeoutGrace. Options.Breaker opens a circuit per message type after
+// consecutive failures, handing that type's jobs back unrun until a probe
+// succeeds (docs/jobs.md). Use adds middleware
 // around every handler; Message.ExtendLease asks for a longer lease that
 // the heartbeats keep.
 package worker
@@ -39,8 +47,9 @@ type Message struct {
 	j *job // nil for a Message not delivered by a running worker
 }
 
-// Handler processes one message. ctx ends when the lease is lost or the
-// worker's drain timeout passes.
+// Handler processes one message. ctx ends when the lease is lost, the
+// job's timeout passes (cause ErrTimeout) or the worker's drain timeout
+// passes.
 type Handler func(ctx context.Context, m *Message) error
 
 // Middleware wraps a handler: logging, tracing, metrics, timeouts. It
@@ -60,6 +69,8 @@ type Worker struct {
 	fallback Handler
 	mw       []Middleware
 	running  bool
+
+	brk *breakers
 }
 
 // New returns a worker for queue. Invalid options are refused here, with
@@ -69,7 +80,14 @@ func New(c *client.Client, queue string, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker for %q: %w", queue, err)
 	}
-	return &Worker{c: c, queue: queue, opts: o, handlers: map[string]Handler{}}, nil
+	return &Worker{c: c, queue: queue, opts: o, handlers: map[string]Handler{},
+		brk: newBreakers(o.Breaker, o.Hooks.BreakerChanged)}, nil
+}
+
+// Breakers returns the state of every message type whose circuit is not
+// closed (Options.Breaker); types missing from it run normally.
+func (w *Worker) Breakers() map[string]BreakerState {
+	return w.brk.states()
 }
 
 // Use adds middleware around every handler, the first given outermost.
@@ -116,7 +134,7 @@ func (w *Worker) handler(msgType string) Handler {
 // Run receives and handles messages until ctx ends, then shuts down
 // gracefully: it stops receiving, lets in-flight handlers finish within
 // DrainTimeout, then cancels the rest and releases their messages for
-// immediate redelivery. It returns nil after a shutdown by ctx, or an error
+// immediate redelivery without using up an attempt (client.Snooze). It returns nil after a shutdown by ctx, or an error
 // (after draining) if the queue does not exist or the client was closed
 // under it (client.ErrClosed: close the client after Run returns).
 //

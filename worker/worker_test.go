@@ -331,9 +331,12 @@ func TestGracefulDrain(t *testing.T) {
 	if got[Acked] != 1 || got[Released] != 1 {
 		t.Fatalf("outcomes %v, want one acked and one released", got)
 	}
-	nacks := f.s.Calls("Nack")
-	if len(nacks) != 1 || !nacks[0].HasDelay || nacks[0].Delay != 0 || nacks[0].Error != ErrShutdown.Error() {
-		t.Fatalf("release nacks = %+v", nacks)
+	if nacks := f.s.Calls("Nack"); len(nacks) != 0 {
+		t.Fatalf("shutdown nacked %+v: a release must not use up an attempt", nacks)
+	}
+	snoozes := f.s.Calls("Snooze")
+	if len(snoozes) != 1 || snoozes[0].Delay != 0 || snoozes[0].Error != ErrShutdown.Error() {
+		t.Fatalf("release snoozes = %+v, want one with no delay and reason %q", snoozes, ErrShutdown)
 	}
 	if f.s.Count("q", clienttest.Ready) != 1 || f.s.Count("q", clienttest.Acked) != 1 {
 		t.Fatal("released message is not ready again")

@@ -154,21 +154,23 @@ const (
 	Reason_REASON_POISON       Reason = 3 // consumer dead-lettered it at once
 	Reason_REASON_MAX_RECEIVES Reason = 4
 	Reason_REASON_REDRIVEN     Reason = 5
-	Reason_REASON_RETENTION    Reason = 6 // ready/delayed longer than the queue's retention_ms
-	Reason_REASON_ACKED        Reason = 7 // history only: the attempt ended with an ack
+	Reason_REASON_RETENTION    Reason = 6  // ready/delayed longer than the queue's retention_ms
+	Reason_REASON_ACKED        Reason = 7  // history only: the attempt ended with an ack
+	Reason_REASON_SNOOZED      Reason = 30 // history only: handed back without using an attempt (Snooze)
 )
 
 // Enum value maps for Reason.
 var (
 	Reason_name = map[int32]string{
-		0: "REASON_UNSPECIFIED",
-		1: "REASON_EXPIRED",
-		2: "REASON_NACKED",
-		3: "REASON_POISON",
-		4: "REASON_MAX_RECEIVES",
-		5: "REASON_REDRIVEN",
-		6: "REASON_RETENTION",
-		7: "REASON_ACKED",
+		0:  "REASON_UNSPECIFIED",
+		1:  "REASON_EXPIRED",
+		2:  "REASON_NACKED",
+		3:  "REASON_POISON",
+		4:  "REASON_MAX_RECEIVES",
+		5:  "REASON_REDRIVEN",
+		6:  "REASON_RETENTION",
+		7:  "REASON_ACKED",
+		30: "REASON_SNOOZED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":  0,
@@ -179,6 +181,7 @@ var (
 		"REASON_REDRIVEN":     5,
 		"REASON_RETENTION":    6,
 		"REASON_ACKED":        7,
+		"REASON_SNOOZED":      30,
 	}
 )
 
@@ -2311,6 +2314,102 @@ func (*NackResponse) Descriptor() ([]byte, []int) {
 	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{28}
 }
 
+type SnoozeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Receipt       string                 `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	DelayMs       int64                  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"` // 0: ready at once (a release)
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`                   // recorded in the attempt's history entry
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnoozeRequest) Reset() {
+	*x = SnoozeRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnoozeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnoozeRequest) ProtoMessage() {}
+
+func (x *SnoozeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnoozeRequest.ProtoReflect.Descriptor instead.
+func (*SnoozeRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SnoozeRequest) GetReceipt() string {
+	if x != nil {
+		return x.Receipt
+	}
+	return ""
+}
+
+func (x *SnoozeRequest) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *SnoozeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type SnoozeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnoozeResponse) Reset() {
+	*x = SnoozeResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnoozeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnoozeResponse) ProtoMessage() {}
+
+func (x *SnoozeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnoozeResponse.ProtoReflect.Descriptor instead.
+func (*SnoozeResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{30}
+}
+
 type ExtendLeaseRequest struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	Receipt             string                 `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
@@ -2321,7 +2420,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2432,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2445,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{29}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExtendLeaseRequest) GetReceipt() string {
@@ -2372,7 +2471,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2483,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2496,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{30}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseDeadlineMs() int64 {
@@ -2417,7 +2516,7 @@ type DeadLetterRequest struct {
 
 func (x *DeadLetterRequest) Reset() {
 	*x = DeadLetterRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2528,7 @@ func (x *DeadLetterRequest) String() string {
 func (*DeadLetterRequest) ProtoMessage() {}
 
 func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2541,7 @@ func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*DeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{31}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeadLetterRequest) GetReceipt() string {
@@ -2467,7 +2566,7 @@ type DeadLetterResponse struct {
 
 func (x *DeadLetterResponse) Reset() {
 	*x = DeadLetterResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2578,7 @@ func (x *DeadLetterResponse) String() string {
 func (*DeadLetterResponse) ProtoMessage() {}
 
 func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2591,7 @@ func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*DeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{32}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{34}
 }
 
 type GetMessageRequest struct {
@@ -2504,7 +2603,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2615,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2628,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{33}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetMessageRequest) GetMessageId() string {
@@ -2549,7 +2648,7 @@ type MessageInfo struct {
 
 func (x *MessageInfo) Reset() {
 	*x = MessageInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +2660,7 @@ func (x *MessageInfo) String() string {
 func (*MessageInfo) ProtoMessage() {}
 
 func (x *MessageInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2673,7 @@ func (x *MessageInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageInfo.ProtoReflect.Descriptor instead.
 func (*MessageInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{34}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MessageInfo) GetMessageId() string {
@@ -2600,7 +2699,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2711,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2724,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{35}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CancelMessageRequest) GetMessageId() string {
@@ -2643,7 +2742,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2754,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2767,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
 }
 
 type ListDeadRequest struct {
@@ -2683,7 +2782,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +2794,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +2807,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -2745,7 +2844,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +2856,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +2869,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListDeadResponse) GetMessages() []*MessageInfo {
@@ -2798,7 +2897,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +2909,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +2922,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RedriveRequest) GetQueue() string {
@@ -2856,7 +2955,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +2967,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +2980,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RedriveResponse) GetRedriven() uint64 {
@@ -2901,7 +3000,7 @@ type DiscardRequest struct {
 
 func (x *DiscardRequest) Reset() {
 	*x = DiscardRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3012,7 @@ func (x *DiscardRequest) String() string {
 func (*DiscardRequest) ProtoMessage() {}
 
 func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3025,7 @@ func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardRequest.ProtoReflect.Descriptor instead.
 func (*DiscardRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DiscardRequest) GetQueue() string {
@@ -2952,7 +3051,7 @@ type DiscardResponse struct {
 
 func (x *DiscardResponse) Reset() {
 	*x = DiscardResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2964,7 +3063,7 @@ func (x *DiscardResponse) String() string {
 func (*DiscardResponse) ProtoMessage() {}
 
 func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2977,7 +3076,7 @@ func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardResponse.ProtoReflect.Descriptor instead.
 func (*DiscardResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DiscardResponse) GetDiscarded() uint64 {
@@ -2995,7 +3094,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +3106,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +3119,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
 }
 
 type Member struct {
@@ -3043,7 +3142,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3055,7 +3154,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3068,7 +3167,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Member) GetNodeId() string {
@@ -3128,7 +3227,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3140,7 +3239,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3153,7 +3252,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ShardInfo) GetShardId() uint32 {
@@ -3220,7 +3319,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3331,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3344,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3294,7 +3393,7 @@ type DamagedReplica struct {
 
 func (x *DamagedReplica) Reset() {
 	*x = DamagedReplica{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3306,7 +3405,7 @@ func (x *DamagedReplica) String() string {
 func (*DamagedReplica) ProtoMessage() {}
 
 func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3319,7 +3418,7 @@ func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedReplica.ProtoReflect.Descriptor instead.
 func (*DamagedReplica) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DamagedReplica) GetGroup() string {
@@ -3352,7 +3451,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3463,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +3476,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -3396,7 +3495,7 @@ type RepairResponse struct {
 
 func (x *RepairResponse) Reset() {
 	*x = RepairResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3507,7 @@ func (x *RepairResponse) String() string {
 func (*RepairResponse) ProtoMessage() {}
 
 func (x *RepairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3520,7 @@ func (x *RepairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairResponse.ProtoReflect.Descriptor instead.
 func (*RepairResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RepairResponse) GetGroups() []*GroupRepair {
@@ -3442,7 +3541,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3454,7 +3553,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3467,7 +3566,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -3499,7 +3598,7 @@ type ShardMapRequest struct {
 
 func (x *ShardMapRequest) Reset() {
 	*x = ShardMapRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3511,7 +3610,7 @@ func (x *ShardMapRequest) String() string {
 func (*ShardMapRequest) ProtoMessage() {}
 
 func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3524,7 +3623,7 @@ func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapRequest.ProtoReflect.Descriptor instead.
 func (*ShardMapRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
 }
 
 type ShardMapResponse struct {
@@ -3546,7 +3645,7 @@ type ShardMapResponse struct {
 
 func (x *ShardMapResponse) Reset() {
 	*x = ShardMapResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3558,7 +3657,7 @@ func (x *ShardMapResponse) String() string {
 func (*ShardMapResponse) ProtoMessage() {}
 
 func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3571,7 +3670,7 @@ func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapResponse.ProtoReflect.Descriptor instead.
 func (*ShardMapResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ShardMapResponse) GetShardCount() uint32 {
@@ -3617,7 +3716,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3629,7 +3728,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3642,7 +3741,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
 }
 
 type NodeInfo struct {
@@ -3669,7 +3768,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3681,7 +3780,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3694,7 +3793,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeInfo) GetNodeId() string {
@@ -3791,7 +3890,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3803,7 +3902,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3816,7 +3915,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NodesResponse) GetNodeId() string {
@@ -3842,7 +3941,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3854,7 +3953,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3867,7 +3966,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -3887,7 +3986,7 @@ type ReplaceNodeRequest struct {
 
 func (x *ReplaceNodeRequest) Reset() {
 	*x = ReplaceNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +3998,7 @@ func (x *ReplaceNodeRequest) String() string {
 func (*ReplaceNodeRequest) ProtoMessage() {}
 
 func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4011,7 @@ func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ReplaceNodeRequest) GetOldNodeId() string {
@@ -3944,7 +4043,7 @@ type NodeDrainResponse struct {
 
 func (x *NodeDrainResponse) Reset() {
 	*x = NodeDrainResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3956,7 +4055,7 @@ func (x *NodeDrainResponse) String() string {
 func (*NodeDrainResponse) ProtoMessage() {}
 
 func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3969,7 +4068,7 @@ func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *NodeDrainResponse) GetNodeId() string {
@@ -4016,7 +4115,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4028,7 +4127,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4041,7 +4140,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -4062,7 +4161,7 @@ type ReplicaMovePlan struct {
 
 func (x *ReplicaMovePlan) Reset() {
 	*x = ReplicaMovePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4074,7 +4173,7 @@ func (x *ReplicaMovePlan) String() string {
 func (*ReplicaMovePlan) ProtoMessage() {}
 
 func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4087,7 +4186,7 @@ func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMovePlan.ProtoReflect.Descriptor instead.
 func (*ReplicaMovePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ReplicaMovePlan) GetShardId() uint32 {
@@ -4122,7 +4221,7 @@ type LeaderChangePlan struct {
 
 func (x *LeaderChangePlan) Reset() {
 	*x = LeaderChangePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4134,7 +4233,7 @@ func (x *LeaderChangePlan) String() string {
 func (*LeaderChangePlan) ProtoMessage() {}
 
 func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4147,7 +4246,7 @@ func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderChangePlan.ProtoReflect.Descriptor instead.
 func (*LeaderChangePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LeaderChangePlan) GetShardId() uint32 {
@@ -4184,7 +4283,7 @@ type NodeBalance struct {
 
 func (x *NodeBalance) Reset() {
 	*x = NodeBalance{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4196,7 +4295,7 @@ func (x *NodeBalance) String() string {
 func (*NodeBalance) ProtoMessage() {}
 
 func (x *NodeBalance) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4209,7 +4308,7 @@ func (x *NodeBalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBalance.ProtoReflect.Descriptor instead.
 func (*NodeBalance) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *NodeBalance) GetNodeId() string {
@@ -4265,7 +4364,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4277,7 +4376,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4290,7 +4389,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RebalanceResponse) GetMoves() []*ReplicaMovePlan {
@@ -4343,7 +4442,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4355,7 +4454,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4368,7 +4467,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
 }
 
 // BackupChunk: the first chunk of a stream has group empty and carries
@@ -4394,7 +4493,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4406,7 +4505,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4419,7 +4518,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -4501,7 +4600,7 @@ type CancelMoveRequest struct {
 
 func (x *CancelMoveRequest) Reset() {
 	*x = CancelMoveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4513,7 +4612,7 @@ func (x *CancelMoveRequest) String() string {
 func (*CancelMoveRequest) ProtoMessage() {}
 
 func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4526,7 +4625,7 @@ func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveRequest.ProtoReflect.Descriptor instead.
 func (*CancelMoveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CancelMoveRequest) GetShard() uint32 {
@@ -4550,7 +4649,7 @@ type CancelMoveResponse struct {
 
 func (x *CancelMoveResponse) Reset() {
 	*x = CancelMoveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4562,7 +4661,7 @@ func (x *CancelMoveResponse) String() string {
 func (*CancelMoveResponse) ProtoMessage() {}
 
 func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4575,7 +4674,7 @@ func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveResponse.ProtoReflect.Descriptor instead.
 func (*CancelMoveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CancelMoveResponse) GetShard() uint32 {
@@ -4616,7 +4715,7 @@ type SetShardCountRequest struct {
 
 func (x *SetShardCountRequest) Reset() {
 	*x = SetShardCountRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4628,7 +4727,7 @@ func (x *SetShardCountRequest) String() string {
 func (*SetShardCountRequest) ProtoMessage() {}
 
 func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4641,7 +4740,7 @@ func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountRequest.ProtoReflect.Descriptor instead.
 func (*SetShardCountRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SetShardCountRequest) GetCount() uint32 {
@@ -4675,7 +4774,7 @@ type SetShardCountResponse struct {
 
 func (x *SetShardCountResponse) Reset() {
 	*x = SetShardCountResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4687,7 +4786,7 @@ func (x *SetShardCountResponse) String() string {
 func (*SetShardCountResponse) ProtoMessage() {}
 
 func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4700,7 +4799,7 @@ func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountResponse.ProtoReflect.Descriptor instead.
 func (*SetShardCountResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SetShardCountResponse) GetPrevious() uint32 {
@@ -4755,7 +4854,7 @@ type ReplicaPlacement struct {
 
 func (x *ReplicaPlacement) Reset() {
 	*x = ReplicaPlacement{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4767,7 +4866,7 @@ func (x *ReplicaPlacement) String() string {
 func (*ReplicaPlacement) ProtoMessage() {}
 
 func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4780,7 +4879,7 @@ func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaPlacement.ProtoReflect.Descriptor instead.
 func (*ReplicaPlacement) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ReplicaPlacement) GetShardId() uint32 {
@@ -4813,7 +4912,7 @@ type SlotMoveInfo struct {
 
 func (x *SlotMoveInfo) Reset() {
 	*x = SlotMoveInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4825,7 +4924,7 @@ func (x *SlotMoveInfo) String() string {
 func (*SlotMoveInfo) ProtoMessage() {}
 
 func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4838,7 +4937,7 @@ func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMoveInfo.ProtoReflect.Descriptor instead.
 func (*SlotMoveInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SlotMoveInfo) GetId() uint64 {
@@ -4895,7 +4994,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4907,7 +5006,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4920,7 +5019,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *Grant) GetRole() string {
@@ -4954,7 +5053,7 @@ type TenantInfo struct {
 
 func (x *TenantInfo) Reset() {
 	*x = TenantInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4966,7 +5065,7 @@ func (x *TenantInfo) String() string {
 func (*TenantInfo) ProtoMessage() {}
 
 func (x *TenantInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4979,7 +5078,7 @@ func (x *TenantInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantInfo.ProtoReflect.Descriptor instead.
 func (*TenantInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *TenantInfo) GetName() string {
@@ -5048,7 +5147,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5060,7 +5159,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5073,7 +5172,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CreateTenantRequest) GetName() string {
@@ -5099,7 +5198,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5111,7 +5210,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5124,7 +5223,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetTenantRequest) GetName() string {
@@ -5142,7 +5241,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5154,7 +5253,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5167,7 +5266,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
 }
 
 type ListTenantsResponse struct {
@@ -5179,7 +5278,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5191,7 +5290,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5204,7 +5303,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*TenantInfo {
@@ -5224,7 +5323,7 @@ type UpdateTenantRequest struct {
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5236,7 +5335,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5249,7 +5348,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *UpdateTenantRequest) GetName() string {
@@ -5275,7 +5374,7 @@ type DeleteTenantRequest struct {
 
 func (x *DeleteTenantRequest) Reset() {
 	*x = DeleteTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5287,7 +5386,7 @@ func (x *DeleteTenantRequest) String() string {
 func (*DeleteTenantRequest) ProtoMessage() {}
 
 func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5300,7 +5399,7 @@ func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *DeleteTenantRequest) GetName() string {
@@ -5318,7 +5417,7 @@ type DeleteTenantResponse struct {
 
 func (x *DeleteTenantResponse) Reset() {
 	*x = DeleteTenantResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5330,7 +5429,7 @@ func (x *DeleteTenantResponse) String() string {
 func (*DeleteTenantResponse) ProtoMessage() {}
 
 func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5343,7 +5442,7 @@ func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTenantResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
 }
 
 type WhoAmIRequest struct {
@@ -5354,7 +5453,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5366,7 +5465,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5379,7 +5478,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
 }
 
 type WhoAmIResponse struct {
@@ -5394,7 +5493,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5406,7 +5505,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5419,7 +5518,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *WhoAmIResponse) GetPrincipal() string {
@@ -5465,7 +5564,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5477,7 +5576,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5490,7 +5589,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *KeyInfo) GetId() string {
@@ -5555,7 +5654,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5567,7 +5666,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5580,7 +5679,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -5614,7 +5713,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5626,7 +5725,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5639,7 +5738,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CreateKeyResponse) GetKey() *KeyInfo {
@@ -5664,7 +5763,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5676,7 +5775,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5689,7 +5788,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
 }
 
 type ListKeysResponse struct {
@@ -5701,7 +5800,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5713,7 +5812,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5726,7 +5825,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -5745,7 +5844,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5757,7 +5856,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5770,7 +5869,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *RotateKeyRequest) GetKey() string {
@@ -5789,7 +5888,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5801,7 +5900,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5814,7 +5913,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *RevokeKeyRequest) GetKey() string {
@@ -5832,7 +5931,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5844,7 +5943,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5857,7 +5956,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
 }
 
 type ListAuditRequest struct {
@@ -5870,7 +5969,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5882,7 +5981,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5895,7 +5994,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() uint64 {
@@ -5928,7 +6027,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5940,7 +6039,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5953,7 +6052,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *AuditRecord) GetSeq() uint64 {
@@ -6021,7 +6120,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6033,7 +6132,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6046,7 +6145,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -6257,7 +6356,12 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\thas_delay\x18\x02 \x01(\bR\bhasDelay\x12\x19\n" +
 	"\bdelay_ms\x18\x03 \x01(\x03R\adelayMs\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"\x0e\n" +
-	"\fNackResponse\"b\n" +
+	"\fNackResponse\"\\\n" +
+	"\rSnoozeRequest\x12\x18\n" +
+	"\areceipt\x18\x01 \x01(\tR\areceipt\x12\x19\n" +
+	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x10\n" +
+	"\x0eSnoozeResponse\"b\n" +
 	"\x12ExtendLeaseRequest\x12\x18\n" +
 	"\areceipt\x18\x01 \x01(\tR\areceipt\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\"A\n" +
@@ -6529,7 +6633,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\fSTATE_LEASED\x10\x03\x12\x0f\n" +
 	"\vSTATE_ACKED\x10\x04\x12\x0e\n" +
 	"\n" +
-	"STATE_DEAD\x10\x05*\xb0\x01\n" +
+	"STATE_DEAD\x10\x05*\xc4\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_EXPIRED\x10\x01\x12\x11\n" +
@@ -6538,7 +6642,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x13REASON_MAX_RECEIVES\x10\x04\x12\x13\n" +
 	"\x0fREASON_REDRIVEN\x10\x05\x12\x14\n" +
 	"\x10REASON_RETENTION\x10\x06\x12\x10\n" +
-	"\fREASON_ACKED\x10\a2\xef\x03\n" +
+	"\fREASON_ACKED\x10\a\x12\x12\n" +
+	"\x0eREASON_SNOOZED\x10\x1e2\xef\x03\n" +
 	"\x06Queues\x12@\n" +
 	"\vCreateQueue\x12\x1c.raftq.v1.CreateQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12:\n" +
 	"\bGetQueue\x12\x19.raftq.v1.GetQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12G\n" +
@@ -6549,13 +6654,14 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
 	"PurgeQueue\x12\x1b.raftq.v1.PurgeQueueRequest\x1a\x1c.raftq.v1.PurgeQueueResponse\x12G\n" +
 	"\n" +
-	"QueueStats\x12\x1b.raftq.v1.QueueStatsRequest\x1a\x1c.raftq.v1.QueueStatsResponse2\xdb\x04\n" +
+	"QueueStats\x12\x1b.raftq.v1.QueueStatsRequest\x1a\x1c.raftq.v1.QueueStatsResponse2\x98\x05\n" +
 	"\bMessages\x125\n" +
 	"\x04Send\x12\x15.raftq.v1.SendRequest\x1a\x16.raftq.v1.SendResponse\x12D\n" +
 	"\tSendBatch\x12\x1a.raftq.v1.SendBatchRequest\x1a\x1b.raftq.v1.SendBatchResponse\x12>\n" +
 	"\aReceive\x12\x18.raftq.v1.ReceiveRequest\x1a\x19.raftq.v1.ReceiveResponse\x122\n" +
 	"\x03Ack\x12\x14.raftq.v1.AckRequest\x1a\x15.raftq.v1.AckResponse\x125\n" +
-	"\x04Nack\x12\x15.raftq.v1.NackRequest\x1a\x16.raftq.v1.NackResponse\x12J\n" +
+	"\x04Nack\x12\x15.raftq.v1.NackRequest\x1a\x16.raftq.v1.NackResponse\x12;\n" +
+	"\x06Snooze\x12\x17.raftq.v1.SnoozeRequest\x1a\x18.raftq.v1.SnoozeResponse\x12J\n" +
 	"\vExtendLease\x12\x1c.raftq.v1.ExtendLeaseRequest\x1a\x1d.raftq.v1.ExtendLeaseResponse\x12G\n" +
 	"\n" +
 	"DeadLetter\x12\x1b.raftq.v1.DeadLetterRequest\x1a\x1c.raftq.v1.DeadLetterResponse\x12@\n" +
@@ -6606,7 +6712,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -6640,203 +6746,207 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*AckResponse)(nil),           // 29: raftq.v1.AckResponse
 	(*NackRequest)(nil),           // 30: raftq.v1.NackRequest
 	(*NackResponse)(nil),          // 31: raftq.v1.NackResponse
-	(*ExtendLeaseRequest)(nil),    // 32: raftq.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 33: raftq.v1.ExtendLeaseResponse
-	(*DeadLetterRequest)(nil),     // 34: raftq.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),    // 35: raftq.v1.DeadLetterResponse
-	(*GetMessageRequest)(nil),     // 36: raftq.v1.GetMessageRequest
-	(*MessageInfo)(nil),           // 37: raftq.v1.MessageInfo
-	(*CancelMessageRequest)(nil),  // 38: raftq.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil), // 39: raftq.v1.CancelMessageResponse
-	(*ListDeadRequest)(nil),       // 40: raftq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 41: raftq.v1.ListDeadResponse
-	(*RedriveRequest)(nil),        // 42: raftq.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 43: raftq.v1.RedriveResponse
-	(*DiscardRequest)(nil),        // 44: raftq.v1.DiscardRequest
-	(*DiscardResponse)(nil),       // 45: raftq.v1.DiscardResponse
-	(*StatusRequest)(nil),         // 46: raftq.v1.StatusRequest
-	(*Member)(nil),                // 47: raftq.v1.Member
-	(*ShardInfo)(nil),             // 48: raftq.v1.ShardInfo
-	(*StatusResponse)(nil),        // 49: raftq.v1.StatusResponse
-	(*DamagedReplica)(nil),        // 50: raftq.v1.DamagedReplica
-	(*RepairRequest)(nil),         // 51: raftq.v1.RepairRequest
-	(*RepairResponse)(nil),        // 52: raftq.v1.RepairResponse
-	(*GroupRepair)(nil),           // 53: raftq.v1.GroupRepair
-	(*ShardMapRequest)(nil),       // 54: raftq.v1.ShardMapRequest
-	(*ShardMapResponse)(nil),      // 55: raftq.v1.ShardMapResponse
-	(*NodesRequest)(nil),          // 56: raftq.v1.NodesRequest
-	(*NodeInfo)(nil),              // 57: raftq.v1.NodeInfo
-	(*NodesResponse)(nil),         // 58: raftq.v1.NodesResponse
-	(*RemoveNodeRequest)(nil),     // 59: raftq.v1.RemoveNodeRequest
-	(*ReplaceNodeRequest)(nil),    // 60: raftq.v1.ReplaceNodeRequest
-	(*NodeDrainResponse)(nil),     // 61: raftq.v1.NodeDrainResponse
-	(*RebalanceRequest)(nil),      // 62: raftq.v1.RebalanceRequest
-	(*ReplicaMovePlan)(nil),       // 63: raftq.v1.ReplicaMovePlan
-	(*LeaderChangePlan)(nil),      // 64: raftq.v1.LeaderChangePlan
-	(*NodeBalance)(nil),           // 65: raftq.v1.NodeBalance
-	(*RebalanceResponse)(nil),     // 66: raftq.v1.RebalanceResponse
-	(*BackupRequest)(nil),         // 67: raftq.v1.BackupRequest
-	(*BackupChunk)(nil),           // 68: raftq.v1.BackupChunk
-	(*CancelMoveRequest)(nil),     // 69: raftq.v1.CancelMoveRequest
-	(*CancelMoveResponse)(nil),    // 70: raftq.v1.CancelMoveResponse
-	(*SetShardCountRequest)(nil),  // 71: raftq.v1.SetShardCountRequest
-	(*SetShardCountResponse)(nil), // 72: raftq.v1.SetShardCountResponse
-	(*ReplicaPlacement)(nil),      // 73: raftq.v1.ReplicaPlacement
-	(*SlotMoveInfo)(nil),          // 74: raftq.v1.SlotMoveInfo
-	(*Grant)(nil),                 // 75: raftq.v1.Grant
-	(*TenantInfo)(nil),            // 76: raftq.v1.TenantInfo
-	(*CreateTenantRequest)(nil),   // 77: raftq.v1.CreateTenantRequest
-	(*GetTenantRequest)(nil),      // 78: raftq.v1.GetTenantRequest
-	(*ListTenantsRequest)(nil),    // 79: raftq.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),   // 80: raftq.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),   // 81: raftq.v1.UpdateTenantRequest
-	(*DeleteTenantRequest)(nil),   // 82: raftq.v1.DeleteTenantRequest
-	(*DeleteTenantResponse)(nil),  // 83: raftq.v1.DeleteTenantResponse
-	(*WhoAmIRequest)(nil),         // 84: raftq.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 85: raftq.v1.WhoAmIResponse
-	(*KeyInfo)(nil),               // 86: raftq.v1.KeyInfo
-	(*CreateKeyRequest)(nil),      // 87: raftq.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 88: raftq.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 89: raftq.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 90: raftq.v1.ListKeysResponse
-	(*RotateKeyRequest)(nil),      // 91: raftq.v1.RotateKeyRequest
-	(*RevokeKeyRequest)(nil),      // 92: raftq.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 93: raftq.v1.RevokeKeyResponse
-	(*ListAuditRequest)(nil),      // 94: raftq.v1.ListAuditRequest
-	(*AuditRecord)(nil),           // 95: raftq.v1.AuditRecord
-	(*ListAuditResponse)(nil),     // 96: raftq.v1.ListAuditResponse
-	nil,                           // 97: raftq.v1.Message.AttributesEntry
-	nil,                           // 98: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 99: raftq.v1.ReceivedMessage.AttributesEntry
+	(*SnoozeRequest)(nil),         // 32: raftq.v1.SnoozeRequest
+	(*SnoozeResponse)(nil),        // 33: raftq.v1.SnoozeResponse
+	(*ExtendLeaseRequest)(nil),    // 34: raftq.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 35: raftq.v1.ExtendLeaseResponse
+	(*DeadLetterRequest)(nil),     // 36: raftq.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),    // 37: raftq.v1.DeadLetterResponse
+	(*GetMessageRequest)(nil),     // 38: raftq.v1.GetMessageRequest
+	(*MessageInfo)(nil),           // 39: raftq.v1.MessageInfo
+	(*CancelMessageRequest)(nil),  // 40: raftq.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil), // 41: raftq.v1.CancelMessageResponse
+	(*ListDeadRequest)(nil),       // 42: raftq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),      // 43: raftq.v1.ListDeadResponse
+	(*RedriveRequest)(nil),        // 44: raftq.v1.RedriveRequest
+	(*RedriveResponse)(nil),       // 45: raftq.v1.RedriveResponse
+	(*DiscardRequest)(nil),        // 46: raftq.v1.DiscardRequest
+	(*DiscardResponse)(nil),       // 47: raftq.v1.DiscardResponse
+	(*StatusRequest)(nil),         // 48: raftq.v1.StatusRequest
+	(*Member)(nil),                // 49: raftq.v1.Member
+	(*ShardInfo)(nil),             // 50: raftq.v1.ShardInfo
+	(*StatusResponse)(nil),        // 51: raftq.v1.StatusResponse
+	(*DamagedReplica)(nil),        // 52: raftq.v1.DamagedReplica
+	(*RepairRequest)(nil),         // 53: raftq.v1.RepairRequest
+	(*RepairResponse)(nil),        // 54: raftq.v1.RepairResponse
+	(*GroupRepair)(nil),           // 55: raftq.v1.GroupRepair
+	(*ShardMapRequest)(nil),       // 56: raftq.v1.ShardMapRequest
+	(*ShardMapResponse)(nil),      // 57: raftq.v1.ShardMapResponse
+	(*NodesRequest)(nil),          // 58: raftq.v1.NodesRequest
+	(*NodeInfo)(nil),              // 59: raftq.v1.NodeInfo
+	(*NodesResponse)(nil),         // 60: raftq.v1.NodesResponse
+	(*RemoveNodeRequest)(nil),     // 61: raftq.v1.RemoveNodeRequest
+	(*ReplaceNodeRequest)(nil),    // 62: raftq.v1.ReplaceNodeRequest
+	(*NodeDrainResponse)(nil),     // 63: raftq.v1.NodeDrainResponse
+	(*RebalanceRequest)(nil),      // 64: raftq.v1.RebalanceRequest
+	(*ReplicaMovePlan)(nil),       // 65: raftq.v1.ReplicaMovePlan
+	(*LeaderChangePlan)(nil),      // 66: raftq.v1.LeaderChangePlan
+	(*NodeBalance)(nil),           // 67: raftq.v1.NodeBalance
+	(*RebalanceResponse)(nil),     // 68: raftq.v1.RebalanceResponse
+	(*BackupRequest)(nil),         // 69: raftq.v1.BackupRequest
+	(*BackupChunk)(nil),           // 70: raftq.v1.BackupChunk
+	(*CancelMoveRequest)(nil),     // 71: raftq.v1.CancelMoveRequest
+	(*CancelMoveResponse)(nil),    // 72: raftq.v1.CancelMoveResponse
+	(*SetShardCountRequest)(nil),  // 73: raftq.v1.SetShardCountRequest
+	(*SetShardCountResponse)(nil), // 74: raftq.v1.SetShardCountResponse
+	(*ReplicaPlacement)(nil),      // 75: raftq.v1.ReplicaPlacement
+	(*SlotMoveInfo)(nil),          // 76: raftq.v1.SlotMoveInfo
+	(*Grant)(nil),                 // 77: raftq.v1.Grant
+	(*TenantInfo)(nil),            // 78: raftq.v1.TenantInfo
+	(*CreateTenantRequest)(nil),   // 79: raftq.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),      // 80: raftq.v1.GetTenantRequest
+	(*ListTenantsRequest)(nil),    // 81: raftq.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),   // 82: raftq.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),   // 83: raftq.v1.UpdateTenantRequest
+	(*DeleteTenantRequest)(nil),   // 84: raftq.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),  // 85: raftq.v1.DeleteTenantResponse
+	(*WhoAmIRequest)(nil),         // 86: raftq.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 87: raftq.v1.WhoAmIResponse
+	(*KeyInfo)(nil),               // 88: raftq.v1.KeyInfo
+	(*CreateKeyRequest)(nil),      // 89: raftq.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),     // 90: raftq.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),       // 91: raftq.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),      // 92: raftq.v1.ListKeysResponse
+	(*RotateKeyRequest)(nil),      // 93: raftq.v1.RotateKeyRequest
+	(*RevokeKeyRequest)(nil),      // 94: raftq.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),     // 95: raftq.v1.RevokeKeyResponse
+	(*ListAuditRequest)(nil),      // 96: raftq.v1.ListAuditRequest
+	(*AuditRecord)(nil),           // 97: raftq.v1.AuditRecord
+	(*ListAuditResponse)(nil),     // 98: raftq.v1.ListAuditResponse
+	nil,                           // 99: raftq.v1.Message.AttributesEntry
+	nil,                           // 100: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 101: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
-	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
-	4,  // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
-	2,  // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	97, // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
-	1,  // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
-	2,  // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
-	5,  // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
-	3,  // 7: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
-	3,  // 8: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	7,  // 9: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
-	3,  // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	4,  // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
-	4,  // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
-	98, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
-	19, // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
-	22, // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	99, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
-	25, // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
-	27, // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
-	6,  // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
-	37, // 20: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	47, // 21: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	48, // 22: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	50, // 23: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	53, // 24: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	48, // 25: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	57, // 26: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
-	63, // 27: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
-	64, // 28: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
-	65, // 29: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
-	73, // 30: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
-	74, // 31: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
-	4,  // 32: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
-	4,  // 33: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	76, // 34: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
-	4,  // 35: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	75, // 36: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
-	75, // 37: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
-	75, // 38: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
-	86, // 39: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
-	86, // 40: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
-	95, // 41: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
-	8,  // 42: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	9,  // 43: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	10, // 44: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	12, // 45: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	13, // 46: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	15, // 47: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	17, // 48: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	19, // 49: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	21, // 50: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	24, // 51: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	28, // 52: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	30, // 53: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	32, // 54: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	34, // 55: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	36, // 56: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	38, // 57: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	40, // 58: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	42, // 59: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	44, // 60: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	46, // 61: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	54, // 62: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	51, // 63: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	56, // 64: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	59, // 65: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	60, // 66: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	62, // 67: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	67, // 68: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	69, // 69: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
-	71, // 70: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
-	84, // 71: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
-	87, // 72: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
-	89, // 73: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
-	91, // 74: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
-	92, // 75: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
-	94, // 76: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
-	77, // 77: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
-	78, // 78: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
-	79, // 79: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
-	81, // 80: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
-	82, // 81: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
-	7,  // 82: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	7,  // 83: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	11, // 84: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	7,  // 85: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	14, // 86: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	16, // 87: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	18, // 88: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	20, // 89: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	23, // 90: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	26, // 91: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	29, // 92: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	31, // 93: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	33, // 94: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	35, // 95: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	37, // 96: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	39, // 97: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	41, // 98: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	43, // 99: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	45, // 100: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	49, // 101: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	55, // 102: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	52, // 103: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	58, // 104: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	61, // 105: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	61, // 106: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	66, // 107: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	68, // 108: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	70, // 109: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
-	72, // 110: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
-	85, // 111: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
-	88, // 112: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
-	90, // 113: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
-	88, // 114: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
-	93, // 115: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
-	96, // 116: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
-	76, // 117: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
-	76, // 118: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
-	80, // 119: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
-	76, // 120: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
-	83, // 121: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
-	82, // [82:122] is the sub-list for method output_type
-	42, // [42:82] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	0,   // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
+	4,   // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
+	2,   // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
+	99,  // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	1,   // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
+	2,   // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
+	5,   // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
+	3,   // 7: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
+	3,   // 8: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	7,   // 9: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
+	3,   // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	4,   // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
+	4,   // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
+	100, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	19,  // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
+	22,  // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
+	101, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	25,  // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
+	27,  // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
+	6,   // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
+	39,  // 20: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
+	49,  // 21: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	50,  // 22: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	52,  // 23: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	55,  // 24: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	50,  // 25: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	59,  // 26: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
+	65,  // 27: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
+	66,  // 28: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
+	67,  // 29: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
+	75,  // 30: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
+	76,  // 31: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
+	4,   // 32: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
+	4,   // 33: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	78,  // 34: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
+	4,   // 35: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	77,  // 36: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
+	77,  // 37: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
+	77,  // 38: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
+	88,  // 39: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
+	88,  // 40: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
+	97,  // 41: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
+	8,   // 42: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	9,   // 43: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	10,  // 44: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	12,  // 45: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	13,  // 46: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	15,  // 47: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	17,  // 48: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	19,  // 49: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	21,  // 50: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	24,  // 51: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	28,  // 52: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	30,  // 53: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	32,  // 54: raftq.v1.Messages.Snooze:input_type -> raftq.v1.SnoozeRequest
+	34,  // 55: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	36,  // 56: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	38,  // 57: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	40,  // 58: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	42,  // 59: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	44,  // 60: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	46,  // 61: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	48,  // 62: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	56,  // 63: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	53,  // 64: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	58,  // 65: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	61,  // 66: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	62,  // 67: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	64,  // 68: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	69,  // 69: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	71,  // 70: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	73,  // 71: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
+	86,  // 72: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
+	89,  // 73: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
+	91,  // 74: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
+	93,  // 75: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
+	94,  // 76: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
+	96,  // 77: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
+	79,  // 78: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
+	80,  // 79: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
+	81,  // 80: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
+	83,  // 81: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
+	84,  // 82: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
+	7,   // 83: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	7,   // 84: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	11,  // 85: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	7,   // 86: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	14,  // 87: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	16,  // 88: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	18,  // 89: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	20,  // 90: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	23,  // 91: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	26,  // 92: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	29,  // 93: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	31,  // 94: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	33,  // 95: raftq.v1.Messages.Snooze:output_type -> raftq.v1.SnoozeResponse
+	35,  // 96: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	37,  // 97: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	39,  // 98: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	41,  // 99: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	43,  // 100: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	45,  // 101: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	47,  // 102: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	51,  // 103: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	57,  // 104: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	54,  // 105: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	60,  // 106: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	63,  // 107: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	63,  // 108: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	68,  // 109: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	70,  // 110: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	72,  // 111: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	74,  // 112: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
+	87,  // 113: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
+	90,  // 114: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
+	92,  // 115: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
+	90,  // 116: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
+	95,  // 117: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
+	98,  // 118: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
+	78,  // 119: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
+	78,  // 120: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
+	82,  // 121: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
+	78,  // 122: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
+	85,  // 123: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
+	83,  // [83:124] is the sub-list for method output_type
+	42,  // [42:83] is the sub-list for method input_type
+	42,  // [42:42] is the sub-list for extension type_name
+	42,  // [42:42] is the sub-list for extension extendee
+	0,   // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -6850,7 +6960,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   97,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

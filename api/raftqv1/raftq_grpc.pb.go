@@ -369,6 +369,7 @@ const (
 	Messages_Receive_FullMethodName       = "/raftq.v1.Messages/Receive"
 	Messages_Ack_FullMethodName           = "/raftq.v1.Messages/Ack"
 	Messages_Nack_FullMethodName          = "/raftq.v1.Messages/Nack"
+	Messages_Snooze_FullMethodName        = "/raftq.v1.Messages/Snooze"
 	Messages_ExtendLease_FullMethodName   = "/raftq.v1.Messages/ExtendLease"
 	Messages_DeadLetter_FullMethodName    = "/raftq.v1.Messages/DeadLetter"
 	Messages_GetMessage_FullMethodName    = "/raftq.v1.Messages/GetMessage"
@@ -384,6 +385,10 @@ type MessagesClient interface {
 	Receive(ctx context.Context, in *ReceiveRequest, opts ...grpc.CallOption) (*ReceiveResponse, error)
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
 	Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error)
+	// Snooze hands a leased message back, ready again after delay_ms,
+	// without using up an attempt: its receive count drops by the receive
+	// this lease took (docs/jobs.md).
+	Snooze(ctx context.Context, in *SnoozeRequest, opts ...grpc.CallOption) (*SnoozeResponse, error)
 	ExtendLease(ctx context.Context, in *ExtendLeaseRequest, opts ...grpc.CallOption) (*ExtendLeaseResponse, error)
 	DeadLetter(ctx context.Context, in *DeadLetterRequest, opts ...grpc.CallOption) (*DeadLetterResponse, error)
 	GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*MessageInfo, error)
@@ -448,6 +453,16 @@ func (c *messagesClient) Nack(ctx context.Context, in *NackRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *messagesClient) Snooze(ctx context.Context, in *SnoozeRequest, opts ...grpc.CallOption) (*SnoozeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SnoozeResponse)
+	err := c.cc.Invoke(ctx, Messages_Snooze_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *messagesClient) ExtendLease(ctx context.Context, in *ExtendLeaseRequest, opts ...grpc.CallOption) (*ExtendLeaseResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ExtendLeaseResponse)
@@ -497,6 +512,10 @@ type MessagesServer interface {
 	Receive(context.Context, *ReceiveRequest) (*ReceiveResponse, error)
 	Ack(context.Context, *AckRequest) (*AckResponse, error)
 	Nack(context.Context, *NackRequest) (*NackResponse, error)
+	// Snooze hands a leased message back, ready again after delay_ms,
+	// without using up an attempt: its receive count drops by the receive
+	// this lease took (docs/jobs.md).
+	Snooze(context.Context, *SnoozeRequest) (*SnoozeResponse, error)
 	ExtendLease(context.Context, *ExtendLeaseRequest) (*ExtendLeaseResponse, error)
 	DeadLetter(context.Context, *DeadLetterRequest) (*DeadLetterResponse, error)
 	GetMessage(context.Context, *GetMessageRequest) (*MessageInfo, error)
@@ -525,6 +544,9 @@ func (UnimplementedMessagesServer) Ack(context.Context, *AckRequest) (*AckRespon
 }
 func (UnimplementedMessagesServer) Nack(context.Context, *NackRequest) (*NackResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Nack not implemented")
+}
+func (UnimplementedMessagesServer) Snooze(context.Context, *SnoozeRequest) (*SnoozeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Snooze not implemented")
 }
 func (UnimplementedMessagesServer) ExtendLease(context.Context, *ExtendLeaseRequest) (*ExtendLeaseResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ExtendLease not implemented")
@@ -649,6 +671,24 @@ func _Messages_Nack_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Messages_Snooze_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SnoozeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MessagesServer).Snooze(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Messages_Snooze_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MessagesServer).Snooze(ctx, req.(*SnoozeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Messages_ExtendLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ExtendLeaseRequest)
 	if err := dec(in); err != nil {
@@ -747,6 +787,10 @@ var Messages_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Nack",
 			Handler:    _Messages_Nack_Handler,
+		},
+		{
+			MethodName: "Snooze",
+			Handler:    _Messages_Snooze_Handler,
 		},
 		{
 			MethodName: "ExtendLease",

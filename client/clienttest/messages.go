@@ -276,6 +276,25 @@ func (ms *messagesSvc) Nack(ctx context.Context, r *raftqv1.NackRequest) (*raftq
 	return &raftqv1.NackResponse{}, nil
 }
 
+func (ms *messagesSvc) Snooze(ctx context.Context, r *raftqv1.SnoozeRequest) (*raftqv1.SnoozeResponse, error) {
+	s := ms.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, err := s.lease(ctx, r.GetReceipt())
+	if err != nil {
+		return nil, err
+	}
+	// As raftq does (fsm/cmd_snooze.go): the receive this lease took is
+	// given back, so the release below can never dead-letter it.
+	if m.ReceiveCount > 0 {
+		m.ReceiveCount--
+	}
+	lastErr := m.LastError
+	s.release(m, time.Duration(r.GetDelayMs())*time.Millisecond, raftqv1.Reason_REASON_SNOOZED, r.GetReason())
+	m.LastError = lastErr
+	return &raftqv1.SnoozeResponse{}, nil
+}
+
 func (ms *messagesSvc) ExtendLease(ctx context.Context, r *raftqv1.ExtendLeaseRequest) (*raftqv1.ExtendLeaseResponse, error) {
 	s := ms.s
 	s.mu.Lock()

@@ -69,12 +69,12 @@ type fault struct {
 
 // Call is one call the server answered, recorded for assertions.
 type Call struct {
-	Method   string // short name: "Send", "Ack", "Nack", "ExtendLease", ...
-	Receipt  string // settle calls
-	HasDelay bool   // Nack
-	Delay    time.Duration
-	Error    string // Nack, DeadLetter
-	Items    int    // SendBatch: messages in the call
+	Method   string        // short name: "Send", "Ack", "Nack", "ExtendLease", ...
+	Receipt  string        // settle calls
+	HasDelay bool          // Nack
+	Delay    time.Duration // Nack, Snooze
+	Error    string        // Nack, DeadLetter; Snooze: its reason
+	Items    int           // SendBatch: messages in the call
 	Code     codes.Code
 }
 
@@ -377,6 +377,8 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	switch r := req.(type) {
 	case *raftqv1.NackRequest:
 		c.Receipt, c.HasDelay, c.Delay, c.Error = r.GetReceipt(), r.GetHasDelay(), time.Duration(r.GetDelayMs())*time.Millisecond, r.GetError()
+	case *raftqv1.SnoozeRequest:
+		c.Receipt, c.Delay, c.Error = r.GetReceipt(), time.Duration(r.GetDelayMs())*time.Millisecond, r.GetReason()
 	case *raftqv1.ExtendLeaseRequest:
 		c.Receipt = r.GetReceipt()
 	case *raftqv1.DeadLetterRequest:

@@ -160,6 +160,7 @@ func commands() []command {
 			}
 		}, false},
 		nackCommand(),
+		snoozeCommand(),
 		{"extend", "RECEIPT DURATION", "extend a lease to DURATION from now", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {
 				if err := exactly(pos, "RECEIPT", "DURATION"); err != nil {

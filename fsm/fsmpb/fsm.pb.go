@@ -229,21 +229,23 @@ const (
 	Reason_REASON_POISON       Reason = 3 // consumer dead-lettered at once
 	Reason_REASON_MAX_RECEIVES Reason = 4
 	Reason_REASON_REDRIVEN     Reason = 5
-	Reason_REASON_RETENTION    Reason = 6 // ready/delayed longer than the queue's retention_ms
-	Reason_REASON_ACKED        Reason = 7 // history only: the attempt ended with an ack
+	Reason_REASON_RETENTION    Reason = 6  // ready/delayed longer than the queue's retention_ms
+	Reason_REASON_ACKED        Reason = 7  // history only: the attempt ended with an ack
+	Reason_REASON_SNOOZED      Reason = 30 // history only: handed back without using an attempt (Snooze)
 )
 
 // Enum value maps for Reason.
 var (
 	Reason_name = map[int32]string{
-		0: "REASON_UNSPECIFIED",
-		1: "REASON_EXPIRED",
-		2: "REASON_NACKED",
-		3: "REASON_POISON",
-		4: "REASON_MAX_RECEIVES",
-		5: "REASON_REDRIVEN",
-		6: "REASON_RETENTION",
-		7: "REASON_ACKED",
+		0:  "REASON_UNSPECIFIED",
+		1:  "REASON_EXPIRED",
+		2:  "REASON_NACKED",
+		3:  "REASON_POISON",
+		4:  "REASON_MAX_RECEIVES",
+		5:  "REASON_REDRIVEN",
+		6:  "REASON_RETENTION",
+		7:  "REASON_ACKED",
+		30: "REASON_SNOOZED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":  0,
@@ -254,6 +256,7 @@ var (
 		"REASON_REDRIVEN":     5,
 		"REASON_RETENTION":    6,
 		"REASON_ACKED":        7,
+		"REASON_SNOOZED":      30,
 	}
 )
 
@@ -386,6 +389,7 @@ type Command struct {
 	//	*Command_UnsealSlots
 	//	*Command_HoldGroups
 	//	*Command_ReleaseGroups
+	//	*Command_Snooze
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -590,6 +594,15 @@ func (x *Command) GetReleaseGroups() *ReleaseGroups {
 	return nil
 }
 
+func (x *Command) GetSnooze() *Snooze {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_Snooze); ok {
+			return x.Snooze
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -667,6 +680,12 @@ type Command_ReleaseGroups struct {
 	ReleaseGroups *ReleaseGroups `protobuf:"bytes,18,opt,name=release_groups,json=releaseGroups,proto3,oneof"`
 }
 
+type Command_Snooze struct {
+	// Handing a lease back without using up an attempt (docs/jobs.md,
+	// "Worker timeouts, snooze and circuit breakers"): log format 7.
+	Snooze *Snooze `protobuf:"bytes,30,opt,name=snooze,proto3,oneof"`
+}
+
 func (*Command_UpsertQueue) isCommand_Cmd() {}
 
 func (*Command_DeleteQueue) isCommand_Cmd() {}
@@ -702,6 +721,8 @@ func (*Command_UnsealSlots) isCommand_Cmd() {}
 func (*Command_HoldGroups) isCommand_Cmd() {}
 
 func (*Command_ReleaseGroups) isCommand_Cmd() {}
+
+func (*Command_Snooze) isCommand_Cmd() {}
 
 // QueuePolicy is the per-queue configuration every shard of the queue holds.
 // Zero values mean "use the default" and are filled in by the FSM on upsert
@@ -1706,6 +1727,115 @@ func (x *Nack) GetItems() []*NackItem {
 	return nil
 }
 
+// SnoozeItem ends a live lease and makes the message ready again after
+// delay_ms, giving back the receive the lease took: the receive count
+// drops by one, so a snoozed or released job never reaches the queue's
+// max_receive_count by being handed back. reason is recorded in the
+// attempt's history entry only (it is not an error of the message).
+type SnoozeItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Receipt       *Receipt               `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	DelayMs       int64                  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnoozeItem) Reset() {
+	*x = SnoozeItem{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnoozeItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnoozeItem) ProtoMessage() {}
+
+func (x *SnoozeItem) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnoozeItem.ProtoReflect.Descriptor instead.
+func (*SnoozeItem) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SnoozeItem) GetReceipt() *Receipt {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
+func (x *SnoozeItem) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *SnoozeItem) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type Snooze struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*SnoozeItem          `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Snooze) Reset() {
+	*x = Snooze{}
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Snooze) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Snooze) ProtoMessage() {}
+
+func (x *Snooze) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Snooze.ProtoReflect.Descriptor instead.
+func (*Snooze) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Snooze) GetItems() []*SnoozeItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 type ExtendItem struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	Receipt             *Receipt               `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
@@ -1716,7 +1846,7 @@ type ExtendItem struct {
 
 func (x *ExtendItem) Reset() {
 	*x = ExtendItem{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +1858,7 @@ func (x *ExtendItem) String() string {
 func (*ExtendItem) ProtoMessage() {}
 
 func (x *ExtendItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +1871,7 @@ func (x *ExtendItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendItem.ProtoReflect.Descriptor instead.
 func (*ExtendItem) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{15}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExtendItem) GetReceipt() *Receipt {
@@ -1767,7 +1897,7 @@ type Extend struct {
 
 func (x *Extend) Reset() {
 	*x = Extend{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1909,7 @@ func (x *Extend) String() string {
 func (*Extend) ProtoMessage() {}
 
 func (x *Extend) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1922,7 @@ func (x *Extend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Extend.ProtoReflect.Descriptor instead.
 func (*Extend) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{16}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Extend) GetItems() []*ExtendItem {
@@ -1812,7 +1942,7 @@ type DeadLetterItem struct {
 
 func (x *DeadLetterItem) Reset() {
 	*x = DeadLetterItem{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +1954,7 @@ func (x *DeadLetterItem) String() string {
 func (*DeadLetterItem) ProtoMessage() {}
 
 func (x *DeadLetterItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +1967,7 @@ func (x *DeadLetterItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterItem.ProtoReflect.Descriptor instead.
 func (*DeadLetterItem) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{17}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeadLetterItem) GetReceipt() *Receipt {
@@ -1863,7 +1993,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +2005,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +2018,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{18}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeadLetter) GetItems() []*DeadLetterItem {
@@ -1911,7 +2041,7 @@ type Redrive struct {
 
 func (x *Redrive) Reset() {
 	*x = Redrive{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2053,7 @@ func (x *Redrive) String() string {
 func (*Redrive) ProtoMessage() {}
 
 func (x *Redrive) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2066,7 @@ func (x *Redrive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Redrive.ProtoReflect.Descriptor instead.
 func (*Redrive) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{19}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Redrive) GetQueue() string {
@@ -1971,7 +2101,7 @@ type DiscardDead struct {
 
 func (x *DiscardDead) Reset() {
 	*x = DiscardDead{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2113,7 @@ func (x *DiscardDead) String() string {
 func (*DiscardDead) ProtoMessage() {}
 
 func (x *DiscardDead) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[20]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2126,7 @@ func (x *DiscardDead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardDead.ProtoReflect.Descriptor instead.
 func (*DiscardDead) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{20}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DiscardDead) GetQueue() string {
@@ -2036,7 +2166,7 @@ type Tick struct {
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2178,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[21]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2191,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{21}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Tick) GetCheckpoint() uint64 {
@@ -2094,7 +2224,7 @@ type LeaderGrace struct {
 
 func (x *LeaderGrace) Reset() {
 	*x = LeaderGrace{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2236,7 @@ func (x *LeaderGrace) String() string {
 func (*LeaderGrace) ProtoMessage() {}
 
 func (x *LeaderGrace) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[22]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2249,7 @@ func (x *LeaderGrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderGrace.ProtoReflect.Descriptor instead.
 func (*LeaderGrace) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{22}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LeaderGrace) GetTerm() uint64 {
@@ -2162,7 +2292,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2304,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[23]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2317,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{23}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Cancel) GetQueue() string {
@@ -2215,7 +2345,7 @@ type QueueGroup struct {
 
 func (x *QueueGroup) Reset() {
 	*x = QueueGroup{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2357,7 @@ func (x *QueueGroup) String() string {
 func (*QueueGroup) ProtoMessage() {}
 
 func (x *QueueGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[24]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2370,7 @@ func (x *QueueGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueGroup.ProtoReflect.Descriptor instead.
 func (*QueueGroup) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{24}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueueGroup) GetQueue() string {
@@ -2275,7 +2405,7 @@ type SealSlots struct {
 
 func (x *SealSlots) Reset() {
 	*x = SealSlots{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2417,7 @@ func (x *SealSlots) String() string {
 func (*SealSlots) ProtoMessage() {}
 
 func (x *SealSlots) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[25]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2430,7 @@ func (x *SealSlots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSlots.ProtoReflect.Descriptor instead.
 func (*SealSlots) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{25}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SealSlots) GetMoveId() uint64 {
@@ -2342,7 +2472,7 @@ type UnsealSlots struct {
 
 func (x *UnsealSlots) Reset() {
 	*x = UnsealSlots{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2484,7 @@ func (x *UnsealSlots) String() string {
 func (*UnsealSlots) ProtoMessage() {}
 
 func (x *UnsealSlots) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[26]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2497,7 @@ func (x *UnsealSlots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsealSlots.ProtoReflect.Descriptor instead.
 func (*UnsealSlots) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{26}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UnsealSlots) GetMoveId() uint64 {
@@ -2394,7 +2524,7 @@ type HoldGroups struct {
 
 func (x *HoldGroups) Reset() {
 	*x = HoldGroups{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2536,7 @@ func (x *HoldGroups) String() string {
 func (*HoldGroups) ProtoMessage() {}
 
 func (x *HoldGroups) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[27]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2549,7 @@ func (x *HoldGroups) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldGroups.ProtoReflect.Descriptor instead.
 func (*HoldGroups) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{27}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HoldGroups) GetMoveId() uint64 {
@@ -2456,7 +2586,7 @@ type ReleaseGroups struct {
 
 func (x *ReleaseGroups) Reset() {
 	*x = ReleaseGroups{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2598,7 @@ func (x *ReleaseGroups) String() string {
 func (*ReleaseGroups) ProtoMessage() {}
 
 func (x *ReleaseGroups) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[28]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2611,7 @@ func (x *ReleaseGroups) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseGroups.ProtoReflect.Descriptor instead.
 func (*ReleaseGroups) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{28}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReleaseGroups) GetMoveId() uint64 {
@@ -2515,7 +2645,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2657,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[29]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2670,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{29}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Status) GetCode() Code {
@@ -2574,7 +2704,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2716,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[30]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2729,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{30}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Result) GetStatus() *Status {
@@ -2706,7 +2836,7 @@ type EnqueueItemResult struct {
 
 func (x *EnqueueItemResult) Reset() {
 	*x = EnqueueItemResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2848,7 @@ func (x *EnqueueItemResult) String() string {
 func (*EnqueueItemResult) ProtoMessage() {}
 
 func (x *EnqueueItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[31]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2861,7 @@ func (x *EnqueueItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueItemResult.ProtoReflect.Descriptor instead.
 func (*EnqueueItemResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{31}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *EnqueueItemResult) GetStatus() *Status {
@@ -2764,7 +2894,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2906,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[32]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2919,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{32}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EnqueueResult) GetItems() []*EnqueueItemResult {
@@ -2810,7 +2940,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +2952,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[33]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +2965,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{33}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReceiveResult) GetMessages() []*Message {
@@ -2859,7 +2989,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +3001,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[34]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +3014,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{34}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ItemResult) GetStatus() *Status {
@@ -2917,7 +3047,7 @@ type ItemsResult struct {
 
 func (x *ItemsResult) Reset() {
 	*x = ItemsResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2929,7 +3059,7 @@ func (x *ItemsResult) String() string {
 func (*ItemsResult) ProtoMessage() {}
 
 func (x *ItemsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[35]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2942,7 +3072,7 @@ func (x *ItemsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemsResult.ProtoReflect.Descriptor instead.
 func (*ItemsResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{35}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ItemsResult) GetItems() []*ItemResult {
@@ -2961,7 +3091,7 @@ type CountResult struct {
 
 func (x *CountResult) Reset() {
 	*x = CountResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2973,7 +3103,7 @@ func (x *CountResult) String() string {
 func (*CountResult) ProtoMessage() {}
 
 func (x *CountResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[36]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2986,7 +3116,7 @@ func (x *CountResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountResult.ProtoReflect.Descriptor instead.
 func (*CountResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{36}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CountResult) GetCount() uint64 {
@@ -3007,7 +3137,7 @@ type SealResult struct {
 
 func (x *SealResult) Reset() {
 	*x = SealResult{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +3149,7 @@ func (x *SealResult) String() string {
 func (*SealResult) ProtoMessage() {}
 
 func (x *SealResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[37]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +3162,7 @@ func (x *SealResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealResult.ProtoReflect.Descriptor instead.
 func (*SealResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{37}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SealResult) GetLiveGroups() []*QueueGroup {
@@ -3057,7 +3187,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +3199,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[38]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +3212,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{38}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Attempt) GetLeaseEpoch() uint64 {
@@ -3163,7 +3293,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3175,7 +3305,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[39]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3188,7 +3318,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{39}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Message) GetId() uint64 {
@@ -3382,7 +3512,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[40]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3524,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[40]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3537,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{40}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SnapshotHeader) GetVersion() uint32 {
@@ -3491,7 +3621,7 @@ type Counters struct {
 
 func (x *Counters) Reset() {
 	*x = Counters{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[41]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3633,7 @@ func (x *Counters) String() string {
 func (*Counters) ProtoMessage() {}
 
 func (x *Counters) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[41]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3646,7 @@ func (x *Counters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counters.ProtoReflect.Descriptor instead.
 func (*Counters) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{41}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Counters) GetEnqueued() uint64 {
@@ -3583,7 +3713,7 @@ type SnapshotQueue struct {
 
 func (x *SnapshotQueue) Reset() {
 	*x = SnapshotQueue{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[42]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3595,7 +3725,7 @@ func (x *SnapshotQueue) String() string {
 func (*SnapshotQueue) ProtoMessage() {}
 
 func (x *SnapshotQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[42]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3608,7 +3738,7 @@ func (x *SnapshotQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotQueue.ProtoReflect.Descriptor instead.
 func (*SnapshotQueue) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{42}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SnapshotQueue) GetName() string {
@@ -3654,7 +3784,7 @@ type DedupRecord struct {
 
 func (x *DedupRecord) Reset() {
 	*x = DedupRecord{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[43]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3666,7 +3796,7 @@ func (x *DedupRecord) String() string {
 func (*DedupRecord) ProtoMessage() {}
 
 func (x *DedupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[43]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3679,7 +3809,7 @@ func (x *DedupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupRecord.ProtoReflect.Descriptor instead.
 func (*DedupRecord) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{43}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DedupRecord) GetQueue() string {
@@ -3731,7 +3861,7 @@ type SnapshotSeal struct {
 
 func (x *SnapshotSeal) Reset() {
 	*x = SnapshotSeal{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[44]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3743,7 +3873,7 @@ func (x *SnapshotSeal) String() string {
 func (*SnapshotSeal) ProtoMessage() {}
 
 func (x *SnapshotSeal) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[44]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3756,7 +3886,7 @@ func (x *SnapshotSeal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSeal.ProtoReflect.Descriptor instead.
 func (*SnapshotSeal) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{44}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SnapshotSeal) GetSlot() uint32 {
@@ -3794,7 +3924,7 @@ type SnapshotHold struct {
 
 func (x *SnapshotHold) Reset() {
 	*x = SnapshotHold{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[45]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3806,7 +3936,7 @@ func (x *SnapshotHold) String() string {
 func (*SnapshotHold) ProtoMessage() {}
 
 func (x *SnapshotHold) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[45]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3819,7 +3949,7 @@ func (x *SnapshotHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHold.ProtoReflect.Descriptor instead.
 func (*SnapshotHold) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{45}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SnapshotHold) GetQueue() string {
@@ -3863,7 +3993,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[46]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3875,7 +4005,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[46]
+	mi := &file_fsm_fsmpb_fsm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3888,7 +4018,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{46}
+	return file_fsm_fsmpb_fsm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SnapshotTrailer) GetQueues() uint64 {
@@ -3935,7 +4065,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12\x12\n" +
 	"\x04seed\x18\x03 \x01(\x04R\x04seed\x121\n" +
-	"\bcommands\x18\x04 \x03(\v2\x15.raftq.fsm.v1.CommandR\bcommands\"\xfb\a\n" +
+	"\bcommands\x18\x04 \x03(\v2\x15.raftq.fsm.v1.CommandR\bcommands\"\xab\b\n" +
 	"\aCommand\x12>\n" +
 	"\fupsert_queue\x18\x01 \x01(\v2\x19.raftq.fsm.v1.UpsertQueueH\x00R\vupsertQueue\x12>\n" +
 	"\fdelete_queue\x18\x02 \x01(\v2\x19.raftq.fsm.v1.DeleteQueueH\x00R\vdeleteQueue\x12;\n" +
@@ -3959,7 +4089,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\funseal_slots\x18\x10 \x01(\v2\x19.raftq.fsm.v1.UnsealSlotsH\x00R\vunsealSlots\x12;\n" +
 	"\vhold_groups\x18\x11 \x01(\v2\x18.raftq.fsm.v1.HoldGroupsH\x00R\n" +
 	"holdGroups\x12D\n" +
-	"\x0erelease_groups\x18\x12 \x01(\v2\x1b.raftq.fsm.v1.ReleaseGroupsH\x00R\rreleaseGroupsB\x05\n" +
+	"\x0erelease_groups\x18\x12 \x01(\v2\x1b.raftq.fsm.v1.ReleaseGroupsH\x00R\rreleaseGroups\x12.\n" +
+	"\x06snooze\x18\x1e \x01(\v2\x14.raftq.fsm.v1.SnoozeH\x00R\x06snoozeB\x05\n" +
 	"\x03cmd\"\xa0\x05\n" +
 	"\vQueuePolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.raftq.fsm.v1.QueueModeR\x04mode\x122\n" +
@@ -4052,7 +4183,14 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\bdelay_ms\x18\x03 \x01(\x03R\adelayMs\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"4\n" +
 	"\x04Nack\x12,\n" +
-	"\x05items\x18\x01 \x03(\v2\x16.raftq.fsm.v1.NackItemR\x05items\"q\n" +
+	"\x05items\x18\x01 \x03(\v2\x16.raftq.fsm.v1.NackItemR\x05items\"p\n" +
+	"\n" +
+	"SnoozeItem\x12/\n" +
+	"\areceipt\x18\x01 \x01(\v2\x15.raftq.fsm.v1.ReceiptR\areceipt\x12\x19\n" +
+	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"8\n" +
+	"\x06Snooze\x12.\n" +
+	"\x05items\x18\x01 \x03(\v2\x18.raftq.fsm.v1.SnoozeItemR\x05items\"q\n" +
 	"\n" +
 	"ExtendItem\x12/\n" +
 	"\areceipt\x18\x01 \x01(\v2\x15.raftq.fsm.v1.ReceiptR\areceipt\x122\n" +
@@ -4258,7 +4396,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\fSTATE_LEASED\x10\x03\x12\x0f\n" +
 	"\vSTATE_ACKED\x10\x04\x12\x0e\n" +
 	"\n" +
-	"STATE_DEAD\x10\x05*\xb0\x01\n" +
+	"STATE_DEAD\x10\x05*\xc4\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_EXPIRED\x10\x01\x12\x11\n" +
@@ -4267,7 +4405,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x13REASON_MAX_RECEIVES\x10\x04\x12\x13\n" +
 	"\x0fREASON_REDRIVEN\x10\x05\x12\x14\n" +
 	"\x10REASON_RETENTION\x10\x06\x12\x10\n" +
-	"\fREASON_ACKED\x10\aB\"Z github.com/raftq/raftq/fsm/fsmpbb\x06proto3"
+	"\fREASON_ACKED\x10\a\x12\x12\n" +
+	"\x0eREASON_SNOOZED\x10\x1eB\"Z github.com/raftq/raftq/fsm/fsmpbb\x06proto3"
 
 var (
 	file_fsm_fsmpb_fsm_proto_rawDescOnce sync.Once
@@ -4282,7 +4421,7 @@ func file_fsm_fsmpb_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_fsmpb_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_fsm_fsmpb_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(QueueMode)(0),            // 0: raftq.fsm.v1.QueueMode
 	(Code)(0),                 // 1: raftq.fsm.v1.Code
@@ -4303,40 +4442,42 @@ var file_fsm_fsmpb_fsm_proto_goTypes = []any{
 	(*Ack)(nil),               // 16: raftq.fsm.v1.Ack
 	(*NackItem)(nil),          // 17: raftq.fsm.v1.NackItem
 	(*Nack)(nil),              // 18: raftq.fsm.v1.Nack
-	(*ExtendItem)(nil),        // 19: raftq.fsm.v1.ExtendItem
-	(*Extend)(nil),            // 20: raftq.fsm.v1.Extend
-	(*DeadLetterItem)(nil),    // 21: raftq.fsm.v1.DeadLetterItem
-	(*DeadLetter)(nil),        // 22: raftq.fsm.v1.DeadLetter
-	(*Redrive)(nil),           // 23: raftq.fsm.v1.Redrive
-	(*DiscardDead)(nil),       // 24: raftq.fsm.v1.DiscardDead
-	(*Tick)(nil),              // 25: raftq.fsm.v1.Tick
-	(*LeaderGrace)(nil),       // 26: raftq.fsm.v1.LeaderGrace
-	(*Cancel)(nil),            // 27: raftq.fsm.v1.Cancel
-	(*QueueGroup)(nil),        // 28: raftq.fsm.v1.QueueGroup
-	(*SealSlots)(nil),         // 29: raftq.fsm.v1.SealSlots
-	(*UnsealSlots)(nil),       // 30: raftq.fsm.v1.UnsealSlots
-	(*HoldGroups)(nil),        // 31: raftq.fsm.v1.HoldGroups
-	(*ReleaseGroups)(nil),     // 32: raftq.fsm.v1.ReleaseGroups
-	(*Status)(nil),            // 33: raftq.fsm.v1.Status
-	(*Result)(nil),            // 34: raftq.fsm.v1.Result
-	(*EnqueueItemResult)(nil), // 35: raftq.fsm.v1.EnqueueItemResult
-	(*EnqueueResult)(nil),     // 36: raftq.fsm.v1.EnqueueResult
-	(*ReceiveResult)(nil),     // 37: raftq.fsm.v1.ReceiveResult
-	(*ItemResult)(nil),        // 38: raftq.fsm.v1.ItemResult
-	(*ItemsResult)(nil),       // 39: raftq.fsm.v1.ItemsResult
-	(*CountResult)(nil),       // 40: raftq.fsm.v1.CountResult
-	(*SealResult)(nil),        // 41: raftq.fsm.v1.SealResult
-	(*Attempt)(nil),           // 42: raftq.fsm.v1.Attempt
-	(*Message)(nil),           // 43: raftq.fsm.v1.Message
-	(*SnapshotHeader)(nil),    // 44: raftq.fsm.v1.SnapshotHeader
-	(*Counters)(nil),          // 45: raftq.fsm.v1.Counters
-	(*SnapshotQueue)(nil),     // 46: raftq.fsm.v1.SnapshotQueue
-	(*DedupRecord)(nil),       // 47: raftq.fsm.v1.DedupRecord
-	(*SnapshotSeal)(nil),      // 48: raftq.fsm.v1.SnapshotSeal
-	(*SnapshotHold)(nil),      // 49: raftq.fsm.v1.SnapshotHold
-	(*SnapshotTrailer)(nil),   // 50: raftq.fsm.v1.SnapshotTrailer
-	nil,                       // 51: raftq.fsm.v1.NewMessage.AttributesEntry
-	nil,                       // 52: raftq.fsm.v1.Message.AttributesEntry
+	(*SnoozeItem)(nil),        // 19: raftq.fsm.v1.SnoozeItem
+	(*Snooze)(nil),            // 20: raftq.fsm.v1.Snooze
+	(*ExtendItem)(nil),        // 21: raftq.fsm.v1.ExtendItem
+	(*Extend)(nil),            // 22: raftq.fsm.v1.Extend
+	(*DeadLetterItem)(nil),    // 23: raftq.fsm.v1.DeadLetterItem
+	(*DeadLetter)(nil),        // 24: raftq.fsm.v1.DeadLetter
+	(*Redrive)(nil),           // 25: raftq.fsm.v1.Redrive
+	(*DiscardDead)(nil),       // 26: raftq.fsm.v1.DiscardDead
+	(*Tick)(nil),              // 27: raftq.fsm.v1.Tick
+	(*LeaderGrace)(nil),       // 28: raftq.fsm.v1.LeaderGrace
+	(*Cancel)(nil),            // 29: raftq.fsm.v1.Cancel
+	(*QueueGroup)(nil),        // 30: raftq.fsm.v1.QueueGroup
+	(*SealSlots)(nil),         // 31: raftq.fsm.v1.SealSlots
+	(*UnsealSlots)(nil),       // 32: raftq.fsm.v1.UnsealSlots
+	(*HoldGroups)(nil),        // 33: raftq.fsm.v1.HoldGroups
+	(*ReleaseGroups)(nil),     // 34: raftq.fsm.v1.ReleaseGroups
+	(*Status)(nil),            // 35: raftq.fsm.v1.Status
+	(*Result)(nil),            // 36: raftq.fsm.v1.Result
+	(*EnqueueItemResult)(nil), // 37: raftq.fsm.v1.EnqueueItemResult
+	(*EnqueueResult)(nil),     // 38: raftq.fsm.v1.EnqueueResult
+	(*ReceiveResult)(nil),     // 39: raftq.fsm.v1.ReceiveResult
+	(*ItemResult)(nil),        // 40: raftq.fsm.v1.ItemResult
+	(*ItemsResult)(nil),       // 41: raftq.fsm.v1.ItemsResult
+	(*CountResult)(nil),       // 42: raftq.fsm.v1.CountResult
+	(*SealResult)(nil),        // 43: raftq.fsm.v1.SealResult
+	(*Attempt)(nil),           // 44: raftq.fsm.v1.Attempt
+	(*Message)(nil),           // 45: raftq.fsm.v1.Message
+	(*SnapshotHeader)(nil),    // 46: raftq.fsm.v1.SnapshotHeader
+	(*Counters)(nil),          // 47: raftq.fsm.v1.Counters
+	(*SnapshotQueue)(nil),     // 48: raftq.fsm.v1.SnapshotQueue
+	(*DedupRecord)(nil),       // 49: raftq.fsm.v1.DedupRecord
+	(*SnapshotSeal)(nil),      // 50: raftq.fsm.v1.SnapshotSeal
+	(*SnapshotHold)(nil),      // 51: raftq.fsm.v1.SnapshotHold
+	(*SnapshotTrailer)(nil),   // 52: raftq.fsm.v1.SnapshotTrailer
+	nil,                       // 53: raftq.fsm.v1.NewMessage.AttributesEntry
+	nil,                       // 54: raftq.fsm.v1.Message.AttributesEntry
 }
 var file_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	5,  // 0: raftq.fsm.v1.Entry.commands:type_name -> raftq.fsm.v1.Command
@@ -4347,57 +4488,60 @@ var file_fsm_fsmpb_fsm_proto_depIdxs = []int32{
 	14, // 5: raftq.fsm.v1.Command.receive:type_name -> raftq.fsm.v1.Receive
 	16, // 6: raftq.fsm.v1.Command.ack:type_name -> raftq.fsm.v1.Ack
 	18, // 7: raftq.fsm.v1.Command.nack:type_name -> raftq.fsm.v1.Nack
-	20, // 8: raftq.fsm.v1.Command.extend:type_name -> raftq.fsm.v1.Extend
-	22, // 9: raftq.fsm.v1.Command.dead_letter:type_name -> raftq.fsm.v1.DeadLetter
-	23, // 10: raftq.fsm.v1.Command.redrive:type_name -> raftq.fsm.v1.Redrive
-	24, // 11: raftq.fsm.v1.Command.discard_dead:type_name -> raftq.fsm.v1.DiscardDead
-	25, // 12: raftq.fsm.v1.Command.tick:type_name -> raftq.fsm.v1.Tick
-	26, // 13: raftq.fsm.v1.Command.leader_grace:type_name -> raftq.fsm.v1.LeaderGrace
-	27, // 14: raftq.fsm.v1.Command.cancel:type_name -> raftq.fsm.v1.Cancel
-	29, // 15: raftq.fsm.v1.Command.seal_slots:type_name -> raftq.fsm.v1.SealSlots
-	30, // 16: raftq.fsm.v1.Command.unseal_slots:type_name -> raftq.fsm.v1.UnsealSlots
-	31, // 17: raftq.fsm.v1.Command.hold_groups:type_name -> raftq.fsm.v1.HoldGroups
-	32, // 18: raftq.fsm.v1.Command.release_groups:type_name -> raftq.fsm.v1.ReleaseGroups
-	0,  // 19: raftq.fsm.v1.QueuePolicy.mode:type_name -> raftq.fsm.v1.QueueMode
-	7,  // 20: raftq.fsm.v1.QueuePolicy.quotas:type_name -> raftq.fsm.v1.Quotas
-	8,  // 21: raftq.fsm.v1.QueuePolicy.shard_quota:type_name -> raftq.fsm.v1.ShardQuota
-	6,  // 22: raftq.fsm.v1.UpsertQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	51, // 23: raftq.fsm.v1.NewMessage.attributes:type_name -> raftq.fsm.v1.NewMessage.AttributesEntry
-	12, // 24: raftq.fsm.v1.Enqueue.messages:type_name -> raftq.fsm.v1.NewMessage
-	15, // 25: raftq.fsm.v1.Ack.receipts:type_name -> raftq.fsm.v1.Receipt
-	15, // 26: raftq.fsm.v1.NackItem.receipt:type_name -> raftq.fsm.v1.Receipt
-	17, // 27: raftq.fsm.v1.Nack.items:type_name -> raftq.fsm.v1.NackItem
-	15, // 28: raftq.fsm.v1.ExtendItem.receipt:type_name -> raftq.fsm.v1.Receipt
-	19, // 29: raftq.fsm.v1.Extend.items:type_name -> raftq.fsm.v1.ExtendItem
-	15, // 30: raftq.fsm.v1.DeadLetterItem.receipt:type_name -> raftq.fsm.v1.Receipt
-	21, // 31: raftq.fsm.v1.DeadLetter.items:type_name -> raftq.fsm.v1.DeadLetterItem
-	28, // 32: raftq.fsm.v1.HoldGroups.items:type_name -> raftq.fsm.v1.QueueGroup
-	28, // 33: raftq.fsm.v1.ReleaseGroups.items:type_name -> raftq.fsm.v1.QueueGroup
-	1,  // 34: raftq.fsm.v1.Status.code:type_name -> raftq.fsm.v1.Code
-	33, // 35: raftq.fsm.v1.Result.status:type_name -> raftq.fsm.v1.Status
-	36, // 36: raftq.fsm.v1.Result.enqueue:type_name -> raftq.fsm.v1.EnqueueResult
-	37, // 37: raftq.fsm.v1.Result.receive:type_name -> raftq.fsm.v1.ReceiveResult
-	39, // 38: raftq.fsm.v1.Result.items:type_name -> raftq.fsm.v1.ItemsResult
-	40, // 39: raftq.fsm.v1.Result.count:type_name -> raftq.fsm.v1.CountResult
-	41, // 40: raftq.fsm.v1.Result.seal:type_name -> raftq.fsm.v1.SealResult
-	33, // 41: raftq.fsm.v1.EnqueueItemResult.status:type_name -> raftq.fsm.v1.Status
-	35, // 42: raftq.fsm.v1.EnqueueResult.items:type_name -> raftq.fsm.v1.EnqueueItemResult
-	43, // 43: raftq.fsm.v1.ReceiveResult.messages:type_name -> raftq.fsm.v1.Message
-	33, // 44: raftq.fsm.v1.ItemResult.status:type_name -> raftq.fsm.v1.Status
-	38, // 45: raftq.fsm.v1.ItemsResult.items:type_name -> raftq.fsm.v1.ItemResult
-	28, // 46: raftq.fsm.v1.SealResult.live_groups:type_name -> raftq.fsm.v1.QueueGroup
-	3,  // 47: raftq.fsm.v1.Attempt.outcome:type_name -> raftq.fsm.v1.Reason
-	52, // 48: raftq.fsm.v1.Message.attributes:type_name -> raftq.fsm.v1.Message.AttributesEntry
-	2,  // 49: raftq.fsm.v1.Message.state:type_name -> raftq.fsm.v1.State
-	3,  // 50: raftq.fsm.v1.Message.dead_reason:type_name -> raftq.fsm.v1.Reason
-	42, // 51: raftq.fsm.v1.Message.history:type_name -> raftq.fsm.v1.Attempt
-	45, // 52: raftq.fsm.v1.SnapshotHeader.counters:type_name -> raftq.fsm.v1.Counters
-	6,  // 53: raftq.fsm.v1.SnapshotQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	54, // [54:54] is the sub-list for method output_type
-	54, // [54:54] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	22, // 8: raftq.fsm.v1.Command.extend:type_name -> raftq.fsm.v1.Extend
+	24, // 9: raftq.fsm.v1.Command.dead_letter:type_name -> raftq.fsm.v1.DeadLetter
+	25, // 10: raftq.fsm.v1.Command.redrive:type_name -> raftq.fsm.v1.Redrive
+	26, // 11: raftq.fsm.v1.Command.discard_dead:type_name -> raftq.fsm.v1.DiscardDead
+	27, // 12: raftq.fsm.v1.Command.tick:type_name -> raftq.fsm.v1.Tick
+	28, // 13: raftq.fsm.v1.Command.leader_grace:type_name -> raftq.fsm.v1.LeaderGrace
+	29, // 14: raftq.fsm.v1.Command.cancel:type_name -> raftq.fsm.v1.Cancel
+	31, // 15: raftq.fsm.v1.Command.seal_slots:type_name -> raftq.fsm.v1.SealSlots
+	32, // 16: raftq.fsm.v1.Command.unseal_slots:type_name -> raftq.fsm.v1.UnsealSlots
+	33, // 17: raftq.fsm.v1.Command.hold_groups:type_name -> raftq.fsm.v1.HoldGroups
+	34, // 18: raftq.fsm.v1.Command.release_groups:type_name -> raftq.fsm.v1.ReleaseGroups
+	20, // 19: raftq.fsm.v1.Command.snooze:type_name -> raftq.fsm.v1.Snooze
+	0,  // 20: raftq.fsm.v1.QueuePolicy.mode:type_name -> raftq.fsm.v1.QueueMode
+	7,  // 21: raftq.fsm.v1.QueuePolicy.quotas:type_name -> raftq.fsm.v1.Quotas
+	8,  // 22: raftq.fsm.v1.QueuePolicy.shard_quota:type_name -> raftq.fsm.v1.ShardQuota
+	6,  // 23: raftq.fsm.v1.UpsertQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	53, // 24: raftq.fsm.v1.NewMessage.attributes:type_name -> raftq.fsm.v1.NewMessage.AttributesEntry
+	12, // 25: raftq.fsm.v1.Enqueue.messages:type_name -> raftq.fsm.v1.NewMessage
+	15, // 26: raftq.fsm.v1.Ack.receipts:type_name -> raftq.fsm.v1.Receipt
+	15, // 27: raftq.fsm.v1.NackItem.receipt:type_name -> raftq.fsm.v1.Receipt
+	17, // 28: raftq.fsm.v1.Nack.items:type_name -> raftq.fsm.v1.NackItem
+	15, // 29: raftq.fsm.v1.SnoozeItem.receipt:type_name -> raftq.fsm.v1.Receipt
+	19, // 30: raftq.fsm.v1.Snooze.items:type_name -> raftq.fsm.v1.SnoozeItem
+	15, // 31: raftq.fsm.v1.ExtendItem.receipt:type_name -> raftq.fsm.v1.Receipt
+	21, // 32: raftq.fsm.v1.Extend.items:type_name -> raftq.fsm.v1.ExtendItem
+	15, // 33: raftq.fsm.v1.DeadLetterItem.receipt:type_name -> raftq.fsm.v1.Receipt
+	23, // 34: raftq.fsm.v1.DeadLetter.items:type_name -> raftq.fsm.v1.DeadLetterItem
+	30, // 35: raftq.fsm.v1.HoldGroups.items:type_name -> raftq.fsm.v1.QueueGroup
+	30, // 36: raftq.fsm.v1.ReleaseGroups.items:type_name -> raftq.fsm.v1.QueueGroup
+	1,  // 37: raftq.fsm.v1.Status.code:type_name -> raftq.fsm.v1.Code
+	35, // 38: raftq.fsm.v1.Result.status:type_name -> raftq.fsm.v1.Status
+	38, // 39: raftq.fsm.v1.Result.enqueue:type_name -> raftq.fsm.v1.EnqueueResult
+	39, // 40: raftq.fsm.v1.Result.receive:type_name -> raftq.fsm.v1.ReceiveResult
+	41, // 41: raftq.fsm.v1.Result.items:type_name -> raftq.fsm.v1.ItemsResult
+	42, // 42: raftq.fsm.v1.Result.count:type_name -> raftq.fsm.v1.CountResult
+	43, // 43: raftq.fsm.v1.Result.seal:type_name -> raftq.fsm.v1.SealResult
+	35, // 44: raftq.fsm.v1.EnqueueItemResult.status:type_name -> raftq.fsm.v1.Status
+	37, // 45: raftq.fsm.v1.EnqueueResult.items:type_name -> raftq.fsm.v1.EnqueueItemResult
+	45, // 46: raftq.fsm.v1.ReceiveResult.messages:type_name -> raftq.fsm.v1.Message
+	35, // 47: raftq.fsm.v1.ItemResult.status:type_name -> raftq.fsm.v1.Status
+	40, // 48: raftq.fsm.v1.ItemsResult.items:type_name -> raftq.fsm.v1.ItemResult
+	30, // 49: raftq.fsm.v1.SealResult.live_groups:type_name -> raftq.fsm.v1.QueueGroup
+	3,  // 50: raftq.fsm.v1.Attempt.outcome:type_name -> raftq.fsm.v1.Reason
+	54, // 51: raftq.fsm.v1.Message.attributes:type_name -> raftq.fsm.v1.Message.AttributesEntry
+	2,  // 52: raftq.fsm.v1.Message.state:type_name -> raftq.fsm.v1.State
+	3,  // 53: raftq.fsm.v1.Message.dead_reason:type_name -> raftq.fsm.v1.Reason
+	44, // 54: raftq.fsm.v1.Message.history:type_name -> raftq.fsm.v1.Attempt
+	47, // 55: raftq.fsm.v1.SnapshotHeader.counters:type_name -> raftq.fsm.v1.Counters
+	6,  // 56: raftq.fsm.v1.SnapshotQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	57, // [57:57] is the sub-list for method output_type
+	57, // [57:57] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_fsm_proto_init() }
@@ -4424,8 +4568,9 @@ func file_fsm_fsmpb_fsm_proto_init() {
 		(*Command_UnsealSlots)(nil),
 		(*Command_HoldGroups)(nil),
 		(*Command_ReleaseGroups)(nil),
+		(*Command_Snooze)(nil),
 	}
-	file_fsm_fsmpb_fsm_proto_msgTypes[30].OneofWrappers = []any{
+	file_fsm_fsmpb_fsm_proto_msgTypes[32].OneofWrappers = []any{
 		(*Result_Enqueue)(nil),
 		(*Result_Receive)(nil),
 		(*Result_Items)(nil),
@@ -4438,7 +4583,7 @@ func file_fsm_fsmpb_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_fsm_proto_rawDesc), len(file_fsm_fsmpb_fsm_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   49,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
