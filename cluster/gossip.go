@@ -123,8 +123,16 @@ func (g *gossip) localMeta() *metapb.NodeMeta {
 }
 
 // announce republishes this node's metadata (after a clock check change).
+// A node told to stop while it waits for the broadcast is no fault: its
+// members learn of it leaving instead, so that is said at Info, not Warn
+// (a calm stop logs no warning; internal/quickstart checks it).
 func (g *gossip) announce() {
-	if err := g.ml.UpdateNode(5 * time.Second); err != nil {
+	err := g.ml.UpdateNode(5 * time.Second)
+	switch {
+	case err == nil:
+	case g.n.ctx.Err() != nil:
+		g.n.logger.Info("gossip: metadata not announced before stopping", "err", err)
+	default:
 		g.n.logger.Warn("gossip: announce metadata", "err", err)
 	}
 }
