@@ -75,7 +75,12 @@ func appendMessageRecord(b []byte, m *msg) ([]byte, error) {
 		b, _ = appendString(b, 5, a.err)
 		b, _ = appendString(b, 6, a.consumer)
 	}
-	return appendInt(b, 23, m.expireMs), nil
+	b = appendInt(b, 23, m.expireMs)
+	if len(m.result) > 0 {
+		b = protowire.AppendTag(b, 50, protowire.BytesType)
+		b = protowire.AppendBytes(b, m.result)
+	}
+	return b, nil
 }
 
 // errInvalidUTF8 is what proto.Marshal refuses too: a proto3 string field

@@ -232,9 +232,13 @@ type QueuePolicy struct {
 	MaxBytesPerShard    uint64 `protobuf:"varint,13,opt,name=max_bytes_per_shard,json=maxBytesPerShard,proto3" json:"max_bytes_per_shard,omitempty"` // sum of live bodies; at least max_message_bytes
 	// Quotas of the whole queue over every shard (docs/tenancy.md);
 	// max_queues and max_message_bytes are a tenant's only.
-	Quotas        *Quotas `protobuf:"bytes,14,opt,name=quotas,proto3" json:"quotas,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Quotas *Quotas `protobuf:"bytes,14,opt,name=quotas,proto3" json:"quotas,omitempty"`
+	// The most bytes of ack results the queue's completed records may hold
+	// on each shard; past it the oldest are dropped first and counted
+	// (QueueStatsResponse.completed_evicted). 0 = 64 MiB.
+	CompletedMaxBytesPerShard uint64 `protobuf:"varint,50,opt,name=completed_max_bytes_per_shard,json=completedMaxBytesPerShard,proto3" json:"completed_max_bytes_per_shard,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
@@ -363,6 +367,13 @@ func (x *QueuePolicy) GetQuotas() *Quotas {
 		return x.Quotas
 	}
 	return nil
+}
+
+func (x *QueuePolicy) GetCompletedMaxBytesPerShard() uint64 {
+	if x != nil {
+		return x.CompletedMaxBytesPerShard
+	}
+	return 0
 }
 
 // Quotas caps a queue or a tenant over the whole cluster; 0 = no limit.
@@ -583,7 +594,9 @@ type Message struct {
 	History         []*Attempt             `protobuf:"bytes,22,rep,name=history,proto3" json:"history,omitempty"`
 	// ready/delayed/leased: when retention dead-letters it; acked: when the
 	// record is dropped.
-	ExpireMs      int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
+	ExpireMs int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
+	// acked: the result the ack carried (AckRequest.results), if any.
+	Result        []byte `protobuf:"bytes,50,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -777,6 +790,13 @@ func (x *Message) GetExpireMs() int64 {
 		return x.ExpireMs
 	}
 	return 0
+}
+
+func (x *Message) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
 }
 
 type QueueInfo struct {
@@ -1311,11 +1331,14 @@ type QueueStatsResponse struct {
 	InFlight         uint64                 `protobuf:"varint,4,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	Dead             uint64                 `protobuf:"varint,5,opt,name=dead,proto3" json:"dead,omitempty"`
 	OldestReadyAgeMs int64                  `protobuf:"varint,6,opt,name=oldest_ready_age_ms,json=oldestReadyAgeMs,proto3" json:"oldest_ready_age_ms,omitempty"`
-	BlockedGroups    uint64                 `protobuf:"varint,7,opt,name=blocked_groups,json=blockedGroups,proto3" json:"blocked_groups,omitempty"` // FIFO groups with a message in flight
-	LiveBytes        uint64                 `protobuf:"varint,8,opt,name=live_bytes,json=liveBytes,proto3" json:"live_bytes,omitempty"`             // bodies of ready, delayed and leased messages
-	Tenant           string                 `protobuf:"bytes,9,opt,name=tenant,proto3" json:"tenant,omitempty"`                                     // "" for a queue outside every tenant
-	Quotas           *Quotas                `protobuf:"bytes,10,opt,name=quotas,proto3" json:"quotas,omitempty"`                                    // the queue's own
-	TenantQuotas     *Quotas                `protobuf:"bytes,11,opt,name=tenant_quotas,json=tenantQuotas,proto3" json:"tenant_quotas,omitempty"`    // its tenant's
+	BlockedGroups    uint64                 `protobuf:"varint,7,opt,name=blocked_groups,json=blockedGroups,proto3" json:"blocked_groups,omitempty"`           // FIFO groups with a message in flight
+	LiveBytes        uint64                 `protobuf:"varint,8,opt,name=live_bytes,json=liveBytes,proto3" json:"live_bytes,omitempty"`                       // bodies of ready, delayed and leased messages
+	Tenant           string                 `protobuf:"bytes,9,opt,name=tenant,proto3" json:"tenant,omitempty"`                                               // "" for a queue outside every tenant
+	Quotas           *Quotas                `protobuf:"bytes,10,opt,name=quotas,proto3" json:"quotas,omitempty"`                                              // the queue's own
+	TenantQuotas     *Quotas                `protobuf:"bytes,11,opt,name=tenant_quotas,json=tenantQuotas,proto3" json:"tenant_quotas,omitempty"`              // its tenant's
+	Completed        uint64                 `protobuf:"varint,50,opt,name=completed,proto3" json:"completed,omitempty"`                                       // acked records kept for GetMessage
+	CompletedBytes   uint64                 `protobuf:"varint,51,opt,name=completed_bytes,json=completedBytes,proto3" json:"completed_bytes,omitempty"`       // their results' bytes
+	CompletedEvicted uint64                 `protobuf:"varint,52,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"` // dropped early by completed_max_bytes_per_shard
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1425,6 +1448,27 @@ func (x *QueueStatsResponse) GetTenantQuotas() *Quotas {
 		return x.TenantQuotas
 	}
 	return nil
+}
+
+func (x *QueueStatsResponse) GetCompleted() uint64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *QueueStatsResponse) GetCompletedBytes() uint64 {
+	if x != nil {
+		return x.CompletedBytes
+	}
+	return 0
+}
+
+func (x *QueueStatsResponse) GetCompletedEvicted() uint64 {
+	if x != nil {
+		return x.CompletedEvicted
+	}
+	return 0
 }
 
 type SendRequest struct {
@@ -2090,8 +2134,12 @@ func (x *ItemStatus) GetAlreadyAcked() bool {
 }
 
 type AckRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Receipts      []string               `protobuf:"bytes,1,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Receipts []string               `protobuf:"bytes,1,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	// Job results: none, or one per receipt in the same order (an empty one
+	// for no result), each at most 64 KiB. GetMessage and WaitMessage return
+	// it with the acked record.
+	Results       [][]byte `protobuf:"bytes,50,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2129,6 +2177,13 @@ func (*AckRequest) Descriptor() ([]byte, []int) {
 func (x *AckRequest) GetReceipts() []string {
 	if x != nil {
 		return x.Receipts
+	}
+	return nil
+}
+
+func (x *AckRequest) GetResults() [][]byte {
+	if x != nil {
+		return x.Results
 	}
 	return nil
 }
@@ -2605,6 +2660,59 @@ func (x *CancelMessageRequest) GetMessageId() string {
 	return ""
 }
 
+type WaitMessageRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	MessageId string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// How long to wait for the message to finish: 0 = 20 s, at most 60 s.
+	WaitMs        int64 `protobuf:"varint,2,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitMessageRequest) Reset() {
+	*x = WaitMessageRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitMessageRequest) ProtoMessage() {}
+
+func (x *WaitMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitMessageRequest.ProtoReflect.Descriptor instead.
+func (*WaitMessageRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *WaitMessageRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *WaitMessageRequest) GetWaitMs() int64 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
 type CancelMessageResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2613,7 +2721,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2733,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2746,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
 }
 
 type ListDeadRequest struct {
@@ -2653,7 +2761,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2665,7 +2773,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2678,7 +2786,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -2715,7 +2823,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2727,7 +2835,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2740,7 +2848,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListDeadResponse) GetMessages() []*MessageInfo {
@@ -2768,7 +2876,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2888,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2901,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RedriveRequest) GetQueue() string {
@@ -2826,7 +2934,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +2946,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +2959,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RedriveResponse) GetRedriven() uint64 {
@@ -2871,7 +2979,7 @@ type DiscardRequest struct {
 
 func (x *DiscardRequest) Reset() {
 	*x = DiscardRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +2991,7 @@ func (x *DiscardRequest) String() string {
 func (*DiscardRequest) ProtoMessage() {}
 
 func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3004,7 @@ func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardRequest.ProtoReflect.Descriptor instead.
 func (*DiscardRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DiscardRequest) GetQueue() string {
@@ -2922,7 +3030,7 @@ type DiscardResponse struct {
 
 func (x *DiscardResponse) Reset() {
 	*x = DiscardResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3042,7 @@ func (x *DiscardResponse) String() string {
 func (*DiscardResponse) ProtoMessage() {}
 
 func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3055,7 @@ func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardResponse.ProtoReflect.Descriptor instead.
 func (*DiscardResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DiscardResponse) GetDiscarded() uint64 {
@@ -2965,7 +3073,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3085,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3098,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
 }
 
 type Member struct {
@@ -3013,7 +3121,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3133,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3146,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Member) GetNodeId() string {
@@ -3098,7 +3206,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3218,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3231,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ShardInfo) GetShardId() uint32 {
@@ -3190,7 +3298,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3202,7 +3310,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3215,7 +3323,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3264,7 +3372,7 @@ type DamagedReplica struct {
 
 func (x *DamagedReplica) Reset() {
 	*x = DamagedReplica{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3276,7 +3384,7 @@ func (x *DamagedReplica) String() string {
 func (*DamagedReplica) ProtoMessage() {}
 
 func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3289,7 +3397,7 @@ func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedReplica.ProtoReflect.Descriptor instead.
 func (*DamagedReplica) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DamagedReplica) GetGroup() string {
@@ -3322,7 +3430,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3442,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3455,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -3366,7 +3474,7 @@ type RepairResponse struct {
 
 func (x *RepairResponse) Reset() {
 	*x = RepairResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3378,7 +3486,7 @@ func (x *RepairResponse) String() string {
 func (*RepairResponse) ProtoMessage() {}
 
 func (x *RepairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3391,7 +3499,7 @@ func (x *RepairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairResponse.ProtoReflect.Descriptor instead.
 func (*RepairResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RepairResponse) GetGroups() []*GroupRepair {
@@ -3412,7 +3520,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3424,7 +3532,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3437,7 +3545,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -3469,7 +3577,7 @@ type ShardMapRequest struct {
 
 func (x *ShardMapRequest) Reset() {
 	*x = ShardMapRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3481,7 +3589,7 @@ func (x *ShardMapRequest) String() string {
 func (*ShardMapRequest) ProtoMessage() {}
 
 func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3494,7 +3602,7 @@ func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapRequest.ProtoReflect.Descriptor instead.
 func (*ShardMapRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
 }
 
 type ShardMapResponse struct {
@@ -3516,7 +3624,7 @@ type ShardMapResponse struct {
 
 func (x *ShardMapResponse) Reset() {
 	*x = ShardMapResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3528,7 +3636,7 @@ func (x *ShardMapResponse) String() string {
 func (*ShardMapResponse) ProtoMessage() {}
 
 func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3541,7 +3649,7 @@ func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapResponse.ProtoReflect.Descriptor instead.
 func (*ShardMapResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ShardMapResponse) GetShardCount() uint32 {
@@ -3587,7 +3695,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3707,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3720,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
 }
 
 type NodeInfo struct {
@@ -3639,7 +3747,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3651,7 +3759,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3664,7 +3772,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeInfo) GetNodeId() string {
@@ -3761,7 +3869,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3773,7 +3881,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3786,7 +3894,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodesResponse) GetNodeId() string {
@@ -3812,7 +3920,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3824,7 +3932,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3837,7 +3945,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -3857,7 +3965,7 @@ type ReplaceNodeRequest struct {
 
 func (x *ReplaceNodeRequest) Reset() {
 	*x = ReplaceNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3869,7 +3977,7 @@ func (x *ReplaceNodeRequest) String() string {
 func (*ReplaceNodeRequest) ProtoMessage() {}
 
 func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3882,7 +3990,7 @@ func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ReplaceNodeRequest) GetOldNodeId() string {
@@ -3914,7 +4022,7 @@ type NodeDrainResponse struct {
 
 func (x *NodeDrainResponse) Reset() {
 	*x = NodeDrainResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3926,7 +4034,7 @@ func (x *NodeDrainResponse) String() string {
 func (*NodeDrainResponse) ProtoMessage() {}
 
 func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3939,7 +4047,7 @@ func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *NodeDrainResponse) GetNodeId() string {
@@ -3986,7 +4094,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3998,7 +4106,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4011,7 +4119,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -4032,7 +4140,7 @@ type ReplicaMovePlan struct {
 
 func (x *ReplicaMovePlan) Reset() {
 	*x = ReplicaMovePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4152,7 @@ func (x *ReplicaMovePlan) String() string {
 func (*ReplicaMovePlan) ProtoMessage() {}
 
 func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4165,7 @@ func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMovePlan.ProtoReflect.Descriptor instead.
 func (*ReplicaMovePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ReplicaMovePlan) GetShardId() uint32 {
@@ -4092,7 +4200,7 @@ type LeaderChangePlan struct {
 
 func (x *LeaderChangePlan) Reset() {
 	*x = LeaderChangePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4104,7 +4212,7 @@ func (x *LeaderChangePlan) String() string {
 func (*LeaderChangePlan) ProtoMessage() {}
 
 func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4117,7 +4225,7 @@ func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderChangePlan.ProtoReflect.Descriptor instead.
 func (*LeaderChangePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LeaderChangePlan) GetShardId() uint32 {
@@ -4154,7 +4262,7 @@ type NodeBalance struct {
 
 func (x *NodeBalance) Reset() {
 	*x = NodeBalance{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4166,7 +4274,7 @@ func (x *NodeBalance) String() string {
 func (*NodeBalance) ProtoMessage() {}
 
 func (x *NodeBalance) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4179,7 +4287,7 @@ func (x *NodeBalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBalance.ProtoReflect.Descriptor instead.
 func (*NodeBalance) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *NodeBalance) GetNodeId() string {
@@ -4235,7 +4343,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4355,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4368,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RebalanceResponse) GetMoves() []*ReplicaMovePlan {
@@ -4313,7 +4421,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4325,7 +4433,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4338,7 +4446,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
 }
 
 // BackupChunk: the first chunk of a stream has group empty and carries
@@ -4364,7 +4472,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4376,7 +4484,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4389,7 +4497,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -4471,7 +4579,7 @@ type CancelMoveRequest struct {
 
 func (x *CancelMoveRequest) Reset() {
 	*x = CancelMoveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4483,7 +4591,7 @@ func (x *CancelMoveRequest) String() string {
 func (*CancelMoveRequest) ProtoMessage() {}
 
 func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4496,7 +4604,7 @@ func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveRequest.ProtoReflect.Descriptor instead.
 func (*CancelMoveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CancelMoveRequest) GetShard() uint32 {
@@ -4520,7 +4628,7 @@ type CancelMoveResponse struct {
 
 func (x *CancelMoveResponse) Reset() {
 	*x = CancelMoveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4532,7 +4640,7 @@ func (x *CancelMoveResponse) String() string {
 func (*CancelMoveResponse) ProtoMessage() {}
 
 func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4545,7 +4653,7 @@ func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveResponse.ProtoReflect.Descriptor instead.
 func (*CancelMoveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CancelMoveResponse) GetShard() uint32 {
@@ -4586,7 +4694,7 @@ type SetShardCountRequest struct {
 
 func (x *SetShardCountRequest) Reset() {
 	*x = SetShardCountRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4598,7 +4706,7 @@ func (x *SetShardCountRequest) String() string {
 func (*SetShardCountRequest) ProtoMessage() {}
 
 func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4611,7 +4719,7 @@ func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountRequest.ProtoReflect.Descriptor instead.
 func (*SetShardCountRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SetShardCountRequest) GetCount() uint32 {
@@ -4645,7 +4753,7 @@ type SetShardCountResponse struct {
 
 func (x *SetShardCountResponse) Reset() {
 	*x = SetShardCountResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4657,7 +4765,7 @@ func (x *SetShardCountResponse) String() string {
 func (*SetShardCountResponse) ProtoMessage() {}
 
 func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4670,7 +4778,7 @@ func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountResponse.ProtoReflect.Descriptor instead.
 func (*SetShardCountResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SetShardCountResponse) GetPrevious() uint32 {
@@ -4725,7 +4833,7 @@ type ReplicaPlacement struct {
 
 func (x *ReplicaPlacement) Reset() {
 	*x = ReplicaPlacement{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4737,7 +4845,7 @@ func (x *ReplicaPlacement) String() string {
 func (*ReplicaPlacement) ProtoMessage() {}
 
 func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4750,7 +4858,7 @@ func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaPlacement.ProtoReflect.Descriptor instead.
 func (*ReplicaPlacement) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ReplicaPlacement) GetShardId() uint32 {
@@ -4783,7 +4891,7 @@ type SlotMoveInfo struct {
 
 func (x *SlotMoveInfo) Reset() {
 	*x = SlotMoveInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4795,7 +4903,7 @@ func (x *SlotMoveInfo) String() string {
 func (*SlotMoveInfo) ProtoMessage() {}
 
 func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4808,7 +4916,7 @@ func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMoveInfo.ProtoReflect.Descriptor instead.
 func (*SlotMoveInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SlotMoveInfo) GetId() uint64 {
@@ -4865,7 +4973,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4877,7 +4985,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4890,7 +4998,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *Grant) GetRole() string {
@@ -4924,7 +5032,7 @@ type TenantInfo struct {
 
 func (x *TenantInfo) Reset() {
 	*x = TenantInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4936,7 +5044,7 @@ func (x *TenantInfo) String() string {
 func (*TenantInfo) ProtoMessage() {}
 
 func (x *TenantInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4949,7 +5057,7 @@ func (x *TenantInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantInfo.ProtoReflect.Descriptor instead.
 func (*TenantInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *TenantInfo) GetName() string {
@@ -5018,7 +5126,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5030,7 +5138,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5043,7 +5151,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *CreateTenantRequest) GetName() string {
@@ -5069,7 +5177,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5081,7 +5189,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5094,7 +5202,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetTenantRequest) GetName() string {
@@ -5112,7 +5220,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5124,7 +5232,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5137,7 +5245,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
 }
 
 type ListTenantsResponse struct {
@@ -5149,7 +5257,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5161,7 +5269,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5174,7 +5282,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*TenantInfo {
@@ -5194,7 +5302,7 @@ type UpdateTenantRequest struct {
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5206,7 +5314,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5219,7 +5327,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *UpdateTenantRequest) GetName() string {
@@ -5245,7 +5353,7 @@ type DeleteTenantRequest struct {
 
 func (x *DeleteTenantRequest) Reset() {
 	*x = DeleteTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5257,7 +5365,7 @@ func (x *DeleteTenantRequest) String() string {
 func (*DeleteTenantRequest) ProtoMessage() {}
 
 func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5270,7 +5378,7 @@ func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeleteTenantRequest) GetName() string {
@@ -5288,7 +5396,7 @@ type DeleteTenantResponse struct {
 
 func (x *DeleteTenantResponse) Reset() {
 	*x = DeleteTenantResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5300,7 +5408,7 @@ func (x *DeleteTenantResponse) String() string {
 func (*DeleteTenantResponse) ProtoMessage() {}
 
 func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5313,7 +5421,7 @@ func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTenantResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
 }
 
 type WhoAmIRequest struct {
@@ -5324,7 +5432,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5336,7 +5444,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5349,7 +5457,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
 }
 
 type WhoAmIResponse struct {
@@ -5364,7 +5472,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5376,7 +5484,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5389,7 +5497,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *WhoAmIResponse) GetPrincipal() string {
@@ -5435,7 +5543,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5447,7 +5555,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5460,7 +5568,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *KeyInfo) GetId() string {
@@ -5525,7 +5633,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5537,7 +5645,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5550,7 +5658,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -5584,7 +5692,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5596,7 +5704,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5609,7 +5717,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CreateKeyResponse) GetKey() *KeyInfo {
@@ -5634,7 +5742,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5646,7 +5754,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5659,7 +5767,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
 }
 
 type ListKeysResponse struct {
@@ -5671,7 +5779,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5683,7 +5791,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5696,7 +5804,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -5715,7 +5823,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5727,7 +5835,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5740,7 +5848,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *RotateKeyRequest) GetKey() string {
@@ -5759,7 +5867,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5771,7 +5879,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5784,7 +5892,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *RevokeKeyRequest) GetKey() string {
@@ -5802,7 +5910,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5814,7 +5922,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5827,7 +5935,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
 }
 
 type ListAuditRequest struct {
@@ -5840,7 +5948,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5852,7 +5960,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5865,7 +5973,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() uint64 {
@@ -5898,7 +6006,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5910,7 +6018,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5923,7 +6031,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *AuditRecord) GetSeq() uint64 {
@@ -5991,7 +6099,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6003,7 +6111,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6016,7 +6124,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -6030,7 +6138,7 @@ var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
-	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\xdd\x04\n" +
+	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\x9f\x05\n" +
 	"\vQueuePolicy\x12'\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x13.raftq.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -6046,7 +6154,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\fdlq_disabled\x18\v \x01(\bR\vdlqDisabled\x123\n" +
 	"\x16max_messages_per_shard\x18\f \x01(\x04R\x13maxMessagesPerShard\x12-\n" +
 	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\x12(\n" +
-	"\x06quotas\x18\x0e \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\"\x8b\x02\n" +
+	"\x06quotas\x18\x0e \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\x12@\n" +
+	"\x1dcompleted_max_bytes_per_shard\x182 \x01(\x04R\x19completedMaxBytesPerShard\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
 	"\n" +
@@ -6066,7 +6175,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12*\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x10.raftq.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xd7\x06\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xef\x06\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -6098,7 +6207,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"deadReason\x12(\n" +
 	"\x10state_changed_ms\x18\x15 \x01(\x03R\x0estateChangedMs\x12+\n" +
 	"\ahistory\x18\x16 \x03(\v2\x11.raftq.v1.AttemptR\ahistory\x12\x1b\n" +
-	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x1a=\n" +
+	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x12\x16\n" +
+	"\x06result\x182 \x01(\fR\x06result\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
@@ -6130,7 +6240,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x12PurgeQueueResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\x04R\x06purged\"'\n" +
 	"\x11QueueStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xf7\x02\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xeb\x03\n" +
 	"\x12QueueStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n" +
@@ -6144,7 +6254,10 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x06tenant\x18\t \x01(\tR\x06tenant\x12(\n" +
 	"\x06quotas\x18\n" +
 	" \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\x125\n" +
-	"\rtenant_quotas\x18\v \x01(\v2\x10.raftq.v1.QuotasR\ftenantQuotas\"\xdc\x02\n" +
+	"\rtenant_quotas\x18\v \x01(\v2\x10.raftq.v1.QuotasR\ftenantQuotas\x12\x1c\n" +
+	"\tcompleted\x182 \x01(\x04R\tcompleted\x12'\n" +
+	"\x0fcompleted_bytes\x183 \x01(\x04R\x0ecompletedBytes\x12+\n" +
+	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\"\xdc\x02\n" +
 	"\vSendRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12E\n" +
@@ -6213,10 +6326,11 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"ItemStatus\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12#\n" +
-	"\ralready_acked\x18\x03 \x01(\bR\falreadyAcked\"(\n" +
+	"\ralready_acked\x18\x03 \x01(\bR\falreadyAcked\"B\n" +
 	"\n" +
 	"AckRequest\x12\x1a\n" +
-	"\breceipts\x18\x01 \x03(\tR\breceipts\"=\n" +
+	"\breceipts\x18\x01 \x03(\tR\breceipts\x12\x18\n" +
+	"\aresults\x182 \x03(\fR\aresults\"=\n" +
 	"\vAckResponse\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.raftq.v1.ItemStatusR\aresults\"u\n" +
 	"\vNackRequest\x12\x18\n" +
@@ -6243,7 +6357,11 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\v2\x11.raftq.v1.MessageR\amessage\"5\n" +
 	"\x14CancelMessageRequest\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x01 \x01(\tR\tmessageId\"\x17\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\"L\n" +
+	"\x12WaitMessageRequest\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x17\n" +
+	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\"\x17\n" +
 	"\x15CancelMessageResponse\"\\\n" +
 	"\x0fListDeadRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
@@ -6516,7 +6634,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
 	"PurgeQueue\x12\x1b.raftq.v1.PurgeQueueRequest\x1a\x1c.raftq.v1.PurgeQueueResponse\x12G\n" +
 	"\n" +
-	"QueueStats\x12\x1b.raftq.v1.QueueStatsRequest\x1a\x1c.raftq.v1.QueueStatsResponse2\xdb\x04\n" +
+	"QueueStats\x12\x1b.raftq.v1.QueueStatsRequest\x1a\x1c.raftq.v1.QueueStatsResponse2\x9f\x05\n" +
 	"\bMessages\x125\n" +
 	"\x04Send\x12\x15.raftq.v1.SendRequest\x1a\x16.raftq.v1.SendResponse\x12D\n" +
 	"\tSendBatch\x12\x1a.raftq.v1.SendBatchRequest\x1a\x1b.raftq.v1.SendBatchResponse\x12>\n" +
@@ -6528,7 +6646,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"DeadLetter\x12\x1b.raftq.v1.DeadLetterRequest\x1a\x1c.raftq.v1.DeadLetterResponse\x12@\n" +
 	"\n" +
 	"GetMessage\x12\x1b.raftq.v1.GetMessageRequest\x1a\x15.raftq.v1.MessageInfo\x12P\n" +
-	"\rCancelMessage\x12\x1e.raftq.v1.CancelMessageRequest\x1a\x1f.raftq.v1.CancelMessageResponse2\xd0\x01\n" +
+	"\rCancelMessage\x12\x1e.raftq.v1.CancelMessageRequest\x1a\x1f.raftq.v1.CancelMessageResponse\x12B\n" +
+	"\vWaitMessage\x12\x1c.raftq.v1.WaitMessageRequest\x1a\x15.raftq.v1.MessageInfo2\xd0\x01\n" +
 	"\vDeadLetters\x12A\n" +
 	"\bListDead\x12\x19.raftq.v1.ListDeadRequest\x1a\x1a.raftq.v1.ListDeadResponse\x12>\n" +
 	"\aRedrive\x12\x18.raftq.v1.RedriveRequest\x1a\x19.raftq.v1.RedriveResponse\x12>\n" +
@@ -6573,7 +6692,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -6614,196 +6733,199 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*GetMessageRequest)(nil),     // 36: raftq.v1.GetMessageRequest
 	(*MessageInfo)(nil),           // 37: raftq.v1.MessageInfo
 	(*CancelMessageRequest)(nil),  // 38: raftq.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil), // 39: raftq.v1.CancelMessageResponse
-	(*ListDeadRequest)(nil),       // 40: raftq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 41: raftq.v1.ListDeadResponse
-	(*RedriveRequest)(nil),        // 42: raftq.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 43: raftq.v1.RedriveResponse
-	(*DiscardRequest)(nil),        // 44: raftq.v1.DiscardRequest
-	(*DiscardResponse)(nil),       // 45: raftq.v1.DiscardResponse
-	(*StatusRequest)(nil),         // 46: raftq.v1.StatusRequest
-	(*Member)(nil),                // 47: raftq.v1.Member
-	(*ShardInfo)(nil),             // 48: raftq.v1.ShardInfo
-	(*StatusResponse)(nil),        // 49: raftq.v1.StatusResponse
-	(*DamagedReplica)(nil),        // 50: raftq.v1.DamagedReplica
-	(*RepairRequest)(nil),         // 51: raftq.v1.RepairRequest
-	(*RepairResponse)(nil),        // 52: raftq.v1.RepairResponse
-	(*GroupRepair)(nil),           // 53: raftq.v1.GroupRepair
-	(*ShardMapRequest)(nil),       // 54: raftq.v1.ShardMapRequest
-	(*ShardMapResponse)(nil),      // 55: raftq.v1.ShardMapResponse
-	(*NodesRequest)(nil),          // 56: raftq.v1.NodesRequest
-	(*NodeInfo)(nil),              // 57: raftq.v1.NodeInfo
-	(*NodesResponse)(nil),         // 58: raftq.v1.NodesResponse
-	(*RemoveNodeRequest)(nil),     // 59: raftq.v1.RemoveNodeRequest
-	(*ReplaceNodeRequest)(nil),    // 60: raftq.v1.ReplaceNodeRequest
-	(*NodeDrainResponse)(nil),     // 61: raftq.v1.NodeDrainResponse
-	(*RebalanceRequest)(nil),      // 62: raftq.v1.RebalanceRequest
-	(*ReplicaMovePlan)(nil),       // 63: raftq.v1.ReplicaMovePlan
-	(*LeaderChangePlan)(nil),      // 64: raftq.v1.LeaderChangePlan
-	(*NodeBalance)(nil),           // 65: raftq.v1.NodeBalance
-	(*RebalanceResponse)(nil),     // 66: raftq.v1.RebalanceResponse
-	(*BackupRequest)(nil),         // 67: raftq.v1.BackupRequest
-	(*BackupChunk)(nil),           // 68: raftq.v1.BackupChunk
-	(*CancelMoveRequest)(nil),     // 69: raftq.v1.CancelMoveRequest
-	(*CancelMoveResponse)(nil),    // 70: raftq.v1.CancelMoveResponse
-	(*SetShardCountRequest)(nil),  // 71: raftq.v1.SetShardCountRequest
-	(*SetShardCountResponse)(nil), // 72: raftq.v1.SetShardCountResponse
-	(*ReplicaPlacement)(nil),      // 73: raftq.v1.ReplicaPlacement
-	(*SlotMoveInfo)(nil),          // 74: raftq.v1.SlotMoveInfo
-	(*Grant)(nil),                 // 75: raftq.v1.Grant
-	(*TenantInfo)(nil),            // 76: raftq.v1.TenantInfo
-	(*CreateTenantRequest)(nil),   // 77: raftq.v1.CreateTenantRequest
-	(*GetTenantRequest)(nil),      // 78: raftq.v1.GetTenantRequest
-	(*ListTenantsRequest)(nil),    // 79: raftq.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),   // 80: raftq.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),   // 81: raftq.v1.UpdateTenantRequest
-	(*DeleteTenantRequest)(nil),   // 82: raftq.v1.DeleteTenantRequest
-	(*DeleteTenantResponse)(nil),  // 83: raftq.v1.DeleteTenantResponse
-	(*WhoAmIRequest)(nil),         // 84: raftq.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 85: raftq.v1.WhoAmIResponse
-	(*KeyInfo)(nil),               // 86: raftq.v1.KeyInfo
-	(*CreateKeyRequest)(nil),      // 87: raftq.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 88: raftq.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 89: raftq.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 90: raftq.v1.ListKeysResponse
-	(*RotateKeyRequest)(nil),      // 91: raftq.v1.RotateKeyRequest
-	(*RevokeKeyRequest)(nil),      // 92: raftq.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 93: raftq.v1.RevokeKeyResponse
-	(*ListAuditRequest)(nil),      // 94: raftq.v1.ListAuditRequest
-	(*AuditRecord)(nil),           // 95: raftq.v1.AuditRecord
-	(*ListAuditResponse)(nil),     // 96: raftq.v1.ListAuditResponse
-	nil,                           // 97: raftq.v1.Message.AttributesEntry
-	nil,                           // 98: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 99: raftq.v1.ReceivedMessage.AttributesEntry
+	(*WaitMessageRequest)(nil),    // 39: raftq.v1.WaitMessageRequest
+	(*CancelMessageResponse)(nil), // 40: raftq.v1.CancelMessageResponse
+	(*ListDeadRequest)(nil),       // 41: raftq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),      // 42: raftq.v1.ListDeadResponse
+	(*RedriveRequest)(nil),        // 43: raftq.v1.RedriveRequest
+	(*RedriveResponse)(nil),       // 44: raftq.v1.RedriveResponse
+	(*DiscardRequest)(nil),        // 45: raftq.v1.DiscardRequest
+	(*DiscardResponse)(nil),       // 46: raftq.v1.DiscardResponse
+	(*StatusRequest)(nil),         // 47: raftq.v1.StatusRequest
+	(*Member)(nil),                // 48: raftq.v1.Member
+	(*ShardInfo)(nil),             // 49: raftq.v1.ShardInfo
+	(*StatusResponse)(nil),        // 50: raftq.v1.StatusResponse
+	(*DamagedReplica)(nil),        // 51: raftq.v1.DamagedReplica
+	(*RepairRequest)(nil),         // 52: raftq.v1.RepairRequest
+	(*RepairResponse)(nil),        // 53: raftq.v1.RepairResponse
+	(*GroupRepair)(nil),           // 54: raftq.v1.GroupRepair
+	(*ShardMapRequest)(nil),       // 55: raftq.v1.ShardMapRequest
+	(*ShardMapResponse)(nil),      // 56: raftq.v1.ShardMapResponse
+	(*NodesRequest)(nil),          // 57: raftq.v1.NodesRequest
+	(*NodeInfo)(nil),              // 58: raftq.v1.NodeInfo
+	(*NodesResponse)(nil),         // 59: raftq.v1.NodesResponse
+	(*RemoveNodeRequest)(nil),     // 60: raftq.v1.RemoveNodeRequest
+	(*ReplaceNodeRequest)(nil),    // 61: raftq.v1.ReplaceNodeRequest
+	(*NodeDrainResponse)(nil),     // 62: raftq.v1.NodeDrainResponse
+	(*RebalanceRequest)(nil),      // 63: raftq.v1.RebalanceRequest
+	(*ReplicaMovePlan)(nil),       // 64: raftq.v1.ReplicaMovePlan
+	(*LeaderChangePlan)(nil),      // 65: raftq.v1.LeaderChangePlan
+	(*NodeBalance)(nil),           // 66: raftq.v1.NodeBalance
+	(*RebalanceResponse)(nil),     // 67: raftq.v1.RebalanceResponse
+	(*BackupRequest)(nil),         // 68: raftq.v1.BackupRequest
+	(*BackupChunk)(nil),           // 69: raftq.v1.BackupChunk
+	(*CancelMoveRequest)(nil),     // 70: raftq.v1.CancelMoveRequest
+	(*CancelMoveResponse)(nil),    // 71: raftq.v1.CancelMoveResponse
+	(*SetShardCountRequest)(nil),  // 72: raftq.v1.SetShardCountRequest
+	(*SetShardCountResponse)(nil), // 73: raftq.v1.SetShardCountResponse
+	(*ReplicaPlacement)(nil),      // 74: raftq.v1.ReplicaPlacement
+	(*SlotMoveInfo)(nil),          // 75: raftq.v1.SlotMoveInfo
+	(*Grant)(nil),                 // 76: raftq.v1.Grant
+	(*TenantInfo)(nil),            // 77: raftq.v1.TenantInfo
+	(*CreateTenantRequest)(nil),   // 78: raftq.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),      // 79: raftq.v1.GetTenantRequest
+	(*ListTenantsRequest)(nil),    // 80: raftq.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),   // 81: raftq.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),   // 82: raftq.v1.UpdateTenantRequest
+	(*DeleteTenantRequest)(nil),   // 83: raftq.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),  // 84: raftq.v1.DeleteTenantResponse
+	(*WhoAmIRequest)(nil),         // 85: raftq.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 86: raftq.v1.WhoAmIResponse
+	(*KeyInfo)(nil),               // 87: raftq.v1.KeyInfo
+	(*CreateKeyRequest)(nil),      // 88: raftq.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),     // 89: raftq.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),       // 90: raftq.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),      // 91: raftq.v1.ListKeysResponse
+	(*RotateKeyRequest)(nil),      // 92: raftq.v1.RotateKeyRequest
+	(*RevokeKeyRequest)(nil),      // 93: raftq.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),     // 94: raftq.v1.RevokeKeyResponse
+	(*ListAuditRequest)(nil),      // 95: raftq.v1.ListAuditRequest
+	(*AuditRecord)(nil),           // 96: raftq.v1.AuditRecord
+	(*ListAuditResponse)(nil),     // 97: raftq.v1.ListAuditResponse
+	nil,                           // 98: raftq.v1.Message.AttributesEntry
+	nil,                           // 99: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 100: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
-	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
-	4,  // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
-	2,  // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	97, // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
-	1,  // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
-	2,  // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
-	5,  // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
-	3,  // 7: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
-	3,  // 8: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	7,  // 9: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
-	3,  // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	4,  // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
-	4,  // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
-	98, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
-	19, // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
-	22, // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	99, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
-	25, // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
-	27, // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
-	6,  // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
-	37, // 20: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	47, // 21: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	48, // 22: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	50, // 23: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	53, // 24: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	48, // 25: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	57, // 26: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
-	63, // 27: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
-	64, // 28: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
-	65, // 29: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
-	73, // 30: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
-	74, // 31: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
-	4,  // 32: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
-	4,  // 33: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	76, // 34: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
-	4,  // 35: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	75, // 36: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
-	75, // 37: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
-	75, // 38: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
-	86, // 39: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
-	86, // 40: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
-	95, // 41: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
-	8,  // 42: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	9,  // 43: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	10, // 44: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	12, // 45: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	13, // 46: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	15, // 47: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	17, // 48: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	19, // 49: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	21, // 50: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	24, // 51: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	28, // 52: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	30, // 53: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	32, // 54: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	34, // 55: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	36, // 56: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	38, // 57: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	40, // 58: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	42, // 59: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	44, // 60: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	46, // 61: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	54, // 62: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	51, // 63: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	56, // 64: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	59, // 65: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	60, // 66: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	62, // 67: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	67, // 68: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	69, // 69: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
-	71, // 70: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
-	84, // 71: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
-	87, // 72: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
-	89, // 73: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
-	91, // 74: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
-	92, // 75: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
-	94, // 76: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
-	77, // 77: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
-	78, // 78: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
-	79, // 79: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
-	81, // 80: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
-	82, // 81: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
-	7,  // 82: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	7,  // 83: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	11, // 84: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	7,  // 85: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	14, // 86: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	16, // 87: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	18, // 88: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	20, // 89: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	23, // 90: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	26, // 91: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	29, // 92: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	31, // 93: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	33, // 94: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	35, // 95: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	37, // 96: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	39, // 97: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	41, // 98: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	43, // 99: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	45, // 100: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	49, // 101: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	55, // 102: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	52, // 103: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	58, // 104: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	61, // 105: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	61, // 106: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	66, // 107: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	68, // 108: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	70, // 109: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
-	72, // 110: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
-	85, // 111: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
-	88, // 112: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
-	90, // 113: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
-	88, // 114: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
-	93, // 115: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
-	96, // 116: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
-	76, // 117: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
-	76, // 118: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
-	80, // 119: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
-	76, // 120: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
-	83, // 121: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
-	82, // [82:122] is the sub-list for method output_type
-	42, // [42:82] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	0,   // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
+	4,   // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
+	2,   // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
+	98,  // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	1,   // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
+	2,   // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
+	5,   // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
+	3,   // 7: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
+	3,   // 8: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	7,   // 9: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
+	3,   // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	4,   // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
+	4,   // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
+	99,  // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	19,  // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
+	22,  // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
+	100, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	25,  // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
+	27,  // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
+	6,   // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
+	37,  // 20: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
+	48,  // 21: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	49,  // 22: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	51,  // 23: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	54,  // 24: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	49,  // 25: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	58,  // 26: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
+	64,  // 27: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
+	65,  // 28: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
+	66,  // 29: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
+	74,  // 30: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
+	75,  // 31: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
+	4,   // 32: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
+	4,   // 33: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	77,  // 34: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
+	4,   // 35: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	76,  // 36: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
+	76,  // 37: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
+	76,  // 38: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
+	87,  // 39: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
+	87,  // 40: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
+	96,  // 41: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
+	8,   // 42: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	9,   // 43: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	10,  // 44: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	12,  // 45: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	13,  // 46: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	15,  // 47: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	17,  // 48: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	19,  // 49: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	21,  // 50: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	24,  // 51: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	28,  // 52: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	30,  // 53: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	32,  // 54: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	34,  // 55: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	36,  // 56: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	38,  // 57: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	39,  // 58: raftq.v1.Messages.WaitMessage:input_type -> raftq.v1.WaitMessageRequest
+	41,  // 59: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	43,  // 60: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	45,  // 61: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	47,  // 62: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	55,  // 63: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	52,  // 64: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	57,  // 65: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	60,  // 66: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	61,  // 67: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	63,  // 68: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	68,  // 69: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	70,  // 70: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	72,  // 71: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
+	85,  // 72: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
+	88,  // 73: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
+	90,  // 74: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
+	92,  // 75: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
+	93,  // 76: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
+	95,  // 77: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
+	78,  // 78: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
+	79,  // 79: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
+	80,  // 80: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
+	82,  // 81: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
+	83,  // 82: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
+	7,   // 83: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	7,   // 84: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	11,  // 85: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	7,   // 86: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	14,  // 87: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	16,  // 88: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	18,  // 89: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	20,  // 90: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	23,  // 91: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	26,  // 92: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	29,  // 93: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	31,  // 94: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	33,  // 95: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	35,  // 96: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	37,  // 97: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	40,  // 98: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	37,  // 99: raftq.v1.Messages.WaitMessage:output_type -> raftq.v1.MessageInfo
+	42,  // 100: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	44,  // 101: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	46,  // 102: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	50,  // 103: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	56,  // 104: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	53,  // 105: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	59,  // 106: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	62,  // 107: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	62,  // 108: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	67,  // 109: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	69,  // 110: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	71,  // 111: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	73,  // 112: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
+	86,  // 113: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
+	89,  // 114: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
+	91,  // 115: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
+	89,  // 116: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
+	94,  // 117: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
+	97,  // 118: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
+	77,  // 119: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
+	77,  // 120: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
+	81,  // 121: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
+	77,  // 122: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
+	84,  // 123: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
+	83,  // [83:124] is the sub-list for method output_type
+	42,  // [42:83] is the sub-list for method input_type
+	42,  // [42:42] is the sub-list for extension type_name
+	42,  // [42:42] is the sub-list for extension extendee
+	0,   // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -6817,7 +6939,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   97,
+			NumMessages:   98,
 			NumExtensions: 0,
 			NumServices:   6,
 		},
