@@ -2664,7 +2664,11 @@ type WaitMessageRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	MessageId string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// How long to wait for the message to finish: 0 = 20 s, at most 60 s.
-	WaitMs        int64 `protobuf:"varint,2,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	WaitMs int64 `protobuf:"varint,2,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	// If set, the message must belong to this queue (InvalidArgument if
+	// not), so a mixed-up id fails at once instead of waiting on another
+	// queue's job.
+	Queue         string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2711,6 +2715,13 @@ func (x *WaitMessageRequest) GetWaitMs() int64 {
 		return x.WaitMs
 	}
 	return 0
+}
+
+func (x *WaitMessageRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
 }
 
 type CancelMessageResponse struct {
@@ -6357,11 +6368,12 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\v2\x11.raftq.v1.MessageR\amessage\"5\n" +
 	"\x14CancelMessageRequest\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x01 \x01(\tR\tmessageId\"L\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\"b\n" +
 	"\x12WaitMessageRequest\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x17\n" +
-	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\"\x17\n" +
+	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\"\x17\n" +
 	"\x15CancelMessageResponse\"\\\n" +
 	"\x0fListDeadRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
