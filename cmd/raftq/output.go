@@ -99,7 +99,7 @@ func queueJSON(q client.QueueInfo) map[string]any {
 		"completed_retention_ms": p.CompletedRetention.Milliseconds(), "dlq_disabled": p.DisableDLQ,
 		"max_messages_per_shard": p.MaxMessagesPerShard, "max_bytes_per_shard": p.MaxBytesPerShard,
 		"completed_max_bytes_per_shard": p.CompletedMaxBytesPerShard,
-		"quotas": quotasJSON(p.Quotas),
+		"quotas":                        quotasJSON(p.Quotas),
 	}
 }
 
