@@ -444,7 +444,9 @@ func (r *randomRun) command() *fsmpb.Command {
 		if r.rng.IntN(2) == 0 { // with results, some large enough to evict
 			res := make([][]byte, len(rs))
 			for i := range res {
-				res[i] = make([]byte, r.rng.IntN(3)*r.rng.IntN(30_000))
+				// Empty, or large enough that two pass a 64 KiB bound;
+				// now and then one above the limit (refused).
+				res[i] = make([]byte, r.rng.IntN(2)*(20_000+r.rng.IntN(MaxResultBytes-20_000+20)))
 			}
 			c.GetAck().Results = res
 		}
