@@ -220,8 +220,11 @@ func TestClientSideValidation(t *testing.T) {
 		"send delay":             func() error { _, err := c.Send(ctx, "q", nil, Delay(-time.Second)); return err }(),
 		"get bad id":             func() error { _, err := c.GetMessage(ctx, "1-0"); return err }(),
 		"unique for negative":    func() error { _, err := c.Send(ctx, "q", nil, Unique("k", UniqueFor(-time.Second))); return err }(),
-		"unique for past max":    func() error { _, err := c.Send(ctx, "q", nil, Unique("k", UniqueFor(MaxRetention+time.Second))); return err }(),
-		"unique without key":     func() error { _, err := c.Send(ctx, "q", nil, Unique("", UniqueUntilDone())); return err }(),
+		"unique for past max": func() error {
+			_, err := c.Send(ctx, "q", nil, Unique("k", UniqueFor(MaxRetention+time.Second)))
+			return err
+		}(),
+		"unique without key": func() error { _, err := c.Send(ctx, "q", nil, Unique("", UniqueUntilDone())); return err }(),
 	} {
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)

@@ -134,7 +134,7 @@ func receiptShard(receipt string) (int, error) {
 // was acked), ErrNotFound (the message's record is gone, so the outcome
 // cannot be confirmed), ErrInvalid (a malformed receipt), or a failed call.
 func (c *Client) Ack(ctx context.Context, receipt string) error {
-	errs := c.ackAll(ctx, []string{receipt})
+	errs := c.ackAll(ctx, []string{receipt}, nil)
 	if errs[0] != nil {
 		return fmt.Errorf("ack: %w", errs[0])
 	}
@@ -150,14 +150,15 @@ func (c *Client) AckBatch(ctx context.Context, receipts []string) error {
 	if len(receipts) == 0 {
 		return nil
 	}
-	if err := batchError(c.ackAll(ctx, receipts)); err != nil {
+	if err := batchError(c.ackAll(ctx, receipts, nil)); err != nil {
 		return fmt.Errorf("ack batch: %w", err)
 	}
 	return nil
 }
 
-// ackAll acks receipts and returns one error per receipt.
-func (c *Client) ackAll(ctx context.Context, receipts []string) []error {
+// ackAll acks receipts, with results[i] as receipt i's job result when
+// results is not nil, and returns one error per receipt.
+func (c *Client) ackAll(ctx context.Context, receipts []string, results [][]byte) []error {
 	itemErrs := make([]error, len(receipts))
 	byShard := map[int][]int{}
 	for i, r := range receipts {
@@ -174,6 +175,9 @@ func (c *Client) ackAll(ctx context.Context, receipts []string) []error {
 			req := &raftqv1.AckRequest{Receipts: make([]string, len(idx))}
 			for j, i := range idx {
 				req.Receipts[j] = receipts[i]
+				if results != nil {
+					req.Results = append(req.Results, results[i])
+				}
 			}
 			var resp *raftqv1.AckResponse
 			err := c.invoke(ctx, callSpec{shard: shard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {

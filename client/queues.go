@@ -126,5 +126,9 @@ func (c *Client) Stats(ctx context.Context, name string) (QueueStats, error) {
 		Tenant:        resp.GetTenant(),
 		Quotas:        quotasFrom(resp.GetQuotas()),
 		TenantQuotas:  quotasFrom(resp.GetTenantQuotas()),
+
+		Completed:        resp.GetCompleted(),
+		CompletedBytes:   resp.GetCompletedBytes(),
+		CompletedEvicted: resp.GetCompletedEvicted(),
 	}, nil
 }

@@ -28,6 +28,11 @@ type QueueOptions struct {
 	// spread over N shards holds at most N times as much. 0 = no limit.
 	MaxMessagesPerShard uint64
 	MaxBytesPerShard    uint64
+	// CompletedMaxBytesPerShard bounds the ack results (AckWithResult)
+	// the queue's acked records hold on each shard; past it the records
+	// acked earliest are dropped first, counted in QueueStats. 0 = 64 MiB;
+	// otherwise at least MaxResultBytes.
+	CompletedMaxBytesPerShard uint64
 	// Quotas cap the whole queue over every shard (docs/tenancy.md);
 	// MaxQueues and MaxMessageBytes are a tenant's only.
 	Quotas Quotas
@@ -53,6 +58,8 @@ func (o QueueOptions) policy() *raftqv1.QueuePolicy {
 		MaxMessagesPerShard:  o.MaxMessagesPerShard,
 		MaxBytesPerShard:     o.MaxBytesPerShard,
 		Quotas:               o.Quotas.proto(),
+
+		CompletedMaxBytesPerShard: o.CompletedMaxBytesPerShard,
 	}
 }
 
@@ -72,6 +79,8 @@ func optionsFrom(p *raftqv1.QueuePolicy) QueueOptions {
 		MaxMessagesPerShard: p.GetMaxMessagesPerShard(),
 		MaxBytesPerShard:    p.GetMaxBytesPerShard(),
 		Quotas:              quotasFrom(p.GetQuotas()),
+
+		CompletedMaxBytesPerShard: p.GetCompletedMaxBytesPerShard(),
 	}
 }
 
@@ -99,6 +108,9 @@ type QueueStats struct {
 	Tenant        string        // "" for a queue of no tenant
 	Quotas        Quotas        // the queue's own
 	TenantQuotas  Quotas        // its tenant's
+	// Acked records kept for GetMessage and Wait, their results' bytes,
+	// and those dropped early by CompletedMaxBytesPerShard.
+	Completed, CompletedBytes, CompletedEvicted uint64
 }
 
 // Message is a received message with its lease.
@@ -167,6 +179,7 @@ type MessageInfo struct {
 	DeadReason    string
 	StateChanged  time.Time
 	History       []Attempt
+	Result        []byte // acked: the result its ack carried (AckWithResult)
 }
 
 func messageInfoFrom(mi *raftqv1.MessageInfo) *MessageInfo {
@@ -188,6 +201,7 @@ func messageInfoFrom(mi *raftqv1.MessageInfo) *MessageInfo {
 		LeaseEpoch:    m.GetLeaseEpoch(),
 		LeaseDeadline: unixMs(m.GetLeaseDeadlineMs()),
 		StateChanged:  unixMs(m.GetStateChangedMs()),
+		Result:        m.GetResult(),
 	}
 	if m.GetDeadReason() != raftqv1.Reason_REASON_UNSPECIFIED {
 		out.DeadReason = enumName(m.GetDeadReason().String(), "REASON_")

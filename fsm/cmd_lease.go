@@ -20,6 +20,9 @@ func (s *state) ack(c *fsmpb.Ack) *fsmpb.Result {
 	if n := len(c.GetReceipts()); n > maxItemsPerLeaseCommandBatch {
 		return tooMany(n)
 	}
+	if bad := validateAckResults(c); bad != nil {
+		return bad
+	}
 	items := make([]*fsmpb.ItemResult, len(c.GetReceipts()))
 	for i, r := range c.GetReceipts() {
 		m, ok := s.liveLease(r)
@@ -35,9 +38,11 @@ func (s *state) ack(c *fsmpb.Ack) *fsmpb.Result {
 		s.endAttempt(m, fsmpb.Reason_REASON_ACKED, "")
 		s.change(m, fsmpb.State_STATE_ACKED, func(m *msg) {
 			m.body = nil
+			m.result = ackResult(c, i)
 			m.expireMs = s.clock + m.q.policy.GetCompletedRetentionMs()
 		})
 		s.counters.Acked++
+		s.evictResults(m.q)
 		for s.completed.Len() > MaxCompletedRecords {
 			it, _ := s.completed.Min()
 			old, _ := s.get(it.id)

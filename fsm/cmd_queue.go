@@ -33,6 +33,7 @@ func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
 		// A shorter retention applies at once, like at the start of an entry.
 		s.expireRetention()
 	}
+	s.evictResults(q) // a lower result bound applies at once too
 	return &fsmpb.Result{Status: okStatus()}
 }
 

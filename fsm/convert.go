@@ -56,6 +56,7 @@ func (m *msg) leasedProto() *fsmpb.Message {
 		StateChangedMs:  m.stateChangedMs,
 		ExpireMs:        m.expireMs,
 		Body:            m.body,
+		Result:          m.result,
 		UniqueUntilDone: m.uniqueUntilDone,
 	}
 	if len(m.attrs) > 0 {
@@ -104,9 +105,13 @@ func msgFromProto(p *fsmpb.Message, q *queue) (*msg, error) {
 		deadReason:      p.GetDeadReason(),
 		uniqueUntilDone: p.GetUniqueUntilDone(),
 		attrs:           sortedAttrs(p.GetAttributes()),
+		result:          p.GetResult(),
 	}
 	if len(m.body) == 0 {
 		m.body = nil
+	}
+	if len(m.result) == 0 || m.state != fsmpb.State_STATE_ACKED {
+		m.result = nil
 	}
 	for _, a := range p.GetHistory() {
 		m.history = append(m.history, attempt{

@@ -30,17 +30,25 @@ const BaseFormat uint32 = 1
 func commandFormat(c *fsmpb.Command) (format uint32, ok bool) {
 	switch u := c.GetCmd().(type) {
 	case *fsmpb.Command_UpsertQueue:
+		if usesResultBound(u.UpsertQueue.GetPolicy()) {
+			return 7, true // job results (results.go)
+		}
 		if usesTenancy(u.UpsertQueue) {
 			return 6, true
 		}
 		return 1, true
 	case *fsmpb.Command_Enqueue:
 		if usesUnique(u.Enqueue) {
-			return 7, true
+			return 7, true // unique jobs (unique.go)
+		}
+		return 1, true
+	case *fsmpb.Command_Ack:
+		if usesResults(u.Ack) {
+			return 7, true // job results (results.go)
 		}
 		return 1, true
 	case *fsmpb.Command_DeleteQueue, *fsmpb.Command_PurgeQueue,
-		*fsmpb.Command_Receive, *fsmpb.Command_Ack, *fsmpb.Command_Nack,
+		*fsmpb.Command_Receive, *fsmpb.Command_Nack,
 		*fsmpb.Command_Extend, *fsmpb.Command_DeadLetter, *fsmpb.Command_Redrive,
 		*fsmpb.Command_DiscardDead, *fsmpb.Command_Tick, *fsmpb.Command_LeaderGrace,
 		*fsmpb.Command_Cancel:

@@ -63,6 +63,10 @@ type Stats struct {
 	// Dropped counts messages that reached the DLQ condition while the queue
 	// had dlq_disabled, and were therefore deleted.
 	Dropped uint64
+	// ResultBytes sums the results of the acked records; Evicted counts
+	// acked records dropped early to keep it within the queue's
+	// completed_max_bytes_per_shard (results.go).
+	ResultBytes, Evicted uint64
 }
 
 // maxClockMs bounds the clock so that clock + any delay, lease or retention
@@ -192,6 +196,8 @@ func (f *FSM) Stats(queue string) (Stats, bool) {
 		LiveBytes:     q.liveBytes,
 		Acked:         q.nAcked,
 		Dropped:       q.dropped,
+		ResultBytes:   q.resultBytes,
+		Evicted:       q.evicted,
 		OldestReadyMs: f.s.oldestReady(q),
 	}
 	if q.fifo() {

@@ -12,7 +12,7 @@ func checkInvariants(f *FSM) error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := f.s
-	type counts struct{ ready, delayed, leased, dead, acked, members, liveBytes uint64 }
+	type counts struct{ ready, delayed, leased, dead, acked, members, liveBytes, results, resultBytes uint64 }
 	per := map[*queue]*counts{}
 	for _, q := range s.queues {
 		per[q] = &counts{}
@@ -43,6 +43,16 @@ func checkInvariants(f *FSM) error {
 			return fail("message %d not in members of %q", m.id, m.q.name)
 		}
 		c.members++
+		if len(m.result) > 0 {
+			if m.state != fsmpb.State_STATE_ACKED {
+				return fail("message %d in state %v holds a result", m.id, m.state)
+			}
+			if !m.q.results.Has(timeItem{m.stateChangedMs, m.id}) {
+				return fail("acked message %d with a result not in its queue's result index", m.id)
+			}
+			c.results++
+			c.resultBytes += uint64(len(m.result))
+		}
 		if isLive(m.state) {
 			c.liveBytes += uint64(len(m.body))
 		}
@@ -172,6 +182,12 @@ func checkInvariants(f *FSM) error {
 		if c.ready != q.nReady || c.delayed != q.nDelayed || c.leased != q.nLeased || c.dead != q.nDead || c.acked != q.nAcked {
 			return fmt.Errorf("queue %q counts r%d d%d l%d x%d a%d, records r%d d%d l%d x%d a%d", q.name,
 				q.nReady, q.nDelayed, q.nLeased, q.nDead, q.nAcked, c.ready, c.delayed, c.leased, c.dead, c.acked)
+		}
+		if uint64(q.results.Len()) != c.results || q.resultBytes != c.resultBytes {
+			return fmt.Errorf("queue %q: result index %d records %d bytes; records hold %d, %d bytes", q.name, q.results.Len(), q.resultBytes, c.results, c.resultBytes)
+		}
+		if q.resultBytes > completedMaxBytes(q.policy) {
+			return fmt.Errorf("queue %q: %d result bytes kept, bound %d", q.name, q.resultBytes, completedMaxBytes(q.policy))
 		}
 		if c.liveBytes != q.liveBytes {
 			return fmt.Errorf("queue %q: %d live body bytes counted, records hold %d", q.name, q.liveBytes, c.liveBytes)

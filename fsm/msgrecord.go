@@ -76,6 +76,10 @@ func appendMessageRecord(b []byte, m *msg) ([]byte, error) {
 		b, _ = appendString(b, 6, a.consumer)
 	}
 	b = appendInt(b, 23, m.expireMs)
+	if len(m.result) > 0 {
+		b = protowire.AppendTag(b, 50, protowire.BytesType)
+		b = protowire.AppendBytes(b, m.result)
+	}
 	if m.uniqueUntilDone {
 		b = appendUint(b, 80, 1)
 	}

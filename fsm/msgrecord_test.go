@@ -55,6 +55,12 @@ func randomMsg(rng *rand.Rand, q *queue) *msg {
 			m.body[i] = byte(rng.Uint32())
 		}
 	}
+	if rng.IntN(3) == 0 {
+		m.result = make([]byte, 1+rng.IntN(300))
+		for i := range m.result {
+			m.result[i] = byte(rng.Uint32())
+		}
+	}
 	for i := range rng.IntN(4) {
 		// Empty keys and values are legal; proto writes them inside the
 		// map entry.

@@ -372,6 +372,9 @@ func (r *randomRun) policy(q string) *fsmpb.QueuePolicy {
 	if r.rng.IntN(40) == 0 {
 		p.VisibilityTimeoutMs = -1
 	}
+	if r.rng.IntN(2) == 0 { // small enough that acks with results reach it
+		p.CompletedMaxBytesPerShard = MaxResultBytes
+	}
 	if r.rng.IntN(3) == 0 { // small enough that sends hit them
 		p.MaxMessagesPerShard = uint64(r.rng.IntN(12))
 		p.MaxMessageBytes = 8
@@ -446,7 +449,17 @@ func (r *randomRun) command() *fsmpb.Command {
 		for i := range rs {
 			rs[i] = r.receiptPick()
 		}
-		return ackCmd(rs...)
+		c := ackCmd(rs...)
+		if r.rng.IntN(2) == 0 { // with results, some large enough to evict
+			res := make([][]byte, len(rs))
+			for i := range res {
+				// Empty, or large enough that two pass a 64 KiB bound;
+				// now and then one above the limit (refused).
+				res[i] = make([]byte, r.rng.IntN(2)*(20_000+r.rng.IntN(MaxResultBytes-20_000+20)))
+			}
+			c.GetAck().Results = res
+		}
+		return c
 	case 14, 15:
 		if r.rng.IntN(2) == 0 {
 			return nackCmd(nackBackoff(r.receiptPick(), "err"))

@@ -78,7 +78,7 @@ func (s *state) view(clone bool) *view {
 	}
 	for _, n := range sortedKeys(names) {
 		q := s.queues[n]
-		v.queues = append(v.queues, &fsmpb.SnapshotQueue{Name: n, Policy: clonePolicy(q.policy), Dropped: q.dropped, FirstId: q.firstID})
+		v.queues = append(v.queues, &fsmpb.SnapshotQueue{Name: n, Policy: clonePolicy(q.policy), Dropped: q.dropped, FirstId: q.firstID, CompletedEvicted: q.evicted})
 	}
 	if clone {
 		v.msgs = s.byID.Clone()
@@ -347,6 +347,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 			q.tenant = s.useOf(q.name)
 			q.dropped = sq.GetDropped()
 			q.firstID = sq.GetFirstId()
+			q.evicted = sq.GetCompletedEvicted()
 			s.queues[q.name] = q
 			seen.Queues++
 		case recMessage:

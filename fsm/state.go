@@ -45,6 +45,7 @@ type msg struct {
 	state           fsmpb.State
 	deadReason      fsmpb.Reason
 	history         []attempt
+	result          []byte // acked: the ack's result (results.go)
 }
 
 type kv struct{ k, v string }
@@ -191,6 +192,12 @@ type queue struct {
 
 	nReady, nDelayed, nLeased, nDead, nAcked uint64
 	dropped                                  uint64
+	// results holds the acked records with a result by (acked ms, id),
+	// resultBytes the sum of their results, evicted the records dropped
+	// to keep it within the queue's bound (results.go).
+	results     *btree.BTreeG[timeItem]
+	resultBytes uint64
+	evicted     uint64
 	// liveBytes is the sum of the bodies of ready, delayed and leased
 	// messages: what max_bytes_per_shard limits.
 	liveBytes uint64
@@ -211,6 +218,7 @@ func newQueue(name string, p *fsmpb.QueuePolicy) *queue {
 		groups:    btree.NewG(btreeDegree, lessGroup),
 		groupSize: map[string]uint32{},
 		dead:      btree.NewG(btreeDegree, lessTime),
+		results:   btree.NewG(btreeDegree, lessTime),
 	}
 }
 

@@ -9,7 +9,7 @@ import "github.com/raftq/raftq/fsm/fsmpb"
 //	DELAYED  s.delayed, s.retention
 //	LEASED   s.leases
 //	DEAD     q.dead
-//	ACKED    s.completed
+//	ACKED    s.completed, q.results (with a result)
 //
 // plus q.members and s.byID for every state, and q.groups for the live
 // states (READY, DELAYED, LEASED) of a FIFO queue.
@@ -54,6 +54,7 @@ func (s *state) detach(m *msg) {
 	case fsmpb.State_STATE_ACKED:
 		q.nAcked--
 		s.completed.Delete(timeItem{m.expireMs, m.id})
+		detachResult(m)
 	}
 }
 
@@ -90,6 +91,7 @@ func (s *state) attach(m *msg) {
 	case fsmpb.State_STATE_ACKED:
 		q.nAcked++
 		s.completed.ReplaceOrInsert(timeItem{m.expireMs, m.id})
+		attachResult(m)
 	}
 }
 

@@ -108,6 +108,9 @@ func ValidatePolicy(p *fsmpb.QueuePolicy) error {
 	if err := validateCapacity(p); err != nil {
 		return err
 	}
+	if err := validateResultBound(p); err != nil {
+		return err
+	}
 	if err := ValidateQuotas(p.GetQuotas(), false); err != nil {
 		return err
 	}

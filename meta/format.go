@@ -63,6 +63,9 @@ var commandFormats = map[protoreflect.Name]uint32{
 // let it act outside it) or a queue's quotas, and refuse a tenant's queue
 // name, each leaving its state apart from the leader's.
 func contentFormat(c *metapb.Command) uint32 {
+	if n := resultsFormat(c); n != 0 {
+		return n
+	}
 	tenancy := func(name string, p *fsmpb.QueuePolicy) bool {
 		return fsm.TenantOf(name) != "" || p.GetQuotas() != nil
 	}

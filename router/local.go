@@ -45,7 +45,7 @@ func readLocal(ctx context.Context, sh *shard.Shard, req *peerpb.ShardReadReques
 			resp.Stats = &peerpb.QueueStats{
 				Name: q.StatsQueue, Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight,
 				Dead: st.Dead, BlockedGroups: st.BlockedGroups, OldestReadyAgeMs: oldestAge(time.Now().UnixMilli(), st.OldestReadyMs),
-				LiveBytes: st.LiveBytes,
+				LiveBytes: st.LiveBytes, Completed: st.Acked, CompletedBytes: st.ResultBytes, CompletedEvicted: st.Evicted,
 			}
 		}
 	case *peerpb.ShardReadRequest_TenantUsage:

@@ -61,6 +61,7 @@ var rules = map[string]rule{
 	"/raftq.v1.Messages/DeadLetter":    {need: permConsume},
 	"/raftq.v1.Messages/GetMessage":    {need: permRead, byHandler: true},
 	"/raftq.v1.Messages/CancelMessage": {need: permSend, byHandler: true},
+	"/raftq.v1.Messages/WaitMessage":   {need: permRead, byHandler: true},
 
 	"/raftq.v1.DeadLetters/ListDead": {need: permRead, queue: queueField},
 	"/raftq.v1.DeadLetters/Redrive":  {need: permManage, queue: queueField},

@@ -32,6 +32,8 @@ func policyToFSM(p *raftqv1.QueuePolicy) *fsmpb.QueuePolicy {
 		MaxMessagesPerShard:  p.GetMaxMessagesPerShard(),
 		MaxBytesPerShard:     p.GetMaxBytesPerShard(),
 		Quotas:               quotasToFSM(p.GetQuotas()),
+
+		CompletedMaxBytesPerShard: p.GetCompletedMaxBytesPerShard(),
 	}
 }
 
@@ -81,6 +83,8 @@ func policyFromFSM(p *fsmpb.QueuePolicy) *raftqv1.QueuePolicy {
 		MaxMessagesPerShard:  p.GetMaxMessagesPerShard(),
 		MaxBytesPerShard:     p.GetMaxBytesPerShard(),
 		Quotas:               quotasFromFSM(p.GetQuotas()),
+
+		CompletedMaxBytesPerShard: p.GetCompletedMaxBytesPerShard(),
 	}
 }
 
@@ -120,6 +124,7 @@ func messageFromFSM(m *fsmpb.Message) *raftqv1.Message {
 		DeadReason:      raftqv1.Reason(m.GetDeadReason()),
 		StateChangedMs:  m.GetStateChangedMs(),
 		ExpireMs:        m.GetExpireMs(),
+		Result:          m.GetResult(),
 	}
 	if h := m.GetHistory(); len(h) > 0 {
 		out.History = make([]*raftqv1.Attempt, len(h))

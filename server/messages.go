@@ -291,6 +291,9 @@ func (m *messages) Ack(ctx context.Context, req *raftqv1.AckRequest) (*raftqv1.A
 	if n == 0 || n > fsm.MaxReceiveBatch {
 		return nil, invalid("ack takes 1 to %d receipts, got %d", fsm.MaxReceiveBatch, n)
 	}
+	if err := checkAckResults(req); err != nil {
+		return nil, err
+	}
 	if err := m.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -311,6 +314,7 @@ func (m *messages) Ack(ctx context.Context, req *raftqv1.AckRequest) (*raftqv1.A
 		for _, i := range p.Items {
 			ack.Receipts = append(ack.Receipts, fsmReceipt(parsed[i]))
 		}
+		ack.Results = partResults(req, p.Items)
 		return m.router.Apply(ctx, p.Shard, &fsmpb.Command{Cmd: &fsmpb.Command_Ack{Ack: ack}})
 	})
 	for _, a := range answers {

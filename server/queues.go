@@ -269,6 +269,9 @@ func (q *queues) QueueStats(ctx context.Context, req *raftqv1.QueueStatsRequest)
 		out.Dead += st.GetDead()
 		out.BlockedGroups += st.GetBlockedGroups()
 		out.LiveBytes += st.GetLiveBytes()
+		out.Completed += st.GetCompleted()
+		out.CompletedBytes += st.GetCompletedBytes()
+		out.CompletedEvicted += st.GetCompletedEvicted()
 		out.OldestReadyAgeMs = max(out.OldestReadyAgeMs, st.GetOldestReadyAgeMs())
 	}
 	return out, nil

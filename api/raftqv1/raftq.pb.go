@@ -235,9 +235,13 @@ type QueuePolicy struct {
 	MaxBytesPerShard    uint64 `protobuf:"varint,13,opt,name=max_bytes_per_shard,json=maxBytesPerShard,proto3" json:"max_bytes_per_shard,omitempty"` // sum of live bodies; at least max_message_bytes
 	// Quotas of the whole queue over every shard (docs/tenancy.md);
 	// max_queues and max_message_bytes are a tenant's only.
-	Quotas        *Quotas `protobuf:"bytes,14,opt,name=quotas,proto3" json:"quotas,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Quotas *Quotas `protobuf:"bytes,14,opt,name=quotas,proto3" json:"quotas,omitempty"`
+	// The most bytes of ack results the queue's completed records may hold
+	// on each shard; past it the oldest are dropped first and counted
+	// (QueueStatsResponse.completed_evicted). 0 = 64 MiB.
+	CompletedMaxBytesPerShard uint64 `protobuf:"varint,50,opt,name=completed_max_bytes_per_shard,json=completedMaxBytesPerShard,proto3" json:"completed_max_bytes_per_shard,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
@@ -366,6 +370,13 @@ func (x *QueuePolicy) GetQuotas() *Quotas {
 		return x.Quotas
 	}
 	return nil
+}
+
+func (x *QueuePolicy) GetCompletedMaxBytesPerShard() uint64 {
+	if x != nil {
+		return x.CompletedMaxBytesPerShard
+	}
+	return 0
 }
 
 // Quotas caps a queue or a tenant over the whole cluster; 0 = no limit.
@@ -586,8 +597,10 @@ type Message struct {
 	History         []*Attempt             `protobuf:"bytes,22,rep,name=history,proto3" json:"history,omitempty"`
 	// ready/delayed/leased: when retention dead-letters it; acked: when the
 	// record is dropped.
-	ExpireMs        int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
-	UniqueUntilDone bool  `protobuf:"varint,80,opt,name=unique_until_done,json=uniqueUntilDone,proto3" json:"unique_until_done,omitempty"` // its dedup key is released when it leaves the live states
+	ExpireMs int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
+	// acked: the result the ack carried (AckRequest.results), if any.
+	Result          []byte `protobuf:"bytes,50,opt,name=result,proto3" json:"result,omitempty"`
+	UniqueUntilDone bool   `protobuf:"varint,80,opt,name=unique_until_done,json=uniqueUntilDone,proto3" json:"unique_until_done,omitempty"` // its dedup key is released when it leaves the live states
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -781,6 +794,13 @@ func (x *Message) GetExpireMs() int64 {
 		return x.ExpireMs
 	}
 	return 0
+}
+
+func (x *Message) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
 }
 
 func (x *Message) GetUniqueUntilDone() bool {
@@ -1322,11 +1342,14 @@ type QueueStatsResponse struct {
 	InFlight         uint64                 `protobuf:"varint,4,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	Dead             uint64                 `protobuf:"varint,5,opt,name=dead,proto3" json:"dead,omitempty"`
 	OldestReadyAgeMs int64                  `protobuf:"varint,6,opt,name=oldest_ready_age_ms,json=oldestReadyAgeMs,proto3" json:"oldest_ready_age_ms,omitempty"`
-	BlockedGroups    uint64                 `protobuf:"varint,7,opt,name=blocked_groups,json=blockedGroups,proto3" json:"blocked_groups,omitempty"` // FIFO groups with a message in flight
-	LiveBytes        uint64                 `protobuf:"varint,8,opt,name=live_bytes,json=liveBytes,proto3" json:"live_bytes,omitempty"`             // bodies of ready, delayed and leased messages
-	Tenant           string                 `protobuf:"bytes,9,opt,name=tenant,proto3" json:"tenant,omitempty"`                                     // "" for a queue outside every tenant
-	Quotas           *Quotas                `protobuf:"bytes,10,opt,name=quotas,proto3" json:"quotas,omitempty"`                                    // the queue's own
-	TenantQuotas     *Quotas                `protobuf:"bytes,11,opt,name=tenant_quotas,json=tenantQuotas,proto3" json:"tenant_quotas,omitempty"`    // its tenant's
+	BlockedGroups    uint64                 `protobuf:"varint,7,opt,name=blocked_groups,json=blockedGroups,proto3" json:"blocked_groups,omitempty"`           // FIFO groups with a message in flight
+	LiveBytes        uint64                 `protobuf:"varint,8,opt,name=live_bytes,json=liveBytes,proto3" json:"live_bytes,omitempty"`                       // bodies of ready, delayed and leased messages
+	Tenant           string                 `protobuf:"bytes,9,opt,name=tenant,proto3" json:"tenant,omitempty"`                                               // "" for a queue outside every tenant
+	Quotas           *Quotas                `protobuf:"bytes,10,opt,name=quotas,proto3" json:"quotas,omitempty"`                                              // the queue's own
+	TenantQuotas     *Quotas                `protobuf:"bytes,11,opt,name=tenant_quotas,json=tenantQuotas,proto3" json:"tenant_quotas,omitempty"`              // its tenant's
+	Completed        uint64                 `protobuf:"varint,50,opt,name=completed,proto3" json:"completed,omitempty"`                                       // acked records kept for GetMessage
+	CompletedBytes   uint64                 `protobuf:"varint,51,opt,name=completed_bytes,json=completedBytes,proto3" json:"completed_bytes,omitempty"`       // their results' bytes
+	CompletedEvicted uint64                 `protobuf:"varint,52,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"` // dropped early by completed_max_bytes_per_shard
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1436,6 +1459,27 @@ func (x *QueueStatsResponse) GetTenantQuotas() *Quotas {
 		return x.TenantQuotas
 	}
 	return nil
+}
+
+func (x *QueueStatsResponse) GetCompleted() uint64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *QueueStatsResponse) GetCompletedBytes() uint64 {
+	if x != nil {
+		return x.CompletedBytes
+	}
+	return 0
+}
+
+func (x *QueueStatsResponse) GetCompletedEvicted() uint64 {
+	if x != nil {
+		return x.CompletedEvicted
+	}
+	return 0
 }
 
 type SendRequest struct {
@@ -2123,8 +2167,12 @@ func (x *ItemStatus) GetAlreadyAcked() bool {
 }
 
 type AckRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Receipts      []string               `protobuf:"bytes,1,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Receipts []string               `protobuf:"bytes,1,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	// Job results: none, or one per receipt in the same order (an empty one
+	// for no result), each at most 64 KiB. GetMessage and WaitMessage return
+	// it with the acked record.
+	Results       [][]byte `protobuf:"bytes,50,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2162,6 +2210,13 @@ func (*AckRequest) Descriptor() ([]byte, []int) {
 func (x *AckRequest) GetReceipts() []string {
 	if x != nil {
 		return x.Receipts
+	}
+	return nil
+}
+
+func (x *AckRequest) GetResults() [][]byte {
+	if x != nil {
+		return x.Results
 	}
 	return nil
 }
@@ -2734,6 +2789,70 @@ func (x *CancelMessageRequest) GetMessageId() string {
 	return ""
 }
 
+type WaitMessageRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	MessageId string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// How long to wait for the message to finish: 0 = 20 s, at most 60 s.
+	WaitMs int64 `protobuf:"varint,2,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	// If set, the message must belong to this queue (InvalidArgument if
+	// not), so a mixed-up id fails at once instead of waiting on another
+	// queue's job.
+	Queue         string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitMessageRequest) Reset() {
+	*x = WaitMessageRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitMessageRequest) ProtoMessage() {}
+
+func (x *WaitMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitMessageRequest.ProtoReflect.Descriptor instead.
+func (*WaitMessageRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *WaitMessageRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *WaitMessageRequest) GetWaitMs() int64 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+func (x *WaitMessageRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
 type CancelMessageResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2742,7 +2861,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +2873,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +2886,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
 }
 
 type ListDeadRequest struct {
@@ -2782,7 +2901,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2794,7 +2913,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2807,7 +2926,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -2844,7 +2963,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +2975,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +2988,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListDeadResponse) GetMessages() []*MessageInfo {
@@ -2897,7 +3016,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3028,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3041,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RedriveRequest) GetQueue() string {
@@ -2955,7 +3074,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3086,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3099,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RedriveResponse) GetRedriven() uint64 {
@@ -3000,7 +3119,7 @@ type DiscardRequest struct {
 
 func (x *DiscardRequest) Reset() {
 	*x = DiscardRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3131,7 @@ func (x *DiscardRequest) String() string {
 func (*DiscardRequest) ProtoMessage() {}
 
 func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3144,7 @@ func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardRequest.ProtoReflect.Descriptor instead.
 func (*DiscardRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DiscardRequest) GetQueue() string {
@@ -3051,7 +3170,7 @@ type DiscardResponse struct {
 
 func (x *DiscardResponse) Reset() {
 	*x = DiscardResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3063,7 +3182,7 @@ func (x *DiscardResponse) String() string {
 func (*DiscardResponse) ProtoMessage() {}
 
 func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3076,7 +3195,7 @@ func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardResponse.ProtoReflect.Descriptor instead.
 func (*DiscardResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DiscardResponse) GetDiscarded() uint64 {
@@ -3094,7 +3213,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3106,7 +3225,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3119,7 +3238,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
 }
 
 type Member struct {
@@ -3142,7 +3261,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3154,7 +3273,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3167,7 +3286,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Member) GetNodeId() string {
@@ -3227,7 +3346,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3239,7 +3358,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3252,7 +3371,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ShardInfo) GetShardId() uint32 {
@@ -3319,7 +3438,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3331,7 +3450,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3344,7 +3463,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3393,7 +3512,7 @@ type DamagedReplica struct {
 
 func (x *DamagedReplica) Reset() {
 	*x = DamagedReplica{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3405,7 +3524,7 @@ func (x *DamagedReplica) String() string {
 func (*DamagedReplica) ProtoMessage() {}
 
 func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3418,7 +3537,7 @@ func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedReplica.ProtoReflect.Descriptor instead.
 func (*DamagedReplica) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DamagedReplica) GetGroup() string {
@@ -3451,7 +3570,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3463,7 +3582,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3476,7 +3595,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -3495,7 +3614,7 @@ type RepairResponse struct {
 
 func (x *RepairResponse) Reset() {
 	*x = RepairResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3507,7 +3626,7 @@ func (x *RepairResponse) String() string {
 func (*RepairResponse) ProtoMessage() {}
 
 func (x *RepairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3520,7 +3639,7 @@ func (x *RepairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairResponse.ProtoReflect.Descriptor instead.
 func (*RepairResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RepairResponse) GetGroups() []*GroupRepair {
@@ -3541,7 +3660,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3553,7 +3672,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3566,7 +3685,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -3598,7 +3717,7 @@ type ShardMapRequest struct {
 
 func (x *ShardMapRequest) Reset() {
 	*x = ShardMapRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3610,7 +3729,7 @@ func (x *ShardMapRequest) String() string {
 func (*ShardMapRequest) ProtoMessage() {}
 
 func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3623,7 +3742,7 @@ func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapRequest.ProtoReflect.Descriptor instead.
 func (*ShardMapRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
 }
 
 type ShardMapResponse struct {
@@ -3645,7 +3764,7 @@ type ShardMapResponse struct {
 
 func (x *ShardMapResponse) Reset() {
 	*x = ShardMapResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3657,7 +3776,7 @@ func (x *ShardMapResponse) String() string {
 func (*ShardMapResponse) ProtoMessage() {}
 
 func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3670,7 +3789,7 @@ func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapResponse.ProtoReflect.Descriptor instead.
 func (*ShardMapResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ShardMapResponse) GetShardCount() uint32 {
@@ -3716,7 +3835,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3728,7 +3847,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3741,7 +3860,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
 }
 
 type NodeInfo struct {
@@ -3768,7 +3887,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3780,7 +3899,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3793,7 +3912,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NodeInfo) GetNodeId() string {
@@ -3890,7 +4009,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3902,7 +4021,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3915,7 +4034,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NodesResponse) GetNodeId() string {
@@ -3941,7 +4060,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +4072,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4085,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -3986,7 +4105,7 @@ type ReplaceNodeRequest struct {
 
 func (x *ReplaceNodeRequest) Reset() {
 	*x = ReplaceNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3998,7 +4117,7 @@ func (x *ReplaceNodeRequest) String() string {
 func (*ReplaceNodeRequest) ProtoMessage() {}
 
 func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4011,7 +4130,7 @@ func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReplaceNodeRequest) GetOldNodeId() string {
@@ -4043,7 +4162,7 @@ type NodeDrainResponse struct {
 
 func (x *NodeDrainResponse) Reset() {
 	*x = NodeDrainResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4055,7 +4174,7 @@ func (x *NodeDrainResponse) String() string {
 func (*NodeDrainResponse) ProtoMessage() {}
 
 func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4068,7 +4187,7 @@ func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *NodeDrainResponse) GetNodeId() string {
@@ -4115,7 +4234,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4127,7 +4246,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4140,7 +4259,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -4161,7 +4280,7 @@ type ReplicaMovePlan struct {
 
 func (x *ReplicaMovePlan) Reset() {
 	*x = ReplicaMovePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4173,7 +4292,7 @@ func (x *ReplicaMovePlan) String() string {
 func (*ReplicaMovePlan) ProtoMessage() {}
 
 func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4186,7 +4305,7 @@ func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMovePlan.ProtoReflect.Descriptor instead.
 func (*ReplicaMovePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReplicaMovePlan) GetShardId() uint32 {
@@ -4221,7 +4340,7 @@ type LeaderChangePlan struct {
 
 func (x *LeaderChangePlan) Reset() {
 	*x = LeaderChangePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4233,7 +4352,7 @@ func (x *LeaderChangePlan) String() string {
 func (*LeaderChangePlan) ProtoMessage() {}
 
 func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4246,7 +4365,7 @@ func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderChangePlan.ProtoReflect.Descriptor instead.
 func (*LeaderChangePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LeaderChangePlan) GetShardId() uint32 {
@@ -4283,7 +4402,7 @@ type NodeBalance struct {
 
 func (x *NodeBalance) Reset() {
 	*x = NodeBalance{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4295,7 +4414,7 @@ func (x *NodeBalance) String() string {
 func (*NodeBalance) ProtoMessage() {}
 
 func (x *NodeBalance) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4308,7 +4427,7 @@ func (x *NodeBalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBalance.ProtoReflect.Descriptor instead.
 func (*NodeBalance) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *NodeBalance) GetNodeId() string {
@@ -4364,7 +4483,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4376,7 +4495,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4389,7 +4508,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RebalanceResponse) GetMoves() []*ReplicaMovePlan {
@@ -4442,7 +4561,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4454,7 +4573,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4467,7 +4586,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
 }
 
 // BackupChunk: the first chunk of a stream has group empty and carries
@@ -4493,7 +4612,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4505,7 +4624,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4518,7 +4637,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -4600,7 +4719,7 @@ type CancelMoveRequest struct {
 
 func (x *CancelMoveRequest) Reset() {
 	*x = CancelMoveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4612,7 +4731,7 @@ func (x *CancelMoveRequest) String() string {
 func (*CancelMoveRequest) ProtoMessage() {}
 
 func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4625,7 +4744,7 @@ func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveRequest.ProtoReflect.Descriptor instead.
 func (*CancelMoveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CancelMoveRequest) GetShard() uint32 {
@@ -4649,7 +4768,7 @@ type CancelMoveResponse struct {
 
 func (x *CancelMoveResponse) Reset() {
 	*x = CancelMoveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4661,7 +4780,7 @@ func (x *CancelMoveResponse) String() string {
 func (*CancelMoveResponse) ProtoMessage() {}
 
 func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4674,7 +4793,7 @@ func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveResponse.ProtoReflect.Descriptor instead.
 func (*CancelMoveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CancelMoveResponse) GetShard() uint32 {
@@ -4715,7 +4834,7 @@ type SetShardCountRequest struct {
 
 func (x *SetShardCountRequest) Reset() {
 	*x = SetShardCountRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4727,7 +4846,7 @@ func (x *SetShardCountRequest) String() string {
 func (*SetShardCountRequest) ProtoMessage() {}
 
 func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4740,7 +4859,7 @@ func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountRequest.ProtoReflect.Descriptor instead.
 func (*SetShardCountRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SetShardCountRequest) GetCount() uint32 {
@@ -4774,7 +4893,7 @@ type SetShardCountResponse struct {
 
 func (x *SetShardCountResponse) Reset() {
 	*x = SetShardCountResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4786,7 +4905,7 @@ func (x *SetShardCountResponse) String() string {
 func (*SetShardCountResponse) ProtoMessage() {}
 
 func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4799,7 +4918,7 @@ func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountResponse.ProtoReflect.Descriptor instead.
 func (*SetShardCountResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SetShardCountResponse) GetPrevious() uint32 {
@@ -4854,7 +4973,7 @@ type ReplicaPlacement struct {
 
 func (x *ReplicaPlacement) Reset() {
 	*x = ReplicaPlacement{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4866,7 +4985,7 @@ func (x *ReplicaPlacement) String() string {
 func (*ReplicaPlacement) ProtoMessage() {}
 
 func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4879,7 +4998,7 @@ func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaPlacement.ProtoReflect.Descriptor instead.
 func (*ReplicaPlacement) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ReplicaPlacement) GetShardId() uint32 {
@@ -4912,7 +5031,7 @@ type SlotMoveInfo struct {
 
 func (x *SlotMoveInfo) Reset() {
 	*x = SlotMoveInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4924,7 +5043,7 @@ func (x *SlotMoveInfo) String() string {
 func (*SlotMoveInfo) ProtoMessage() {}
 
 func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4937,7 +5056,7 @@ func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMoveInfo.ProtoReflect.Descriptor instead.
 func (*SlotMoveInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SlotMoveInfo) GetId() uint64 {
@@ -4994,7 +5113,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5006,7 +5125,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5019,7 +5138,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *Grant) GetRole() string {
@@ -5053,7 +5172,7 @@ type TenantInfo struct {
 
 func (x *TenantInfo) Reset() {
 	*x = TenantInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5065,7 +5184,7 @@ func (x *TenantInfo) String() string {
 func (*TenantInfo) ProtoMessage() {}
 
 func (x *TenantInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5078,7 +5197,7 @@ func (x *TenantInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantInfo.ProtoReflect.Descriptor instead.
 func (*TenantInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *TenantInfo) GetName() string {
@@ -5147,7 +5266,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5159,7 +5278,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5172,7 +5291,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *CreateTenantRequest) GetName() string {
@@ -5198,7 +5317,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5210,7 +5329,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5223,7 +5342,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetTenantRequest) GetName() string {
@@ -5241,7 +5360,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5253,7 +5372,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5266,7 +5385,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
 }
 
 type ListTenantsResponse struct {
@@ -5278,7 +5397,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5290,7 +5409,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5303,7 +5422,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*TenantInfo {
@@ -5323,7 +5442,7 @@ type UpdateTenantRequest struct {
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5335,7 +5454,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5348,7 +5467,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *UpdateTenantRequest) GetName() string {
@@ -5374,7 +5493,7 @@ type DeleteTenantRequest struct {
 
 func (x *DeleteTenantRequest) Reset() {
 	*x = DeleteTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5386,7 +5505,7 @@ func (x *DeleteTenantRequest) String() string {
 func (*DeleteTenantRequest) ProtoMessage() {}
 
 func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5399,7 +5518,7 @@ func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *DeleteTenantRequest) GetName() string {
@@ -5417,7 +5536,7 @@ type DeleteTenantResponse struct {
 
 func (x *DeleteTenantResponse) Reset() {
 	*x = DeleteTenantResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5429,7 +5548,7 @@ func (x *DeleteTenantResponse) String() string {
 func (*DeleteTenantResponse) ProtoMessage() {}
 
 func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5442,7 +5561,7 @@ func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTenantResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
 }
 
 type WhoAmIRequest struct {
@@ -5453,7 +5572,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5465,7 +5584,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5478,7 +5597,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
 }
 
 type WhoAmIResponse struct {
@@ -5493,7 +5612,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5505,7 +5624,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5518,7 +5637,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *WhoAmIResponse) GetPrincipal() string {
@@ -5564,7 +5683,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5576,7 +5695,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5589,7 +5708,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *KeyInfo) GetId() string {
@@ -5654,7 +5773,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5666,7 +5785,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5679,7 +5798,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -5713,7 +5832,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5725,7 +5844,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5738,7 +5857,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *CreateKeyResponse) GetKey() *KeyInfo {
@@ -5763,7 +5882,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5775,7 +5894,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5788,7 +5907,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
 }
 
 type ListKeysResponse struct {
@@ -5800,7 +5919,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5812,7 +5931,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5825,7 +5944,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -5844,7 +5963,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5856,7 +5975,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5869,7 +5988,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *RotateKeyRequest) GetKey() string {
@@ -5888,7 +6007,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5900,7 +6019,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5913,7 +6032,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *RevokeKeyRequest) GetKey() string {
@@ -5931,7 +6050,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5943,7 +6062,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5956,7 +6075,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
 }
 
 type ListAuditRequest struct {
@@ -5969,7 +6088,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5981,7 +6100,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5994,7 +6113,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() uint64 {
@@ -6027,7 +6146,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6039,7 +6158,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6052,7 +6171,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{94}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *AuditRecord) GetSeq() uint64 {
@@ -6120,7 +6239,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6132,7 +6251,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6145,7 +6264,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{95}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -6159,7 +6278,7 @@ var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
-	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\xdd\x04\n" +
+	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\x9f\x05\n" +
 	"\vQueuePolicy\x12'\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x13.raftq.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -6175,7 +6294,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\fdlq_disabled\x18\v \x01(\bR\vdlqDisabled\x123\n" +
 	"\x16max_messages_per_shard\x18\f \x01(\x04R\x13maxMessagesPerShard\x12-\n" +
 	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\x12(\n" +
-	"\x06quotas\x18\x0e \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\"\x8b\x02\n" +
+	"\x06quotas\x18\x0e \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\x12@\n" +
+	"\x1dcompleted_max_bytes_per_shard\x182 \x01(\x04R\x19completedMaxBytesPerShard\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
 	"\n" +
@@ -6195,7 +6315,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12*\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x10.raftq.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x83\a\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x9b\a\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -6227,7 +6347,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"deadReason\x12(\n" +
 	"\x10state_changed_ms\x18\x15 \x01(\x03R\x0estateChangedMs\x12+\n" +
 	"\ahistory\x18\x16 \x03(\v2\x11.raftq.v1.AttemptR\ahistory\x12\x1b\n" +
-	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x12*\n" +
+	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x12\x16\n" +
+	"\x06result\x182 \x01(\fR\x06result\x12*\n" +
 	"\x11unique_until_done\x18P \x01(\bR\x0funiqueUntilDone\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -6260,7 +6381,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x12PurgeQueueResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\x04R\x06purged\"'\n" +
 	"\x11QueueStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xf7\x02\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xeb\x03\n" +
 	"\x12QueueStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n" +
@@ -6274,7 +6395,10 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x06tenant\x18\t \x01(\tR\x06tenant\x12(\n" +
 	"\x06quotas\x18\n" +
 	" \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\x125\n" +
-	"\rtenant_quotas\x18\v \x01(\v2\x10.raftq.v1.QuotasR\ftenantQuotas\"\xac\x03\n" +
+	"\rtenant_quotas\x18\v \x01(\v2\x10.raftq.v1.QuotasR\ftenantQuotas\x12\x1c\n" +
+	"\tcompleted\x182 \x01(\x04R\tcompleted\x12'\n" +
+	"\x0fcompleted_bytes\x183 \x01(\x04R\x0ecompletedBytes\x12+\n" +
+	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\"\xac\x03\n" +
 	"\vSendRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12E\n" +
@@ -6345,10 +6469,11 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"ItemStatus\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12#\n" +
-	"\ralready_acked\x18\x03 \x01(\bR\falreadyAcked\"(\n" +
+	"\ralready_acked\x18\x03 \x01(\bR\falreadyAcked\"B\n" +
 	"\n" +
 	"AckRequest\x12\x1a\n" +
-	"\breceipts\x18\x01 \x03(\tR\breceipts\"=\n" +
+	"\breceipts\x18\x01 \x03(\tR\breceipts\x12\x18\n" +
+	"\aresults\x182 \x03(\fR\aresults\"=\n" +
 	"\vAckResponse\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.raftq.v1.ItemStatusR\aresults\"u\n" +
 	"\vNackRequest\x12\x18\n" +
@@ -6380,7 +6505,12 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\v2\x11.raftq.v1.MessageR\amessage\"5\n" +
 	"\x14CancelMessageRequest\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x01 \x01(\tR\tmessageId\"\x17\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\"b\n" +
+	"\x12WaitMessageRequest\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x17\n" +
+	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\"\x17\n" +
 	"\x15CancelMessageResponse\"\\\n" +
 	"\x0fListDeadRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
@@ -6654,7 +6784,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
 	"PurgeQueue\x12\x1b.raftq.v1.PurgeQueueRequest\x1a\x1c.raftq.v1.PurgeQueueResponse\x12G\n" +
 	"\n" +
-	"QueueStats\x12\x1b.raftq.v1.QueueStatsRequest\x1a\x1c.raftq.v1.QueueStatsResponse2\x98\x05\n" +
+	"QueueStats\x12\x1b.raftq.v1.QueueStatsRequest\x1a\x1c.raftq.v1.QueueStatsResponse2\xdc\x05\n" +
 	"\bMessages\x125\n" +
 	"\x04Send\x12\x15.raftq.v1.SendRequest\x1a\x16.raftq.v1.SendResponse\x12D\n" +
 	"\tSendBatch\x12\x1a.raftq.v1.SendBatchRequest\x1a\x1b.raftq.v1.SendBatchResponse\x12>\n" +
@@ -6667,7 +6797,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"DeadLetter\x12\x1b.raftq.v1.DeadLetterRequest\x1a\x1c.raftq.v1.DeadLetterResponse\x12@\n" +
 	"\n" +
 	"GetMessage\x12\x1b.raftq.v1.GetMessageRequest\x1a\x15.raftq.v1.MessageInfo\x12P\n" +
-	"\rCancelMessage\x12\x1e.raftq.v1.CancelMessageRequest\x1a\x1f.raftq.v1.CancelMessageResponse2\xd0\x01\n" +
+	"\rCancelMessage\x12\x1e.raftq.v1.CancelMessageRequest\x1a\x1f.raftq.v1.CancelMessageResponse\x12B\n" +
+	"\vWaitMessage\x12\x1c.raftq.v1.WaitMessageRequest\x1a\x15.raftq.v1.MessageInfo2\xd0\x01\n" +
 	"\vDeadLetters\x12A\n" +
 	"\bListDead\x12\x19.raftq.v1.ListDeadRequest\x1a\x1a.raftq.v1.ListDeadResponse\x12>\n" +
 	"\aRedrive\x12\x18.raftq.v1.RedriveRequest\x1a\x19.raftq.v1.RedriveResponse\x12>\n" +
@@ -6712,7 +6843,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -6755,73 +6886,74 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*GetMessageRequest)(nil),     // 38: raftq.v1.GetMessageRequest
 	(*MessageInfo)(nil),           // 39: raftq.v1.MessageInfo
 	(*CancelMessageRequest)(nil),  // 40: raftq.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil), // 41: raftq.v1.CancelMessageResponse
-	(*ListDeadRequest)(nil),       // 42: raftq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 43: raftq.v1.ListDeadResponse
-	(*RedriveRequest)(nil),        // 44: raftq.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 45: raftq.v1.RedriveResponse
-	(*DiscardRequest)(nil),        // 46: raftq.v1.DiscardRequest
-	(*DiscardResponse)(nil),       // 47: raftq.v1.DiscardResponse
-	(*StatusRequest)(nil),         // 48: raftq.v1.StatusRequest
-	(*Member)(nil),                // 49: raftq.v1.Member
-	(*ShardInfo)(nil),             // 50: raftq.v1.ShardInfo
-	(*StatusResponse)(nil),        // 51: raftq.v1.StatusResponse
-	(*DamagedReplica)(nil),        // 52: raftq.v1.DamagedReplica
-	(*RepairRequest)(nil),         // 53: raftq.v1.RepairRequest
-	(*RepairResponse)(nil),        // 54: raftq.v1.RepairResponse
-	(*GroupRepair)(nil),           // 55: raftq.v1.GroupRepair
-	(*ShardMapRequest)(nil),       // 56: raftq.v1.ShardMapRequest
-	(*ShardMapResponse)(nil),      // 57: raftq.v1.ShardMapResponse
-	(*NodesRequest)(nil),          // 58: raftq.v1.NodesRequest
-	(*NodeInfo)(nil),              // 59: raftq.v1.NodeInfo
-	(*NodesResponse)(nil),         // 60: raftq.v1.NodesResponse
-	(*RemoveNodeRequest)(nil),     // 61: raftq.v1.RemoveNodeRequest
-	(*ReplaceNodeRequest)(nil),    // 62: raftq.v1.ReplaceNodeRequest
-	(*NodeDrainResponse)(nil),     // 63: raftq.v1.NodeDrainResponse
-	(*RebalanceRequest)(nil),      // 64: raftq.v1.RebalanceRequest
-	(*ReplicaMovePlan)(nil),       // 65: raftq.v1.ReplicaMovePlan
-	(*LeaderChangePlan)(nil),      // 66: raftq.v1.LeaderChangePlan
-	(*NodeBalance)(nil),           // 67: raftq.v1.NodeBalance
-	(*RebalanceResponse)(nil),     // 68: raftq.v1.RebalanceResponse
-	(*BackupRequest)(nil),         // 69: raftq.v1.BackupRequest
-	(*BackupChunk)(nil),           // 70: raftq.v1.BackupChunk
-	(*CancelMoveRequest)(nil),     // 71: raftq.v1.CancelMoveRequest
-	(*CancelMoveResponse)(nil),    // 72: raftq.v1.CancelMoveResponse
-	(*SetShardCountRequest)(nil),  // 73: raftq.v1.SetShardCountRequest
-	(*SetShardCountResponse)(nil), // 74: raftq.v1.SetShardCountResponse
-	(*ReplicaPlacement)(nil),      // 75: raftq.v1.ReplicaPlacement
-	(*SlotMoveInfo)(nil),          // 76: raftq.v1.SlotMoveInfo
-	(*Grant)(nil),                 // 77: raftq.v1.Grant
-	(*TenantInfo)(nil),            // 78: raftq.v1.TenantInfo
-	(*CreateTenantRequest)(nil),   // 79: raftq.v1.CreateTenantRequest
-	(*GetTenantRequest)(nil),      // 80: raftq.v1.GetTenantRequest
-	(*ListTenantsRequest)(nil),    // 81: raftq.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),   // 82: raftq.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),   // 83: raftq.v1.UpdateTenantRequest
-	(*DeleteTenantRequest)(nil),   // 84: raftq.v1.DeleteTenantRequest
-	(*DeleteTenantResponse)(nil),  // 85: raftq.v1.DeleteTenantResponse
-	(*WhoAmIRequest)(nil),         // 86: raftq.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 87: raftq.v1.WhoAmIResponse
-	(*KeyInfo)(nil),               // 88: raftq.v1.KeyInfo
-	(*CreateKeyRequest)(nil),      // 89: raftq.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 90: raftq.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 91: raftq.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 92: raftq.v1.ListKeysResponse
-	(*RotateKeyRequest)(nil),      // 93: raftq.v1.RotateKeyRequest
-	(*RevokeKeyRequest)(nil),      // 94: raftq.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 95: raftq.v1.RevokeKeyResponse
-	(*ListAuditRequest)(nil),      // 96: raftq.v1.ListAuditRequest
-	(*AuditRecord)(nil),           // 97: raftq.v1.AuditRecord
-	(*ListAuditResponse)(nil),     // 98: raftq.v1.ListAuditResponse
-	nil,                           // 99: raftq.v1.Message.AttributesEntry
-	nil,                           // 100: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 101: raftq.v1.ReceivedMessage.AttributesEntry
+	(*WaitMessageRequest)(nil),    // 41: raftq.v1.WaitMessageRequest
+	(*CancelMessageResponse)(nil), // 42: raftq.v1.CancelMessageResponse
+	(*ListDeadRequest)(nil),       // 43: raftq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),      // 44: raftq.v1.ListDeadResponse
+	(*RedriveRequest)(nil),        // 45: raftq.v1.RedriveRequest
+	(*RedriveResponse)(nil),       // 46: raftq.v1.RedriveResponse
+	(*DiscardRequest)(nil),        // 47: raftq.v1.DiscardRequest
+	(*DiscardResponse)(nil),       // 48: raftq.v1.DiscardResponse
+	(*StatusRequest)(nil),         // 49: raftq.v1.StatusRequest
+	(*Member)(nil),                // 50: raftq.v1.Member
+	(*ShardInfo)(nil),             // 51: raftq.v1.ShardInfo
+	(*StatusResponse)(nil),        // 52: raftq.v1.StatusResponse
+	(*DamagedReplica)(nil),        // 53: raftq.v1.DamagedReplica
+	(*RepairRequest)(nil),         // 54: raftq.v1.RepairRequest
+	(*RepairResponse)(nil),        // 55: raftq.v1.RepairResponse
+	(*GroupRepair)(nil),           // 56: raftq.v1.GroupRepair
+	(*ShardMapRequest)(nil),       // 57: raftq.v1.ShardMapRequest
+	(*ShardMapResponse)(nil),      // 58: raftq.v1.ShardMapResponse
+	(*NodesRequest)(nil),          // 59: raftq.v1.NodesRequest
+	(*NodeInfo)(nil),              // 60: raftq.v1.NodeInfo
+	(*NodesResponse)(nil),         // 61: raftq.v1.NodesResponse
+	(*RemoveNodeRequest)(nil),     // 62: raftq.v1.RemoveNodeRequest
+	(*ReplaceNodeRequest)(nil),    // 63: raftq.v1.ReplaceNodeRequest
+	(*NodeDrainResponse)(nil),     // 64: raftq.v1.NodeDrainResponse
+	(*RebalanceRequest)(nil),      // 65: raftq.v1.RebalanceRequest
+	(*ReplicaMovePlan)(nil),       // 66: raftq.v1.ReplicaMovePlan
+	(*LeaderChangePlan)(nil),      // 67: raftq.v1.LeaderChangePlan
+	(*NodeBalance)(nil),           // 68: raftq.v1.NodeBalance
+	(*RebalanceResponse)(nil),     // 69: raftq.v1.RebalanceResponse
+	(*BackupRequest)(nil),         // 70: raftq.v1.BackupRequest
+	(*BackupChunk)(nil),           // 71: raftq.v1.BackupChunk
+	(*CancelMoveRequest)(nil),     // 72: raftq.v1.CancelMoveRequest
+	(*CancelMoveResponse)(nil),    // 73: raftq.v1.CancelMoveResponse
+	(*SetShardCountRequest)(nil),  // 74: raftq.v1.SetShardCountRequest
+	(*SetShardCountResponse)(nil), // 75: raftq.v1.SetShardCountResponse
+	(*ReplicaPlacement)(nil),      // 76: raftq.v1.ReplicaPlacement
+	(*SlotMoveInfo)(nil),          // 77: raftq.v1.SlotMoveInfo
+	(*Grant)(nil),                 // 78: raftq.v1.Grant
+	(*TenantInfo)(nil),            // 79: raftq.v1.TenantInfo
+	(*CreateTenantRequest)(nil),   // 80: raftq.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),      // 81: raftq.v1.GetTenantRequest
+	(*ListTenantsRequest)(nil),    // 82: raftq.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),   // 83: raftq.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),   // 84: raftq.v1.UpdateTenantRequest
+	(*DeleteTenantRequest)(nil),   // 85: raftq.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),  // 86: raftq.v1.DeleteTenantResponse
+	(*WhoAmIRequest)(nil),         // 87: raftq.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 88: raftq.v1.WhoAmIResponse
+	(*KeyInfo)(nil),               // 89: raftq.v1.KeyInfo
+	(*CreateKeyRequest)(nil),      // 90: raftq.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),     // 91: raftq.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),       // 92: raftq.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),      // 93: raftq.v1.ListKeysResponse
+	(*RotateKeyRequest)(nil),      // 94: raftq.v1.RotateKeyRequest
+	(*RevokeKeyRequest)(nil),      // 95: raftq.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),     // 96: raftq.v1.RevokeKeyResponse
+	(*ListAuditRequest)(nil),      // 97: raftq.v1.ListAuditRequest
+	(*AuditRecord)(nil),           // 98: raftq.v1.AuditRecord
+	(*ListAuditResponse)(nil),     // 99: raftq.v1.ListAuditResponse
+	nil,                           // 100: raftq.v1.Message.AttributesEntry
+	nil,                           // 101: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 102: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,   // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
 	4,   // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
 	2,   // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	99,  // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	100, // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,   // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,   // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
 	5,   // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
@@ -6831,35 +6963,35 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	3,   // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
 	4,   // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
 	4,   // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
-	100, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	101, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
 	19,  // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
 	22,  // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	101, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	102, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
 	25,  // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
 	27,  // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
 	6,   // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
 	39,  // 20: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	49,  // 21: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	50,  // 22: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	52,  // 23: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	55,  // 24: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	50,  // 25: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	59,  // 26: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
-	65,  // 27: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
-	66,  // 28: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
-	67,  // 29: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
-	75,  // 30: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
-	76,  // 31: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
+	50,  // 21: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	51,  // 22: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	53,  // 23: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	56,  // 24: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	51,  // 25: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	60,  // 26: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
+	66,  // 27: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
+	67,  // 28: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
+	68,  // 29: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
+	76,  // 30: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
+	77,  // 31: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
 	4,   // 32: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
 	4,   // 33: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	78,  // 34: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
+	79,  // 34: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
 	4,   // 35: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	77,  // 36: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
-	77,  // 37: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
-	77,  // 38: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
-	88,  // 39: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
-	88,  // 40: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
-	97,  // 41: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
+	78,  // 36: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
+	78,  // 37: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
+	78,  // 38: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
+	89,  // 39: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
+	89,  // 40: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
+	98,  // 41: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
 	8,   // 42: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
 	9,   // 43: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
 	10,  // 44: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
@@ -6877,73 +7009,75 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	36,  // 56: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
 	38,  // 57: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
 	40,  // 58: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	42,  // 59: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	44,  // 60: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	46,  // 61: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	48,  // 62: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	56,  // 63: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	53,  // 64: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	58,  // 65: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	61,  // 66: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	62,  // 67: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	64,  // 68: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	69,  // 69: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	71,  // 70: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
-	73,  // 71: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
-	86,  // 72: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
-	89,  // 73: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
-	91,  // 74: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
-	93,  // 75: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
-	94,  // 76: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
-	96,  // 77: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
-	79,  // 78: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
-	80,  // 79: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
-	81,  // 80: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
-	83,  // 81: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
-	84,  // 82: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
-	7,   // 83: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	7,   // 84: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	11,  // 85: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	7,   // 86: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	14,  // 87: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	16,  // 88: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	18,  // 89: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	20,  // 90: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	23,  // 91: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	26,  // 92: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	29,  // 93: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	31,  // 94: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	33,  // 95: raftq.v1.Messages.Snooze:output_type -> raftq.v1.SnoozeResponse
-	35,  // 96: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	37,  // 97: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	39,  // 98: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	41,  // 99: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	43,  // 100: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	45,  // 101: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	47,  // 102: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	51,  // 103: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	57,  // 104: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	54,  // 105: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	60,  // 106: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	63,  // 107: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	63,  // 108: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	68,  // 109: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	70,  // 110: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	72,  // 111: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
-	74,  // 112: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
-	87,  // 113: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
-	90,  // 114: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
-	92,  // 115: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
-	90,  // 116: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
-	95,  // 117: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
-	98,  // 118: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
-	78,  // 119: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
-	78,  // 120: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
-	82,  // 121: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
-	78,  // 122: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
-	85,  // 123: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
-	83,  // [83:124] is the sub-list for method output_type
-	42,  // [42:83] is the sub-list for method input_type
+	41,  // 59: raftq.v1.Messages.WaitMessage:input_type -> raftq.v1.WaitMessageRequest
+	43,  // 60: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	45,  // 61: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	47,  // 62: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	49,  // 63: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	57,  // 64: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	54,  // 65: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	59,  // 66: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	62,  // 67: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	63,  // 68: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	65,  // 69: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	70,  // 70: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	72,  // 71: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	74,  // 72: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
+	87,  // 73: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
+	90,  // 74: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
+	92,  // 75: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
+	94,  // 76: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
+	95,  // 77: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
+	97,  // 78: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
+	80,  // 79: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
+	81,  // 80: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
+	82,  // 81: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
+	84,  // 82: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
+	85,  // 83: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
+	7,   // 84: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	7,   // 85: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	11,  // 86: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	7,   // 87: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	14,  // 88: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	16,  // 89: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	18,  // 90: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	20,  // 91: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	23,  // 92: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	26,  // 93: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	29,  // 94: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	31,  // 95: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	33,  // 96: raftq.v1.Messages.Snooze:output_type -> raftq.v1.SnoozeResponse
+	35,  // 97: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	37,  // 98: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	39,  // 99: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	42,  // 100: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	39,  // 101: raftq.v1.Messages.WaitMessage:output_type -> raftq.v1.MessageInfo
+	44,  // 102: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	46,  // 103: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	48,  // 104: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	52,  // 105: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	58,  // 106: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	55,  // 107: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	61,  // 108: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	64,  // 109: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	64,  // 110: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	69,  // 111: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	71,  // 112: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	73,  // 113: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	75,  // 114: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
+	88,  // 115: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
+	91,  // 116: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
+	93,  // 117: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
+	91,  // 118: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
+	96,  // 119: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
+	99,  // 120: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
+	79,  // 121: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
+	79,  // 122: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
+	83,  // 123: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
+	79,  // 124: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
+	86,  // 125: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
+	84,  // [84:126] is the sub-list for method output_type
+	42,  // [42:84] is the sub-list for method input_type
 	42,  // [42:42] is the sub-list for extension type_name
 	42,  // [42:42] is the sub-list for extension extendee
 	0,   // [0:42] is the sub-list for field type_name
@@ -6960,7 +7094,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   99,
+			NumMessages:   100,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

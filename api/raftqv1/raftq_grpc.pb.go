@@ -374,6 +374,7 @@ const (
 	Messages_DeadLetter_FullMethodName    = "/raftq.v1.Messages/DeadLetter"
 	Messages_GetMessage_FullMethodName    = "/raftq.v1.Messages/GetMessage"
 	Messages_CancelMessage_FullMethodName = "/raftq.v1.Messages/CancelMessage"
+	Messages_WaitMessage_FullMethodName   = "/raftq.v1.Messages/WaitMessage"
 )
 
 // MessagesClient is the client API for Messages service.
@@ -393,6 +394,10 @@ type MessagesClient interface {
 	DeadLetter(ctx context.Context, in *DeadLetterRequest, opts ...grpc.CallOption) (*DeadLetterResponse, error)
 	GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*MessageInfo, error)
 	CancelMessage(ctx context.Context, in *CancelMessageRequest, opts ...grpc.CallOption) (*CancelMessageResponse, error)
+	// WaitMessage long-polls until the message is finished (acked or dead)
+	// or wait_ms passes, and returns it as GetMessage would: a finished
+	// message with its result, otherwise its state at the deadline.
+	WaitMessage(ctx context.Context, in *WaitMessageRequest, opts ...grpc.CallOption) (*MessageInfo, error)
 }
 
 type messagesClient struct {
@@ -503,6 +508,16 @@ func (c *messagesClient) CancelMessage(ctx context.Context, in *CancelMessageReq
 	return out, nil
 }
 
+func (c *messagesClient) WaitMessage(ctx context.Context, in *WaitMessageRequest, opts ...grpc.CallOption) (*MessageInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MessageInfo)
+	err := c.cc.Invoke(ctx, Messages_WaitMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MessagesServer is the server API for Messages service.
 // All implementations must embed UnimplementedMessagesServer
 // for forward compatibility.
@@ -520,6 +535,10 @@ type MessagesServer interface {
 	DeadLetter(context.Context, *DeadLetterRequest) (*DeadLetterResponse, error)
 	GetMessage(context.Context, *GetMessageRequest) (*MessageInfo, error)
 	CancelMessage(context.Context, *CancelMessageRequest) (*CancelMessageResponse, error)
+	// WaitMessage long-polls until the message is finished (acked or dead)
+	// or wait_ms passes, and returns it as GetMessage would: a finished
+	// message with its result, otherwise its state at the deadline.
+	WaitMessage(context.Context, *WaitMessageRequest) (*MessageInfo, error)
 	mustEmbedUnimplementedMessagesServer()
 }
 
@@ -559,6 +578,9 @@ func (UnimplementedMessagesServer) GetMessage(context.Context, *GetMessageReques
 }
 func (UnimplementedMessagesServer) CancelMessage(context.Context, *CancelMessageRequest) (*CancelMessageResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CancelMessage not implemented")
+}
+func (UnimplementedMessagesServer) WaitMessage(context.Context, *WaitMessageRequest) (*MessageInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WaitMessage not implemented")
 }
 func (UnimplementedMessagesServer) mustEmbedUnimplementedMessagesServer() {}
 func (UnimplementedMessagesServer) testEmbeddedByValue()                  {}
@@ -761,6 +783,24 @@ func _Messages_CancelMessage_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Messages_WaitMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MessagesServer).WaitMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Messages_WaitMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MessagesServer).WaitMessage(ctx, req.(*WaitMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Messages_ServiceDesc is the grpc.ServiceDesc for Messages service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -807,6 +847,10 @@ var Messages_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelMessage",
 			Handler:    _Messages_CancelMessage_Handler,
+		},
+		{
+			MethodName: "WaitMessage",
+			Handler:    _Messages_WaitMessage_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -233,6 +233,9 @@ func (ms *messagesSvc) Ack(ctx context.Context, r *raftqv1.AckRequest) (*raftqv1
 	s := ms.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := checkResults(r); err != nil {
+		return nil, err
+	}
 	resp := &raftqv1.AckResponse{}
 	for _, rc := range r.GetReceipts() {
 		if p, err := wire.ParseReceipt(rc); err == nil {
@@ -241,7 +244,7 @@ func (ms *messagesSvc) Ack(ctx context.Context, r *raftqv1.AckRequest) (*raftqv1
 			}
 		}
 	}
-	for _, rc := range r.GetReceipts() {
+	for i, rc := range r.GetReceipts() {
 		if s.ackedWith(rc) {
 			// A repeat of an ack that went through, as raftq answers it.
 			resp.Results = append(resp.Results, &raftqv1.ItemStatus{AlreadyAcked: true})
@@ -254,6 +257,9 @@ func (ms *messagesSvc) Ack(ctx context.Context, r *raftqv1.AckRequest) (*raftqv1
 			continue
 		}
 		m.State = raftqv1.State_STATE_ACKED
+		if rs := r.GetResults(); len(rs) > 0 && len(rs[i]) > 0 {
+			m.Result = rs[i]
+		}
 		endAttempt(m, time.Now().UnixMilli(), raftqv1.Reason_REASON_UNSPECIFIED, "")
 		resp.Results = append(resp.Results, &raftqv1.ItemStatus{})
 	}

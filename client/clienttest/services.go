@@ -147,6 +147,9 @@ func (q *queuesSvc) QueueStats(_ context.Context, r *raftqv1.QueueStatsRequest) 
 			resp.InFlight++
 		case raftqv1.State_STATE_DEAD:
 			resp.Dead++
+		case raftqv1.State_STATE_ACKED:
+			resp.Completed++
+			resp.CompletedBytes += uint64(len(m.GetResult()))
 		}
 	}
 	return resp, nil

@@ -159,6 +159,7 @@ func commands() []command {
 				}, nil
 			}
 		}, false},
+		ackResultCommand(),
 		nackCommand(),
 		snoozeCommand(),
 		{"extend", "RECEIPT DURATION", "extend a lease to DURATION from now", func(a *app, fs *flag.FlagSet) binder {
@@ -196,6 +197,7 @@ func commands() []command {
 				}, nil
 			}
 		}, false},
+		messageWaitCommand(),
 		{"message cancel", "ID", "remove a ready or delayed message", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {
 				if err := exactly(pos, "ID"); err != nil {

@@ -167,6 +167,8 @@ var policyFlagList = []policyFlag{
 	{"max-size", "largest message body in bytes", "and cap 262144", false},
 	{"max-messages-per-shard", "most live (ready, delayed, leased) messages per shard; sends past it fail", "0: no limit", true},
 	{"max-bytes-per-shard", "most live message body bytes per shard, at least --max-size; sends past it fail", "0: no limit", true},
+	{"completed-retention", "how long an acked record and its result are kept for message get/wait", "1h", false},
+	{"completed-max-bytes-per-shard", "most ack result bytes kept per shard; the oldest acked records go first (0: 64 MiB; else at least 65536)", "0: 64 MiB", true},
 }
 
 // policyFlags are the queue policy flags of queue create and update.
@@ -175,6 +177,8 @@ type policyFlags struct {
 	visibility, backoffBase, backoffMax, dedup, retention, delay time.Duration
 	maxReceives, maxSize                                         uint
 	maxMessagesPerShard, maxBytesPerShard                        uint64
+	completedRetention                                           time.Duration
+	completedMaxBytes                                            uint64
 }
 
 // register adds the flags; update's help says a flag left out keeps the
@@ -202,6 +206,8 @@ func (p *policyFlags) register(fs *flag.FlagSet, update bool) {
 	fs.UintVar(&p.maxSize, "max-size", 0, help["max-size"])
 	fs.Uint64Var(&p.maxMessagesPerShard, "max-messages-per-shard", 0, help["max-messages-per-shard"])
 	fs.Uint64Var(&p.maxBytesPerShard, "max-bytes-per-shard", 0, help["max-bytes-per-shard"])
+	fs.DurationVar(&p.completedRetention, "completed-retention", 0, help["completed-retention"])
+	fs.Uint64Var(&p.completedMaxBytes, "completed-max-bytes-per-shard", 0, help["completed-max-bytes-per-shard"])
 }
 
 // check validates the flags given, in flag names and durations, before any
@@ -219,6 +225,7 @@ func (p *policyFlags) check(fs *flag.FlagSet, update bool) error {
 		"visibility": {p.visibility, client.MaxVisibility}, "backoff-base": {p.backoffBase, client.MaxDelay},
 		"backoff-max": {p.backoffMax, client.MaxDelay}, "dedup-window": {p.dedup, client.MaxRetention},
 		"retention": {p.retention, client.MaxRetention}, "delay": {p.delay, client.MaxDelay},
+		"completed-retention": {p.completedRetention, client.MaxRetention},
 	}
 	for _, f := range policyFlagList {
 		if !given(fs, f.name) {
@@ -247,6 +254,9 @@ func (p *policyFlags) check(fs *flag.FlagSet, update bool) error {
 		if c.v > c.max {
 			return usagef("--%s %d is above the limit %d", c.name, c.v, c.max)
 		}
+	}
+	if n := p.completedMaxBytes; given(fs, "completed-max-bytes-per-shard") && n != 0 && n < client.MaxResultBytes {
+		return usagef("--completed-max-bytes-per-shard %d is below one largest result, %d (0 for the default 64 MiB)", n, client.MaxResultBytes)
 	}
 	return nil
 }
@@ -278,6 +288,10 @@ func (p *policyFlags) apply(fs *flag.FlagSet, o *client.QueueOptions) {
 			o.MaxMessagesPerShard = p.maxMessagesPerShard
 		case "max-bytes-per-shard":
 			o.MaxBytesPerShard = p.maxBytesPerShard
+		case "completed-retention":
+			o.CompletedRetention = p.completedRetention
+		case "completed-max-bytes-per-shard":
+			o.CompletedMaxBytesPerShard = p.completedMaxBytes
 		}
 	})
 }

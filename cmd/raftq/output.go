@@ -98,7 +98,8 @@ func queueJSON(q client.QueueInfo) map[string]any {
 		"delay_ms": p.Delay.Milliseconds(), "max_message_bytes": p.MaxMessageBytes,
 		"completed_retention_ms": p.CompletedRetention.Milliseconds(), "dlq_disabled": p.DisableDLQ,
 		"max_messages_per_shard": p.MaxMessagesPerShard, "max_bytes_per_shard": p.MaxBytesPerShard,
-		"quotas": quotasJSON(p.Quotas),
+		"completed_max_bytes_per_shard": p.CompletedMaxBytesPerShard,
+		"quotas":                        quotasJSON(p.Quotas),
 	}
 }
 
@@ -126,7 +127,17 @@ func (o *output) queue(q client.QueueInfo) error {
 		{"delay", p.Delay.String()}, {"max-size", strconv.Itoa(int(p.MaxMessageBytes))},
 		{"dlq", strconv.FormatBool(!p.DisableDLQ)},
 		{"max-messages-per-shard", limit(p.MaxMessagesPerShard)}, {"max-bytes-per-shard", limit(p.MaxBytesPerShard)},
+		{"completed-retention", p.CompletedRetention.String()}, {"completed-max-bytes-per-shard", completedBound(p.CompletedMaxBytesPerShard)},
 	}, quotas...))
+}
+
+// completedBound renders a queue's result byte bound, where 0 means the
+// server's default.
+func completedBound(n uint64) string {
+	if n == 0 {
+		return "default (64 MiB)"
+	}
+	return strconv.FormatUint(n, 10)
 }
 
 // limit renders a capacity setting, where 0 means none.
@@ -158,11 +169,13 @@ func (o *output) stats(s client.QueueStats) error {
 			"name": s.Name, "ready": s.Ready, "delayed": s.Delayed, "in_flight": s.InFlight, "dead": s.Dead,
 			"oldest_ready_age_ms": s.OldestReady.Milliseconds(), "blocked_groups": s.BlockedGroups,
 			"live_bytes": s.LiveBytes, "tenant": s.Tenant, "quotas": quotasJSON(s.Quotas), "tenant_quotas": quotasJSON(s.TenantQuotas),
+			"completed": s.Completed, "completed_bytes": s.CompletedBytes, "completed_evicted": s.CompletedEvicted,
 		})
 	}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	err := o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS\tLIVE-BYTES",
-		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups), u(s.LiveBytes)}})
+	err := o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS\tLIVE-BYTES\tCOMPLETED\tRESULT-BYTES\tEVICTED",
+		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups), u(s.LiveBytes),
+			u(s.Completed), u(s.CompletedBytes), u(s.CompletedEvicted)}})
 	if err != nil || (s.Quotas == client.Quotas{} && s.Tenant == "") {
 		return err
 	}
@@ -257,6 +270,13 @@ func messageJSON(m *client.MessageInfo) map[string]any {
 		"lease_deadline": ts(m.LeaseDeadline), "dead_reason": m.DeadReason,
 	}
 	jsonBody(m.Body, v)
+	if m.Result != nil {
+		if utf8.Valid(m.Result) {
+			v["result"] = string(m.Result)
+		} else {
+			v["result_base64"] = base64.StdEncoding.EncodeToString(m.Result)
+		}
+	}
 	hist := make([]map[string]any, len(m.History))
 	for i, a := range m.History {
 		hist[i] = map[string]any{"lease_epoch": a.LeaseEpoch, "received": ts(a.Received), "ended": ts(a.Ended), "outcome": a.Outcome, "error": a.Error, "consumer": a.Consumer}
@@ -273,7 +293,7 @@ func (o *output) message(m *client.MessageInfo) error {
 		{"id", m.ID}, {"queue", m.Queue}, {"state", m.State}, {"type", dash(m.Type)}, {"group", dash(m.Group)},
 		{"priority", strconv.Itoa(int(m.Priority))}, {"enqueued", ts(m.EnqueuedAt)}, {"available", ts(m.AvailableAt)},
 		{"receives", strconv.Itoa(int(m.ReceiveCount))}, {"last-error", dash(printable([]byte(m.LastError)))},
-		{"dead-reason", dash(m.DeadReason)}, {"body", printable(m.Body)},
+		{"dead-reason", dash(m.DeadReason)}, {"body", printable(m.Body)}, {"result", dash(printable(m.Result))},
 	}); err != nil {
 		return err
 	}

@@ -754,9 +754,15 @@ type QueuePolicy struct {
 	// This shard's share of the queue's and its tenant's quotas: set only on
 	// the copy of the policy meta pushes to a shard (meta.ShardPolicy), and
 	// what the shard enforces. Log format 6.
-	ShardQuota    *ShardQuota `protobuf:"bytes,15,opt,name=shard_quota,json=shardQuota,proto3" json:"shard_quota,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ShardQuota *ShardQuota `protobuf:"bytes,15,opt,name=shard_quota,json=shardQuota,proto3" json:"shard_quota,omitempty"`
+	// Job results (docs/jobs.md, "Job results and status"): the most bytes of
+	// ack results the queue's completed (acked) records may hold on this
+	// shard; past it the oldest records are dropped first and counted
+	// (SnapshotQueue.completed_evicted). 0 = DefaultCompletedMaxBytesPerShard.
+	// Log format 7 when set (fsm/results.go).
+	CompletedMaxBytesPerShard uint64 `protobuf:"varint,50,opt,name=completed_max_bytes_per_shard,json=completedMaxBytesPerShard,proto3" json:"completed_max_bytes_per_shard,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
@@ -892,6 +898,13 @@ func (x *QueuePolicy) GetShardQuota() *ShardQuota {
 		return x.ShardQuota
 	}
 	return nil
+}
+
+func (x *QueuePolicy) GetCompletedMaxBytesPerShard() uint64 {
+	if x != nil {
+		return x.CompletedMaxBytesPerShard
+	}
+	return 0
 }
 
 // Quotas caps a queue or a tenant over the whole cluster; 0 = no limit.
@@ -1572,8 +1585,12 @@ func (x *Receipt) GetLeaseEpoch() uint64 {
 }
 
 type Ack struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Receipts      []*Receipt             `protobuf:"bytes,1,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Receipts []*Receipt             `protobuf:"bytes,1,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	// The job results, one per receipt in the same order, or none at all;
+	// each at most MaxResultBytes (64 KiB), kept on the acked record. Log
+	// format 7 when any is non-empty (fsm/results.go).
+	Results       [][]byte `protobuf:"bytes,50,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1611,6 +1628,13 @@ func (*Ack) Descriptor() ([]byte, []int) {
 func (x *Ack) GetReceipts() []*Receipt {
 	if x != nil {
 		return x.Receipts
+	}
+	return nil
+}
+
+func (x *Ack) GetResults() [][]byte {
+	if x != nil {
+		return x.Results
 	}
 	return nil
 }
@@ -3285,6 +3309,8 @@ type Message struct {
 	// ready/delayed/leased: when retention dead-letters it (available time at
 	// enqueue or redrive + retention_ms); acked: when the record is dropped.
 	ExpireMs int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
+	// acked: the result the ack carried, if any.
+	Result []byte `protobuf:"bytes,50,opt,name=result,proto3" json:"result,omitempty"`
 	// The message holds its dedup key only while live (NewMessage).
 	UniqueUntilDone bool `protobuf:"varint,80,opt,name=unique_until_done,json=uniqueUntilDone,proto3" json:"unique_until_done,omitempty"`
 	unknownFields   protoimpl.UnknownFields
@@ -3480,6 +3506,13 @@ func (x *Message) GetExpireMs() int64 {
 		return x.ExpireMs
 	}
 	return 0
+}
+
+func (x *Message) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
 }
 
 func (x *Message) GetUniqueUntilDone() bool {
@@ -3706,9 +3739,12 @@ type SnapshotQueue struct {
 	// The shard's next message id when this queue was created: a dedup key
 	// pointing at an older message belongs to a deleted queue of the same
 	// name and does not count. 0 in snapshots from before it existed.
-	FirstId       uint64 `protobuf:"varint,4,opt,name=first_id,json=firstId,proto3" json:"first_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FirstId uint64 `protobuf:"varint,4,opt,name=first_id,json=firstId,proto3" json:"first_id,omitempty"`
+	// Completed records of this queue dropped before their retention ran out
+	// because the queue's completed_max_bytes_per_shard was reached.
+	CompletedEvicted uint64 `protobuf:"varint,50,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SnapshotQueue) Reset() {
@@ -3765,6 +3801,13 @@ func (x *SnapshotQueue) GetDropped() uint64 {
 func (x *SnapshotQueue) GetFirstId() uint64 {
 	if x != nil {
 		return x.FirstId
+	}
+	return 0
+}
+
+func (x *SnapshotQueue) GetCompletedEvicted() uint64 {
+	if x != nil {
+		return x.CompletedEvicted
 	}
 	return 0
 }
@@ -4091,7 +4134,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"holdGroups\x12D\n" +
 	"\x0erelease_groups\x18\x12 \x01(\v2\x1b.raftq.fsm.v1.ReleaseGroupsH\x00R\rreleaseGroups\x12.\n" +
 	"\x06snooze\x18\x1e \x01(\v2\x14.raftq.fsm.v1.SnoozeH\x00R\x06snoozeB\x05\n" +
-	"\x03cmd\"\xa0\x05\n" +
+	"\x03cmd\"\xe2\x05\n" +
 	"\vQueuePolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.raftq.fsm.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -4109,7 +4152,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\x12,\n" +
 	"\x06quotas\x18\x0e \x01(\v2\x14.raftq.fsm.v1.QuotasR\x06quotas\x129\n" +
 	"\vshard_quota\x18\x0f \x01(\v2\x18.raftq.fsm.v1.ShardQuotaR\n" +
-	"shardQuota\"\x8b\x02\n" +
+	"shardQuota\x12@\n" +
+	"\x1dcompleted_max_bytes_per_shard\x182 \x01(\x04R\x19completedMaxBytesPerShard\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
 	"\n" +
@@ -4174,9 +4218,10 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x01 \x01(\x04R\tmessageId\x12\x1f\n" +
 	"\vlease_epoch\x18\x02 \x01(\x04R\n" +
-	"leaseEpoch\"8\n" +
+	"leaseEpoch\"R\n" +
 	"\x03Ack\x121\n" +
-	"\breceipts\x18\x01 \x03(\v2\x15.raftq.fsm.v1.ReceiptR\breceipts\"\x89\x01\n" +
+	"\breceipts\x18\x01 \x03(\v2\x15.raftq.fsm.v1.ReceiptR\breceipts\x12\x18\n" +
+	"\aresults\x182 \x03(\fR\aresults\"\x89\x01\n" +
 	"\bNackItem\x12/\n" +
 	"\areceipt\x18\x01 \x01(\v2\x15.raftq.fsm.v1.ReceiptR\areceipt\x12\x1b\n" +
 	"\thas_delay\x18\x02 \x01(\bR\bhasDelay\x12\x19\n" +
@@ -4289,7 +4334,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12.\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x14.raftq.fsm.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x93\a\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xab\a\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -4321,7 +4366,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"deadReason\x12(\n" +
 	"\x10state_changed_ms\x18\x15 \x01(\x03R\x0estateChangedMs\x12/\n" +
 	"\ahistory\x18\x16 \x03(\v2\x15.raftq.fsm.v1.AttemptR\ahistory\x12\x1b\n" +
-	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x12*\n" +
+	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x12\x16\n" +
+	"\x06result\x182 \x01(\fR\x06result\x12*\n" +
 	"\x11unique_until_done\x18P \x01(\bR\x0funiqueUntilDone\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -4346,12 +4392,13 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x06purged\x18\x04 \x01(\x04R\x06purged\x12\x1c\n" +
 	"\tcancelled\x18\x05 \x01(\x04R\tcancelled\x12\x18\n" +
 	"\adropped\x18\x06 \x01(\x04R\adropped\x12\x18\n" +
-	"\adeleted\x18\a \x01(\x04R\adeleted\"\x8b\x01\n" +
+	"\adeleted\x18\a \x01(\x04R\adeleted\"\xb8\x01\n" +
 	"\rSnapshotQueue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\x12\x18\n" +
 	"\adropped\x18\x03 \x01(\x04R\adropped\x12\x19\n" +
-	"\bfirst_id\x18\x04 \x01(\x04R\afirstId\"\x8c\x01\n" +
+	"\bfirst_id\x18\x04 \x01(\x04R\afirstId\x12+\n" +
+	"\x11completed_evicted\x182 \x01(\x04R\x10completedEvicted\"\x8c\x01\n" +
 	"\vDedupRecord\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1d\n" +

@@ -557,6 +557,9 @@ type QueueStats struct {
 	OldestReadyAgeMs int64                  `protobuf:"varint,6,opt,name=oldest_ready_age_ms,json=oldestReadyAgeMs,proto3" json:"oldest_ready_age_ms,omitempty"`
 	BlockedGroups    uint64                 `protobuf:"varint,7,opt,name=blocked_groups,json=blockedGroups,proto3" json:"blocked_groups,omitempty"`
 	LiveBytes        uint64                 `protobuf:"varint,8,opt,name=live_bytes,json=liveBytes,proto3" json:"live_bytes,omitempty"`
+	Completed        uint64                 `protobuf:"varint,50,opt,name=completed,proto3" json:"completed,omitempty"`                                       // acked records kept
+	CompletedBytes   uint64                 `protobuf:"varint,51,opt,name=completed_bytes,json=completedBytes,proto3" json:"completed_bytes,omitempty"`       // their results' bytes
+	CompletedEvicted uint64                 `protobuf:"varint,52,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"` // dropped early by the byte bound
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -643,6 +646,27 @@ func (x *QueueStats) GetBlockedGroups() uint64 {
 func (x *QueueStats) GetLiveBytes() uint64 {
 	if x != nil {
 		return x.LiveBytes
+	}
+	return 0
+}
+
+func (x *QueueStats) GetCompleted() uint64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *QueueStats) GetCompletedBytes() uint64 {
+	if x != nil {
+		return x.CompletedBytes
+	}
+	return 0
+}
+
+func (x *QueueStats) GetCompletedEvicted() uint64 {
+	if x != nil {
+		return x.CompletedEvicted
 	}
 	return 0
 }
@@ -1843,7 +1867,7 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
 	"DeadCursor\x12\x0e\n" +
 	"\x02ms\x18\x01 \x01(\x03R\x02ms\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x04R\x02id\"\xf6\x01\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"\xea\x02\n" +
 	"\n" +
 	"QueueStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
@@ -1854,7 +1878,10 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x13oldest_ready_age_ms\x18\x06 \x01(\x03R\x10oldestReadyAgeMs\x12%\n" +
 	"\x0eblocked_groups\x18\a \x01(\x04R\rblockedGroups\x12\x1d\n" +
 	"\n" +
-	"live_bytes\x18\b \x01(\x04R\tliveBytes\"u\n" +
+	"live_bytes\x18\b \x01(\x04R\tliveBytes\x12\x1c\n" +
+	"\tcompleted\x182 \x01(\x04R\tcompleted\x12'\n" +
+	"\x0fcompleted_bytes\x183 \x01(\x04R\x0ecompletedBytes\x12+\n" +
+	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\"u\n" +
 	"\vTenantUsage\x12\x16\n" +
 	"\x06queues\x18\x01 \x01(\rR\x06queues\x12\x12\n" +
 	"\x04live\x18\x02 \x01(\x04R\x04live\x12\x1d\n" +
