@@ -82,6 +82,7 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage, full *bool) *fsmpb.En
 		availableMs: avail,
 		expireMs:    avail + q.policy.GetRetentionMs(),
 		state:       fsmpb.State_STATE_READY,
+		retry:       newRetryPolicy(nm.GetMaxReceiveCount(), nm.GetBackoffBaseMs(), nm.GetBackoffMaxMs()),
 	}
 	if len(m.body) == 0 {
 		m.body = nil

@@ -27,12 +27,14 @@ func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
 		return failed(fsmpb.Code_CODE_FAILED_PRECONDITION, "queue %q holds %d messages: its mode cannot change", q.name, q.members.Len())
 	}
 	old := q.policy
-	q.policy = p
+	s.setDeadRetention(q, p)
 	if d := p.GetRetentionMs() - old.GetRetentionMs(); d != 0 {
 		s.shiftRetention(q, d)
 		// A shorter retention applies at once, like at the start of an entry.
 		s.expireRetention()
 	}
+	// A shorter dead retention, likewise.
+	s.expireDead()
 	return &fsmpb.Result{Status: okStatus()}
 }
 

@@ -57,6 +57,9 @@ func (m *msg) leasedProto() *fsmpb.Message {
 		ExpireMs:        m.expireMs,
 		Body:            m.body,
 	}
+	if r := m.retry; r != nil {
+		p.MaxReceiveCount, p.BackoffBaseMs, p.BackoffMaxMs = r.maxReceives, r.backoffBaseMs, r.backoffMaxMs
+	}
 	if len(m.attrs) > 0 {
 		p.Attributes = make(map[string]string, len(m.attrs))
 		for _, a := range m.attrs {
@@ -102,6 +105,7 @@ func msgFromProto(p *fsmpb.Message, q *queue) (*msg, error) {
 		state:           p.GetState(),
 		deadReason:      p.GetDeadReason(),
 		attrs:           sortedAttrs(p.GetAttributes()),
+		retry:           newRetryPolicy(p.GetMaxReceiveCount(), p.GetBackoffBaseMs(), p.GetBackoffMaxMs()),
 	}
 	if len(m.body) == 0 {
 		m.body = nil

@@ -15,7 +15,7 @@ import (
 // its group (voters and nonvoters) has recorded at least the kind's format
 // (CommandFormat). Raise it
 // when a release adds a command kind an older replica would stop on.
-const LogFormat uint32 = 6
+const LogFormat uint32 = 7
 
 // BaseFormat is the format every raftq binary applies, including those that
 // predate log formats and advertise none: a node with no recorded format is
@@ -30,12 +30,20 @@ const BaseFormat uint32 = 1
 func commandFormat(c *fsmpb.Command) (format uint32, ok bool) {
 	switch u := c.GetCmd().(type) {
 	case *fsmpb.Command_UpsertQueue:
+		if usesDeadRetention(u.UpsertQueue) {
+			return 7, true
+		}
 		if usesTenancy(u.UpsertQueue) {
 			return 6, true
 		}
 		return 1, true
+	case *fsmpb.Command_Enqueue:
+		if usesRetryPolicy(u.Enqueue) {
+			return 7, true
+		}
+		return 1, true
 	case *fsmpb.Command_DeleteQueue, *fsmpb.Command_PurgeQueue,
-		*fsmpb.Command_Enqueue, *fsmpb.Command_Receive, *fsmpb.Command_Ack, *fsmpb.Command_Nack,
+		*fsmpb.Command_Receive, *fsmpb.Command_Ack, *fsmpb.Command_Nack,
 		*fsmpb.Command_Extend, *fsmpb.Command_DeadLetter, *fsmpb.Command_Redrive,
 		*fsmpb.Command_DiscardDead, *fsmpb.Command_Tick, *fsmpb.Command_LeaderGrace,
 		*fsmpb.Command_Cancel:

@@ -63,6 +63,9 @@ type Stats struct {
 	// Dropped counts messages that reached the DLQ condition while the queue
 	// had dlq_disabled, and were therefore deleted.
 	Dropped uint64
+	// DeadExpired counts dead messages discarded after the queue's
+	// dead_retention_ms.
+	DeadExpired uint64
 }
 
 // maxClockMs bounds the clock so that clock + any delay, lease or retention
@@ -192,6 +195,7 @@ func (f *FSM) Stats(queue string) (Stats, bool) {
 		LiveBytes:     q.liveBytes,
 		Acked:         q.nAcked,
 		Dropped:       q.dropped,
+		DeadExpired:   q.deadExpired,
 		OldestReadyMs: f.s.oldestReady(q),
 	}
 	if q.fifo() {

@@ -75,7 +75,13 @@ func appendMessageRecord(b []byte, m *msg) ([]byte, error) {
 		b, _ = appendString(b, 5, a.err)
 		b, _ = appendString(b, 6, a.consumer)
 	}
-	return appendInt(b, 23, m.expireMs), nil
+	b = appendInt(b, 23, m.expireMs)
+	if r := m.retry; r != nil {
+		b = appendUint(b, 60, uint64(r.maxReceives))
+		b = appendInt(b, 61, r.backoffBaseMs)
+		b = appendInt(b, 62, r.backoffMaxMs)
+	}
+	return b, nil
 }
 
 // errInvalidUTF8 is what proto.Marshal refuses too: a proto3 string field

@@ -44,6 +44,7 @@ type msg struct {
 	state           fsmpb.State
 	deadReason      fsmpb.Reason
 	history         []attempt
+	retry           *retryPolicy // nil: the queue's (retry.go)
 }
 
 type kv struct{ k, v string }
@@ -190,6 +191,7 @@ type queue struct {
 
 	nReady, nDelayed, nLeased, nDead, nAcked uint64
 	dropped                                  uint64
+	deadExpired                              uint64 // discarded after dead_retention_ms
 	// liveBytes is the sum of the bodies of ready, delayed and leased
 	// messages: what max_bytes_per_shard limits.
 	liveBytes uint64
@@ -236,6 +238,9 @@ type state struct {
 	leases    *btree.BTreeG[timeItem] // (deadline, id)
 	retention *btree.BTreeG[timeItem] // ready and delayed: (expire ms, id)
 	completed *btree.BTreeG[timeItem] // acked records: (expire ms, id)
+	// deadExpiry: dead messages of queues with a dead retention, by
+	// (death ms + retention, id) (deadretention.go).
+	deadExpiry *btree.BTreeG[timeItem]
 
 	// dedup maps live dedup keys to their message; it is only looked up by
 	// key, never iterated (dedupindex.go).
@@ -268,6 +273,7 @@ func newState() *state {
 		leases:      btree.NewG(btreeDegree, lessTime),
 		retention:   btree.NewG(btreeDegree, lessTime),
 		completed:   btree.NewG(btreeDegree, lessTime),
+		deadExpiry:  btree.NewG(btreeDegree, lessTime),
 		dedup:       newDedupIndex(),
 		dedupExpiry: btree.NewG(btreeDegree, lessDedupExpiry),
 		seals:       map[uint32]slotSeal{},

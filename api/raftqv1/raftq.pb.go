@@ -232,9 +232,13 @@ type QueuePolicy struct {
 	MaxBytesPerShard    uint64 `protobuf:"varint,13,opt,name=max_bytes_per_shard,json=maxBytesPerShard,proto3" json:"max_bytes_per_shard,omitempty"` // sum of live bodies; at least max_message_bytes
 	// Quotas of the whole queue over every shard (docs/tenancy.md);
 	// max_queues and max_message_bytes are a tenant's only.
-	Quotas        *Quotas `protobuf:"bytes,14,opt,name=quotas,proto3" json:"quotas,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Quotas *Quotas `protobuf:"bytes,14,opt,name=quotas,proto3" json:"quotas,omitempty"`
+	// dead_retention_ms: dead messages older than this are discarded
+	// (counted in QueueStatsResponse.dead_expired); 0 = kept until redriven
+	// or discarded. At most 365 days.
+	DeadRetentionMs int64 `protobuf:"varint,60,opt,name=dead_retention_ms,json=deadRetentionMs,proto3" json:"dead_retention_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
@@ -363,6 +367,13 @@ func (x *QueuePolicy) GetQuotas() *Quotas {
 		return x.Quotas
 	}
 	return nil
+}
+
+func (x *QueuePolicy) GetDeadRetentionMs() int64 {
+	if x != nil {
+		return x.DeadRetentionMs
+	}
+	return 0
 }
 
 // Quotas caps a queue or a tenant over the whole cluster; 0 = no limit.
@@ -583,9 +594,13 @@ type Message struct {
 	History         []*Attempt             `protobuf:"bytes,22,rep,name=history,proto3" json:"history,omitempty"`
 	// ready/delayed/leased: when retention dead-letters it; acked: when the
 	// record is dropped.
-	ExpireMs      int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpireMs int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
+	// The message's own retry policy (SendRequest 60-62); 0 = the queue's.
+	MaxReceiveCount uint32 `protobuf:"varint,60,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`
+	BackoffBaseMs   int64  `protobuf:"varint,61,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
+	BackoffMaxMs    int64  `protobuf:"varint,62,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -775,6 +790,27 @@ func (x *Message) GetHistory() []*Attempt {
 func (x *Message) GetExpireMs() int64 {
 	if x != nil {
 		return x.ExpireMs
+	}
+	return 0
+}
+
+func (x *Message) GetMaxReceiveCount() uint32 {
+	if x != nil {
+		return x.MaxReceiveCount
+	}
+	return 0
+}
+
+func (x *Message) GetBackoffBaseMs() int64 {
+	if x != nil {
+		return x.BackoffBaseMs
+	}
+	return 0
+}
+
+func (x *Message) GetBackoffMaxMs() int64 {
+	if x != nil {
+		return x.BackoffMaxMs
 	}
 	return 0
 }
@@ -1316,6 +1352,7 @@ type QueueStatsResponse struct {
 	Tenant           string                 `protobuf:"bytes,9,opt,name=tenant,proto3" json:"tenant,omitempty"`                                     // "" for a queue outside every tenant
 	Quotas           *Quotas                `protobuf:"bytes,10,opt,name=quotas,proto3" json:"quotas,omitempty"`                                    // the queue's own
 	TenantQuotas     *Quotas                `protobuf:"bytes,11,opt,name=tenant_quotas,json=tenantQuotas,proto3" json:"tenant_quotas,omitempty"`    // its tenant's
+	DeadExpired      uint64                 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"`      // discarded after the queue's dead_retention_ms
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1427,19 +1464,32 @@ func (x *QueueStatsResponse) GetTenantQuotas() *Quotas {
 	return nil
 }
 
+func (x *QueueStatsResponse) GetDeadExpired() uint64 {
+	if x != nil {
+		return x.DeadExpired
+	}
+	return 0
+}
+
 type SendRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Body          []byte                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
-	Attributes    map[string]string      `protobuf:"bytes,3,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Type          string                 `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
-	GroupId       string                 `protobuf:"bytes,5,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
-	DedupKey      string                 `protobuf:"bytes,6,opt,name=dedup_key,json=dedupKey,proto3" json:"dedup_key,omitempty"`
-	Priority      uint32                 `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
-	DelayMs       int64                  `protobuf:"varint,8,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"` // 0: queue default; use run_at_ms for an absolute time
-	RunAtMs       int64                  `protobuf:"varint,9,opt,name=run_at_ms,json=runAtMs,proto3" json:"run_at_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Queue      string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Body       []byte                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	Attributes map[string]string      `protobuf:"bytes,3,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Type       string                 `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
+	GroupId    string                 `protobuf:"bytes,5,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	DedupKey   string                 `protobuf:"bytes,6,opt,name=dedup_key,json=dedupKey,proto3" json:"dedup_key,omitempty"`
+	Priority   uint32                 `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
+	DelayMs    int64                  `protobuf:"varint,8,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"` // 0: queue default; use run_at_ms for an absolute time
+	RunAtMs    int64                  `protobuf:"varint,9,opt,name=run_at_ms,json=runAtMs,proto3" json:"run_at_ms,omitempty"`
+	// Retry policy of this message, overriding the queue's when non-zero:
+	// max_receive_count (at most 1000) dead-letters it, backoff_base_ms and
+	// backoff_max_ms (each at most 15 days) shape the delay after a nack.
+	MaxReceiveCount uint32 `protobuf:"varint,60,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`
+	BackoffBaseMs   int64  `protobuf:"varint,61,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
+	BackoffMaxMs    int64  `protobuf:"varint,62,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SendRequest) Reset() {
@@ -1531,6 +1581,27 @@ func (x *SendRequest) GetDelayMs() int64 {
 func (x *SendRequest) GetRunAtMs() int64 {
 	if x != nil {
 		return x.RunAtMs
+	}
+	return 0
+}
+
+func (x *SendRequest) GetMaxReceiveCount() uint32 {
+	if x != nil {
+		return x.MaxReceiveCount
+	}
+	return 0
+}
+
+func (x *SendRequest) GetBackoffBaseMs() int64 {
+	if x != nil {
+		return x.BackoffBaseMs
+	}
+	return 0
+}
+
+func (x *SendRequest) GetBackoffMaxMs() int64 {
+	if x != nil {
+		return x.BackoffMaxMs
 	}
 	return 0
 }
@@ -2641,19 +2712,91 @@ func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
 	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
 }
 
+// DeadFilter narrows ListDead and Redrive to the dead messages that match
+// every field set.
+type DeadFilter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`                                        // exactly this message type
+	ErrorContains string                 `protobuf:"bytes,2,opt,name=error_contains,json=errorContains,proto3" json:"error_contains,omitempty"` // last_error contains this text (case-sensitive)
+	DeadSinceMs   int64                  `protobuf:"varint,3,opt,name=dead_since_ms,json=deadSinceMs,proto3" json:"dead_since_ms,omitempty"`    // died at or after this Unix ms
+	DeadUntilMs   int64                  `protobuf:"varint,4,opt,name=dead_until_ms,json=deadUntilMs,proto3" json:"dead_until_ms,omitempty"`    // died before this Unix ms
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadFilter) Reset() {
+	*x = DeadFilter{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadFilter) ProtoMessage() {}
+
+func (x *DeadFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadFilter.ProtoReflect.Descriptor instead.
+func (*DeadFilter) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DeadFilter) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DeadFilter) GetErrorContains() string {
+	if x != nil {
+		return x.ErrorContains
+	}
+	return ""
+}
+
+func (x *DeadFilter) GetDeadSinceMs() int64 {
+	if x != nil {
+		return x.DeadSinceMs
+	}
+	return 0
+}
+
+func (x *DeadFilter) GetDeadUntilMs() int64 {
+	if x != nil {
+		return x.DeadUntilMs
+	}
+	return 0
+}
+
 type ListDeadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	Limit uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"` // default 100, at most 1000
 	// page_token: the next_page_token of the page before; empty: the first.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Pass the same filter with every page.
+	PageToken     string      `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	Filter        *DeadFilter `protobuf:"bytes,60,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2665,7 +2808,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2678,7 +2821,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -2702,6 +2845,13 @@ func (x *ListDeadRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListDeadRequest) GetFilter() *DeadFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
 type ListDeadResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Messages []*MessageInfo         `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
@@ -2715,7 +2865,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2727,7 +2877,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2740,7 +2890,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListDeadResponse) GetMessages() []*MessageInfo {
@@ -2758,17 +2908,23 @@ func (x *ListDeadResponse) GetNextPageToken() string {
 }
 
 type RedriveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	MessageIds    []string               `protobuf:"bytes,2,rep,name=message_ids,json=messageIds,proto3" json:"message_ids,omitempty"` // empty: all
-	RatePerS      uint32                 `protobuf:"varint,3,opt,name=rate_per_s,json=ratePerS,proto3" json:"rate_per_s,omitempty"`    // default 100, max 500
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Queue      string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	MessageIds []string               `protobuf:"bytes,2,rep,name=message_ids,json=messageIds,proto3" json:"message_ids,omitempty"` // empty: all
+	RatePerS   uint32                 `protobuf:"varint,3,opt,name=rate_per_s,json=ratePerS,proto3" json:"rate_per_s,omitempty"`    // default 100, max 500
+	// target_queue: copy each message to this queue, then discard it here
+	// (docs/jobs.md, "Dead letters"); empty: back to ready in queue.
+	TargetQueue string      `protobuf:"bytes,60,opt,name=target_queue,json=targetQueue,proto3" json:"target_queue,omitempty"`
+	Filter      *DeadFilter `protobuf:"bytes,61,opt,name=filter,proto3" json:"filter,omitempty"` // with message_ids empty: only these
+	// dry_run: move nothing; answer what would move (would_move, matched).
+	DryRun        bool `protobuf:"varint,62,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2936,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2949,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RedriveRequest) GetQueue() string {
@@ -2817,16 +2973,41 @@ func (x *RedriveRequest) GetRatePerS() uint32 {
 	return 0
 }
 
+func (x *RedriveRequest) GetTargetQueue() string {
+	if x != nil {
+		return x.TargetQueue
+	}
+	return ""
+}
+
+func (x *RedriveRequest) GetFilter() *DeadFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *RedriveRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type RedriveResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Redriven      uint64                 `protobuf:"varint,1,opt,name=redriven,proto3" json:"redriven,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Redriven uint64                 `protobuf:"varint,1,opt,name=redriven,proto3" json:"redriven,omitempty"`
+	// dry_run: the first (at most 1000) messages that would move, oldest
+	// death first, and how many would move in all.
+	WouldMove     []*MessageInfo `protobuf:"bytes,60,rep,name=would_move,json=wouldMove,proto3" json:"would_move,omitempty"`
+	Matched       uint64         `protobuf:"varint,61,opt,name=matched,proto3" json:"matched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +3019,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,12 +3032,26 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RedriveResponse) GetRedriven() uint64 {
 	if x != nil {
 		return x.Redriven
+	}
+	return 0
+}
+
+func (x *RedriveResponse) GetWouldMove() []*MessageInfo {
+	if x != nil {
+		return x.WouldMove
+	}
+	return nil
+}
+
+func (x *RedriveResponse) GetMatched() uint64 {
+	if x != nil {
+		return x.Matched
 	}
 	return 0
 }
@@ -2871,7 +3066,7 @@ type DiscardRequest struct {
 
 func (x *DiscardRequest) Reset() {
 	*x = DiscardRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3078,7 @@ func (x *DiscardRequest) String() string {
 func (*DiscardRequest) ProtoMessage() {}
 
 func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3091,7 @@ func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardRequest.ProtoReflect.Descriptor instead.
 func (*DiscardRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DiscardRequest) GetQueue() string {
@@ -2922,7 +3117,7 @@ type DiscardResponse struct {
 
 func (x *DiscardResponse) Reset() {
 	*x = DiscardResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3129,7 @@ func (x *DiscardResponse) String() string {
 func (*DiscardResponse) ProtoMessage() {}
 
 func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3142,7 @@ func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardResponse.ProtoReflect.Descriptor instead.
 func (*DiscardResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DiscardResponse) GetDiscarded() uint64 {
@@ -2965,7 +3160,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3172,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3185,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
 }
 
 type Member struct {
@@ -3013,7 +3208,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3220,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3233,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Member) GetNodeId() string {
@@ -3098,7 +3293,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3305,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3318,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ShardInfo) GetShardId() uint32 {
@@ -3190,7 +3385,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3202,7 +3397,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3215,7 +3410,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3264,7 +3459,7 @@ type DamagedReplica struct {
 
 func (x *DamagedReplica) Reset() {
 	*x = DamagedReplica{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3276,7 +3471,7 @@ func (x *DamagedReplica) String() string {
 func (*DamagedReplica) ProtoMessage() {}
 
 func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3289,7 +3484,7 @@ func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedReplica.ProtoReflect.Descriptor instead.
 func (*DamagedReplica) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DamagedReplica) GetGroup() string {
@@ -3322,7 +3517,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3529,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3542,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -3366,7 +3561,7 @@ type RepairResponse struct {
 
 func (x *RepairResponse) Reset() {
 	*x = RepairResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3378,7 +3573,7 @@ func (x *RepairResponse) String() string {
 func (*RepairResponse) ProtoMessage() {}
 
 func (x *RepairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3391,7 +3586,7 @@ func (x *RepairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairResponse.ProtoReflect.Descriptor instead.
 func (*RepairResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RepairResponse) GetGroups() []*GroupRepair {
@@ -3412,7 +3607,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3424,7 +3619,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3437,7 +3632,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -3469,7 +3664,7 @@ type ShardMapRequest struct {
 
 func (x *ShardMapRequest) Reset() {
 	*x = ShardMapRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3481,7 +3676,7 @@ func (x *ShardMapRequest) String() string {
 func (*ShardMapRequest) ProtoMessage() {}
 
 func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3494,7 +3689,7 @@ func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapRequest.ProtoReflect.Descriptor instead.
 func (*ShardMapRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
 }
 
 type ShardMapResponse struct {
@@ -3516,7 +3711,7 @@ type ShardMapResponse struct {
 
 func (x *ShardMapResponse) Reset() {
 	*x = ShardMapResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3528,7 +3723,7 @@ func (x *ShardMapResponse) String() string {
 func (*ShardMapResponse) ProtoMessage() {}
 
 func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3541,7 +3736,7 @@ func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapResponse.ProtoReflect.Descriptor instead.
 func (*ShardMapResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ShardMapResponse) GetShardCount() uint32 {
@@ -3587,7 +3782,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3794,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3807,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
 }
 
 type NodeInfo struct {
@@ -3639,7 +3834,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3651,7 +3846,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3664,7 +3859,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeInfo) GetNodeId() string {
@@ -3761,7 +3956,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3773,7 +3968,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3786,7 +3981,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodesResponse) GetNodeId() string {
@@ -3812,7 +4007,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3824,7 +4019,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3837,7 +4032,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -3857,7 +4052,7 @@ type ReplaceNodeRequest struct {
 
 func (x *ReplaceNodeRequest) Reset() {
 	*x = ReplaceNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3869,7 +4064,7 @@ func (x *ReplaceNodeRequest) String() string {
 func (*ReplaceNodeRequest) ProtoMessage() {}
 
 func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3882,7 +4077,7 @@ func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ReplaceNodeRequest) GetOldNodeId() string {
@@ -3914,7 +4109,7 @@ type NodeDrainResponse struct {
 
 func (x *NodeDrainResponse) Reset() {
 	*x = NodeDrainResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3926,7 +4121,7 @@ func (x *NodeDrainResponse) String() string {
 func (*NodeDrainResponse) ProtoMessage() {}
 
 func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3939,7 +4134,7 @@ func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *NodeDrainResponse) GetNodeId() string {
@@ -3986,7 +4181,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3998,7 +4193,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4011,7 +4206,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -4032,7 +4227,7 @@ type ReplicaMovePlan struct {
 
 func (x *ReplicaMovePlan) Reset() {
 	*x = ReplicaMovePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4239,7 @@ func (x *ReplicaMovePlan) String() string {
 func (*ReplicaMovePlan) ProtoMessage() {}
 
 func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4252,7 @@ func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMovePlan.ProtoReflect.Descriptor instead.
 func (*ReplicaMovePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ReplicaMovePlan) GetShardId() uint32 {
@@ -4092,7 +4287,7 @@ type LeaderChangePlan struct {
 
 func (x *LeaderChangePlan) Reset() {
 	*x = LeaderChangePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4104,7 +4299,7 @@ func (x *LeaderChangePlan) String() string {
 func (*LeaderChangePlan) ProtoMessage() {}
 
 func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4117,7 +4312,7 @@ func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderChangePlan.ProtoReflect.Descriptor instead.
 func (*LeaderChangePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LeaderChangePlan) GetShardId() uint32 {
@@ -4154,7 +4349,7 @@ type NodeBalance struct {
 
 func (x *NodeBalance) Reset() {
 	*x = NodeBalance{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4166,7 +4361,7 @@ func (x *NodeBalance) String() string {
 func (*NodeBalance) ProtoMessage() {}
 
 func (x *NodeBalance) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4179,7 +4374,7 @@ func (x *NodeBalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBalance.ProtoReflect.Descriptor instead.
 func (*NodeBalance) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *NodeBalance) GetNodeId() string {
@@ -4235,7 +4430,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4442,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4455,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RebalanceResponse) GetMoves() []*ReplicaMovePlan {
@@ -4313,7 +4508,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4325,7 +4520,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4338,7 +4533,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
 }
 
 // BackupChunk: the first chunk of a stream has group empty and carries
@@ -4364,7 +4559,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4376,7 +4571,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4389,7 +4584,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -4471,7 +4666,7 @@ type CancelMoveRequest struct {
 
 func (x *CancelMoveRequest) Reset() {
 	*x = CancelMoveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4483,7 +4678,7 @@ func (x *CancelMoveRequest) String() string {
 func (*CancelMoveRequest) ProtoMessage() {}
 
 func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4496,7 +4691,7 @@ func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveRequest.ProtoReflect.Descriptor instead.
 func (*CancelMoveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CancelMoveRequest) GetShard() uint32 {
@@ -4520,7 +4715,7 @@ type CancelMoveResponse struct {
 
 func (x *CancelMoveResponse) Reset() {
 	*x = CancelMoveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4532,7 +4727,7 @@ func (x *CancelMoveResponse) String() string {
 func (*CancelMoveResponse) ProtoMessage() {}
 
 func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4545,7 +4740,7 @@ func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveResponse.ProtoReflect.Descriptor instead.
 func (*CancelMoveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CancelMoveResponse) GetShard() uint32 {
@@ -4586,7 +4781,7 @@ type SetShardCountRequest struct {
 
 func (x *SetShardCountRequest) Reset() {
 	*x = SetShardCountRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4598,7 +4793,7 @@ func (x *SetShardCountRequest) String() string {
 func (*SetShardCountRequest) ProtoMessage() {}
 
 func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4611,7 +4806,7 @@ func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountRequest.ProtoReflect.Descriptor instead.
 func (*SetShardCountRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SetShardCountRequest) GetCount() uint32 {
@@ -4645,7 +4840,7 @@ type SetShardCountResponse struct {
 
 func (x *SetShardCountResponse) Reset() {
 	*x = SetShardCountResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4657,7 +4852,7 @@ func (x *SetShardCountResponse) String() string {
 func (*SetShardCountResponse) ProtoMessage() {}
 
 func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4670,7 +4865,7 @@ func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountResponse.ProtoReflect.Descriptor instead.
 func (*SetShardCountResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SetShardCountResponse) GetPrevious() uint32 {
@@ -4725,7 +4920,7 @@ type ReplicaPlacement struct {
 
 func (x *ReplicaPlacement) Reset() {
 	*x = ReplicaPlacement{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4737,7 +4932,7 @@ func (x *ReplicaPlacement) String() string {
 func (*ReplicaPlacement) ProtoMessage() {}
 
 func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4750,7 +4945,7 @@ func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaPlacement.ProtoReflect.Descriptor instead.
 func (*ReplicaPlacement) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ReplicaPlacement) GetShardId() uint32 {
@@ -4783,7 +4978,7 @@ type SlotMoveInfo struct {
 
 func (x *SlotMoveInfo) Reset() {
 	*x = SlotMoveInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4795,7 +4990,7 @@ func (x *SlotMoveInfo) String() string {
 func (*SlotMoveInfo) ProtoMessage() {}
 
 func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4808,7 +5003,7 @@ func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMoveInfo.ProtoReflect.Descriptor instead.
 func (*SlotMoveInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SlotMoveInfo) GetId() uint64 {
@@ -4865,7 +5060,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4877,7 +5072,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4890,7 +5085,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *Grant) GetRole() string {
@@ -4924,7 +5119,7 @@ type TenantInfo struct {
 
 func (x *TenantInfo) Reset() {
 	*x = TenantInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4936,7 +5131,7 @@ func (x *TenantInfo) String() string {
 func (*TenantInfo) ProtoMessage() {}
 
 func (x *TenantInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4949,7 +5144,7 @@ func (x *TenantInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantInfo.ProtoReflect.Descriptor instead.
 func (*TenantInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *TenantInfo) GetName() string {
@@ -5018,7 +5213,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5030,7 +5225,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5043,7 +5238,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *CreateTenantRequest) GetName() string {
@@ -5069,7 +5264,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5081,7 +5276,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5094,7 +5289,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetTenantRequest) GetName() string {
@@ -5112,7 +5307,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5124,7 +5319,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5137,7 +5332,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
 }
 
 type ListTenantsResponse struct {
@@ -5149,7 +5344,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5161,7 +5356,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5174,7 +5369,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*TenantInfo {
@@ -5194,7 +5389,7 @@ type UpdateTenantRequest struct {
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5206,7 +5401,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5219,7 +5414,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *UpdateTenantRequest) GetName() string {
@@ -5245,7 +5440,7 @@ type DeleteTenantRequest struct {
 
 func (x *DeleteTenantRequest) Reset() {
 	*x = DeleteTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5257,7 +5452,7 @@ func (x *DeleteTenantRequest) String() string {
 func (*DeleteTenantRequest) ProtoMessage() {}
 
 func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5270,7 +5465,7 @@ func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeleteTenantRequest) GetName() string {
@@ -5288,7 +5483,7 @@ type DeleteTenantResponse struct {
 
 func (x *DeleteTenantResponse) Reset() {
 	*x = DeleteTenantResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5300,7 +5495,7 @@ func (x *DeleteTenantResponse) String() string {
 func (*DeleteTenantResponse) ProtoMessage() {}
 
 func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5313,7 +5508,7 @@ func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTenantResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
 }
 
 type WhoAmIRequest struct {
@@ -5324,7 +5519,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5336,7 +5531,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5349,7 +5544,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
 }
 
 type WhoAmIResponse struct {
@@ -5364,7 +5559,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5376,7 +5571,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5389,7 +5584,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *WhoAmIResponse) GetPrincipal() string {
@@ -5435,7 +5630,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5447,7 +5642,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5460,7 +5655,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *KeyInfo) GetId() string {
@@ -5525,7 +5720,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5537,7 +5732,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5550,7 +5745,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -5584,7 +5779,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5596,7 +5791,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5609,7 +5804,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CreateKeyResponse) GetKey() *KeyInfo {
@@ -5634,7 +5829,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5646,7 +5841,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5659,7 +5854,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
 }
 
 type ListKeysResponse struct {
@@ -5671,7 +5866,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5683,7 +5878,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5696,7 +5891,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -5715,7 +5910,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5727,7 +5922,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5740,7 +5935,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *RotateKeyRequest) GetKey() string {
@@ -5759,7 +5954,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5771,7 +5966,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5784,7 +5979,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *RevokeKeyRequest) GetKey() string {
@@ -5802,7 +5997,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5814,7 +6009,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5827,7 +6022,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
 }
 
 type ListAuditRequest struct {
@@ -5840,7 +6035,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5852,7 +6047,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5865,7 +6060,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() uint64 {
@@ -5898,7 +6093,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5910,7 +6105,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5923,7 +6118,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *AuditRecord) GetSeq() uint64 {
@@ -5991,7 +6186,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6003,7 +6198,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6016,7 +6211,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -6030,7 +6225,7 @@ var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
-	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\xdd\x04\n" +
+	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\x89\x05\n" +
 	"\vQueuePolicy\x12'\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x13.raftq.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -6046,7 +6241,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\fdlq_disabled\x18\v \x01(\bR\vdlqDisabled\x123\n" +
 	"\x16max_messages_per_shard\x18\f \x01(\x04R\x13maxMessagesPerShard\x12-\n" +
 	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\x12(\n" +
-	"\x06quotas\x18\x0e \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\"\x8b\x02\n" +
+	"\x06quotas\x18\x0e \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\x12*\n" +
+	"\x11dead_retention_ms\x18< \x01(\x03R\x0fdeadRetentionMs\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
 	"\n" +
@@ -6066,7 +6262,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12*\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x10.raftq.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xd7\x06\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xd1\a\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -6098,7 +6294,10 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"deadReason\x12(\n" +
 	"\x10state_changed_ms\x18\x15 \x01(\x03R\x0estateChangedMs\x12+\n" +
 	"\ahistory\x18\x16 \x03(\v2\x11.raftq.v1.AttemptR\ahistory\x12\x1b\n" +
-	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x1a=\n" +
+	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x12*\n" +
+	"\x11max_receive_count\x18< \x01(\rR\x0fmaxReceiveCount\x12&\n" +
+	"\x0fbackoff_base_ms\x18= \x01(\x03R\rbackoffBaseMs\x12$\n" +
+	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
@@ -6130,7 +6329,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x12PurgeQueueResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\x04R\x06purged\"'\n" +
 	"\x11QueueStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xf7\x02\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x9a\x03\n" +
 	"\x12QueueStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n" +
@@ -6144,7 +6343,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x06tenant\x18\t \x01(\tR\x06tenant\x12(\n" +
 	"\x06quotas\x18\n" +
 	" \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\x125\n" +
-	"\rtenant_quotas\x18\v \x01(\v2\x10.raftq.v1.QuotasR\ftenantQuotas\"\xdc\x02\n" +
+	"\rtenant_quotas\x18\v \x01(\v2\x10.raftq.v1.QuotasR\ftenantQuotas\x12!\n" +
+	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\"\xd6\x03\n" +
 	"\vSendRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12E\n" +
@@ -6156,7 +6356,10 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\tdedup_key\x18\x06 \x01(\tR\bdedupKey\x12\x1a\n" +
 	"\bpriority\x18\a \x01(\rR\bpriority\x12\x19\n" +
 	"\bdelay_ms\x18\b \x01(\x03R\adelayMs\x12\x1a\n" +
-	"\trun_at_ms\x18\t \x01(\x03R\arunAtMs\x1a=\n" +
+	"\trun_at_ms\x18\t \x01(\x03R\arunAtMs\x12*\n" +
+	"\x11max_receive_count\x18< \x01(\rR\x0fmaxReceiveCount\x12&\n" +
+	"\x0fbackoff_base_ms\x18= \x01(\x03R\rbackoffBaseMs\x12$\n" +
+	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Q\n" +
@@ -6244,23 +6447,36 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x14CancelMessageRequest\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\"\x17\n" +
-	"\x15CancelMessageResponse\"\\\n" +
+	"\x15CancelMessageResponse\"\x8f\x01\n" +
+	"\n" +
+	"DeadFilter\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12%\n" +
+	"\x0eerror_contains\x18\x02 \x01(\tR\rerrorContains\x12\"\n" +
+	"\rdead_since_ms\x18\x03 \x01(\x03R\vdeadSinceMs\x12\"\n" +
+	"\rdead_until_ms\x18\x04 \x01(\x03R\vdeadUntilMs\"\x8a\x01\n" +
 	"\x0fListDeadRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"m\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12,\n" +
+	"\x06filter\x18< \x01(\v2\x14.raftq.v1.DeadFilterR\x06filter\"m\n" +
 	"\x10ListDeadResponse\x121\n" +
 	"\bmessages\x18\x01 \x03(\v2\x15.raftq.v1.MessageInfoR\bmessages\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"e\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcf\x01\n" +
 	"\x0eRedriveRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1f\n" +
 	"\vmessage_ids\x18\x02 \x03(\tR\n" +
 	"messageIds\x12\x1c\n" +
 	"\n" +
-	"rate_per_s\x18\x03 \x01(\rR\bratePerS\"-\n" +
+	"rate_per_s\x18\x03 \x01(\rR\bratePerS\x12!\n" +
+	"\ftarget_queue\x18< \x01(\tR\vtargetQueue\x12,\n" +
+	"\x06filter\x18= \x01(\v2\x14.raftq.v1.DeadFilterR\x06filter\x12\x17\n" +
+	"\adry_run\x18> \x01(\bR\x06dryRun\"}\n" +
 	"\x0fRedriveResponse\x12\x1a\n" +
-	"\bredriven\x18\x01 \x01(\x04R\bredriven\"G\n" +
+	"\bredriven\x18\x01 \x01(\x04R\bredriven\x124\n" +
+	"\n" +
+	"would_move\x18< \x03(\v2\x15.raftq.v1.MessageInfoR\twouldMove\x12\x18\n" +
+	"\amatched\x18= \x01(\x04R\amatched\"G\n" +
 	"\x0eDiscardRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1f\n" +
 	"\vmessage_ids\x18\x02 \x03(\tR\n" +
@@ -6573,7 +6789,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 98)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -6615,195 +6831,199 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*MessageInfo)(nil),           // 37: raftq.v1.MessageInfo
 	(*CancelMessageRequest)(nil),  // 38: raftq.v1.CancelMessageRequest
 	(*CancelMessageResponse)(nil), // 39: raftq.v1.CancelMessageResponse
-	(*ListDeadRequest)(nil),       // 40: raftq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 41: raftq.v1.ListDeadResponse
-	(*RedriveRequest)(nil),        // 42: raftq.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 43: raftq.v1.RedriveResponse
-	(*DiscardRequest)(nil),        // 44: raftq.v1.DiscardRequest
-	(*DiscardResponse)(nil),       // 45: raftq.v1.DiscardResponse
-	(*StatusRequest)(nil),         // 46: raftq.v1.StatusRequest
-	(*Member)(nil),                // 47: raftq.v1.Member
-	(*ShardInfo)(nil),             // 48: raftq.v1.ShardInfo
-	(*StatusResponse)(nil),        // 49: raftq.v1.StatusResponse
-	(*DamagedReplica)(nil),        // 50: raftq.v1.DamagedReplica
-	(*RepairRequest)(nil),         // 51: raftq.v1.RepairRequest
-	(*RepairResponse)(nil),        // 52: raftq.v1.RepairResponse
-	(*GroupRepair)(nil),           // 53: raftq.v1.GroupRepair
-	(*ShardMapRequest)(nil),       // 54: raftq.v1.ShardMapRequest
-	(*ShardMapResponse)(nil),      // 55: raftq.v1.ShardMapResponse
-	(*NodesRequest)(nil),          // 56: raftq.v1.NodesRequest
-	(*NodeInfo)(nil),              // 57: raftq.v1.NodeInfo
-	(*NodesResponse)(nil),         // 58: raftq.v1.NodesResponse
-	(*RemoveNodeRequest)(nil),     // 59: raftq.v1.RemoveNodeRequest
-	(*ReplaceNodeRequest)(nil),    // 60: raftq.v1.ReplaceNodeRequest
-	(*NodeDrainResponse)(nil),     // 61: raftq.v1.NodeDrainResponse
-	(*RebalanceRequest)(nil),      // 62: raftq.v1.RebalanceRequest
-	(*ReplicaMovePlan)(nil),       // 63: raftq.v1.ReplicaMovePlan
-	(*LeaderChangePlan)(nil),      // 64: raftq.v1.LeaderChangePlan
-	(*NodeBalance)(nil),           // 65: raftq.v1.NodeBalance
-	(*RebalanceResponse)(nil),     // 66: raftq.v1.RebalanceResponse
-	(*BackupRequest)(nil),         // 67: raftq.v1.BackupRequest
-	(*BackupChunk)(nil),           // 68: raftq.v1.BackupChunk
-	(*CancelMoveRequest)(nil),     // 69: raftq.v1.CancelMoveRequest
-	(*CancelMoveResponse)(nil),    // 70: raftq.v1.CancelMoveResponse
-	(*SetShardCountRequest)(nil),  // 71: raftq.v1.SetShardCountRequest
-	(*SetShardCountResponse)(nil), // 72: raftq.v1.SetShardCountResponse
-	(*ReplicaPlacement)(nil),      // 73: raftq.v1.ReplicaPlacement
-	(*SlotMoveInfo)(nil),          // 74: raftq.v1.SlotMoveInfo
-	(*Grant)(nil),                 // 75: raftq.v1.Grant
-	(*TenantInfo)(nil),            // 76: raftq.v1.TenantInfo
-	(*CreateTenantRequest)(nil),   // 77: raftq.v1.CreateTenantRequest
-	(*GetTenantRequest)(nil),      // 78: raftq.v1.GetTenantRequest
-	(*ListTenantsRequest)(nil),    // 79: raftq.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),   // 80: raftq.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),   // 81: raftq.v1.UpdateTenantRequest
-	(*DeleteTenantRequest)(nil),   // 82: raftq.v1.DeleteTenantRequest
-	(*DeleteTenantResponse)(nil),  // 83: raftq.v1.DeleteTenantResponse
-	(*WhoAmIRequest)(nil),         // 84: raftq.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 85: raftq.v1.WhoAmIResponse
-	(*KeyInfo)(nil),               // 86: raftq.v1.KeyInfo
-	(*CreateKeyRequest)(nil),      // 87: raftq.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 88: raftq.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 89: raftq.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 90: raftq.v1.ListKeysResponse
-	(*RotateKeyRequest)(nil),      // 91: raftq.v1.RotateKeyRequest
-	(*RevokeKeyRequest)(nil),      // 92: raftq.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 93: raftq.v1.RevokeKeyResponse
-	(*ListAuditRequest)(nil),      // 94: raftq.v1.ListAuditRequest
-	(*AuditRecord)(nil),           // 95: raftq.v1.AuditRecord
-	(*ListAuditResponse)(nil),     // 96: raftq.v1.ListAuditResponse
-	nil,                           // 97: raftq.v1.Message.AttributesEntry
-	nil,                           // 98: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 99: raftq.v1.ReceivedMessage.AttributesEntry
+	(*DeadFilter)(nil),            // 40: raftq.v1.DeadFilter
+	(*ListDeadRequest)(nil),       // 41: raftq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),      // 42: raftq.v1.ListDeadResponse
+	(*RedriveRequest)(nil),        // 43: raftq.v1.RedriveRequest
+	(*RedriveResponse)(nil),       // 44: raftq.v1.RedriveResponse
+	(*DiscardRequest)(nil),        // 45: raftq.v1.DiscardRequest
+	(*DiscardResponse)(nil),       // 46: raftq.v1.DiscardResponse
+	(*StatusRequest)(nil),         // 47: raftq.v1.StatusRequest
+	(*Member)(nil),                // 48: raftq.v1.Member
+	(*ShardInfo)(nil),             // 49: raftq.v1.ShardInfo
+	(*StatusResponse)(nil),        // 50: raftq.v1.StatusResponse
+	(*DamagedReplica)(nil),        // 51: raftq.v1.DamagedReplica
+	(*RepairRequest)(nil),         // 52: raftq.v1.RepairRequest
+	(*RepairResponse)(nil),        // 53: raftq.v1.RepairResponse
+	(*GroupRepair)(nil),           // 54: raftq.v1.GroupRepair
+	(*ShardMapRequest)(nil),       // 55: raftq.v1.ShardMapRequest
+	(*ShardMapResponse)(nil),      // 56: raftq.v1.ShardMapResponse
+	(*NodesRequest)(nil),          // 57: raftq.v1.NodesRequest
+	(*NodeInfo)(nil),              // 58: raftq.v1.NodeInfo
+	(*NodesResponse)(nil),         // 59: raftq.v1.NodesResponse
+	(*RemoveNodeRequest)(nil),     // 60: raftq.v1.RemoveNodeRequest
+	(*ReplaceNodeRequest)(nil),    // 61: raftq.v1.ReplaceNodeRequest
+	(*NodeDrainResponse)(nil),     // 62: raftq.v1.NodeDrainResponse
+	(*RebalanceRequest)(nil),      // 63: raftq.v1.RebalanceRequest
+	(*ReplicaMovePlan)(nil),       // 64: raftq.v1.ReplicaMovePlan
+	(*LeaderChangePlan)(nil),      // 65: raftq.v1.LeaderChangePlan
+	(*NodeBalance)(nil),           // 66: raftq.v1.NodeBalance
+	(*RebalanceResponse)(nil),     // 67: raftq.v1.RebalanceResponse
+	(*BackupRequest)(nil),         // 68: raftq.v1.BackupRequest
+	(*BackupChunk)(nil),           // 69: raftq.v1.BackupChunk
+	(*CancelMoveRequest)(nil),     // 70: raftq.v1.CancelMoveRequest
+	(*CancelMoveResponse)(nil),    // 71: raftq.v1.CancelMoveResponse
+	(*SetShardCountRequest)(nil),  // 72: raftq.v1.SetShardCountRequest
+	(*SetShardCountResponse)(nil), // 73: raftq.v1.SetShardCountResponse
+	(*ReplicaPlacement)(nil),      // 74: raftq.v1.ReplicaPlacement
+	(*SlotMoveInfo)(nil),          // 75: raftq.v1.SlotMoveInfo
+	(*Grant)(nil),                 // 76: raftq.v1.Grant
+	(*TenantInfo)(nil),            // 77: raftq.v1.TenantInfo
+	(*CreateTenantRequest)(nil),   // 78: raftq.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),      // 79: raftq.v1.GetTenantRequest
+	(*ListTenantsRequest)(nil),    // 80: raftq.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),   // 81: raftq.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),   // 82: raftq.v1.UpdateTenantRequest
+	(*DeleteTenantRequest)(nil),   // 83: raftq.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),  // 84: raftq.v1.DeleteTenantResponse
+	(*WhoAmIRequest)(nil),         // 85: raftq.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 86: raftq.v1.WhoAmIResponse
+	(*KeyInfo)(nil),               // 87: raftq.v1.KeyInfo
+	(*CreateKeyRequest)(nil),      // 88: raftq.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),     // 89: raftq.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),       // 90: raftq.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),      // 91: raftq.v1.ListKeysResponse
+	(*RotateKeyRequest)(nil),      // 92: raftq.v1.RotateKeyRequest
+	(*RevokeKeyRequest)(nil),      // 93: raftq.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),     // 94: raftq.v1.RevokeKeyResponse
+	(*ListAuditRequest)(nil),      // 95: raftq.v1.ListAuditRequest
+	(*AuditRecord)(nil),           // 96: raftq.v1.AuditRecord
+	(*ListAuditResponse)(nil),     // 97: raftq.v1.ListAuditResponse
+	nil,                           // 98: raftq.v1.Message.AttributesEntry
+	nil,                           // 99: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 100: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
-	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
-	4,  // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
-	2,  // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	97, // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
-	1,  // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
-	2,  // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
-	5,  // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
-	3,  // 7: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
-	3,  // 8: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	7,  // 9: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
-	3,  // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	4,  // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
-	4,  // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
-	98, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
-	19, // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
-	22, // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	99, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
-	25, // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
-	27, // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
-	6,  // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
-	37, // 20: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	47, // 21: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	48, // 22: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	50, // 23: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	53, // 24: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	48, // 25: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	57, // 26: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
-	63, // 27: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
-	64, // 28: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
-	65, // 29: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
-	73, // 30: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
-	74, // 31: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
-	4,  // 32: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
-	4,  // 33: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	76, // 34: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
-	4,  // 35: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	75, // 36: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
-	75, // 37: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
-	75, // 38: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
-	86, // 39: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
-	86, // 40: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
-	95, // 41: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
-	8,  // 42: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	9,  // 43: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	10, // 44: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	12, // 45: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	13, // 46: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	15, // 47: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	17, // 48: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	19, // 49: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	21, // 50: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	24, // 51: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	28, // 52: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	30, // 53: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	32, // 54: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	34, // 55: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	36, // 56: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	38, // 57: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	40, // 58: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	42, // 59: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	44, // 60: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	46, // 61: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	54, // 62: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	51, // 63: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	56, // 64: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	59, // 65: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	60, // 66: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	62, // 67: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	67, // 68: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	69, // 69: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
-	71, // 70: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
-	84, // 71: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
-	87, // 72: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
-	89, // 73: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
-	91, // 74: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
-	92, // 75: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
-	94, // 76: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
-	77, // 77: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
-	78, // 78: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
-	79, // 79: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
-	81, // 80: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
-	82, // 81: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
-	7,  // 82: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	7,  // 83: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	11, // 84: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	7,  // 85: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	14, // 86: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	16, // 87: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	18, // 88: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	20, // 89: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	23, // 90: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	26, // 91: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	29, // 92: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	31, // 93: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	33, // 94: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	35, // 95: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	37, // 96: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	39, // 97: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	41, // 98: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	43, // 99: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	45, // 100: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	49, // 101: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	55, // 102: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	52, // 103: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	58, // 104: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	61, // 105: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	61, // 106: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	66, // 107: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	68, // 108: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	70, // 109: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
-	72, // 110: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
-	85, // 111: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
-	88, // 112: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
-	90, // 113: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
-	88, // 114: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
-	93, // 115: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
-	96, // 116: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
-	76, // 117: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
-	76, // 118: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
-	80, // 119: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
-	76, // 120: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
-	83, // 121: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
-	82, // [82:122] is the sub-list for method output_type
-	42, // [42:82] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	0,   // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
+	4,   // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
+	2,   // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
+	98,  // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	1,   // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
+	2,   // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
+	5,   // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
+	3,   // 7: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
+	3,   // 8: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	7,   // 9: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
+	3,   // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	4,   // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
+	4,   // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
+	99,  // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	19,  // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
+	22,  // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
+	100, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	25,  // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
+	27,  // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
+	6,   // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
+	40,  // 20: raftq.v1.ListDeadRequest.filter:type_name -> raftq.v1.DeadFilter
+	37,  // 21: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
+	40,  // 22: raftq.v1.RedriveRequest.filter:type_name -> raftq.v1.DeadFilter
+	37,  // 23: raftq.v1.RedriveResponse.would_move:type_name -> raftq.v1.MessageInfo
+	48,  // 24: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	49,  // 25: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	51,  // 26: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	54,  // 27: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	49,  // 28: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	58,  // 29: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
+	64,  // 30: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
+	65,  // 31: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
+	66,  // 32: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
+	74,  // 33: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
+	75,  // 34: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
+	4,   // 35: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
+	4,   // 36: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	77,  // 37: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
+	4,   // 38: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	76,  // 39: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
+	76,  // 40: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
+	76,  // 41: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
+	87,  // 42: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
+	87,  // 43: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
+	96,  // 44: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
+	8,   // 45: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	9,   // 46: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	10,  // 47: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	12,  // 48: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	13,  // 49: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	15,  // 50: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	17,  // 51: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	19,  // 52: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	21,  // 53: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	24,  // 54: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	28,  // 55: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	30,  // 56: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	32,  // 57: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	34,  // 58: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	36,  // 59: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	38,  // 60: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	41,  // 61: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	43,  // 62: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	45,  // 63: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	47,  // 64: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	55,  // 65: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	52,  // 66: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	57,  // 67: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	60,  // 68: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	61,  // 69: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	63,  // 70: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	68,  // 71: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	70,  // 72: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	72,  // 73: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
+	85,  // 74: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
+	88,  // 75: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
+	90,  // 76: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
+	92,  // 77: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
+	93,  // 78: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
+	95,  // 79: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
+	78,  // 80: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
+	79,  // 81: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
+	80,  // 82: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
+	82,  // 83: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
+	83,  // 84: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
+	7,   // 85: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	7,   // 86: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	11,  // 87: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	7,   // 88: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	14,  // 89: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	16,  // 90: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	18,  // 91: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	20,  // 92: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	23,  // 93: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	26,  // 94: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	29,  // 95: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	31,  // 96: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	33,  // 97: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	35,  // 98: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	37,  // 99: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	39,  // 100: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	42,  // 101: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	44,  // 102: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	46,  // 103: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	50,  // 104: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	56,  // 105: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	53,  // 106: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	59,  // 107: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	62,  // 108: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	62,  // 109: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	67,  // 110: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	69,  // 111: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	71,  // 112: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	73,  // 113: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
+	86,  // 114: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
+	89,  // 115: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
+	91,  // 116: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
+	89,  // 117: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
+	94,  // 118: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
+	97,  // 119: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
+	77,  // 120: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
+	77,  // 121: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
+	81,  // 122: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
+	77,  // 123: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
+	84,  // 124: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
+	85,  // [85:125] is the sub-list for method output_type
+	45,  // [45:85] is the sub-list for method input_type
+	45,  // [45:45] is the sub-list for extension type_name
+	45,  // [45:45] is the sub-list for extension extendee
+	0,   // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -6817,7 +7037,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   97,
+			NumMessages:   98,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

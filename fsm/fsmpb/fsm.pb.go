@@ -733,9 +733,13 @@ type QueuePolicy struct {
 	// This shard's share of the queue's and its tenant's quotas: set only on
 	// the copy of the policy meta pushes to a shard (meta.ShardPolicy), and
 	// what the shard enforces. Log format 6.
-	ShardQuota    *ShardQuota `protobuf:"bytes,15,opt,name=shard_quota,json=shardQuota,proto3" json:"shard_quota,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ShardQuota *ShardQuota `protobuf:"bytes,15,opt,name=shard_quota,json=shardQuota,proto3" json:"shard_quota,omitempty"`
+	// dead_retention_ms: how long a message stays dead before it is
+	// discarded (counted in Counters.dead_expired); 0 = kept until redriven
+	// or discarded. Log format 7.
+	DeadRetentionMs int64 `protobuf:"varint,60,opt,name=dead_retention_ms,json=deadRetentionMs,proto3" json:"dead_retention_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
@@ -871,6 +875,13 @@ func (x *QueuePolicy) GetShardQuota() *ShardQuota {
 		return x.ShardQuota
 	}
 	return nil
+}
+
+func (x *QueuePolicy) GetDeadRetentionMs() int64 {
+	if x != nil {
+		return x.DeadRetentionMs
+	}
+	return 0
 }
 
 // Quotas caps a queue or a tenant over the whole cluster; 0 = no limit.
@@ -1244,17 +1255,23 @@ func (x *PurgeQueue) GetQueue() string {
 }
 
 type NewMessage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Body          []byte                 `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
-	Attributes    map[string]string      `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Type          string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
-	GroupId       string                 `protobuf:"bytes,4,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"` // message_group_id; required on FIFO queues
-	DedupKey      string                 `protobuf:"bytes,5,opt,name=dedup_key,json=dedupKey,proto3" json:"dedup_key,omitempty"`
-	Priority      uint32                 `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`                // 0-9, higher first
-	DelayMs       int64                  `protobuf:"varint,7,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`   // relative to the entry's time; -1 means "use queue default"
-	RunAtMs       int64                  `protobuf:"varint,8,opt,name=run_at_ms,json=runAtMs,proto3" json:"run_at_ms,omitempty"` // absolute Unix ms; wins over delay_ms when set
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Body       []byte                 `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	Attributes map[string]string      `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Type       string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	GroupId    string                 `protobuf:"bytes,4,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"` // message_group_id; required on FIFO queues
+	DedupKey   string                 `protobuf:"bytes,5,opt,name=dedup_key,json=dedupKey,proto3" json:"dedup_key,omitempty"`
+	Priority   uint32                 `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`                // 0-9, higher first
+	DelayMs    int64                  `protobuf:"varint,7,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`   // relative to the entry's time; -1 means "use queue default"
+	RunAtMs    int64                  `protobuf:"varint,8,opt,name=run_at_ms,json=runAtMs,proto3" json:"run_at_ms,omitempty"` // absolute Unix ms; wins over delay_ms when set
+	// Per-message retry policy, each overriding the queue's when non-zero
+	// (log format 7): the receive count that dead-letters it and the nack
+	// backoff's base and cap.
+	MaxReceiveCount uint32 `protobuf:"varint,60,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`
+	BackoffBaseMs   int64  `protobuf:"varint,61,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
+	BackoffMaxMs    int64  `protobuf:"varint,62,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NewMessage) Reset() {
@@ -1339,6 +1356,27 @@ func (x *NewMessage) GetDelayMs() int64 {
 func (x *NewMessage) GetRunAtMs() int64 {
 	if x != nil {
 		return x.RunAtMs
+	}
+	return 0
+}
+
+func (x *NewMessage) GetMaxReceiveCount() uint32 {
+	if x != nil {
+		return x.MaxReceiveCount
+	}
+	return 0
+}
+
+func (x *NewMessage) GetBackoffBaseMs() int64 {
+	if x != nil {
+		return x.BackoffBaseMs
+	}
+	return 0
+}
+
+func (x *NewMessage) GetBackoffMaxMs() int64 {
+	if x != nil {
+		return x.BackoffMaxMs
 	}
 	return 0
 }
@@ -3132,9 +3170,13 @@ type Message struct {
 	History         []*Attempt             `protobuf:"bytes,22,rep,name=history,proto3" json:"history,omitempty"`
 	// ready/delayed/leased: when retention dead-letters it (available time at
 	// enqueue or redrive + retention_ms); acked: when the record is dropped.
-	ExpireMs      int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpireMs int64 `protobuf:"varint,23,opt,name=expire_ms,json=expireMs,proto3" json:"expire_ms,omitempty"`
+	// The message's own retry policy (NewMessage 60-62); 0 = the queue's.
+	MaxReceiveCount uint32 `protobuf:"varint,60,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`
+	BackoffBaseMs   int64  `protobuf:"varint,61,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
+	BackoffMaxMs    int64  `protobuf:"varint,62,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -3328,6 +3370,27 @@ func (x *Message) GetExpireMs() int64 {
 	return 0
 }
 
+func (x *Message) GetMaxReceiveCount() uint32 {
+	if x != nil {
+		return x.MaxReceiveCount
+	}
+	return 0
+}
+
+func (x *Message) GetBackoffBaseMs() int64 {
+	if x != nil {
+		return x.BackoffBaseMs
+	}
+	return 0
+}
+
+func (x *Message) GetBackoffMaxMs() int64 {
+	if x != nil {
+		return x.BackoffMaxMs
+	}
+	return 0
+}
+
 // Snapshot records. A snapshot stream is the 8 magic bytes "raftqfsm", then
 // records [type byte][uvarint length][proto bytes]: one SnapshotHeader, the
 // queues (SnapshotQueue, by name), the messages (Message, by id), the dedup
@@ -3452,8 +3515,9 @@ type Counters struct {
 	Discarded     uint64                 `protobuf:"varint,3,opt,name=discarded,proto3" json:"discarded,omitempty"`
 	Purged        uint64                 `protobuf:"varint,4,opt,name=purged,proto3" json:"purged,omitempty"`
 	Cancelled     uint64                 `protobuf:"varint,5,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
-	Dropped       uint64                 `protobuf:"varint,6,opt,name=dropped,proto3" json:"dropped,omitempty"` // would have gone dead on a dlq_disabled queue
-	Deleted       uint64                 `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"` // removed with their queue (DeleteQueue)
+	Dropped       uint64                 `protobuf:"varint,6,opt,name=dropped,proto3" json:"dropped,omitempty"`                             // would have gone dead on a dlq_disabled queue
+	Deleted       uint64                 `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`                             // removed with their queue (DeleteQueue)
+	DeadExpired   uint64                 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"` // dead longer than their queue's dead_retention_ms
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3537,6 +3601,13 @@ func (x *Counters) GetDeleted() uint64 {
 	return 0
 }
 
+func (x *Counters) GetDeadExpired() uint64 {
+	if x != nil {
+		return x.DeadExpired
+	}
+	return 0
+}
+
 type SnapshotQueue struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3545,7 +3616,9 @@ type SnapshotQueue struct {
 	// The shard's next message id when this queue was created: a dedup key
 	// pointing at an older message belongs to a deleted queue of the same
 	// name and does not count. 0 in snapshots from before it existed.
-	FirstId       uint64 `protobuf:"varint,4,opt,name=first_id,json=firstId,proto3" json:"first_id,omitempty"`
+	FirstId uint64 `protobuf:"varint,4,opt,name=first_id,json=firstId,proto3" json:"first_id,omitempty"`
+	// dead_expired: the queue's messages discarded after dead_retention_ms.
+	DeadExpired   uint64 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3604,6 +3677,13 @@ func (x *SnapshotQueue) GetDropped() uint64 {
 func (x *SnapshotQueue) GetFirstId() uint64 {
 	if x != nil {
 		return x.FirstId
+	}
+	return 0
+}
+
+func (x *SnapshotQueue) GetDeadExpired() uint64 {
+	if x != nil {
+		return x.DeadExpired
 	}
 	return 0
 }
@@ -3929,7 +4009,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vhold_groups\x18\x11 \x01(\v2\x18.raftq.fsm.v1.HoldGroupsH\x00R\n" +
 	"holdGroups\x12D\n" +
 	"\x0erelease_groups\x18\x12 \x01(\v2\x1b.raftq.fsm.v1.ReleaseGroupsH\x00R\rreleaseGroupsB\x05\n" +
-	"\x03cmd\"\xa0\x05\n" +
+	"\x03cmd\"\xcc\x05\n" +
 	"\vQueuePolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.raftq.fsm.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -3947,7 +4027,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\x12,\n" +
 	"\x06quotas\x18\x0e \x01(\v2\x14.raftq.fsm.v1.QuotasR\x06quotas\x129\n" +
 	"\vshard_quota\x18\x0f \x01(\v2\x18.raftq.fsm.v1.ShardQuotaR\n" +
-	"shardQuota\"\x8b\x02\n" +
+	"shardQuota\x12*\n" +
+	"\x11dead_retention_ms\x18< \x01(\x03R\x0fdeadRetentionMs\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
 	"\n" +
@@ -3981,7 +4062,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"\"\n" +
 	"\n" +
 	"PurgeQueue\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xc8\x02\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xc2\x03\n" +
 	"\n" +
 	"NewMessage\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12H\n" +
@@ -3993,7 +4074,10 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\tdedup_key\x18\x05 \x01(\tR\bdedupKey\x12\x1a\n" +
 	"\bpriority\x18\x06 \x01(\rR\bpriority\x12\x19\n" +
 	"\bdelay_ms\x18\a \x01(\x03R\adelayMs\x12\x1a\n" +
-	"\trun_at_ms\x18\b \x01(\x03R\arunAtMs\x1a=\n" +
+	"\trun_at_ms\x18\b \x01(\x03R\arunAtMs\x12*\n" +
+	"\x11max_receive_count\x18< \x01(\rR\x0fmaxReceiveCount\x12&\n" +
+	"\x0fbackoff_base_ms\x18= \x01(\x03R\rbackoffBaseMs\x12$\n" +
+	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"U\n" +
@@ -4118,7 +4202,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12.\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x14.raftq.fsm.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xe7\x06\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xe1\a\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -4150,7 +4234,10 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"deadReason\x12(\n" +
 	"\x10state_changed_ms\x18\x15 \x01(\x03R\x0estateChangedMs\x12/\n" +
 	"\ahistory\x18\x16 \x03(\v2\x15.raftq.fsm.v1.AttemptR\ahistory\x12\x1b\n" +
-	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x1a=\n" +
+	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x12*\n" +
+	"\x11max_receive_count\x18< \x01(\rR\x0fmaxReceiveCount\x12&\n" +
+	"\x0fbackoff_base_ms\x18= \x01(\x03R\rbackoffBaseMs\x12$\n" +
+	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +
@@ -4166,7 +4253,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"grace_term\x18\a \x01(\x04R\tgraceTerm\x122\n" +
 	"\bcounters\x18\b \x01(\v2\x16.raftq.fsm.v1.CountersR\bcounters\x12\x1d\n" +
 	"\n" +
-	"slot_count\x18\t \x01(\rR\tslotCount\"\xc4\x01\n" +
+	"slot_count\x18\t \x01(\rR\tslotCount\"\xe7\x01\n" +
 	"\bCounters\x12\x1a\n" +
 	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x14\n" +
 	"\x05acked\x18\x02 \x01(\x04R\x05acked\x12\x1c\n" +
@@ -4174,12 +4261,14 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x06purged\x18\x04 \x01(\x04R\x06purged\x12\x1c\n" +
 	"\tcancelled\x18\x05 \x01(\x04R\tcancelled\x12\x18\n" +
 	"\adropped\x18\x06 \x01(\x04R\adropped\x12\x18\n" +
-	"\adeleted\x18\a \x01(\x04R\adeleted\"\x8b\x01\n" +
+	"\adeleted\x18\a \x01(\x04R\adeleted\x12!\n" +
+	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\"\xae\x01\n" +
 	"\rSnapshotQueue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\x12\x18\n" +
 	"\adropped\x18\x03 \x01(\x04R\adropped\x12\x19\n" +
-	"\bfirst_id\x18\x04 \x01(\x04R\afirstId\"\x8c\x01\n" +
+	"\bfirst_id\x18\x04 \x01(\x04R\afirstId\x12!\n" +
+	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\"\x8c\x01\n" +
 	"\vDedupRecord\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1d\n" +
