@@ -32,6 +32,7 @@ func policyToFSM(p *raftqv1.QueuePolicy) *fsmpb.QueuePolicy {
 		MaxMessagesPerShard:  p.GetMaxMessagesPerShard(),
 		MaxBytesPerShard:     p.GetMaxBytesPerShard(),
 		Quotas:               quotasToFSM(p.GetQuotas()),
+		DeadRetentionMs:      p.GetDeadRetentionMs(),
 	}
 }
 
@@ -81,6 +82,7 @@ func policyFromFSM(p *fsmpb.QueuePolicy) *raftqv1.QueuePolicy {
 		MaxMessagesPerShard:  p.GetMaxMessagesPerShard(),
 		MaxBytesPerShard:     p.GetMaxBytesPerShard(),
 		Quotas:               quotasFromFSM(p.GetQuotas()),
+		DeadRetentionMs:      p.GetDeadRetentionMs(),
 	}
 }
 
@@ -119,6 +121,9 @@ func messageFromFSM(m *fsmpb.Message) *raftqv1.Message {
 		DeadReason:      raftqv1.Reason(m.GetDeadReason()),
 		StateChangedMs:  m.GetStateChangedMs(),
 		ExpireMs:        m.GetExpireMs(),
+		MaxReceiveCount: m.GetMaxReceiveCount(),
+		BackoffBaseMs:   m.GetBackoffBaseMs(),
+		BackoffMaxMs:    m.GetBackoffMaxMs(),
 	}
 	if h := m.GetHistory(); len(h) > 0 {
 		out.History = make([]*raftqv1.Attempt, len(h))

@@ -46,6 +46,7 @@ func (s *Server) newMessage(policy *fsmpb.QueuePolicy, req *raftqv1.SendRequest)
 		Body: req.GetBody(), Attributes: req.GetAttributes(), Type: req.GetType(),
 		GroupId: req.GetGroupId(), DedupKey: req.GetDedupKey(), Priority: req.GetPriority(),
 		DelayMs: delay, RunAtMs: req.GetRunAtMs(),
+		MaxReceiveCount: req.GetMaxReceiveCount(), BackoffBaseMs: req.GetBackoffBaseMs(), BackoffMaxMs: req.GetBackoffMaxMs(),
 	}
 	if policy != nil {
 		if err := fsm.ValidateMessage(nm, policy); err != nil {
