@@ -73,25 +73,41 @@ func (s *Server) listDead(ctx context.Context, queue string, filter *raftqv1.Dea
 		}
 		return s.router.Read(ctx, rq)
 	})
-	var all []listedDead
-	var horizon *deadCursor
-	more := false // a shard may hold more than it sent
+	parts := make([]shardDead, 0, len(answers))
 	for _, a := range answers {
 		if a.Err != nil {
 			return deadPage{}, s.toStatus(ctx, fmt.Errorf("list dead on shard %d: %w", a.Shard, a.Err))
 		}
-		dead := a.Value.GetDead()
-		more = more || len(dead) >= int(limit)
-		if c := a.Value.GetDeadScannedTo(); c != nil {
-			h := deadCursor{ms: c.GetMs(), shard: a.Shard, id: c.GetId()}
+		parts = append(parts, shardDead{shard: a.Shard, dead: a.Value.GetDead(), scannedTo: a.Value.GetDeadScannedTo()})
+	}
+	return mergeDead(parts, limit), nil
+}
+
+// shardDead is one shard's answer to a dead listing.
+type shardDead struct {
+	shard     uint32
+	dead      []*fsmpb.Message
+	scannedTo *peerpb.DeadCursor
+}
+
+// mergeDead makes one page of the shards' answers, each up to limit
+// matches in the shard's order.
+func mergeDead(parts []shardDead, limit uint32) deadPage {
+	var all []listedDead
+	var horizon *deadCursor
+	more := false // a shard may hold more than it sent
+	for _, p := range parts {
+		more = more || len(p.dead) >= int(limit)
+		if c := p.scannedTo; c != nil {
+			h := deadCursor{ms: c.GetMs(), shard: p.shard, id: c.GetId()}
 			if horizon == nil || h.before(*horizon) {
 				horizon = &h
 			}
 		}
-		for _, m := range dead {
-			info := &raftqv1.MessageInfo{MessageId: wire.MessageID{Shard: a.Shard, ID: m.GetId()}.String(), Message: messageFromFSM(m)}
+		for _, m := range p.dead {
+			info := &raftqv1.MessageInfo{MessageId: wire.MessageID{Shard: p.shard, ID: m.GetId()}.String(), Message: messageFromFSM(m)}
 			all = append(all, listedDead{
-				at:    deadCursor{ms: m.GetStateChangedMs(), shard: a.Shard, id: m.GetId()},
+				at:    deadCursor{ms: m.GetStateChangedMs(), shard: p.shard, id: m.GetId()},
 				msg:   m,
 				info:  info,
 				bytes: proto.Size(info),
@@ -126,5 +142,5 @@ func (s *Server) listDead(ctx context.Context, queue string, filter *raftqv1.Dea
 		last := page.items[len(page.items)-1].at
 		page.next = &last
 	}
-	return page, nil
+	return page
 }
