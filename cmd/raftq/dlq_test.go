@@ -58,6 +58,20 @@ func TestDeadLetterWorkflow(t *testing.T) {
 	if out := mustRun(t, a, "dlq", "list", "orders"); strings.Contains(out, email) || !strings.Contains(out, sms) {
 		t.Fatalf("source DLQ after the redrive:\n%s", out)
 	}
+	// The rest of docs/jobs.md's examples run as written.
+	for _, args := range [][]string{
+		{"dlq", "list", "orders", "--type", "email", "--error", "smtp 451", "--since", "24h"},
+		{"dlq", "list", "orders", "--since", "2026-11-27T00:00:00Z", "--until", "2026-11-28T00:00:00Z", "--limit", "500"},
+		{"dlq", "redrive", "orders", "--to", "orders-retry", "--type", "email", "--rate", "50"},
+		{"send", "orders", `{"id":7}`, "--max-receives", "3", "--backoff-base", "10s", "--backoff-max", "10m"},
+		{"queue", "update", "orders", "--dead-retention", "336h"},
+		{"queue", "stats", "orders"},
+	} {
+		mustRun(t, a, args...)
+	}
+	if out := mustRun(t, a, "queue", "get", "orders"); !hasRow(out, "dead-retention", "336h0m0s") {
+		t.Fatalf("queue get after update:\n%s", out)
+	}
 }
 
 func TestDeadLetterUsageErrors(t *testing.T) {
