@@ -21,11 +21,19 @@ func (c *Client) ListDead(ctx context.Context, queue string, limit int) ([]*Mess
 // messages (0: 100, at most 1000) and ends early where one more would
 // take the answer past 3 MiB.
 func (c *Client) ListDeadPage(ctx context.Context, queue string, limit int, token string) (ms []*MessageInfo, next string, err error) {
+	return c.ListDeadMatching(ctx, queue, nil, limit, token)
+}
+
+// ListDeadMatching is ListDeadPage of the dead messages f matches (nil:
+// all). Pass the same filter with every page. A page of a filtered listing
+// may be short, even empty, and still have a next token: each shard looks
+// at a bounded number of dead messages per call.
+func (c *Client) ListDeadMatching(ctx context.Context, queue string, f *DeadFilter, limit int, token string) (ms []*MessageInfo, next string, err error) {
 	if limit < 0 {
 		return nil, "", fmt.Errorf("list dead of %q: %w", queue, invalid(fmt.Sprintf("negative limit %d", limit)))
 	}
 	var resp *raftqv1.ListDeadResponse
-	req := &raftqv1.ListDeadRequest{Queue: queue, Limit: uint32(limit), PageToken: token}
+	req := &raftqv1.ListDeadRequest{Queue: queue, Limit: uint32(limit), PageToken: token, Filter: f.proto()}
 	err = c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewDeadLettersClient(cc).ListDead(ctx, req, co...)
 		return err
@@ -42,27 +50,63 @@ func (c *Client) ListDeadPage(ctx context.Context, queue string, limit int, toke
 
 // RedriveOptions select what a redrive moves.
 type RedriveOptions struct {
-	IDs  []string // empty: every dead message of the queue
+	IDs  []string // empty: every dead message of the queue (that Filter matches)
 	Rate int      // messages per second; 0: the server default (100), max 500
+	// Target, when set, moves the messages to that queue: each is sent
+	// there with the dedup key "redrive:QUEUE/ID" and discarded here once
+	// the copy is committed (docs/jobs.md, "Dead letters").
+	Target string
+	// Filter narrows a redrive without IDs.
+	Filter *DeadFilter
 }
 
-// Redrive moves dead messages back to ready, rate-limited by the server, and
-// returns how many moved. Retrying is safe: a message already moved is no
-// longer dead.
+// Redrive moves dead messages back to ready (or to o.Target),
+// rate-limited by the server, and returns how many moved. Retrying is
+// safe: a message already moved is no longer dead, and a copy already in
+// the target is found by its dedup key within the target's dedup window.
 func (c *Client) Redrive(ctx context.Context, queue string, o RedriveOptions) (uint64, error) {
+	resp, err := c.redrive(ctx, queue, o, false)
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetRedriven(), nil
+}
+
+// RedrivePlan is what a redrive would move: Matched in all, the first
+// (at most 1000) of them oldest death first.
+type RedrivePlan struct {
+	Matched  uint64
+	Messages []*MessageInfo
+}
+
+// RedriveDryRun answers what Redrive with o would move, moving nothing.
+func (c *Client) RedriveDryRun(ctx context.Context, queue string, o RedriveOptions) (RedrivePlan, error) {
+	resp, err := c.redrive(ctx, queue, o, true)
+	if err != nil {
+		return RedrivePlan{}, err
+	}
+	plan := RedrivePlan{Matched: resp.GetMatched()}
+	for _, m := range resp.GetWouldMove() {
+		plan.Messages = append(plan.Messages, messageInfoFrom(m))
+	}
+	return plan, nil
+}
+
+func (c *Client) redrive(ctx context.Context, queue string, o RedriveOptions, dry bool) (*raftqv1.RedriveResponse, error) {
 	if o.Rate < 0 || o.Rate > 500 {
-		return 0, fmt.Errorf("redrive %q: %w", queue, invalid(fmt.Sprintf("rate %d outside 0-500", o.Rate)))
+		return nil, fmt.Errorf("redrive %q: %w", queue, invalid(fmt.Sprintf("rate %d outside 0-500", o.Rate)))
 	}
 	var resp *raftqv1.RedriveResponse
-	req := &raftqv1.RedriveRequest{Queue: queue, MessageIds: o.IDs, RatePerS: uint32(o.Rate)}
+	req := &raftqv1.RedriveRequest{Queue: queue, MessageIds: o.IDs, RatePerS: uint32(o.Rate),
+		TargetQueue: o.Target, Filter: o.Filter.proto(), DryRun: dry}
 	err := c.invoke(ctx, callSpec{shard: anyShard, safe: true}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewDeadLettersClient(cc).Redrive(ctx, req, co...)
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("redrive %q: %w", queue, err)
+		return nil, fmt.Errorf("redrive %q: %w", queue, err)
 	}
-	return resp.GetRedriven(), nil
+	return resp, nil
 }
 
 // Discard deletes dead messages (all of the queue's when ids is empty) and

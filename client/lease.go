@@ -25,6 +25,8 @@ const (
 	// MaxRetention caps a queue's retention, dedup window and completed
 	// retention.
 	MaxRetention = 14 * 24 * time.Hour
+	// MaxDeadRetention caps a queue's dead retention.
+	MaxDeadRetention = 365 * 24 * time.Hour
 	// MaxReceives caps a queue's max receive count.
 	MaxReceives = 1000
 	// MaxBodyBytes caps a message body (and a queue's MaxMessageBytes).

@@ -120,6 +120,7 @@ func (c *Client) Stats(ctx context.Context, name string) (QueueStats, error) {
 		Delayed:       resp.GetDelayed(),
 		InFlight:      resp.GetInFlight(),
 		Dead:          resp.GetDead(),
+		DeadExpired:   resp.GetDeadExpired(),
 		OldestReady:   time.Duration(resp.GetOldestReadyAgeMs()) * time.Millisecond,
 		BlockedGroups: resp.GetBlockedGroups(),
 		LiveBytes:     resp.GetLiveBytes(),

@@ -35,6 +35,11 @@ type Outgoing struct {
 	// whichever comes first; alone, it holds the key while the job is
 	// pending or running).
 	UniqueUntilDone bool
+	// MaxReceives, BackoffBase and BackoffMax override the queue's retry
+	// policy for this message; zero keeps the queue's.
+	MaxReceives uint32
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
 }
 
 // SendOption sets a field of an Outgoing message.
@@ -93,6 +98,17 @@ func Attributes(a map[string]string) SendOption {
 // Type sets the message type, which the worker dispatches on.
 func Type(t string) SendOption { return func(o *Outgoing) { o.Type = t } }
 
+// MaxAttempts dead-letters the message at n receives instead of at the
+// queue's max receive count (1-1000, MaxReceives).
+func MaxAttempts(n uint32) SendOption { return func(o *Outgoing) { o.MaxReceives = n } }
+
+// Backoff sets the message's own nack backoff: full jitter up to base
+// doubled per receive, capped at max (0: the queue's cap, or base if
+// higher).
+func Backoff(base, max time.Duration) SendOption {
+	return func(o *Outgoing) { o.BackoffBase, o.BackoffMax = base, max }
+}
+
 // SendResult is the outcome of one send.
 type SendResult struct {
 	ID           string
@@ -103,6 +119,9 @@ type SendResult struct {
 func (o *Outgoing) request(queue string) (*raftqv1.SendRequest, error) {
 	if o.Delay < 0 || o.Delay > MaxDelay {
 		return nil, invalid(fmt.Sprintf("delay %v outside 0-%v", o.Delay, MaxDelay))
+	}
+	if o.BackoffBase < 0 || o.BackoffMax < 0 {
+		return nil, invalid(fmt.Sprintf("backoff %v..%v is negative", o.BackoffBase, o.BackoffMax))
 	}
 	r := &raftqv1.SendRequest{
 		Queue:           queue,
@@ -115,6 +134,10 @@ func (o *Outgoing) request(queue string) (*raftqv1.SendRequest, error) {
 		DelayMs:         o.Delay.Milliseconds(),
 		UniqueForMs:     o.UniqueFor.Milliseconds(),
 		UniqueUntilDone: o.UniqueUntilDone,
+		// The server answers bad values with InvalidArgument.
+		MaxReceiveCount: o.MaxReceives,
+		BackoffBaseMs:   o.BackoffBase.Milliseconds(),
+		BackoffMaxMs:    o.BackoffMax.Milliseconds(),
 	}
 	if !o.RunAt.IsZero() {
 		r.RunAtMs = o.RunAt.UnixMilli()

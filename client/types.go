@@ -22,6 +22,9 @@ type QueueOptions struct {
 	MaxMessageBytes    uint32
 	CompletedRetention time.Duration
 	DisableDLQ         bool
+	// DeadRetention: dead messages older than this are discarded and
+	// counted (QueueStats.DeadExpired); 0 keeps them. At most 365 days.
+	DeadRetention time.Duration
 	// MaxMessagesPerShard and MaxBytesPerShard bound the live (ready,
 	// delayed, leased) messages and their body bytes that each shard holds
 	// for this queue; a send past either fails with ErrExhausted. A queue
@@ -60,6 +63,7 @@ func (o QueueOptions) policy() *raftqv1.QueuePolicy {
 		Quotas:               o.Quotas.proto(),
 
 		CompletedMaxBytesPerShard: o.CompletedMaxBytesPerShard,
+		DeadRetentionMs:           o.DeadRetention.Milliseconds(),
 	}
 }
 
@@ -81,6 +85,7 @@ func optionsFrom(p *raftqv1.QueuePolicy) QueueOptions {
 		Quotas:              quotasFrom(p.GetQuotas()),
 
 		CompletedMaxBytesPerShard: p.GetCompletedMaxBytesPerShard(),
+		DeadRetention:             ms(p.GetDeadRetentionMs()),
 	}
 }
 
@@ -102,6 +107,7 @@ type QueueStats struct {
 	Delayed       uint64
 	InFlight      uint64
 	Dead          uint64
+	DeadExpired   uint64        // dead messages discarded after the dead retention
 	OldestReady   time.Duration // age of the oldest ready message
 	BlockedGroups uint64        // FIFO groups with a message in flight
 	LiveBytes     uint64        // bodies of ready, delayed and leased messages
@@ -180,6 +186,11 @@ type MessageInfo struct {
 	StateChanged  time.Time
 	History       []Attempt
 	Result        []byte // acked: the result its ack carried (AckWithResult)
+	// The message's own retry policy (MaxReceives, Backoff); zero: the
+	// queue's.
+	MaxReceives uint32
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
 }
 
 func messageInfoFrom(mi *raftqv1.MessageInfo) *MessageInfo {
@@ -202,6 +213,9 @@ func messageInfoFrom(mi *raftqv1.MessageInfo) *MessageInfo {
 		LeaseDeadline: unixMs(m.GetLeaseDeadlineMs()),
 		StateChanged:  unixMs(m.GetStateChangedMs()),
 		Result:        m.GetResult(),
+		MaxReceives:   m.GetMaxReceiveCount(),
+		BackoffBase:   ms(m.GetBackoffBaseMs()),
+		BackoffMax:    ms(m.GetBackoffMaxMs()),
 	}
 	if m.GetDeadReason() != raftqv1.Reason_REASON_UNSPECIFIED {
 		out.DeadReason = enumName(m.GetDeadReason().String(), "REASON_")

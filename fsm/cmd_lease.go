@@ -71,14 +71,14 @@ func (s *state) nack(ctx *applyCtx, c *fsmpb.Nack) *fsmpb.Result {
 		m = s.own(m)
 		s.endAttempt(m, fsmpb.Reason_REASON_NACKED, truncate(it.GetError(), MaxErrorLen))
 		items[i] = &fsmpb.ItemResult{Status: okStatus()}
-		p := m.q.policy
-		if m.receiveCount >= p.GetMaxReceiveCount() {
+		if m.receiveCount >= m.maxReceives() {
 			s.kill(m, fsmpb.Reason_REASON_MAX_RECEIVES)
 			continue
 		}
 		delay := it.GetDelayMs()
 		if !it.GetHasDelay() {
-			delay = backoff(p.GetBackoffBaseMs(), p.GetBackoffMaxMs(), m.receiveCount, jitter(ctx.seed, ctx.cmdIdx, m.id))
+			base, ceiling := m.backoffBounds()
+			delay = backoff(base, ceiling, m.receiveCount, jitter(ctx.seed, ctx.cmdIdx, m.id))
 		}
 		s.release(m, delay)
 	}

@@ -83,6 +83,7 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage, full *bool) *fsmpb.En
 		expireMs:        avail + q.policy.GetRetentionMs(),
 		state:           fsmpb.State_STATE_READY,
 		uniqueUntilDone: nm.GetUniqueUntilDone() && nm.GetDedupKey() != "",
+		retry:           newRetryPolicy(nm.GetMaxReceiveCount(), nm.GetBackoffBaseMs(), nm.GetBackoffMaxMs()),
 	}
 	if len(m.body) == 0 {
 		m.body = nil

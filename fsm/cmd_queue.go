@@ -27,13 +27,15 @@ func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
 		return failed(fsmpb.Code_CODE_FAILED_PRECONDITION, "queue %q holds %d messages: its mode cannot change", q.name, q.members.Len())
 	}
 	old := q.policy
-	q.policy = p
+	s.setDeadRetention(q, p)
 	if d := p.GetRetentionMs() - old.GetRetentionMs(); d != 0 {
 		s.shiftRetention(q, d)
 		// A shorter retention applies at once, like at the start of an entry.
 		s.expireRetention()
 	}
 	s.evictResults(q) // a lower result bound applies at once too
+	// A shorter dead retention, likewise.
+	s.expireDead()
 	return &fsmpb.Result{Status: okStatus()}
 }
 

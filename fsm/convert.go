@@ -59,6 +59,9 @@ func (m *msg) leasedProto() *fsmpb.Message {
 		Result:          m.result,
 		UniqueUntilDone: m.uniqueUntilDone,
 	}
+	if r := m.retry; r != nil {
+		p.MaxReceiveCount, p.BackoffBaseMs, p.BackoffMaxMs = r.maxReceives, r.backoffBaseMs, r.backoffMaxMs
+	}
 	if len(m.attrs) > 0 {
 		p.Attributes = make(map[string]string, len(m.attrs))
 		for _, a := range m.attrs {
@@ -106,6 +109,7 @@ func msgFromProto(p *fsmpb.Message, q *queue) (*msg, error) {
 		uniqueUntilDone: p.GetUniqueUntilDone(),
 		attrs:           sortedAttrs(p.GetAttributes()),
 		result:          p.GetResult(),
+		retry:           newRetryPolicy(p.GetMaxReceiveCount(), p.GetBackoffBaseMs(), p.GetBackoffMaxMs()),
 	}
 	if len(m.body) == 0 {
 		m.body = nil

@@ -27,6 +27,7 @@ func (s *state) processDue() uint64 {
 		n++
 	}
 	n += s.expireRetention()
+	s.expireDead()
 	for {
 		it, ok := s.completed.Min()
 		if !ok || it.t > s.clock {
@@ -65,7 +66,9 @@ func (s *state) expireRetention() uint64 {
 func (s *state) nextDue() (int64, bool) {
 	var best int64
 	found := false
-	for _, t := range []interface{ Min() (timeItem, bool) }{s.delayed, s.leases, s.retention} {
+	// Dead expiry is in: nothing else would bring a quiet shard to discard
+	// (and count) what its retention says has gone.
+	for _, t := range []interface{ Min() (timeItem, bool) }{s.delayed, s.leases, s.retention, s.deadExpiry} {
 		if it, ok := t.Min(); ok && (!found || it.t < best) {
 			best, found = it.t, true
 		}

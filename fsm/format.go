@@ -30,16 +30,16 @@ const BaseFormat uint32 = 1
 func commandFormat(c *fsmpb.Command) (format uint32, ok bool) {
 	switch u := c.GetCmd().(type) {
 	case *fsmpb.Command_UpsertQueue:
-		if usesResultBound(u.UpsertQueue.GetPolicy()) {
-			return 7, true // job results (results.go)
+		if usesResultBound(u.UpsertQueue.GetPolicy()) || usesDeadRetention(u.UpsertQueue) {
+			return 7, true // job results (results.go), dead retention
 		}
 		if usesTenancy(u.UpsertQueue) {
 			return 6, true
 		}
 		return 1, true
 	case *fsmpb.Command_Enqueue:
-		if usesUnique(u.Enqueue) {
-			return 7, true // unique jobs (unique.go)
+		if usesUnique(u.Enqueue) || usesRetryPolicy(u.Enqueue) {
+			return 7, true // unique jobs (unique.go), per-message retry policy (retry.go)
 		}
 		return 1, true
 	case *fsmpb.Command_Ack:

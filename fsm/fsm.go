@@ -67,6 +67,9 @@ type Stats struct {
 	// acked records dropped early to keep it within the queue's
 	// completed_max_bytes_per_shard (results.go).
 	ResultBytes, Evicted uint64
+	// DeadExpired counts dead messages discarded after the queue's
+	// dead_retention_ms.
+	DeadExpired uint64
 }
 
 // maxClockMs bounds the clock so that clock + any delay, lease or retention
@@ -198,6 +201,7 @@ func (f *FSM) Stats(queue string) (Stats, bool) {
 		Dropped:       q.dropped,
 		ResultBytes:   q.resultBytes,
 		Evicted:       q.evicted,
+		DeadExpired:   q.deadExpired,
 		OldestReadyMs: f.s.oldestReady(q),
 	}
 	if q.fifo() {

@@ -219,11 +219,31 @@ func checkInvariants(f *FSM) error {
 		return fmt.Errorf("global index sizes retention %d delayed %d leases %d completed %d; records r%d d%d l%d a%d",
 			s.retention.Len(), s.delayed.Len(), s.leases.Len(), s.completed.Len(), tot.ready, tot.delayed, tot.leased, tot.acked)
 	}
+	retainedDead := 0
+	for _, q := range s.queues {
+		r := q.policy.GetDeadRetentionMs()
+		if r == 0 {
+			continue
+		}
+		retainedDead += q.dead.Len()
+		q.dead.Ascend(func(it timeItem) bool {
+			if !s.deadExpiry.Has(timeItem{it.t + r, it.id}) {
+				fail("dead message %d of %q not in the dead expiry index", it.id, q.name)
+			}
+			if it.t+r <= s.clock {
+				fail("dead message %d of %q past its dead retention", it.id, q.name)
+			}
+			return true
+		})
+	}
+	if s.deadExpiry.Len() != retainedDead {
+		return fmt.Errorf("dead expiry index %d, dead messages of retaining queues %d", s.deadExpiry.Len(), retainedDead)
+	}
 	if s.completed.Len() > MaxCompletedRecords {
 		return fmt.Errorf("%d completed records, limit %d", s.completed.Len(), MaxCompletedRecords)
 	}
 	c := s.counters
-	gone := c.Acked + c.Discarded + c.Purged + c.Cancelled + c.Dropped + c.Deleted
+	gone := c.Acked + c.Discarded + c.Purged + c.Cancelled + c.Dropped + c.Deleted + c.DeadExpired
 	if c.Enqueued < gone || c.Enqueued-gone != live {
 		return fmt.Errorf("counters %v: enqueued - gone = %d - %d, live messages %d", c, c.Enqueued, gone, live)
 	}

@@ -36,6 +36,9 @@ const (
 	MaxHistory = 10
 	// MaxRetentionMs caps a queue's retention_ms (and completed/dedup windows).
 	MaxRetentionMs = 14 * 24 * 60 * 60 * 1000
+	// MaxDeadRetentionMs caps dead_retention_ms: a DLQ is where failures
+	// wait for a person, who may take longer than a live message may wait.
+	MaxDeadRetentionMs = 365 * 24 * 60 * 60 * 1000
 	// MaxReceiveCountLimit caps a queue's max_receive_count.
 	MaxReceiveCountLimit = 1000
 	// MaxCompletedRecords bounds acked records kept per shard for status

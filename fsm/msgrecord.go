@@ -80,6 +80,11 @@ func appendMessageRecord(b []byte, m *msg) ([]byte, error) {
 		b = protowire.AppendTag(b, 50, protowire.BytesType)
 		b = protowire.AppendBytes(b, m.result)
 	}
+	if r := m.retry; r != nil {
+		b = appendUint(b, 60, uint64(r.maxReceives))
+		b = appendInt(b, 61, r.backoffBaseMs)
+		b = appendInt(b, 62, r.backoffMaxMs)
+	}
 	if m.uniqueUntilDone {
 		b = appendUint(b, 80, 1)
 	}

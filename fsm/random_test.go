@@ -375,6 +375,9 @@ func (r *randomRun) policy(q string) *fsmpb.QueuePolicy {
 	if r.rng.IntN(2) == 0 { // small enough that acks with results reach it
 		p.CompletedMaxBytesPerShard = MaxResultBytes
 	}
+	if r.rng.IntN(3) == 0 { // short enough that dead messages expire
+		p.DeadRetentionMs = int64(r.rng.IntN(20_000))
+	}
 	if r.rng.IntN(3) == 0 { // small enough that sends hit them
 		p.MaxMessagesPerShard = uint64(r.rng.IntN(12))
 		p.MaxMessageBytes = 8
@@ -418,6 +421,11 @@ func (r *randomRun) newMessage() *fsmpb.NewMessage {
 	}
 	if r.rng.IntN(5) == 0 {
 		m.Attributes = map[string]string{"b": "2", "a": fmt.Sprint(r.rng.IntN(9))}
+	}
+	if r.rng.IntN(4) == 0 { // its own retry policy; 1001 is invalid
+		m.MaxReceiveCount = uint32(r.rng.IntN(4)) + uint32(r.rng.IntN(30)/29)*1000
+		m.BackoffBaseMs = int64(r.rng.IntN(300))
+		m.BackoffMaxMs = int64(r.rng.IntN(1000))
 	}
 	return m
 }

@@ -78,7 +78,7 @@ func (s *state) view(clone bool) *view {
 	}
 	for _, n := range sortedKeys(names) {
 		q := s.queues[n]
-		v.queues = append(v.queues, &fsmpb.SnapshotQueue{Name: n, Policy: clonePolicy(q.policy), Dropped: q.dropped, FirstId: q.firstID, CompletedEvicted: q.evicted})
+		v.queues = append(v.queues, &fsmpb.SnapshotQueue{Name: n, Policy: clonePolicy(q.policy), Dropped: q.dropped, FirstId: q.firstID, CompletedEvicted: q.evicted, DeadExpired: q.deadExpired})
 	}
 	if clone {
 		v.msgs = s.byID.Clone()
@@ -346,6 +346,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 			q := newQueue(sq.GetName(), NormalizePolicy(sq.GetPolicy()))
 			q.tenant = s.useOf(q.name)
 			q.dropped = sq.GetDropped()
+			q.deadExpired = sq.GetDeadExpired()
 			q.firstID = sq.GetFirstId()
 			q.evicted = sq.GetCompletedEvicted()
 			s.queues[q.name] = q

@@ -45,7 +45,8 @@ type msg struct {
 	state           fsmpb.State
 	deadReason      fsmpb.Reason
 	history         []attempt
-	result          []byte // acked: the ack's result (results.go)
+	result          []byte       // acked: the ack's result (results.go)
+	retry           *retryPolicy // nil: the queue's (retry.go)
 }
 
 type kv struct{ k, v string }
@@ -198,6 +199,7 @@ type queue struct {
 	results     *btree.BTreeG[timeItem]
 	resultBytes uint64
 	evicted     uint64
+	deadExpired uint64 // discarded after dead_retention_ms
 	// liveBytes is the sum of the bodies of ready, delayed and leased
 	// messages: what max_bytes_per_shard limits.
 	liveBytes uint64
@@ -245,6 +247,9 @@ type state struct {
 	leases    *btree.BTreeG[timeItem] // (deadline, id)
 	retention *btree.BTreeG[timeItem] // ready and delayed: (expire ms, id)
 	completed *btree.BTreeG[timeItem] // acked records: (expire ms, id)
+	// deadExpiry: dead messages of queues with a dead retention, by
+	// (death ms + retention, id) (deadretention.go).
+	deadExpiry *btree.BTreeG[timeItem]
 
 	// dedup maps live dedup keys to their message; it is only looked up by
 	// key, never iterated (dedupindex.go).
@@ -277,6 +282,7 @@ func newState() *state {
 		leases:      btree.NewG(btreeDegree, lessTime),
 		retention:   btree.NewG(btreeDegree, lessTime),
 		completed:   btree.NewG(btreeDegree, lessTime),
+		deadExpiry:  btree.NewG(btreeDegree, lessTime),
 		dedup:       newDedupIndex(),
 		dedupExpiry: btree.NewG(btreeDegree, lessDedupExpiry),
 		seals:       map[uint32]slotSeal{},

@@ -51,6 +51,7 @@ func (s *state) detach(m *msg) {
 	case fsmpb.State_STATE_DEAD:
 		q.nDead--
 		q.dead.Delete(timeItem{m.stateChangedMs, m.id})
+		s.unindexDeadExpiry(m)
 	case fsmpb.State_STATE_ACKED:
 		q.nAcked--
 		s.completed.Delete(timeItem{m.expireMs, m.id})
@@ -88,6 +89,7 @@ func (s *state) attach(m *msg) {
 	case fsmpb.State_STATE_DEAD:
 		q.nDead++
 		q.dead.ReplaceOrInsert(timeItem{m.stateChangedMs, m.id})
+		s.indexDeadExpiry(m)
 	case fsmpb.State_STATE_ACKED:
 		q.nAcked++
 		s.completed.ReplaceOrInsert(timeItem{m.expireMs, m.id})
@@ -244,7 +246,7 @@ func (m *msg) addAttempt(a attempt) {
 func (s *state) expireLease(m *msg) {
 	m = s.own(m)
 	s.endAttempt(m, fsmpb.Reason_REASON_EXPIRED, "")
-	if m.receiveCount >= m.q.policy.GetMaxReceiveCount() {
+	if m.receiveCount >= m.maxReceives() {
 		s.kill(m, fsmpb.Reason_REASON_MAX_RECEIVES)
 		return
 	}

@@ -96,6 +96,7 @@ func ValidatePolicy(p *fsmpb.QueuePolicy) error {
 		checkRange("backoff_max_ms", p.GetBackoffMaxMs(), 0, MaxDelayMs),
 		checkRange("dedup_window_ms", p.GetDedupWindowMs(), 0, MaxRetentionMs),
 		checkRange("retention_ms", p.GetRetentionMs(), 0, MaxRetentionMs),
+		checkRange("dead_retention_ms", p.GetDeadRetentionMs(), 0, MaxDeadRetentionMs),
 		checkRange("delay_ms", p.GetDelayMs(), 0, MaxDelayMs),
 		checkRange("max_message_bytes", int64(p.GetMaxMessageBytes()), 0, MaxBodyBytes),
 		checkRange("completed_retention_ms", p.GetCompletedRetentionMs(), 0, MaxRetentionMs),
@@ -237,7 +238,7 @@ func ValidateMessage(m *fsmpb.NewMessage, p *fsmpb.QueuePolicy) error {
 	if m.GetRunAtMs() < 0 {
 		return fmt.Errorf("%w: run_at_ms is negative", ErrInvalidArgument)
 	}
-	return nil
+	return validateRetry(m)
 }
 
 // Limits of the slot move commands (growing the shard count).

@@ -95,7 +95,7 @@ func CommandFormat(c *metapb.Command) uint32 {
 		return fsm.BaseFormat
 	}
 	if n, ok := commandFormats[f.Name()]; ok {
-		return max(n, contentFormat(c))
+		return max(n, contentFormat(c), deadRetentionFormat(c))
 	}
 	return fsm.LogFormat
 }

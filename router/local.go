@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/peer"
 	"github.com/raftq/raftq/peer/peerpb"
@@ -46,6 +47,7 @@ func readLocal(ctx context.Context, sh *shard.Shard, req *peerpb.ShardReadReques
 				Name: q.StatsQueue, Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight,
 				Dead: st.Dead, BlockedGroups: st.BlockedGroups, OldestReadyAgeMs: oldestAge(time.Now().UnixMilli(), st.OldestReadyMs),
 				LiveBytes: st.LiveBytes, Completed: st.Acked, CompletedBytes: st.ResultBytes, CompletedEvicted: st.Evicted,
+				DeadExpired: st.DeadExpired,
 			}
 		}
 	case *peerpb.ShardReadRequest_TenantUsage:
@@ -56,8 +58,14 @@ func readLocal(ctx context.Context, sh *shard.Shard, req *peerpb.ShardReadReques
 			resp.Message = m
 		}
 	case *peerpb.ShardReadRequest_ListDeadQueue:
-		from := req.GetDeadFrom()
-		resp.Dead = f.ListDeadFrom(q.ListDeadQueue, from.GetMs(), from.GetId(), int(req.GetLimit()))
+		from, df := req.GetDeadFrom(), req.GetDeadFilter()
+		page := f.ListDeadFiltered(q.ListDeadQueue, fsm.DeadCursor{Ms: from.GetMs(), ID: from.GetId()}, fsm.DeadFilter{
+			Type: df.GetType(), ErrorContains: df.GetErrorContains(), SinceMs: df.GetDeadSinceMs(), UntilMs: df.GetDeadUntilMs(),
+		}, int(req.GetLimit()))
+		resp.Dead = page.Messages
+		if c := page.ScannedTo; c != nil {
+			resp.DeadScannedTo = &peerpb.DeadCursor{Ms: c.Ms, Id: c.ID}
+		}
 	case *peerpb.ShardReadRequest_DedupLookup:
 		ids, err := lookupDedup(f, sh.ID(), q.DedupLookup)
 		if err != nil {

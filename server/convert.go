@@ -34,6 +34,7 @@ func policyToFSM(p *raftqv1.QueuePolicy) *fsmpb.QueuePolicy {
 		Quotas:               quotasToFSM(p.GetQuotas()),
 
 		CompletedMaxBytesPerShard: p.GetCompletedMaxBytesPerShard(),
+		DeadRetentionMs:           p.GetDeadRetentionMs(),
 	}
 }
 
@@ -85,6 +86,7 @@ func policyFromFSM(p *fsmpb.QueuePolicy) *raftqv1.QueuePolicy {
 		Quotas:               quotasFromFSM(p.GetQuotas()),
 
 		CompletedMaxBytesPerShard: p.GetCompletedMaxBytesPerShard(),
+		DeadRetentionMs:           p.GetDeadRetentionMs(),
 	}
 }
 
@@ -125,6 +127,9 @@ func messageFromFSM(m *fsmpb.Message) *raftqv1.Message {
 		StateChangedMs:  m.GetStateChangedMs(),
 		ExpireMs:        m.GetExpireMs(),
 		Result:          m.GetResult(),
+		MaxReceiveCount: m.GetMaxReceiveCount(),
+		BackoffBaseMs:   m.GetBackoffBaseMs(),
+		BackoffMaxMs:    m.GetBackoffMaxMs(),
 	}
 	if h := m.GetHistory(); len(h) > 0 {
 		out.History = make([]*raftqv1.Attempt, len(h))

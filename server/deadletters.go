@@ -3,15 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm/fsmpb"
-	"github.com/raftq/raftq/peer/peerpb"
-	"github.com/raftq/raftq/router"
 	"github.com/raftq/raftq/wire"
-	"google.golang.org/protobuf/proto"
 )
 
 // Redrive pacing: SQS caps redrive near 500 messages/s; we default lower so
@@ -20,6 +16,7 @@ const (
 	defaultRedriveRate = 100
 	maxRedriveRate     = 500
 	redriveTick        = 100 * time.Millisecond
+	maxDeadList        = 1000
 )
 
 type deadLetters struct {
@@ -35,8 +32,11 @@ func (d *deadLetters) ListDead(ctx context.Context, req *raftqv1.ListDeadRequest
 	if limit == 0 {
 		limit = defaultDeadList
 	}
-	if limit > 1000 {
-		return nil, invalid("limit %d above 1000", limit)
+	if limit > maxDeadList {
+		return nil, invalid("limit %d above %d", limit, maxDeadList)
+	}
+	if err := validateDeadFilter(req.GetFilter()); err != nil {
+		return nil, err
 	}
 	if err := d.ready(ctx); err != nil {
 		return nil, err
@@ -54,53 +54,16 @@ func (d *deadLetters) ListDead(ctx context.Context, req *raftqv1.ListDeadRequest
 		}
 		after = &c
 	}
-	plan, err := d.router.PlanShards()
+	page, err := d.listDead(ctx, req.GetQueue(), req.GetFilter(), after, limit)
 	if err != nil {
-		return nil, d.toStatus(ctx, err)
+		return nil, err
 	}
-	answers := router.Scatter(ctx, plan, func(ctx context.Context, p router.Part) (*peerpb.ShardReadResponse, error) {
-		rq := &peerpb.ShardReadRequest{ShardId: p.Shard, Query: &peerpb.ShardReadRequest_ListDeadQueue{ListDeadQueue: req.GetQueue()}, Limit: limit}
-		if after != nil {
-			ms, id := after.from(p.Shard)
-			rq.DeadFrom = &peerpb.DeadCursor{Ms: ms, Id: id}
-		}
-		return d.router.Read(ctx, rq)
-	})
-	type listed struct {
-		at   deadCursor
-		info *raftqv1.MessageInfo
-	}
-	var all []listed
-	more := false // a shard may hold more than it sent
-	for _, a := range answers {
-		if a.Err != nil {
-			return nil, d.toStatus(ctx, fmt.Errorf("list dead on shard %d: %w", a.Shard, a.Err))
-		}
-		dead := a.Value.GetDead()
-		more = more || len(dead) >= int(limit)
-		for _, m := range dead {
-			all = append(all, listed{
-				at:   deadCursor{ms: m.GetStateChangedMs(), shard: a.Shard, id: m.GetId()},
-				info: &raftqv1.MessageInfo{MessageId: wire.MessageID{Shard: a.Shard, ID: m.GetId()}.String(), Message: messageFromFSM(m)},
-			})
-		}
-	}
-	// Oldest death first across shards, like one queue; ties by shard and
-	// id, the order the page token resumes in.
-	sort.Slice(all, func(i, j int) bool { return all[i].at.before(all[j].at) })
 	resp := &raftqv1.ListDeadResponse{}
-	size := 0
-	for i, l := range all {
-		n := proto.Size(l.info)
-		if i == int(limit) || (i > 0 && size+n > maxPageBytes) {
-			more = true
-			break
-		}
+	for _, l := range page.items {
 		resp.Messages = append(resp.Messages, l.info)
-		size += n
 	}
-	if more && len(resp.Messages) > 0 {
-		resp.NextPageToken = all[len(resp.Messages)-1].at.token()
+	if page.next != nil {
+		resp.NextPageToken = page.next.token()
 	}
 	return resp, nil
 }
@@ -199,9 +162,49 @@ func (d *deadLetters) Redrive(ctx context.Context, req *raftqv1.RedriveRequest) 
 	if rate > maxRedriveRate {
 		return nil, invalid("rate_per_s %d above the limit %d", rate, maxRedriveRate)
 	}
+	if err := validateDeadFilter(req.GetFilter()); err != nil {
+		return nil, err
+	}
+	if req.GetFilter() != nil && len(req.GetMessageIds()) > 0 {
+		return nil, invalid("give message_ids or a filter, not both")
+	}
+	target := req.GetTargetQueue()
+	if target != "" {
+		if target == req.GetQueue() {
+			return nil, invalid("target_queue is the queue itself: leave it empty to redrive in place")
+		}
+		if _, err := d.lookupQueue(ctx, target); err != nil {
+			return nil, err
+		}
+		// The copies are sends to the target: the caller must be allowed
+		// to send there, beyond managing the source.
+		if err := allowed(ctx, "/raftq.v1.DeadLetters/Redrive", permSend, target); err != nil {
+			return nil, err
+		}
+	}
 	ids, err := d.byShard(req.GetMessageIds())
 	if err != nil {
 		return nil, err
+	}
+	src := d.listedSource(req.GetQueue(), req.GetFilter())
+	if len(req.GetMessageIds()) > 0 {
+		src = d.namedSource(req.GetQueue(), req.GetMessageIds())
+	}
+	switch {
+	case req.GetDryRun():
+		return dryRun(ctx, src)
+	case target != "":
+		n, err := d.moveEach(ctx, rate, src, d.moveTo(req.GetQueue(), target))
+		if err != nil {
+			return nil, err
+		}
+		return &raftqv1.RedriveResponse{Redriven: n}, nil
+	case req.GetFilter() != nil:
+		n, err := d.moveEach(ctx, rate, src, d.moveInPlace(req.GetQueue()))
+		if err != nil {
+			return nil, err
+		}
+		return &raftqv1.RedriveResponse{Redriven: n}, nil
 	}
 	n, err := d.paced(ctx, rate, ids, len(req.GetMessageIds()) == 0, func(_ uint32, ids []uint64, max uint32) *fsmpb.Command {
 		return &fsmpb.Command{Cmd: &fsmpb.Command_Redrive{Redrive: &fsmpb.Redrive{Queue: req.GetQueue(), MessageIds: ids, Max: max}}}

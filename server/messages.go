@@ -47,6 +47,7 @@ func (s *Server) newMessage(policy *fsmpb.QueuePolicy, req *raftqv1.SendRequest)
 		GroupId: req.GetGroupId(), DedupKey: req.GetDedupKey(), Priority: req.GetPriority(),
 		DelayMs: delay, RunAtMs: req.GetRunAtMs(),
 		UniqueForMs: req.GetUniqueForMs(), UniqueUntilDone: req.GetUniqueUntilDone(),
+		MaxReceiveCount: req.GetMaxReceiveCount(), BackoffBaseMs: req.GetBackoffBaseMs(), BackoffMaxMs: req.GetBackoffMaxMs(),
 	}
 	if policy != nil {
 		if err := fsm.ValidateMessage(nm, policy); err != nil {

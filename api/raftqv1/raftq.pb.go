@@ -240,8 +240,12 @@ type QueuePolicy struct {
 	// on each shard; past it the oldest are dropped first and counted
 	// (QueueStatsResponse.completed_evicted). 0 = 64 MiB.
 	CompletedMaxBytesPerShard uint64 `protobuf:"varint,50,opt,name=completed_max_bytes_per_shard,json=completedMaxBytesPerShard,proto3" json:"completed_max_bytes_per_shard,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// dead_retention_ms: dead messages older than this are discarded
+	// (counted in QueueStatsResponse.dead_expired); 0 = kept until redriven
+	// or discarded. At most 365 days.
+	DeadRetentionMs int64 `protobuf:"varint,60,opt,name=dead_retention_ms,json=deadRetentionMs,proto3" json:"dead_retention_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
@@ -375,6 +379,13 @@ func (x *QueuePolicy) GetQuotas() *Quotas {
 func (x *QueuePolicy) GetCompletedMaxBytesPerShard() uint64 {
 	if x != nil {
 		return x.CompletedMaxBytesPerShard
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetDeadRetentionMs() int64 {
+	if x != nil {
+		return x.DeadRetentionMs
 	}
 	return 0
 }
@@ -601,6 +612,10 @@ type Message struct {
 	// acked: the result the ack carried (AckRequest.results), if any.
 	Result          []byte `protobuf:"bytes,50,opt,name=result,proto3" json:"result,omitempty"`
 	UniqueUntilDone bool   `protobuf:"varint,80,opt,name=unique_until_done,json=uniqueUntilDone,proto3" json:"unique_until_done,omitempty"` // its dedup key is released when it leaves the live states
+	// The message's own retry policy (SendRequest 60-62); 0 = the queue's.
+	MaxReceiveCount uint32 `protobuf:"varint,60,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`
+	BackoffBaseMs   int64  `protobuf:"varint,61,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
+	BackoffMaxMs    int64  `protobuf:"varint,62,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -808,6 +823,27 @@ func (x *Message) GetUniqueUntilDone() bool {
 		return x.UniqueUntilDone
 	}
 	return false
+}
+
+func (x *Message) GetMaxReceiveCount() uint32 {
+	if x != nil {
+		return x.MaxReceiveCount
+	}
+	return 0
+}
+
+func (x *Message) GetBackoffBaseMs() int64 {
+	if x != nil {
+		return x.BackoffBaseMs
+	}
+	return 0
+}
+
+func (x *Message) GetBackoffMaxMs() int64 {
+	if x != nil {
+		return x.BackoffMaxMs
+	}
+	return 0
 }
 
 type QueueInfo struct {
@@ -1350,6 +1386,7 @@ type QueueStatsResponse struct {
 	Completed        uint64                 `protobuf:"varint,50,opt,name=completed,proto3" json:"completed,omitempty"`                                       // acked records kept for GetMessage
 	CompletedBytes   uint64                 `protobuf:"varint,51,opt,name=completed_bytes,json=completedBytes,proto3" json:"completed_bytes,omitempty"`       // their results' bytes
 	CompletedEvicted uint64                 `protobuf:"varint,52,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"` // dropped early by completed_max_bytes_per_shard
+	DeadExpired      uint64                 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"`                // discarded after the queue's dead_retention_ms
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1482,6 +1519,13 @@ func (x *QueueStatsResponse) GetCompletedEvicted() uint64 {
 	return 0
 }
 
+func (x *QueueStatsResponse) GetDeadExpired() uint64 {
+	if x != nil {
+		return x.DeadExpired
+	}
+	return 0
+}
+
 type SendRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Queue      string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -1501,6 +1545,12 @@ type SendRequest struct {
 	// the key is held for as long as the message is pending or in flight.
 	UniqueForMs     int64 `protobuf:"varint,80,opt,name=unique_for_ms,json=uniqueForMs,proto3" json:"unique_for_ms,omitempty"`
 	UniqueUntilDone bool  `protobuf:"varint,81,opt,name=unique_until_done,json=uniqueUntilDone,proto3" json:"unique_until_done,omitempty"`
+	// Retry policy of this message, overriding the queue's when non-zero:
+	// max_receive_count (at most 1000) dead-letters it, backoff_base_ms and
+	// backoff_max_ms (each at most 15 days) shape the delay after a nack.
+	MaxReceiveCount uint32 `protobuf:"varint,60,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`
+	BackoffBaseMs   int64  `protobuf:"varint,61,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
+	BackoffMaxMs    int64  `protobuf:"varint,62,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1610,6 +1660,27 @@ func (x *SendRequest) GetUniqueUntilDone() bool {
 		return x.UniqueUntilDone
 	}
 	return false
+}
+
+func (x *SendRequest) GetMaxReceiveCount() uint32 {
+	if x != nil {
+		return x.MaxReceiveCount
+	}
+	return 0
+}
+
+func (x *SendRequest) GetBackoffBaseMs() int64 {
+	if x != nil {
+		return x.BackoffBaseMs
+	}
+	return 0
+}
+
+func (x *SendRequest) GetBackoffMaxMs() int64 {
+	if x != nil {
+		return x.BackoffMaxMs
+	}
+	return 0
 }
 
 type SendResponse struct {
@@ -2889,19 +2960,91 @@ func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
 	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
 }
 
+// DeadFilter narrows ListDead and Redrive to the dead messages that match
+// every field set.
+type DeadFilter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`                                        // exactly this message type
+	ErrorContains string                 `protobuf:"bytes,2,opt,name=error_contains,json=errorContains,proto3" json:"error_contains,omitempty"` // last_error contains this text (case-sensitive)
+	DeadSinceMs   int64                  `protobuf:"varint,3,opt,name=dead_since_ms,json=deadSinceMs,proto3" json:"dead_since_ms,omitempty"`    // died at or after this Unix ms
+	DeadUntilMs   int64                  `protobuf:"varint,4,opt,name=dead_until_ms,json=deadUntilMs,proto3" json:"dead_until_ms,omitempty"`    // died before this Unix ms
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadFilter) Reset() {
+	*x = DeadFilter{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadFilter) ProtoMessage() {}
+
+func (x *DeadFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadFilter.ProtoReflect.Descriptor instead.
+func (*DeadFilter) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DeadFilter) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DeadFilter) GetErrorContains() string {
+	if x != nil {
+		return x.ErrorContains
+	}
+	return ""
+}
+
+func (x *DeadFilter) GetDeadSinceMs() int64 {
+	if x != nil {
+		return x.DeadSinceMs
+	}
+	return 0
+}
+
+func (x *DeadFilter) GetDeadUntilMs() int64 {
+	if x != nil {
+		return x.DeadUntilMs
+	}
+	return 0
+}
+
 type ListDeadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	Limit uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"` // default 100, at most 1000
 	// page_token: the next_page_token of the page before; empty: the first.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Pass the same filter with every page.
+	PageToken     string      `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	Filter        *DeadFilter `protobuf:"bytes,60,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3056,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3069,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -2950,6 +3093,13 @@ func (x *ListDeadRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListDeadRequest) GetFilter() *DeadFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
 type ListDeadResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Messages []*MessageInfo         `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
@@ -2963,7 +3113,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3125,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3138,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListDeadResponse) GetMessages() []*MessageInfo {
@@ -3006,17 +3156,23 @@ func (x *ListDeadResponse) GetNextPageToken() string {
 }
 
 type RedriveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	MessageIds    []string               `protobuf:"bytes,2,rep,name=message_ids,json=messageIds,proto3" json:"message_ids,omitempty"` // empty: all
-	RatePerS      uint32                 `protobuf:"varint,3,opt,name=rate_per_s,json=ratePerS,proto3" json:"rate_per_s,omitempty"`    // default 100, max 500
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Queue      string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	MessageIds []string               `protobuf:"bytes,2,rep,name=message_ids,json=messageIds,proto3" json:"message_ids,omitempty"` // empty: all
+	RatePerS   uint32                 `protobuf:"varint,3,opt,name=rate_per_s,json=ratePerS,proto3" json:"rate_per_s,omitempty"`    // default 100, max 500
+	// target_queue: copy each message to this queue, then discard it here
+	// (docs/jobs.md, "Dead letters"); empty: back to ready in queue.
+	TargetQueue string      `protobuf:"bytes,60,opt,name=target_queue,json=targetQueue,proto3" json:"target_queue,omitempty"`
+	Filter      *DeadFilter `protobuf:"bytes,61,opt,name=filter,proto3" json:"filter,omitempty"` // with message_ids empty: only these
+	// dry_run: move nothing; answer what would move (would_move, matched).
+	DryRun        bool `protobuf:"varint,62,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3184,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3197,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RedriveRequest) GetQueue() string {
@@ -3065,16 +3221,41 @@ func (x *RedriveRequest) GetRatePerS() uint32 {
 	return 0
 }
 
+func (x *RedriveRequest) GetTargetQueue() string {
+	if x != nil {
+		return x.TargetQueue
+	}
+	return ""
+}
+
+func (x *RedriveRequest) GetFilter() *DeadFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *RedriveRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type RedriveResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Redriven      uint64                 `protobuf:"varint,1,opt,name=redriven,proto3" json:"redriven,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Redriven uint64                 `protobuf:"varint,1,opt,name=redriven,proto3" json:"redriven,omitempty"`
+	// dry_run: the first (at most 1000) messages that would move, oldest
+	// death first, and how many would move in all.
+	WouldMove     []*MessageInfo `protobuf:"bytes,60,rep,name=would_move,json=wouldMove,proto3" json:"would_move,omitempty"`
+	Matched       uint64         `protobuf:"varint,61,opt,name=matched,proto3" json:"matched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3086,7 +3267,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3099,12 +3280,26 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RedriveResponse) GetRedriven() uint64 {
 	if x != nil {
 		return x.Redriven
+	}
+	return 0
+}
+
+func (x *RedriveResponse) GetWouldMove() []*MessageInfo {
+	if x != nil {
+		return x.WouldMove
+	}
+	return nil
+}
+
+func (x *RedriveResponse) GetMatched() uint64 {
+	if x != nil {
+		return x.Matched
 	}
 	return 0
 }
@@ -3119,7 +3314,7 @@ type DiscardRequest struct {
 
 func (x *DiscardRequest) Reset() {
 	*x = DiscardRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3326,7 @@ func (x *DiscardRequest) String() string {
 func (*DiscardRequest) ProtoMessage() {}
 
 func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +3339,7 @@ func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardRequest.ProtoReflect.Descriptor instead.
 func (*DiscardRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DiscardRequest) GetQueue() string {
@@ -3170,7 +3365,7 @@ type DiscardResponse struct {
 
 func (x *DiscardResponse) Reset() {
 	*x = DiscardResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +3377,7 @@ func (x *DiscardResponse) String() string {
 func (*DiscardResponse) ProtoMessage() {}
 
 func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +3390,7 @@ func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardResponse.ProtoReflect.Descriptor instead.
 func (*DiscardResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DiscardResponse) GetDiscarded() uint64 {
@@ -3213,7 +3408,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3225,7 +3420,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3238,7 +3433,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
 }
 
 type Member struct {
@@ -3261,7 +3456,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3273,7 +3468,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3286,7 +3481,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Member) GetNodeId() string {
@@ -3346,7 +3541,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3358,7 +3553,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3371,7 +3566,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ShardInfo) GetShardId() uint32 {
@@ -3438,7 +3633,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3450,7 +3645,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3463,7 +3658,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3512,7 +3707,7 @@ type DamagedReplica struct {
 
 func (x *DamagedReplica) Reset() {
 	*x = DamagedReplica{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3524,7 +3719,7 @@ func (x *DamagedReplica) String() string {
 func (*DamagedReplica) ProtoMessage() {}
 
 func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3537,7 +3732,7 @@ func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedReplica.ProtoReflect.Descriptor instead.
 func (*DamagedReplica) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DamagedReplica) GetGroup() string {
@@ -3570,7 +3765,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3582,7 +3777,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3595,7 +3790,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -3614,7 +3809,7 @@ type RepairResponse struct {
 
 func (x *RepairResponse) Reset() {
 	*x = RepairResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3626,7 +3821,7 @@ func (x *RepairResponse) String() string {
 func (*RepairResponse) ProtoMessage() {}
 
 func (x *RepairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3639,7 +3834,7 @@ func (x *RepairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairResponse.ProtoReflect.Descriptor instead.
 func (*RepairResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RepairResponse) GetGroups() []*GroupRepair {
@@ -3660,7 +3855,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3672,7 +3867,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3685,7 +3880,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -3717,7 +3912,7 @@ type ShardMapRequest struct {
 
 func (x *ShardMapRequest) Reset() {
 	*x = ShardMapRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3729,7 +3924,7 @@ func (x *ShardMapRequest) String() string {
 func (*ShardMapRequest) ProtoMessage() {}
 
 func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3742,7 +3937,7 @@ func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapRequest.ProtoReflect.Descriptor instead.
 func (*ShardMapRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
 }
 
 type ShardMapResponse struct {
@@ -3764,7 +3959,7 @@ type ShardMapResponse struct {
 
 func (x *ShardMapResponse) Reset() {
 	*x = ShardMapResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3776,7 +3971,7 @@ func (x *ShardMapResponse) String() string {
 func (*ShardMapResponse) ProtoMessage() {}
 
 func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3789,7 +3984,7 @@ func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapResponse.ProtoReflect.Descriptor instead.
 func (*ShardMapResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ShardMapResponse) GetShardCount() uint32 {
@@ -3835,7 +4030,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3847,7 +4042,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3860,7 +4055,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
 }
 
 type NodeInfo struct {
@@ -3887,7 +4082,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +4094,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4107,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NodeInfo) GetNodeId() string {
@@ -4009,7 +4204,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4021,7 +4216,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4034,7 +4229,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *NodesResponse) GetNodeId() string {
@@ -4060,7 +4255,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4072,7 +4267,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4085,7 +4280,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -4105,7 +4300,7 @@ type ReplaceNodeRequest struct {
 
 func (x *ReplaceNodeRequest) Reset() {
 	*x = ReplaceNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4117,7 +4312,7 @@ func (x *ReplaceNodeRequest) String() string {
 func (*ReplaceNodeRequest) ProtoMessage() {}
 
 func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4130,7 +4325,7 @@ func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ReplaceNodeRequest) GetOldNodeId() string {
@@ -4162,7 +4357,7 @@ type NodeDrainResponse struct {
 
 func (x *NodeDrainResponse) Reset() {
 	*x = NodeDrainResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4174,7 +4369,7 @@ func (x *NodeDrainResponse) String() string {
 func (*NodeDrainResponse) ProtoMessage() {}
 
 func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4187,7 +4382,7 @@ func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NodeDrainResponse) GetNodeId() string {
@@ -4234,7 +4429,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4246,7 +4441,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4259,7 +4454,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -4280,7 +4475,7 @@ type ReplicaMovePlan struct {
 
 func (x *ReplicaMovePlan) Reset() {
 	*x = ReplicaMovePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4292,7 +4487,7 @@ func (x *ReplicaMovePlan) String() string {
 func (*ReplicaMovePlan) ProtoMessage() {}
 
 func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4305,7 +4500,7 @@ func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMovePlan.ProtoReflect.Descriptor instead.
 func (*ReplicaMovePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ReplicaMovePlan) GetShardId() uint32 {
@@ -4340,7 +4535,7 @@ type LeaderChangePlan struct {
 
 func (x *LeaderChangePlan) Reset() {
 	*x = LeaderChangePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4352,7 +4547,7 @@ func (x *LeaderChangePlan) String() string {
 func (*LeaderChangePlan) ProtoMessage() {}
 
 func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4365,7 +4560,7 @@ func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderChangePlan.ProtoReflect.Descriptor instead.
 func (*LeaderChangePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *LeaderChangePlan) GetShardId() uint32 {
@@ -4402,7 +4597,7 @@ type NodeBalance struct {
 
 func (x *NodeBalance) Reset() {
 	*x = NodeBalance{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4609,7 @@ func (x *NodeBalance) String() string {
 func (*NodeBalance) ProtoMessage() {}
 
 func (x *NodeBalance) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4622,7 @@ func (x *NodeBalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBalance.ProtoReflect.Descriptor instead.
 func (*NodeBalance) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *NodeBalance) GetNodeId() string {
@@ -4483,7 +4678,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4495,7 +4690,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4508,7 +4703,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RebalanceResponse) GetMoves() []*ReplicaMovePlan {
@@ -4561,7 +4756,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4573,7 +4768,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4586,7 +4781,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
 }
 
 // BackupChunk: the first chunk of a stream has group empty and carries
@@ -4612,7 +4807,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4624,7 +4819,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4637,7 +4832,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -4719,7 +4914,7 @@ type CancelMoveRequest struct {
 
 func (x *CancelMoveRequest) Reset() {
 	*x = CancelMoveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4731,7 +4926,7 @@ func (x *CancelMoveRequest) String() string {
 func (*CancelMoveRequest) ProtoMessage() {}
 
 func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4744,7 +4939,7 @@ func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveRequest.ProtoReflect.Descriptor instead.
 func (*CancelMoveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CancelMoveRequest) GetShard() uint32 {
@@ -4768,7 +4963,7 @@ type CancelMoveResponse struct {
 
 func (x *CancelMoveResponse) Reset() {
 	*x = CancelMoveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4780,7 +4975,7 @@ func (x *CancelMoveResponse) String() string {
 func (*CancelMoveResponse) ProtoMessage() {}
 
 func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4793,7 +4988,7 @@ func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveResponse.ProtoReflect.Descriptor instead.
 func (*CancelMoveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CancelMoveResponse) GetShard() uint32 {
@@ -4834,7 +5029,7 @@ type SetShardCountRequest struct {
 
 func (x *SetShardCountRequest) Reset() {
 	*x = SetShardCountRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4846,7 +5041,7 @@ func (x *SetShardCountRequest) String() string {
 func (*SetShardCountRequest) ProtoMessage() {}
 
 func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4859,7 +5054,7 @@ func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountRequest.ProtoReflect.Descriptor instead.
 func (*SetShardCountRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SetShardCountRequest) GetCount() uint32 {
@@ -4893,7 +5088,7 @@ type SetShardCountResponse struct {
 
 func (x *SetShardCountResponse) Reset() {
 	*x = SetShardCountResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4905,7 +5100,7 @@ func (x *SetShardCountResponse) String() string {
 func (*SetShardCountResponse) ProtoMessage() {}
 
 func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4918,7 +5113,7 @@ func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountResponse.ProtoReflect.Descriptor instead.
 func (*SetShardCountResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SetShardCountResponse) GetPrevious() uint32 {
@@ -4973,7 +5168,7 @@ type ReplicaPlacement struct {
 
 func (x *ReplicaPlacement) Reset() {
 	*x = ReplicaPlacement{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4985,7 +5180,7 @@ func (x *ReplicaPlacement) String() string {
 func (*ReplicaPlacement) ProtoMessage() {}
 
 func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4998,7 +5193,7 @@ func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaPlacement.ProtoReflect.Descriptor instead.
 func (*ReplicaPlacement) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ReplicaPlacement) GetShardId() uint32 {
@@ -5031,7 +5226,7 @@ type SlotMoveInfo struct {
 
 func (x *SlotMoveInfo) Reset() {
 	*x = SlotMoveInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5043,7 +5238,7 @@ func (x *SlotMoveInfo) String() string {
 func (*SlotMoveInfo) ProtoMessage() {}
 
 func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5056,7 +5251,7 @@ func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMoveInfo.ProtoReflect.Descriptor instead.
 func (*SlotMoveInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SlotMoveInfo) GetId() uint64 {
@@ -5113,7 +5308,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5125,7 +5320,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5138,7 +5333,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *Grant) GetRole() string {
@@ -5172,7 +5367,7 @@ type TenantInfo struct {
 
 func (x *TenantInfo) Reset() {
 	*x = TenantInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5184,7 +5379,7 @@ func (x *TenantInfo) String() string {
 func (*TenantInfo) ProtoMessage() {}
 
 func (x *TenantInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5197,7 +5392,7 @@ func (x *TenantInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantInfo.ProtoReflect.Descriptor instead.
 func (*TenantInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *TenantInfo) GetName() string {
@@ -5266,7 +5461,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5278,7 +5473,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5291,7 +5486,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *CreateTenantRequest) GetName() string {
@@ -5317,7 +5512,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5329,7 +5524,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5342,7 +5537,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetTenantRequest) GetName() string {
@@ -5360,7 +5555,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5372,7 +5567,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5385,7 +5580,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
 }
 
 type ListTenantsResponse struct {
@@ -5397,7 +5592,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5409,7 +5604,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5422,7 +5617,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*TenantInfo {
@@ -5442,7 +5637,7 @@ type UpdateTenantRequest struct {
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5454,7 +5649,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5467,7 +5662,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *UpdateTenantRequest) GetName() string {
@@ -5493,7 +5688,7 @@ type DeleteTenantRequest struct {
 
 func (x *DeleteTenantRequest) Reset() {
 	*x = DeleteTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5505,7 +5700,7 @@ func (x *DeleteTenantRequest) String() string {
 func (*DeleteTenantRequest) ProtoMessage() {}
 
 func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5518,7 +5713,7 @@ func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *DeleteTenantRequest) GetName() string {
@@ -5536,7 +5731,7 @@ type DeleteTenantResponse struct {
 
 func (x *DeleteTenantResponse) Reset() {
 	*x = DeleteTenantResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5548,7 +5743,7 @@ func (x *DeleteTenantResponse) String() string {
 func (*DeleteTenantResponse) ProtoMessage() {}
 
 func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5561,7 +5756,7 @@ func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTenantResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
 }
 
 type WhoAmIRequest struct {
@@ -5572,7 +5767,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5584,7 +5779,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5597,7 +5792,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
 }
 
 type WhoAmIResponse struct {
@@ -5612,7 +5807,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5624,7 +5819,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5637,7 +5832,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *WhoAmIResponse) GetPrincipal() string {
@@ -5683,7 +5878,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5695,7 +5890,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5708,7 +5903,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *KeyInfo) GetId() string {
@@ -5773,7 +5968,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5785,7 +5980,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5798,7 +5993,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -5832,7 +6027,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5844,7 +6039,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5857,7 +6052,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *CreateKeyResponse) GetKey() *KeyInfo {
@@ -5882,7 +6077,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5894,7 +6089,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5907,7 +6102,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
 }
 
 type ListKeysResponse struct {
@@ -5919,7 +6114,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5931,7 +6126,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5944,7 +6139,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -5963,7 +6158,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5975,7 +6170,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5988,7 +6183,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *RotateKeyRequest) GetKey() string {
@@ -6007,7 +6202,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6019,7 +6214,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6032,7 +6227,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *RevokeKeyRequest) GetKey() string {
@@ -6050,7 +6245,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6062,7 +6257,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6075,7 +6270,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{94}
 }
 
 type ListAuditRequest struct {
@@ -6088,7 +6283,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6100,7 +6295,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6113,7 +6308,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{94}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() uint64 {
@@ -6146,7 +6341,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6158,7 +6353,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6171,7 +6366,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{95}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *AuditRecord) GetSeq() uint64 {
@@ -6239,7 +6434,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[96]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6251,7 +6446,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[96]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6264,7 +6459,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{96}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -6278,7 +6473,7 @@ var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
-	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\x9f\x05\n" +
+	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\xcb\x05\n" +
 	"\vQueuePolicy\x12'\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x13.raftq.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -6295,7 +6490,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x16max_messages_per_shard\x18\f \x01(\x04R\x13maxMessagesPerShard\x12-\n" +
 	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\x12(\n" +
 	"\x06quotas\x18\x0e \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\x12@\n" +
-	"\x1dcompleted_max_bytes_per_shard\x182 \x01(\x04R\x19completedMaxBytesPerShard\"\x8b\x02\n" +
+	"\x1dcompleted_max_bytes_per_shard\x182 \x01(\x04R\x19completedMaxBytesPerShard\x12*\n" +
+	"\x11dead_retention_ms\x18< \x01(\x03R\x0fdeadRetentionMs\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
 	"\n" +
@@ -6315,7 +6511,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12*\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x10.raftq.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x9b\a\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x95\b\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -6349,7 +6545,10 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\ahistory\x18\x16 \x03(\v2\x11.raftq.v1.AttemptR\ahistory\x12\x1b\n" +
 	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x12\x16\n" +
 	"\x06result\x182 \x01(\fR\x06result\x12*\n" +
-	"\x11unique_until_done\x18P \x01(\bR\x0funiqueUntilDone\x1a=\n" +
+	"\x11unique_until_done\x18P \x01(\bR\x0funiqueUntilDone\x12*\n" +
+	"\x11max_receive_count\x18< \x01(\rR\x0fmaxReceiveCount\x12&\n" +
+	"\x0fbackoff_base_ms\x18= \x01(\x03R\rbackoffBaseMs\x12$\n" +
+	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
@@ -6381,7 +6580,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x12PurgeQueueResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\x04R\x06purged\"'\n" +
 	"\x11QueueStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xeb\x03\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x8e\x04\n" +
 	"\x12QueueStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n" +
@@ -6398,7 +6597,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\rtenant_quotas\x18\v \x01(\v2\x10.raftq.v1.QuotasR\ftenantQuotas\x12\x1c\n" +
 	"\tcompleted\x182 \x01(\x04R\tcompleted\x12'\n" +
 	"\x0fcompleted_bytes\x183 \x01(\x04R\x0ecompletedBytes\x12+\n" +
-	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\"\xac\x03\n" +
+	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\x12!\n" +
+	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\"\xa6\x04\n" +
 	"\vSendRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12E\n" +
@@ -6412,7 +6612,10 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\bdelay_ms\x18\b \x01(\x03R\adelayMs\x12\x1a\n" +
 	"\trun_at_ms\x18\t \x01(\x03R\arunAtMs\x12\"\n" +
 	"\runique_for_ms\x18P \x01(\x03R\vuniqueForMs\x12*\n" +
-	"\x11unique_until_done\x18Q \x01(\bR\x0funiqueUntilDone\x1a=\n" +
+	"\x11unique_until_done\x18Q \x01(\bR\x0funiqueUntilDone\x12*\n" +
+	"\x11max_receive_count\x18< \x01(\rR\x0fmaxReceiveCount\x12&\n" +
+	"\x0fbackoff_base_ms\x18= \x01(\x03R\rbackoffBaseMs\x12$\n" +
+	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Q\n" +
@@ -6511,23 +6714,36 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x17\n" +
 	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\x12\x14\n" +
 	"\x05queue\x18\x03 \x01(\tR\x05queue\"\x17\n" +
-	"\x15CancelMessageResponse\"\\\n" +
+	"\x15CancelMessageResponse\"\x8f\x01\n" +
+	"\n" +
+	"DeadFilter\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12%\n" +
+	"\x0eerror_contains\x18\x02 \x01(\tR\rerrorContains\x12\"\n" +
+	"\rdead_since_ms\x18\x03 \x01(\x03R\vdeadSinceMs\x12\"\n" +
+	"\rdead_until_ms\x18\x04 \x01(\x03R\vdeadUntilMs\"\x8a\x01\n" +
 	"\x0fListDeadRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"m\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12,\n" +
+	"\x06filter\x18< \x01(\v2\x14.raftq.v1.DeadFilterR\x06filter\"m\n" +
 	"\x10ListDeadResponse\x121\n" +
 	"\bmessages\x18\x01 \x03(\v2\x15.raftq.v1.MessageInfoR\bmessages\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"e\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcf\x01\n" +
 	"\x0eRedriveRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1f\n" +
 	"\vmessage_ids\x18\x02 \x03(\tR\n" +
 	"messageIds\x12\x1c\n" +
 	"\n" +
-	"rate_per_s\x18\x03 \x01(\rR\bratePerS\"-\n" +
+	"rate_per_s\x18\x03 \x01(\rR\bratePerS\x12!\n" +
+	"\ftarget_queue\x18< \x01(\tR\vtargetQueue\x12,\n" +
+	"\x06filter\x18= \x01(\v2\x14.raftq.v1.DeadFilterR\x06filter\x12\x17\n" +
+	"\adry_run\x18> \x01(\bR\x06dryRun\"}\n" +
 	"\x0fRedriveResponse\x12\x1a\n" +
-	"\bredriven\x18\x01 \x01(\x04R\bredriven\"G\n" +
+	"\bredriven\x18\x01 \x01(\x04R\bredriven\x124\n" +
+	"\n" +
+	"would_move\x18< \x03(\v2\x15.raftq.v1.MessageInfoR\twouldMove\x12\x18\n" +
+	"\amatched\x18= \x01(\x04R\amatched\"G\n" +
 	"\x0eDiscardRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1f\n" +
 	"\vmessage_ids\x18\x02 \x03(\tR\n" +
@@ -6843,7 +7059,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -6888,72 +7104,73 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*CancelMessageRequest)(nil),  // 40: raftq.v1.CancelMessageRequest
 	(*WaitMessageRequest)(nil),    // 41: raftq.v1.WaitMessageRequest
 	(*CancelMessageResponse)(nil), // 42: raftq.v1.CancelMessageResponse
-	(*ListDeadRequest)(nil),       // 43: raftq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 44: raftq.v1.ListDeadResponse
-	(*RedriveRequest)(nil),        // 45: raftq.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 46: raftq.v1.RedriveResponse
-	(*DiscardRequest)(nil),        // 47: raftq.v1.DiscardRequest
-	(*DiscardResponse)(nil),       // 48: raftq.v1.DiscardResponse
-	(*StatusRequest)(nil),         // 49: raftq.v1.StatusRequest
-	(*Member)(nil),                // 50: raftq.v1.Member
-	(*ShardInfo)(nil),             // 51: raftq.v1.ShardInfo
-	(*StatusResponse)(nil),        // 52: raftq.v1.StatusResponse
-	(*DamagedReplica)(nil),        // 53: raftq.v1.DamagedReplica
-	(*RepairRequest)(nil),         // 54: raftq.v1.RepairRequest
-	(*RepairResponse)(nil),        // 55: raftq.v1.RepairResponse
-	(*GroupRepair)(nil),           // 56: raftq.v1.GroupRepair
-	(*ShardMapRequest)(nil),       // 57: raftq.v1.ShardMapRequest
-	(*ShardMapResponse)(nil),      // 58: raftq.v1.ShardMapResponse
-	(*NodesRequest)(nil),          // 59: raftq.v1.NodesRequest
-	(*NodeInfo)(nil),              // 60: raftq.v1.NodeInfo
-	(*NodesResponse)(nil),         // 61: raftq.v1.NodesResponse
-	(*RemoveNodeRequest)(nil),     // 62: raftq.v1.RemoveNodeRequest
-	(*ReplaceNodeRequest)(nil),    // 63: raftq.v1.ReplaceNodeRequest
-	(*NodeDrainResponse)(nil),     // 64: raftq.v1.NodeDrainResponse
-	(*RebalanceRequest)(nil),      // 65: raftq.v1.RebalanceRequest
-	(*ReplicaMovePlan)(nil),       // 66: raftq.v1.ReplicaMovePlan
-	(*LeaderChangePlan)(nil),      // 67: raftq.v1.LeaderChangePlan
-	(*NodeBalance)(nil),           // 68: raftq.v1.NodeBalance
-	(*RebalanceResponse)(nil),     // 69: raftq.v1.RebalanceResponse
-	(*BackupRequest)(nil),         // 70: raftq.v1.BackupRequest
-	(*BackupChunk)(nil),           // 71: raftq.v1.BackupChunk
-	(*CancelMoveRequest)(nil),     // 72: raftq.v1.CancelMoveRequest
-	(*CancelMoveResponse)(nil),    // 73: raftq.v1.CancelMoveResponse
-	(*SetShardCountRequest)(nil),  // 74: raftq.v1.SetShardCountRequest
-	(*SetShardCountResponse)(nil), // 75: raftq.v1.SetShardCountResponse
-	(*ReplicaPlacement)(nil),      // 76: raftq.v1.ReplicaPlacement
-	(*SlotMoveInfo)(nil),          // 77: raftq.v1.SlotMoveInfo
-	(*Grant)(nil),                 // 78: raftq.v1.Grant
-	(*TenantInfo)(nil),            // 79: raftq.v1.TenantInfo
-	(*CreateTenantRequest)(nil),   // 80: raftq.v1.CreateTenantRequest
-	(*GetTenantRequest)(nil),      // 81: raftq.v1.GetTenantRequest
-	(*ListTenantsRequest)(nil),    // 82: raftq.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),   // 83: raftq.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),   // 84: raftq.v1.UpdateTenantRequest
-	(*DeleteTenantRequest)(nil),   // 85: raftq.v1.DeleteTenantRequest
-	(*DeleteTenantResponse)(nil),  // 86: raftq.v1.DeleteTenantResponse
-	(*WhoAmIRequest)(nil),         // 87: raftq.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 88: raftq.v1.WhoAmIResponse
-	(*KeyInfo)(nil),               // 89: raftq.v1.KeyInfo
-	(*CreateKeyRequest)(nil),      // 90: raftq.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 91: raftq.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 92: raftq.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 93: raftq.v1.ListKeysResponse
-	(*RotateKeyRequest)(nil),      // 94: raftq.v1.RotateKeyRequest
-	(*RevokeKeyRequest)(nil),      // 95: raftq.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 96: raftq.v1.RevokeKeyResponse
-	(*ListAuditRequest)(nil),      // 97: raftq.v1.ListAuditRequest
-	(*AuditRecord)(nil),           // 98: raftq.v1.AuditRecord
-	(*ListAuditResponse)(nil),     // 99: raftq.v1.ListAuditResponse
-	nil,                           // 100: raftq.v1.Message.AttributesEntry
-	nil,                           // 101: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 102: raftq.v1.ReceivedMessage.AttributesEntry
+	(*DeadFilter)(nil),            // 43: raftq.v1.DeadFilter
+	(*ListDeadRequest)(nil),       // 44: raftq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),      // 45: raftq.v1.ListDeadResponse
+	(*RedriveRequest)(nil),        // 46: raftq.v1.RedriveRequest
+	(*RedriveResponse)(nil),       // 47: raftq.v1.RedriveResponse
+	(*DiscardRequest)(nil),        // 48: raftq.v1.DiscardRequest
+	(*DiscardResponse)(nil),       // 49: raftq.v1.DiscardResponse
+	(*StatusRequest)(nil),         // 50: raftq.v1.StatusRequest
+	(*Member)(nil),                // 51: raftq.v1.Member
+	(*ShardInfo)(nil),             // 52: raftq.v1.ShardInfo
+	(*StatusResponse)(nil),        // 53: raftq.v1.StatusResponse
+	(*DamagedReplica)(nil),        // 54: raftq.v1.DamagedReplica
+	(*RepairRequest)(nil),         // 55: raftq.v1.RepairRequest
+	(*RepairResponse)(nil),        // 56: raftq.v1.RepairResponse
+	(*GroupRepair)(nil),           // 57: raftq.v1.GroupRepair
+	(*ShardMapRequest)(nil),       // 58: raftq.v1.ShardMapRequest
+	(*ShardMapResponse)(nil),      // 59: raftq.v1.ShardMapResponse
+	(*NodesRequest)(nil),          // 60: raftq.v1.NodesRequest
+	(*NodeInfo)(nil),              // 61: raftq.v1.NodeInfo
+	(*NodesResponse)(nil),         // 62: raftq.v1.NodesResponse
+	(*RemoveNodeRequest)(nil),     // 63: raftq.v1.RemoveNodeRequest
+	(*ReplaceNodeRequest)(nil),    // 64: raftq.v1.ReplaceNodeRequest
+	(*NodeDrainResponse)(nil),     // 65: raftq.v1.NodeDrainResponse
+	(*RebalanceRequest)(nil),      // 66: raftq.v1.RebalanceRequest
+	(*ReplicaMovePlan)(nil),       // 67: raftq.v1.ReplicaMovePlan
+	(*LeaderChangePlan)(nil),      // 68: raftq.v1.LeaderChangePlan
+	(*NodeBalance)(nil),           // 69: raftq.v1.NodeBalance
+	(*RebalanceResponse)(nil),     // 70: raftq.v1.RebalanceResponse
+	(*BackupRequest)(nil),         // 71: raftq.v1.BackupRequest
+	(*BackupChunk)(nil),           // 72: raftq.v1.BackupChunk
+	(*CancelMoveRequest)(nil),     // 73: raftq.v1.CancelMoveRequest
+	(*CancelMoveResponse)(nil),    // 74: raftq.v1.CancelMoveResponse
+	(*SetShardCountRequest)(nil),  // 75: raftq.v1.SetShardCountRequest
+	(*SetShardCountResponse)(nil), // 76: raftq.v1.SetShardCountResponse
+	(*ReplicaPlacement)(nil),      // 77: raftq.v1.ReplicaPlacement
+	(*SlotMoveInfo)(nil),          // 78: raftq.v1.SlotMoveInfo
+	(*Grant)(nil),                 // 79: raftq.v1.Grant
+	(*TenantInfo)(nil),            // 80: raftq.v1.TenantInfo
+	(*CreateTenantRequest)(nil),   // 81: raftq.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),      // 82: raftq.v1.GetTenantRequest
+	(*ListTenantsRequest)(nil),    // 83: raftq.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),   // 84: raftq.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),   // 85: raftq.v1.UpdateTenantRequest
+	(*DeleteTenantRequest)(nil),   // 86: raftq.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),  // 87: raftq.v1.DeleteTenantResponse
+	(*WhoAmIRequest)(nil),         // 88: raftq.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 89: raftq.v1.WhoAmIResponse
+	(*KeyInfo)(nil),               // 90: raftq.v1.KeyInfo
+	(*CreateKeyRequest)(nil),      // 91: raftq.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),     // 92: raftq.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),       // 93: raftq.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),      // 94: raftq.v1.ListKeysResponse
+	(*RotateKeyRequest)(nil),      // 95: raftq.v1.RotateKeyRequest
+	(*RevokeKeyRequest)(nil),      // 96: raftq.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),     // 97: raftq.v1.RevokeKeyResponse
+	(*ListAuditRequest)(nil),      // 98: raftq.v1.ListAuditRequest
+	(*AuditRecord)(nil),           // 99: raftq.v1.AuditRecord
+	(*ListAuditResponse)(nil),     // 100: raftq.v1.ListAuditResponse
+	nil,                           // 101: raftq.v1.Message.AttributesEntry
+	nil,                           // 102: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 103: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,   // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
 	4,   // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
 	2,   // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	100, // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	101, // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,   // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,   // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
 	5,   // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
@@ -6963,124 +7180,127 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	3,   // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
 	4,   // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
 	4,   // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
-	101, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	102, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
 	19,  // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
 	22,  // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	102, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	103, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
 	25,  // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
 	27,  // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
 	6,   // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
-	39,  // 20: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	50,  // 21: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	51,  // 22: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	53,  // 23: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	56,  // 24: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	51,  // 25: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	60,  // 26: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
-	66,  // 27: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
-	67,  // 28: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
-	68,  // 29: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
-	76,  // 30: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
-	77,  // 31: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
-	4,   // 32: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
-	4,   // 33: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	79,  // 34: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
-	4,   // 35: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	78,  // 36: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
-	78,  // 37: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
-	78,  // 38: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
-	89,  // 39: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
-	89,  // 40: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
-	98,  // 41: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
-	8,   // 42: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	9,   // 43: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	10,  // 44: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	12,  // 45: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	13,  // 46: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	15,  // 47: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	17,  // 48: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	19,  // 49: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	21,  // 50: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	24,  // 51: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	28,  // 52: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	30,  // 53: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	32,  // 54: raftq.v1.Messages.Snooze:input_type -> raftq.v1.SnoozeRequest
-	34,  // 55: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	36,  // 56: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	38,  // 57: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	40,  // 58: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	41,  // 59: raftq.v1.Messages.WaitMessage:input_type -> raftq.v1.WaitMessageRequest
-	43,  // 60: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	45,  // 61: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	47,  // 62: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	49,  // 63: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	57,  // 64: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	54,  // 65: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	59,  // 66: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	62,  // 67: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	63,  // 68: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	65,  // 69: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	70,  // 70: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	72,  // 71: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
-	74,  // 72: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
-	87,  // 73: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
-	90,  // 74: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
-	92,  // 75: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
-	94,  // 76: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
-	95,  // 77: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
-	97,  // 78: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
-	80,  // 79: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
-	81,  // 80: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
-	82,  // 81: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
-	84,  // 82: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
-	85,  // 83: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
-	7,   // 84: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	7,   // 85: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	11,  // 86: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	7,   // 87: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	14,  // 88: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	16,  // 89: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	18,  // 90: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	20,  // 91: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	23,  // 92: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	26,  // 93: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	29,  // 94: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	31,  // 95: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	33,  // 96: raftq.v1.Messages.Snooze:output_type -> raftq.v1.SnoozeResponse
-	35,  // 97: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	37,  // 98: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	39,  // 99: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	42,  // 100: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	39,  // 101: raftq.v1.Messages.WaitMessage:output_type -> raftq.v1.MessageInfo
-	44,  // 102: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	46,  // 103: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	48,  // 104: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	52,  // 105: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	58,  // 106: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	55,  // 107: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	61,  // 108: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	64,  // 109: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	64,  // 110: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	69,  // 111: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	71,  // 112: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	73,  // 113: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
-	75,  // 114: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
-	88,  // 115: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
-	91,  // 116: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
-	93,  // 117: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
-	91,  // 118: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
-	96,  // 119: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
-	99,  // 120: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
-	79,  // 121: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
-	79,  // 122: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
-	83,  // 123: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
-	79,  // 124: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
-	86,  // 125: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
-	84,  // [84:126] is the sub-list for method output_type
-	42,  // [42:84] is the sub-list for method input_type
-	42,  // [42:42] is the sub-list for extension type_name
-	42,  // [42:42] is the sub-list for extension extendee
-	0,   // [0:42] is the sub-list for field type_name
+	43,  // 20: raftq.v1.ListDeadRequest.filter:type_name -> raftq.v1.DeadFilter
+	39,  // 21: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
+	43,  // 22: raftq.v1.RedriveRequest.filter:type_name -> raftq.v1.DeadFilter
+	39,  // 23: raftq.v1.RedriveResponse.would_move:type_name -> raftq.v1.MessageInfo
+	51,  // 24: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	52,  // 25: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	54,  // 26: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	57,  // 27: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	52,  // 28: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	61,  // 29: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
+	67,  // 30: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
+	68,  // 31: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
+	69,  // 32: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
+	77,  // 33: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
+	78,  // 34: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
+	4,   // 35: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
+	4,   // 36: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	80,  // 37: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
+	4,   // 38: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	79,  // 39: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
+	79,  // 40: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
+	79,  // 41: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
+	90,  // 42: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
+	90,  // 43: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
+	99,  // 44: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
+	8,   // 45: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	9,   // 46: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	10,  // 47: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	12,  // 48: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	13,  // 49: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	15,  // 50: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	17,  // 51: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	19,  // 52: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	21,  // 53: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	24,  // 54: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	28,  // 55: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	30,  // 56: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	32,  // 57: raftq.v1.Messages.Snooze:input_type -> raftq.v1.SnoozeRequest
+	34,  // 58: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	36,  // 59: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	38,  // 60: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	40,  // 61: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	41,  // 62: raftq.v1.Messages.WaitMessage:input_type -> raftq.v1.WaitMessageRequest
+	44,  // 63: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	46,  // 64: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	48,  // 65: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	50,  // 66: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	58,  // 67: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	55,  // 68: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	60,  // 69: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	63,  // 70: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	64,  // 71: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	66,  // 72: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	71,  // 73: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	73,  // 74: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	75,  // 75: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
+	88,  // 76: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
+	91,  // 77: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
+	93,  // 78: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
+	95,  // 79: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
+	96,  // 80: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
+	98,  // 81: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
+	81,  // 82: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
+	82,  // 83: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
+	83,  // 84: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
+	85,  // 85: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
+	86,  // 86: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
+	7,   // 87: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	7,   // 88: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	11,  // 89: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	7,   // 90: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	14,  // 91: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	16,  // 92: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	18,  // 93: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	20,  // 94: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	23,  // 95: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	26,  // 96: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	29,  // 97: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	31,  // 98: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	33,  // 99: raftq.v1.Messages.Snooze:output_type -> raftq.v1.SnoozeResponse
+	35,  // 100: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	37,  // 101: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	39,  // 102: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	42,  // 103: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	39,  // 104: raftq.v1.Messages.WaitMessage:output_type -> raftq.v1.MessageInfo
+	45,  // 105: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	47,  // 106: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	49,  // 107: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	53,  // 108: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	59,  // 109: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	56,  // 110: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	62,  // 111: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	65,  // 112: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	65,  // 113: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	70,  // 114: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	72,  // 115: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	74,  // 116: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	76,  // 117: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
+	89,  // 118: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
+	92,  // 119: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
+	94,  // 120: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
+	92,  // 121: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
+	97,  // 122: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
+	100, // 123: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
+	80,  // 124: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
+	80,  // 125: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
+	84,  // 126: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
+	80,  // 127: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
+	87,  // 128: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
+	87,  // [87:129] is the sub-list for method output_type
+	45,  // [45:87] is the sub-list for method input_type
+	45,  // [45:45] is the sub-list for extension type_name
+	45,  // [45:45] is the sub-list for extension extendee
+	0,   // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -7094,7 +7314,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   100,
+			NumMessages:   101,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

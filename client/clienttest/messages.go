@@ -51,6 +51,7 @@ func (s *Server) enqueue(queue string, r *raftqv1.SendRequest) (*raftqv1.SendRes
 		Id: s.nextID, Queue: queue, Body: r.GetBody(), Attributes: r.GetAttributes(), Type: r.GetType(),
 		GroupId: r.GetGroupId(), DedupKey: r.GetDedupKey(), Priority: r.GetPriority(), Seq: s.nextID,
 		EnqueuedMs: now, AvailableMs: now, State: raftqv1.State_STATE_READY,
+		MaxReceiveCount: r.GetMaxReceiveCount(), BackoffBaseMs: r.GetBackoffBaseMs(), BackoffMaxMs: r.GetBackoffMaxMs(),
 	}
 	switch {
 	case r.GetRunAtMs() > now:
@@ -409,6 +410,7 @@ func (d *deadSvc) ListDead(_ context.Context, r *raftqv1.ListDeadRequest) (*raft
 	if err != nil {
 		return nil, err
 	}
+	dead = matching(dead, r.GetFilter())
 	limit := int(r.GetLimit())
 	if limit == 0 {
 		limit = 100
@@ -427,6 +429,17 @@ func (d *deadSvc) Redrive(_ context.Context, r *raftqv1.RedriveRequest) (*raftqv
 	dead, err := s.dead(r.GetQueue(), r.GetMessageIds())
 	if err != nil {
 		return nil, err
+	}
+	dead = matching(dead, r.GetFilter())
+	if r.GetDryRun() {
+		resp := &raftqv1.RedriveResponse{Matched: uint64(len(dead))}
+		for _, m := range dead {
+			resp.WouldMove = append(resp.WouldMove, &raftqv1.MessageInfo{MessageId: s.publicID(m.Id), Message: proto.Clone(m).(*raftqv1.Message)})
+		}
+		return resp, nil
+	}
+	if t := r.GetTargetQueue(); t != "" {
+		return s.redriveTo(r.GetQueue(), t, dead)
 	}
 	for _, m := range dead {
 		m.State, m.ReceiveCount, m.DeadReason = raftqv1.State_STATE_READY, 0, raftqv1.Reason_REASON_UNSPECIFIED

@@ -171,7 +171,7 @@ func (s *Server) stateOf(m *raftqv1.Message, now time.Time) raftqv1.State {
 	case m.State == raftqv1.State_STATE_LEASED && m.LeaseDeadlineMs <= ms:
 		m.State, m.AvailableMs = raftqv1.State_STATE_READY, ms
 		endAttempt(m, ms, raftqv1.Reason_REASON_EXPIRED, "")
-		if limit := s.queues[m.Queue].GetPolicy().GetMaxReceiveCount(); limit > 0 && m.ReceiveCount >= limit {
+		if limit := s.maxReceives(m); limit > 0 && m.ReceiveCount >= limit {
 			m.State, m.DeadReason = raftqv1.State_STATE_DEAD, raftqv1.Reason_REASON_MAX_RECEIVES
 		}
 	case m.State == raftqv1.State_STATE_DELAYED && m.AvailableMs <= ms:
@@ -240,7 +240,7 @@ func (s *Server) release(m *raftqv1.Message, delay time.Duration, outcome raftqv
 	now := time.Now()
 	m.LastError = errText
 	endAttempt(m, now.UnixMilli(), outcome, errText)
-	limit := s.queues[m.Queue].GetPolicy().GetMaxReceiveCount()
+	limit := s.maxReceives(m)
 	if limit == 0 {
 		limit = 10
 	}

@@ -211,68 +211,9 @@ func commands() []command {
 				}, nil
 			}
 		}, false},
-		{"dlq list", "QUEUE", "list dead messages", func(a *app, fs *flag.FlagSet) binder {
-			limit := fs.Int("limit", 0, "most messages to list (server default 100)")
-			page := fs.String("page-token", "", "list the page after the one that printed this token")
-			return func(pos []string) (action, error) {
-				if err := exactly(pos, "QUEUE"); err != nil {
-					return nil, err
-				}
-				if *limit < 0 {
-					return nil, usagef("--limit %d is negative", *limit)
-				}
-				return func(ctx context.Context, c *client.Client, o *output) error {
-					ms, next, err := c.ListDeadPage(ctx, pos[0], *limit, *page)
-					if err != nil {
-						return err
-					}
-					if err := o.dead(ms); err != nil {
-						return err
-					}
-					if next != "" && !o.json {
-						// On stderr, so the table on stdout stays one table.
-						fmt.Fprintf(a.stderr, "more: raftq dlq list %s --page-token %s\n", pos[0], next)
-					}
-					return nil
-				}, nil
-			}
-		}, false},
-		{"dlq redrive", "QUEUE", "move dead messages back to ready (rate-limited)", func(a *app, fs *flag.FlagSet) binder {
-			var ids listFlag
-			fs.Var(&ids, "ids", "message ids, comma-separated or repeated (default: all)")
-			rate := fs.Int("rate", 0, "messages per second, 1-500 (server default 100)")
-			return func(pos []string) (action, error) {
-				if err := exactly(pos, "QUEUE"); err != nil {
-					return nil, err
-				}
-				if *rate < 0 || *rate > 500 {
-					return nil, usagef("--rate %d outside 1-500", *rate)
-				}
-				return func(ctx context.Context, c *client.Client, o *output) error {
-					n, err := c.Redrive(ctx, pos[0], client.RedriveOptions{IDs: ids, Rate: *rate})
-					if err != nil {
-						return err
-					}
-					return o.done(fmt.Sprintf("redrove %d message(s)", n), map[string]any{"redriven": n})
-				}, nil
-			}
-		}, false},
-		{"dlq discard", "QUEUE", "delete dead messages", func(a *app, fs *flag.FlagSet) binder {
-			var ids listFlag
-			fs.Var(&ids, "ids", "message ids, comma-separated or repeated (default: all)")
-			return func(pos []string) (action, error) {
-				if err := exactly(pos, "QUEUE"); err != nil {
-					return nil, err
-				}
-				return func(ctx context.Context, c *client.Client, o *output) error {
-					n, err := c.Discard(ctx, pos[0], ids...)
-					if err != nil {
-						return err
-					}
-					return o.done(fmt.Sprintf("discarded %d message(s)", n), map[string]any{"discarded": n})
-				}, nil
-			}
-		}, false},
+		dlqListCommand(),
+		dlqRedriveCommand(),
+		dlqDiscardCommand(),
 		completionCommand(),
 	}, append(append(certsCommands(), keysCommands()...), tenantCommands()...)...)
 }
@@ -356,6 +297,8 @@ func sendCommand() command {
 		typ := fs.String("type", "", "message type (worker dispatch)")
 		attrs := mapFlag{}
 		fs.Var(attrs, "attr", "attribute key=value (repeatable)")
+		var retry retryFlags
+		retry.register(fs)
 		return func(pos []string) (action, error) {
 			if len(pos) != 2 || pos[0] == "" {
 				return nil, usagef("want 2 argument(s) QUEUE BODY, got %d", len(pos))
@@ -376,6 +319,11 @@ func sendCommand() command {
 				}
 				opts = append(opts, client.Unique(*dedup, scopes...))
 			}
+			retryOpts, err := retry.options(fs)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, retryOpts...)
 			if *prio > 9 {
 				return nil, usagef("--priority %d outside 0-9", *prio)
 			}

@@ -163,6 +163,7 @@ var policyFlagList = []policyFlag{
 	{"backoff-max", "nack backoff cap", "5m", false},
 	{"dedup-window", "how long a dedup key is remembered", "5m", false},
 	{"retention", "how long a ready or delayed message is kept", "96h", false},
+	{"dead-retention", "how long a dead message is kept before it is discarded (0: until redriven or discarded)", "0", true},
 	{"delay", "default delay of new messages", "0s", true},
 	{"max-size", "largest message body in bytes", "and cap 262144", false},
 	{"max-messages-per-shard", "most live (ready, delayed, leased) messages per shard; sends past it fail", "0: no limit", true},
@@ -175,6 +176,7 @@ var policyFlagList = []policyFlag{
 type policyFlags struct {
 	fifo                                                         bool
 	visibility, backoffBase, backoffMax, dedup, retention, delay time.Duration
+	deadRetention                                                time.Duration
 	maxReceives, maxSize                                         uint
 	maxMessagesPerShard, maxBytesPerShard                        uint64
 	completedRetention                                           time.Duration
@@ -202,6 +204,7 @@ func (p *policyFlags) register(fs *flag.FlagSet, update bool) {
 	fs.DurationVar(&p.backoffMax, "backoff-max", 0, help["backoff-max"])
 	fs.DurationVar(&p.dedup, "dedup-window", 0, help["dedup-window"])
 	fs.DurationVar(&p.retention, "retention", 0, help["retention"])
+	fs.DurationVar(&p.deadRetention, "dead-retention", 0, help["dead-retention"])
 	fs.DurationVar(&p.delay, "delay", 0, help["delay"])
 	fs.UintVar(&p.maxSize, "max-size", 0, help["max-size"])
 	fs.Uint64Var(&p.maxMessagesPerShard, "max-messages-per-shard", 0, help["max-messages-per-shard"])
@@ -226,6 +229,7 @@ func (p *policyFlags) check(fs *flag.FlagSet, update bool) error {
 		"backoff-max": {p.backoffMax, client.MaxDelay}, "dedup-window": {p.dedup, client.MaxRetention},
 		"retention": {p.retention, client.MaxRetention}, "delay": {p.delay, client.MaxDelay},
 		"completed-retention": {p.completedRetention, client.MaxRetention},
+		"dead-retention":      {p.deadRetention, client.MaxDeadRetention},
 	}
 	for _, f := range policyFlagList {
 		if !given(fs, f.name) {
@@ -280,6 +284,8 @@ func (p *policyFlags) apply(fs *flag.FlagSet, o *client.QueueOptions) {
 			o.DedupWindow = p.dedup
 		case "retention":
 			o.Retention = p.retention
+		case "dead-retention":
+			o.DeadRetention = p.deadRetention
 		case "delay":
 			o.Delay = p.delay
 		case "max-size":

@@ -100,6 +100,7 @@ func queueJSON(q client.QueueInfo) map[string]any {
 		"max_messages_per_shard": p.MaxMessagesPerShard, "max_bytes_per_shard": p.MaxBytesPerShard,
 		"completed_max_bytes_per_shard": p.CompletedMaxBytesPerShard,
 		"quotas":                        quotasJSON(p.Quotas),
+		"dead_retention_ms":             p.DeadRetention.Milliseconds(),
 	}
 }
 
@@ -125,7 +126,7 @@ func (o *output) queue(q client.QueueInfo) error {
 		{"backoff-base", p.BackoffBase.String()}, {"backoff-max", p.BackoffMax.String()},
 		{"dedup-window", p.DedupWindow.String()}, {"retention", p.Retention.String()},
 		{"delay", p.Delay.String()}, {"max-size", strconv.Itoa(int(p.MaxMessageBytes))},
-		{"dlq", strconv.FormatBool(!p.DisableDLQ)},
+		{"dlq", strconv.FormatBool(!p.DisableDLQ)}, {"dead-retention", deadRetention(p.DeadRetention)},
 		{"max-messages-per-shard", limit(p.MaxMessagesPerShard)}, {"max-bytes-per-shard", limit(p.MaxBytesPerShard)},
 		{"completed-retention", p.CompletedRetention.String()}, {"completed-max-bytes-per-shard", completedBound(p.CompletedMaxBytesPerShard)},
 	}, quotas...))
@@ -138,6 +139,14 @@ func completedBound(n uint64) string {
 		return "default (64 MiB)"
 	}
 	return strconv.FormatUint(n, 10)
+}
+
+// deadRetention renders a dead retention, where 0 means none.
+func deadRetention(d time.Duration) string {
+	if d == 0 {
+		return "none"
+	}
+	return d.String()
 }
 
 // limit renders a capacity setting, where 0 means none.
@@ -166,16 +175,16 @@ func (o *output) queues(qs []client.QueueInfo) error {
 func (o *output) stats(s client.QueueStats) error {
 	if o.json {
 		return o.emit(map[string]any{
-			"name": s.Name, "ready": s.Ready, "delayed": s.Delayed, "in_flight": s.InFlight, "dead": s.Dead,
+			"name": s.Name, "ready": s.Ready, "delayed": s.Delayed, "in_flight": s.InFlight, "dead": s.Dead, "dead_expired": s.DeadExpired,
 			"oldest_ready_age_ms": s.OldestReady.Milliseconds(), "blocked_groups": s.BlockedGroups,
 			"live_bytes": s.LiveBytes, "tenant": s.Tenant, "quotas": quotasJSON(s.Quotas), "tenant_quotas": quotasJSON(s.TenantQuotas),
 			"completed": s.Completed, "completed_bytes": s.CompletedBytes, "completed_evicted": s.CompletedEvicted,
 		})
 	}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	err := o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS\tLIVE-BYTES\tCOMPLETED\tRESULT-BYTES\tEVICTED",
+	err := o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS\tLIVE-BYTES\tCOMPLETED\tRESULT-BYTES\tEVICTED\tDEAD-EXPIRED",
 		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups), u(s.LiveBytes),
-			u(s.Completed), u(s.CompletedBytes), u(s.CompletedEvicted)}})
+			u(s.Completed), u(s.CompletedBytes), u(s.CompletedEvicted), u(s.DeadExpired)}})
 	if err != nil || (s.Quotas == client.Quotas{} && s.Tenant == "") {
 		return err
 	}

@@ -761,8 +761,12 @@ type QueuePolicy struct {
 	// (SnapshotQueue.completed_evicted). 0 = DefaultCompletedMaxBytesPerShard.
 	// Log format 7 when set (fsm/results.go).
 	CompletedMaxBytesPerShard uint64 `protobuf:"varint,50,opt,name=completed_max_bytes_per_shard,json=completedMaxBytesPerShard,proto3" json:"completed_max_bytes_per_shard,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// dead_retention_ms: how long a message stays dead before it is
+	// discarded (counted in Counters.dead_expired); 0 = kept until redriven
+	// or discarded. Log format 7.
+	DeadRetentionMs int64 `protobuf:"varint,60,opt,name=dead_retention_ms,json=deadRetentionMs,proto3" json:"dead_retention_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
@@ -903,6 +907,13 @@ func (x *QueuePolicy) GetShardQuota() *ShardQuota {
 func (x *QueuePolicy) GetCompletedMaxBytesPerShard() uint64 {
 	if x != nil {
 		return x.CompletedMaxBytesPerShard
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetDeadRetentionMs() int64 {
+	if x != nil {
+		return x.DeadRetentionMs
 	}
 	return 0
 }
@@ -1295,6 +1306,12 @@ type NewMessage struct {
 	// live states (acked, dead, cancelled, purged); without unique_for_ms
 	// it is held only until then.
 	UniqueUntilDone bool `protobuf:"varint,81,opt,name=unique_until_done,json=uniqueUntilDone,proto3" json:"unique_until_done,omitempty"`
+	// Per-message retry policy, each overriding the queue's when non-zero
+	// (log format 7): the receive count that dead-letters it and the nack
+	// backoff's base and cap.
+	MaxReceiveCount uint32 `protobuf:"varint,60,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`
+	BackoffBaseMs   int64  `protobuf:"varint,61,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
+	BackoffMaxMs    int64  `protobuf:"varint,62,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1397,6 +1414,27 @@ func (x *NewMessage) GetUniqueUntilDone() bool {
 		return x.UniqueUntilDone
 	}
 	return false
+}
+
+func (x *NewMessage) GetMaxReceiveCount() uint32 {
+	if x != nil {
+		return x.MaxReceiveCount
+	}
+	return 0
+}
+
+func (x *NewMessage) GetBackoffBaseMs() int64 {
+	if x != nil {
+		return x.BackoffBaseMs
+	}
+	return 0
+}
+
+func (x *NewMessage) GetBackoffMaxMs() int64 {
+	if x != nil {
+		return x.BackoffMaxMs
+	}
+	return 0
 }
 
 type Enqueue struct {
@@ -3313,6 +3351,10 @@ type Message struct {
 	Result []byte `protobuf:"bytes,50,opt,name=result,proto3" json:"result,omitempty"`
 	// The message holds its dedup key only while live (NewMessage).
 	UniqueUntilDone bool `protobuf:"varint,80,opt,name=unique_until_done,json=uniqueUntilDone,proto3" json:"unique_until_done,omitempty"`
+	// The message's own retry policy (NewMessage 60-62); 0 = the queue's.
+	MaxReceiveCount uint32 `protobuf:"varint,60,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`
+	BackoffBaseMs   int64  `protobuf:"varint,61,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
+	BackoffMaxMs    int64  `protobuf:"varint,62,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -3522,6 +3564,27 @@ func (x *Message) GetUniqueUntilDone() bool {
 	return false
 }
 
+func (x *Message) GetMaxReceiveCount() uint32 {
+	if x != nil {
+		return x.MaxReceiveCount
+	}
+	return 0
+}
+
+func (x *Message) GetBackoffBaseMs() int64 {
+	if x != nil {
+		return x.BackoffBaseMs
+	}
+	return 0
+}
+
+func (x *Message) GetBackoffMaxMs() int64 {
+	if x != nil {
+		return x.BackoffMaxMs
+	}
+	return 0
+}
+
 // Snapshot records. A snapshot stream is the 8 magic bytes "raftqfsm", then
 // records [type byte][uvarint length][proto bytes]: one SnapshotHeader, the
 // queues (SnapshotQueue, by name), the messages (Message, by id), the dedup
@@ -3646,8 +3709,9 @@ type Counters struct {
 	Discarded     uint64                 `protobuf:"varint,3,opt,name=discarded,proto3" json:"discarded,omitempty"`
 	Purged        uint64                 `protobuf:"varint,4,opt,name=purged,proto3" json:"purged,omitempty"`
 	Cancelled     uint64                 `protobuf:"varint,5,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
-	Dropped       uint64                 `protobuf:"varint,6,opt,name=dropped,proto3" json:"dropped,omitempty"` // would have gone dead on a dlq_disabled queue
-	Deleted       uint64                 `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"` // removed with their queue (DeleteQueue)
+	Dropped       uint64                 `protobuf:"varint,6,opt,name=dropped,proto3" json:"dropped,omitempty"`                             // would have gone dead on a dlq_disabled queue
+	Deleted       uint64                 `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`                             // removed with their queue (DeleteQueue)
+	DeadExpired   uint64                 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"` // dead longer than their queue's dead_retention_ms
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3731,6 +3795,13 @@ func (x *Counters) GetDeleted() uint64 {
 	return 0
 }
 
+func (x *Counters) GetDeadExpired() uint64 {
+	if x != nil {
+		return x.DeadExpired
+	}
+	return 0
+}
+
 type SnapshotQueue struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3743,8 +3814,10 @@ type SnapshotQueue struct {
 	// Completed records of this queue dropped before their retention ran out
 	// because the queue's completed_max_bytes_per_shard was reached.
 	CompletedEvicted uint64 `protobuf:"varint,50,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// dead_expired: the queue's messages discarded after dead_retention_ms.
+	DeadExpired   uint64 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotQueue) Reset() {
@@ -3808,6 +3881,13 @@ func (x *SnapshotQueue) GetFirstId() uint64 {
 func (x *SnapshotQueue) GetCompletedEvicted() uint64 {
 	if x != nil {
 		return x.CompletedEvicted
+	}
+	return 0
+}
+
+func (x *SnapshotQueue) GetDeadExpired() uint64 {
+	if x != nil {
+		return x.DeadExpired
 	}
 	return 0
 }
@@ -4134,7 +4214,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"holdGroups\x12D\n" +
 	"\x0erelease_groups\x18\x12 \x01(\v2\x1b.raftq.fsm.v1.ReleaseGroupsH\x00R\rreleaseGroups\x12.\n" +
 	"\x06snooze\x18\x1e \x01(\v2\x14.raftq.fsm.v1.SnoozeH\x00R\x06snoozeB\x05\n" +
-	"\x03cmd\"\xe2\x05\n" +
+	"\x03cmd\"\x8e\x06\n" +
 	"\vQueuePolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.raftq.fsm.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -4153,7 +4233,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x06quotas\x18\x0e \x01(\v2\x14.raftq.fsm.v1.QuotasR\x06quotas\x129\n" +
 	"\vshard_quota\x18\x0f \x01(\v2\x18.raftq.fsm.v1.ShardQuotaR\n" +
 	"shardQuota\x12@\n" +
-	"\x1dcompleted_max_bytes_per_shard\x182 \x01(\x04R\x19completedMaxBytesPerShard\"\x8b\x02\n" +
+	"\x1dcompleted_max_bytes_per_shard\x182 \x01(\x04R\x19completedMaxBytesPerShard\x12*\n" +
+	"\x11dead_retention_ms\x18< \x01(\x03R\x0fdeadRetentionMs\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
 	"\n" +
@@ -4187,7 +4268,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"\"\n" +
 	"\n" +
 	"PurgeQueue\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x98\x03\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x92\x04\n" +
 	"\n" +
 	"NewMessage\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12H\n" +
@@ -4201,7 +4282,10 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\bdelay_ms\x18\a \x01(\x03R\adelayMs\x12\x1a\n" +
 	"\trun_at_ms\x18\b \x01(\x03R\arunAtMs\x12\"\n" +
 	"\runique_for_ms\x18P \x01(\x03R\vuniqueForMs\x12*\n" +
-	"\x11unique_until_done\x18Q \x01(\bR\x0funiqueUntilDone\x1a=\n" +
+	"\x11unique_until_done\x18Q \x01(\bR\x0funiqueUntilDone\x12*\n" +
+	"\x11max_receive_count\x18< \x01(\rR\x0fmaxReceiveCount\x12&\n" +
+	"\x0fbackoff_base_ms\x18= \x01(\x03R\rbackoffBaseMs\x12$\n" +
+	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"U\n" +
@@ -4334,7 +4418,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12.\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x14.raftq.fsm.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xab\a\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xa5\b\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -4368,7 +4452,10 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\ahistory\x18\x16 \x03(\v2\x15.raftq.fsm.v1.AttemptR\ahistory\x12\x1b\n" +
 	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x12\x16\n" +
 	"\x06result\x182 \x01(\fR\x06result\x12*\n" +
-	"\x11unique_until_done\x18P \x01(\bR\x0funiqueUntilDone\x1a=\n" +
+	"\x11unique_until_done\x18P \x01(\bR\x0funiqueUntilDone\x12*\n" +
+	"\x11max_receive_count\x18< \x01(\rR\x0fmaxReceiveCount\x12&\n" +
+	"\x0fbackoff_base_ms\x18= \x01(\x03R\rbackoffBaseMs\x12$\n" +
+	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +
@@ -4384,7 +4471,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"grace_term\x18\a \x01(\x04R\tgraceTerm\x122\n" +
 	"\bcounters\x18\b \x01(\v2\x16.raftq.fsm.v1.CountersR\bcounters\x12\x1d\n" +
 	"\n" +
-	"slot_count\x18\t \x01(\rR\tslotCount\"\xc4\x01\n" +
+	"slot_count\x18\t \x01(\rR\tslotCount\"\xe7\x01\n" +
 	"\bCounters\x12\x1a\n" +
 	"\benqueued\x18\x01 \x01(\x04R\benqueued\x12\x14\n" +
 	"\x05acked\x18\x02 \x01(\x04R\x05acked\x12\x1c\n" +
@@ -4392,13 +4479,15 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x06purged\x18\x04 \x01(\x04R\x06purged\x12\x1c\n" +
 	"\tcancelled\x18\x05 \x01(\x04R\tcancelled\x12\x18\n" +
 	"\adropped\x18\x06 \x01(\x04R\adropped\x12\x18\n" +
-	"\adeleted\x18\a \x01(\x04R\adeleted\"\xb8\x01\n" +
+	"\adeleted\x18\a \x01(\x04R\adeleted\x12!\n" +
+	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\"\xdb\x01\n" +
 	"\rSnapshotQueue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\x12\x18\n" +
 	"\adropped\x18\x03 \x01(\x04R\adropped\x12\x19\n" +
 	"\bfirst_id\x18\x04 \x01(\x04R\afirstId\x12+\n" +
-	"\x11completed_evicted\x182 \x01(\x04R\x10completedEvicted\"\x8c\x01\n" +
+	"\x11completed_evicted\x182 \x01(\x04R\x10completedEvicted\x12!\n" +
+	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\"\x8c\x01\n" +
 	"\vDedupRecord\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1d\n" +

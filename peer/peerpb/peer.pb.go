@@ -81,7 +81,7 @@ func (x GroupChangeRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupChangeRequest_Op.Descriptor instead.
 func (GroupChangeRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{17, 0}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{18, 0}
 }
 
 type ShardApplyRequest struct {
@@ -352,7 +352,9 @@ type ShardReadRequest struct {
 	Limit uint32                   `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
 	// dead_from: with list_dead_queue, start at this (death time, id),
 	// inclusive; unset: at the oldest.
-	DeadFrom      *DeadCursor `protobuf:"bytes,7,opt,name=dead_from,json=deadFrom,proto3" json:"dead_from,omitempty"`
+	DeadFrom *DeadCursor `protobuf:"bytes,7,opt,name=dead_from,json=deadFrom,proto3" json:"dead_from,omitempty"`
+	// dead_filter: with list_dead_queue, only matching messages.
+	DeadFilter    *DeadFilter `protobuf:"bytes,60,opt,name=dead_filter,json=deadFilter,proto3" json:"dead_filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -460,6 +462,13 @@ func (x *ShardReadRequest) GetDeadFrom() *DeadCursor {
 	return nil
 }
 
+func (x *ShardReadRequest) GetDeadFilter() *DeadFilter {
+	if x != nil {
+		return x.DeadFilter
+	}
+	return nil
+}
+
 type isShardReadRequest_Query interface {
 	isShardReadRequest_Query()
 }
@@ -495,6 +504,75 @@ func (*ShardReadRequest_DedupLookup) isShardReadRequest_Query() {}
 
 func (*ShardReadRequest_TenantUsage) isShardReadRequest_Query() {}
 
+// DeadFilter: raftq.v1.DeadFilter, applied by the shard (fsm.DeadFilter).
+type DeadFilter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	ErrorContains string                 `protobuf:"bytes,2,opt,name=error_contains,json=errorContains,proto3" json:"error_contains,omitempty"`
+	DeadSinceMs   int64                  `protobuf:"varint,3,opt,name=dead_since_ms,json=deadSinceMs,proto3" json:"dead_since_ms,omitempty"`
+	DeadUntilMs   int64                  `protobuf:"varint,4,opt,name=dead_until_ms,json=deadUntilMs,proto3" json:"dead_until_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadFilter) Reset() {
+	*x = DeadFilter{}
+	mi := &file_peer_peerpb_peer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadFilter) ProtoMessage() {}
+
+func (x *DeadFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_peerpb_peer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadFilter.ProtoReflect.Descriptor instead.
+func (*DeadFilter) Descriptor() ([]byte, []int) {
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeadFilter) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DeadFilter) GetErrorContains() string {
+	if x != nil {
+		return x.ErrorContains
+	}
+	return ""
+}
+
+func (x *DeadFilter) GetDeadSinceMs() int64 {
+	if x != nil {
+		return x.DeadSinceMs
+	}
+	return 0
+}
+
+func (x *DeadFilter) GetDeadUntilMs() int64 {
+	if x != nil {
+		return x.DeadUntilMs
+	}
+	return 0
+}
+
 type DeadCursor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ms            int64                  `protobuf:"varint,1,opt,name=ms,proto3" json:"ms,omitempty"`
@@ -505,7 +583,7 @@ type DeadCursor struct {
 
 func (x *DeadCursor) Reset() {
 	*x = DeadCursor{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[6]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +595,7 @@ func (x *DeadCursor) String() string {
 func (*DeadCursor) ProtoMessage() {}
 
 func (x *DeadCursor) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[6]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +608,7 @@ func (x *DeadCursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadCursor.ProtoReflect.Descriptor instead.
 func (*DeadCursor) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{6}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeadCursor) GetMs() int64 {
@@ -560,13 +638,14 @@ type QueueStats struct {
 	Completed        uint64                 `protobuf:"varint,50,opt,name=completed,proto3" json:"completed,omitempty"`                                       // acked records kept
 	CompletedBytes   uint64                 `protobuf:"varint,51,opt,name=completed_bytes,json=completedBytes,proto3" json:"completed_bytes,omitempty"`       // their results' bytes
 	CompletedEvicted uint64                 `protobuf:"varint,52,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"` // dropped early by the byte bound
+	DeadExpired      uint64                 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[7]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +657,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[7]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +670,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{7}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *QueueStats) GetName() string {
@@ -671,6 +750,13 @@ func (x *QueueStats) GetCompletedEvicted() uint64 {
 	return 0
 }
 
+func (x *QueueStats) GetDeadExpired() uint64 {
+	if x != nil {
+		return x.DeadExpired
+	}
+	return 0
+}
+
 type TenantUsage struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queues        uint32                 `protobuf:"varint,1,opt,name=queues,proto3" json:"queues,omitempty"`
@@ -683,7 +769,7 @@ type TenantUsage struct {
 
 func (x *TenantUsage) Reset() {
 	*x = TenantUsage{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +781,7 @@ func (x *TenantUsage) String() string {
 func (*TenantUsage) ProtoMessage() {}
 
 func (x *TenantUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +794,7 @@ func (x *TenantUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantUsage.ProtoReflect.Descriptor instead.
 func (*TenantUsage) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TenantUsage) GetQueues() uint32 {
@@ -748,13 +834,16 @@ type ShardReadResponse struct {
 	// dedup key was taken for (0: the key is not live on the shard).
 	DedupMessageIds []uint64     `protobuf:"varint,4,rep,packed,name=dedup_message_ids,json=dedupMessageIds,proto3" json:"dedup_message_ids,omitempty"`
 	TenantUsage     *TenantUsage `protobuf:"bytes,5,opt,name=tenant_usage,json=tenantUsage,proto3" json:"tenant_usage,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// dead_scanned_to: a filtered dead listing stopped at its scan budget
+	// after examining this (death time, id); nothing after it was looked at.
+	DeadScannedTo *DeadCursor `protobuf:"bytes,60,opt,name=dead_scanned_to,json=deadScannedTo,proto3" json:"dead_scanned_to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardReadResponse) Reset() {
 	*x = ShardReadResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +855,7 @@ func (x *ShardReadResponse) String() string {
 func (*ShardReadResponse) ProtoMessage() {}
 
 func (x *ShardReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +868,7 @@ func (x *ShardReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardReadResponse.ProtoReflect.Descriptor instead.
 func (*ShardReadResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShardReadResponse) GetStats() *QueueStats {
@@ -817,6 +906,13 @@ func (x *ShardReadResponse) GetTenantUsage() *TenantUsage {
 	return nil
 }
 
+func (x *ShardReadResponse) GetDeadScannedTo() *DeadCursor {
+	if x != nil {
+		return x.DeadScannedTo
+	}
+	return nil
+}
+
 // DedupLookup asks a shard that gave slots away (growing the shard count)
 // whether dedup keys it took before the seal are still live. The
 // answering replica must have applied the seal of each probe's move for
@@ -832,7 +928,7 @@ type DedupLookup struct {
 
 func (x *DedupLookup) Reset() {
 	*x = DedupLookup{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +940,7 @@ func (x *DedupLookup) String() string {
 func (*DedupLookup) ProtoMessage() {}
 
 func (x *DedupLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +953,7 @@ func (x *DedupLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupLookup.ProtoReflect.Descriptor instead.
 func (*DedupLookup) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DedupLookup) GetQueue() string {
@@ -885,7 +981,7 @@ type DedupProbe struct {
 
 func (x *DedupProbe) Reset() {
 	*x = DedupProbe{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +993,7 @@ func (x *DedupProbe) String() string {
 func (*DedupProbe) ProtoMessage() {}
 
 func (x *DedupProbe) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1006,7 @@ func (x *DedupProbe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DedupProbe.ProtoReflect.Descriptor instead.
 func (*DedupProbe) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DedupProbe) GetKey() string {
@@ -951,7 +1047,7 @@ type ShardDigestRequest struct {
 
 func (x *ShardDigestRequest) Reset() {
 	*x = ShardDigestRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1059,7 @@ func (x *ShardDigestRequest) String() string {
 func (*ShardDigestRequest) ProtoMessage() {}
 
 func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1072,7 @@ func (x *ShardDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDigestRequest.ProtoReflect.Descriptor instead.
 func (*ShardDigestRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ShardDigestRequest) GetShardId() uint32 {
@@ -1012,7 +1108,7 @@ type ShardDigestResponse struct {
 
 func (x *ShardDigestResponse) Reset() {
 	*x = ShardDigestResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1120,7 @@ func (x *ShardDigestResponse) String() string {
 func (*ShardDigestResponse) ProtoMessage() {}
 
 func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1133,7 @@ func (x *ShardDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDigestResponse.ProtoReflect.Descriptor instead.
 func (*ShardDigestResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ShardDigestResponse) GetNodeId() string {
@@ -1077,7 +1173,7 @@ type KnownRequest struct {
 
 func (x *KnownRequest) Reset() {
 	*x = KnownRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1185,7 @@ func (x *KnownRequest) String() string {
 func (*KnownRequest) ProtoMessage() {}
 
 func (x *KnownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1198,7 @@ func (x *KnownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownRequest.ProtoReflect.Descriptor instead.
 func (*KnownRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KnownRequest) GetNodeId() string {
@@ -1129,7 +1225,7 @@ type KnownResponse struct {
 
 func (x *KnownResponse) Reset() {
 	*x = KnownResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1237,7 @@ func (x *KnownResponse) String() string {
 func (*KnownResponse) ProtoMessage() {}
 
 func (x *KnownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1250,7 @@ func (x *KnownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownResponse.ProtoReflect.Descriptor instead.
 func (*KnownResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KnownResponse) GetClusterId() string {
@@ -1202,7 +1298,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1310,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1323,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GroupMember) GetGroup() string {
@@ -1256,7 +1352,7 @@ type GroupChangeRequest struct {
 
 func (x *GroupChangeRequest) Reset() {
 	*x = GroupChangeRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1364,7 @@ func (x *GroupChangeRequest) String() string {
 func (*GroupChangeRequest) ProtoMessage() {}
 
 func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1377,7 @@ func (x *GroupChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupChangeRequest.ProtoReflect.Descriptor instead.
 func (*GroupChangeRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GroupChangeRequest) GetGroup() string {
@@ -1322,7 +1418,7 @@ type GroupChangeResponse struct {
 
 func (x *GroupChangeResponse) Reset() {
 	*x = GroupChangeResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1430,7 @@ func (x *GroupChangeResponse) String() string {
 func (*GroupChangeResponse) ProtoMessage() {}
 
 func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1443,7 @@ func (x *GroupChangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupChangeResponse.ProtoReflect.Descriptor instead.
 func (*GroupChangeResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GroupChangeResponse) GetLeaderId() string {
@@ -1373,7 +1469,7 @@ type RepairLocalRequest struct {
 
 func (x *RepairLocalRequest) Reset() {
 	*x = RepairLocalRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1481,7 @@ func (x *RepairLocalRequest) String() string {
 func (*RepairLocalRequest) ProtoMessage() {}
 
 func (x *RepairLocalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[19]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1494,7 @@ func (x *RepairLocalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairLocalRequest.ProtoReflect.Descriptor instead.
 func (*RepairLocalRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RepairLocalRequest) GetNodeId() string {
@@ -1417,7 +1513,7 @@ type RepairLocalResponse struct {
 
 func (x *RepairLocalResponse) Reset() {
 	*x = RepairLocalResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1525,7 @@ func (x *RepairLocalResponse) String() string {
 func (*RepairLocalResponse) ProtoMessage() {}
 
 func (x *RepairLocalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[20]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1538,7 @@ func (x *RepairLocalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairLocalResponse.ProtoReflect.Descriptor instead.
 func (*RepairLocalResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RepairLocalResponse) GetGroups() []*GroupRepair {
@@ -1463,7 +1559,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1571,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[21]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1584,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -1521,7 +1617,7 @@ type ReplicaStatusRequest struct {
 
 func (x *ReplicaStatusRequest) Reset() {
 	*x = ReplicaStatusRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1629,7 @@ func (x *ReplicaStatusRequest) String() string {
 func (*ReplicaStatusRequest) ProtoMessage() {}
 
 func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[22]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1642,7 @@ func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{22}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReplicaStatusRequest) GetGroup() string {
@@ -1567,7 +1663,7 @@ type ReplicaStatusResponse struct {
 
 func (x *ReplicaStatusResponse) Reset() {
 	*x = ReplicaStatusResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1675,7 @@ func (x *ReplicaStatusResponse) String() string {
 func (*ReplicaStatusResponse) ProtoMessage() {}
 
 func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[23]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1688,7 @@ func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{23}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReplicaStatusResponse) GetNodeId() string {
@@ -1625,7 +1721,7 @@ type BackupPieceRequest struct {
 
 func (x *BackupPieceRequest) Reset() {
 	*x = BackupPieceRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1733,7 @@ func (x *BackupPieceRequest) String() string {
 func (*BackupPieceRequest) ProtoMessage() {}
 
 func (x *BackupPieceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[24]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1746,7 @@ func (x *BackupPieceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupPieceRequest.ProtoReflect.Descriptor instead.
 func (*BackupPieceRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{24}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BackupPieceRequest) GetGroup() string {
@@ -1677,7 +1773,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1785,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[25]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1798,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{25}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -1763,7 +1859,7 @@ type MetaAuditRequest struct {
 
 func (x *MetaAuditRequest) Reset() {
 	*x = MetaAuditRequest{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[26]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1871,7 @@ func (x *MetaAuditRequest) String() string {
 func (*MetaAuditRequest) ProtoMessage() {}
 
 func (x *MetaAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[26]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1884,7 @@ func (x *MetaAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaAuditRequest.ProtoReflect.Descriptor instead.
 func (*MetaAuditRequest) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{26}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MetaAuditRequest) GetRecord() *metapb.AuditRecord {
@@ -1806,7 +1902,7 @@ type MetaAuditResponse struct {
 
 func (x *MetaAuditResponse) Reset() {
 	*x = MetaAuditResponse{}
-	mi := &file_peer_peerpb_peer_proto_msgTypes[27]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1914,7 @@ func (x *MetaAuditResponse) String() string {
 func (*MetaAuditResponse) ProtoMessage() {}
 
 func (x *MetaAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_peerpb_peer_proto_msgTypes[27]
+	mi := &file_peer_peerpb_peer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1927,7 @@ func (x *MetaAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaAuditResponse.ProtoReflect.Descriptor instead.
 func (*MetaAuditResponse) Descriptor() ([]byte, []int) {
-	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{27}
+	return file_peer_peerpb_peer_proto_rawDescGZIP(), []int{28}
 }
 
 var File_peer_peerpb_peer_proto protoreflect.FileDescriptor
@@ -1852,7 +1948,7 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x17\n" +
 	"\await_ms\x18\x03 \x01(\x03R\x06waitMs\")\n" +
 	"\x11ShardWaitResponse\x12\x14\n" +
-	"\x05ready\x18\x01 \x01(\bR\x05ready\"\xdf\x02\n" +
+	"\x05ready\x18\x01 \x01(\bR\x05ready\"\x9b\x03\n" +
 	"\x10ShardReadRequest\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12!\n" +
 	"\vstats_queue\x18\x02 \x01(\tH\x00R\n" +
@@ -1862,12 +1958,20 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\fdedup_lookup\x18\x06 \x01(\v2\x1a.raftq.peer.v1.DedupLookupH\x00R\vdedupLookup\x12#\n" +
 	"\ftenant_usage\x18\b \x01(\tH\x00R\vtenantUsage\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\rR\x05limit\x126\n" +
-	"\tdead_from\x18\a \x01(\v2\x19.raftq.peer.v1.DeadCursorR\bdeadFromB\a\n" +
-	"\x05query\",\n" +
+	"\tdead_from\x18\a \x01(\v2\x19.raftq.peer.v1.DeadCursorR\bdeadFrom\x12:\n" +
+	"\vdead_filter\x18< \x01(\v2\x19.raftq.peer.v1.DeadFilterR\n" +
+	"deadFilterB\a\n" +
+	"\x05query\"\x8f\x01\n" +
+	"\n" +
+	"DeadFilter\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12%\n" +
+	"\x0eerror_contains\x18\x02 \x01(\tR\rerrorContains\x12\"\n" +
+	"\rdead_since_ms\x18\x03 \x01(\x03R\vdeadSinceMs\x12\"\n" +
+	"\rdead_until_ms\x18\x04 \x01(\x03R\vdeadUntilMs\",\n" +
 	"\n" +
 	"DeadCursor\x12\x0e\n" +
 	"\x02ms\x18\x01 \x01(\x03R\x02ms\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x04R\x02id\"\xea\x02\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"\x8d\x03\n" +
 	"\n" +
 	"QueueStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
@@ -1881,19 +1985,21 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"live_bytes\x18\b \x01(\x04R\tliveBytes\x12\x1c\n" +
 	"\tcompleted\x182 \x01(\x04R\tcompleted\x12'\n" +
 	"\x0fcompleted_bytes\x183 \x01(\x04R\x0ecompletedBytes\x12+\n" +
-	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\"u\n" +
+	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\x12!\n" +
+	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\"u\n" +
 	"\vTenantUsage\x12\x16\n" +
 	"\x06queues\x18\x01 \x01(\rR\x06queues\x12\x12\n" +
 	"\x04live\x18\x02 \x01(\x04R\x04live\x12\x1d\n" +
 	"\n" +
 	"live_bytes\x18\x03 \x01(\x04R\tliveBytes\x12\x1b\n" +
-	"\tin_flight\x18\x04 \x01(\x04R\binFlight\"\x8b\x02\n" +
+	"\tin_flight\x18\x04 \x01(\x04R\binFlight\"\xce\x02\n" +
 	"\x11ShardReadResponse\x12/\n" +
 	"\x05stats\x18\x01 \x01(\v2\x19.raftq.peer.v1.QueueStatsR\x05stats\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.raftq.fsm.v1.MessageR\amessage\x12)\n" +
 	"\x04dead\x18\x03 \x03(\v2\x15.raftq.fsm.v1.MessageR\x04dead\x12*\n" +
 	"\x11dedup_message_ids\x18\x04 \x03(\x04R\x0fdedupMessageIds\x12=\n" +
-	"\ftenant_usage\x18\x05 \x01(\v2\x1a.raftq.peer.v1.TenantUsageR\vtenantUsage\"V\n" +
+	"\ftenant_usage\x18\x05 \x01(\v2\x1a.raftq.peer.v1.TenantUsageR\vtenantUsage\x12A\n" +
+	"\x0fdead_scanned_to\x18< \x01(\v2\x19.raftq.peer.v1.DeadCursorR\rdeadScannedTo\"V\n" +
 	"\vDedupLookup\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x121\n" +
 	"\x06probes\x18\x02 \x03(\v2\x19.raftq.peer.v1.DedupProbeR\x06probes\"K\n" +
@@ -1994,7 +2100,7 @@ func file_peer_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_peer_peerpb_peer_proto_goTypes = []any{
 	(GroupChangeRequest_Op)(0),    // 0: raftq.peer.v1.GroupChangeRequest.Op
 	(*ShardApplyRequest)(nil),     // 1: raftq.peer.v1.ShardApplyRequest
@@ -2003,76 +2109,79 @@ var file_peer_peerpb_peer_proto_goTypes = []any{
 	(*ShardWaitRequest)(nil),      // 4: raftq.peer.v1.ShardWaitRequest
 	(*ShardWaitResponse)(nil),     // 5: raftq.peer.v1.ShardWaitResponse
 	(*ShardReadRequest)(nil),      // 6: raftq.peer.v1.ShardReadRequest
-	(*DeadCursor)(nil),            // 7: raftq.peer.v1.DeadCursor
-	(*QueueStats)(nil),            // 8: raftq.peer.v1.QueueStats
-	(*TenantUsage)(nil),           // 9: raftq.peer.v1.TenantUsage
-	(*ShardReadResponse)(nil),     // 10: raftq.peer.v1.ShardReadResponse
-	(*DedupLookup)(nil),           // 11: raftq.peer.v1.DedupLookup
-	(*DedupProbe)(nil),            // 12: raftq.peer.v1.DedupProbe
-	(*ShardDigestRequest)(nil),    // 13: raftq.peer.v1.ShardDigestRequest
-	(*ShardDigestResponse)(nil),   // 14: raftq.peer.v1.ShardDigestResponse
-	(*KnownRequest)(nil),          // 15: raftq.peer.v1.KnownRequest
-	(*KnownResponse)(nil),         // 16: raftq.peer.v1.KnownResponse
-	(*GroupMember)(nil),           // 17: raftq.peer.v1.GroupMember
-	(*GroupChangeRequest)(nil),    // 18: raftq.peer.v1.GroupChangeRequest
-	(*GroupChangeResponse)(nil),   // 19: raftq.peer.v1.GroupChangeResponse
-	(*RepairLocalRequest)(nil),    // 20: raftq.peer.v1.RepairLocalRequest
-	(*RepairLocalResponse)(nil),   // 21: raftq.peer.v1.RepairLocalResponse
-	(*GroupRepair)(nil),           // 22: raftq.peer.v1.GroupRepair
-	(*ReplicaStatusRequest)(nil),  // 23: raftq.peer.v1.ReplicaStatusRequest
-	(*ReplicaStatusResponse)(nil), // 24: raftq.peer.v1.ReplicaStatusResponse
-	(*BackupPieceRequest)(nil),    // 25: raftq.peer.v1.BackupPieceRequest
-	(*BackupChunk)(nil),           // 26: raftq.peer.v1.BackupChunk
-	(*MetaAuditRequest)(nil),      // 27: raftq.peer.v1.MetaAuditRequest
-	(*MetaAuditResponse)(nil),     // 28: raftq.peer.v1.MetaAuditResponse
-	(*fsmpb.Command)(nil),         // 29: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),          // 30: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),         // 31: raftq.fsm.v1.Receive
-	(*fsmpb.Message)(nil),         // 32: raftq.fsm.v1.Message
-	(*metapb.AuditRecord)(nil),    // 33: raftq.meta.v1.AuditRecord
+	(*DeadFilter)(nil),            // 7: raftq.peer.v1.DeadFilter
+	(*DeadCursor)(nil),            // 8: raftq.peer.v1.DeadCursor
+	(*QueueStats)(nil),            // 9: raftq.peer.v1.QueueStats
+	(*TenantUsage)(nil),           // 10: raftq.peer.v1.TenantUsage
+	(*ShardReadResponse)(nil),     // 11: raftq.peer.v1.ShardReadResponse
+	(*DedupLookup)(nil),           // 12: raftq.peer.v1.DedupLookup
+	(*DedupProbe)(nil),            // 13: raftq.peer.v1.DedupProbe
+	(*ShardDigestRequest)(nil),    // 14: raftq.peer.v1.ShardDigestRequest
+	(*ShardDigestResponse)(nil),   // 15: raftq.peer.v1.ShardDigestResponse
+	(*KnownRequest)(nil),          // 16: raftq.peer.v1.KnownRequest
+	(*KnownResponse)(nil),         // 17: raftq.peer.v1.KnownResponse
+	(*GroupMember)(nil),           // 18: raftq.peer.v1.GroupMember
+	(*GroupChangeRequest)(nil),    // 19: raftq.peer.v1.GroupChangeRequest
+	(*GroupChangeResponse)(nil),   // 20: raftq.peer.v1.GroupChangeResponse
+	(*RepairLocalRequest)(nil),    // 21: raftq.peer.v1.RepairLocalRequest
+	(*RepairLocalResponse)(nil),   // 22: raftq.peer.v1.RepairLocalResponse
+	(*GroupRepair)(nil),           // 23: raftq.peer.v1.GroupRepair
+	(*ReplicaStatusRequest)(nil),  // 24: raftq.peer.v1.ReplicaStatusRequest
+	(*ReplicaStatusResponse)(nil), // 25: raftq.peer.v1.ReplicaStatusResponse
+	(*BackupPieceRequest)(nil),    // 26: raftq.peer.v1.BackupPieceRequest
+	(*BackupChunk)(nil),           // 27: raftq.peer.v1.BackupChunk
+	(*MetaAuditRequest)(nil),      // 28: raftq.peer.v1.MetaAuditRequest
+	(*MetaAuditResponse)(nil),     // 29: raftq.peer.v1.MetaAuditResponse
+	(*fsmpb.Command)(nil),         // 30: raftq.fsm.v1.Command
+	(*fsmpb.Result)(nil),          // 31: raftq.fsm.v1.Result
+	(*fsmpb.Receive)(nil),         // 32: raftq.fsm.v1.Receive
+	(*fsmpb.Message)(nil),         // 33: raftq.fsm.v1.Message
+	(*metapb.AuditRecord)(nil),    // 34: raftq.meta.v1.AuditRecord
 }
 var file_peer_peerpb_peer_proto_depIdxs = []int32{
-	29, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	30, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	31, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
-	11, // 3: raftq.peer.v1.ShardReadRequest.dedup_lookup:type_name -> raftq.peer.v1.DedupLookup
-	7,  // 4: raftq.peer.v1.ShardReadRequest.dead_from:type_name -> raftq.peer.v1.DeadCursor
-	8,  // 5: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
-	32, // 6: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	32, // 7: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
-	9,  // 8: raftq.peer.v1.ShardReadResponse.tenant_usage:type_name -> raftq.peer.v1.TenantUsage
-	12, // 9: raftq.peer.v1.DedupLookup.probes:type_name -> raftq.peer.v1.DedupProbe
-	17, // 10: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
-	0,  // 11: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
-	22, // 12: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
-	33, // 13: raftq.peer.v1.MetaAuditRequest.record:type_name -> raftq.meta.v1.AuditRecord
-	27, // 14: raftq.peer.v1.Peer.MetaAudit:input_type -> raftq.peer.v1.MetaAuditRequest
-	1,  // 15: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
-	3,  // 16: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
-	4,  // 17: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
-	6,  // 18: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
-	13, // 19: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
-	15, // 20: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
-	18, // 21: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
-	20, // 22: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
-	23, // 23: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
-	25, // 24: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
-	28, // 25: raftq.peer.v1.Peer.MetaAudit:output_type -> raftq.peer.v1.MetaAuditResponse
-	2,  // 26: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
-	2,  // 27: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
-	5,  // 28: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
-	10, // 29: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
-	14, // 30: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
-	16, // 31: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
-	19, // 32: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
-	21, // 33: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
-	24, // 34: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
-	26, // 35: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
-	25, // [25:36] is the sub-list for method output_type
-	14, // [14:25] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	30, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
+	31, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
+	32, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
+	12, // 3: raftq.peer.v1.ShardReadRequest.dedup_lookup:type_name -> raftq.peer.v1.DedupLookup
+	8,  // 4: raftq.peer.v1.ShardReadRequest.dead_from:type_name -> raftq.peer.v1.DeadCursor
+	7,  // 5: raftq.peer.v1.ShardReadRequest.dead_filter:type_name -> raftq.peer.v1.DeadFilter
+	9,  // 6: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
+	33, // 7: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
+	33, // 8: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
+	10, // 9: raftq.peer.v1.ShardReadResponse.tenant_usage:type_name -> raftq.peer.v1.TenantUsage
+	8,  // 10: raftq.peer.v1.ShardReadResponse.dead_scanned_to:type_name -> raftq.peer.v1.DeadCursor
+	13, // 11: raftq.peer.v1.DedupLookup.probes:type_name -> raftq.peer.v1.DedupProbe
+	18, // 12: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
+	0,  // 13: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
+	23, // 14: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
+	34, // 15: raftq.peer.v1.MetaAuditRequest.record:type_name -> raftq.meta.v1.AuditRecord
+	28, // 16: raftq.peer.v1.Peer.MetaAudit:input_type -> raftq.peer.v1.MetaAuditRequest
+	1,  // 17: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
+	3,  // 18: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
+	4,  // 19: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
+	6,  // 20: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
+	14, // 21: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
+	16, // 22: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
+	19, // 23: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
+	21, // 24: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
+	24, // 25: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
+	26, // 26: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
+	29, // 27: raftq.peer.v1.Peer.MetaAudit:output_type -> raftq.peer.v1.MetaAuditResponse
+	2,  // 28: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
+	2,  // 29: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
+	5,  // 30: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
+	11, // 31: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
+	15, // 32: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
+	17, // 33: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
+	20, // 34: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
+	22, // 35: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
+	25, // 36: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
+	27, // 37: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
+	27, // [27:38] is the sub-list for method output_type
+	16, // [16:27] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_peer_peerpb_peer_proto_init() }
@@ -2093,7 +2202,7 @@ func file_peer_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_peerpb_peer_proto_rawDesc), len(file_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

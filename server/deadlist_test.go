@@ -1,0 +1,103 @@
+package server
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
+	"github.com/raftq/raftq/fsm"
+	"github.com/raftq/raftq/fsm/fsmpb"
+	"github.com/raftq/raftq/peer/peerpb"
+)
+
+func deadAt(pairs ...int64) []*fsmpb.Message {
+	var out []*fsmpb.Message
+	for i := 0; i < len(pairs); i += 2 {
+		out = append(out, &fsmpb.Message{StateChangedMs: pairs[i], Id: uint64(pairs[i+1])})
+	}
+	return out
+}
+
+func pageIDs(p deadPage) []string {
+	var out []string
+	for _, l := range p.items {
+		out = append(out, l.info.GetMessageId())
+	}
+	return out
+}
+
+func TestMergeDeadOrderAndLimit(t *testing.T) {
+	p := mergeDead([]shardDead{
+		{shard: 0, dead: deadAt(10, 1, 30, 2)},
+		{shard: 1, dead: deadAt(10, 7, 20, 8)},
+	}, 3)
+	want := []string{"0-1", "1-7", "1-8"}
+	if got := pageIDs(p); !slices.Equal(got, want) {
+		t.Fatalf("page %v, want %v", got, want)
+	}
+	if p.next == nil || *p.next != (deadCursor{ms: 20, shard: 1, id: 8}) {
+		t.Fatalf("next %+v", p.next)
+	}
+	if p := mergeDead([]shardDead{{shard: 0, dead: deadAt(10, 1)}}, 3); p.next != nil {
+		t.Fatalf("a short answer of every shard has a next: %+v", p.next)
+	}
+}
+
+// A shard that stopped at its scan budget bounds the page: nothing past
+// where it stopped is listed, and the next page starts after that point,
+// even when the page is empty.
+func TestMergeDeadScanHorizon(t *testing.T) {
+	p := mergeDead([]shardDead{
+		{shard: 0, dead: deadAt(50, 3), scannedTo: &peerpb.DeadCursor{Ms: 40, Id: 2}},
+		{shard: 1, dead: deadAt(30, 5, 60, 6)},
+	}, 10)
+	if got := pageIDs(p); !slices.Equal(got, []string{"1-5"}) {
+		t.Fatalf("page %v, want only what lies before the horizon", got)
+	}
+	if p.next == nil || *p.next != (deadCursor{ms: 40, shard: 0, id: 2}) {
+		t.Fatalf("next %+v, want the horizon", p.next)
+	}
+	p = mergeDead([]shardDead{{shard: 2, scannedTo: &peerpb.DeadCursor{Ms: 9, Id: 4}}}, 10)
+	if len(p.items) != 0 || p.next == nil || *p.next != (deadCursor{ms: 9, shard: 2, id: 4}) {
+		t.Fatalf("empty page: %v, next %+v", pageIDs(p), p.next)
+	}
+	// On from the horizon: shard 0 after the record it reached, shard 1
+	// from the next millisecond, shard 2 at the same one.
+	h := *p.next
+	for shard, want := range map[uint32][2]int64{1: {9 + 1, 0}, 2: {9, 5}, 3: {9, 0}} {
+		if ms, id := h.from(shard); ms != want[0] || int64(id) != want[1] {
+			t.Errorf("shard %d resumes at (%d, %d), want %v", shard, ms, id, want)
+		}
+	}
+}
+
+func TestValidateDeadFilter(t *testing.T) {
+	for _, f := range []*raftqv1.DeadFilter{
+		{Type: strings.Repeat("t", fsm.MaxTypeLen+1)},
+		{ErrorContains: strings.Repeat("e", fsm.MaxErrorLen+1)},
+		{DeadSinceMs: -1},
+		{DeadSinceMs: 10, DeadUntilMs: 10},
+	} {
+		if err := validateDeadFilter(f); err == nil || !strings.Contains(err.Error(), "InvalidArgument") {
+			t.Errorf("%v: %v, want InvalidArgument", f, err)
+		}
+	}
+	if err := validateDeadFilter(&raftqv1.DeadFilter{Type: "email", DeadSinceMs: 1, DeadUntilMs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := validateDeadFilter(nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRedriveKey(t *testing.T) {
+	if k := redriveKey("orders", "0-1f"); k != "redrive:orders/0-1f" {
+		t.Fatalf("key %q", k)
+	}
+	long := strings.Repeat("q", 120)
+	k := redriveKey(long, "3-ff")
+	if len(k) > fsm.MaxDedupKeyLen || !strings.HasPrefix(k, redriveKeyPrefix) || k == redriveKey(long, "3-fe") {
+		t.Fatalf("long key %q", k)
+	}
+}
