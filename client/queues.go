@@ -126,5 +126,6 @@ func (c *Client) Stats(ctx context.Context, name string) (QueueStats, error) {
 		Tenant:        resp.GetTenant(),
 		Quotas:        quotasFrom(resp.GetQuotas()),
 		TenantQuotas:  quotasFrom(resp.GetTenantQuotas()),
+		Paused:        resp.GetPaused(),
 	}, nil
 }

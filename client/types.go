@@ -80,10 +80,11 @@ type QueueInfo struct {
 	Name    string
 	Options QueueOptions
 	Created time.Time
+	Paused  bool // PauseQueue: receives return nothing until ResumeQueue
 }
 
 func queueInfoFrom(q *raftqv1.QueueInfo) QueueInfo {
-	return QueueInfo{Name: q.GetName(), Options: optionsFrom(q.GetPolicy()), Created: unixMs(q.GetCreatedMs())}
+	return QueueInfo{Name: q.GetName(), Options: optionsFrom(q.GetPolicy()), Created: unixMs(q.GetCreatedMs()), Paused: q.GetPaused()}
 }
 
 // QueueStats counts a queue's messages over all shards.
@@ -99,6 +100,7 @@ type QueueStats struct {
 	Tenant        string        // "" for a queue of no tenant
 	Quotas        Quotas        // the queue's own
 	TenantQuotas  Quotas        // its tenant's
+	Paused        bool          // PauseQueue: receives return nothing
 }
 
 // Message is a received message with its lease.

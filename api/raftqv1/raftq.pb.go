@@ -784,6 +784,7 @@ type QueueInfo struct {
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Policy        *QueuePolicy           `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	CreatedMs     int64                  `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	Paused        bool                   `protobuf:"varint,40,opt,name=paused,proto3" json:"paused,omitempty"` // PauseQueue: receives return nothing until ResumeQueue
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -837,6 +838,13 @@ func (x *QueueInfo) GetCreatedMs() int64 {
 		return x.CreatedMs
 	}
 	return 0
+}
+
+func (x *QueueInfo) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
 }
 
 type CreateQueueRequest struct {
@@ -1259,6 +1267,94 @@ func (x *PurgeQueueResponse) GetPurged() uint64 {
 	return 0
 }
 
+type PauseQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseQueueRequest) Reset() {
+	*x = PauseQueueRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseQueueRequest) ProtoMessage() {}
+
+func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
+func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PauseQueueRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ResumeQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeQueueRequest) Reset() {
+	*x = ResumeQueueRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeQueueRequest) ProtoMessage() {}
+
+func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
+func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ResumeQueueRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 type QueueStatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1268,7 +1364,7 @@ type QueueStatsRequest struct {
 
 func (x *QueueStatsRequest) Reset() {
 	*x = QueueStatsRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1376,7 @@ func (x *QueueStatsRequest) String() string {
 func (*QueueStatsRequest) ProtoMessage() {}
 
 func (x *QueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1389,7 @@ func (x *QueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*QueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{14}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QueueStatsRequest) GetName() string {
@@ -1316,13 +1412,14 @@ type QueueStatsResponse struct {
 	Tenant           string                 `protobuf:"bytes,9,opt,name=tenant,proto3" json:"tenant,omitempty"`                                     // "" for a queue outside every tenant
 	Quotas           *Quotas                `protobuf:"bytes,10,opt,name=quotas,proto3" json:"quotas,omitempty"`                                    // the queue's own
 	TenantQuotas     *Quotas                `protobuf:"bytes,11,opt,name=tenant_quotas,json=tenantQuotas,proto3" json:"tenant_quotas,omitempty"`    // its tenant's
+	Paused           bool                   `protobuf:"varint,40,opt,name=paused,proto3" json:"paused,omitempty"`                                   // see PauseQueue
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *QueueStatsResponse) Reset() {
 	*x = QueueStatsResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1431,7 @@ func (x *QueueStatsResponse) String() string {
 func (*QueueStatsResponse) ProtoMessage() {}
 
 func (x *QueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1444,7 @@ func (x *QueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*QueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{15}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QueueStatsResponse) GetName() string {
@@ -1427,6 +1524,13 @@ func (x *QueueStatsResponse) GetTenantQuotas() *Quotas {
 	return nil
 }
 
+func (x *QueueStatsResponse) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
 type SendRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -1444,7 +1548,7 @@ type SendRequest struct {
 
 func (x *SendRequest) Reset() {
 	*x = SendRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1560,7 @@ func (x *SendRequest) String() string {
 func (*SendRequest) ProtoMessage() {}
 
 func (x *SendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1573,7 @@ func (x *SendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
 func (*SendRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{16}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SendRequest) GetQueue() string {
@@ -1545,7 +1649,7 @@ type SendResponse struct {
 
 func (x *SendResponse) Reset() {
 	*x = SendResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1661,7 @@ func (x *SendResponse) String() string {
 func (*SendResponse) ProtoMessage() {}
 
 func (x *SendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1674,7 @@ func (x *SendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResponse.ProtoReflect.Descriptor instead.
 func (*SendResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{17}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SendResponse) GetMessageId() string {
@@ -1597,7 +1701,7 @@ type SendBatchRequest struct {
 
 func (x *SendBatchRequest) Reset() {
 	*x = SendBatchRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1713,7 @@ func (x *SendBatchRequest) String() string {
 func (*SendBatchRequest) ProtoMessage() {}
 
 func (x *SendBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1726,7 @@ func (x *SendBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBatchRequest.ProtoReflect.Descriptor instead.
 func (*SendBatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{18}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SendBatchRequest) GetQueue() string {
@@ -1655,7 +1759,7 @@ type SendResult struct {
 
 func (x *SendResult) Reset() {
 	*x = SendResult{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +1771,7 @@ func (x *SendResult) String() string {
 func (*SendResult) ProtoMessage() {}
 
 func (x *SendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +1784,7 @@ func (x *SendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResult.ProtoReflect.Descriptor instead.
 func (*SendResult) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{19}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SendResult) GetMessageId() string {
@@ -1727,7 +1831,7 @@ type SendBatchResponse struct {
 
 func (x *SendBatchResponse) Reset() {
 	*x = SendBatchResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1843,7 @@ func (x *SendBatchResponse) String() string {
 func (*SendBatchResponse) ProtoMessage() {}
 
 func (x *SendBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1856,7 @@ func (x *SendBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBatchResponse.ProtoReflect.Descriptor instead.
 func (*SendBatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{20}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SendBatchResponse) GetResults() []*SendResult {
@@ -1775,7 +1879,7 @@ type ReceiveRequest struct {
 
 func (x *ReceiveRequest) Reset() {
 	*x = ReceiveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1891,7 @@ func (x *ReceiveRequest) String() string {
 func (*ReceiveRequest) ProtoMessage() {}
 
 func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1904,7 @@ func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{21}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReceiveRequest) GetQueue() string {
@@ -1858,7 +1962,7 @@ type ReceivedMessage struct {
 
 func (x *ReceivedMessage) Reset() {
 	*x = ReceivedMessage{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +1974,7 @@ func (x *ReceivedMessage) String() string {
 func (*ReceivedMessage) ProtoMessage() {}
 
 func (x *ReceivedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +1987,7 @@ func (x *ReceivedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceivedMessage.ProtoReflect.Descriptor instead.
 func (*ReceivedMessage) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{22}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReceivedMessage) GetMessageId() string {
@@ -1984,7 +2088,7 @@ type ReceiveResponse struct {
 
 func (x *ReceiveResponse) Reset() {
 	*x = ReceiveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2100,7 @@ func (x *ReceiveResponse) String() string {
 func (*ReceiveResponse) ProtoMessage() {}
 
 func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2113,7 @@ func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{23}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReceiveResponse) GetMessages() []*ReceivedMessage {
@@ -2040,7 +2144,7 @@ type ItemStatus struct {
 
 func (x *ItemStatus) Reset() {
 	*x = ItemStatus{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2156,7 @@ func (x *ItemStatus) String() string {
 func (*ItemStatus) ProtoMessage() {}
 
 func (x *ItemStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2169,7 @@ func (x *ItemStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemStatus.ProtoReflect.Descriptor instead.
 func (*ItemStatus) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{24}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ItemStatus) GetCode() int32 {
@@ -2098,7 +2202,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2214,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2227,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{25}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AckRequest) GetReceipts() []string {
@@ -2142,7 +2246,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2258,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2271,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{26}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AckResponse) GetResults() []*ItemStatus {
@@ -2189,7 +2293,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2305,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2318,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{27}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NackRequest) GetReceipt() string {
@@ -2253,7 +2357,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2369,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2382,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{28}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{30}
 }
 
 type ExtendLeaseRequest struct {
@@ -2291,7 +2395,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2407,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2420,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{29}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExtendLeaseRequest) GetReceipt() string {
@@ -2342,7 +2446,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2458,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2471,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{30}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseDeadlineMs() int64 {
@@ -2387,7 +2491,7 @@ type DeadLetterRequest struct {
 
 func (x *DeadLetterRequest) Reset() {
 	*x = DeadLetterRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2503,7 @@ func (x *DeadLetterRequest) String() string {
 func (*DeadLetterRequest) ProtoMessage() {}
 
 func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2516,7 @@ func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*DeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{31}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeadLetterRequest) GetReceipt() string {
@@ -2437,7 +2541,7 @@ type DeadLetterResponse struct {
 
 func (x *DeadLetterResponse) Reset() {
 	*x = DeadLetterResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2553,7 @@ func (x *DeadLetterResponse) String() string {
 func (*DeadLetterResponse) ProtoMessage() {}
 
 func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2566,7 @@ func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*DeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{32}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{34}
 }
 
 type GetMessageRequest struct {
@@ -2474,7 +2578,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2590,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2603,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{33}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetMessageRequest) GetMessageId() string {
@@ -2519,7 +2623,7 @@ type MessageInfo struct {
 
 func (x *MessageInfo) Reset() {
 	*x = MessageInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2635,7 @@ func (x *MessageInfo) String() string {
 func (*MessageInfo) ProtoMessage() {}
 
 func (x *MessageInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2648,7 @@ func (x *MessageInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageInfo.ProtoReflect.Descriptor instead.
 func (*MessageInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{34}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MessageInfo) GetMessageId() string {
@@ -2570,7 +2674,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2686,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2699,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{35}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CancelMessageRequest) GetMessageId() string {
@@ -2613,7 +2717,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2729,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2742,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
 }
 
 type ListDeadRequest struct {
@@ -2653,7 +2757,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2665,7 +2769,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2678,7 +2782,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -2715,7 +2819,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2727,7 +2831,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2740,7 +2844,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListDeadResponse) GetMessages() []*MessageInfo {
@@ -2768,7 +2872,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2884,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2897,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RedriveRequest) GetQueue() string {
@@ -2826,7 +2930,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +2942,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +2955,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RedriveResponse) GetRedriven() uint64 {
@@ -2871,7 +2975,7 @@ type DiscardRequest struct {
 
 func (x *DiscardRequest) Reset() {
 	*x = DiscardRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +2987,7 @@ func (x *DiscardRequest) String() string {
 func (*DiscardRequest) ProtoMessage() {}
 
 func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3000,7 @@ func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardRequest.ProtoReflect.Descriptor instead.
 func (*DiscardRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DiscardRequest) GetQueue() string {
@@ -2922,7 +3026,7 @@ type DiscardResponse struct {
 
 func (x *DiscardResponse) Reset() {
 	*x = DiscardResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3038,7 @@ func (x *DiscardResponse) String() string {
 func (*DiscardResponse) ProtoMessage() {}
 
 func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3051,7 @@ func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardResponse.ProtoReflect.Descriptor instead.
 func (*DiscardResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DiscardResponse) GetDiscarded() uint64 {
@@ -2965,7 +3069,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3081,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3094,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
 }
 
 type Member struct {
@@ -3013,7 +3117,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3129,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3142,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Member) GetNodeId() string {
@@ -3098,7 +3202,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3214,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3227,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ShardInfo) GetShardId() uint32 {
@@ -3190,7 +3294,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3202,7 +3306,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3215,7 +3319,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3264,7 +3368,7 @@ type DamagedReplica struct {
 
 func (x *DamagedReplica) Reset() {
 	*x = DamagedReplica{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3276,7 +3380,7 @@ func (x *DamagedReplica) String() string {
 func (*DamagedReplica) ProtoMessage() {}
 
 func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3289,7 +3393,7 @@ func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedReplica.ProtoReflect.Descriptor instead.
 func (*DamagedReplica) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DamagedReplica) GetGroup() string {
@@ -3322,7 +3426,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3438,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3451,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -3366,7 +3470,7 @@ type RepairResponse struct {
 
 func (x *RepairResponse) Reset() {
 	*x = RepairResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3378,7 +3482,7 @@ func (x *RepairResponse) String() string {
 func (*RepairResponse) ProtoMessage() {}
 
 func (x *RepairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3391,7 +3495,7 @@ func (x *RepairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairResponse.ProtoReflect.Descriptor instead.
 func (*RepairResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RepairResponse) GetGroups() []*GroupRepair {
@@ -3412,7 +3516,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3424,7 +3528,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3437,7 +3541,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -3469,7 +3573,7 @@ type ShardMapRequest struct {
 
 func (x *ShardMapRequest) Reset() {
 	*x = ShardMapRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3481,7 +3585,7 @@ func (x *ShardMapRequest) String() string {
 func (*ShardMapRequest) ProtoMessage() {}
 
 func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3494,7 +3598,7 @@ func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapRequest.ProtoReflect.Descriptor instead.
 func (*ShardMapRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
 }
 
 type ShardMapResponse struct {
@@ -3516,7 +3620,7 @@ type ShardMapResponse struct {
 
 func (x *ShardMapResponse) Reset() {
 	*x = ShardMapResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3528,7 +3632,7 @@ func (x *ShardMapResponse) String() string {
 func (*ShardMapResponse) ProtoMessage() {}
 
 func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3541,7 +3645,7 @@ func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapResponse.ProtoReflect.Descriptor instead.
 func (*ShardMapResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ShardMapResponse) GetShardCount() uint32 {
@@ -3587,7 +3691,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3703,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3716,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
 }
 
 type NodeInfo struct {
@@ -3639,7 +3743,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3651,7 +3755,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3664,7 +3768,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeInfo) GetNodeId() string {
@@ -3761,7 +3865,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3773,7 +3877,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3786,7 +3890,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NodesResponse) GetNodeId() string {
@@ -3812,7 +3916,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3824,7 +3928,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3837,7 +3941,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -3857,7 +3961,7 @@ type ReplaceNodeRequest struct {
 
 func (x *ReplaceNodeRequest) Reset() {
 	*x = ReplaceNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3869,7 +3973,7 @@ func (x *ReplaceNodeRequest) String() string {
 func (*ReplaceNodeRequest) ProtoMessage() {}
 
 func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3882,7 +3986,7 @@ func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ReplaceNodeRequest) GetOldNodeId() string {
@@ -3914,7 +4018,7 @@ type NodeDrainResponse struct {
 
 func (x *NodeDrainResponse) Reset() {
 	*x = NodeDrainResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3926,7 +4030,7 @@ func (x *NodeDrainResponse) String() string {
 func (*NodeDrainResponse) ProtoMessage() {}
 
 func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3939,7 +4043,7 @@ func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *NodeDrainResponse) GetNodeId() string {
@@ -3986,7 +4090,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3998,7 +4102,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4011,7 +4115,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -4032,7 +4136,7 @@ type ReplicaMovePlan struct {
 
 func (x *ReplicaMovePlan) Reset() {
 	*x = ReplicaMovePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4148,7 @@ func (x *ReplicaMovePlan) String() string {
 func (*ReplicaMovePlan) ProtoMessage() {}
 
 func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4161,7 @@ func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMovePlan.ProtoReflect.Descriptor instead.
 func (*ReplicaMovePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ReplicaMovePlan) GetShardId() uint32 {
@@ -4092,7 +4196,7 @@ type LeaderChangePlan struct {
 
 func (x *LeaderChangePlan) Reset() {
 	*x = LeaderChangePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4104,7 +4208,7 @@ func (x *LeaderChangePlan) String() string {
 func (*LeaderChangePlan) ProtoMessage() {}
 
 func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4117,7 +4221,7 @@ func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderChangePlan.ProtoReflect.Descriptor instead.
 func (*LeaderChangePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LeaderChangePlan) GetShardId() uint32 {
@@ -4154,7 +4258,7 @@ type NodeBalance struct {
 
 func (x *NodeBalance) Reset() {
 	*x = NodeBalance{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4166,7 +4270,7 @@ func (x *NodeBalance) String() string {
 func (*NodeBalance) ProtoMessage() {}
 
 func (x *NodeBalance) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4179,7 +4283,7 @@ func (x *NodeBalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBalance.ProtoReflect.Descriptor instead.
 func (*NodeBalance) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *NodeBalance) GetNodeId() string {
@@ -4235,7 +4339,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4351,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4364,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RebalanceResponse) GetMoves() []*ReplicaMovePlan {
@@ -4313,7 +4417,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4325,7 +4429,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4338,7 +4442,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
 }
 
 // BackupChunk: the first chunk of a stream has group empty and carries
@@ -4364,7 +4468,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4376,7 +4480,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4389,7 +4493,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -4471,7 +4575,7 @@ type CancelMoveRequest struct {
 
 func (x *CancelMoveRequest) Reset() {
 	*x = CancelMoveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4483,7 +4587,7 @@ func (x *CancelMoveRequest) String() string {
 func (*CancelMoveRequest) ProtoMessage() {}
 
 func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4496,7 +4600,7 @@ func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveRequest.ProtoReflect.Descriptor instead.
 func (*CancelMoveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CancelMoveRequest) GetShard() uint32 {
@@ -4520,7 +4624,7 @@ type CancelMoveResponse struct {
 
 func (x *CancelMoveResponse) Reset() {
 	*x = CancelMoveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4532,7 +4636,7 @@ func (x *CancelMoveResponse) String() string {
 func (*CancelMoveResponse) ProtoMessage() {}
 
 func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4545,7 +4649,7 @@ func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveResponse.ProtoReflect.Descriptor instead.
 func (*CancelMoveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CancelMoveResponse) GetShard() uint32 {
@@ -4586,7 +4690,7 @@ type SetShardCountRequest struct {
 
 func (x *SetShardCountRequest) Reset() {
 	*x = SetShardCountRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4598,7 +4702,7 @@ func (x *SetShardCountRequest) String() string {
 func (*SetShardCountRequest) ProtoMessage() {}
 
 func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4611,7 +4715,7 @@ func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountRequest.ProtoReflect.Descriptor instead.
 func (*SetShardCountRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SetShardCountRequest) GetCount() uint32 {
@@ -4645,7 +4749,7 @@ type SetShardCountResponse struct {
 
 func (x *SetShardCountResponse) Reset() {
 	*x = SetShardCountResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4657,7 +4761,7 @@ func (x *SetShardCountResponse) String() string {
 func (*SetShardCountResponse) ProtoMessage() {}
 
 func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4670,7 +4774,7 @@ func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountResponse.ProtoReflect.Descriptor instead.
 func (*SetShardCountResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SetShardCountResponse) GetPrevious() uint32 {
@@ -4725,7 +4829,7 @@ type ReplicaPlacement struct {
 
 func (x *ReplicaPlacement) Reset() {
 	*x = ReplicaPlacement{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4737,7 +4841,7 @@ func (x *ReplicaPlacement) String() string {
 func (*ReplicaPlacement) ProtoMessage() {}
 
 func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4750,7 +4854,7 @@ func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaPlacement.ProtoReflect.Descriptor instead.
 func (*ReplicaPlacement) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ReplicaPlacement) GetShardId() uint32 {
@@ -4783,7 +4887,7 @@ type SlotMoveInfo struct {
 
 func (x *SlotMoveInfo) Reset() {
 	*x = SlotMoveInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4795,7 +4899,7 @@ func (x *SlotMoveInfo) String() string {
 func (*SlotMoveInfo) ProtoMessage() {}
 
 func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4808,7 +4912,7 @@ func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMoveInfo.ProtoReflect.Descriptor instead.
 func (*SlotMoveInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SlotMoveInfo) GetId() uint64 {
@@ -4865,7 +4969,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4877,7 +4981,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4890,7 +4994,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *Grant) GetRole() string {
@@ -4924,7 +5028,7 @@ type TenantInfo struct {
 
 func (x *TenantInfo) Reset() {
 	*x = TenantInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4936,7 +5040,7 @@ func (x *TenantInfo) String() string {
 func (*TenantInfo) ProtoMessage() {}
 
 func (x *TenantInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4949,7 +5053,7 @@ func (x *TenantInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantInfo.ProtoReflect.Descriptor instead.
 func (*TenantInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *TenantInfo) GetName() string {
@@ -5018,7 +5122,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5030,7 +5134,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5043,7 +5147,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CreateTenantRequest) GetName() string {
@@ -5069,7 +5173,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5081,7 +5185,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5094,7 +5198,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetTenantRequest) GetName() string {
@@ -5112,7 +5216,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5124,7 +5228,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5137,7 +5241,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
 }
 
 type ListTenantsResponse struct {
@@ -5149,7 +5253,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5161,7 +5265,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5174,7 +5278,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*TenantInfo {
@@ -5194,7 +5298,7 @@ type UpdateTenantRequest struct {
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5206,7 +5310,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5219,7 +5323,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *UpdateTenantRequest) GetName() string {
@@ -5245,7 +5349,7 @@ type DeleteTenantRequest struct {
 
 func (x *DeleteTenantRequest) Reset() {
 	*x = DeleteTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5257,7 +5361,7 @@ func (x *DeleteTenantRequest) String() string {
 func (*DeleteTenantRequest) ProtoMessage() {}
 
 func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5270,7 +5374,7 @@ func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *DeleteTenantRequest) GetName() string {
@@ -5288,7 +5392,7 @@ type DeleteTenantResponse struct {
 
 func (x *DeleteTenantResponse) Reset() {
 	*x = DeleteTenantResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5300,7 +5404,7 @@ func (x *DeleteTenantResponse) String() string {
 func (*DeleteTenantResponse) ProtoMessage() {}
 
 func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5313,7 +5417,7 @@ func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTenantResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
 }
 
 type WhoAmIRequest struct {
@@ -5324,7 +5428,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5336,7 +5440,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5349,7 +5453,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
 }
 
 type WhoAmIResponse struct {
@@ -5364,7 +5468,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5376,7 +5480,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5389,7 +5493,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *WhoAmIResponse) GetPrincipal() string {
@@ -5435,7 +5539,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5447,7 +5551,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5460,7 +5564,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *KeyInfo) GetId() string {
@@ -5525,7 +5629,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5537,7 +5641,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5550,7 +5654,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -5584,7 +5688,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5596,7 +5700,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5609,7 +5713,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CreateKeyResponse) GetKey() *KeyInfo {
@@ -5634,7 +5738,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5646,7 +5750,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5659,7 +5763,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
 }
 
 type ListKeysResponse struct {
@@ -5671,7 +5775,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5683,7 +5787,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5696,7 +5800,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -5715,7 +5819,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5727,7 +5831,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5740,7 +5844,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *RotateKeyRequest) GetKey() string {
@@ -5759,7 +5863,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5771,7 +5875,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5784,7 +5888,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *RevokeKeyRequest) GetKey() string {
@@ -5802,7 +5906,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5814,7 +5918,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5827,7 +5931,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
 }
 
 type ListAuditRequest struct {
@@ -5840,7 +5944,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5852,7 +5956,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5865,7 +5969,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() uint64 {
@@ -5898,7 +6002,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5910,7 +6014,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5923,7 +6027,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *AuditRecord) GetSeq() uint64 {
@@ -5991,7 +6095,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6003,7 +6107,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6016,7 +6120,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -6101,12 +6205,13 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\texpire_ms\x18\x17 \x01(\x03R\bexpireMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x85\x01\n" +
 	"\tQueueInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
 	"\x06policy\x18\x02 \x01(\v2\x15.raftq.v1.QueuePolicyR\x06policy\x12\x1d\n" +
 	"\n" +
-	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\"W\n" +
+	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x16\n" +
+	"\x06paused\x18( \x01(\bR\x06paused\"W\n" +
 	"\x12CreateQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
 	"\x06policy\x18\x02 \x01(\v2\x15.raftq.v1.QueuePolicyR\x06policy\"%\n" +
@@ -6129,8 +6234,12 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\",\n" +
 	"\x12PurgeQueueResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\x04R\x06purged\"'\n" +
+	"\x11PauseQueueRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"(\n" +
+	"\x12ResumeQueueRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"'\n" +
 	"\x11QueueStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xf7\x02\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x8f\x03\n" +
 	"\x12QueueStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n" +
@@ -6144,7 +6253,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x06tenant\x18\t \x01(\tR\x06tenant\x12(\n" +
 	"\x06quotas\x18\n" +
 	" \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\x125\n" +
-	"\rtenant_quotas\x18\v \x01(\v2\x10.raftq.v1.QuotasR\ftenantQuotas\"\xdc\x02\n" +
+	"\rtenant_quotas\x18\v \x01(\v2\x10.raftq.v1.QuotasR\ftenantQuotas\x12\x16\n" +
+	"\x06paused\x18( \x01(\bR\x06paused\"\xdc\x02\n" +
 	"\vSendRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12E\n" +
@@ -6505,7 +6615,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x13REASON_MAX_RECEIVES\x10\x04\x12\x13\n" +
 	"\x0fREASON_REDRIVEN\x10\x05\x12\x14\n" +
 	"\x10REASON_RETENTION\x10\x06\x12\x10\n" +
-	"\fREASON_ACKED\x10\a2\xef\x03\n" +
+	"\fREASON_ACKED\x10\a2\xf1\x04\n" +
 	"\x06Queues\x12@\n" +
 	"\vCreateQueue\x12\x1c.raftq.v1.CreateQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12:\n" +
 	"\bGetQueue\x12\x19.raftq.v1.GetQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12G\n" +
@@ -6516,7 +6626,10 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
 	"PurgeQueue\x12\x1b.raftq.v1.PurgeQueueRequest\x1a\x1c.raftq.v1.PurgeQueueResponse\x12G\n" +
 	"\n" +
-	"QueueStats\x12\x1b.raftq.v1.QueueStatsRequest\x1a\x1c.raftq.v1.QueueStatsResponse2\xdb\x04\n" +
+	"QueueStats\x12\x1b.raftq.v1.QueueStatsRequest\x1a\x1c.raftq.v1.QueueStatsResponse\x12>\n" +
+	"\n" +
+	"PauseQueue\x12\x1b.raftq.v1.PauseQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12@\n" +
+	"\vResumeQueue\x12\x1c.raftq.v1.ResumeQueueRequest\x1a\x13.raftq.v1.QueueInfo2\xdb\x04\n" +
 	"\bMessages\x125\n" +
 	"\x04Send\x12\x15.raftq.v1.SendRequest\x1a\x16.raftq.v1.SendResponse\x12D\n" +
 	"\tSendBatch\x12\x1a.raftq.v1.SendBatchRequest\x1a\x1b.raftq.v1.SendBatchResponse\x12>\n" +
@@ -6573,7 +6686,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -6592,218 +6705,224 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*DeleteQueueResponse)(nil),   // 14: raftq.v1.DeleteQueueResponse
 	(*PurgeQueueRequest)(nil),     // 15: raftq.v1.PurgeQueueRequest
 	(*PurgeQueueResponse)(nil),    // 16: raftq.v1.PurgeQueueResponse
-	(*QueueStatsRequest)(nil),     // 17: raftq.v1.QueueStatsRequest
-	(*QueueStatsResponse)(nil),    // 18: raftq.v1.QueueStatsResponse
-	(*SendRequest)(nil),           // 19: raftq.v1.SendRequest
-	(*SendResponse)(nil),          // 20: raftq.v1.SendResponse
-	(*SendBatchRequest)(nil),      // 21: raftq.v1.SendBatchRequest
-	(*SendResult)(nil),            // 22: raftq.v1.SendResult
-	(*SendBatchResponse)(nil),     // 23: raftq.v1.SendBatchResponse
-	(*ReceiveRequest)(nil),        // 24: raftq.v1.ReceiveRequest
-	(*ReceivedMessage)(nil),       // 25: raftq.v1.ReceivedMessage
-	(*ReceiveResponse)(nil),       // 26: raftq.v1.ReceiveResponse
-	(*ItemStatus)(nil),            // 27: raftq.v1.ItemStatus
-	(*AckRequest)(nil),            // 28: raftq.v1.AckRequest
-	(*AckResponse)(nil),           // 29: raftq.v1.AckResponse
-	(*NackRequest)(nil),           // 30: raftq.v1.NackRequest
-	(*NackResponse)(nil),          // 31: raftq.v1.NackResponse
-	(*ExtendLeaseRequest)(nil),    // 32: raftq.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 33: raftq.v1.ExtendLeaseResponse
-	(*DeadLetterRequest)(nil),     // 34: raftq.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),    // 35: raftq.v1.DeadLetterResponse
-	(*GetMessageRequest)(nil),     // 36: raftq.v1.GetMessageRequest
-	(*MessageInfo)(nil),           // 37: raftq.v1.MessageInfo
-	(*CancelMessageRequest)(nil),  // 38: raftq.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil), // 39: raftq.v1.CancelMessageResponse
-	(*ListDeadRequest)(nil),       // 40: raftq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 41: raftq.v1.ListDeadResponse
-	(*RedriveRequest)(nil),        // 42: raftq.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 43: raftq.v1.RedriveResponse
-	(*DiscardRequest)(nil),        // 44: raftq.v1.DiscardRequest
-	(*DiscardResponse)(nil),       // 45: raftq.v1.DiscardResponse
-	(*StatusRequest)(nil),         // 46: raftq.v1.StatusRequest
-	(*Member)(nil),                // 47: raftq.v1.Member
-	(*ShardInfo)(nil),             // 48: raftq.v1.ShardInfo
-	(*StatusResponse)(nil),        // 49: raftq.v1.StatusResponse
-	(*DamagedReplica)(nil),        // 50: raftq.v1.DamagedReplica
-	(*RepairRequest)(nil),         // 51: raftq.v1.RepairRequest
-	(*RepairResponse)(nil),        // 52: raftq.v1.RepairResponse
-	(*GroupRepair)(nil),           // 53: raftq.v1.GroupRepair
-	(*ShardMapRequest)(nil),       // 54: raftq.v1.ShardMapRequest
-	(*ShardMapResponse)(nil),      // 55: raftq.v1.ShardMapResponse
-	(*NodesRequest)(nil),          // 56: raftq.v1.NodesRequest
-	(*NodeInfo)(nil),              // 57: raftq.v1.NodeInfo
-	(*NodesResponse)(nil),         // 58: raftq.v1.NodesResponse
-	(*RemoveNodeRequest)(nil),     // 59: raftq.v1.RemoveNodeRequest
-	(*ReplaceNodeRequest)(nil),    // 60: raftq.v1.ReplaceNodeRequest
-	(*NodeDrainResponse)(nil),     // 61: raftq.v1.NodeDrainResponse
-	(*RebalanceRequest)(nil),      // 62: raftq.v1.RebalanceRequest
-	(*ReplicaMovePlan)(nil),       // 63: raftq.v1.ReplicaMovePlan
-	(*LeaderChangePlan)(nil),      // 64: raftq.v1.LeaderChangePlan
-	(*NodeBalance)(nil),           // 65: raftq.v1.NodeBalance
-	(*RebalanceResponse)(nil),     // 66: raftq.v1.RebalanceResponse
-	(*BackupRequest)(nil),         // 67: raftq.v1.BackupRequest
-	(*BackupChunk)(nil),           // 68: raftq.v1.BackupChunk
-	(*CancelMoveRequest)(nil),     // 69: raftq.v1.CancelMoveRequest
-	(*CancelMoveResponse)(nil),    // 70: raftq.v1.CancelMoveResponse
-	(*SetShardCountRequest)(nil),  // 71: raftq.v1.SetShardCountRequest
-	(*SetShardCountResponse)(nil), // 72: raftq.v1.SetShardCountResponse
-	(*ReplicaPlacement)(nil),      // 73: raftq.v1.ReplicaPlacement
-	(*SlotMoveInfo)(nil),          // 74: raftq.v1.SlotMoveInfo
-	(*Grant)(nil),                 // 75: raftq.v1.Grant
-	(*TenantInfo)(nil),            // 76: raftq.v1.TenantInfo
-	(*CreateTenantRequest)(nil),   // 77: raftq.v1.CreateTenantRequest
-	(*GetTenantRequest)(nil),      // 78: raftq.v1.GetTenantRequest
-	(*ListTenantsRequest)(nil),    // 79: raftq.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),   // 80: raftq.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),   // 81: raftq.v1.UpdateTenantRequest
-	(*DeleteTenantRequest)(nil),   // 82: raftq.v1.DeleteTenantRequest
-	(*DeleteTenantResponse)(nil),  // 83: raftq.v1.DeleteTenantResponse
-	(*WhoAmIRequest)(nil),         // 84: raftq.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 85: raftq.v1.WhoAmIResponse
-	(*KeyInfo)(nil),               // 86: raftq.v1.KeyInfo
-	(*CreateKeyRequest)(nil),      // 87: raftq.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 88: raftq.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 89: raftq.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 90: raftq.v1.ListKeysResponse
-	(*RotateKeyRequest)(nil),      // 91: raftq.v1.RotateKeyRequest
-	(*RevokeKeyRequest)(nil),      // 92: raftq.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 93: raftq.v1.RevokeKeyResponse
-	(*ListAuditRequest)(nil),      // 94: raftq.v1.ListAuditRequest
-	(*AuditRecord)(nil),           // 95: raftq.v1.AuditRecord
-	(*ListAuditResponse)(nil),     // 96: raftq.v1.ListAuditResponse
-	nil,                           // 97: raftq.v1.Message.AttributesEntry
-	nil,                           // 98: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 99: raftq.v1.ReceivedMessage.AttributesEntry
+	(*PauseQueueRequest)(nil),     // 17: raftq.v1.PauseQueueRequest
+	(*ResumeQueueRequest)(nil),    // 18: raftq.v1.ResumeQueueRequest
+	(*QueueStatsRequest)(nil),     // 19: raftq.v1.QueueStatsRequest
+	(*QueueStatsResponse)(nil),    // 20: raftq.v1.QueueStatsResponse
+	(*SendRequest)(nil),           // 21: raftq.v1.SendRequest
+	(*SendResponse)(nil),          // 22: raftq.v1.SendResponse
+	(*SendBatchRequest)(nil),      // 23: raftq.v1.SendBatchRequest
+	(*SendResult)(nil),            // 24: raftq.v1.SendResult
+	(*SendBatchResponse)(nil),     // 25: raftq.v1.SendBatchResponse
+	(*ReceiveRequest)(nil),        // 26: raftq.v1.ReceiveRequest
+	(*ReceivedMessage)(nil),       // 27: raftq.v1.ReceivedMessage
+	(*ReceiveResponse)(nil),       // 28: raftq.v1.ReceiveResponse
+	(*ItemStatus)(nil),            // 29: raftq.v1.ItemStatus
+	(*AckRequest)(nil),            // 30: raftq.v1.AckRequest
+	(*AckResponse)(nil),           // 31: raftq.v1.AckResponse
+	(*NackRequest)(nil),           // 32: raftq.v1.NackRequest
+	(*NackResponse)(nil),          // 33: raftq.v1.NackResponse
+	(*ExtendLeaseRequest)(nil),    // 34: raftq.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 35: raftq.v1.ExtendLeaseResponse
+	(*DeadLetterRequest)(nil),     // 36: raftq.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),    // 37: raftq.v1.DeadLetterResponse
+	(*GetMessageRequest)(nil),     // 38: raftq.v1.GetMessageRequest
+	(*MessageInfo)(nil),           // 39: raftq.v1.MessageInfo
+	(*CancelMessageRequest)(nil),  // 40: raftq.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil), // 41: raftq.v1.CancelMessageResponse
+	(*ListDeadRequest)(nil),       // 42: raftq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),      // 43: raftq.v1.ListDeadResponse
+	(*RedriveRequest)(nil),        // 44: raftq.v1.RedriveRequest
+	(*RedriveResponse)(nil),       // 45: raftq.v1.RedriveResponse
+	(*DiscardRequest)(nil),        // 46: raftq.v1.DiscardRequest
+	(*DiscardResponse)(nil),       // 47: raftq.v1.DiscardResponse
+	(*StatusRequest)(nil),         // 48: raftq.v1.StatusRequest
+	(*Member)(nil),                // 49: raftq.v1.Member
+	(*ShardInfo)(nil),             // 50: raftq.v1.ShardInfo
+	(*StatusResponse)(nil),        // 51: raftq.v1.StatusResponse
+	(*DamagedReplica)(nil),        // 52: raftq.v1.DamagedReplica
+	(*RepairRequest)(nil),         // 53: raftq.v1.RepairRequest
+	(*RepairResponse)(nil),        // 54: raftq.v1.RepairResponse
+	(*GroupRepair)(nil),           // 55: raftq.v1.GroupRepair
+	(*ShardMapRequest)(nil),       // 56: raftq.v1.ShardMapRequest
+	(*ShardMapResponse)(nil),      // 57: raftq.v1.ShardMapResponse
+	(*NodesRequest)(nil),          // 58: raftq.v1.NodesRequest
+	(*NodeInfo)(nil),              // 59: raftq.v1.NodeInfo
+	(*NodesResponse)(nil),         // 60: raftq.v1.NodesResponse
+	(*RemoveNodeRequest)(nil),     // 61: raftq.v1.RemoveNodeRequest
+	(*ReplaceNodeRequest)(nil),    // 62: raftq.v1.ReplaceNodeRequest
+	(*NodeDrainResponse)(nil),     // 63: raftq.v1.NodeDrainResponse
+	(*RebalanceRequest)(nil),      // 64: raftq.v1.RebalanceRequest
+	(*ReplicaMovePlan)(nil),       // 65: raftq.v1.ReplicaMovePlan
+	(*LeaderChangePlan)(nil),      // 66: raftq.v1.LeaderChangePlan
+	(*NodeBalance)(nil),           // 67: raftq.v1.NodeBalance
+	(*RebalanceResponse)(nil),     // 68: raftq.v1.RebalanceResponse
+	(*BackupRequest)(nil),         // 69: raftq.v1.BackupRequest
+	(*BackupChunk)(nil),           // 70: raftq.v1.BackupChunk
+	(*CancelMoveRequest)(nil),     // 71: raftq.v1.CancelMoveRequest
+	(*CancelMoveResponse)(nil),    // 72: raftq.v1.CancelMoveResponse
+	(*SetShardCountRequest)(nil),  // 73: raftq.v1.SetShardCountRequest
+	(*SetShardCountResponse)(nil), // 74: raftq.v1.SetShardCountResponse
+	(*ReplicaPlacement)(nil),      // 75: raftq.v1.ReplicaPlacement
+	(*SlotMoveInfo)(nil),          // 76: raftq.v1.SlotMoveInfo
+	(*Grant)(nil),                 // 77: raftq.v1.Grant
+	(*TenantInfo)(nil),            // 78: raftq.v1.TenantInfo
+	(*CreateTenantRequest)(nil),   // 79: raftq.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),      // 80: raftq.v1.GetTenantRequest
+	(*ListTenantsRequest)(nil),    // 81: raftq.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),   // 82: raftq.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),   // 83: raftq.v1.UpdateTenantRequest
+	(*DeleteTenantRequest)(nil),   // 84: raftq.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),  // 85: raftq.v1.DeleteTenantResponse
+	(*WhoAmIRequest)(nil),         // 86: raftq.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 87: raftq.v1.WhoAmIResponse
+	(*KeyInfo)(nil),               // 88: raftq.v1.KeyInfo
+	(*CreateKeyRequest)(nil),      // 89: raftq.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),     // 90: raftq.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),       // 91: raftq.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),      // 92: raftq.v1.ListKeysResponse
+	(*RotateKeyRequest)(nil),      // 93: raftq.v1.RotateKeyRequest
+	(*RevokeKeyRequest)(nil),      // 94: raftq.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),     // 95: raftq.v1.RevokeKeyResponse
+	(*ListAuditRequest)(nil),      // 96: raftq.v1.ListAuditRequest
+	(*AuditRecord)(nil),           // 97: raftq.v1.AuditRecord
+	(*ListAuditResponse)(nil),     // 98: raftq.v1.ListAuditResponse
+	nil,                           // 99: raftq.v1.Message.AttributesEntry
+	nil,                           // 100: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 101: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
-	0,  // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
-	4,  // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
-	2,  // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	97, // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
-	1,  // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
-	2,  // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
-	5,  // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
-	3,  // 7: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
-	3,  // 8: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	7,  // 9: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
-	3,  // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	4,  // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
-	4,  // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
-	98, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
-	19, // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
-	22, // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	99, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
-	25, // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
-	27, // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
-	6,  // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
-	37, // 20: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	47, // 21: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	48, // 22: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	50, // 23: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	53, // 24: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	48, // 25: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	57, // 26: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
-	63, // 27: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
-	64, // 28: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
-	65, // 29: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
-	73, // 30: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
-	74, // 31: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
-	4,  // 32: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
-	4,  // 33: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	76, // 34: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
-	4,  // 35: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	75, // 36: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
-	75, // 37: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
-	75, // 38: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
-	86, // 39: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
-	86, // 40: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
-	95, // 41: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
-	8,  // 42: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	9,  // 43: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	10, // 44: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	12, // 45: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	13, // 46: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	15, // 47: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	17, // 48: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	19, // 49: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	21, // 50: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	24, // 51: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	28, // 52: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	30, // 53: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	32, // 54: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	34, // 55: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	36, // 56: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	38, // 57: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	40, // 58: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	42, // 59: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	44, // 60: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	46, // 61: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	54, // 62: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	51, // 63: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	56, // 64: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	59, // 65: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	60, // 66: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	62, // 67: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	67, // 68: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	69, // 69: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
-	71, // 70: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
-	84, // 71: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
-	87, // 72: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
-	89, // 73: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
-	91, // 74: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
-	92, // 75: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
-	94, // 76: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
-	77, // 77: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
-	78, // 78: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
-	79, // 79: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
-	81, // 80: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
-	82, // 81: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
-	7,  // 82: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	7,  // 83: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	11, // 84: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	7,  // 85: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	14, // 86: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	16, // 87: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	18, // 88: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	20, // 89: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	23, // 90: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	26, // 91: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	29, // 92: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	31, // 93: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	33, // 94: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	35, // 95: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	37, // 96: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	39, // 97: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	41, // 98: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	43, // 99: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	45, // 100: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	49, // 101: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	55, // 102: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	52, // 103: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	58, // 104: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	61, // 105: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	61, // 106: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	66, // 107: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	68, // 108: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	70, // 109: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
-	72, // 110: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
-	85, // 111: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
-	88, // 112: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
-	90, // 113: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
-	88, // 114: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
-	93, // 115: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
-	96, // 116: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
-	76, // 117: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
-	76, // 118: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
-	80, // 119: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
-	76, // 120: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
-	83, // 121: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
-	82, // [82:122] is the sub-list for method output_type
-	42, // [42:82] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	0,   // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
+	4,   // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
+	2,   // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
+	99,  // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	1,   // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
+	2,   // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
+	5,   // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
+	3,   // 7: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
+	3,   // 8: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	7,   // 9: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
+	3,   // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	4,   // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
+	4,   // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
+	100, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	21,  // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
+	24,  // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
+	101, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	27,  // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
+	29,  // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
+	6,   // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
+	39,  // 20: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
+	49,  // 21: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	50,  // 22: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	52,  // 23: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	55,  // 24: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	50,  // 25: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	59,  // 26: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
+	65,  // 27: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
+	66,  // 28: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
+	67,  // 29: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
+	75,  // 30: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
+	76,  // 31: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
+	4,   // 32: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
+	4,   // 33: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	78,  // 34: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
+	4,   // 35: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	77,  // 36: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
+	77,  // 37: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
+	77,  // 38: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
+	88,  // 39: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
+	88,  // 40: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
+	97,  // 41: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
+	8,   // 42: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	9,   // 43: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	10,  // 44: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	12,  // 45: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	13,  // 46: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	15,  // 47: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	19,  // 48: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	17,  // 49: raftq.v1.Queues.PauseQueue:input_type -> raftq.v1.PauseQueueRequest
+	18,  // 50: raftq.v1.Queues.ResumeQueue:input_type -> raftq.v1.ResumeQueueRequest
+	21,  // 51: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	23,  // 52: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	26,  // 53: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	30,  // 54: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	32,  // 55: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	34,  // 56: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	36,  // 57: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	38,  // 58: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	40,  // 59: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	42,  // 60: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	44,  // 61: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	46,  // 62: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	48,  // 63: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	56,  // 64: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	53,  // 65: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	58,  // 66: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	61,  // 67: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	62,  // 68: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	64,  // 69: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	69,  // 70: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	71,  // 71: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	73,  // 72: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
+	86,  // 73: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
+	89,  // 74: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
+	91,  // 75: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
+	93,  // 76: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
+	94,  // 77: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
+	96,  // 78: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
+	79,  // 79: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
+	80,  // 80: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
+	81,  // 81: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
+	83,  // 82: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
+	84,  // 83: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
+	7,   // 84: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	7,   // 85: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	11,  // 86: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	7,   // 87: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	14,  // 88: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	16,  // 89: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	20,  // 90: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	7,   // 91: raftq.v1.Queues.PauseQueue:output_type -> raftq.v1.QueueInfo
+	7,   // 92: raftq.v1.Queues.ResumeQueue:output_type -> raftq.v1.QueueInfo
+	22,  // 93: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	25,  // 94: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	28,  // 95: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	31,  // 96: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	33,  // 97: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	35,  // 98: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	37,  // 99: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	39,  // 100: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	41,  // 101: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	43,  // 102: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	45,  // 103: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	47,  // 104: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	51,  // 105: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	57,  // 106: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	54,  // 107: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	60,  // 108: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	63,  // 109: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	63,  // 110: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	68,  // 111: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	70,  // 112: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	72,  // 113: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	74,  // 114: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
+	87,  // 115: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
+	90,  // 116: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
+	92,  // 117: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
+	90,  // 118: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
+	95,  // 119: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
+	98,  // 120: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
+	78,  // 121: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
+	78,  // 122: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
+	82,  // 123: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
+	78,  // 124: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
+	85,  // 125: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
+	84,  // [84:126] is the sub-list for method output_type
+	42,  // [42:84] is the sub-list for method input_type
+	42,  // [42:42] is the sub-list for extension type_name
+	42,  // [42:42] is the sub-list for extension extendee
+	0,   // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -6817,7 +6936,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   97,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

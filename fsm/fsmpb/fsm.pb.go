@@ -733,7 +733,12 @@ type QueuePolicy struct {
 	// This shard's share of the queue's and its tenant's quotas: set only on
 	// the copy of the policy meta pushes to a shard (meta.ShardPolicy), and
 	// what the shard enforces. Log format 6.
-	ShardQuota    *ShardQuota `protobuf:"bytes,15,opt,name=shard_quota,json=shardQuota,proto3" json:"shard_quota,omitempty"`
+	ShardQuota *ShardQuota `protobuf:"bytes,15,opt,name=shard_quota,json=shardQuota,proto3" json:"shard_quota,omitempty"`
+	// paused: the queue leases nothing on this shard (receives answer empty,
+	// enqueues still apply). Set only on the copy of the policy meta pushes
+	// to a shard, from the meta queue record (metapb.Queue.paused); the
+	// user never sets it in a policy. Log format 7 (fsm/pause.go).
+	Paused        bool `protobuf:"varint,40,opt,name=paused,proto3" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -871,6 +876,13 @@ func (x *QueuePolicy) GetShardQuota() *ShardQuota {
 		return x.ShardQuota
 	}
 	return nil
+}
+
+func (x *QueuePolicy) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
 }
 
 // Quotas caps a queue or a tenant over the whole cluster; 0 = no limit.
@@ -3929,7 +3941,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vhold_groups\x18\x11 \x01(\v2\x18.raftq.fsm.v1.HoldGroupsH\x00R\n" +
 	"holdGroups\x12D\n" +
 	"\x0erelease_groups\x18\x12 \x01(\v2\x1b.raftq.fsm.v1.ReleaseGroupsH\x00R\rreleaseGroupsB\x05\n" +
-	"\x03cmd\"\xa0\x05\n" +
+	"\x03cmd\"\xb8\x05\n" +
 	"\vQueuePolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.raftq.fsm.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -3947,7 +3959,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\x12,\n" +
 	"\x06quotas\x18\x0e \x01(\v2\x14.raftq.fsm.v1.QuotasR\x06quotas\x129\n" +
 	"\vshard_quota\x18\x0f \x01(\v2\x18.raftq.fsm.v1.ShardQuotaR\n" +
-	"shardQuota\"\x8b\x02\n" +
+	"shardQuota\x12\x16\n" +
+	"\x06paused\x18( \x01(\bR\x06paused\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
 	"\n" +
