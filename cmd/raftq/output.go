@@ -98,7 +98,7 @@ func queueJSON(q client.QueueInfo) map[string]any {
 		"delay_ms": p.Delay.Milliseconds(), "max_message_bytes": p.MaxMessageBytes,
 		"completed_retention_ms": p.CompletedRetention.Milliseconds(), "dlq_disabled": p.DisableDLQ,
 		"max_messages_per_shard": p.MaxMessagesPerShard, "max_bytes_per_shard": p.MaxBytesPerShard,
-		"quotas": quotasJSON(p.Quotas),
+		"quotas": quotasJSON(p.Quotas), "paused": q.Paused,
 	}
 }
 
@@ -119,7 +119,7 @@ func (o *output) queue(q client.QueueInfo) error {
 		quotas = quotaRows("quota ", p.Quotas, false)
 	}
 	return o.table("FIELD\tVALUE", append([][]string{
-		{"name", q.Name}, {"mode", mode(p.FIFO)}, {"created", ts(q.Created)},
+		{"name", q.Name}, {"mode", mode(p.FIFO)}, {"created", ts(q.Created)}, {"paused", strconv.FormatBool(q.Paused)},
 		{"visibility", p.Visibility.String()}, {"max-receives", strconv.Itoa(int(p.MaxReceives))},
 		{"backoff-base", p.BackoffBase.String()}, {"backoff-max", p.BackoffMax.String()},
 		{"dedup-window", p.DedupWindow.String()}, {"retention", p.Retention.String()},
@@ -147,9 +147,9 @@ func (o *output) queues(qs []client.QueueInfo) error {
 	}
 	rows := make([][]string, len(qs))
 	for i, q := range qs {
-		rows[i] = []string{q.Name, mode(q.Options.FIFO), q.Options.Visibility.String(), strconv.Itoa(int(q.Options.MaxReceives)), ts(q.Created)}
+		rows[i] = []string{q.Name, mode(q.Options.FIFO), q.Options.Visibility.String(), strconv.Itoa(int(q.Options.MaxReceives)), ts(q.Created), strconv.FormatBool(q.Paused)}
 	}
-	return o.table("NAME\tMODE\tVISIBILITY\tMAX-RECEIVES\tCREATED", rows)
+	return o.table("NAME\tMODE\tVISIBILITY\tMAX-RECEIVES\tCREATED\tPAUSED", rows)
 }
 
 func (o *output) stats(s client.QueueStats) error {
@@ -158,11 +158,12 @@ func (o *output) stats(s client.QueueStats) error {
 			"name": s.Name, "ready": s.Ready, "delayed": s.Delayed, "in_flight": s.InFlight, "dead": s.Dead,
 			"oldest_ready_age_ms": s.OldestReady.Milliseconds(), "blocked_groups": s.BlockedGroups,
 			"live_bytes": s.LiveBytes, "tenant": s.Tenant, "quotas": quotasJSON(s.Quotas), "tenant_quotas": quotasJSON(s.TenantQuotas),
+			"paused": s.Paused,
 		})
 	}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	err := o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS\tLIVE-BYTES",
-		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups), u(s.LiveBytes)}})
+	err := o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS\tLIVE-BYTES\tPAUSED",
+		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups), u(s.LiveBytes), strconv.FormatBool(s.Paused)}})
 	if err != nil || (s.Quotas == client.Quotas{} && s.Tenant == "") {
 		return err
 	}
