@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,12 +64,12 @@ func (j *jobRunner) handle(ctx context.Context, m *worker.Message) error {
 	cmd.WaitDelay = killWait
 	err := cmd.Run()
 	switch {
+	case err == nil:
+		return nil // done before any kill: the work is done
 	case errors.Is(context.Cause(ctx), errJobTimeout):
 		return errJobTimeout
 	case ctx.Err() != nil:
 		return context.Cause(ctx) // the worker's own reason; it settles accordingly
-	case err == nil:
-		return nil
 	}
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
@@ -97,8 +99,11 @@ func jobEnv(queue string, m *worker.Message) []string {
 		"RAFTQ_LAST_ERROR=" + m.LastError,
 		"RAFTQ_ATTRIBUTES=" + string(attrs),
 	}
-	for k, v := range m.Attributes {
-		env = append(env, "RAFTQ_ATTR_"+envName(k)+"="+v)
+	// In key order, so when two keys map to one name (user-id, user_id)
+	// the same one wins every time: the last, as exec keeps the last of
+	// duplicate variables.
+	for _, k := range slices.Sorted(maps.Keys(m.Attributes)) {
+		env = append(env, "RAFTQ_ATTR_"+envName(k)+"="+m.Attributes[k])
 	}
 	return env
 }

@@ -23,6 +23,10 @@ import (
 // many messages (client.ReceiveOptions.Max).
 const maxWorkConcurrency = 1000
 
+// maxJobTimeout caps --job-timeout. The lease is renewed while a command
+// runs, so a long job is fine; beyond a week a limit is a typo.
+const maxJobTimeout = 7 * 24 * time.Hour
+
 // workCommand is "raftq work QUEUE -- COMMAND [ARG...]": a worker
 // (package worker) whose handler runs COMMAND once per message (job.go).
 // It runs until SIGINT or SIGTERM, then lets running commands finish for
@@ -41,7 +45,7 @@ func workCommand() command {
 				return nil, usagef("--concurrency %d outside 1-%d", *conc, maxWorkConcurrency)
 			}
 			if given(fs, "job-timeout") {
-				if err := durationWithin("job-timeout", *timeout, 100*365*24*time.Hour, false, "no limit"); err != nil {
+				if err := durationWithin("job-timeout", *timeout, maxJobTimeout, false, "no limit"); err != nil {
 					return nil, err
 				}
 			}
@@ -67,6 +71,7 @@ func workCommand() command {
 				stdout: &lockedWriter{w: a.stdout}, stderr: &lockedWriter{w: a.stderr},
 			}
 			opts := worker.Options{
+				// --drain 0s kills at once; the worker reads 0 as its default.
 				Concurrency: *conc, Visibility: *vis, DrainTimeout: max(*drain, time.Millisecond),
 				Logger: slog.New(slog.NewTextHandler(j.stderr, nil)),
 				// Settled reports every outcome, errors included.

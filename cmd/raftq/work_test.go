@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftq/raftq/client"
 	"github.com/raftq/raftq/client/clienttest"
+	"github.com/raftq/raftq/worker"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while raftq work writes it.
@@ -221,6 +224,8 @@ func TestWorkUsage(t *testing.T) {
 		{[]string{"work", "q", "--concurrency", "0", "--", "true"}, "--concurrency 0 outside 1-1000"},
 		{[]string{"work", "q", "--concurrency", "1001", "--", "true"}, "--concurrency 1001 outside 1-1000"},
 		{[]string{"work", "q", "--job-timeout", "0s", "--", "true"}, "--job-timeout 0s: give a positive duration"},
+		{[]string{"work", "q", "--job-timeout", "169h", "--", "true"}, "--job-timeout 169h0m0s is above the limit 168h0m0s"},
+		{[]string{"work", "q", "--visibility", "1ms", "--", "true"}, "--visibility 1ms is below 3ms"},
 		{[]string{"work", "q", "--visibility", "13h", "--", "true"}, "--visibility 13h0m0s is above the limit 12h0m0s"},
 		{[]string{"work", "q", "--drain", "-1s", "--", "true"}, "--drain -1s is negative"},
 		{[]string{"work", "q", "--", "no-such-command-raftq"}, `COMMAND "no-such-command-raftq": exec: "no-such-command-raftq": executable file not found`},
@@ -285,5 +290,31 @@ func TestQueuePauseResume(t *testing.T) {
 	}
 	if r := raftq(t, a, "", "queue", "pause", "nosuch"); r.code != exitServer || !strings.Contains(r.stderr, "not found") {
 		t.Fatalf("pause of a missing queue: %+v", r)
+	}
+}
+
+// Two keys with one variable name give it the same value every time.
+func TestJobEnvCollidingKeys(t *testing.T) {
+	m := &worker.Message{Message: client.Message{ID: "0-9", Attributes: map[string]string{"user_id": "b", "user-id": "a"}, ReceiveCount: 2}}
+	for range 20 { // map order varies from run to run
+		env := jobEnv("q", m)
+		var last, attrs string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "RAFTQ_ATTR_USER_ID="); ok {
+				last = v
+			}
+			if v, ok := strings.CutPrefix(kv, "RAFTQ_ATTRIBUTES="); ok {
+				attrs = v
+			}
+		}
+		if last != "b" {
+			t.Fatalf("RAFTQ_ATTR_USER_ID ends as %q, want b (of user_id, the later key)", last)
+		}
+		if attrs != `{"user-id":"a","user_id":"b"}` {
+			t.Fatalf("RAFTQ_ATTRIBUTES=%s", attrs)
+		}
+		if !slices.Contains(env, "RAFTQ_RECEIVE_COUNT=2") || !slices.Contains(env, "RAFTQ_MESSAGE_ID=0-9") {
+			t.Fatalf("env %v", env)
+		}
 	}
 }
