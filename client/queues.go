@@ -131,5 +131,6 @@ func (c *Client) Stats(ctx context.Context, name string) (QueueStats, error) {
 		Completed:        resp.GetCompleted(),
 		CompletedBytes:   resp.GetCompletedBytes(),
 		CompletedEvicted: resp.GetCompletedEvicted(),
+		Paused:           resp.GetPaused(),
 	}, nil
 }

@@ -94,10 +94,11 @@ type QueueInfo struct {
 	Name    string
 	Options QueueOptions
 	Created time.Time
+	Paused  bool // PauseQueue: receives return nothing until ResumeQueue
 }
 
 func queueInfoFrom(q *raftqv1.QueueInfo) QueueInfo {
-	return QueueInfo{Name: q.GetName(), Options: optionsFrom(q.GetPolicy()), Created: unixMs(q.GetCreatedMs())}
+	return QueueInfo{Name: q.GetName(), Options: optionsFrom(q.GetPolicy()), Created: unixMs(q.GetCreatedMs()), Paused: q.GetPaused()}
 }
 
 // QueueStats counts a queue's messages over all shards.
@@ -117,6 +118,7 @@ type QueueStats struct {
 	// Acked records kept for GetMessage and Wait, their results' bytes,
 	// and those dropped early by CompletedMaxBytesPerShard.
 	Completed, CompletedBytes, CompletedEvicted uint64
+	Paused                                      bool // PauseQueue: receives return nothing
 }
 
 // Message is a received message with its lease.

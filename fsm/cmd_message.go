@@ -151,6 +151,9 @@ func (s *state) receive(ctx *applyCtx, c *fsmpb.Receive) *fsmpb.Result {
 	if vis < 0 || vis > MaxVisibilityMs {
 		return failed(fsmpb.Code_CODE_INVALID_ARGUMENT, "visibility_timeout_ms is %d, allowed 1..%d", vis, int64(MaxVisibilityMs))
 	}
+	if q.paused() {
+		return &fsmpb.Result{Status: okStatus(), Body: &fsmpb.Result_Receive{Receive: &fsmpb.ReceiveResult{}}}
+	}
 	consumer := truncate(c.GetConsumer(), MaxConsumerLen)
 	if room := q.leaseRoom(); uint64(n) > room {
 		if room == 0 && q.ready.Len() > 0 {

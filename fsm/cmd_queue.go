@@ -28,6 +28,7 @@ func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
 	}
 	old := q.policy
 	s.setDeadRetention(q, p)
+	s.noteResume(q, old.GetPaused())
 	if d := p.GetRetentionMs() - old.GetRetentionMs(); d != 0 {
 		s.shiftRetention(q, d)
 		// A shorter retention applies at once, like at the start of an entry.

@@ -30,8 +30,8 @@ const BaseFormat uint32 = 1
 func commandFormat(c *fsmpb.Command) (format uint32, ok bool) {
 	switch u := c.GetCmd().(type) {
 	case *fsmpb.Command_UpsertQueue:
-		if usesResultBound(u.UpsertQueue.GetPolicy()) || usesDeadRetention(u.UpsertQueue) {
-			return 7, true // job results (results.go), dead retention
+		if usesPause(u.UpsertQueue) || usesResultBound(u.UpsertQueue.GetPolicy()) || usesDeadRetention(u.UpsertQueue) {
+			return 7, true // queue pause (pause.go), job results (results.go), dead retention (deadretention.go)
 		}
 		if usesTenancy(u.UpsertQueue) {
 			return 6, true

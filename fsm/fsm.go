@@ -195,7 +195,7 @@ func (f *FSM) Stats(queue string) (Stats, bool) {
 		Delayed:       q.nDelayed,
 		InFlight:      q.nLeased,
 		Dead:          q.nDead,
-		Leasable:      min(uint64(q.ready.Len()), q.leaseRoom()),
+		Leasable:      q.leasable(),
 		LiveBytes:     q.liveBytes,
 		Acked:         q.nAcked,
 		Dropped:       q.dropped,
@@ -221,7 +221,7 @@ func (f *FSM) Leasable(queue string) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return min(uint64(q.ready.Len()), q.leaseRoom()), true
+	return q.leasable(), true
 }
 
 // oldestReady is the enqueue time of the oldest leasable message: the first of

@@ -214,7 +214,7 @@ func (f *FSM) InFlightRefusal(queue string) *fsmpb.Status {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	q, ok := f.s.queues[queue]
-	if !ok || q.ready.Len() == 0 || q.leaseRoom() > 0 {
+	if !ok || q.ready.Len() == 0 || q.paused() || q.leaseRoom() > 0 {
 		return nil
 	}
 	return q.inFlightStatus()

@@ -43,13 +43,15 @@ type randomRun struct {
 	seals     map[uint32]uint64
 	slotCount uint32
 	holds     map[string]map[uint64]bool
+	// paused: the queues whose last applied upsert paused them.
+	paused map[string]bool
 }
 
 var randomQueues = []string{"s", "f", "d", "t/s", "t/f"}
 
 func runRandom(seed uint64, entries int) error {
 	r := &randomRun{rng: rand.New(rand.NewPCG(seed, 0x5eed)), f: New(Options{}), term: 1, now: t0, lastSeq: map[string]uint64{},
-		seals: map[uint32]uint64{}, holds: map[string]map[uint64]bool{}}
+		seals: map[uint32]uint64{}, holds: map[string]map[uint64]bool{}, paused: map[string]bool{}}
 	for e := 0; e < entries; e++ {
 		if err := r.step(); err != nil {
 			return fmt.Errorf("entry %d: %w", e, err)
@@ -204,8 +206,13 @@ func (r *randomRun) model(c *fsmpb.Command, res *fsmpb.Result) error {
 				}
 			}
 		}
+	case *fsmpb.Command_UpsertQueue:
+		if ok {
+			r.paused[c.UpsertQueue.GetQueue()] = c.UpsertQueue.GetPolicy().GetPaused()
+		}
 	case *fsmpb.Command_DeleteQueue:
 		if ok {
+			delete(r.paused, c.DeleteQueue.GetQueue())
 			for k := range r.holds {
 				if strings.HasPrefix(k, c.DeleteQueue.GetQueue()+"\x00") {
 					delete(r.holds, k)
@@ -226,6 +233,9 @@ func (r *randomRun) model(c *fsmpb.Command, res *fsmpb.Result) error {
 			}
 		}
 	case *fsmpb.Command_Receive:
+		if n := len(res.GetReceive().GetMessages()); n > 0 && r.paused[c.Receive.GetQueue()] {
+			return fmt.Errorf("paused queue %s leased %d message(s)", c.Receive.GetQueue(), n)
+		}
 		fifo := r.f.Queues()[c.Receive.GetQueue()].GetMode() == fsmpb.QueueMode_QUEUE_MODE_FIFO
 		for _, m := range res.GetReceive().GetMessages() {
 			if k := m.GetQueue() + "\x00" + m.GetGroupId(); fifo && len(r.holds[k]) > 0 {
@@ -366,6 +376,9 @@ func (r *randomRun) policy(q string) *fsmpb.QueuePolicy {
 			TenantMaxInFlight: uint64(r.rng.IntN(5)),
 		}
 	}
+	// A pause now and then, lifted by the queue's next upsert
+	// (fsm/pause.go): receives meanwhile must lease nothing.
+	p.Paused = r.rng.IntN(6) == 0
 	if r.rng.IntN(40) == 0 {
 		p.Mode = fsmpb.QueueMode(r.rng.IntN(4)) // mode change or an invalid mode
 	}

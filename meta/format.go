@@ -56,6 +56,9 @@ var commandFormats = map[protoreflect.Name]uint32{
 	// quotas need it too (contentFormat).
 	"put_tenant":    6,
 	"delete_tenant": 6,
+	// Format 7: pausing a queue (meta/pause.go); a replica of format 6
+	// would stop on it.
+	"pause_queue": 7,
 }
 
 // contentFormat is the format a command of an older kind needs for what

@@ -118,6 +118,8 @@ func (f *FSM) applyLocked(cmd *metapb.Command) *metapb.Result {
 		return f.putTenant(c.PutTenant, cmd.GetNowMs())
 	case *metapb.Command_DeleteTenant:
 		return f.deleteTenant(c.DeleteTenant)
+	case *metapb.Command_PauseQueue:
+		return f.pauseQueue(c.PauseQueue, cmd.GetNowMs())
 	default:
 		if nums, _ := fsm.UnknownKinds(cmd); len(nums) > 0 {
 			return &metapb.Result{} // ignorable kind of a newer binary (Apply stopped on any other)
@@ -155,7 +157,8 @@ func (f *FSM) updateQueue(c *metapb.UpdateQueue, nowMs int64) *metapb.Result {
 	if !proto.Equal(q.GetPolicy(), c.GetPolicy()) {
 		// Replace rather than mutate: readers hold clones, never q itself,
 		// but a fresh record keeps that rule obvious.
-		q = &metapb.Queue{Name: q.GetName(), Policy: proto.CloneOf(c.GetPolicy()), CreatedMs: q.GetCreatedMs(), UpdatedMs: nowMs}
+		// A pause is not part of the policy: an update keeps it.
+		q = &metapb.Queue{Name: q.GetName(), Policy: proto.CloneOf(c.GetPolicy()), CreatedMs: q.GetCreatedMs(), UpdatedMs: nowMs, Paused: q.GetPaused()}
 		f.queues[q.GetName()] = q
 	}
 	return &metapb.Result{Queue: proto.CloneOf(q)}

@@ -156,6 +156,7 @@ type Queue struct {
 	Name      string
 	Policy    *fsmpb.QueuePolicy // normalized
 	CreatedMs int64              // Unix milliseconds
+	Paused    bool               // PauseQueue: its shards lease nothing
 }
 
 // Queue returns one queue from the local replica.
@@ -194,7 +195,7 @@ func (s *Store) QueuePolicies() map[string]*fsmpb.QueuePolicy {
 }
 
 func queueOf(q *metapb.Queue) Queue {
-	return Queue{Name: q.GetName(), Policy: q.GetPolicy(), CreatedMs: q.GetCreatedMs()}
+	return Queue{Name: q.GetName(), Policy: q.GetPolicy(), CreatedMs: q.GetCreatedMs(), Paused: q.GetPaused()}
 }
 
 // ShardMap returns the shard map from the local replica (Version 0: not yet
@@ -214,7 +215,10 @@ func normalize(name string, p *fsmpb.QueuePolicy) (*fsmpb.QueuePolicy, error) {
 	if err := fsm.ValidatePolicy(p); err != nil {
 		return nil, refused(ErrInvalid, "%s", fsmReason(err))
 	}
-	return fsm.NormalizePolicy(p), nil
+	np := fsm.NormalizePolicy(p)
+	// The pause travels beside the policy (PauseQueue), never in it.
+	np.Paused = false
+	return np, nil
 }
 
 // fsmReason is an fsm validation error without the sentinel's words, which

@@ -145,9 +145,14 @@ func (f *FSM) TenantQueues(tenant string) int {
 // of its tenant's, and max_message_bytes lowered to the tenant's cap.
 // Every shard gets the same share: a group's messages hash to one shard,
 // so a queue whose groups spread evenly fills its shards together, and a
-// skewed one is refused early, never late.
+// skewed one is refused early, never late. A paused queue's policy
+// carries paused (meta/pause.go).
 func shardPolicy(q *metapb.Queue, t *metapb.Tenant, shards uint32) *fsmpb.QueuePolicy {
 	p := q.GetPolicy()
+	if q.GetPaused() {
+		p = proto.CloneOf(p)
+		p.Paused = true
+	}
 	qq, tq := p.GetQuotas(), t.GetQuotas()
 	if qq == nil && tq == nil {
 		return p
@@ -201,7 +206,7 @@ func rateShare(q *fsmpb.Quotas, n uint32) (rate, burst float64) {
 // from the local replica.
 func (s *Store) ShardPolicy(q Queue) *fsmpb.QueuePolicy {
 	t, _ := s.fsm.Tenant(fsm.TenantOf(q.Name))
-	return shardPolicy(&metapb.Queue{Name: q.Name, Policy: q.Policy}, t, s.ShardMap().Count)
+	return shardPolicy(&metapb.Queue{Name: q.Name, Policy: q.Policy, Paused: q.Paused}, t, s.ShardMap().Count)
 }
 
 // Tenant returns one tenant from the local replica.

@@ -50,6 +50,8 @@ var rules = map[string]rule{
 	"/raftq.v1.Queues/DeleteQueue": {need: permManage, queue: nameField},
 	"/raftq.v1.Queues/PurgeQueue":  {need: permManage, queue: nameField},
 	"/raftq.v1.Queues/QueueStats":  {need: permRead, queue: nameField},
+	"/raftq.v1.Queues/PauseQueue":  {need: permManage, queue: nameField},
+	"/raftq.v1.Queues/ResumeQueue": {need: permManage, queue: nameField},
 
 	"/raftq.v1.Messages/Send":          {need: permSend, queue: queueField},
 	"/raftq.v1.Messages/SendBatch":     {need: permSend, queue: queueField},

@@ -27,6 +27,7 @@ func audited(method string) bool {
 	switch method {
 	case "/raftq.v1.Queues/CreateQueue", "/raftq.v1.Queues/UpdateQueue",
 		"/raftq.v1.Queues/DeleteQueue", "/raftq.v1.Queues/PurgeQueue",
+		"/raftq.v1.Queues/PauseQueue", "/raftq.v1.Queues/ResumeQueue",
 		"/raftq.v1.DeadLetters/Redrive", "/raftq.v1.DeadLetters/Discard",
 		"/raftq.v1.Cluster/Repair", "/raftq.v1.Cluster/RemoveNode",
 		"/raftq.v1.Cluster/ReplaceNode", "/raftq.v1.Cluster/Rebalance",

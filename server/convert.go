@@ -92,7 +92,7 @@ func policyFromFSM(p *fsmpb.QueuePolicy) *raftqv1.QueuePolicy {
 
 // queueInfo is a queue of the meta group as the API describes it.
 func queueInfo(q meta.Queue) *raftqv1.QueueInfo {
-	return &raftqv1.QueueInfo{Name: q.Name, Policy: policyFromFSM(q.Policy), CreatedMs: q.CreatedMs}
+	return &raftqv1.QueueInfo{Name: q.Name, Policy: policyFromFSM(q.Policy), CreatedMs: q.CreatedMs, Paused: q.Paused}
 }
 
 // messageFromFSM is a replicated message record in the public form; nil

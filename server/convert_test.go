@@ -74,6 +74,8 @@ func scalar(fd protoreflect.FieldDescriptor, n int) protoreflect.Value {
 // design: meta derives them, and no client sets or reads them.
 var logOnly = map[protoreflect.FullName]bool{
 	"raftq.fsm.v1.QueuePolicy.shard_quota": true,
+	// The public form carries the pause beside the policy (QueueInfo.paused).
+	"raftq.fsm.v1.QueuePolicy.paused": true,
 }
 
 // sameFields reports every way a and b (messages of two packages) differ:
@@ -213,4 +215,10 @@ func TestConvertQueueInfo(t *testing.T) {
 		t.Errorf("queue info %v", info)
 	}
 	sameFields(t, "QueueInfo.policy", p.ProtoReflect(), info.GetPolicy().ProtoReflect())
+	if info.GetPaused() {
+		t.Error("a queue not paused shows paused")
+	}
+	if !queueInfo(meta.Queue{Name: "jobs", Policy: p, Paused: true}).GetPaused() {
+		t.Error("a paused queue does not show paused")
+	}
 }

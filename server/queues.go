@@ -254,7 +254,7 @@ func (q *queues) QueueStats(ctx context.Context, req *raftqv1.QueueStatsRequest)
 	answers := router.Scatter(ctx, plan, func(ctx context.Context, p router.Part) (*peerpb.ShardReadResponse, error) {
 		return q.router.Read(ctx, &peerpb.ShardReadRequest{ShardId: p.Shard, Query: &peerpb.ShardReadRequest_StatsQueue{StatsQueue: req.GetName()}})
 	})
-	out := &raftqv1.QueueStatsResponse{Name: req.GetName(), Tenant: fsm.TenantOf(req.GetName()), Quotas: info.GetPolicy().GetQuotas()}
+	out := &raftqv1.QueueStatsResponse{Name: req.GetName(), Tenant: fsm.TenantOf(req.GetName()), Quotas: info.GetPolicy().GetQuotas(), Paused: info.GetPaused()}
 	if t, ok := q.node.Meta().Tenant(out.Tenant); ok {
 		out.TenantQuotas = quotasFromFSM(t.GetQuotas())
 	}

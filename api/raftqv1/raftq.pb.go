@@ -851,6 +851,7 @@ type QueueInfo struct {
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Policy        *QueuePolicy           `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	CreatedMs     int64                  `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	Paused        bool                   `protobuf:"varint,40,opt,name=paused,proto3" json:"paused,omitempty"` // PauseQueue: receives return nothing until ResumeQueue
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -904,6 +905,13 @@ func (x *QueueInfo) GetCreatedMs() int64 {
 		return x.CreatedMs
 	}
 	return 0
+}
+
+func (x *QueueInfo) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
 }
 
 type CreateQueueRequest struct {
@@ -1326,6 +1334,94 @@ func (x *PurgeQueueResponse) GetPurged() uint64 {
 	return 0
 }
 
+type PauseQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseQueueRequest) Reset() {
+	*x = PauseQueueRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseQueueRequest) ProtoMessage() {}
+
+func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
+func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PauseQueueRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ResumeQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeQueueRequest) Reset() {
+	*x = ResumeQueueRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeQueueRequest) ProtoMessage() {}
+
+func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
+func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ResumeQueueRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 type QueueStatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1335,7 +1431,7 @@ type QueueStatsRequest struct {
 
 func (x *QueueStatsRequest) Reset() {
 	*x = QueueStatsRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1443,7 @@ func (x *QueueStatsRequest) String() string {
 func (*QueueStatsRequest) ProtoMessage() {}
 
 func (x *QueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[14]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1456,7 @@ func (x *QueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*QueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{14}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QueueStatsRequest) GetName() string {
@@ -1387,13 +1483,14 @@ type QueueStatsResponse struct {
 	CompletedBytes   uint64                 `protobuf:"varint,51,opt,name=completed_bytes,json=completedBytes,proto3" json:"completed_bytes,omitempty"`       // their results' bytes
 	CompletedEvicted uint64                 `protobuf:"varint,52,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"` // dropped early by completed_max_bytes_per_shard
 	DeadExpired      uint64                 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"`                // discarded after the queue's dead_retention_ms
+	Paused           bool                   `protobuf:"varint,40,opt,name=paused,proto3" json:"paused,omitempty"`                                             // see PauseQueue
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *QueueStatsResponse) Reset() {
 	*x = QueueStatsResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1502,7 @@ func (x *QueueStatsResponse) String() string {
 func (*QueueStatsResponse) ProtoMessage() {}
 
 func (x *QueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[15]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1515,7 @@ func (x *QueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*QueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{15}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QueueStatsResponse) GetName() string {
@@ -1526,6 +1623,13 @@ func (x *QueueStatsResponse) GetDeadExpired() uint64 {
 	return 0
 }
 
+func (x *QueueStatsResponse) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
 type SendRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Queue      string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -1557,7 +1661,7 @@ type SendRequest struct {
 
 func (x *SendRequest) Reset() {
 	*x = SendRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1673,7 @@ func (x *SendRequest) String() string {
 func (*SendRequest) ProtoMessage() {}
 
 func (x *SendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[16]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1686,7 @@ func (x *SendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendRequest.ProtoReflect.Descriptor instead.
 func (*SendRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{16}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SendRequest) GetQueue() string {
@@ -1693,7 +1797,7 @@ type SendResponse struct {
 
 func (x *SendResponse) Reset() {
 	*x = SendResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1809,7 @@ func (x *SendResponse) String() string {
 func (*SendResponse) ProtoMessage() {}
 
 func (x *SendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[17]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1822,7 @@ func (x *SendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResponse.ProtoReflect.Descriptor instead.
 func (*SendResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{17}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SendResponse) GetMessageId() string {
@@ -1745,7 +1849,7 @@ type SendBatchRequest struct {
 
 func (x *SendBatchRequest) Reset() {
 	*x = SendBatchRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1861,7 @@ func (x *SendBatchRequest) String() string {
 func (*SendBatchRequest) ProtoMessage() {}
 
 func (x *SendBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[18]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1874,7 @@ func (x *SendBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBatchRequest.ProtoReflect.Descriptor instead.
 func (*SendBatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{18}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SendBatchRequest) GetQueue() string {
@@ -1803,7 +1907,7 @@ type SendResult struct {
 
 func (x *SendResult) Reset() {
 	*x = SendResult{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1919,7 @@ func (x *SendResult) String() string {
 func (*SendResult) ProtoMessage() {}
 
 func (x *SendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[19]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1932,7 @@ func (x *SendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResult.ProtoReflect.Descriptor instead.
 func (*SendResult) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{19}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SendResult) GetMessageId() string {
@@ -1875,7 +1979,7 @@ type SendBatchResponse struct {
 
 func (x *SendBatchResponse) Reset() {
 	*x = SendBatchResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +1991,7 @@ func (x *SendBatchResponse) String() string {
 func (*SendBatchResponse) ProtoMessage() {}
 
 func (x *SendBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[20]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2004,7 @@ func (x *SendBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBatchResponse.ProtoReflect.Descriptor instead.
 func (*SendBatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{20}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SendBatchResponse) GetResults() []*SendResult {
@@ -1923,7 +2027,7 @@ type ReceiveRequest struct {
 
 func (x *ReceiveRequest) Reset() {
 	*x = ReceiveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2039,7 @@ func (x *ReceiveRequest) String() string {
 func (*ReceiveRequest) ProtoMessage() {}
 
 func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[21]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2052,7 @@ func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{21}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReceiveRequest) GetQueue() string {
@@ -2006,7 +2110,7 @@ type ReceivedMessage struct {
 
 func (x *ReceivedMessage) Reset() {
 	*x = ReceivedMessage{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2122,7 @@ func (x *ReceivedMessage) String() string {
 func (*ReceivedMessage) ProtoMessage() {}
 
 func (x *ReceivedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[22]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2135,7 @@ func (x *ReceivedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceivedMessage.ProtoReflect.Descriptor instead.
 func (*ReceivedMessage) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{22}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReceivedMessage) GetMessageId() string {
@@ -2132,7 +2236,7 @@ type ReceiveResponse struct {
 
 func (x *ReceiveResponse) Reset() {
 	*x = ReceiveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2248,7 @@ func (x *ReceiveResponse) String() string {
 func (*ReceiveResponse) ProtoMessage() {}
 
 func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[23]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2261,7 @@ func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{23}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReceiveResponse) GetMessages() []*ReceivedMessage {
@@ -2188,7 +2292,7 @@ type ItemStatus struct {
 
 func (x *ItemStatus) Reset() {
 	*x = ItemStatus{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2304,7 @@ func (x *ItemStatus) String() string {
 func (*ItemStatus) ProtoMessage() {}
 
 func (x *ItemStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[24]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2317,7 @@ func (x *ItemStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemStatus.ProtoReflect.Descriptor instead.
 func (*ItemStatus) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{24}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ItemStatus) GetCode() int32 {
@@ -2250,7 +2354,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2366,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[25]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2379,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{25}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AckRequest) GetReceipts() []string {
@@ -2301,7 +2405,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2417,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[26]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2430,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{26}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AckResponse) GetResults() []*ItemStatus {
@@ -2348,7 +2452,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2464,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[27]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2477,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{27}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NackRequest) GetReceipt() string {
@@ -2412,7 +2516,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2424,7 +2528,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[28]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +2541,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{28}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{30}
 }
 
 type SnoozeRequest struct {
@@ -2451,7 +2555,7 @@ type SnoozeRequest struct {
 
 func (x *SnoozeRequest) Reset() {
 	*x = SnoozeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2567,7 @@ func (x *SnoozeRequest) String() string {
 func (*SnoozeRequest) ProtoMessage() {}
 
 func (x *SnoozeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[29]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2580,7 @@ func (x *SnoozeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnoozeRequest.ProtoReflect.Descriptor instead.
 func (*SnoozeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{29}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SnoozeRequest) GetReceipt() string {
@@ -2508,7 +2612,7 @@ type SnoozeResponse struct {
 
 func (x *SnoozeResponse) Reset() {
 	*x = SnoozeResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2624,7 @@ func (x *SnoozeResponse) String() string {
 func (*SnoozeResponse) ProtoMessage() {}
 
 func (x *SnoozeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[30]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2637,7 @@ func (x *SnoozeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnoozeResponse.ProtoReflect.Descriptor instead.
 func (*SnoozeResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{30}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{32}
 }
 
 type ExtendLeaseRequest struct {
@@ -2546,7 +2650,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2662,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[31]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2675,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{31}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExtendLeaseRequest) GetReceipt() string {
@@ -2597,7 +2701,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2713,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[32]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2726,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{32}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseDeadlineMs() int64 {
@@ -2642,7 +2746,7 @@ type DeadLetterRequest struct {
 
 func (x *DeadLetterRequest) Reset() {
 	*x = DeadLetterRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2654,7 +2758,7 @@ func (x *DeadLetterRequest) String() string {
 func (*DeadLetterRequest) ProtoMessage() {}
 
 func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[33]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2667,7 +2771,7 @@ func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*DeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{33}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeadLetterRequest) GetReceipt() string {
@@ -2692,7 +2796,7 @@ type DeadLetterResponse struct {
 
 func (x *DeadLetterResponse) Reset() {
 	*x = DeadLetterResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2808,7 @@ func (x *DeadLetterResponse) String() string {
 func (*DeadLetterResponse) ProtoMessage() {}
 
 func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[34]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2821,7 @@ func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*DeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{34}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
 }
 
 type GetMessageRequest struct {
@@ -2729,7 +2833,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +2845,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[35]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +2858,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{35}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetMessageRequest) GetMessageId() string {
@@ -2774,7 +2878,7 @@ type MessageInfo struct {
 
 func (x *MessageInfo) Reset() {
 	*x = MessageInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2786,7 +2890,7 @@ func (x *MessageInfo) String() string {
 func (*MessageInfo) ProtoMessage() {}
 
 func (x *MessageInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[36]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2799,7 +2903,7 @@ func (x *MessageInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageInfo.ProtoReflect.Descriptor instead.
 func (*MessageInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{36}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MessageInfo) GetMessageId() string {
@@ -2825,7 +2929,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +2941,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[37]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +2954,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{37}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CancelMessageRequest) GetMessageId() string {
@@ -2875,7 +2979,7 @@ type WaitMessageRequest struct {
 
 func (x *WaitMessageRequest) Reset() {
 	*x = WaitMessageRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2887,7 +2991,7 @@ func (x *WaitMessageRequest) String() string {
 func (*WaitMessageRequest) ProtoMessage() {}
 
 func (x *WaitMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[38]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2900,7 +3004,7 @@ func (x *WaitMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitMessageRequest.ProtoReflect.Descriptor instead.
 func (*WaitMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{38}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WaitMessageRequest) GetMessageId() string {
@@ -2932,7 +3036,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +3048,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[39]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +3061,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{39}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
 }
 
 // DeadFilter narrows ListDead and Redrive to the dead messages that match
@@ -2974,7 +3078,7 @@ type DeadFilter struct {
 
 func (x *DeadFilter) Reset() {
 	*x = DeadFilter{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2986,7 +3090,7 @@ func (x *DeadFilter) String() string {
 func (*DeadFilter) ProtoMessage() {}
 
 func (x *DeadFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[40]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2999,7 +3103,7 @@ func (x *DeadFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadFilter.ProtoReflect.Descriptor instead.
 func (*DeadFilter) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{40}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeadFilter) GetType() string {
@@ -3044,7 +3148,7 @@ type ListDeadRequest struct {
 
 func (x *ListDeadRequest) Reset() {
 	*x = ListDeadRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3160,7 @@ func (x *ListDeadRequest) String() string {
 func (*ListDeadRequest) ProtoMessage() {}
 
 func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[41]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3173,7 @@ func (x *ListDeadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{41}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListDeadRequest) GetQueue() string {
@@ -3113,7 +3217,7 @@ type ListDeadResponse struct {
 
 func (x *ListDeadResponse) Reset() {
 	*x = ListDeadResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3229,7 @@ func (x *ListDeadResponse) String() string {
 func (*ListDeadResponse) ProtoMessage() {}
 
 func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[42]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3242,7 @@ func (x *ListDeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{42}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListDeadResponse) GetMessages() []*MessageInfo {
@@ -3172,7 +3276,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3184,7 +3288,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[43]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3197,7 +3301,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{43}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RedriveRequest) GetQueue() string {
@@ -3255,7 +3359,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3267,7 +3371,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[44]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3280,7 +3384,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{44}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RedriveResponse) GetRedriven() uint64 {
@@ -3314,7 +3418,7 @@ type DiscardRequest struct {
 
 func (x *DiscardRequest) Reset() {
 	*x = DiscardRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3326,7 +3430,7 @@ func (x *DiscardRequest) String() string {
 func (*DiscardRequest) ProtoMessage() {}
 
 func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[45]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3339,7 +3443,7 @@ func (x *DiscardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardRequest.ProtoReflect.Descriptor instead.
 func (*DiscardRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{45}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DiscardRequest) GetQueue() string {
@@ -3365,7 +3469,7 @@ type DiscardResponse struct {
 
 func (x *DiscardResponse) Reset() {
 	*x = DiscardResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3481,7 @@ func (x *DiscardResponse) String() string {
 func (*DiscardResponse) ProtoMessage() {}
 
 func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[46]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3494,7 @@ func (x *DiscardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscardResponse.ProtoReflect.Descriptor instead.
 func (*DiscardResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{46}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DiscardResponse) GetDiscarded() uint64 {
@@ -3408,7 +3512,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3420,7 +3524,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[47]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3433,7 +3537,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{47}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
 }
 
 type Member struct {
@@ -3456,7 +3560,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3468,7 +3572,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[48]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3481,7 +3585,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{48}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Member) GetNodeId() string {
@@ -3541,7 +3645,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3553,7 +3657,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[49]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3566,7 +3670,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{49}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ShardInfo) GetShardId() uint32 {
@@ -3633,7 +3737,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3645,7 +3749,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[50]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3658,7 +3762,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{50}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -3707,7 +3811,7 @@ type DamagedReplica struct {
 
 func (x *DamagedReplica) Reset() {
 	*x = DamagedReplica{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3719,7 +3823,7 @@ func (x *DamagedReplica) String() string {
 func (*DamagedReplica) ProtoMessage() {}
 
 func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[51]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3732,7 +3836,7 @@ func (x *DamagedReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DamagedReplica.ProtoReflect.Descriptor instead.
 func (*DamagedReplica) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{51}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DamagedReplica) GetGroup() string {
@@ -3765,7 +3869,7 @@ type RepairRequest struct {
 
 func (x *RepairRequest) Reset() {
 	*x = RepairRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3777,7 +3881,7 @@ func (x *RepairRequest) String() string {
 func (*RepairRequest) ProtoMessage() {}
 
 func (x *RepairRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[52]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3790,7 +3894,7 @@ func (x *RepairRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
 func (*RepairRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{52}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RepairRequest) GetNodeId() string {
@@ -3809,7 +3913,7 @@ type RepairResponse struct {
 
 func (x *RepairResponse) Reset() {
 	*x = RepairResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3821,7 +3925,7 @@ func (x *RepairResponse) String() string {
 func (*RepairResponse) ProtoMessage() {}
 
 func (x *RepairResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[53]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3834,7 +3938,7 @@ func (x *RepairResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairResponse.ProtoReflect.Descriptor instead.
 func (*RepairResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{53}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RepairResponse) GetGroups() []*GroupRepair {
@@ -3855,7 +3959,7 @@ type GroupRepair struct {
 
 func (x *GroupRepair) Reset() {
 	*x = GroupRepair{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3867,7 +3971,7 @@ func (x *GroupRepair) String() string {
 func (*GroupRepair) ProtoMessage() {}
 
 func (x *GroupRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[54]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3880,7 +3984,7 @@ func (x *GroupRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRepair.ProtoReflect.Descriptor instead.
 func (*GroupRepair) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{54}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GroupRepair) GetGroup() string {
@@ -3912,7 +4016,7 @@ type ShardMapRequest struct {
 
 func (x *ShardMapRequest) Reset() {
 	*x = ShardMapRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +4028,7 @@ func (x *ShardMapRequest) String() string {
 func (*ShardMapRequest) ProtoMessage() {}
 
 func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[55]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4041,7 @@ func (x *ShardMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapRequest.ProtoReflect.Descriptor instead.
 func (*ShardMapRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{55}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
 }
 
 type ShardMapResponse struct {
@@ -3959,7 +4063,7 @@ type ShardMapResponse struct {
 
 func (x *ShardMapResponse) Reset() {
 	*x = ShardMapResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3971,7 +4075,7 @@ func (x *ShardMapResponse) String() string {
 func (*ShardMapResponse) ProtoMessage() {}
 
 func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[56]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3984,7 +4088,7 @@ func (x *ShardMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapResponse.ProtoReflect.Descriptor instead.
 func (*ShardMapResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{56}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ShardMapResponse) GetShardCount() uint32 {
@@ -4030,7 +4134,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4042,7 +4146,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[57]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4055,7 +4159,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{57}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
 }
 
 type NodeInfo struct {
@@ -4082,7 +4186,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4094,7 +4198,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[58]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4107,7 +4211,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{58}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *NodeInfo) GetNodeId() string {
@@ -4204,7 +4308,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4216,7 +4320,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[59]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4229,7 +4333,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{59}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *NodesResponse) GetNodeId() string {
@@ -4255,7 +4359,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4267,7 +4371,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[60]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4280,7 +4384,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{60}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -4300,7 +4404,7 @@ type ReplaceNodeRequest struct {
 
 func (x *ReplaceNodeRequest) Reset() {
 	*x = ReplaceNodeRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4312,7 +4416,7 @@ func (x *ReplaceNodeRequest) String() string {
 func (*ReplaceNodeRequest) ProtoMessage() {}
 
 func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[61]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4325,7 +4429,7 @@ func (x *ReplaceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplaceNodeRequest.ProtoReflect.Descriptor instead.
 func (*ReplaceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{61}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReplaceNodeRequest) GetOldNodeId() string {
@@ -4357,7 +4461,7 @@ type NodeDrainResponse struct {
 
 func (x *NodeDrainResponse) Reset() {
 	*x = NodeDrainResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4369,7 +4473,7 @@ func (x *NodeDrainResponse) String() string {
 func (*NodeDrainResponse) ProtoMessage() {}
 
 func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[62]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4382,7 +4486,7 @@ func (x *NodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*NodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{62}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *NodeDrainResponse) GetNodeId() string {
@@ -4429,7 +4533,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4441,7 +4545,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[63]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4454,7 +4558,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{63}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -4475,7 +4579,7 @@ type ReplicaMovePlan struct {
 
 func (x *ReplicaMovePlan) Reset() {
 	*x = ReplicaMovePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4487,7 +4591,7 @@ func (x *ReplicaMovePlan) String() string {
 func (*ReplicaMovePlan) ProtoMessage() {}
 
 func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[64]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4500,7 +4604,7 @@ func (x *ReplicaMovePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMovePlan.ProtoReflect.Descriptor instead.
 func (*ReplicaMovePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{64}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ReplicaMovePlan) GetShardId() uint32 {
@@ -4535,7 +4639,7 @@ type LeaderChangePlan struct {
 
 func (x *LeaderChangePlan) Reset() {
 	*x = LeaderChangePlan{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4547,7 +4651,7 @@ func (x *LeaderChangePlan) String() string {
 func (*LeaderChangePlan) ProtoMessage() {}
 
 func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[65]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4560,7 +4664,7 @@ func (x *LeaderChangePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderChangePlan.ProtoReflect.Descriptor instead.
 func (*LeaderChangePlan) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{65}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *LeaderChangePlan) GetShardId() uint32 {
@@ -4597,7 +4701,7 @@ type NodeBalance struct {
 
 func (x *NodeBalance) Reset() {
 	*x = NodeBalance{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4609,7 +4713,7 @@ func (x *NodeBalance) String() string {
 func (*NodeBalance) ProtoMessage() {}
 
 func (x *NodeBalance) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[66]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4622,7 +4726,7 @@ func (x *NodeBalance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBalance.ProtoReflect.Descriptor instead.
 func (*NodeBalance) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{66}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *NodeBalance) GetNodeId() string {
@@ -4678,7 +4782,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4690,7 +4794,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[67]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4703,7 +4807,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{67}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RebalanceResponse) GetMoves() []*ReplicaMovePlan {
@@ -4756,7 +4860,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4768,7 +4872,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[68]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4781,7 +4885,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{68}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
 }
 
 // BackupChunk: the first chunk of a stream has group empty and carries
@@ -4807,7 +4911,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4819,7 +4923,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[69]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4832,7 +4936,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{69}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *BackupChunk) GetGroup() string {
@@ -4914,7 +5018,7 @@ type CancelMoveRequest struct {
 
 func (x *CancelMoveRequest) Reset() {
 	*x = CancelMoveRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4926,7 +5030,7 @@ func (x *CancelMoveRequest) String() string {
 func (*CancelMoveRequest) ProtoMessage() {}
 
 func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[70]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4939,7 +5043,7 @@ func (x *CancelMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveRequest.ProtoReflect.Descriptor instead.
 func (*CancelMoveRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{70}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CancelMoveRequest) GetShard() uint32 {
@@ -4963,7 +5067,7 @@ type CancelMoveResponse struct {
 
 func (x *CancelMoveResponse) Reset() {
 	*x = CancelMoveResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4975,7 +5079,7 @@ func (x *CancelMoveResponse) String() string {
 func (*CancelMoveResponse) ProtoMessage() {}
 
 func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[71]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4988,7 +5092,7 @@ func (x *CancelMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMoveResponse.ProtoReflect.Descriptor instead.
 func (*CancelMoveResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{71}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CancelMoveResponse) GetShard() uint32 {
@@ -5029,7 +5133,7 @@ type SetShardCountRequest struct {
 
 func (x *SetShardCountRequest) Reset() {
 	*x = SetShardCountRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5041,7 +5145,7 @@ func (x *SetShardCountRequest) String() string {
 func (*SetShardCountRequest) ProtoMessage() {}
 
 func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[72]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5054,7 +5158,7 @@ func (x *SetShardCountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountRequest.ProtoReflect.Descriptor instead.
 func (*SetShardCountRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{72}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SetShardCountRequest) GetCount() uint32 {
@@ -5088,7 +5192,7 @@ type SetShardCountResponse struct {
 
 func (x *SetShardCountResponse) Reset() {
 	*x = SetShardCountResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5100,7 +5204,7 @@ func (x *SetShardCountResponse) String() string {
 func (*SetShardCountResponse) ProtoMessage() {}
 
 func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[73]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5113,7 +5217,7 @@ func (x *SetShardCountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShardCountResponse.ProtoReflect.Descriptor instead.
 func (*SetShardCountResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{73}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SetShardCountResponse) GetPrevious() uint32 {
@@ -5168,7 +5272,7 @@ type ReplicaPlacement struct {
 
 func (x *ReplicaPlacement) Reset() {
 	*x = ReplicaPlacement{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5180,7 +5284,7 @@ func (x *ReplicaPlacement) String() string {
 func (*ReplicaPlacement) ProtoMessage() {}
 
 func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[74]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5193,7 +5297,7 @@ func (x *ReplicaPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaPlacement.ProtoReflect.Descriptor instead.
 func (*ReplicaPlacement) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{74}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ReplicaPlacement) GetShardId() uint32 {
@@ -5226,7 +5330,7 @@ type SlotMoveInfo struct {
 
 func (x *SlotMoveInfo) Reset() {
 	*x = SlotMoveInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5238,7 +5342,7 @@ func (x *SlotMoveInfo) String() string {
 func (*SlotMoveInfo) ProtoMessage() {}
 
 func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[75]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5251,7 +5355,7 @@ func (x *SlotMoveInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMoveInfo.ProtoReflect.Descriptor instead.
 func (*SlotMoveInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{75}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SlotMoveInfo) GetId() uint64 {
@@ -5308,7 +5412,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5320,7 +5424,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[76]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5333,7 +5437,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{76}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *Grant) GetRole() string {
@@ -5367,7 +5471,7 @@ type TenantInfo struct {
 
 func (x *TenantInfo) Reset() {
 	*x = TenantInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5379,7 +5483,7 @@ func (x *TenantInfo) String() string {
 func (*TenantInfo) ProtoMessage() {}
 
 func (x *TenantInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[77]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5392,7 +5496,7 @@ func (x *TenantInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantInfo.ProtoReflect.Descriptor instead.
 func (*TenantInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{77}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *TenantInfo) GetName() string {
@@ -5461,7 +5565,7 @@ type CreateTenantRequest struct {
 
 func (x *CreateTenantRequest) Reset() {
 	*x = CreateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5473,7 +5577,7 @@ func (x *CreateTenantRequest) String() string {
 func (*CreateTenantRequest) ProtoMessage() {}
 
 func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[78]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5486,7 +5590,7 @@ func (x *CreateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTenantRequest.ProtoReflect.Descriptor instead.
 func (*CreateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{78}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *CreateTenantRequest) GetName() string {
@@ -5512,7 +5616,7 @@ type GetTenantRequest struct {
 
 func (x *GetTenantRequest) Reset() {
 	*x = GetTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5524,7 +5628,7 @@ func (x *GetTenantRequest) String() string {
 func (*GetTenantRequest) ProtoMessage() {}
 
 func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[79]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5537,7 +5641,7 @@ func (x *GetTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{79}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetTenantRequest) GetName() string {
@@ -5555,7 +5659,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5567,7 +5671,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[80]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5580,7 +5684,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{80}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
 }
 
 type ListTenantsResponse struct {
@@ -5592,7 +5696,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5604,7 +5708,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[81]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5617,7 +5721,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{81}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListTenantsResponse) GetTenants() []*TenantInfo {
@@ -5637,7 +5741,7 @@ type UpdateTenantRequest struct {
 
 func (x *UpdateTenantRequest) Reset() {
 	*x = UpdateTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5649,7 +5753,7 @@ func (x *UpdateTenantRequest) String() string {
 func (*UpdateTenantRequest) ProtoMessage() {}
 
 func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[82]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5662,7 +5766,7 @@ func (x *UpdateTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTenantRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{82}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *UpdateTenantRequest) GetName() string {
@@ -5688,7 +5792,7 @@ type DeleteTenantRequest struct {
 
 func (x *DeleteTenantRequest) Reset() {
 	*x = DeleteTenantRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5700,7 +5804,7 @@ func (x *DeleteTenantRequest) String() string {
 func (*DeleteTenantRequest) ProtoMessage() {}
 
 func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[83]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5713,7 +5817,7 @@ func (x *DeleteTenantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTenantRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{83}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *DeleteTenantRequest) GetName() string {
@@ -5731,7 +5835,7 @@ type DeleteTenantResponse struct {
 
 func (x *DeleteTenantResponse) Reset() {
 	*x = DeleteTenantResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5743,7 +5847,7 @@ func (x *DeleteTenantResponse) String() string {
 func (*DeleteTenantResponse) ProtoMessage() {}
 
 func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[84]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5756,7 +5860,7 @@ func (x *DeleteTenantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenantResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTenantResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{84}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
 }
 
 type WhoAmIRequest struct {
@@ -5767,7 +5871,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5779,7 +5883,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[85]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5792,7 +5896,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{85}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
 }
 
 type WhoAmIResponse struct {
@@ -5807,7 +5911,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5819,7 +5923,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[86]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5832,7 +5936,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{86}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *WhoAmIResponse) GetPrincipal() string {
@@ -5878,7 +5982,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5890,7 +5994,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[87]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5903,7 +6007,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{87}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *KeyInfo) GetId() string {
@@ -5968,7 +6072,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5980,7 +6084,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[88]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5993,7 +6097,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{88}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -6027,7 +6131,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6039,7 +6143,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[89]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6052,7 +6156,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{89}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *CreateKeyResponse) GetKey() *KeyInfo {
@@ -6077,7 +6181,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6089,7 +6193,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[90]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6102,7 +6206,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{90}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
 }
 
 type ListKeysResponse struct {
@@ -6114,7 +6218,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6126,7 +6230,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[91]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6139,7 +6243,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{91}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -6158,7 +6262,7 @@ type RotateKeyRequest struct {
 
 func (x *RotateKeyRequest) Reset() {
 	*x = RotateKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6170,7 +6274,7 @@ func (x *RotateKeyRequest) String() string {
 func (*RotateKeyRequest) ProtoMessage() {}
 
 func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[92]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6183,7 +6287,7 @@ func (x *RotateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeyRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{92}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *RotateKeyRequest) GetKey() string {
@@ -6202,7 +6306,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6214,7 +6318,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[93]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6227,7 +6331,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{93}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *RevokeKeyRequest) GetKey() string {
@@ -6245,7 +6349,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6257,7 +6361,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[94]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6270,7 +6374,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{94}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{96}
 }
 
 type ListAuditRequest struct {
@@ -6283,7 +6387,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6295,7 +6399,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[95]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6308,7 +6412,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{95}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() uint64 {
@@ -6341,7 +6445,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[96]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6353,7 +6457,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[96]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6366,7 +6470,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{96}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *AuditRecord) GetSeq() uint64 {
@@ -6434,7 +6538,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[97]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6446,7 +6550,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftqv1_raftq_proto_msgTypes[97]
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6459,7 +6563,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{97}
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -6551,12 +6655,13 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x85\x01\n" +
 	"\tQueueInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
 	"\x06policy\x18\x02 \x01(\v2\x15.raftq.v1.QueuePolicyR\x06policy\x12\x1d\n" +
 	"\n" +
-	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\"W\n" +
+	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x16\n" +
+	"\x06paused\x18( \x01(\bR\x06paused\"W\n" +
 	"\x12CreateQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
 	"\x06policy\x18\x02 \x01(\v2\x15.raftq.v1.QueuePolicyR\x06policy\"%\n" +
@@ -6579,8 +6684,12 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\",\n" +
 	"\x12PurgeQueueResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\x04R\x06purged\"'\n" +
+	"\x11PauseQueueRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"(\n" +
+	"\x12ResumeQueueRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"'\n" +
 	"\x11QueueStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x8e\x04\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xa6\x04\n" +
 	"\x12QueueStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n" +
@@ -6598,7 +6707,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\tcompleted\x182 \x01(\x04R\tcompleted\x12'\n" +
 	"\x0fcompleted_bytes\x183 \x01(\x04R\x0ecompletedBytes\x12+\n" +
 	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\x12!\n" +
-	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\"\xa6\x04\n" +
+	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\x12\x16\n" +
+	"\x06paused\x18( \x01(\bR\x06paused\"\xa6\x04\n" +
 	"\vSendRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12E\n" +
@@ -6989,7 +7099,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x0fREASON_REDRIVEN\x10\x05\x12\x14\n" +
 	"\x10REASON_RETENTION\x10\x06\x12\x10\n" +
 	"\fREASON_ACKED\x10\a\x12\x12\n" +
-	"\x0eREASON_SNOOZED\x10\x1e2\xef\x03\n" +
+	"\x0eREASON_SNOOZED\x10\x1e2\xf1\x04\n" +
 	"\x06Queues\x12@\n" +
 	"\vCreateQueue\x12\x1c.raftq.v1.CreateQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12:\n" +
 	"\bGetQueue\x12\x19.raftq.v1.GetQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12G\n" +
@@ -7000,7 +7110,10 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
 	"PurgeQueue\x12\x1b.raftq.v1.PurgeQueueRequest\x1a\x1c.raftq.v1.PurgeQueueResponse\x12G\n" +
 	"\n" +
-	"QueueStats\x12\x1b.raftq.v1.QueueStatsRequest\x1a\x1c.raftq.v1.QueueStatsResponse2\xdc\x05\n" +
+	"QueueStats\x12\x1b.raftq.v1.QueueStatsRequest\x1a\x1c.raftq.v1.QueueStatsResponse\x12>\n" +
+	"\n" +
+	"PauseQueue\x12\x1b.raftq.v1.PauseQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12@\n" +
+	"\vResumeQueue\x12\x1c.raftq.v1.ResumeQueueRequest\x1a\x13.raftq.v1.QueueInfo2\xdc\x05\n" +
 	"\bMessages\x125\n" +
 	"\x04Send\x12\x15.raftq.v1.SendRequest\x1a\x16.raftq.v1.SendResponse\x12D\n" +
 	"\tSendBatch\x12\x1a.raftq.v1.SendBatchRequest\x1a\x1b.raftq.v1.SendBatchResponse\x12>\n" +
@@ -7059,7 +7172,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                // 0: raftq.v1.QueueMode
 	(State)(0),                    // 1: raftq.v1.State
@@ -7078,99 +7191,101 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*DeleteQueueResponse)(nil),   // 14: raftq.v1.DeleteQueueResponse
 	(*PurgeQueueRequest)(nil),     // 15: raftq.v1.PurgeQueueRequest
 	(*PurgeQueueResponse)(nil),    // 16: raftq.v1.PurgeQueueResponse
-	(*QueueStatsRequest)(nil),     // 17: raftq.v1.QueueStatsRequest
-	(*QueueStatsResponse)(nil),    // 18: raftq.v1.QueueStatsResponse
-	(*SendRequest)(nil),           // 19: raftq.v1.SendRequest
-	(*SendResponse)(nil),          // 20: raftq.v1.SendResponse
-	(*SendBatchRequest)(nil),      // 21: raftq.v1.SendBatchRequest
-	(*SendResult)(nil),            // 22: raftq.v1.SendResult
-	(*SendBatchResponse)(nil),     // 23: raftq.v1.SendBatchResponse
-	(*ReceiveRequest)(nil),        // 24: raftq.v1.ReceiveRequest
-	(*ReceivedMessage)(nil),       // 25: raftq.v1.ReceivedMessage
-	(*ReceiveResponse)(nil),       // 26: raftq.v1.ReceiveResponse
-	(*ItemStatus)(nil),            // 27: raftq.v1.ItemStatus
-	(*AckRequest)(nil),            // 28: raftq.v1.AckRequest
-	(*AckResponse)(nil),           // 29: raftq.v1.AckResponse
-	(*NackRequest)(nil),           // 30: raftq.v1.NackRequest
-	(*NackResponse)(nil),          // 31: raftq.v1.NackResponse
-	(*SnoozeRequest)(nil),         // 32: raftq.v1.SnoozeRequest
-	(*SnoozeResponse)(nil),        // 33: raftq.v1.SnoozeResponse
-	(*ExtendLeaseRequest)(nil),    // 34: raftq.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 35: raftq.v1.ExtendLeaseResponse
-	(*DeadLetterRequest)(nil),     // 36: raftq.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),    // 37: raftq.v1.DeadLetterResponse
-	(*GetMessageRequest)(nil),     // 38: raftq.v1.GetMessageRequest
-	(*MessageInfo)(nil),           // 39: raftq.v1.MessageInfo
-	(*CancelMessageRequest)(nil),  // 40: raftq.v1.CancelMessageRequest
-	(*WaitMessageRequest)(nil),    // 41: raftq.v1.WaitMessageRequest
-	(*CancelMessageResponse)(nil), // 42: raftq.v1.CancelMessageResponse
-	(*DeadFilter)(nil),            // 43: raftq.v1.DeadFilter
-	(*ListDeadRequest)(nil),       // 44: raftq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 45: raftq.v1.ListDeadResponse
-	(*RedriveRequest)(nil),        // 46: raftq.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 47: raftq.v1.RedriveResponse
-	(*DiscardRequest)(nil),        // 48: raftq.v1.DiscardRequest
-	(*DiscardResponse)(nil),       // 49: raftq.v1.DiscardResponse
-	(*StatusRequest)(nil),         // 50: raftq.v1.StatusRequest
-	(*Member)(nil),                // 51: raftq.v1.Member
-	(*ShardInfo)(nil),             // 52: raftq.v1.ShardInfo
-	(*StatusResponse)(nil),        // 53: raftq.v1.StatusResponse
-	(*DamagedReplica)(nil),        // 54: raftq.v1.DamagedReplica
-	(*RepairRequest)(nil),         // 55: raftq.v1.RepairRequest
-	(*RepairResponse)(nil),        // 56: raftq.v1.RepairResponse
-	(*GroupRepair)(nil),           // 57: raftq.v1.GroupRepair
-	(*ShardMapRequest)(nil),       // 58: raftq.v1.ShardMapRequest
-	(*ShardMapResponse)(nil),      // 59: raftq.v1.ShardMapResponse
-	(*NodesRequest)(nil),          // 60: raftq.v1.NodesRequest
-	(*NodeInfo)(nil),              // 61: raftq.v1.NodeInfo
-	(*NodesResponse)(nil),         // 62: raftq.v1.NodesResponse
-	(*RemoveNodeRequest)(nil),     // 63: raftq.v1.RemoveNodeRequest
-	(*ReplaceNodeRequest)(nil),    // 64: raftq.v1.ReplaceNodeRequest
-	(*NodeDrainResponse)(nil),     // 65: raftq.v1.NodeDrainResponse
-	(*RebalanceRequest)(nil),      // 66: raftq.v1.RebalanceRequest
-	(*ReplicaMovePlan)(nil),       // 67: raftq.v1.ReplicaMovePlan
-	(*LeaderChangePlan)(nil),      // 68: raftq.v1.LeaderChangePlan
-	(*NodeBalance)(nil),           // 69: raftq.v1.NodeBalance
-	(*RebalanceResponse)(nil),     // 70: raftq.v1.RebalanceResponse
-	(*BackupRequest)(nil),         // 71: raftq.v1.BackupRequest
-	(*BackupChunk)(nil),           // 72: raftq.v1.BackupChunk
-	(*CancelMoveRequest)(nil),     // 73: raftq.v1.CancelMoveRequest
-	(*CancelMoveResponse)(nil),    // 74: raftq.v1.CancelMoveResponse
-	(*SetShardCountRequest)(nil),  // 75: raftq.v1.SetShardCountRequest
-	(*SetShardCountResponse)(nil), // 76: raftq.v1.SetShardCountResponse
-	(*ReplicaPlacement)(nil),      // 77: raftq.v1.ReplicaPlacement
-	(*SlotMoveInfo)(nil),          // 78: raftq.v1.SlotMoveInfo
-	(*Grant)(nil),                 // 79: raftq.v1.Grant
-	(*TenantInfo)(nil),            // 80: raftq.v1.TenantInfo
-	(*CreateTenantRequest)(nil),   // 81: raftq.v1.CreateTenantRequest
-	(*GetTenantRequest)(nil),      // 82: raftq.v1.GetTenantRequest
-	(*ListTenantsRequest)(nil),    // 83: raftq.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),   // 84: raftq.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),   // 85: raftq.v1.UpdateTenantRequest
-	(*DeleteTenantRequest)(nil),   // 86: raftq.v1.DeleteTenantRequest
-	(*DeleteTenantResponse)(nil),  // 87: raftq.v1.DeleteTenantResponse
-	(*WhoAmIRequest)(nil),         // 88: raftq.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 89: raftq.v1.WhoAmIResponse
-	(*KeyInfo)(nil),               // 90: raftq.v1.KeyInfo
-	(*CreateKeyRequest)(nil),      // 91: raftq.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 92: raftq.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 93: raftq.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 94: raftq.v1.ListKeysResponse
-	(*RotateKeyRequest)(nil),      // 95: raftq.v1.RotateKeyRequest
-	(*RevokeKeyRequest)(nil),      // 96: raftq.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 97: raftq.v1.RevokeKeyResponse
-	(*ListAuditRequest)(nil),      // 98: raftq.v1.ListAuditRequest
-	(*AuditRecord)(nil),           // 99: raftq.v1.AuditRecord
-	(*ListAuditResponse)(nil),     // 100: raftq.v1.ListAuditResponse
-	nil,                           // 101: raftq.v1.Message.AttributesEntry
-	nil,                           // 102: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 103: raftq.v1.ReceivedMessage.AttributesEntry
+	(*PauseQueueRequest)(nil),     // 17: raftq.v1.PauseQueueRequest
+	(*ResumeQueueRequest)(nil),    // 18: raftq.v1.ResumeQueueRequest
+	(*QueueStatsRequest)(nil),     // 19: raftq.v1.QueueStatsRequest
+	(*QueueStatsResponse)(nil),    // 20: raftq.v1.QueueStatsResponse
+	(*SendRequest)(nil),           // 21: raftq.v1.SendRequest
+	(*SendResponse)(nil),          // 22: raftq.v1.SendResponse
+	(*SendBatchRequest)(nil),      // 23: raftq.v1.SendBatchRequest
+	(*SendResult)(nil),            // 24: raftq.v1.SendResult
+	(*SendBatchResponse)(nil),     // 25: raftq.v1.SendBatchResponse
+	(*ReceiveRequest)(nil),        // 26: raftq.v1.ReceiveRequest
+	(*ReceivedMessage)(nil),       // 27: raftq.v1.ReceivedMessage
+	(*ReceiveResponse)(nil),       // 28: raftq.v1.ReceiveResponse
+	(*ItemStatus)(nil),            // 29: raftq.v1.ItemStatus
+	(*AckRequest)(nil),            // 30: raftq.v1.AckRequest
+	(*AckResponse)(nil),           // 31: raftq.v1.AckResponse
+	(*NackRequest)(nil),           // 32: raftq.v1.NackRequest
+	(*NackResponse)(nil),          // 33: raftq.v1.NackResponse
+	(*SnoozeRequest)(nil),         // 34: raftq.v1.SnoozeRequest
+	(*SnoozeResponse)(nil),        // 35: raftq.v1.SnoozeResponse
+	(*ExtendLeaseRequest)(nil),    // 36: raftq.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 37: raftq.v1.ExtendLeaseResponse
+	(*DeadLetterRequest)(nil),     // 38: raftq.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),    // 39: raftq.v1.DeadLetterResponse
+	(*GetMessageRequest)(nil),     // 40: raftq.v1.GetMessageRequest
+	(*MessageInfo)(nil),           // 41: raftq.v1.MessageInfo
+	(*CancelMessageRequest)(nil),  // 42: raftq.v1.CancelMessageRequest
+	(*WaitMessageRequest)(nil),    // 43: raftq.v1.WaitMessageRequest
+	(*CancelMessageResponse)(nil), // 44: raftq.v1.CancelMessageResponse
+	(*DeadFilter)(nil),            // 45: raftq.v1.DeadFilter
+	(*ListDeadRequest)(nil),       // 46: raftq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),      // 47: raftq.v1.ListDeadResponse
+	(*RedriveRequest)(nil),        // 48: raftq.v1.RedriveRequest
+	(*RedriveResponse)(nil),       // 49: raftq.v1.RedriveResponse
+	(*DiscardRequest)(nil),        // 50: raftq.v1.DiscardRequest
+	(*DiscardResponse)(nil),       // 51: raftq.v1.DiscardResponse
+	(*StatusRequest)(nil),         // 52: raftq.v1.StatusRequest
+	(*Member)(nil),                // 53: raftq.v1.Member
+	(*ShardInfo)(nil),             // 54: raftq.v1.ShardInfo
+	(*StatusResponse)(nil),        // 55: raftq.v1.StatusResponse
+	(*DamagedReplica)(nil),        // 56: raftq.v1.DamagedReplica
+	(*RepairRequest)(nil),         // 57: raftq.v1.RepairRequest
+	(*RepairResponse)(nil),        // 58: raftq.v1.RepairResponse
+	(*GroupRepair)(nil),           // 59: raftq.v1.GroupRepair
+	(*ShardMapRequest)(nil),       // 60: raftq.v1.ShardMapRequest
+	(*ShardMapResponse)(nil),      // 61: raftq.v1.ShardMapResponse
+	(*NodesRequest)(nil),          // 62: raftq.v1.NodesRequest
+	(*NodeInfo)(nil),              // 63: raftq.v1.NodeInfo
+	(*NodesResponse)(nil),         // 64: raftq.v1.NodesResponse
+	(*RemoveNodeRequest)(nil),     // 65: raftq.v1.RemoveNodeRequest
+	(*ReplaceNodeRequest)(nil),    // 66: raftq.v1.ReplaceNodeRequest
+	(*NodeDrainResponse)(nil),     // 67: raftq.v1.NodeDrainResponse
+	(*RebalanceRequest)(nil),      // 68: raftq.v1.RebalanceRequest
+	(*ReplicaMovePlan)(nil),       // 69: raftq.v1.ReplicaMovePlan
+	(*LeaderChangePlan)(nil),      // 70: raftq.v1.LeaderChangePlan
+	(*NodeBalance)(nil),           // 71: raftq.v1.NodeBalance
+	(*RebalanceResponse)(nil),     // 72: raftq.v1.RebalanceResponse
+	(*BackupRequest)(nil),         // 73: raftq.v1.BackupRequest
+	(*BackupChunk)(nil),           // 74: raftq.v1.BackupChunk
+	(*CancelMoveRequest)(nil),     // 75: raftq.v1.CancelMoveRequest
+	(*CancelMoveResponse)(nil),    // 76: raftq.v1.CancelMoveResponse
+	(*SetShardCountRequest)(nil),  // 77: raftq.v1.SetShardCountRequest
+	(*SetShardCountResponse)(nil), // 78: raftq.v1.SetShardCountResponse
+	(*ReplicaPlacement)(nil),      // 79: raftq.v1.ReplicaPlacement
+	(*SlotMoveInfo)(nil),          // 80: raftq.v1.SlotMoveInfo
+	(*Grant)(nil),                 // 81: raftq.v1.Grant
+	(*TenantInfo)(nil),            // 82: raftq.v1.TenantInfo
+	(*CreateTenantRequest)(nil),   // 83: raftq.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),      // 84: raftq.v1.GetTenantRequest
+	(*ListTenantsRequest)(nil),    // 85: raftq.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),   // 86: raftq.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),   // 87: raftq.v1.UpdateTenantRequest
+	(*DeleteTenantRequest)(nil),   // 88: raftq.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),  // 89: raftq.v1.DeleteTenantResponse
+	(*WhoAmIRequest)(nil),         // 90: raftq.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),        // 91: raftq.v1.WhoAmIResponse
+	(*KeyInfo)(nil),               // 92: raftq.v1.KeyInfo
+	(*CreateKeyRequest)(nil),      // 93: raftq.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),     // 94: raftq.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),       // 95: raftq.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),      // 96: raftq.v1.ListKeysResponse
+	(*RotateKeyRequest)(nil),      // 97: raftq.v1.RotateKeyRequest
+	(*RevokeKeyRequest)(nil),      // 98: raftq.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),     // 99: raftq.v1.RevokeKeyResponse
+	(*ListAuditRequest)(nil),      // 100: raftq.v1.ListAuditRequest
+	(*AuditRecord)(nil),           // 101: raftq.v1.AuditRecord
+	(*ListAuditResponse)(nil),     // 102: raftq.v1.ListAuditResponse
+	nil,                           // 103: raftq.v1.Message.AttributesEntry
+	nil,                           // 104: raftq.v1.SendRequest.AttributesEntry
+	nil,                           // 105: raftq.v1.ReceivedMessage.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,   // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
 	4,   // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
 	2,   // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	101, // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	103, // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,   // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,   // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
 	5,   // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
@@ -7180,124 +7295,128 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	3,   // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
 	4,   // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
 	4,   // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
-	102, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
-	19,  // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
-	22,  // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	103, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
-	25,  // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
-	27,  // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
+	104, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	21,  // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
+	24,  // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
+	105, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	27,  // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
+	29,  // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
 	6,   // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
-	43,  // 20: raftq.v1.ListDeadRequest.filter:type_name -> raftq.v1.DeadFilter
-	39,  // 21: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	43,  // 22: raftq.v1.RedriveRequest.filter:type_name -> raftq.v1.DeadFilter
-	39,  // 23: raftq.v1.RedriveResponse.would_move:type_name -> raftq.v1.MessageInfo
-	51,  // 24: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	52,  // 25: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	54,  // 26: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	57,  // 27: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	52,  // 28: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	61,  // 29: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
-	67,  // 30: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
-	68,  // 31: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
-	69,  // 32: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
-	77,  // 33: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
-	78,  // 34: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
+	45,  // 20: raftq.v1.ListDeadRequest.filter:type_name -> raftq.v1.DeadFilter
+	41,  // 21: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
+	45,  // 22: raftq.v1.RedriveRequest.filter:type_name -> raftq.v1.DeadFilter
+	41,  // 23: raftq.v1.RedriveResponse.would_move:type_name -> raftq.v1.MessageInfo
+	53,  // 24: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	54,  // 25: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	56,  // 26: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	59,  // 27: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	54,  // 28: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	63,  // 29: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
+	69,  // 30: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
+	70,  // 31: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
+	71,  // 32: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
+	79,  // 33: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
+	80,  // 34: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
 	4,   // 35: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
 	4,   // 36: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	80,  // 37: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
+	82,  // 37: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
 	4,   // 38: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	79,  // 39: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
-	79,  // 40: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
-	79,  // 41: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
-	90,  // 42: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
-	90,  // 43: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
-	99,  // 44: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
+	81,  // 39: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
+	81,  // 40: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
+	81,  // 41: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
+	92,  // 42: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
+	92,  // 43: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
+	101, // 44: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
 	8,   // 45: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
 	9,   // 46: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
 	10,  // 47: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
 	12,  // 48: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
 	13,  // 49: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
 	15,  // 50: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	17,  // 51: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	19,  // 52: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	21,  // 53: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	24,  // 54: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	28,  // 55: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	30,  // 56: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	32,  // 57: raftq.v1.Messages.Snooze:input_type -> raftq.v1.SnoozeRequest
-	34,  // 58: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	36,  // 59: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	38,  // 60: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	40,  // 61: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	41,  // 62: raftq.v1.Messages.WaitMessage:input_type -> raftq.v1.WaitMessageRequest
-	44,  // 63: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	46,  // 64: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	48,  // 65: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	50,  // 66: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	58,  // 67: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	55,  // 68: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	60,  // 69: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	63,  // 70: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	64,  // 71: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	66,  // 72: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	71,  // 73: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	73,  // 74: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
-	75,  // 75: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
-	88,  // 76: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
-	91,  // 77: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
-	93,  // 78: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
-	95,  // 79: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
-	96,  // 80: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
-	98,  // 81: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
-	81,  // 82: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
-	82,  // 83: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
-	83,  // 84: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
-	85,  // 85: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
-	86,  // 86: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
-	7,   // 87: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	7,   // 88: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	11,  // 89: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	7,   // 90: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	14,  // 91: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	16,  // 92: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	18,  // 93: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	20,  // 94: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	23,  // 95: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	26,  // 96: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	29,  // 97: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	31,  // 98: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	33,  // 99: raftq.v1.Messages.Snooze:output_type -> raftq.v1.SnoozeResponse
-	35,  // 100: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	37,  // 101: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	39,  // 102: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	42,  // 103: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	39,  // 104: raftq.v1.Messages.WaitMessage:output_type -> raftq.v1.MessageInfo
-	45,  // 105: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	47,  // 106: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	49,  // 107: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	53,  // 108: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	59,  // 109: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	56,  // 110: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	62,  // 111: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	65,  // 112: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	65,  // 113: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	70,  // 114: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	72,  // 115: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	74,  // 116: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
-	76,  // 117: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
-	89,  // 118: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
-	92,  // 119: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
-	94,  // 120: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
-	92,  // 121: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
-	97,  // 122: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
-	100, // 123: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
-	80,  // 124: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
-	80,  // 125: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
-	84,  // 126: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
-	80,  // 127: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
-	87,  // 128: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
-	87,  // [87:129] is the sub-list for method output_type
-	45,  // [45:87] is the sub-list for method input_type
+	19,  // 51: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	17,  // 52: raftq.v1.Queues.PauseQueue:input_type -> raftq.v1.PauseQueueRequest
+	18,  // 53: raftq.v1.Queues.ResumeQueue:input_type -> raftq.v1.ResumeQueueRequest
+	21,  // 54: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	23,  // 55: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	26,  // 56: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	30,  // 57: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	32,  // 58: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	34,  // 59: raftq.v1.Messages.Snooze:input_type -> raftq.v1.SnoozeRequest
+	36,  // 60: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	38,  // 61: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	40,  // 62: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	42,  // 63: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	43,  // 64: raftq.v1.Messages.WaitMessage:input_type -> raftq.v1.WaitMessageRequest
+	46,  // 65: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	48,  // 66: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	50,  // 67: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	52,  // 68: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	60,  // 69: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	57,  // 70: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	62,  // 71: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	65,  // 72: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	66,  // 73: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	68,  // 74: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	73,  // 75: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	75,  // 76: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	77,  // 77: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
+	90,  // 78: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
+	93,  // 79: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
+	95,  // 80: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
+	97,  // 81: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
+	98,  // 82: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
+	100, // 83: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
+	83,  // 84: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
+	84,  // 85: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
+	85,  // 86: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
+	87,  // 87: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
+	88,  // 88: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
+	7,   // 89: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	7,   // 90: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	11,  // 91: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	7,   // 92: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	14,  // 93: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	16,  // 94: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	20,  // 95: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	7,   // 96: raftq.v1.Queues.PauseQueue:output_type -> raftq.v1.QueueInfo
+	7,   // 97: raftq.v1.Queues.ResumeQueue:output_type -> raftq.v1.QueueInfo
+	22,  // 98: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	25,  // 99: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	28,  // 100: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	31,  // 101: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	33,  // 102: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	35,  // 103: raftq.v1.Messages.Snooze:output_type -> raftq.v1.SnoozeResponse
+	37,  // 104: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	39,  // 105: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	41,  // 106: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	44,  // 107: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	41,  // 108: raftq.v1.Messages.WaitMessage:output_type -> raftq.v1.MessageInfo
+	47,  // 109: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	49,  // 110: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	51,  // 111: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	55,  // 112: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	61,  // 113: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	58,  // 114: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	64,  // 115: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	67,  // 116: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	67,  // 117: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	72,  // 118: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	74,  // 119: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	76,  // 120: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	78,  // 121: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
+	91,  // 122: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
+	94,  // 123: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
+	96,  // 124: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
+	94,  // 125: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
+	99,  // 126: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
+	102, // 127: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
+	82,  // 128: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
+	82,  // 129: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
+	86,  // 130: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
+	82,  // 131: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
+	89,  // 132: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
+	89,  // [89:133] is the sub-list for method output_type
+	45,  // [45:89] is the sub-list for method input_type
 	45,  // [45:45] is the sub-list for extension type_name
 	45,  // [45:45] is the sub-list for extension extendee
 	0,   // [0:45] is the sub-list for field type_name
@@ -7314,7 +7433,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   101,
+			NumMessages:   103,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

@@ -41,6 +41,8 @@ const (
 	Queues_DeleteQueue_FullMethodName = "/raftq.v1.Queues/DeleteQueue"
 	Queues_PurgeQueue_FullMethodName  = "/raftq.v1.Queues/PurgeQueue"
 	Queues_QueueStats_FullMethodName  = "/raftq.v1.Queues/QueueStats"
+	Queues_PauseQueue_FullMethodName  = "/raftq.v1.Queues/PauseQueue"
+	Queues_ResumeQueue_FullMethodName = "/raftq.v1.Queues/ResumeQueue"
 )
 
 // QueuesClient is the client API for Queues service.
@@ -54,6 +56,12 @@ type QueuesClient interface {
 	DeleteQueue(ctx context.Context, in *DeleteQueueRequest, opts ...grpc.CallOption) (*DeleteQueueResponse, error)
 	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error)
 	QueueStats(ctx context.Context, in *QueueStatsRequest, opts ...grpc.CallOption) (*QueueStatsResponse, error)
+	// PauseQueue stops a queue's deliveries: receives return nothing (long
+	// polls wait), sends are still accepted, leases already granted run on.
+	// Replicated: it holds across leader changes and restarts until
+	// ResumeQueue (docs/jobs.md). Pausing a paused queue changes nothing.
+	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*QueueInfo, error)
+	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*QueueInfo, error)
 }
 
 type queuesClient struct {
@@ -134,6 +142,26 @@ func (c *queuesClient) QueueStats(ctx context.Context, in *QueueStatsRequest, op
 	return out, nil
 }
 
+func (c *queuesClient) PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*QueueInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueueInfo)
+	err := c.cc.Invoke(ctx, Queues_PauseQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queuesClient) ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*QueueInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueueInfo)
+	err := c.cc.Invoke(ctx, Queues_ResumeQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueuesServer is the server API for Queues service.
 // All implementations must embed UnimplementedQueuesServer
 // for forward compatibility.
@@ -145,6 +173,12 @@ type QueuesServer interface {
 	DeleteQueue(context.Context, *DeleteQueueRequest) (*DeleteQueueResponse, error)
 	PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error)
 	QueueStats(context.Context, *QueueStatsRequest) (*QueueStatsResponse, error)
+	// PauseQueue stops a queue's deliveries: receives return nothing (long
+	// polls wait), sends are still accepted, leases already granted run on.
+	// Replicated: it holds across leader changes and restarts until
+	// ResumeQueue (docs/jobs.md). Pausing a paused queue changes nothing.
+	PauseQueue(context.Context, *PauseQueueRequest) (*QueueInfo, error)
+	ResumeQueue(context.Context, *ResumeQueueRequest) (*QueueInfo, error)
 	mustEmbedUnimplementedQueuesServer()
 }
 
@@ -175,6 +209,12 @@ func (UnimplementedQueuesServer) PurgeQueue(context.Context, *PurgeQueueRequest)
 }
 func (UnimplementedQueuesServer) QueueStats(context.Context, *QueueStatsRequest) (*QueueStatsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method QueueStats not implemented")
+}
+func (UnimplementedQueuesServer) PauseQueue(context.Context, *PauseQueueRequest) (*QueueInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PauseQueue not implemented")
+}
+func (UnimplementedQueuesServer) ResumeQueue(context.Context, *ResumeQueueRequest) (*QueueInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ResumeQueue not implemented")
 }
 func (UnimplementedQueuesServer) mustEmbedUnimplementedQueuesServer() {}
 func (UnimplementedQueuesServer) testEmbeddedByValue()                {}
@@ -323,6 +363,42 @@ func _Queues_QueueStats_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queues_PauseQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueuesServer).PauseQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queues_PauseQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueuesServer).PauseQueue(ctx, req.(*PauseQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queues_ResumeQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueuesServer).ResumeQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queues_ResumeQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueuesServer).ResumeQueue(ctx, req.(*ResumeQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queues_ServiceDesc is the grpc.ServiceDesc for Queues service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -357,6 +433,14 @@ var Queues_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "QueueStats",
 			Handler:    _Queues_QueueStats_Handler,
+		},
+		{
+			MethodName: "PauseQueue",
+			Handler:    _Queues_PauseQueue_Handler,
+		},
+		{
+			MethodName: "ResumeQueue",
+			Handler:    _Queues_ResumeQueue_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -163,6 +163,9 @@ func (ms *messagesSvc) SendBatch(ctx context.Context, r *raftqv1.SendBatchReques
 // take leases up to n ready messages, highest priority then oldest first;
 // callers hold s.mu.
 func (s *Server) take(queue string, n int, visibility time.Duration, consumer string) []*raftqv1.ReceivedMessage {
+	if s.queues[queue].GetPaused() {
+		return nil
+	}
 	now := time.Now()
 	var ready []*raftqv1.Message
 	for _, id := range s.order {

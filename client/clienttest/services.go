@@ -131,7 +131,7 @@ func (q *queuesSvc) QueueStats(_ context.Context, r *raftqv1.QueueStatsRequest) 
 	if _, err := s.queue(r.GetName()); err != nil {
 		return nil, err
 	}
-	resp := &raftqv1.QueueStatsResponse{Name: r.GetName()}
+	resp := &raftqv1.QueueStatsResponse{Name: r.GetName(), Paused: s.queues[r.GetName()].GetPaused()}
 	now := time.Now()
 	for _, m := range s.msgs {
 		if m.GetQueue() != r.GetName() {

@@ -131,8 +131,23 @@ func commands() []command {
 			}
 			return o.stats(st)
 		}),
+		queueByName("pause", "stop deliveries: receives return nothing, sends are still accepted", func(ctx context.Context, c *client.Client, o *output, name string) error {
+			q, err := c.PauseQueue(ctx, name)
+			if err != nil {
+				return err
+			}
+			return o.done(fmt.Sprintf("paused queue %q", q.Name), map[string]any{"name": q.Name, "paused": q.Paused})
+		}),
+		queueByName("resume", "resume deliveries of a paused queue", func(ctx context.Context, c *client.Client, o *output, name string) error {
+			q, err := c.ResumeQueue(ctx, name)
+			if err != nil {
+				return err
+			}
+			return o.done(fmt.Sprintf("resumed queue %q", q.Name), map[string]any{"name": q.Name, "paused": q.Paused})
+		}),
 		sendCommand(),
 		receiveCommand(),
+		workCommand(),
 		{"ack", "RECEIPT...", "acknowledge leased messages", func(a *app, fs *flag.FlagSet) binder {
 			return func(pos []string) (action, error) {
 				if len(pos) == 0 {

@@ -28,6 +28,9 @@ type globals struct {
 	wait time.Duration
 	// waitForNodes: the wait also covers no node answering yet.
 	waitForNodes bool
+	// untimed is not a flag: a command that runs until it is stopped
+	// (work) sets it, and --timeout then bounds only connecting.
+	untimed bool
 }
 
 func newGlobals(addr string) globals { return globals{addr: addr, timeout: 10 * time.Second} }

@@ -101,6 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if a.g.timeout <= 0 {
 		return a.fail(usagef("--timeout %v is not positive", a.g.timeout), cmd)
 	}
+	runCtx := ctx
 	ctx, cancel := context.WithTimeout(ctx, a.g.timeout+a.g.wait)
 	defer cancel()
 	c, err := a.dial(ctx)
@@ -108,6 +109,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return a.fail(a.unreachable(err), cmd)
 	}
 	defer func() { _ = c.Close() }()
+	if a.g.untimed {
+		ctx = runCtx
+	}
 	return a.fail(act(ctx, c, out), cmd)
 }
 

@@ -101,6 +101,7 @@ func queueJSON(q client.QueueInfo) map[string]any {
 		"completed_max_bytes_per_shard": p.CompletedMaxBytesPerShard,
 		"quotas":                        quotasJSON(p.Quotas),
 		"dead_retention_ms":             p.DeadRetention.Milliseconds(),
+		"paused":                        q.Paused,
 	}
 }
 
@@ -121,7 +122,7 @@ func (o *output) queue(q client.QueueInfo) error {
 		quotas = quotaRows("quota ", p.Quotas, false)
 	}
 	return o.table("FIELD\tVALUE", append([][]string{
-		{"name", q.Name}, {"mode", mode(p.FIFO)}, {"created", ts(q.Created)},
+		{"name", q.Name}, {"mode", mode(p.FIFO)}, {"created", ts(q.Created)}, {"paused", strconv.FormatBool(q.Paused)},
 		{"visibility", p.Visibility.String()}, {"max-receives", strconv.Itoa(int(p.MaxReceives))},
 		{"backoff-base", p.BackoffBase.String()}, {"backoff-max", p.BackoffMax.String()},
 		{"dedup-window", p.DedupWindow.String()}, {"retention", p.Retention.String()},
@@ -167,9 +168,9 @@ func (o *output) queues(qs []client.QueueInfo) error {
 	}
 	rows := make([][]string, len(qs))
 	for i, q := range qs {
-		rows[i] = []string{q.Name, mode(q.Options.FIFO), q.Options.Visibility.String(), strconv.Itoa(int(q.Options.MaxReceives)), ts(q.Created)}
+		rows[i] = []string{q.Name, mode(q.Options.FIFO), q.Options.Visibility.String(), strconv.Itoa(int(q.Options.MaxReceives)), ts(q.Created), strconv.FormatBool(q.Paused)}
 	}
-	return o.table("NAME\tMODE\tVISIBILITY\tMAX-RECEIVES\tCREATED", rows)
+	return o.table("NAME\tMODE\tVISIBILITY\tMAX-RECEIVES\tCREATED\tPAUSED", rows)
 }
 
 func (o *output) stats(s client.QueueStats) error {
@@ -179,12 +180,13 @@ func (o *output) stats(s client.QueueStats) error {
 			"oldest_ready_age_ms": s.OldestReady.Milliseconds(), "blocked_groups": s.BlockedGroups,
 			"live_bytes": s.LiveBytes, "tenant": s.Tenant, "quotas": quotasJSON(s.Quotas), "tenant_quotas": quotasJSON(s.TenantQuotas),
 			"completed": s.Completed, "completed_bytes": s.CompletedBytes, "completed_evicted": s.CompletedEvicted,
+			"paused": s.Paused,
 		})
 	}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	err := o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS\tLIVE-BYTES\tCOMPLETED\tRESULT-BYTES\tEVICTED\tDEAD-EXPIRED",
+	err := o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS\tLIVE-BYTES\tCOMPLETED\tRESULT-BYTES\tEVICTED\tDEAD-EXPIRED\tPAUSED",
 		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups), u(s.LiveBytes),
-			u(s.Completed), u(s.CompletedBytes), u(s.CompletedEvicted), u(s.DeadExpired)}})
+			u(s.Completed), u(s.CompletedBytes), u(s.CompletedEvicted), u(s.DeadExpired), strconv.FormatBool(s.Paused)}})
 	if err != nil || (s.Quotas == client.Quotas{} && s.Tenant == "") {
 		return err
 	}

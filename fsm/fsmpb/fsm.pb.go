@@ -765,8 +765,13 @@ type QueuePolicy struct {
 	// discarded (counted in Counters.dead_expired); 0 = kept until redriven
 	// or discarded. Log format 7.
 	DeadRetentionMs int64 `protobuf:"varint,60,opt,name=dead_retention_ms,json=deadRetentionMs,proto3" json:"dead_retention_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// paused: the queue leases nothing on this shard (receives answer empty,
+	// enqueues still apply). Set only on the copy of the policy meta pushes
+	// to a shard, from the meta queue record (metapb.Queue.paused); the
+	// user never sets it in a policy. Log format 7 (fsm/pause.go).
+	Paused        bool `protobuf:"varint,40,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
@@ -916,6 +921,13 @@ func (x *QueuePolicy) GetDeadRetentionMs() int64 {
 		return x.DeadRetentionMs
 	}
 	return 0
+}
+
+func (x *QueuePolicy) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
 }
 
 // Quotas caps a queue or a tenant over the whole cluster; 0 = no limit.
@@ -4214,7 +4226,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"holdGroups\x12D\n" +
 	"\x0erelease_groups\x18\x12 \x01(\v2\x1b.raftq.fsm.v1.ReleaseGroupsH\x00R\rreleaseGroups\x12.\n" +
 	"\x06snooze\x18\x1e \x01(\v2\x14.raftq.fsm.v1.SnoozeH\x00R\x06snoozeB\x05\n" +
-	"\x03cmd\"\x8e\x06\n" +
+	"\x03cmd\"\xa6\x06\n" +
 	"\vQueuePolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.raftq.fsm.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -4234,7 +4246,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vshard_quota\x18\x0f \x01(\v2\x18.raftq.fsm.v1.ShardQuotaR\n" +
 	"shardQuota\x12@\n" +
 	"\x1dcompleted_max_bytes_per_shard\x182 \x01(\x04R\x19completedMaxBytesPerShard\x12*\n" +
-	"\x11dead_retention_ms\x18< \x01(\x03R\x0fdeadRetentionMs\"\x8b\x02\n" +
+	"\x11dead_retention_ms\x18< \x01(\x03R\x0fdeadRetentionMs\x12\x16\n" +
+	"\x06paused\x18( \x01(\bR\x06paused\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
 	"\n" +

@@ -311,6 +311,7 @@ type Command struct {
 	//	*Command_AppendAudit
 	//	*Command_PutTenant
 	//	*Command_DeleteTenant
+	//	*Command_PauseQueue
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -547,6 +548,15 @@ func (x *Command) GetDeleteTenant() *DeleteTenant {
 	return nil
 }
 
+func (x *Command) GetPauseQueue() *PauseQueue {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_PauseQueue); ok {
+			return x.PauseQueue
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -631,6 +641,10 @@ type Command_DeleteTenant struct {
 	DeleteTenant *DeleteTenant `protobuf:"bytes,22,opt,name=delete_tenant,json=deleteTenant,proto3,oneof"`
 }
 
+type Command_PauseQueue struct {
+	PauseQueue *PauseQueue `protobuf:"bytes,40,opt,name=pause_queue,json=pauseQueue,proto3,oneof"`
+}
+
 func (*Command_CreateQueue) isCommand_Cmd() {}
 
 func (*Command_UpdateQueue) isCommand_Cmd() {}
@@ -670,6 +684,8 @@ func (*Command_AppendAudit) isCommand_Cmd() {}
 func (*Command_PutTenant) isCommand_Cmd() {}
 
 func (*Command_DeleteTenant) isCommand_Cmd() {}
+
+func (*Command_PauseQueue) isCommand_Cmd() {}
 
 // NodeFormat records the highest log format a node advertised (gossip
 // NodeMeta.log_format): leaders gate new command kinds on the recorded
@@ -877,6 +893,61 @@ func (x *DeleteQueue) GetName() string {
 	return ""
 }
 
+// PauseQueue pauses (paused true) or resumes a queue: its shards lease
+// nothing while it is paused (docs/jobs.md). The flag lives beside the
+// policy, not in it, so UpdateQueue keeps it. Log format 7.
+type PauseQueue struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Paused        bool                   `protobuf:"varint,2,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseQueue) Reset() {
+	*x = PauseQueue{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseQueue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseQueue) ProtoMessage() {}
+
+func (x *PauseQueue) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseQueue.ProtoReflect.Descriptor instead.
+func (*PauseQueue) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PauseQueue) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PauseQueue) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
 // PlaceShards writes the shard map. It applies only while no map exists;
 // later the shard count only grows (GrowShards).
 type PlaceShards struct {
@@ -893,7 +964,7 @@ type PlaceShards struct {
 
 func (x *PlaceShards) Reset() {
 	*x = PlaceShards{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[5]
+	mi := &file_meta_metapb_meta_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +976,7 @@ func (x *PlaceShards) String() string {
 func (*PlaceShards) ProtoMessage() {}
 
 func (x *PlaceShards) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[5]
+	mi := &file_meta_metapb_meta_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +989,7 @@ func (x *PlaceShards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlaceShards.ProtoReflect.Descriptor instead.
 func (*PlaceShards) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{5}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PlaceShards) GetCount() uint32 {
@@ -967,7 +1038,7 @@ type ShardReplicas struct {
 
 func (x *ShardReplicas) Reset() {
 	*x = ShardReplicas{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[6]
+	mi := &file_meta_metapb_meta_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1050,7 @@ func (x *ShardReplicas) String() string {
 func (*ShardReplicas) ProtoMessage() {}
 
 func (x *ShardReplicas) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[6]
+	mi := &file_meta_metapb_meta_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1063,7 @@ func (x *ShardReplicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardReplicas.ProtoReflect.Descriptor instead.
 func (*ShardReplicas) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{6}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ShardReplicas) GetShard() uint32 {
@@ -1040,7 +1111,7 @@ type MoveStep struct {
 
 func (x *MoveStep) Reset() {
 	*x = MoveStep{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[7]
+	mi := &file_meta_metapb_meta_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1123,7 @@ func (x *MoveStep) String() string {
 func (*MoveStep) ProtoMessage() {}
 
 func (x *MoveStep) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[7]
+	mi := &file_meta_metapb_meta_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1136,7 @@ func (x *MoveStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveStep.ProtoReflect.Descriptor instead.
 func (*MoveStep) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{7}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MoveStep) GetShard() uint32 {
@@ -1119,7 +1190,7 @@ type Move struct {
 
 func (x *Move) Reset() {
 	*x = Move{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[8]
+	mi := &file_meta_metapb_meta_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1202,7 @@ func (x *Move) String() string {
 func (*Move) ProtoMessage() {}
 
 func (x *Move) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[8]
+	mi := &file_meta_metapb_meta_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1215,7 @@ func (x *Move) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Move.ProtoReflect.Descriptor instead.
 func (*Move) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{8}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Move) GetShard() uint32 {
@@ -1197,7 +1268,7 @@ type DrainNode struct {
 
 func (x *DrainNode) Reset() {
 	*x = DrainNode{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	mi := &file_meta_metapb_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1280,7 @@ func (x *DrainNode) String() string {
 func (*DrainNode) ProtoMessage() {}
 
 func (x *DrainNode) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	mi := &file_meta_metapb_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1293,7 @@ func (x *DrainNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNode.ProtoReflect.Descriptor instead.
 func (*DrainNode) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{9}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DrainNode) GetNodeId() string {
@@ -1250,7 +1321,7 @@ type RetireNode struct {
 
 func (x *RetireNode) Reset() {
 	*x = RetireNode{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[10]
+	mi := &file_meta_metapb_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1333,7 @@ func (x *RetireNode) String() string {
 func (*RetireNode) ProtoMessage() {}
 
 func (x *RetireNode) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[10]
+	mi := &file_meta_metapb_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1346,7 @@ func (x *RetireNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireNode.ProtoReflect.Descriptor instead.
 func (*RetireNode) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{10}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RetireNode) GetNodeId() string {
@@ -1295,7 +1366,7 @@ type NodeAddr struct {
 
 func (x *NodeAddr) Reset() {
 	*x = NodeAddr{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[11]
+	mi := &file_meta_metapb_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1378,7 @@ func (x *NodeAddr) String() string {
 func (*NodeAddr) ProtoMessage() {}
 
 func (x *NodeAddr) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[11]
+	mi := &file_meta_metapb_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1391,7 @@ func (x *NodeAddr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAddr.ProtoReflect.Descriptor instead.
 func (*NodeAddr) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{11}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodeAddr) GetNodeId() string {
@@ -1349,7 +1420,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[12]
+	mi := &file_meta_metapb_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1432,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[12]
+	mi := &file_meta_metapb_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1445,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{12}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Result) GetCode() Code {
@@ -1404,13 +1475,14 @@ type Queue struct {
 	Policy        *fsmpb.QueuePolicy     `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	CreatedMs     int64                  `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
 	UpdatedMs     int64                  `protobuf:"varint,4,opt,name=updated_ms,json=updatedMs,proto3" json:"updated_ms,omitempty"`
+	Paused        bool                   `protobuf:"varint,40,opt,name=paused,proto3" json:"paused,omitempty"` // PauseQueue
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[13]
+	mi := &file_meta_metapb_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1494,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[13]
+	mi := &file_meta_metapb_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1507,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{13}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Queue) GetName() string {
@@ -1466,6 +1538,13 @@ func (x *Queue) GetUpdatedMs() int64 {
 	return 0
 }
 
+func (x *Queue) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
 // Snapshot is the whole meta state: small enough to be one message.
 type Snapshot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1484,7 +1563,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[14]
+	mi := &file_meta_metapb_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1575,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[14]
+	mi := &file_meta_metapb_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1588,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{14}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Snapshot) GetVersion() uint32 {
@@ -1608,7 +1687,7 @@ type ShardMap struct {
 
 func (x *ShardMap) Reset() {
 	*x = ShardMap{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[15]
+	mi := &file_meta_metapb_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1699,7 @@ func (x *ShardMap) String() string {
 func (*ShardMap) ProtoMessage() {}
 
 func (x *ShardMap) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[15]
+	mi := &file_meta_metapb_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1712,7 @@ func (x *ShardMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMap.ProtoReflect.Descriptor instead.
 func (*ShardMap) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{15}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ShardMap) GetVersion() uint64 {
@@ -1751,7 +1830,7 @@ type NodeMeta struct {
 
 func (x *NodeMeta) Reset() {
 	*x = NodeMeta{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[16]
+	mi := &file_meta_metapb_meta_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1842,7 @@ func (x *NodeMeta) String() string {
 func (*NodeMeta) ProtoMessage() {}
 
 func (x *NodeMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[16]
+	mi := &file_meta_metapb_meta_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1855,7 @@ func (x *NodeMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeMeta.ProtoReflect.Descriptor instead.
 func (*NodeMeta) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{16}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeMeta) GetNodeId() string {
@@ -1864,7 +1943,7 @@ type PreferLeader struct {
 
 func (x *PreferLeader) Reset() {
 	*x = PreferLeader{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[17]
+	mi := &file_meta_metapb_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +1955,7 @@ func (x *PreferLeader) String() string {
 func (*PreferLeader) ProtoMessage() {}
 
 func (x *PreferLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[17]
+	mi := &file_meta_metapb_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +1968,7 @@ func (x *PreferLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreferLeader.ProtoReflect.Descriptor instead.
 func (*PreferLeader) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{17}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PreferLeader) GetShard() uint32 {
@@ -1929,7 +2008,7 @@ type AbortMove struct {
 
 func (x *AbortMove) Reset() {
 	*x = AbortMove{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[18]
+	mi := &file_meta_metapb_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2020,7 @@ func (x *AbortMove) String() string {
 func (*AbortMove) ProtoMessage() {}
 
 func (x *AbortMove) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[18]
+	mi := &file_meta_metapb_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2033,7 @@ func (x *AbortMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortMove.ProtoReflect.Descriptor instead.
 func (*AbortMove) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{18}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AbortMove) GetShard() uint32 {
@@ -2003,7 +2082,7 @@ type GrowShards struct {
 
 func (x *GrowShards) Reset() {
 	*x = GrowShards{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[19]
+	mi := &file_meta_metapb_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +2094,7 @@ func (x *GrowShards) String() string {
 func (*GrowShards) ProtoMessage() {}
 
 func (x *GrowShards) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[19]
+	mi := &file_meta_metapb_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +2107,7 @@ func (x *GrowShards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrowShards.ProtoReflect.Descriptor instead.
 func (*GrowShards) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{19}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GrowShards) GetCount() uint32 {
@@ -2074,7 +2153,7 @@ type SlotMove struct {
 
 func (x *SlotMove) Reset() {
 	*x = SlotMove{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[20]
+	mi := &file_meta_metapb_meta_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2165,7 @@ func (x *SlotMove) String() string {
 func (*SlotMove) ProtoMessage() {}
 
 func (x *SlotMove) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[20]
+	mi := &file_meta_metapb_meta_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2178,7 @@ func (x *SlotMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMove.ProtoReflect.Descriptor instead.
 func (*SlotMove) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{20}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SlotMove) GetId() uint64 {
@@ -2169,7 +2248,7 @@ type SlotMoveStep struct {
 
 func (x *SlotMoveStep) Reset() {
 	*x = SlotMoveStep{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[21]
+	mi := &file_meta_metapb_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2260,7 @@ func (x *SlotMoveStep) String() string {
 func (*SlotMoveStep) ProtoMessage() {}
 
 func (x *SlotMoveStep) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[21]
+	mi := &file_meta_metapb_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2273,7 @@ func (x *SlotMoveStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMoveStep.ProtoReflect.Descriptor instead.
 func (*SlotMoveStep) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{21}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SlotMoveStep) GetId() uint64 {
@@ -2250,7 +2329,7 @@ type AbortSlotMove struct {
 
 func (x *AbortSlotMove) Reset() {
 	*x = AbortSlotMove{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[22]
+	mi := &file_meta_metapb_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2341,7 @@ func (x *AbortSlotMove) String() string {
 func (*AbortSlotMove) ProtoMessage() {}
 
 func (x *AbortSlotMove) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[22]
+	mi := &file_meta_metapb_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2354,7 @@ func (x *AbortSlotMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortSlotMove.ProtoReflect.Descriptor instead.
 func (*AbortSlotMove) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{22}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AbortSlotMove) GetId() uint64 {
@@ -2296,7 +2375,7 @@ type ForgetSlotMove struct {
 
 func (x *ForgetSlotMove) Reset() {
 	*x = ForgetSlotMove{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[23]
+	mi := &file_meta_metapb_meta_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2387,7 @@ func (x *ForgetSlotMove) String() string {
 func (*ForgetSlotMove) ProtoMessage() {}
 
 func (x *ForgetSlotMove) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[23]
+	mi := &file_meta_metapb_meta_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2400,7 @@ func (x *ForgetSlotMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetSlotMove.ProtoReflect.Descriptor instead.
 func (*ForgetSlotMove) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{23}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ForgetSlotMove) GetId() uint64 {
@@ -2343,7 +2422,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[24]
+	mi := &file_meta_metapb_meta_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2434,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[24]
+	mi := &file_meta_metapb_meta_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2447,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{24}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Grant) GetRole() Role {
@@ -2407,7 +2486,7 @@ type ApiKey struct {
 
 func (x *ApiKey) Reset() {
 	*x = ApiKey{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[25]
+	mi := &file_meta_metapb_meta_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2419,7 +2498,7 @@ func (x *ApiKey) String() string {
 func (*ApiKey) ProtoMessage() {}
 
 func (x *ApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[25]
+	mi := &file_meta_metapb_meta_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2432,7 +2511,7 @@ func (x *ApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiKey.ProtoReflect.Descriptor instead.
 func (*ApiKey) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{25}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ApiKey) GetId() string {
@@ -2501,7 +2580,7 @@ type CreateApiKey struct {
 
 func (x *CreateApiKey) Reset() {
 	*x = CreateApiKey{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[26]
+	mi := &file_meta_metapb_meta_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2592,7 @@ func (x *CreateApiKey) String() string {
 func (*CreateApiKey) ProtoMessage() {}
 
 func (x *CreateApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[26]
+	mi := &file_meta_metapb_meta_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2605,7 @@ func (x *CreateApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateApiKey.ProtoReflect.Descriptor instead.
 func (*CreateApiKey) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{26}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateApiKey) GetKey() *ApiKey {
@@ -2548,7 +2627,7 @@ type RotateApiKey struct {
 
 func (x *RotateApiKey) Reset() {
 	*x = RotateApiKey{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[27]
+	mi := &file_meta_metapb_meta_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2639,7 @@ func (x *RotateApiKey) String() string {
 func (*RotateApiKey) ProtoMessage() {}
 
 func (x *RotateApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[27]
+	mi := &file_meta_metapb_meta_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2652,7 @@ func (x *RotateApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateApiKey.ProtoReflect.Descriptor instead.
 func (*RotateApiKey) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{27}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RotateApiKey) GetId() string {
@@ -2600,7 +2679,7 @@ type RevokeApiKey struct {
 
 func (x *RevokeApiKey) Reset() {
 	*x = RevokeApiKey{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[28]
+	mi := &file_meta_metapb_meta_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2691,7 @@ func (x *RevokeApiKey) String() string {
 func (*RevokeApiKey) ProtoMessage() {}
 
 func (x *RevokeApiKey) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[28]
+	mi := &file_meta_metapb_meta_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2704,7 @@ func (x *RevokeApiKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeApiKey.ProtoReflect.Descriptor instead.
 func (*RevokeApiKey) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{28}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RevokeApiKey) GetId() string {
@@ -2652,7 +2731,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[29]
+	mi := &file_meta_metapb_meta_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2743,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[29]
+	mi := &file_meta_metapb_meta_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +2756,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{29}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AuditRecord) GetSeq() uint64 {
@@ -2747,7 +2826,7 @@ type AppendAudit struct {
 
 func (x *AppendAudit) Reset() {
 	*x = AppendAudit{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[30]
+	mi := &file_meta_metapb_meta_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2759,7 +2838,7 @@ func (x *AppendAudit) String() string {
 func (*AppendAudit) ProtoMessage() {}
 
 func (x *AppendAudit) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[30]
+	mi := &file_meta_metapb_meta_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2772,7 +2851,7 @@ func (x *AppendAudit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendAudit.ProtoReflect.Descriptor instead.
 func (*AppendAudit) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{30}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AppendAudit) GetRecord() *AuditRecord {
@@ -2797,7 +2876,7 @@ type Tenant struct {
 
 func (x *Tenant) Reset() {
 	*x = Tenant{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[31]
+	mi := &file_meta_metapb_meta_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2809,7 +2888,7 @@ func (x *Tenant) String() string {
 func (*Tenant) ProtoMessage() {}
 
 func (x *Tenant) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[31]
+	mi := &file_meta_metapb_meta_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2822,7 +2901,7 @@ func (x *Tenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tenant.ProtoReflect.Descriptor instead.
 func (*Tenant) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{31}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Tenant) GetName() string {
@@ -2865,7 +2944,7 @@ type PutTenant struct {
 
 func (x *PutTenant) Reset() {
 	*x = PutTenant{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[32]
+	mi := &file_meta_metapb_meta_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +2956,7 @@ func (x *PutTenant) String() string {
 func (*PutTenant) ProtoMessage() {}
 
 func (x *PutTenant) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[32]
+	mi := &file_meta_metapb_meta_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +2969,7 @@ func (x *PutTenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTenant.ProtoReflect.Descriptor instead.
 func (*PutTenant) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{32}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PutTenant) GetTenant() *Tenant {
@@ -2918,7 +2997,7 @@ type DeleteTenant struct {
 
 func (x *DeleteTenant) Reset() {
 	*x = DeleteTenant{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[33]
+	mi := &file_meta_metapb_meta_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3009,7 @@ func (x *DeleteTenant) String() string {
 func (*DeleteTenant) ProtoMessage() {}
 
 func (x *DeleteTenant) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[33]
+	mi := &file_meta_metapb_meta_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3022,7 @@ func (x *DeleteTenant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTenant.ProtoReflect.Descriptor instead.
 func (*DeleteTenant) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{33}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteTenant) GetName() string {
@@ -2957,8 +3036,7 @@ var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xd8\n" +
-	"\n" +
+	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\x96\v\n" +
 	"\aCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12?\n" +
@@ -2988,7 +3066,9 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\fappend_audit\x18\x14 \x01(\v2\x1a.raftq.meta.v1.AppendAuditH\x00R\vappendAudit\x129\n" +
 	"\n" +
 	"put_tenant\x18\x15 \x01(\v2\x18.raftq.meta.v1.PutTenantH\x00R\tputTenant\x12B\n" +
-	"\rdelete_tenant\x18\x16 \x01(\v2\x1b.raftq.meta.v1.DeleteTenantH\x00R\fdeleteTenantB\x05\n" +
+	"\rdelete_tenant\x18\x16 \x01(\v2\x1b.raftq.meta.v1.DeleteTenantH\x00R\fdeleteTenant\x12<\n" +
+	"\vpause_queue\x18( \x01(\v2\x19.raftq.meta.v1.PauseQueueH\x00R\n" +
+	"pauseQueueB\x05\n" +
 	"\x03cmd\"=\n" +
 	"\n" +
 	"NodeFormat\x12\x17\n" +
@@ -3001,7 +3081,11 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\"!\n" +
 	"\vDeleteQueue\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xa7\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"8\n" +
+	"\n" +
+	"PauseQueue\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06paused\x18\x02 \x01(\bR\x06paused\"\xa7\x01\n" +
 	"\vPlaceShards\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x124\n" +
 	"\x06shards\x18\x02 \x03(\v2\x1c.raftq.meta.v1.ShardReplicasR\x06shards\x12-\n" +
@@ -3038,14 +3122,15 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x06Result\x12'\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x13.raftq.meta.v1.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12*\n" +
-	"\x05queue\x18\x03 \x01(\v2\x14.raftq.meta.v1.QueueR\x05queue\"\x8c\x01\n" +
+	"\x05queue\x18\x03 \x01(\v2\x14.raftq.meta.v1.QueueR\x05queue\"\xa4\x01\n" +
 	"\x05Queue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x06policy\x18\x02 \x01(\v2\x19.raftq.fsm.v1.QueuePolicyR\x06policy\x12\x1d\n" +
 	"\n" +
 	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x1d\n" +
 	"\n" +
-	"updated_ms\x18\x04 \x01(\x03R\tupdatedMs\"\xa6\x03\n" +
+	"updated_ms\x18\x04 \x01(\x03R\tupdatedMs\x12\x16\n" +
+	"\x06paused\x18( \x01(\bR\x06paused\"\xa6\x03\n" +
 	"\bSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12,\n" +
@@ -3205,7 +3290,7 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_meta_metapb_meta_proto_goTypes = []any{
 	(MovePhase)(0),            // 0: raftq.meta.v1.MovePhase
 	(Code)(0),                 // 1: raftq.meta.v1.Code
@@ -3216,94 +3301,96 @@ var file_meta_metapb_meta_proto_goTypes = []any{
 	(*CreateQueue)(nil),       // 6: raftq.meta.v1.CreateQueue
 	(*UpdateQueue)(nil),       // 7: raftq.meta.v1.UpdateQueue
 	(*DeleteQueue)(nil),       // 8: raftq.meta.v1.DeleteQueue
-	(*PlaceShards)(nil),       // 9: raftq.meta.v1.PlaceShards
-	(*ShardReplicas)(nil),     // 10: raftq.meta.v1.ShardReplicas
-	(*MoveStep)(nil),          // 11: raftq.meta.v1.MoveStep
-	(*Move)(nil),              // 12: raftq.meta.v1.Move
-	(*DrainNode)(nil),         // 13: raftq.meta.v1.DrainNode
-	(*RetireNode)(nil),        // 14: raftq.meta.v1.RetireNode
-	(*NodeAddr)(nil),          // 15: raftq.meta.v1.NodeAddr
-	(*Result)(nil),            // 16: raftq.meta.v1.Result
-	(*Queue)(nil),             // 17: raftq.meta.v1.Queue
-	(*Snapshot)(nil),          // 18: raftq.meta.v1.Snapshot
-	(*ShardMap)(nil),          // 19: raftq.meta.v1.ShardMap
-	(*NodeMeta)(nil),          // 20: raftq.meta.v1.NodeMeta
-	(*PreferLeader)(nil),      // 21: raftq.meta.v1.PreferLeader
-	(*AbortMove)(nil),         // 22: raftq.meta.v1.AbortMove
-	(*GrowShards)(nil),        // 23: raftq.meta.v1.GrowShards
-	(*SlotMove)(nil),          // 24: raftq.meta.v1.SlotMove
-	(*SlotMoveStep)(nil),      // 25: raftq.meta.v1.SlotMoveStep
-	(*AbortSlotMove)(nil),     // 26: raftq.meta.v1.AbortSlotMove
-	(*ForgetSlotMove)(nil),    // 27: raftq.meta.v1.ForgetSlotMove
-	(*Grant)(nil),             // 28: raftq.meta.v1.Grant
-	(*ApiKey)(nil),            // 29: raftq.meta.v1.ApiKey
-	(*CreateApiKey)(nil),      // 30: raftq.meta.v1.CreateApiKey
-	(*RotateApiKey)(nil),      // 31: raftq.meta.v1.RotateApiKey
-	(*RevokeApiKey)(nil),      // 32: raftq.meta.v1.RevokeApiKey
-	(*AuditRecord)(nil),       // 33: raftq.meta.v1.AuditRecord
-	(*AppendAudit)(nil),       // 34: raftq.meta.v1.AppendAudit
-	(*Tenant)(nil),            // 35: raftq.meta.v1.Tenant
-	(*PutTenant)(nil),         // 36: raftq.meta.v1.PutTenant
-	(*DeleteTenant)(nil),      // 37: raftq.meta.v1.DeleteTenant
-	(*fsmpb.QueuePolicy)(nil), // 38: raftq.fsm.v1.QueuePolicy
-	(*fsmpb.Quotas)(nil),      // 39: raftq.fsm.v1.Quotas
+	(*PauseQueue)(nil),        // 9: raftq.meta.v1.PauseQueue
+	(*PlaceShards)(nil),       // 10: raftq.meta.v1.PlaceShards
+	(*ShardReplicas)(nil),     // 11: raftq.meta.v1.ShardReplicas
+	(*MoveStep)(nil),          // 12: raftq.meta.v1.MoveStep
+	(*Move)(nil),              // 13: raftq.meta.v1.Move
+	(*DrainNode)(nil),         // 14: raftq.meta.v1.DrainNode
+	(*RetireNode)(nil),        // 15: raftq.meta.v1.RetireNode
+	(*NodeAddr)(nil),          // 16: raftq.meta.v1.NodeAddr
+	(*Result)(nil),            // 17: raftq.meta.v1.Result
+	(*Queue)(nil),             // 18: raftq.meta.v1.Queue
+	(*Snapshot)(nil),          // 19: raftq.meta.v1.Snapshot
+	(*ShardMap)(nil),          // 20: raftq.meta.v1.ShardMap
+	(*NodeMeta)(nil),          // 21: raftq.meta.v1.NodeMeta
+	(*PreferLeader)(nil),      // 22: raftq.meta.v1.PreferLeader
+	(*AbortMove)(nil),         // 23: raftq.meta.v1.AbortMove
+	(*GrowShards)(nil),        // 24: raftq.meta.v1.GrowShards
+	(*SlotMove)(nil),          // 25: raftq.meta.v1.SlotMove
+	(*SlotMoveStep)(nil),      // 26: raftq.meta.v1.SlotMoveStep
+	(*AbortSlotMove)(nil),     // 27: raftq.meta.v1.AbortSlotMove
+	(*ForgetSlotMove)(nil),    // 28: raftq.meta.v1.ForgetSlotMove
+	(*Grant)(nil),             // 29: raftq.meta.v1.Grant
+	(*ApiKey)(nil),            // 30: raftq.meta.v1.ApiKey
+	(*CreateApiKey)(nil),      // 31: raftq.meta.v1.CreateApiKey
+	(*RotateApiKey)(nil),      // 32: raftq.meta.v1.RotateApiKey
+	(*RevokeApiKey)(nil),      // 33: raftq.meta.v1.RevokeApiKey
+	(*AuditRecord)(nil),       // 34: raftq.meta.v1.AuditRecord
+	(*AppendAudit)(nil),       // 35: raftq.meta.v1.AppendAudit
+	(*Tenant)(nil),            // 36: raftq.meta.v1.Tenant
+	(*PutTenant)(nil),         // 37: raftq.meta.v1.PutTenant
+	(*DeleteTenant)(nil),      // 38: raftq.meta.v1.DeleteTenant
+	(*fsmpb.QueuePolicy)(nil), // 39: raftq.fsm.v1.QueuePolicy
+	(*fsmpb.Quotas)(nil),      // 40: raftq.fsm.v1.Quotas
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
 	6,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
 	7,  // 1: raftq.meta.v1.Command.update_queue:type_name -> raftq.meta.v1.UpdateQueue
 	8,  // 2: raftq.meta.v1.Command.delete_queue:type_name -> raftq.meta.v1.DeleteQueue
-	9,  // 3: raftq.meta.v1.Command.place_shards:type_name -> raftq.meta.v1.PlaceShards
+	10, // 3: raftq.meta.v1.Command.place_shards:type_name -> raftq.meta.v1.PlaceShards
 	5,  // 4: raftq.meta.v1.Command.node_format:type_name -> raftq.meta.v1.NodeFormat
-	11, // 5: raftq.meta.v1.Command.move_step:type_name -> raftq.meta.v1.MoveStep
-	14, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
-	13, // 7: raftq.meta.v1.Command.drain_node:type_name -> raftq.meta.v1.DrainNode
-	21, // 8: raftq.meta.v1.Command.prefer_leader:type_name -> raftq.meta.v1.PreferLeader
-	22, // 9: raftq.meta.v1.Command.abort_move:type_name -> raftq.meta.v1.AbortMove
-	23, // 10: raftq.meta.v1.Command.grow_shards:type_name -> raftq.meta.v1.GrowShards
-	25, // 11: raftq.meta.v1.Command.slot_move_step:type_name -> raftq.meta.v1.SlotMoveStep
-	26, // 12: raftq.meta.v1.Command.abort_slot_move:type_name -> raftq.meta.v1.AbortSlotMove
-	27, // 13: raftq.meta.v1.Command.forget_slot_move:type_name -> raftq.meta.v1.ForgetSlotMove
-	30, // 14: raftq.meta.v1.Command.create_api_key:type_name -> raftq.meta.v1.CreateApiKey
-	31, // 15: raftq.meta.v1.Command.rotate_api_key:type_name -> raftq.meta.v1.RotateApiKey
-	32, // 16: raftq.meta.v1.Command.revoke_api_key:type_name -> raftq.meta.v1.RevokeApiKey
-	34, // 17: raftq.meta.v1.Command.append_audit:type_name -> raftq.meta.v1.AppendAudit
-	36, // 18: raftq.meta.v1.Command.put_tenant:type_name -> raftq.meta.v1.PutTenant
-	37, // 19: raftq.meta.v1.Command.delete_tenant:type_name -> raftq.meta.v1.DeleteTenant
-	38, // 20: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	38, // 21: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	10, // 22: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	15, // 23: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	0,  // 24: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
-	0,  // 25: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
-	1,  // 26: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
-	17, // 27: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
-	38, // 28: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	17, // 29: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
-	19, // 30: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
-	5,  // 31: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
-	29, // 32: raftq.meta.v1.Snapshot.api_keys:type_name -> raftq.meta.v1.ApiKey
-	33, // 33: raftq.meta.v1.Snapshot.audit:type_name -> raftq.meta.v1.AuditRecord
-	35, // 34: raftq.meta.v1.Snapshot.tenants:type_name -> raftq.meta.v1.Tenant
-	10, // 35: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
-	15, // 36: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
-	12, // 37: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
-	13, // 38: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
-	24, // 39: raftq.meta.v1.ShardMap.slot_moves:type_name -> raftq.meta.v1.SlotMove
-	10, // 40: raftq.meta.v1.GrowShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	15, // 41: raftq.meta.v1.GrowShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	2,  // 42: raftq.meta.v1.SlotMove.phase:type_name -> raftq.meta.v1.SlotMovePhase
-	2,  // 43: raftq.meta.v1.SlotMoveStep.phase:type_name -> raftq.meta.v1.SlotMovePhase
-	3,  // 44: raftq.meta.v1.Grant.role:type_name -> raftq.meta.v1.Role
-	28, // 45: raftq.meta.v1.ApiKey.grants:type_name -> raftq.meta.v1.Grant
-	29, // 46: raftq.meta.v1.CreateApiKey.key:type_name -> raftq.meta.v1.ApiKey
-	33, // 47: raftq.meta.v1.AppendAudit.record:type_name -> raftq.meta.v1.AuditRecord
-	39, // 48: raftq.meta.v1.Tenant.quotas:type_name -> raftq.fsm.v1.Quotas
-	35, // 49: raftq.meta.v1.PutTenant.tenant:type_name -> raftq.meta.v1.Tenant
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	12, // 5: raftq.meta.v1.Command.move_step:type_name -> raftq.meta.v1.MoveStep
+	15, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
+	14, // 7: raftq.meta.v1.Command.drain_node:type_name -> raftq.meta.v1.DrainNode
+	22, // 8: raftq.meta.v1.Command.prefer_leader:type_name -> raftq.meta.v1.PreferLeader
+	23, // 9: raftq.meta.v1.Command.abort_move:type_name -> raftq.meta.v1.AbortMove
+	24, // 10: raftq.meta.v1.Command.grow_shards:type_name -> raftq.meta.v1.GrowShards
+	26, // 11: raftq.meta.v1.Command.slot_move_step:type_name -> raftq.meta.v1.SlotMoveStep
+	27, // 12: raftq.meta.v1.Command.abort_slot_move:type_name -> raftq.meta.v1.AbortSlotMove
+	28, // 13: raftq.meta.v1.Command.forget_slot_move:type_name -> raftq.meta.v1.ForgetSlotMove
+	31, // 14: raftq.meta.v1.Command.create_api_key:type_name -> raftq.meta.v1.CreateApiKey
+	32, // 15: raftq.meta.v1.Command.rotate_api_key:type_name -> raftq.meta.v1.RotateApiKey
+	33, // 16: raftq.meta.v1.Command.revoke_api_key:type_name -> raftq.meta.v1.RevokeApiKey
+	35, // 17: raftq.meta.v1.Command.append_audit:type_name -> raftq.meta.v1.AppendAudit
+	37, // 18: raftq.meta.v1.Command.put_tenant:type_name -> raftq.meta.v1.PutTenant
+	38, // 19: raftq.meta.v1.Command.delete_tenant:type_name -> raftq.meta.v1.DeleteTenant
+	9,  // 20: raftq.meta.v1.Command.pause_queue:type_name -> raftq.meta.v1.PauseQueue
+	39, // 21: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	39, // 22: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	11, // 23: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	16, // 24: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	0,  // 25: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
+	0,  // 26: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
+	1,  // 27: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
+	18, // 28: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
+	39, // 29: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	18, // 30: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
+	20, // 31: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
+	5,  // 32: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
+	30, // 33: raftq.meta.v1.Snapshot.api_keys:type_name -> raftq.meta.v1.ApiKey
+	34, // 34: raftq.meta.v1.Snapshot.audit:type_name -> raftq.meta.v1.AuditRecord
+	36, // 35: raftq.meta.v1.Snapshot.tenants:type_name -> raftq.meta.v1.Tenant
+	11, // 36: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
+	16, // 37: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
+	13, // 38: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
+	14, // 39: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
+	25, // 40: raftq.meta.v1.ShardMap.slot_moves:type_name -> raftq.meta.v1.SlotMove
+	11, // 41: raftq.meta.v1.GrowShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	16, // 42: raftq.meta.v1.GrowShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	2,  // 43: raftq.meta.v1.SlotMove.phase:type_name -> raftq.meta.v1.SlotMovePhase
+	2,  // 44: raftq.meta.v1.SlotMoveStep.phase:type_name -> raftq.meta.v1.SlotMovePhase
+	3,  // 45: raftq.meta.v1.Grant.role:type_name -> raftq.meta.v1.Role
+	29, // 46: raftq.meta.v1.ApiKey.grants:type_name -> raftq.meta.v1.Grant
+	30, // 47: raftq.meta.v1.CreateApiKey.key:type_name -> raftq.meta.v1.ApiKey
+	34, // 48: raftq.meta.v1.AppendAudit.record:type_name -> raftq.meta.v1.AuditRecord
+	40, // 49: raftq.meta.v1.Tenant.quotas:type_name -> raftq.fsm.v1.Quotas
+	36, // 50: raftq.meta.v1.PutTenant.tenant:type_name -> raftq.meta.v1.Tenant
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_meta_metapb_meta_proto_init() }
@@ -3332,6 +3419,7 @@ func file_meta_metapb_meta_proto_init() {
 		(*Command_AppendAudit)(nil),
 		(*Command_PutTenant)(nil),
 		(*Command_DeleteTenant)(nil),
+		(*Command_PauseQueue)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3339,7 +3427,7 @@ func file_meta_metapb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
