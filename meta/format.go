@@ -56,6 +56,13 @@ var commandFormats = map[protoreflect.Name]uint32{
 	// quotas need it too (contentFormat).
 	"put_tenant":    6,
 	"delete_tenant": 6,
+	// Format 7: recurring jobs (meta/cron.go); a replica of format 6
+	// would stop on them.
+	"create_cron_schedule":  7,
+	"set_cron_paused":       7,
+	"delete_cron_schedule":  7,
+	"trigger_cron_schedule": 7,
+	"record_cron_fire":      7,
 }
 
 // contentFormat is the format a command of an older kind needs for what
