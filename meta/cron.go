@@ -13,6 +13,7 @@ import (
 	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta/metapb"
+	"github.com/raftq/raftq/raftgroup"
 )
 
 // Recurring jobs (log format 7, docs/jobs.md "Recurring jobs (cron)"):
@@ -268,6 +269,15 @@ func (s *Store) DeleteCronSchedule(ctx context.Context, name string) error {
 func (s *Store) RecordCronFire(ctx context.Context, rec *metapb.RecordCronFire) error {
 	if _, err := s.apply(ctx, &metapb.Command{Cmd: &metapb.Command_RecordCronFire{RecordCronFire: rec}}); err != nil {
 		return fmt.Errorf("record fire of schedule %q: %w", rec.GetName(), err)
+	}
+	return nil
+}
+
+// Barrier waits until this leader has applied every entry committed
+// before its term, so what it reads is what its predecessors recorded.
+func (s *Store) Barrier(ctx context.Context) error {
+	if err := raftgroup.WaitFuture(ctx, s.raft.Barrier(timeoutOf(ctx)), s.stopped); err != nil {
+		return fmt.Errorf("meta barrier: %w", err)
 	}
 	return nil
 }
