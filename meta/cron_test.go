@@ -122,16 +122,18 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestValidateCronSchedule(t *testing.T) {
 	bad := map[string]func(s *metapb.CronSchedule){
-		"empty name":       func(s *metapb.CronSchedule) { s.Name = "" },
-		"name chars":       func(s *metapb.CronSchedule) { s.Name = "a b" },
-		"long name":        func(s *metapb.CronSchedule) { s.Name = strings.Repeat("n", MaxCronNameLen+1) },
-		"spec":             func(s *metapb.CronSchedule) { s.Spec = "* * *" },
-		"zone":             func(s *metapb.CronSchedule) { s.TimeZone = "Nowhere/Else" },
-		"queue":            func(s *metapb.CronSchedule) { s.Queue = "" },
-		"body":             func(s *metapb.CronSchedule) { s.Body = make([]byte, MaxCronBodyBytes+1) },
-		"reserved attr":    func(s *metapb.CronSchedule) { s.Attributes = map[string]string{CronAttrSlot: "1"} },
-		"catch up zero":    func(s *metapb.CronSchedule) { s.Misfire = metapb.CronMisfire_CRON_MISFIRE_CATCH_UP },
-		"catch up high":    func(s *metapb.CronSchedule) { s.Misfire, s.CatchUpMax = metapb.CronMisfire_CRON_MISFIRE_CATCH_UP, MaxCronCatchUp+1 },
+		"empty name":    func(s *metapb.CronSchedule) { s.Name = "" },
+		"name chars":    func(s *metapb.CronSchedule) { s.Name = "a b" },
+		"long name":     func(s *metapb.CronSchedule) { s.Name = strings.Repeat("n", MaxCronNameLen+1) },
+		"spec":          func(s *metapb.CronSchedule) { s.Spec = "* * *" },
+		"zone":          func(s *metapb.CronSchedule) { s.TimeZone = "Nowhere/Else" },
+		"queue":         func(s *metapb.CronSchedule) { s.Queue = "" },
+		"body":          func(s *metapb.CronSchedule) { s.Body = make([]byte, MaxCronBodyBytes+1) },
+		"reserved attr": func(s *metapb.CronSchedule) { s.Attributes = map[string]string{CronAttrSlot: "1"} },
+		"catch up zero": func(s *metapb.CronSchedule) { s.Misfire = metapb.CronMisfire_CRON_MISFIRE_CATCH_UP },
+		"catch up high": func(s *metapb.CronSchedule) {
+			s.Misfire, s.CatchUpMax = metapb.CronMisfire_CRON_MISFIRE_CATCH_UP, MaxCronCatchUp+1
+		},
 		"catch up on skip": func(s *metapb.CronSchedule) { s.Misfire, s.CatchUpMax = metapb.CronMisfire_CRON_MISFIRE_SKIP, 3 },
 		"misfire":          func(s *metapb.CronSchedule) { s.Misfire = 9 },
 		"grace":            func(s *metapb.CronSchedule) { s.MisfireGraceMs = -1 },
