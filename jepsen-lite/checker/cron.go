@@ -31,6 +31,7 @@ func cronCheck(ops []history.Op) *Result {
 		c := op.Cron
 		switch op.F {
 		case history.FCron:
+			r.Count["received"]++
 			if c.Trigger > 0 {
 				addID(trigIDs, c.Schedule, c.Trigger, op.MessageID)
 				continue
@@ -70,6 +71,9 @@ func cronSchedule(r *Result, st *history.Cron, got map[int64]int, trig map[uint6
 			r.violate("cron-double-fire", "schedule %q: slot %d fired %d times", st.Schedule, s, got[s])
 		}
 	}
+	r.Count["slots-fired"] += len(got)
+	r.Count["slots-skipped"] += int(st.Skipped)
+	r.Count["triggers"] += len(trig)
 	var missing []int64
 	expected := uint64(0)
 	for s := st.CreatedMs + st.EveryMs; s <= st.LastSlotMs; s += st.EveryMs {
