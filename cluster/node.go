@@ -184,6 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.goLoop(n.clock.loop)
 	n.goLoop(n.metaDutiesLoop)
+	n.goLoop(n.cronLoop)
 	n.goLoop(n.moveLoop)
 	n.goLoop(n.retiredLoop)
 	n.goLoop(n.shards.manageLoop)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/peer/peerpb"
+	"github.com/raftq/raftq/router"
 )
 
 // ShardCaller proposes commands on data shards and reads from them at
@@ -16,6 +17,9 @@ import (
 type ShardCaller interface {
 	Apply(ctx context.Context, id uint32, cmd *fsmpb.Command) (*fsmpb.Result, error)
 	Read(ctx context.Context, req *peerpb.ShardReadRequest) (*peerpb.ShardReadResponse, error)
+	// Send enqueues messages on a queue as a client's send does (the
+	// cron firer's messages, cron.go).
+	Send(ctx context.Context, queue string, msgs []*fsmpb.NewMessage) ([]router.Sent, error)
 }
 
 type shardCallerBox struct{ ShardCaller }

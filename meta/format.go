@@ -59,6 +59,13 @@ var commandFormats = map[protoreflect.Name]uint32{
 	// Format 7: pausing a queue (meta/pause.go); a replica of format 6
 	// would stop on it.
 	"pause_queue": 7,
+	// Format 7: recurring jobs (meta/cron.go); a replica of format 6
+	// would stop on them.
+	"create_cron_schedule":  7,
+	"set_cron_paused":       7,
+	"delete_cron_schedule":  7,
+	"trigger_cron_schedule": 7,
+	"record_cron_fire":      7,
 }
 
 // contentFormat is the format a command of an older kind needs for what

@@ -21,11 +21,14 @@ type FSM struct {
 	mu       sync.RWMutex
 	applied  uint64
 	queues   map[string]*metapb.Queue
-	shardMap *metapb.ShardMap          // nil until placed
-	formats  map[string]uint32         // node id -> recorded log format (NodeFormat)
-	keys     map[string]*metapb.ApiKey // by id (access.go)
-	tenants  map[string]*metapb.Tenant // by name (tenants.go)
-	audit    []*metapb.AuditRecord     // oldest first, at most MaxAudit
+	shardMap *metapb.ShardMap                // nil until placed
+	formats  map[string]uint32               // node id -> recorded log format (NodeFormat)
+	keys     map[string]*metapb.ApiKey       // by id (access.go)
+	tenants  map[string]*metapb.Tenant       // by name (tenants.go)
+	cron     map[string]*metapb.CronSchedule // by name (cron.go)
+	// nextCron: the id the next schedule takes (0 means 1).
+	nextCron uint64
+	audit    []*metapb.AuditRecord // oldest first, at most MaxAudit
 	// nextAudit: the seq the next audit record takes (0 means 1).
 	nextAudit uint64
 
@@ -36,7 +39,7 @@ type FSM struct {
 // NewFSM returns an empty FSM; onChange (may be nil) is called after every
 // state change and must not block.
 func NewFSM(onChange func()) *FSM {
-	return &FSM{queues: map[string]*metapb.Queue{}, formats: map[string]uint32{}, keys: map[string]*metapb.ApiKey{}, tenants: map[string]*metapb.Tenant{}, onChange: onChange}
+	return &FSM{queues: map[string]*metapb.Queue{}, formats: map[string]uint32{}, keys: map[string]*metapb.ApiKey{}, tenants: map[string]*metapb.Tenant{}, cron: map[string]*metapb.CronSchedule{}, onChange: onChange}
 }
 
 // Apply applies one log. Non-command logs and indexes at or below the last
@@ -120,6 +123,16 @@ func (f *FSM) applyLocked(cmd *metapb.Command) *metapb.Result {
 		return f.deleteTenant(c.DeleteTenant)
 	case *metapb.Command_PauseQueue:
 		return f.pauseQueue(c.PauseQueue, cmd.GetNowMs())
+	case *metapb.Command_CreateCronSchedule:
+		return f.createCronSchedule(c.CreateCronSchedule, cmd.GetNowMs())
+	case *metapb.Command_SetCronPaused:
+		return f.setCronPaused(c.SetCronPaused, cmd.GetNowMs())
+	case *metapb.Command_DeleteCronSchedule:
+		return f.deleteCronSchedule(c.DeleteCronSchedule)
+	case *metapb.Command_TriggerCronSchedule:
+		return f.triggerCronSchedule(c.TriggerCronSchedule)
+	case *metapb.Command_RecordCronFire:
+		return f.recordCronFire(c.RecordCronFire)
 	default:
 		if nums, _ := fsm.UnknownKinds(cmd); len(nums) > 0 {
 			return &metapb.Result{} // ignorable kind of a newer binary (Apply stopped on any other)
@@ -286,6 +299,8 @@ func (f *FSM) snapshotProto() *metapb.Snapshot {
 	snap.Audit = cloneAll(f.audit)
 	snap.NextAuditSeq = f.nextAudit
 	snap.Tenants = f.tenantsLocked()
+	snap.CronSchedules = f.cronSchedulesLocked()
+	snap.NextCronId = f.nextCron
 	f.mu.RUnlock()
 	return snap
 }
@@ -316,6 +331,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	for _, t := range snap.GetTenants() {
 		f.tenants[t.GetName()] = t
 	}
+	f.cron = cronFromProto(snap.GetCronSchedules())
+	f.nextCron = snap.GetNextCronId()
 	f.mu.Unlock()
 	f.changed()
 	return nil

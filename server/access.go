@@ -95,6 +95,16 @@ var rules = map[string]rule{
 	"/raftq.v1.Tenants/UpdateTenant": {need: permCluster},
 	"/raftq.v1.Tenants/DeleteTenant": {need: permCluster},
 
+	// Schedules send to any queue they name, as the cluster: managing
+	// them needs the cluster admin role.
+	"/raftq.v1.Schedules/CreateSchedule":  {need: permCluster},
+	"/raftq.v1.Schedules/GetSchedule":     {need: permCluster},
+	"/raftq.v1.Schedules/ListSchedules":   {need: permCluster},
+	"/raftq.v1.Schedules/PauseSchedule":   {need: permCluster},
+	"/raftq.v1.Schedules/ResumeSchedule":  {need: permCluster},
+	"/raftq.v1.Schedules/DeleteSchedule":  {need: permCluster},
+	"/raftq.v1.Schedules/TriggerSchedule": {need: permCluster},
+
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      {need: permAny},
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": {need: permAny},
 }

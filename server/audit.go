@@ -34,7 +34,9 @@ func audited(method string) bool {
 		"/raftq.v1.Cluster/CancelMove", "/raftq.v1.Cluster/SetShardCount",
 		"/raftq.v1.Cluster/Backup",
 		"/raftq.v1.Access/CreateKey", "/raftq.v1.Access/RotateKey", "/raftq.v1.Access/RevokeKey",
-		"/raftq.v1.Tenants/CreateTenant", "/raftq.v1.Tenants/UpdateTenant", "/raftq.v1.Tenants/DeleteTenant":
+		"/raftq.v1.Tenants/CreateTenant", "/raftq.v1.Tenants/UpdateTenant", "/raftq.v1.Tenants/DeleteTenant",
+		"/raftq.v1.Schedules/CreateSchedule", "/raftq.v1.Schedules/PauseSchedule", "/raftq.v1.Schedules/ResumeSchedule",
+		"/raftq.v1.Schedules/DeleteSchedule", "/raftq.v1.Schedules/TriggerSchedule":
 		return true
 	}
 	return false

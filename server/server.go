@@ -90,6 +90,7 @@ func (s *Server) Register(g *grpc.Server) {
 	raftqv1.RegisterClusterServer(g, &clusterSvc{Server: s})
 	raftqv1.RegisterAccessServer(g, &accessSvc{Server: s})
 	raftqv1.RegisterTenantsServer(g, &tenantsSvc{Server: s})
+	raftqv1.RegisterSchedulesServer(g, &schedulesSvc{Server: s})
 }
 
 // Peer is the node-to-node service, for the peer listener's server (never

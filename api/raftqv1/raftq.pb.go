@@ -212,6 +212,63 @@ func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{2}
 }
 
+type MisfirePolicy int32
+
+const (
+	// MISFIRE_POLICY_UNSPECIFIED: FIRE_ONCE.
+	MisfirePolicy_MISFIRE_POLICY_UNSPECIFIED MisfirePolicy = 0
+	// MISFIRE_POLICY_FIRE_ONCE: of the slots missed by more than the
+	// grace, fire the latest once.
+	MisfirePolicy_MISFIRE_POLICY_FIRE_ONCE MisfirePolicy = 1
+	// MISFIRE_POLICY_SKIP: fire no missed slot.
+	MisfirePolicy_MISFIRE_POLICY_SKIP MisfirePolicy = 2
+	// MISFIRE_POLICY_CATCH_UP: fire the latest catch_up_max missed slots.
+	MisfirePolicy_MISFIRE_POLICY_CATCH_UP MisfirePolicy = 3
+)
+
+// Enum value maps for MisfirePolicy.
+var (
+	MisfirePolicy_name = map[int32]string{
+		0: "MISFIRE_POLICY_UNSPECIFIED",
+		1: "MISFIRE_POLICY_FIRE_ONCE",
+		2: "MISFIRE_POLICY_SKIP",
+		3: "MISFIRE_POLICY_CATCH_UP",
+	}
+	MisfirePolicy_value = map[string]int32{
+		"MISFIRE_POLICY_UNSPECIFIED": 0,
+		"MISFIRE_POLICY_FIRE_ONCE":   1,
+		"MISFIRE_POLICY_SKIP":        2,
+		"MISFIRE_POLICY_CATCH_UP":    3,
+	}
+)
+
+func (x MisfirePolicy) Enum() *MisfirePolicy {
+	p := new(MisfirePolicy)
+	*p = x
+	return p
+}
+
+func (x MisfirePolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MisfirePolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_raftqv1_raftq_proto_enumTypes[3].Descriptor()
+}
+
+func (MisfirePolicy) Type() protoreflect.EnumType {
+	return &file_api_raftqv1_raftq_proto_enumTypes[3]
+}
+
+func (x MisfirePolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MisfirePolicy.Descriptor instead.
+func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{3}
+}
+
 // QueuePolicy is a queue's configuration. Zero values mean "use the
 // default"; the server answers with the defaults filled in.
 type QueuePolicy struct {
@@ -6573,6 +6630,589 @@ func (x *ListAuditResponse) GetRecords() []*AuditRecord {
 	return nil
 }
 
+type ScheduleInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// spec: a 5-field cron expression ("*/5 * * * *"), @hourly, @daily,
+	// @weekly, @monthly, @yearly, or "@every 30s".
+	Spec     string `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	TimeZone string `protobuf:"bytes,3,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"` // IANA name; empty: UTC
+	Queue    string `protobuf:"bytes,4,opt,name=queue,proto3" json:"queue,omitempty"`
+	// body: a template; {{schedule}}, {{slot}} (RFC 3339 in the zone) and
+	// {{slot_ms}} are replaced per message.
+	Body       []byte            `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
+	Attributes map[string]string `protobuf:"bytes,6,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Type       string            `protobuf:"bytes,7,opt,name=type,proto3" json:"type,omitempty"`
+	GroupId    string            `protobuf:"bytes,8,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	Misfire    MisfirePolicy     `protobuf:"varint,9,opt,name=misfire,proto3,enum=raftq.v1.MisfirePolicy" json:"misfire,omitempty"`
+	CatchUpMax uint32            `protobuf:"varint,10,opt,name=catch_up_max,json=catchUpMax,proto3" json:"catch_up_max,omitempty"`
+	// misfire_grace_ms: how late a slot may fire before it counts as
+	// missed; 0: 60000.
+	MisfireGraceMs int64 `protobuf:"varint,11,opt,name=misfire_grace_ms,json=misfireGraceMs,proto3" json:"misfire_grace_ms,omitempty"`
+	// Read-only below.
+	Paused            bool   `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
+	Id                uint64 `protobuf:"varint,13,opt,name=id,proto3" json:"id,omitempty"`
+	CreatedMs         int64  `protobuf:"varint,14,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	NextFireMs        int64  `protobuf:"varint,15,opt,name=next_fire_ms,json=nextFireMs,proto3" json:"next_fire_ms,omitempty"` // 0: paused, or no further slot
+	LastSlotMs        int64  `protobuf:"varint,16,opt,name=last_slot_ms,json=lastSlotMs,proto3" json:"last_slot_ms,omitempty"` // the newest slot fired or skipped; 0: none
+	Fired             uint64 `protobuf:"varint,17,opt,name=fired,proto3" json:"fired,omitempty"`
+	Skipped           uint64 `protobuf:"varint,18,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	TriggersRequested uint64 `protobuf:"varint,19,opt,name=triggers_requested,json=triggersRequested,proto3" json:"triggers_requested,omitempty"`
+	TriggersFired     uint64 `protobuf:"varint,20,opt,name=triggers_fired,json=triggersFired,proto3" json:"triggers_fired,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ScheduleInfo) Reset() {
+	*x = ScheduleInfo{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleInfo) ProtoMessage() {}
+
+func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleInfo.ProtoReflect.Descriptor instead.
+func (*ScheduleInfo) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *ScheduleInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetSpec() string {
+	if x != nil {
+		return x.Spec
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *ScheduleInfo) GetAttributes() map[string]string {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+func (x *ScheduleInfo) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetMisfire() MisfirePolicy {
+	if x != nil {
+		return x.Misfire
+	}
+	return MisfirePolicy_MISFIRE_POLICY_UNSPECIFIED
+}
+
+func (x *ScheduleInfo) GetCatchUpMax() uint32 {
+	if x != nil {
+		return x.CatchUpMax
+	}
+	return 0
+}
+
+func (x *ScheduleInfo) GetMisfireGraceMs() int64 {
+	if x != nil {
+		return x.MisfireGraceMs
+	}
+	return 0
+}
+
+func (x *ScheduleInfo) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *ScheduleInfo) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ScheduleInfo) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *ScheduleInfo) GetNextFireMs() int64 {
+	if x != nil {
+		return x.NextFireMs
+	}
+	return 0
+}
+
+func (x *ScheduleInfo) GetLastSlotMs() int64 {
+	if x != nil {
+		return x.LastSlotMs
+	}
+	return 0
+}
+
+func (x *ScheduleInfo) GetFired() uint64 {
+	if x != nil {
+		return x.Fired
+	}
+	return 0
+}
+
+func (x *ScheduleInfo) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *ScheduleInfo) GetTriggersRequested() uint64 {
+	if x != nil {
+		return x.TriggersRequested
+	}
+	return 0
+}
+
+func (x *ScheduleInfo) GetTriggersFired() uint64 {
+	if x != nil {
+		return x.TriggersFired
+	}
+	return 0
+}
+
+type CreateScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *ScheduleInfo          `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateScheduleRequest) Reset() {
+	*x = CreateScheduleRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateScheduleRequest) ProtoMessage() {}
+
+func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
+func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *CreateScheduleRequest) GetSchedule() *ScheduleInfo {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type GetScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleRequest) Reset() {
+	*x = GetScheduleRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleRequest) ProtoMessage() {}
+
+func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *GetScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ListSchedulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{103}
+}
+
+type ListSchedulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedules     []*ScheduleInfo        `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*ScheduleInfo {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+type PauseScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseScheduleRequest) Reset() {
+	*x = PauseScheduleRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[105]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseScheduleRequest) ProtoMessage() {}
+
+func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[105]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
+func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{105}
+}
+
+func (x *PauseScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ResumeScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeScheduleRequest) Reset() {
+	*x = ResumeScheduleRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[106]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeScheduleRequest) ProtoMessage() {}
+
+func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[106]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
+func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{106}
+}
+
+func (x *ResumeScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleRequest) Reset() {
+	*x = DeleteScheduleRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[107]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleRequest) ProtoMessage() {}
+
+func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[107]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{107}
+}
+
+func (x *DeleteScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleResponse) Reset() {
+	*x = DeleteScheduleResponse{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[108]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleResponse) ProtoMessage() {}
+
+func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[108]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{108}
+}
+
+type TriggerScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerScheduleRequest) Reset() {
+	*x = TriggerScheduleRequest{}
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[109]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerScheduleRequest) ProtoMessage() {}
+
+func (x *TriggerScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftqv1_raftq_proto_msgTypes[109]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerScheduleRequest.ProtoReflect.Descriptor instead.
+func (*TriggerScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftqv1_raftq_proto_rawDescGZIP(), []int{109}
+}
+
+func (x *TriggerScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
@@ -7077,7 +7717,54 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x04code\x18\a \x01(\tR\x04code\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\"D\n" +
 	"\x11ListAuditResponse\x12/\n" +
-	"\arecords\x18\x01 \x03(\v2\x15.raftq.v1.AuditRecordR\arecords*U\n" +
+	"\arecords\x18\x01 \x03(\v2\x15.raftq.v1.AuditRecordR\arecords\"\xc3\x05\n" +
+	"\fScheduleInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04spec\x18\x02 \x01(\tR\x04spec\x12\x1b\n" +
+	"\ttime_zone\x18\x03 \x01(\tR\btimeZone\x12\x14\n" +
+	"\x05queue\x18\x04 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04body\x18\x05 \x01(\fR\x04body\x12F\n" +
+	"\n" +
+	"attributes\x18\x06 \x03(\v2&.raftq.v1.ScheduleInfo.AttributesEntryR\n" +
+	"attributes\x12\x12\n" +
+	"\x04type\x18\a \x01(\tR\x04type\x12\x19\n" +
+	"\bgroup_id\x18\b \x01(\tR\agroupId\x121\n" +
+	"\amisfire\x18\t \x01(\x0e2\x17.raftq.v1.MisfirePolicyR\amisfire\x12 \n" +
+	"\fcatch_up_max\x18\n" +
+	" \x01(\rR\n" +
+	"catchUpMax\x12(\n" +
+	"\x10misfire_grace_ms\x18\v \x01(\x03R\x0emisfireGraceMs\x12\x16\n" +
+	"\x06paused\x18\f \x01(\bR\x06paused\x12\x0e\n" +
+	"\x02id\x18\r \x01(\x04R\x02id\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x0e \x01(\x03R\tcreatedMs\x12 \n" +
+	"\fnext_fire_ms\x18\x0f \x01(\x03R\n" +
+	"nextFireMs\x12 \n" +
+	"\flast_slot_ms\x18\x10 \x01(\x03R\n" +
+	"lastSlotMs\x12\x14\n" +
+	"\x05fired\x18\x11 \x01(\x04R\x05fired\x12\x18\n" +
+	"\askipped\x18\x12 \x01(\x04R\askipped\x12-\n" +
+	"\x12triggers_requested\x18\x13 \x01(\x04R\x11triggersRequested\x12%\n" +
+	"\x0etriggers_fired\x18\x14 \x01(\x04R\rtriggersFired\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"K\n" +
+	"\x15CreateScheduleRequest\x122\n" +
+	"\bschedule\x18\x01 \x01(\v2\x16.raftq.v1.ScheduleInfoR\bschedule\"(\n" +
+	"\x12GetScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
+	"\x14ListSchedulesRequest\"M\n" +
+	"\x15ListSchedulesResponse\x124\n" +
+	"\tschedules\x18\x01 \x03(\v2\x16.raftq.v1.ScheduleInfoR\tschedules\"*\n" +
+	"\x14PauseScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"+\n" +
+	"\x15ResumeScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"+\n" +
+	"\x15DeleteScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16DeleteScheduleResponse\",\n" +
+	"\x16TriggerScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name*U\n" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13QUEUE_MODE_STANDARD\x10\x01\x12\x13\n" +
@@ -7099,7 +7786,12 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x0fREASON_REDRIVEN\x10\x05\x12\x14\n" +
 	"\x10REASON_RETENTION\x10\x06\x12\x10\n" +
 	"\fREASON_ACKED\x10\a\x12\x12\n" +
-	"\x0eREASON_SNOOZED\x10\x1e2\xf1\x04\n" +
+	"\x0eREASON_SNOOZED\x10\x1e*\x83\x01\n" +
+	"\rMisfirePolicy\x12\x1e\n" +
+	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18MISFIRE_POLICY_FIRE_ONCE\x10\x01\x12\x17\n" +
+	"\x13MISFIRE_POLICY_SKIP\x10\x02\x12\x1b\n" +
+	"\x17MISFIRE_POLICY_CATCH_UP\x10\x032\xf1\x04\n" +
 	"\x06Queues\x12@\n" +
 	"\vCreateQueue\x12\x1c.raftq.v1.CreateQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12:\n" +
 	"\bGetQueue\x12\x19.raftq.v1.GetQueueRequest\x1a\x13.raftq.v1.QueueInfo\x12G\n" +
@@ -7157,7 +7849,15 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\tGetTenant\x12\x1a.raftq.v1.GetTenantRequest\x1a\x14.raftq.v1.TenantInfo\x12J\n" +
 	"\vListTenants\x12\x1c.raftq.v1.ListTenantsRequest\x1a\x1d.raftq.v1.ListTenantsResponse\x12C\n" +
 	"\fUpdateTenant\x12\x1d.raftq.v1.UpdateTenantRequest\x1a\x14.raftq.v1.TenantInfo\x12M\n" +
-	"\fDeleteTenant\x12\x1d.raftq.v1.DeleteTenantRequest\x1a\x1e.raftq.v1.DeleteTenantResponseB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
+	"\fDeleteTenant\x12\x1d.raftq.v1.DeleteTenantRequest\x1a\x1e.raftq.v1.DeleteTenantResponse2\xa3\x04\n" +
+	"\tSchedules\x12I\n" +
+	"\x0eCreateSchedule\x12\x1f.raftq.v1.CreateScheduleRequest\x1a\x16.raftq.v1.ScheduleInfo\x12C\n" +
+	"\vGetSchedule\x12\x1c.raftq.v1.GetScheduleRequest\x1a\x16.raftq.v1.ScheduleInfo\x12P\n" +
+	"\rListSchedules\x12\x1e.raftq.v1.ListSchedulesRequest\x1a\x1f.raftq.v1.ListSchedulesResponse\x12G\n" +
+	"\rPauseSchedule\x12\x1e.raftq.v1.PauseScheduleRequest\x1a\x16.raftq.v1.ScheduleInfo\x12I\n" +
+	"\x0eResumeSchedule\x12\x1f.raftq.v1.ResumeScheduleRequest\x1a\x16.raftq.v1.ScheduleInfo\x12S\n" +
+	"\x0eDeleteSchedule\x12\x1f.raftq.v1.DeleteScheduleRequest\x1a .raftq.v1.DeleteScheduleResponse\x12K\n" +
+	"\x0fTriggerSchedule\x12 .raftq.v1.TriggerScheduleRequest\x1a\x16.raftq.v1.ScheduleInfoB$Z\"github.com/raftq/raftq/api/raftqv1b\x06proto3"
 
 var (
 	file_api_raftqv1_raftq_proto_rawDescOnce sync.Once
@@ -7171,255 +7871,285 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 	return file_api_raftqv1_raftq_proto_rawDescData
 }
 
-var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
+var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 114)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
-	(QueueMode)(0),                // 0: raftq.v1.QueueMode
-	(State)(0),                    // 1: raftq.v1.State
-	(Reason)(0),                   // 2: raftq.v1.Reason
-	(*QueuePolicy)(nil),           // 3: raftq.v1.QueuePolicy
-	(*Quotas)(nil),                // 4: raftq.v1.Quotas
-	(*Attempt)(nil),               // 5: raftq.v1.Attempt
-	(*Message)(nil),               // 6: raftq.v1.Message
-	(*QueueInfo)(nil),             // 7: raftq.v1.QueueInfo
-	(*CreateQueueRequest)(nil),    // 8: raftq.v1.CreateQueueRequest
-	(*GetQueueRequest)(nil),       // 9: raftq.v1.GetQueueRequest
-	(*ListQueuesRequest)(nil),     // 10: raftq.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),    // 11: raftq.v1.ListQueuesResponse
-	(*UpdateQueueRequest)(nil),    // 12: raftq.v1.UpdateQueueRequest
-	(*DeleteQueueRequest)(nil),    // 13: raftq.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),   // 14: raftq.v1.DeleteQueueResponse
-	(*PurgeQueueRequest)(nil),     // 15: raftq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),    // 16: raftq.v1.PurgeQueueResponse
-	(*PauseQueueRequest)(nil),     // 17: raftq.v1.PauseQueueRequest
-	(*ResumeQueueRequest)(nil),    // 18: raftq.v1.ResumeQueueRequest
-	(*QueueStatsRequest)(nil),     // 19: raftq.v1.QueueStatsRequest
-	(*QueueStatsResponse)(nil),    // 20: raftq.v1.QueueStatsResponse
-	(*SendRequest)(nil),           // 21: raftq.v1.SendRequest
-	(*SendResponse)(nil),          // 22: raftq.v1.SendResponse
-	(*SendBatchRequest)(nil),      // 23: raftq.v1.SendBatchRequest
-	(*SendResult)(nil),            // 24: raftq.v1.SendResult
-	(*SendBatchResponse)(nil),     // 25: raftq.v1.SendBatchResponse
-	(*ReceiveRequest)(nil),        // 26: raftq.v1.ReceiveRequest
-	(*ReceivedMessage)(nil),       // 27: raftq.v1.ReceivedMessage
-	(*ReceiveResponse)(nil),       // 28: raftq.v1.ReceiveResponse
-	(*ItemStatus)(nil),            // 29: raftq.v1.ItemStatus
-	(*AckRequest)(nil),            // 30: raftq.v1.AckRequest
-	(*AckResponse)(nil),           // 31: raftq.v1.AckResponse
-	(*NackRequest)(nil),           // 32: raftq.v1.NackRequest
-	(*NackResponse)(nil),          // 33: raftq.v1.NackResponse
-	(*SnoozeRequest)(nil),         // 34: raftq.v1.SnoozeRequest
-	(*SnoozeResponse)(nil),        // 35: raftq.v1.SnoozeResponse
-	(*ExtendLeaseRequest)(nil),    // 36: raftq.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 37: raftq.v1.ExtendLeaseResponse
-	(*DeadLetterRequest)(nil),     // 38: raftq.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),    // 39: raftq.v1.DeadLetterResponse
-	(*GetMessageRequest)(nil),     // 40: raftq.v1.GetMessageRequest
-	(*MessageInfo)(nil),           // 41: raftq.v1.MessageInfo
-	(*CancelMessageRequest)(nil),  // 42: raftq.v1.CancelMessageRequest
-	(*WaitMessageRequest)(nil),    // 43: raftq.v1.WaitMessageRequest
-	(*CancelMessageResponse)(nil), // 44: raftq.v1.CancelMessageResponse
-	(*DeadFilter)(nil),            // 45: raftq.v1.DeadFilter
-	(*ListDeadRequest)(nil),       // 46: raftq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 47: raftq.v1.ListDeadResponse
-	(*RedriveRequest)(nil),        // 48: raftq.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 49: raftq.v1.RedriveResponse
-	(*DiscardRequest)(nil),        // 50: raftq.v1.DiscardRequest
-	(*DiscardResponse)(nil),       // 51: raftq.v1.DiscardResponse
-	(*StatusRequest)(nil),         // 52: raftq.v1.StatusRequest
-	(*Member)(nil),                // 53: raftq.v1.Member
-	(*ShardInfo)(nil),             // 54: raftq.v1.ShardInfo
-	(*StatusResponse)(nil),        // 55: raftq.v1.StatusResponse
-	(*DamagedReplica)(nil),        // 56: raftq.v1.DamagedReplica
-	(*RepairRequest)(nil),         // 57: raftq.v1.RepairRequest
-	(*RepairResponse)(nil),        // 58: raftq.v1.RepairResponse
-	(*GroupRepair)(nil),           // 59: raftq.v1.GroupRepair
-	(*ShardMapRequest)(nil),       // 60: raftq.v1.ShardMapRequest
-	(*ShardMapResponse)(nil),      // 61: raftq.v1.ShardMapResponse
-	(*NodesRequest)(nil),          // 62: raftq.v1.NodesRequest
-	(*NodeInfo)(nil),              // 63: raftq.v1.NodeInfo
-	(*NodesResponse)(nil),         // 64: raftq.v1.NodesResponse
-	(*RemoveNodeRequest)(nil),     // 65: raftq.v1.RemoveNodeRequest
-	(*ReplaceNodeRequest)(nil),    // 66: raftq.v1.ReplaceNodeRequest
-	(*NodeDrainResponse)(nil),     // 67: raftq.v1.NodeDrainResponse
-	(*RebalanceRequest)(nil),      // 68: raftq.v1.RebalanceRequest
-	(*ReplicaMovePlan)(nil),       // 69: raftq.v1.ReplicaMovePlan
-	(*LeaderChangePlan)(nil),      // 70: raftq.v1.LeaderChangePlan
-	(*NodeBalance)(nil),           // 71: raftq.v1.NodeBalance
-	(*RebalanceResponse)(nil),     // 72: raftq.v1.RebalanceResponse
-	(*BackupRequest)(nil),         // 73: raftq.v1.BackupRequest
-	(*BackupChunk)(nil),           // 74: raftq.v1.BackupChunk
-	(*CancelMoveRequest)(nil),     // 75: raftq.v1.CancelMoveRequest
-	(*CancelMoveResponse)(nil),    // 76: raftq.v1.CancelMoveResponse
-	(*SetShardCountRequest)(nil),  // 77: raftq.v1.SetShardCountRequest
-	(*SetShardCountResponse)(nil), // 78: raftq.v1.SetShardCountResponse
-	(*ReplicaPlacement)(nil),      // 79: raftq.v1.ReplicaPlacement
-	(*SlotMoveInfo)(nil),          // 80: raftq.v1.SlotMoveInfo
-	(*Grant)(nil),                 // 81: raftq.v1.Grant
-	(*TenantInfo)(nil),            // 82: raftq.v1.TenantInfo
-	(*CreateTenantRequest)(nil),   // 83: raftq.v1.CreateTenantRequest
-	(*GetTenantRequest)(nil),      // 84: raftq.v1.GetTenantRequest
-	(*ListTenantsRequest)(nil),    // 85: raftq.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),   // 86: raftq.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),   // 87: raftq.v1.UpdateTenantRequest
-	(*DeleteTenantRequest)(nil),   // 88: raftq.v1.DeleteTenantRequest
-	(*DeleteTenantResponse)(nil),  // 89: raftq.v1.DeleteTenantResponse
-	(*WhoAmIRequest)(nil),         // 90: raftq.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),        // 91: raftq.v1.WhoAmIResponse
-	(*KeyInfo)(nil),               // 92: raftq.v1.KeyInfo
-	(*CreateKeyRequest)(nil),      // 93: raftq.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),     // 94: raftq.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),       // 95: raftq.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),      // 96: raftq.v1.ListKeysResponse
-	(*RotateKeyRequest)(nil),      // 97: raftq.v1.RotateKeyRequest
-	(*RevokeKeyRequest)(nil),      // 98: raftq.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),     // 99: raftq.v1.RevokeKeyResponse
-	(*ListAuditRequest)(nil),      // 100: raftq.v1.ListAuditRequest
-	(*AuditRecord)(nil),           // 101: raftq.v1.AuditRecord
-	(*ListAuditResponse)(nil),     // 102: raftq.v1.ListAuditResponse
-	nil,                           // 103: raftq.v1.Message.AttributesEntry
-	nil,                           // 104: raftq.v1.SendRequest.AttributesEntry
-	nil,                           // 105: raftq.v1.ReceivedMessage.AttributesEntry
+	(QueueMode)(0),                 // 0: raftq.v1.QueueMode
+	(State)(0),                     // 1: raftq.v1.State
+	(Reason)(0),                    // 2: raftq.v1.Reason
+	(MisfirePolicy)(0),             // 3: raftq.v1.MisfirePolicy
+	(*QueuePolicy)(nil),            // 4: raftq.v1.QueuePolicy
+	(*Quotas)(nil),                 // 5: raftq.v1.Quotas
+	(*Attempt)(nil),                // 6: raftq.v1.Attempt
+	(*Message)(nil),                // 7: raftq.v1.Message
+	(*QueueInfo)(nil),              // 8: raftq.v1.QueueInfo
+	(*CreateQueueRequest)(nil),     // 9: raftq.v1.CreateQueueRequest
+	(*GetQueueRequest)(nil),        // 10: raftq.v1.GetQueueRequest
+	(*ListQueuesRequest)(nil),      // 11: raftq.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),     // 12: raftq.v1.ListQueuesResponse
+	(*UpdateQueueRequest)(nil),     // 13: raftq.v1.UpdateQueueRequest
+	(*DeleteQueueRequest)(nil),     // 14: raftq.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),    // 15: raftq.v1.DeleteQueueResponse
+	(*PurgeQueueRequest)(nil),      // 16: raftq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),     // 17: raftq.v1.PurgeQueueResponse
+	(*PauseQueueRequest)(nil),      // 18: raftq.v1.PauseQueueRequest
+	(*ResumeQueueRequest)(nil),     // 19: raftq.v1.ResumeQueueRequest
+	(*QueueStatsRequest)(nil),      // 20: raftq.v1.QueueStatsRequest
+	(*QueueStatsResponse)(nil),     // 21: raftq.v1.QueueStatsResponse
+	(*SendRequest)(nil),            // 22: raftq.v1.SendRequest
+	(*SendResponse)(nil),           // 23: raftq.v1.SendResponse
+	(*SendBatchRequest)(nil),       // 24: raftq.v1.SendBatchRequest
+	(*SendResult)(nil),             // 25: raftq.v1.SendResult
+	(*SendBatchResponse)(nil),      // 26: raftq.v1.SendBatchResponse
+	(*ReceiveRequest)(nil),         // 27: raftq.v1.ReceiveRequest
+	(*ReceivedMessage)(nil),        // 28: raftq.v1.ReceivedMessage
+	(*ReceiveResponse)(nil),        // 29: raftq.v1.ReceiveResponse
+	(*ItemStatus)(nil),             // 30: raftq.v1.ItemStatus
+	(*AckRequest)(nil),             // 31: raftq.v1.AckRequest
+	(*AckResponse)(nil),            // 32: raftq.v1.AckResponse
+	(*NackRequest)(nil),            // 33: raftq.v1.NackRequest
+	(*NackResponse)(nil),           // 34: raftq.v1.NackResponse
+	(*SnoozeRequest)(nil),          // 35: raftq.v1.SnoozeRequest
+	(*SnoozeResponse)(nil),         // 36: raftq.v1.SnoozeResponse
+	(*ExtendLeaseRequest)(nil),     // 37: raftq.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),    // 38: raftq.v1.ExtendLeaseResponse
+	(*DeadLetterRequest)(nil),      // 39: raftq.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),     // 40: raftq.v1.DeadLetterResponse
+	(*GetMessageRequest)(nil),      // 41: raftq.v1.GetMessageRequest
+	(*MessageInfo)(nil),            // 42: raftq.v1.MessageInfo
+	(*CancelMessageRequest)(nil),   // 43: raftq.v1.CancelMessageRequest
+	(*WaitMessageRequest)(nil),     // 44: raftq.v1.WaitMessageRequest
+	(*CancelMessageResponse)(nil),  // 45: raftq.v1.CancelMessageResponse
+	(*DeadFilter)(nil),             // 46: raftq.v1.DeadFilter
+	(*ListDeadRequest)(nil),        // 47: raftq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),       // 48: raftq.v1.ListDeadResponse
+	(*RedriveRequest)(nil),         // 49: raftq.v1.RedriveRequest
+	(*RedriveResponse)(nil),        // 50: raftq.v1.RedriveResponse
+	(*DiscardRequest)(nil),         // 51: raftq.v1.DiscardRequest
+	(*DiscardResponse)(nil),        // 52: raftq.v1.DiscardResponse
+	(*StatusRequest)(nil),          // 53: raftq.v1.StatusRequest
+	(*Member)(nil),                 // 54: raftq.v1.Member
+	(*ShardInfo)(nil),              // 55: raftq.v1.ShardInfo
+	(*StatusResponse)(nil),         // 56: raftq.v1.StatusResponse
+	(*DamagedReplica)(nil),         // 57: raftq.v1.DamagedReplica
+	(*RepairRequest)(nil),          // 58: raftq.v1.RepairRequest
+	(*RepairResponse)(nil),         // 59: raftq.v1.RepairResponse
+	(*GroupRepair)(nil),            // 60: raftq.v1.GroupRepair
+	(*ShardMapRequest)(nil),        // 61: raftq.v1.ShardMapRequest
+	(*ShardMapResponse)(nil),       // 62: raftq.v1.ShardMapResponse
+	(*NodesRequest)(nil),           // 63: raftq.v1.NodesRequest
+	(*NodeInfo)(nil),               // 64: raftq.v1.NodeInfo
+	(*NodesResponse)(nil),          // 65: raftq.v1.NodesResponse
+	(*RemoveNodeRequest)(nil),      // 66: raftq.v1.RemoveNodeRequest
+	(*ReplaceNodeRequest)(nil),     // 67: raftq.v1.ReplaceNodeRequest
+	(*NodeDrainResponse)(nil),      // 68: raftq.v1.NodeDrainResponse
+	(*RebalanceRequest)(nil),       // 69: raftq.v1.RebalanceRequest
+	(*ReplicaMovePlan)(nil),        // 70: raftq.v1.ReplicaMovePlan
+	(*LeaderChangePlan)(nil),       // 71: raftq.v1.LeaderChangePlan
+	(*NodeBalance)(nil),            // 72: raftq.v1.NodeBalance
+	(*RebalanceResponse)(nil),      // 73: raftq.v1.RebalanceResponse
+	(*BackupRequest)(nil),          // 74: raftq.v1.BackupRequest
+	(*BackupChunk)(nil),            // 75: raftq.v1.BackupChunk
+	(*CancelMoveRequest)(nil),      // 76: raftq.v1.CancelMoveRequest
+	(*CancelMoveResponse)(nil),     // 77: raftq.v1.CancelMoveResponse
+	(*SetShardCountRequest)(nil),   // 78: raftq.v1.SetShardCountRequest
+	(*SetShardCountResponse)(nil),  // 79: raftq.v1.SetShardCountResponse
+	(*ReplicaPlacement)(nil),       // 80: raftq.v1.ReplicaPlacement
+	(*SlotMoveInfo)(nil),           // 81: raftq.v1.SlotMoveInfo
+	(*Grant)(nil),                  // 82: raftq.v1.Grant
+	(*TenantInfo)(nil),             // 83: raftq.v1.TenantInfo
+	(*CreateTenantRequest)(nil),    // 84: raftq.v1.CreateTenantRequest
+	(*GetTenantRequest)(nil),       // 85: raftq.v1.GetTenantRequest
+	(*ListTenantsRequest)(nil),     // 86: raftq.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),    // 87: raftq.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),    // 88: raftq.v1.UpdateTenantRequest
+	(*DeleteTenantRequest)(nil),    // 89: raftq.v1.DeleteTenantRequest
+	(*DeleteTenantResponse)(nil),   // 90: raftq.v1.DeleteTenantResponse
+	(*WhoAmIRequest)(nil),          // 91: raftq.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),         // 92: raftq.v1.WhoAmIResponse
+	(*KeyInfo)(nil),                // 93: raftq.v1.KeyInfo
+	(*CreateKeyRequest)(nil),       // 94: raftq.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),      // 95: raftq.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),        // 96: raftq.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),       // 97: raftq.v1.ListKeysResponse
+	(*RotateKeyRequest)(nil),       // 98: raftq.v1.RotateKeyRequest
+	(*RevokeKeyRequest)(nil),       // 99: raftq.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),      // 100: raftq.v1.RevokeKeyResponse
+	(*ListAuditRequest)(nil),       // 101: raftq.v1.ListAuditRequest
+	(*AuditRecord)(nil),            // 102: raftq.v1.AuditRecord
+	(*ListAuditResponse)(nil),      // 103: raftq.v1.ListAuditResponse
+	(*ScheduleInfo)(nil),           // 104: raftq.v1.ScheduleInfo
+	(*CreateScheduleRequest)(nil),  // 105: raftq.v1.CreateScheduleRequest
+	(*GetScheduleRequest)(nil),     // 106: raftq.v1.GetScheduleRequest
+	(*ListSchedulesRequest)(nil),   // 107: raftq.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 108: raftq.v1.ListSchedulesResponse
+	(*PauseScheduleRequest)(nil),   // 109: raftq.v1.PauseScheduleRequest
+	(*ResumeScheduleRequest)(nil),  // 110: raftq.v1.ResumeScheduleRequest
+	(*DeleteScheduleRequest)(nil),  // 111: raftq.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 112: raftq.v1.DeleteScheduleResponse
+	(*TriggerScheduleRequest)(nil), // 113: raftq.v1.TriggerScheduleRequest
+	nil,                            // 114: raftq.v1.Message.AttributesEntry
+	nil,                            // 115: raftq.v1.SendRequest.AttributesEntry
+	nil,                            // 116: raftq.v1.ReceivedMessage.AttributesEntry
+	nil,                            // 117: raftq.v1.ScheduleInfo.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,   // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
-	4,   // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
+	5,   // 1: raftq.v1.QueuePolicy.quotas:type_name -> raftq.v1.Quotas
 	2,   // 2: raftq.v1.Attempt.outcome:type_name -> raftq.v1.Reason
-	103, // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
+	114, // 3: raftq.v1.Message.attributes:type_name -> raftq.v1.Message.AttributesEntry
 	1,   // 4: raftq.v1.Message.state:type_name -> raftq.v1.State
 	2,   // 5: raftq.v1.Message.dead_reason:type_name -> raftq.v1.Reason
-	5,   // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
-	3,   // 7: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
-	3,   // 8: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	7,   // 9: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
-	3,   // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
-	4,   // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
-	4,   // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
-	104, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
-	21,  // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
-	24,  // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	105, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
-	27,  // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
-	29,  // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
-	6,   // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
-	45,  // 20: raftq.v1.ListDeadRequest.filter:type_name -> raftq.v1.DeadFilter
-	41,  // 21: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	45,  // 22: raftq.v1.RedriveRequest.filter:type_name -> raftq.v1.DeadFilter
-	41,  // 23: raftq.v1.RedriveResponse.would_move:type_name -> raftq.v1.MessageInfo
-	53,  // 24: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	54,  // 25: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	56,  // 26: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	59,  // 27: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	54,  // 28: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	63,  // 29: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
-	69,  // 30: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
-	70,  // 31: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
-	71,  // 32: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
-	79,  // 33: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
-	80,  // 34: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
-	4,   // 35: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
-	4,   // 36: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	82,  // 37: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
-	4,   // 38: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	81,  // 39: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
-	81,  // 40: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
-	81,  // 41: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
-	92,  // 42: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
-	92,  // 43: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
-	101, // 44: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
-	8,   // 45: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	9,   // 46: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	10,  // 47: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	12,  // 48: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	13,  // 49: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	15,  // 50: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	19,  // 51: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	17,  // 52: raftq.v1.Queues.PauseQueue:input_type -> raftq.v1.PauseQueueRequest
-	18,  // 53: raftq.v1.Queues.ResumeQueue:input_type -> raftq.v1.ResumeQueueRequest
-	21,  // 54: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	23,  // 55: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	26,  // 56: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	30,  // 57: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	32,  // 58: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	34,  // 59: raftq.v1.Messages.Snooze:input_type -> raftq.v1.SnoozeRequest
-	36,  // 60: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	38,  // 61: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	40,  // 62: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	42,  // 63: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	43,  // 64: raftq.v1.Messages.WaitMessage:input_type -> raftq.v1.WaitMessageRequest
-	46,  // 65: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	48,  // 66: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	50,  // 67: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	52,  // 68: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	60,  // 69: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	57,  // 70: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	62,  // 71: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	65,  // 72: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	66,  // 73: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	68,  // 74: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	73,  // 75: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	75,  // 76: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
-	77,  // 77: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
-	90,  // 78: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
-	93,  // 79: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
-	95,  // 80: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
-	97,  // 81: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
-	98,  // 82: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
-	100, // 83: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
-	83,  // 84: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
-	84,  // 85: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
-	85,  // 86: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
-	87,  // 87: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
-	88,  // 88: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
-	7,   // 89: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	7,   // 90: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	11,  // 91: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	7,   // 92: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	14,  // 93: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	16,  // 94: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	20,  // 95: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	7,   // 96: raftq.v1.Queues.PauseQueue:output_type -> raftq.v1.QueueInfo
-	7,   // 97: raftq.v1.Queues.ResumeQueue:output_type -> raftq.v1.QueueInfo
-	22,  // 98: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	25,  // 99: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	28,  // 100: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	31,  // 101: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	33,  // 102: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	35,  // 103: raftq.v1.Messages.Snooze:output_type -> raftq.v1.SnoozeResponse
-	37,  // 104: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	39,  // 105: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	41,  // 106: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	44,  // 107: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	41,  // 108: raftq.v1.Messages.WaitMessage:output_type -> raftq.v1.MessageInfo
-	47,  // 109: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	49,  // 110: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	51,  // 111: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	55,  // 112: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	61,  // 113: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	58,  // 114: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	64,  // 115: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	67,  // 116: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	67,  // 117: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	72,  // 118: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	74,  // 119: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	76,  // 120: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
-	78,  // 121: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
-	91,  // 122: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
-	94,  // 123: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
-	96,  // 124: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
-	94,  // 125: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
-	99,  // 126: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
-	102, // 127: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
-	82,  // 128: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
-	82,  // 129: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
-	86,  // 130: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
-	82,  // 131: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
-	89,  // 132: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
-	89,  // [89:133] is the sub-list for method output_type
-	45,  // [45:89] is the sub-list for method input_type
-	45,  // [45:45] is the sub-list for extension type_name
-	45,  // [45:45] is the sub-list for extension extendee
-	0,   // [0:45] is the sub-list for field type_name
+	6,   // 6: raftq.v1.Message.history:type_name -> raftq.v1.Attempt
+	4,   // 7: raftq.v1.QueueInfo.policy:type_name -> raftq.v1.QueuePolicy
+	4,   // 8: raftq.v1.CreateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	8,   // 9: raftq.v1.ListQueuesResponse.queues:type_name -> raftq.v1.QueueInfo
+	4,   // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
+	5,   // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
+	5,   // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
+	115, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	22,  // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
+	25,  // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
+	116, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	28,  // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
+	30,  // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
+	7,   // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
+	46,  // 20: raftq.v1.ListDeadRequest.filter:type_name -> raftq.v1.DeadFilter
+	42,  // 21: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
+	46,  // 22: raftq.v1.RedriveRequest.filter:type_name -> raftq.v1.DeadFilter
+	42,  // 23: raftq.v1.RedriveResponse.would_move:type_name -> raftq.v1.MessageInfo
+	54,  // 24: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	55,  // 25: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	57,  // 26: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	60,  // 27: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	55,  // 28: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	64,  // 29: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
+	70,  // 30: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
+	71,  // 31: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
+	72,  // 32: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
+	80,  // 33: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
+	81,  // 34: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
+	5,   // 35: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
+	5,   // 36: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	83,  // 37: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
+	5,   // 38: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	82,  // 39: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
+	82,  // 40: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
+	82,  // 41: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
+	93,  // 42: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
+	93,  // 43: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
+	102, // 44: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
+	117, // 45: raftq.v1.ScheduleInfo.attributes:type_name -> raftq.v1.ScheduleInfo.AttributesEntry
+	3,   // 46: raftq.v1.ScheduleInfo.misfire:type_name -> raftq.v1.MisfirePolicy
+	104, // 47: raftq.v1.CreateScheduleRequest.schedule:type_name -> raftq.v1.ScheduleInfo
+	104, // 48: raftq.v1.ListSchedulesResponse.schedules:type_name -> raftq.v1.ScheduleInfo
+	9,   // 49: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	10,  // 50: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	11,  // 51: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	13,  // 52: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	14,  // 53: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	16,  // 54: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	20,  // 55: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	18,  // 56: raftq.v1.Queues.PauseQueue:input_type -> raftq.v1.PauseQueueRequest
+	19,  // 57: raftq.v1.Queues.ResumeQueue:input_type -> raftq.v1.ResumeQueueRequest
+	22,  // 58: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	24,  // 59: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	27,  // 60: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	31,  // 61: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	33,  // 62: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	35,  // 63: raftq.v1.Messages.Snooze:input_type -> raftq.v1.SnoozeRequest
+	37,  // 64: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	39,  // 65: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	41,  // 66: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	43,  // 67: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	44,  // 68: raftq.v1.Messages.WaitMessage:input_type -> raftq.v1.WaitMessageRequest
+	47,  // 69: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	49,  // 70: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	51,  // 71: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	53,  // 72: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	61,  // 73: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	58,  // 74: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	63,  // 75: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	66,  // 76: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	67,  // 77: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	69,  // 78: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	74,  // 79: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	76,  // 80: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	78,  // 81: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
+	91,  // 82: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
+	94,  // 83: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
+	96,  // 84: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
+	98,  // 85: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
+	99,  // 86: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
+	101, // 87: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
+	84,  // 88: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
+	85,  // 89: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
+	86,  // 90: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
+	88,  // 91: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
+	89,  // 92: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
+	105, // 93: raftq.v1.Schedules.CreateSchedule:input_type -> raftq.v1.CreateScheduleRequest
+	106, // 94: raftq.v1.Schedules.GetSchedule:input_type -> raftq.v1.GetScheduleRequest
+	107, // 95: raftq.v1.Schedules.ListSchedules:input_type -> raftq.v1.ListSchedulesRequest
+	109, // 96: raftq.v1.Schedules.PauseSchedule:input_type -> raftq.v1.PauseScheduleRequest
+	110, // 97: raftq.v1.Schedules.ResumeSchedule:input_type -> raftq.v1.ResumeScheduleRequest
+	111, // 98: raftq.v1.Schedules.DeleteSchedule:input_type -> raftq.v1.DeleteScheduleRequest
+	113, // 99: raftq.v1.Schedules.TriggerSchedule:input_type -> raftq.v1.TriggerScheduleRequest
+	8,   // 100: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	8,   // 101: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	12,  // 102: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	8,   // 103: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	15,  // 104: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	17,  // 105: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	21,  // 106: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	8,   // 107: raftq.v1.Queues.PauseQueue:output_type -> raftq.v1.QueueInfo
+	8,   // 108: raftq.v1.Queues.ResumeQueue:output_type -> raftq.v1.QueueInfo
+	23,  // 109: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	26,  // 110: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	29,  // 111: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	32,  // 112: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	34,  // 113: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	36,  // 114: raftq.v1.Messages.Snooze:output_type -> raftq.v1.SnoozeResponse
+	38,  // 115: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	40,  // 116: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	42,  // 117: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	45,  // 118: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	42,  // 119: raftq.v1.Messages.WaitMessage:output_type -> raftq.v1.MessageInfo
+	48,  // 120: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	50,  // 121: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	52,  // 122: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	56,  // 123: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	62,  // 124: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	59,  // 125: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	65,  // 126: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	68,  // 127: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	68,  // 128: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	73,  // 129: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	75,  // 130: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	77,  // 131: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	79,  // 132: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
+	92,  // 133: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
+	95,  // 134: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
+	97,  // 135: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
+	95,  // 136: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
+	100, // 137: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
+	103, // 138: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
+	83,  // 139: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
+	83,  // 140: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
+	87,  // 141: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
+	83,  // 142: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
+	90,  // 143: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
+	104, // 144: raftq.v1.Schedules.CreateSchedule:output_type -> raftq.v1.ScheduleInfo
+	104, // 145: raftq.v1.Schedules.GetSchedule:output_type -> raftq.v1.ScheduleInfo
+	108, // 146: raftq.v1.Schedules.ListSchedules:output_type -> raftq.v1.ListSchedulesResponse
+	104, // 147: raftq.v1.Schedules.PauseSchedule:output_type -> raftq.v1.ScheduleInfo
+	104, // 148: raftq.v1.Schedules.ResumeSchedule:output_type -> raftq.v1.ScheduleInfo
+	112, // 149: raftq.v1.Schedules.DeleteSchedule:output_type -> raftq.v1.DeleteScheduleResponse
+	104, // 150: raftq.v1.Schedules.TriggerSchedule:output_type -> raftq.v1.ScheduleInfo
+	100, // [100:151] is the sub-list for method output_type
+	49,  // [49:100] is the sub-list for method input_type
+	49,  // [49:49] is the sub-list for extension type_name
+	49,  // [49:49] is the sub-list for extension extendee
+	0,   // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -7432,10 +8162,10 @@ func file_api_raftqv1_raftq_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   103,
+			NumEnums:      4,
+			NumMessages:   114,
 			NumExtensions: 0,
-			NumServices:   6,
+			NumServices:   7,
 		},
 		GoTypes:           file_api_raftqv1_raftq_proto_goTypes,
 		DependencyIndexes: file_api_raftqv1_raftq_proto_depIdxs,

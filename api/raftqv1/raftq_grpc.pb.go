@@ -2248,3 +2248,353 @@ var Tenants_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "api/raftqv1/raftq.proto",
 }
+
+const (
+	Schedules_CreateSchedule_FullMethodName  = "/raftq.v1.Schedules/CreateSchedule"
+	Schedules_GetSchedule_FullMethodName     = "/raftq.v1.Schedules/GetSchedule"
+	Schedules_ListSchedules_FullMethodName   = "/raftq.v1.Schedules/ListSchedules"
+	Schedules_PauseSchedule_FullMethodName   = "/raftq.v1.Schedules/PauseSchedule"
+	Schedules_ResumeSchedule_FullMethodName  = "/raftq.v1.Schedules/ResumeSchedule"
+	Schedules_DeleteSchedule_FullMethodName  = "/raftq.v1.Schedules/DeleteSchedule"
+	Schedules_TriggerSchedule_FullMethodName = "/raftq.v1.Schedules/TriggerSchedule"
+)
+
+// SchedulesClient is the client API for Schedules service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Schedules are recurring jobs (docs/jobs.md, "Recurring jobs (cron)"):
+// the meta leader enqueues a message on the schedule's queue at each of
+// its slots, each slot once across leader changes and restarts. Managing
+// them needs the cluster admin role.
+type SchedulesClient interface {
+	CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*ScheduleInfo, error)
+	GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*ScheduleInfo, error)
+	// ListSchedules lists every schedule with its next fire time.
+	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// PauseSchedule stops firing; ResumeSchedule starts again from now
+	// (slots that passed while paused never fire).
+	PauseSchedule(ctx context.Context, in *PauseScheduleRequest, opts ...grpc.CallOption) (*ScheduleInfo, error)
+	ResumeSchedule(ctx context.Context, in *ResumeScheduleRequest, opts ...grpc.CallOption) (*ScheduleInfo, error)
+	DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error)
+	// TriggerSchedule enqueues one extra message now, paused or not; its
+	// dedup key is the trigger's number, so it is sent once.
+	TriggerSchedule(ctx context.Context, in *TriggerScheduleRequest, opts ...grpc.CallOption) (*ScheduleInfo, error)
+}
+
+type schedulesClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewSchedulesClient(cc grpc.ClientConnInterface) SchedulesClient {
+	return &schedulesClient{cc}
+}
+
+func (c *schedulesClient) CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*ScheduleInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ScheduleInfo)
+	err := c.cc.Invoke(ctx, Schedules_CreateSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*ScheduleInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ScheduleInfo)
+	err := c.cc.Invoke(ctx, Schedules_GetSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSchedulesResponse)
+	err := c.cc.Invoke(ctx, Schedules_ListSchedules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) PauseSchedule(ctx context.Context, in *PauseScheduleRequest, opts ...grpc.CallOption) (*ScheduleInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ScheduleInfo)
+	err := c.cc.Invoke(ctx, Schedules_PauseSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) ResumeSchedule(ctx context.Context, in *ResumeScheduleRequest, opts ...grpc.CallOption) (*ScheduleInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ScheduleInfo)
+	err := c.cc.Invoke(ctx, Schedules_ResumeSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteScheduleResponse)
+	err := c.cc.Invoke(ctx, Schedules_DeleteSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) TriggerSchedule(ctx context.Context, in *TriggerScheduleRequest, opts ...grpc.CallOption) (*ScheduleInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ScheduleInfo)
+	err := c.cc.Invoke(ctx, Schedules_TriggerSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SchedulesServer is the server API for Schedules service.
+// All implementations must embed UnimplementedSchedulesServer
+// for forward compatibility.
+//
+// Schedules are recurring jobs (docs/jobs.md, "Recurring jobs (cron)"):
+// the meta leader enqueues a message on the schedule's queue at each of
+// its slots, each slot once across leader changes and restarts. Managing
+// them needs the cluster admin role.
+type SchedulesServer interface {
+	CreateSchedule(context.Context, *CreateScheduleRequest) (*ScheduleInfo, error)
+	GetSchedule(context.Context, *GetScheduleRequest) (*ScheduleInfo, error)
+	// ListSchedules lists every schedule with its next fire time.
+	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// PauseSchedule stops firing; ResumeSchedule starts again from now
+	// (slots that passed while paused never fire).
+	PauseSchedule(context.Context, *PauseScheduleRequest) (*ScheduleInfo, error)
+	ResumeSchedule(context.Context, *ResumeScheduleRequest) (*ScheduleInfo, error)
+	DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error)
+	// TriggerSchedule enqueues one extra message now, paused or not; its
+	// dedup key is the trigger's number, so it is sent once.
+	TriggerSchedule(context.Context, *TriggerScheduleRequest) (*ScheduleInfo, error)
+	mustEmbedUnimplementedSchedulesServer()
+}
+
+// UnimplementedSchedulesServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedSchedulesServer struct{}
+
+func (UnimplementedSchedulesServer) CreateSchedule(context.Context, *CreateScheduleRequest) (*ScheduleInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateSchedule not implemented")
+}
+func (UnimplementedSchedulesServer) GetSchedule(context.Context, *GetScheduleRequest) (*ScheduleInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetSchedule not implemented")
+}
+func (UnimplementedSchedulesServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedSchedulesServer) PauseSchedule(context.Context, *PauseScheduleRequest) (*ScheduleInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PauseSchedule not implemented")
+}
+func (UnimplementedSchedulesServer) ResumeSchedule(context.Context, *ResumeScheduleRequest) (*ScheduleInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ResumeSchedule not implemented")
+}
+func (UnimplementedSchedulesServer) DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteSchedule not implemented")
+}
+func (UnimplementedSchedulesServer) TriggerSchedule(context.Context, *TriggerScheduleRequest) (*ScheduleInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method TriggerSchedule not implemented")
+}
+func (UnimplementedSchedulesServer) mustEmbedUnimplementedSchedulesServer() {}
+func (UnimplementedSchedulesServer) testEmbeddedByValue()                   {}
+
+// UnsafeSchedulesServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to SchedulesServer will
+// result in compilation errors.
+type UnsafeSchedulesServer interface {
+	mustEmbedUnimplementedSchedulesServer()
+}
+
+func RegisterSchedulesServer(s grpc.ServiceRegistrar, srv SchedulesServer) {
+	// If the following call pancis, it indicates UnimplementedSchedulesServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Schedules_ServiceDesc, srv)
+}
+
+func _Schedules_CreateSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).CreateSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_CreateSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).CreateSchedule(ctx, req.(*CreateScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_GetSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).GetSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_GetSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).GetSchedule(ctx, req.(*GetScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_ListSchedules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).ListSchedules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_ListSchedules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).ListSchedules(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_PauseSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).PauseSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_PauseSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).PauseSchedule(ctx, req.(*PauseScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_ResumeSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).ResumeSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_ResumeSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).ResumeSchedule(ctx, req.(*ResumeScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_DeleteSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).DeleteSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_DeleteSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).DeleteSchedule(ctx, req.(*DeleteScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_TriggerSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TriggerScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).TriggerSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_TriggerSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).TriggerSchedule(ctx, req.(*TriggerScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Schedules_ServiceDesc is the grpc.ServiceDesc for Schedules service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Schedules_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "raftq.v1.Schedules",
+	HandlerType: (*SchedulesServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "CreateSchedule",
+			Handler:    _Schedules_CreateSchedule_Handler,
+		},
+		{
+			MethodName: "GetSchedule",
+			Handler:    _Schedules_GetSchedule_Handler,
+		},
+		{
+			MethodName: "ListSchedules",
+			Handler:    _Schedules_ListSchedules_Handler,
+		},
+		{
+			MethodName: "PauseSchedule",
+			Handler:    _Schedules_PauseSchedule_Handler,
+		},
+		{
+			MethodName: "ResumeSchedule",
+			Handler:    _Schedules_ResumeSchedule_Handler,
+		},
+		{
+			MethodName: "DeleteSchedule",
+			Handler:    _Schedules_DeleteSchedule_Handler,
+		},
+		{
+			MethodName: "TriggerSchedule",
+			Handler:    _Schedules_TriggerSchedule_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "api/raftqv1/raftq.proto",
+}

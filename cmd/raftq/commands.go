@@ -230,7 +230,7 @@ func commands() []command {
 		dlqRedriveCommand(),
 		dlqDiscardCommand(),
 		completionCommand(),
-	}, append(append(certsCommands(), keysCommands()...), tenantCommands()...)...)
+	}, append(append(append(certsCommands(), keysCommands()...), tenantCommands()...), scheduleCommands()...)...)
 }
 
 func queueByName(verb, summary string, run func(ctx context.Context, c *client.Client, o *output, name string) error) command {

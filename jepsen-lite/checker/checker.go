@@ -88,6 +88,7 @@ func Check(ops []history.Op, opt Options) []Result {
 		*quotaCheck(ix),
 		*finalPhase(ix),
 		*nemesisCheck(ix),
+		*cronCheck(ops),
 	}
 }
 

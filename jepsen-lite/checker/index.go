@@ -131,6 +131,8 @@ func build(ops []history.Op) *index {
 		case history.FNemesis:
 			ix.nemesis = append(ix.nemesis, op)
 			continue
+		case history.FCron, history.FCronState:
+			continue // the cron checker's alone (cron.go)
 		case history.FPhase:
 			switch op.Fault {
 			case history.PhaseSetup:

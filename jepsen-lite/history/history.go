@@ -35,6 +35,11 @@ const (
 	// "replicas" (ok: Shards, the replica comparison) and "final" (ok when
 	// the final phase completed, fail with Error when it could not).
 	FPhase = "phase"
+	// FCron is one message of a cron schedule received by the cron
+	// workload (Cron.SlotMs or Cron.Trigger says which); FCronState is a
+	// schedule as the meta leader recorded it once firing stopped.
+	FCron      = "cron"
+	FCronState = "cron-state"
 )
 
 // Phase names (Op.Fault of FPhase ops).
@@ -102,6 +107,28 @@ type Op struct {
 	Setup *Setup `json:"setup,omitempty"`
 	// Shards is the final replica comparison (phase "replicas").
 	Shards []ShardReplicas `json:"shards,omitempty"`
+
+	// Cron is a cron message (FCron) or schedule (FCronState).
+	Cron *Cron `json:"cron,omitempty"`
+}
+
+// Cron is what the cron checker needs of a schedule's message or of its
+// final record.
+type Cron struct {
+	Schedule string `json:"schedule"`
+	// Of an FCron: the slot (Unix ms), or the manual trigger's number.
+	SlotMs  int64  `json:"slot_ms,omitempty"`
+	Trigger uint64 `json:"trigger,omitempty"`
+	// Of an FCronState: the schedule's "@every" interval, start, misfire
+	// policy ("catch-up N", "skip", "fire-once") and record.
+	EveryMs       int64  `json:"every_ms,omitempty"`
+	CreatedMs     int64  `json:"created_ms,omitempty"`
+	Misfire       string `json:"misfire,omitempty"`
+	CatchUpMax    uint32 `json:"catch_up_max,omitempty"`
+	LastSlotMs    int64  `json:"last_slot_ms,omitempty"`
+	Fired         uint64 `json:"fired,omitempty"`
+	Skipped       uint64 `json:"skipped,omitempty"`
+	TriggersFired uint64 `json:"triggers_fired,omitempty"`
 }
 
 // Setup is what a run was asked to do, so that a history alone says what

@@ -49,12 +49,14 @@ func ByName(name string) (*Workload, error) {
 		return leaseWorkload(), nil
 	case "quota":
 		return quotaWorkload(), nil
+	case "cron":
+		return cronWorkload(), nil
 	}
-	return nil, fmt.Errorf("unknown workload %q (queue, fifo, lease, quota)", name)
+	return nil, fmt.Errorf("unknown workload %q (queue, fifo, lease, quota, cron)", name)
 }
 
 // Names lists every workload.
-func Names() []string { return []string{"queue", "fifo", "lease", "quota"} }
+func Names() []string { return []string{"queue", "fifo", "lease", "quota", "cron"} }
 
 func policy(mode raftqv1.QueueMode, vis time.Duration, maxReceives uint32) *raftqv1.QueuePolicy {
 	return &raftqv1.QueuePolicy{

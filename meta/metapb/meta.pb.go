@@ -281,6 +281,60 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{3}
 }
 
+// CronMisfire is what the firer does with slots it finds more than the
+// grace late (cron.Misfire).
+type CronMisfire int32
+
+const (
+	// CRON_MISFIRE_FIRE_ONCE (the default): fire the latest late slot,
+	// skip the earlier ones.
+	CronMisfire_CRON_MISFIRE_FIRE_ONCE CronMisfire = 0
+	CronMisfire_CRON_MISFIRE_SKIP      CronMisfire = 1
+	// CRON_MISFIRE_CATCH_UP: fire the latest catch_up_max late slots.
+	CronMisfire_CRON_MISFIRE_CATCH_UP CronMisfire = 2
+)
+
+// Enum value maps for CronMisfire.
+var (
+	CronMisfire_name = map[int32]string{
+		0: "CRON_MISFIRE_FIRE_ONCE",
+		1: "CRON_MISFIRE_SKIP",
+		2: "CRON_MISFIRE_CATCH_UP",
+	}
+	CronMisfire_value = map[string]int32{
+		"CRON_MISFIRE_FIRE_ONCE": 0,
+		"CRON_MISFIRE_SKIP":      1,
+		"CRON_MISFIRE_CATCH_UP":  2,
+	}
+)
+
+func (x CronMisfire) Enum() *CronMisfire {
+	p := new(CronMisfire)
+	*p = x
+	return p
+}
+
+func (x CronMisfire) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CronMisfire) Descriptor() protoreflect.EnumDescriptor {
+	return file_meta_metapb_meta_proto_enumTypes[4].Descriptor()
+}
+
+func (CronMisfire) Type() protoreflect.EnumType {
+	return &file_meta_metapb_meta_proto_enumTypes[4]
+}
+
+func (x CronMisfire) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CronMisfire.Descriptor instead.
+func (CronMisfire) EnumDescriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{4}
+}
+
 // Command is the payload of one meta raft log entry.
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -312,6 +366,11 @@ type Command struct {
 	//	*Command_PutTenant
 	//	*Command_DeleteTenant
 	//	*Command_PauseQueue
+	//	*Command_CreateCronSchedule
+	//	*Command_SetCronPaused
+	//	*Command_DeleteCronSchedule
+	//	*Command_TriggerCronSchedule
+	//	*Command_RecordCronFire
 	Cmd           isCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -557,6 +616,51 @@ func (x *Command) GetPauseQueue() *PauseQueue {
 	return nil
 }
 
+func (x *Command) GetCreateCronSchedule() *CreateCronSchedule {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_CreateCronSchedule); ok {
+			return x.CreateCronSchedule
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetCronPaused() *SetCronPaused {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_SetCronPaused); ok {
+			return x.SetCronPaused
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteCronSchedule() *DeleteCronSchedule {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_DeleteCronSchedule); ok {
+			return x.DeleteCronSchedule
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTriggerCronSchedule() *TriggerCronSchedule {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_TriggerCronSchedule); ok {
+			return x.TriggerCronSchedule
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRecordCronFire() *RecordCronFire {
+	if x != nil {
+		if x, ok := x.Cmd.(*Command_RecordCronFire); ok {
+			return x.RecordCronFire
+		}
+	}
+	return nil
+}
+
 type isCommand_Cmd interface {
 	isCommand_Cmd()
 }
@@ -645,6 +749,27 @@ type Command_PauseQueue struct {
 	PauseQueue *PauseQueue `protobuf:"bytes,40,opt,name=pause_queue,json=pauseQueue,proto3,oneof"`
 }
 
+type Command_CreateCronSchedule struct {
+	// Recurring jobs (meta/cron.go, log format 7).
+	CreateCronSchedule *CreateCronSchedule `protobuf:"bytes,70,opt,name=create_cron_schedule,json=createCronSchedule,proto3,oneof"`
+}
+
+type Command_SetCronPaused struct {
+	SetCronPaused *SetCronPaused `protobuf:"bytes,71,opt,name=set_cron_paused,json=setCronPaused,proto3,oneof"`
+}
+
+type Command_DeleteCronSchedule struct {
+	DeleteCronSchedule *DeleteCronSchedule `protobuf:"bytes,72,opt,name=delete_cron_schedule,json=deleteCronSchedule,proto3,oneof"`
+}
+
+type Command_TriggerCronSchedule struct {
+	TriggerCronSchedule *TriggerCronSchedule `protobuf:"bytes,73,opt,name=trigger_cron_schedule,json=triggerCronSchedule,proto3,oneof"`
+}
+
+type Command_RecordCronFire struct {
+	RecordCronFire *RecordCronFire `protobuf:"bytes,74,opt,name=record_cron_fire,json=recordCronFire,proto3,oneof"`
+}
+
 func (*Command_CreateQueue) isCommand_Cmd() {}
 
 func (*Command_UpdateQueue) isCommand_Cmd() {}
@@ -686,6 +811,16 @@ func (*Command_PutTenant) isCommand_Cmd() {}
 func (*Command_DeleteTenant) isCommand_Cmd() {}
 
 func (*Command_PauseQueue) isCommand_Cmd() {}
+
+func (*Command_CreateCronSchedule) isCommand_Cmd() {}
+
+func (*Command_SetCronPaused) isCommand_Cmd() {}
+
+func (*Command_DeleteCronSchedule) isCommand_Cmd() {}
+
+func (*Command_TriggerCronSchedule) isCommand_Cmd() {}
+
+func (*Command_RecordCronFire) isCommand_Cmd() {}
 
 // NodeFormat records the highest log format a node advertised (gossip
 // NodeMeta.log_format): leaders gate new command kinds on the recorded
@@ -1552,11 +1687,13 @@ type Snapshot struct {
 	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	Queues        []*Queue               `protobuf:"bytes,3,rep,name=queues,proto3" json:"queues,omitempty"` // sorted by name
 	ShardMap      *ShardMap              `protobuf:"bytes,4,opt,name=shard_map,json=shardMap,proto3" json:"shard_map,omitempty"`
-	NodeFormats   []*NodeFormat          `protobuf:"bytes,5,rep,name=node_formats,json=nodeFormats,proto3" json:"node_formats,omitempty"`       // sorted by node id
-	ApiKeys       []*ApiKey              `protobuf:"bytes,6,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`                   // sorted by id
-	Audit         []*AuditRecord         `protobuf:"bytes,7,rep,name=audit,proto3" json:"audit,omitempty"`                                      // oldest first, at most meta.MaxAudit
-	NextAuditSeq  uint64                 `protobuf:"varint,8,opt,name=next_audit_seq,json=nextAuditSeq,proto3" json:"next_audit_seq,omitempty"` // 0 means 1
-	Tenants       []*Tenant              `protobuf:"bytes,9,rep,name=tenants,proto3" json:"tenants,omitempty"`                                  // sorted by name
+	NodeFormats   []*NodeFormat          `protobuf:"bytes,5,rep,name=node_formats,json=nodeFormats,proto3" json:"node_formats,omitempty"`        // sorted by node id
+	ApiKeys       []*ApiKey              `protobuf:"bytes,6,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`                    // sorted by id
+	Audit         []*AuditRecord         `protobuf:"bytes,7,rep,name=audit,proto3" json:"audit,omitempty"`                                       // oldest first, at most meta.MaxAudit
+	NextAuditSeq  uint64                 `protobuf:"varint,8,opt,name=next_audit_seq,json=nextAuditSeq,proto3" json:"next_audit_seq,omitempty"`  // 0 means 1
+	Tenants       []*Tenant              `protobuf:"bytes,9,rep,name=tenants,proto3" json:"tenants,omitempty"`                                   // sorted by name
+	CronSchedules []*CronSchedule        `protobuf:"bytes,70,rep,name=cron_schedules,json=cronSchedules,proto3" json:"cron_schedules,omitempty"` // sorted by name
+	NextCronId    uint64                 `protobuf:"varint,71,opt,name=next_cron_id,json=nextCronId,proto3" json:"next_cron_id,omitempty"`       // 0 means 1
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1652,6 +1789,20 @@ func (x *Snapshot) GetTenants() []*Tenant {
 		return x.Tenants
 	}
 	return nil
+}
+
+func (x *Snapshot) GetCronSchedules() []*CronSchedule {
+	if x != nil {
+		return x.CronSchedules
+	}
+	return nil
+}
+
+func (x *Snapshot) GetNextCronId() uint64 {
+	if x != nil {
+		return x.NextCronId
+	}
+	return 0
 }
 
 type ShardMap struct {
@@ -3032,11 +3183,497 @@ func (x *DeleteTenant) GetName() string {
 	return ""
 }
 
+// CronSchedule is one recurring job (docs/jobs.md, "Recurring jobs
+// (cron)"): the meta leader enqueues a message on queue at every slot of
+// spec, each slot once, and records the last slot it settled here.
+type CronSchedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// id: set by the FSM, never reused; the dedup keys of the schedule's
+	// messages carry it, so a schedule recreated under the same name never
+	// collides with its predecessor's slots.
+	Id             uint64            `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Spec           string            `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`                         // 5-field cron expression, @hourly..., or "@every D"
+	TimeZone       string            `protobuf:"bytes,4,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"` // IANA name; empty: UTC
+	Queue          string            `protobuf:"bytes,5,opt,name=queue,proto3" json:"queue,omitempty"`
+	Body           []byte            `protobuf:"bytes,6,opt,name=body,proto3" json:"body,omitempty"` // template: {{schedule}}, {{slot}}, {{slot_ms}}
+	Attributes     map[string]string `protobuf:"bytes,7,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Type           string            `protobuf:"bytes,8,opt,name=type,proto3" json:"type,omitempty"`
+	GroupId        string            `protobuf:"bytes,9,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"` // for FIFO queues
+	Misfire        CronMisfire       `protobuf:"varint,10,opt,name=misfire,proto3,enum=raftq.meta.v1.CronMisfire" json:"misfire,omitempty"`
+	CatchUpMax     uint32            `protobuf:"varint,11,opt,name=catch_up_max,json=catchUpMax,proto3" json:"catch_up_max,omitempty"`
+	MisfireGraceMs int64             `protobuf:"varint,12,opt,name=misfire_grace_ms,json=misfireGraceMs,proto3" json:"misfire_grace_ms,omitempty"` // 0: cron.DefaultGrace
+	Paused         bool              `protobuf:"varint,13,opt,name=paused,proto3" json:"paused,omitempty"`
+	CreatedMs      int64             `protobuf:"varint,14,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	// after_ms: slots at or before it never fire (its creation or latest
+	// resume); "@every" slots count from created_ms.
+	AfterMs int64 `protobuf:"varint,15,opt,name=after_ms,json=afterMs,proto3" json:"after_ms,omitempty"`
+	// last_slot_ms: the newest slot settled (fired or skipped); 0: none.
+	LastSlotMs        int64  `protobuf:"varint,16,opt,name=last_slot_ms,json=lastSlotMs,proto3" json:"last_slot_ms,omitempty"`
+	Fired             uint64 `protobuf:"varint,17,opt,name=fired,proto3" json:"fired,omitempty"`                                                  // slots fired
+	Skipped           uint64 `protobuf:"varint,18,opt,name=skipped,proto3" json:"skipped,omitempty"`                                              // late slots the misfire policy dropped
+	TriggersRequested uint64 `protobuf:"varint,19,opt,name=triggers_requested,json=triggersRequested,proto3" json:"triggers_requested,omitempty"` // TriggerCronSchedule calls
+	TriggersFired     uint64 `protobuf:"varint,20,opt,name=triggers_fired,json=triggersFired,proto3" json:"triggers_fired,omitempty"`             // of those, the ones enqueued
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CronSchedule) Reset() {
+	*x = CronSchedule{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CronSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CronSchedule) ProtoMessage() {}
+
+func (x *CronSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CronSchedule.ProtoReflect.Descriptor instead.
+func (*CronSchedule) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *CronSchedule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CronSchedule) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CronSchedule) GetSpec() string {
+	if x != nil {
+		return x.Spec
+	}
+	return ""
+}
+
+func (x *CronSchedule) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *CronSchedule) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *CronSchedule) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *CronSchedule) GetAttributes() map[string]string {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+func (x *CronSchedule) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *CronSchedule) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *CronSchedule) GetMisfire() CronMisfire {
+	if x != nil {
+		return x.Misfire
+	}
+	return CronMisfire_CRON_MISFIRE_FIRE_ONCE
+}
+
+func (x *CronSchedule) GetCatchUpMax() uint32 {
+	if x != nil {
+		return x.CatchUpMax
+	}
+	return 0
+}
+
+func (x *CronSchedule) GetMisfireGraceMs() int64 {
+	if x != nil {
+		return x.MisfireGraceMs
+	}
+	return 0
+}
+
+func (x *CronSchedule) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *CronSchedule) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+func (x *CronSchedule) GetAfterMs() int64 {
+	if x != nil {
+		return x.AfterMs
+	}
+	return 0
+}
+
+func (x *CronSchedule) GetLastSlotMs() int64 {
+	if x != nil {
+		return x.LastSlotMs
+	}
+	return 0
+}
+
+func (x *CronSchedule) GetFired() uint64 {
+	if x != nil {
+		return x.Fired
+	}
+	return 0
+}
+
+func (x *CronSchedule) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *CronSchedule) GetTriggersRequested() uint64 {
+	if x != nil {
+		return x.TriggersRequested
+	}
+	return 0
+}
+
+func (x *CronSchedule) GetTriggersFired() uint64 {
+	if x != nil {
+		return x.TriggersFired
+	}
+	return 0
+}
+
+// CreateCronSchedule adds schedule (its id, counters and times are set by
+// the FSM). A schedule of the same name with the same definition is a
+// retried create and changes nothing.
+type CreateCronSchedule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *CronSchedule          `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCronSchedule) Reset() {
+	*x = CreateCronSchedule{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCronSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCronSchedule) ProtoMessage() {}
+
+func (x *CreateCronSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCronSchedule.ProtoReflect.Descriptor instead.
+func (*CreateCronSchedule) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CreateCronSchedule) GetSchedule() *CronSchedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// SetCronPaused pauses or resumes a schedule. A resume sets after_ms to
+// the entry's time: slots that passed while paused never fire.
+type SetCronPaused struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Paused        bool                   `protobuf:"varint,2,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCronPaused) Reset() {
+	*x = SetCronPaused{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCronPaused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCronPaused) ProtoMessage() {}
+
+func (x *SetCronPaused) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCronPaused.ProtoReflect.Descriptor instead.
+func (*SetCronPaused) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *SetCronPaused) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetCronPaused) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+type DeleteCronSchedule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCronSchedule) Reset() {
+	*x = DeleteCronSchedule{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCronSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCronSchedule) ProtoMessage() {}
+
+func (x *DeleteCronSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCronSchedule.ProtoReflect.Descriptor instead.
+func (*DeleteCronSchedule) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DeleteCronSchedule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// TriggerCronSchedule asks the firer for one extra message now.
+type TriggerCronSchedule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerCronSchedule) Reset() {
+	*x = TriggerCronSchedule{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerCronSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerCronSchedule) ProtoMessage() {}
+
+func (x *TriggerCronSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerCronSchedule.ProtoReflect.Descriptor instead.
+func (*TriggerCronSchedule) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TriggerCronSchedule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// RecordCronFire records what the meta leader's firer enqueued for
+// schedule id: slots up to slot_ms settled (fired of them sent, skipped
+// dropped by the misfire policy), and manual triggers up to
+// triggers_fired sent. A record of another id (the schedule was deleted
+// and recreated) or of a slot at or before last_slot_ms changes no slot
+// counters, so a record proposed twice (a leader change mid-pass) counts
+// once.
+type RecordCronFire struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	SlotMs        int64                  `protobuf:"varint,3,opt,name=slot_ms,json=slotMs,proto3" json:"slot_ms,omitempty"`
+	Fired         uint64                 `protobuf:"varint,4,opt,name=fired,proto3" json:"fired,omitempty"`
+	Skipped       uint64                 `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	TriggersFired uint64                 `protobuf:"varint,6,opt,name=triggers_fired,json=triggersFired,proto3" json:"triggers_fired,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordCronFire) Reset() {
+	*x = RecordCronFire{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordCronFire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordCronFire) ProtoMessage() {}
+
+func (x *RecordCronFire) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordCronFire.ProtoReflect.Descriptor instead.
+func (*RecordCronFire) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *RecordCronFire) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RecordCronFire) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *RecordCronFire) GetSlotMs() int64 {
+	if x != nil {
+		return x.SlotMs
+	}
+	return 0
+}
+
+func (x *RecordCronFire) GetFired() uint64 {
+	if x != nil {
+		return x.Fired
+	}
+	return 0
+}
+
+func (x *RecordCronFire) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *RecordCronFire) GetTriggersFired() uint64 {
+	if x != nil {
+		return x.TriggersFired
+	}
+	return 0
+}
+
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\x96\v\n" +
+	"\x16meta/metapb/meta.proto\x12\rraftq.meta.v1\x1a\x13fsm/fsmpb/fsm.proto\"\xb1\x0e\n" +
 	"\aCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06now_ms\x18\x02 \x01(\x03R\x05nowMs\x12?\n" +
@@ -3068,7 +3705,12 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"put_tenant\x18\x15 \x01(\v2\x18.raftq.meta.v1.PutTenantH\x00R\tputTenant\x12B\n" +
 	"\rdelete_tenant\x18\x16 \x01(\v2\x1b.raftq.meta.v1.DeleteTenantH\x00R\fdeleteTenant\x12<\n" +
 	"\vpause_queue\x18( \x01(\v2\x19.raftq.meta.v1.PauseQueueH\x00R\n" +
-	"pauseQueueB\x05\n" +
+	"pauseQueue\x12U\n" +
+	"\x14create_cron_schedule\x18F \x01(\v2!.raftq.meta.v1.CreateCronScheduleH\x00R\x12createCronSchedule\x12F\n" +
+	"\x0fset_cron_paused\x18G \x01(\v2\x1c.raftq.meta.v1.SetCronPausedH\x00R\rsetCronPaused\x12U\n" +
+	"\x14delete_cron_schedule\x18H \x01(\v2!.raftq.meta.v1.DeleteCronScheduleH\x00R\x12deleteCronSchedule\x12X\n" +
+	"\x15trigger_cron_schedule\x18I \x01(\v2\".raftq.meta.v1.TriggerCronScheduleH\x00R\x13triggerCronSchedule\x12I\n" +
+	"\x10record_cron_fire\x18J \x01(\v2\x1d.raftq.meta.v1.RecordCronFireH\x00R\x0erecordCronFireB\x05\n" +
 	"\x03cmd\"=\n" +
 	"\n" +
 	"NodeFormat\x12\x17\n" +
@@ -3130,7 +3772,7 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12\x1d\n" +
 	"\n" +
 	"updated_ms\x18\x04 \x01(\x03R\tupdatedMs\x12\x16\n" +
-	"\x06paused\x18( \x01(\bR\x06paused\"\xa6\x03\n" +
+	"\x06paused\x18( \x01(\bR\x06paused\"\x8c\x04\n" +
 	"\bSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12,\n" +
@@ -3140,7 +3782,10 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\bapi_keys\x18\x06 \x03(\v2\x15.raftq.meta.v1.ApiKeyR\aapiKeys\x120\n" +
 	"\x05audit\x18\a \x03(\v2\x1a.raftq.meta.v1.AuditRecordR\x05audit\x12$\n" +
 	"\x0enext_audit_seq\x18\b \x01(\x04R\fnextAuditSeq\x12/\n" +
-	"\atenants\x18\t \x03(\v2\x15.raftq.meta.v1.TenantR\atenants\"\xcf\x03\n" +
+	"\atenants\x18\t \x03(\v2\x15.raftq.meta.v1.TenantR\atenants\x12B\n" +
+	"\x0ecron_schedules\x18F \x03(\v2\x1b.raftq.meta.v1.CronScheduleR\rcronSchedules\x12 \n" +
+	"\fnext_cron_id\x18G \x01(\x04R\n" +
+	"nextCronId\"\xcf\x03\n" +
 	"\bShardMap\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x124\n" +
@@ -3248,7 +3893,53 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x06tenant\x18\x01 \x01(\v2\x15.raftq.meta.v1.TenantR\x06tenant\x12\x16\n" +
 	"\x06create\x18\x02 \x01(\bR\x06create\"\"\n" +
 	"\fDeleteTenant\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name*\x7f\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xc4\x05\n" +
+	"\fCronSchedule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04spec\x18\x03 \x01(\tR\x04spec\x12\x1b\n" +
+	"\ttime_zone\x18\x04 \x01(\tR\btimeZone\x12\x14\n" +
+	"\x05queue\x18\x05 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04body\x18\x06 \x01(\fR\x04body\x12K\n" +
+	"\n" +
+	"attributes\x18\a \x03(\v2+.raftq.meta.v1.CronSchedule.AttributesEntryR\n" +
+	"attributes\x12\x12\n" +
+	"\x04type\x18\b \x01(\tR\x04type\x12\x19\n" +
+	"\bgroup_id\x18\t \x01(\tR\agroupId\x124\n" +
+	"\amisfire\x18\n" +
+	" \x01(\x0e2\x1a.raftq.meta.v1.CronMisfireR\amisfire\x12 \n" +
+	"\fcatch_up_max\x18\v \x01(\rR\n" +
+	"catchUpMax\x12(\n" +
+	"\x10misfire_grace_ms\x18\f \x01(\x03R\x0emisfireGraceMs\x12\x16\n" +
+	"\x06paused\x18\r \x01(\bR\x06paused\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x0e \x01(\x03R\tcreatedMs\x12\x19\n" +
+	"\bafter_ms\x18\x0f \x01(\x03R\aafterMs\x12 \n" +
+	"\flast_slot_ms\x18\x10 \x01(\x03R\n" +
+	"lastSlotMs\x12\x14\n" +
+	"\x05fired\x18\x11 \x01(\x04R\x05fired\x12\x18\n" +
+	"\askipped\x18\x12 \x01(\x04R\askipped\x12-\n" +
+	"\x12triggers_requested\x18\x13 \x01(\x04R\x11triggersRequested\x12%\n" +
+	"\x0etriggers_fired\x18\x14 \x01(\x04R\rtriggersFired\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
+	"\x12CreateCronSchedule\x127\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1b.raftq.meta.v1.CronScheduleR\bschedule\";\n" +
+	"\rSetCronPaused\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06paused\x18\x02 \x01(\bR\x06paused\"(\n" +
+	"\x12DeleteCronSchedule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\")\n" +
+	"\x13TriggerCronSchedule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xa4\x01\n" +
+	"\x0eRecordCronFire\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x17\n" +
+	"\aslot_ms\x18\x03 \x01(\x03R\x06slotMs\x12\x14\n" +
+	"\x05fired\x18\x04 \x01(\x04R\x05fired\x12\x18\n" +
+	"\askipped\x18\x05 \x01(\x04R\askipped\x12%\n" +
+	"\x0etriggers_fired\x18\x06 \x01(\x04R\rtriggersFired*\x7f\n" +
 	"\tMovePhase\x12\x1a\n" +
 	"\x16MOVE_PHASE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eMOVE_PHASE_ADD\x10\x01\x12\x16\n" +
@@ -3275,7 +3966,11 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"ROLE_ADMIN\x10\x01\x12\x11\n" +
 	"\rROLE_PRODUCER\x10\x02\x12\x11\n" +
 	"\rROLE_CONSUMER\x10\x03\x12\x0f\n" +
-	"\vROLE_VIEWER\x10\x04B$Z\"github.com/raftq/raftq/meta/metapbb\x06proto3"
+	"\vROLE_VIEWER\x10\x04*[\n" +
+	"\vCronMisfire\x12\x1a\n" +
+	"\x16CRON_MISFIRE_FIRE_ONCE\x10\x00\x12\x15\n" +
+	"\x11CRON_MISFIRE_SKIP\x10\x01\x12\x19\n" +
+	"\x15CRON_MISFIRE_CATCH_UP\x10\x02B$Z\"github.com/raftq/raftq/meta/metapbb\x06proto3"
 
 var (
 	file_meta_metapb_meta_proto_rawDescOnce sync.Once
@@ -3289,108 +3984,125 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 	return file_meta_metapb_meta_proto_rawDescData
 }
 
-var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_meta_metapb_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_meta_metapb_meta_proto_goTypes = []any{
-	(MovePhase)(0),            // 0: raftq.meta.v1.MovePhase
-	(Code)(0),                 // 1: raftq.meta.v1.Code
-	(SlotMovePhase)(0),        // 2: raftq.meta.v1.SlotMovePhase
-	(Role)(0),                 // 3: raftq.meta.v1.Role
-	(*Command)(nil),           // 4: raftq.meta.v1.Command
-	(*NodeFormat)(nil),        // 5: raftq.meta.v1.NodeFormat
-	(*CreateQueue)(nil),       // 6: raftq.meta.v1.CreateQueue
-	(*UpdateQueue)(nil),       // 7: raftq.meta.v1.UpdateQueue
-	(*DeleteQueue)(nil),       // 8: raftq.meta.v1.DeleteQueue
-	(*PauseQueue)(nil),        // 9: raftq.meta.v1.PauseQueue
-	(*PlaceShards)(nil),       // 10: raftq.meta.v1.PlaceShards
-	(*ShardReplicas)(nil),     // 11: raftq.meta.v1.ShardReplicas
-	(*MoveStep)(nil),          // 12: raftq.meta.v1.MoveStep
-	(*Move)(nil),              // 13: raftq.meta.v1.Move
-	(*DrainNode)(nil),         // 14: raftq.meta.v1.DrainNode
-	(*RetireNode)(nil),        // 15: raftq.meta.v1.RetireNode
-	(*NodeAddr)(nil),          // 16: raftq.meta.v1.NodeAddr
-	(*Result)(nil),            // 17: raftq.meta.v1.Result
-	(*Queue)(nil),             // 18: raftq.meta.v1.Queue
-	(*Snapshot)(nil),          // 19: raftq.meta.v1.Snapshot
-	(*ShardMap)(nil),          // 20: raftq.meta.v1.ShardMap
-	(*NodeMeta)(nil),          // 21: raftq.meta.v1.NodeMeta
-	(*PreferLeader)(nil),      // 22: raftq.meta.v1.PreferLeader
-	(*AbortMove)(nil),         // 23: raftq.meta.v1.AbortMove
-	(*GrowShards)(nil),        // 24: raftq.meta.v1.GrowShards
-	(*SlotMove)(nil),          // 25: raftq.meta.v1.SlotMove
-	(*SlotMoveStep)(nil),      // 26: raftq.meta.v1.SlotMoveStep
-	(*AbortSlotMove)(nil),     // 27: raftq.meta.v1.AbortSlotMove
-	(*ForgetSlotMove)(nil),    // 28: raftq.meta.v1.ForgetSlotMove
-	(*Grant)(nil),             // 29: raftq.meta.v1.Grant
-	(*ApiKey)(nil),            // 30: raftq.meta.v1.ApiKey
-	(*CreateApiKey)(nil),      // 31: raftq.meta.v1.CreateApiKey
-	(*RotateApiKey)(nil),      // 32: raftq.meta.v1.RotateApiKey
-	(*RevokeApiKey)(nil),      // 33: raftq.meta.v1.RevokeApiKey
-	(*AuditRecord)(nil),       // 34: raftq.meta.v1.AuditRecord
-	(*AppendAudit)(nil),       // 35: raftq.meta.v1.AppendAudit
-	(*Tenant)(nil),            // 36: raftq.meta.v1.Tenant
-	(*PutTenant)(nil),         // 37: raftq.meta.v1.PutTenant
-	(*DeleteTenant)(nil),      // 38: raftq.meta.v1.DeleteTenant
-	(*fsmpb.QueuePolicy)(nil), // 39: raftq.fsm.v1.QueuePolicy
-	(*fsmpb.Quotas)(nil),      // 40: raftq.fsm.v1.Quotas
+	(MovePhase)(0),              // 0: raftq.meta.v1.MovePhase
+	(Code)(0),                   // 1: raftq.meta.v1.Code
+	(SlotMovePhase)(0),          // 2: raftq.meta.v1.SlotMovePhase
+	(Role)(0),                   // 3: raftq.meta.v1.Role
+	(CronMisfire)(0),            // 4: raftq.meta.v1.CronMisfire
+	(*Command)(nil),             // 5: raftq.meta.v1.Command
+	(*NodeFormat)(nil),          // 6: raftq.meta.v1.NodeFormat
+	(*CreateQueue)(nil),         // 7: raftq.meta.v1.CreateQueue
+	(*UpdateQueue)(nil),         // 8: raftq.meta.v1.UpdateQueue
+	(*DeleteQueue)(nil),         // 9: raftq.meta.v1.DeleteQueue
+	(*PauseQueue)(nil),          // 10: raftq.meta.v1.PauseQueue
+	(*PlaceShards)(nil),         // 11: raftq.meta.v1.PlaceShards
+	(*ShardReplicas)(nil),       // 12: raftq.meta.v1.ShardReplicas
+	(*MoveStep)(nil),            // 13: raftq.meta.v1.MoveStep
+	(*Move)(nil),                // 14: raftq.meta.v1.Move
+	(*DrainNode)(nil),           // 15: raftq.meta.v1.DrainNode
+	(*RetireNode)(nil),          // 16: raftq.meta.v1.RetireNode
+	(*NodeAddr)(nil),            // 17: raftq.meta.v1.NodeAddr
+	(*Result)(nil),              // 18: raftq.meta.v1.Result
+	(*Queue)(nil),               // 19: raftq.meta.v1.Queue
+	(*Snapshot)(nil),            // 20: raftq.meta.v1.Snapshot
+	(*ShardMap)(nil),            // 21: raftq.meta.v1.ShardMap
+	(*NodeMeta)(nil),            // 22: raftq.meta.v1.NodeMeta
+	(*PreferLeader)(nil),        // 23: raftq.meta.v1.PreferLeader
+	(*AbortMove)(nil),           // 24: raftq.meta.v1.AbortMove
+	(*GrowShards)(nil),          // 25: raftq.meta.v1.GrowShards
+	(*SlotMove)(nil),            // 26: raftq.meta.v1.SlotMove
+	(*SlotMoveStep)(nil),        // 27: raftq.meta.v1.SlotMoveStep
+	(*AbortSlotMove)(nil),       // 28: raftq.meta.v1.AbortSlotMove
+	(*ForgetSlotMove)(nil),      // 29: raftq.meta.v1.ForgetSlotMove
+	(*Grant)(nil),               // 30: raftq.meta.v1.Grant
+	(*ApiKey)(nil),              // 31: raftq.meta.v1.ApiKey
+	(*CreateApiKey)(nil),        // 32: raftq.meta.v1.CreateApiKey
+	(*RotateApiKey)(nil),        // 33: raftq.meta.v1.RotateApiKey
+	(*RevokeApiKey)(nil),        // 34: raftq.meta.v1.RevokeApiKey
+	(*AuditRecord)(nil),         // 35: raftq.meta.v1.AuditRecord
+	(*AppendAudit)(nil),         // 36: raftq.meta.v1.AppendAudit
+	(*Tenant)(nil),              // 37: raftq.meta.v1.Tenant
+	(*PutTenant)(nil),           // 38: raftq.meta.v1.PutTenant
+	(*DeleteTenant)(nil),        // 39: raftq.meta.v1.DeleteTenant
+	(*CronSchedule)(nil),        // 40: raftq.meta.v1.CronSchedule
+	(*CreateCronSchedule)(nil),  // 41: raftq.meta.v1.CreateCronSchedule
+	(*SetCronPaused)(nil),       // 42: raftq.meta.v1.SetCronPaused
+	(*DeleteCronSchedule)(nil),  // 43: raftq.meta.v1.DeleteCronSchedule
+	(*TriggerCronSchedule)(nil), // 44: raftq.meta.v1.TriggerCronSchedule
+	(*RecordCronFire)(nil),      // 45: raftq.meta.v1.RecordCronFire
+	nil,                         // 46: raftq.meta.v1.CronSchedule.AttributesEntry
+	(*fsmpb.QueuePolicy)(nil),   // 47: raftq.fsm.v1.QueuePolicy
+	(*fsmpb.Quotas)(nil),        // 48: raftq.fsm.v1.Quotas
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
-	6,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
-	7,  // 1: raftq.meta.v1.Command.update_queue:type_name -> raftq.meta.v1.UpdateQueue
-	8,  // 2: raftq.meta.v1.Command.delete_queue:type_name -> raftq.meta.v1.DeleteQueue
-	10, // 3: raftq.meta.v1.Command.place_shards:type_name -> raftq.meta.v1.PlaceShards
-	5,  // 4: raftq.meta.v1.Command.node_format:type_name -> raftq.meta.v1.NodeFormat
-	12, // 5: raftq.meta.v1.Command.move_step:type_name -> raftq.meta.v1.MoveStep
-	15, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
-	14, // 7: raftq.meta.v1.Command.drain_node:type_name -> raftq.meta.v1.DrainNode
-	22, // 8: raftq.meta.v1.Command.prefer_leader:type_name -> raftq.meta.v1.PreferLeader
-	23, // 9: raftq.meta.v1.Command.abort_move:type_name -> raftq.meta.v1.AbortMove
-	24, // 10: raftq.meta.v1.Command.grow_shards:type_name -> raftq.meta.v1.GrowShards
-	26, // 11: raftq.meta.v1.Command.slot_move_step:type_name -> raftq.meta.v1.SlotMoveStep
-	27, // 12: raftq.meta.v1.Command.abort_slot_move:type_name -> raftq.meta.v1.AbortSlotMove
-	28, // 13: raftq.meta.v1.Command.forget_slot_move:type_name -> raftq.meta.v1.ForgetSlotMove
-	31, // 14: raftq.meta.v1.Command.create_api_key:type_name -> raftq.meta.v1.CreateApiKey
-	32, // 15: raftq.meta.v1.Command.rotate_api_key:type_name -> raftq.meta.v1.RotateApiKey
-	33, // 16: raftq.meta.v1.Command.revoke_api_key:type_name -> raftq.meta.v1.RevokeApiKey
-	35, // 17: raftq.meta.v1.Command.append_audit:type_name -> raftq.meta.v1.AppendAudit
-	37, // 18: raftq.meta.v1.Command.put_tenant:type_name -> raftq.meta.v1.PutTenant
-	38, // 19: raftq.meta.v1.Command.delete_tenant:type_name -> raftq.meta.v1.DeleteTenant
-	9,  // 20: raftq.meta.v1.Command.pause_queue:type_name -> raftq.meta.v1.PauseQueue
-	39, // 21: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	39, // 22: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	11, // 23: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	16, // 24: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	0,  // 25: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
-	0,  // 26: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
-	1,  // 27: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
-	18, // 28: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
-	39, // 29: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
-	18, // 30: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
-	20, // 31: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
-	5,  // 32: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
-	30, // 33: raftq.meta.v1.Snapshot.api_keys:type_name -> raftq.meta.v1.ApiKey
-	34, // 34: raftq.meta.v1.Snapshot.audit:type_name -> raftq.meta.v1.AuditRecord
-	36, // 35: raftq.meta.v1.Snapshot.tenants:type_name -> raftq.meta.v1.Tenant
-	11, // 36: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
-	16, // 37: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
-	13, // 38: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
-	14, // 39: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
-	25, // 40: raftq.meta.v1.ShardMap.slot_moves:type_name -> raftq.meta.v1.SlotMove
-	11, // 41: raftq.meta.v1.GrowShards.shards:type_name -> raftq.meta.v1.ShardReplicas
-	16, // 42: raftq.meta.v1.GrowShards.nodes:type_name -> raftq.meta.v1.NodeAddr
-	2,  // 43: raftq.meta.v1.SlotMove.phase:type_name -> raftq.meta.v1.SlotMovePhase
-	2,  // 44: raftq.meta.v1.SlotMoveStep.phase:type_name -> raftq.meta.v1.SlotMovePhase
-	3,  // 45: raftq.meta.v1.Grant.role:type_name -> raftq.meta.v1.Role
-	29, // 46: raftq.meta.v1.ApiKey.grants:type_name -> raftq.meta.v1.Grant
-	30, // 47: raftq.meta.v1.CreateApiKey.key:type_name -> raftq.meta.v1.ApiKey
-	34, // 48: raftq.meta.v1.AppendAudit.record:type_name -> raftq.meta.v1.AuditRecord
-	40, // 49: raftq.meta.v1.Tenant.quotas:type_name -> raftq.fsm.v1.Quotas
-	36, // 50: raftq.meta.v1.PutTenant.tenant:type_name -> raftq.meta.v1.Tenant
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	7,  // 0: raftq.meta.v1.Command.create_queue:type_name -> raftq.meta.v1.CreateQueue
+	8,  // 1: raftq.meta.v1.Command.update_queue:type_name -> raftq.meta.v1.UpdateQueue
+	9,  // 2: raftq.meta.v1.Command.delete_queue:type_name -> raftq.meta.v1.DeleteQueue
+	11, // 3: raftq.meta.v1.Command.place_shards:type_name -> raftq.meta.v1.PlaceShards
+	6,  // 4: raftq.meta.v1.Command.node_format:type_name -> raftq.meta.v1.NodeFormat
+	13, // 5: raftq.meta.v1.Command.move_step:type_name -> raftq.meta.v1.MoveStep
+	16, // 6: raftq.meta.v1.Command.retire_node:type_name -> raftq.meta.v1.RetireNode
+	15, // 7: raftq.meta.v1.Command.drain_node:type_name -> raftq.meta.v1.DrainNode
+	23, // 8: raftq.meta.v1.Command.prefer_leader:type_name -> raftq.meta.v1.PreferLeader
+	24, // 9: raftq.meta.v1.Command.abort_move:type_name -> raftq.meta.v1.AbortMove
+	25, // 10: raftq.meta.v1.Command.grow_shards:type_name -> raftq.meta.v1.GrowShards
+	27, // 11: raftq.meta.v1.Command.slot_move_step:type_name -> raftq.meta.v1.SlotMoveStep
+	28, // 12: raftq.meta.v1.Command.abort_slot_move:type_name -> raftq.meta.v1.AbortSlotMove
+	29, // 13: raftq.meta.v1.Command.forget_slot_move:type_name -> raftq.meta.v1.ForgetSlotMove
+	32, // 14: raftq.meta.v1.Command.create_api_key:type_name -> raftq.meta.v1.CreateApiKey
+	33, // 15: raftq.meta.v1.Command.rotate_api_key:type_name -> raftq.meta.v1.RotateApiKey
+	34, // 16: raftq.meta.v1.Command.revoke_api_key:type_name -> raftq.meta.v1.RevokeApiKey
+	36, // 17: raftq.meta.v1.Command.append_audit:type_name -> raftq.meta.v1.AppendAudit
+	38, // 18: raftq.meta.v1.Command.put_tenant:type_name -> raftq.meta.v1.PutTenant
+	39, // 19: raftq.meta.v1.Command.delete_tenant:type_name -> raftq.meta.v1.DeleteTenant
+	10, // 20: raftq.meta.v1.Command.pause_queue:type_name -> raftq.meta.v1.PauseQueue
+	41, // 21: raftq.meta.v1.Command.create_cron_schedule:type_name -> raftq.meta.v1.CreateCronSchedule
+	42, // 22: raftq.meta.v1.Command.set_cron_paused:type_name -> raftq.meta.v1.SetCronPaused
+	43, // 23: raftq.meta.v1.Command.delete_cron_schedule:type_name -> raftq.meta.v1.DeleteCronSchedule
+	44, // 24: raftq.meta.v1.Command.trigger_cron_schedule:type_name -> raftq.meta.v1.TriggerCronSchedule
+	45, // 25: raftq.meta.v1.Command.record_cron_fire:type_name -> raftq.meta.v1.RecordCronFire
+	47, // 26: raftq.meta.v1.CreateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	47, // 27: raftq.meta.v1.UpdateQueue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	12, // 28: raftq.meta.v1.PlaceShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	17, // 29: raftq.meta.v1.PlaceShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	0,  // 30: raftq.meta.v1.MoveStep.phase:type_name -> raftq.meta.v1.MovePhase
+	0,  // 31: raftq.meta.v1.Move.phase:type_name -> raftq.meta.v1.MovePhase
+	1,  // 32: raftq.meta.v1.Result.code:type_name -> raftq.meta.v1.Code
+	19, // 33: raftq.meta.v1.Result.queue:type_name -> raftq.meta.v1.Queue
+	47, // 34: raftq.meta.v1.Queue.policy:type_name -> raftq.fsm.v1.QueuePolicy
+	19, // 35: raftq.meta.v1.Snapshot.queues:type_name -> raftq.meta.v1.Queue
+	21, // 36: raftq.meta.v1.Snapshot.shard_map:type_name -> raftq.meta.v1.ShardMap
+	6,  // 37: raftq.meta.v1.Snapshot.node_formats:type_name -> raftq.meta.v1.NodeFormat
+	31, // 38: raftq.meta.v1.Snapshot.api_keys:type_name -> raftq.meta.v1.ApiKey
+	35, // 39: raftq.meta.v1.Snapshot.audit:type_name -> raftq.meta.v1.AuditRecord
+	37, // 40: raftq.meta.v1.Snapshot.tenants:type_name -> raftq.meta.v1.Tenant
+	40, // 41: raftq.meta.v1.Snapshot.cron_schedules:type_name -> raftq.meta.v1.CronSchedule
+	12, // 42: raftq.meta.v1.ShardMap.shards:type_name -> raftq.meta.v1.ShardReplicas
+	17, // 43: raftq.meta.v1.ShardMap.nodes:type_name -> raftq.meta.v1.NodeAddr
+	14, // 44: raftq.meta.v1.ShardMap.moves:type_name -> raftq.meta.v1.Move
+	15, // 45: raftq.meta.v1.ShardMap.drains:type_name -> raftq.meta.v1.DrainNode
+	26, // 46: raftq.meta.v1.ShardMap.slot_moves:type_name -> raftq.meta.v1.SlotMove
+	12, // 47: raftq.meta.v1.GrowShards.shards:type_name -> raftq.meta.v1.ShardReplicas
+	17, // 48: raftq.meta.v1.GrowShards.nodes:type_name -> raftq.meta.v1.NodeAddr
+	2,  // 49: raftq.meta.v1.SlotMove.phase:type_name -> raftq.meta.v1.SlotMovePhase
+	2,  // 50: raftq.meta.v1.SlotMoveStep.phase:type_name -> raftq.meta.v1.SlotMovePhase
+	3,  // 51: raftq.meta.v1.Grant.role:type_name -> raftq.meta.v1.Role
+	30, // 52: raftq.meta.v1.ApiKey.grants:type_name -> raftq.meta.v1.Grant
+	31, // 53: raftq.meta.v1.CreateApiKey.key:type_name -> raftq.meta.v1.ApiKey
+	35, // 54: raftq.meta.v1.AppendAudit.record:type_name -> raftq.meta.v1.AuditRecord
+	48, // 55: raftq.meta.v1.Tenant.quotas:type_name -> raftq.fsm.v1.Quotas
+	37, // 56: raftq.meta.v1.PutTenant.tenant:type_name -> raftq.meta.v1.Tenant
+	46, // 57: raftq.meta.v1.CronSchedule.attributes:type_name -> raftq.meta.v1.CronSchedule.AttributesEntry
+	4,  // 58: raftq.meta.v1.CronSchedule.misfire:type_name -> raftq.meta.v1.CronMisfire
+	40, // 59: raftq.meta.v1.CreateCronSchedule.schedule:type_name -> raftq.meta.v1.CronSchedule
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_meta_metapb_meta_proto_init() }
@@ -3420,14 +4132,19 @@ func file_meta_metapb_meta_proto_init() {
 		(*Command_PutTenant)(nil),
 		(*Command_DeleteTenant)(nil),
 		(*Command_PauseQueue)(nil),
+		(*Command_CreateCronSchedule)(nil),
+		(*Command_SetCronPaused)(nil),
+		(*Command_DeleteCronSchedule)(nil),
+		(*Command_TriggerCronSchedule)(nil),
+		(*Command_RecordCronFire)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   35,
+			NumEnums:      5,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
