@@ -47,6 +47,10 @@ type job struct {
 	// deadline the handler asked for.
 	extendMu sync.Mutex
 	until    time.Time
+
+	// result is what the handler set with Message.SetResult; the ack
+	// carries it (result.go).
+	result atomic.Pointer[[]byte]
 }
 
 func newRun(ctx context.Context, w *Worker) *run {
@@ -322,7 +326,7 @@ func (r *run) settle(j *job, herr error, took time.Duration) {
 	switch {
 	case herr == nil:
 		outcome = Acked
-		err = r.w.c.Ack(ctx, j.m.Receipt)
+		err = j.ack(ctx)
 	case errors.As(herr, &panicked):
 		outcome = Panicked
 		err = r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: fmt.Sprintf("%v\n%s", herr, stackHead(panicked.Stack, 12))})

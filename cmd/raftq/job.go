@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/raftq/raftq/client"
 	"github.com/raftq/raftq/worker"
 )
 
@@ -40,6 +41,9 @@ type jobRunner struct {
 	argv           []string
 	timeout        time.Duration // 0: none
 	stdout, stderr io.Writer
+	// resultFromStdout: the command's stdout, instead of passing through,
+	// becomes the job's result (--result-from-stdout).
+	resultFromStdout bool
 }
 
 // handle runs the command for m in a process group of its own: the body
@@ -57,6 +61,11 @@ func (j *jobRunner) handle(ctx context.Context, m *worker.Message) error {
 	cmd := exec.CommandContext(ctx, j.argv[0], j.argv[1:]...)
 	cmd.Stdin = bytes.NewReader(m.Body)
 	cmd.Stdout = j.stdout
+	var result *capWriter
+	if j.resultFromStdout {
+		result = &capWriter{max: client.MaxResultBytes}
+		cmd.Stdout = result
+	}
 	cmd.Stderr = io.MultiWriter(j.stderr, tail)
 	cmd.Env = append(os.Environ(), jobEnv(j.queue, m)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -64,6 +73,14 @@ func (j *jobRunner) handle(ctx context.Context, m *worker.Message) error {
 	cmd.WaitDelay = killWait
 	err := cmd.Run()
 	switch {
+	case err == nil && result != nil:
+		// Done before any kill: the work is done, and its output is the
+		// result; output past the limit fails the job rather than
+		// passing for a result cut short.
+		if result.over {
+			return fmt.Errorf("stdout is more than %d bytes, the limit of a job result (--result-from-stdout)", client.MaxResultBytes)
+		}
+		return m.SetResult(result.buf)
 	case err == nil:
 		return nil // done before any kill: the work is done
 	case errors.Is(context.Cause(ctx), errJobTimeout):
@@ -118,6 +135,26 @@ func envName(key string) string {
 		}
 		return '_'
 	}, key)
+}
+
+// capWriter keeps the first max bytes written to it and notes whether
+// more came.
+type capWriter struct {
+	max  int
+	buf  []byte
+	over bool
+}
+
+// Write takes all of p, keeping what fits: a short write would end the
+// command's output copy with an error instead of noting it is too long.
+func (c *capWriter) Write(p []byte) (int, error) {
+	keep := p
+	if room := c.max - len(c.buf); len(p) > room {
+		c.over = true
+		keep = p[:max(room, 0)]
+	}
+	c.buf = append(c.buf, keep...)
+	return len(p), nil
 }
 
 // tailWriter keeps the last max bytes written to it.

@@ -36,6 +36,7 @@ func workCommand() command {
 		conc := fs.Int("concurrency", 1, fmt.Sprintf("commands running at once, 1-%d", maxWorkConcurrency))
 		timeout := fs.Duration("job-timeout", 0, `kill a command's process group after this long and nack its message with "timeout" (default: no limit)`)
 		vis := fs.Duration("visibility", 0, "lease length, renewed while the command runs (default 30s)")
+		resultOut := fs.Bool("result-from-stdout", false, "keep the command's stdout (at most 64 KiB) as the job's result instead of printing it")
 		drain := fs.Duration("drain", 30*time.Second, "after SIGINT or SIGTERM, how long running commands may finish before they are killed and their messages handed back")
 		return func(pos []string) (action, error) {
 			if len(pos) < 2 || pos[0] == "" || pos[1] == "" {
@@ -69,6 +70,7 @@ func workCommand() command {
 			j := &jobRunner{
 				queue: pos[0], argv: pos[1:], timeout: *timeout,
 				stdout: &lockedWriter{w: a.stdout}, stderr: &lockedWriter{w: a.stderr},
+				resultFromStdout: *resultOut,
 			}
 			opts := worker.Options{
 				// --drain 0s kills at once; the worker reads 0 as its default.

@@ -318,3 +318,31 @@ func TestJobEnvCollidingKeys(t *testing.T) {
 		}
 	}
 }
+
+// --result-from-stdout: a command's stdout is its job's result, which
+// message wait shows; stdout past the result limit fails the job.
+func TestWorkResultFromStdout(t *testing.T) {
+	s := clienttest.NewServer(t)
+	a := s.Addr
+	mustRun(t, a, "queue", "create", "thumbs")
+	small := strings.TrimSpace(mustRun(t, a, "send", "thumbs", "cat.png"))
+	big := strings.TrimSpace(mustRun(t, a, "send", "thumbs", "huge"))
+	script := `read -r f; if [ "$f" = huge ]; then head -c 70000 /dev/zero; else echo "thumb of $f"; fi`
+	stdout, stderr, stop := startWork(t, a, "thumbs", "--result-from-stdout", "--", "sh", "-c", script)
+	clienttest.WaitFor(t, "the small job acked", func() bool { return s.Count("thumbs", clienttest.Acked) == 1 })
+	clienttest.WaitFor(t, "the big job nacked", func() bool { return getMessage(t, a, big)["last_error"] != "" })
+	stop()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(mustRun(t, a, "message", "wait", "thumbs", small, "--json")), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["result"] != "thumb of cat.png\n" {
+		t.Errorf("result %q, want the command's stdout; stderr:\n%s", m["result"], stderr)
+	}
+	if got := getMessage(t, a, big)["last_error"]; !strings.Contains(got.(string), "limit of a job result") {
+		t.Errorf("big job's error %q, want the result limit", got)
+	}
+	if stdout.String() != "" {
+		t.Errorf("stdout passed through: %q", stdout)
+	}
+}
