@@ -19,6 +19,13 @@ const cronTick = 200 * time.Millisecond
 // whose queue cannot take messages holds the others back at most this.
 const cronPassTimeout = 5 * time.Second
 
+// cronKeyHold is the least time a slot's dedup key is held (unique_for_ms,
+// fsm/unique.go), whatever the queue's dedup window: a successor leader
+// that resends a slot its predecessor sent but did not record finds the
+// first message this long after, so a short window on the queue does not
+// shorten how long a meta failover may last without a double fire.
+const cronKeyHold = time.Hour
+
 // maxTriggersPerPass bounds the manual triggers one pass sends.
 const maxTriggersPerPass = 100
 
@@ -122,6 +129,13 @@ func (n *Node) fireSchedule(ctx context.Context, caller ShardCaller, s *metapb.C
 	}
 	if len(msgs) == 0 && plan.Skipped == 0 {
 		return nil
+	}
+	hold := cronKeyHold
+	if q, ok := n.meta.Queue(s.GetQueue()); ok {
+		hold = max(hold, time.Duration(q.Policy.GetDedupWindowMs())*time.Millisecond)
+	}
+	for _, m := range msgs {
+		m.UniqueForMs = hold.Milliseconds()
 	}
 	ctx, cancel := context.WithTimeout(ctx, cronPassTimeout)
 	defer cancel()
