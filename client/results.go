@@ -17,6 +17,10 @@ const MaxResultBytes = 64 << 10
 // Wait repeats calls until the job finishes or its context ends.
 const waitCall = 20 * time.Second
 
+// minWaitLeft is the least time before ctx's deadline for which Wait
+// makes another call once it has a state to return.
+const minWaitLeft = 100 * time.Millisecond
+
 // AckWithResult acknowledges a leased message as Ack does and keeps
 // result, at most MaxResultBytes, on the acked record, where GetMessage and
 // Wait return it for the queue's completed retention. A retried ack whose
@@ -53,6 +57,11 @@ func (c *Client) Wait(ctx context.Context, queue, id string) (*MessageInfo, erro
 	var last *MessageInfo
 	for {
 		wait := waitCall
+		if d, ok := ctx.Deadline(); ok && last != nil && time.Until(d) < minWaitLeft {
+			// Too little time left for a call to come back: a call made
+			// now would end in a deadline error that hides the state.
+			return last, fmt.Errorf("wait for message %s (still %s): %w", id, last.State, context.DeadlineExceeded)
+		}
 		if d, ok := ctx.Deadline(); ok {
 			// The server answers a little before ctx ends, so the last
 			// state reaches the caller instead of a deadline error.

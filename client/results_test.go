@@ -57,7 +57,7 @@ func TestWaitReturnsLastStateAtDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	m, err := c.Wait(wctx, "jobs", sent.ID)
 	if !errors.Is(err, context.DeadlineExceeded) || m == nil || m.State != "ready" || m.Finished() {

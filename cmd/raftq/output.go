@@ -184,9 +184,19 @@ func (o *output) stats(s client.QueueStats) error {
 		})
 	}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	err := o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS\tLIVE-BYTES\tCOMPLETED\tRESULT-BYTES\tEVICTED\tDEAD-EXPIRED\tPAUSED",
-		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups), u(s.LiveBytes),
-			u(s.Completed), u(s.CompletedBytes), u(s.CompletedEvicted), u(s.DeadExpired), strconv.FormatBool(s.Paused)}})
+	err := o.table("QUEUE\tREADY\tDELAYED\tIN-FLIGHT\tDEAD\tOLDEST-READY\tBLOCKED-GROUPS\tLIVE-BYTES",
+		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups), u(s.LiveBytes)}})
+	if err == nil && s.Paused {
+		_, err = fmt.Fprintf(o.w, "\npaused: receives return nothing until raftq queue resume %s\n", s.Name)
+	}
+	// Finished jobs, shown once there are any (docs/jobs.md): the table
+	// stays narrow for a queue that keeps no results.
+	if err == nil && s.Completed+s.CompletedBytes+s.CompletedEvicted+s.DeadExpired > 0 {
+		if _, err = fmt.Fprintln(o.w); err == nil {
+			err = o.table("COMPLETED\tRESULT-BYTES\tEVICTED\tDEAD-EXPIRED",
+				[][]string{{u(s.Completed), u(s.CompletedBytes), u(s.CompletedEvicted), u(s.DeadExpired)}})
+		}
+	}
 	if err != nil || (s.Quotas == client.Quotas{} && s.Tenant == "") {
 		return err
 	}

@@ -66,7 +66,7 @@ func messageWaitCommand() command {
 				wctx, cancel := context.WithTimeout(ctx, *wait)
 				defer cancel()
 				m, err := c.Wait(wctx, pos[0], pos[1])
-				if m == nil || (err != nil && wctx.Err() == nil) {
+				if m == nil || (err != nil && wctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded)) {
 					return err
 				}
 				if perr := o.message(m); perr != nil {

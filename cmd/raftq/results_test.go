@@ -57,8 +57,8 @@ func TestMessageWaitOutcomes(t *testing.T) {
 	mustRun(t, a, "queue", "create", "other")
 	stuck := strings.TrimSpace(mustRun(t, a, "send", "jobs", "never leased"))
 	// Unfinished when the wait runs out: the record is shown, exit 3.
-	if r := raftq(t, a, "", "message", "wait", "jobs", stuck, "--wait", "2s"); r.code != exitUnavailable ||
-		!hasRow(r.stdout, "state", "ready") || !strings.Contains(r.stderr, "still ready after --wait 2s") {
+	if r := raftq(t, a, "", "message", "wait", "jobs", stuck, "--wait", "300ms"); r.code != exitUnavailable ||
+		!hasRow(r.stdout, "state", "ready") || !strings.Contains(r.stderr, "still ready after --wait 300ms") {
 		t.Fatalf("wait on an unfinished job: %+v", r)
 	}
 	// The id of another queue's message is refused.
