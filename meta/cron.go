@@ -44,14 +44,35 @@ const (
 	CronAttrTrigger  = "raftq-cron-trigger" // the trigger's number, on manual fires
 )
 
-// ValidateCronSchedule checks what a client sets on a schedule. Apply
-// repeats it, so the rules may only ever loosen.
+// ValidateCronSchedule checks what a client sets on a schedule, at the API:
+// what Apply checks (validCronRecord), and that this node knows the time
+// zone.
 func ValidateCronSchedule(s *metapb.CronSchedule) error {
+	if err := validCronRecord(s); err != nil {
+		return err
+	}
+	if _, err := cron.LoadZone(s.GetTimeZone()); err != nil {
+		return fmt.Errorf("schedule %q: %w", s.GetName(), err)
+	}
+	return nil
+}
+
+// validCronRecord is what Apply checks of a schedule; the rules may only
+// ever loosen. Nothing here may depend on the node: whether a zone name
+// loads does (time.LoadLocation reads the host's zone files before the
+// copy built into the binary), and replicas that disagreed on it would
+// hold different schedules and so fire under different ids. So Apply
+// checks the expression in UTC and the zone name's form only; the firer
+// skips a schedule whose zone it cannot load (cluster/cron.go).
+func validCronRecord(s *metapb.CronSchedule) error {
 	if err := validCronName(s.GetName()); err != nil {
 		return err
 	}
-	if _, err := cron.Parse(s.GetSpec(), s.GetTimeZone()); err != nil {
+	if _, err := cron.Parse(s.GetSpec(), ""); err != nil {
 		return err
+	}
+	if err := validZoneName(s.GetTimeZone()); err != nil {
+		return fmt.Errorf("schedule %q: %w", s.GetName(), err)
 	}
 	if err := fsm.ValidateQueueName(s.GetQueue()); err != nil {
 		return fmt.Errorf("schedule %q: %w", s.GetName(), err)
@@ -66,7 +87,7 @@ func ValidateCronSchedule(s *metapb.CronSchedule) error {
 	}
 	// The message the firer will send, with its own attributes at their
 	// longest, must pass the default policy's limits.
-	m := cronMessage(s, "", time.UnixMilli(0))
+	m := cronMessageIn(s, "", time.UnixMilli(0), longestOffset)
 	m.Attributes[CronAttrSlot] = strings.Repeat("9", 20)
 	m.Attributes[CronAttrTrigger] = strings.Repeat("9", 20)
 	p := fsm.NormalizePolicy(nil)
@@ -92,6 +113,23 @@ func ValidateCronSchedule(s *metapb.CronSchedule) error {
 	return nil
 }
 
+// validZoneName checks the form of an IANA zone name ("" is UTC).
+func validZoneName(zone string) error {
+	if len(zone) > maxZoneNameLen {
+		return fmt.Errorf("time zone name is %d bytes, limit %d", len(zone), maxZoneNameLen)
+	}
+	for _, c := range zone {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/_+-", c)) {
+			return fmt.Errorf("time zone %q: not an IANA name such as Europe/Berlin", zone)
+		}
+	}
+	return nil
+}
+
+// maxZoneNameLen bounds a time zone name; the longest IANA name is 32
+// bytes.
+const maxZoneNameLen = 64
+
 func validCronName(name string) error {
 	if name == "" || len(name) > MaxCronNameLen {
 		return fmt.Errorf("schedule name must be 1 to %d bytes, got %d", MaxCronNameLen, len(name))
@@ -116,7 +154,7 @@ func cronDefinition(s *metapb.CronSchedule) *metapb.CronSchedule {
 
 func (f *FSM) createCronSchedule(c *metapb.CreateCronSchedule, nowMs int64) *metapb.Result {
 	s := c.GetSchedule()
-	if err := ValidateCronSchedule(s); err != nil {
+	if err := validCronRecord(s); err != nil {
 		return &metapb.Result{Code: metapb.Code_CODE_INVALID, Message: err.Error()}
 	}
 	def := cronDefinition(s)

@@ -173,3 +173,19 @@ func TestCronSlotMessage(t *testing.T) {
 		t.Fatal("the schedule's attributes were changed")
 	}
 }
+
+// Apply's check of a schedule does not depend on the node's zone files:
+// a well-formed zone name this node does not know is refused at the API
+// and applied by every replica alike; a malformed one is refused by both.
+func TestCronApplyIgnoresTheNodesZones(t *testing.T) {
+	unknown := cronDef("mars")
+	unknown.TimeZone = "Mars/Olympus_Mons"
+	if err := ValidateCronSchedule(unknown); err == nil {
+		t.Fatal("the API accepted a zone this node cannot load")
+	}
+	f := NewFSM(nil)
+	cronCode(t, "apply unknown zone", applyAt(t, f, 1, 1000, cronCmd(&metapb.CreateCronSchedule{Schedule: unknown})), metapb.Code_CODE_OK)
+	bad := cronDef("bad")
+	bad.TimeZone = "Europe/Berlin; DROP"
+	cronCode(t, "apply malformed zone", applyAt(t, f, 2, 1000, cronCmd(&metapb.CreateCronSchedule{Schedule: bad})), metapb.Code_CODE_INVALID)
+}

@@ -38,13 +38,22 @@ func CronTriggerMessage(s *metapb.CronSchedule, n uint64, now time.Time) *fsmpb.
 }
 
 func cronMessage(s *metapb.CronSchedule, key string, slot time.Time) *fsmpb.NewMessage {
-	attrs := make(map[string]string, len(s.GetAttributes())+2)
-	maps.Copy(attrs, s.GetAttributes())
-	attrs[CronAttrSchedule] = s.GetName()
 	loc := time.UTC
 	if l, err := time.LoadLocation(s.GetTimeZone()); err == nil {
 		loc = l
 	}
+	return cronMessageIn(s, key, slot, loc)
+}
+
+// longestOffset renders {{slot}} at its longest ("+13:45" rather than
+// "Z"): validation renders with it, the same on every replica whatever
+// zones the node knows.
+var longestOffset = time.FixedZone("", 13*3600+45*60)
+
+func cronMessageIn(s *metapb.CronSchedule, key string, slot time.Time, loc *time.Location) *fsmpb.NewMessage {
+	attrs := make(map[string]string, len(s.GetAttributes())+2)
+	maps.Copy(attrs, s.GetAttributes())
+	attrs[CronAttrSchedule] = s.GetName()
 	body := strings.NewReplacer(
 		"{{schedule}}", s.GetName(),
 		"{{slot}}", slot.In(loc).Format(time.RFC3339),
