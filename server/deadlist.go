@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm"
@@ -78,9 +79,41 @@ func (s *Server) listDead(ctx context.Context, queue string, filter *raftqv1.Dea
 		if a.Err != nil {
 			return deadPage{}, s.toStatus(ctx, fmt.Errorf("list dead on shard %d: %w", a.Shard, a.Err))
 		}
-		parts = append(parts, shardDead{shard: a.Shard, dead: a.Value.GetDead(), scannedTo: a.Value.GetDeadScannedTo()})
+		parts = append(parts, refilter(shardDead{shard: a.Shard, dead: a.Value.GetDead(), scannedTo: a.Value.GetDeadScannedTo()}, filter, limit))
 	}
 	return mergeDead(parts, limit), nil
+}
+
+// refilter applies filter to a shard's answer again. A shard leader on a
+// binary older than the filter ignores the field and sends every dead
+// message: a filtered redrive would then move what the filter leaves out.
+// When the shard sent a full answer and some of it is dropped here, the
+// page may only go as far as the last record the shard sent
+// (scannedTo), as when a shard's scan budget runs out.
+func refilter(p shardDead, f *raftqv1.DeadFilter, limit uint32) shardDead {
+	if f == nil || len(p.dead) == 0 {
+		return p
+	}
+	kept := p.dead[:0:0]
+	for _, m := range p.dead {
+		if deadMatches(m, f) {
+			kept = append(kept, m)
+		}
+	}
+	if len(kept) < len(p.dead) && len(p.dead) >= int(limit) && p.scannedTo == nil {
+		last := p.dead[len(p.dead)-1]
+		p.scannedTo = &peerpb.DeadCursor{Ms: last.GetStateChangedMs(), Id: last.GetId()}
+	}
+	p.dead = kept
+	return p
+}
+
+// deadMatches is the shard's filter (fsm/deadlist.go) on a listed record.
+func deadMatches(m *fsmpb.Message, f *raftqv1.DeadFilter) bool {
+	died := m.GetStateChangedMs()
+	return (f.GetType() == "" || m.GetType() == f.GetType()) &&
+		(f.GetErrorContains() == "" || strings.Contains(m.GetLastError(), f.GetErrorContains())) &&
+		died >= f.GetDeadSinceMs() && (f.GetDeadUntilMs() == 0 || died < f.GetDeadUntilMs())
 }
 
 // shardDead is one shard's answer to a dead listing.

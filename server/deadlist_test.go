@@ -101,3 +101,40 @@ func TestRedriveKey(t *testing.T) {
 		t.Fatalf("long key %q", k)
 	}
 }
+
+// A shard leader too old to know the filter answers with every dead
+// message; the server filters again, so a filtered redrive moves only
+// matches, and a full answer bounds the page where the shard stopped.
+func TestRefilterAnOldShardsAnswer(t *testing.T) {
+	dead := deadAt(10, 1, 20, 2, 30, 3)
+	dead[1].Type = "email"
+	f := &raftqv1.DeadFilter{Type: "email"}
+	p := refilter(shardDead{shard: 0, dead: dead}, f, 3)
+	if len(p.dead) != 1 || p.dead[0].GetId() != 2 {
+		t.Fatalf("kept %v, want only the email", p.dead)
+	}
+	if p.scannedTo == nil || p.scannedTo.GetMs() != 30 || p.scannedTo.GetId() != 3 {
+		t.Fatalf("scannedTo %v, want the last record sent", p.scannedTo)
+	}
+	// A short answer was the whole queue: no bound.
+	if p := refilter(shardDead{shard: 0, dead: deadAt(10, 1, 20, 2)}, f, 3); p.scannedTo != nil || len(p.dead) != 0 {
+		t.Fatalf("short answer: %v, scannedTo %v", p.dead, p.scannedTo)
+	}
+	for _, c := range []struct {
+		f    *raftqv1.DeadFilter
+		want bool
+	}{
+		{&raftqv1.DeadFilter{ErrorContains: "boom"}, true},
+		{&raftqv1.DeadFilter{ErrorContains: "bang"}, false},
+		{&raftqv1.DeadFilter{DeadSinceMs: 20}, true},
+		{&raftqv1.DeadFilter{DeadSinceMs: 21}, false},
+		{&raftqv1.DeadFilter{DeadUntilMs: 21}, true},
+		{&raftqv1.DeadFilter{DeadUntilMs: 20}, false},
+	} {
+		m := deadAt(20, 9)[0]
+		m.LastError = "a boom here"
+		if got := deadMatches(m, c.f); got != c.want {
+			t.Errorf("%v on %v: %v, want %v", c.f, m, got, c.want)
+		}
+	}
+}
