@@ -25,14 +25,11 @@ const (
 
 // usesResults reports whether an ack needs log format 7: a replica of
 // format 6 would drop the results, and its records would part from the
-// leader's.
+// leader's. Any results at all, even empty ones: this binary checks their
+// count against the receipts and may refuse the ack, where format 6 would
+// apply it.
 func usesResults(a *fsmpb.Ack) bool {
-	for _, r := range a.GetResults() {
-		if len(r) > 0 {
-			return true
-		}
-	}
-	return false
+	return len(a.GetResults()) > 0
 }
 
 // usesResultBound reports whether a policy needs log format 7: a replica

@@ -162,7 +162,7 @@ func TestResultsNeedFormat7(t *testing.T) {
 		want uint32
 	}{
 		{"ack", ackCmd(r...), 1},
-		{"ack with empty results", ackWithResults(r, nil), 1},
+		{"ack with an empty result", ackWithResults(r, nil), 7}, // this binary checks the count; format 6 would not
 		{"ack with a result", ackWithResults(r, []byte("x")), 7},
 		{"upsert", upsertCmd("q", &fsmpb.QueuePolicy{}), 1},
 		{"upsert with a result bound", upsertCmd("q", &fsmpb.QueuePolicy{CompletedMaxBytesPerShard: MaxResultBytes}), 7},
