@@ -169,13 +169,16 @@ func (d *deadLetters) Redrive(ctx context.Context, req *raftqv1.RedriveRequest) 
 		return nil, invalid("give message_ids or a filter, not both")
 	}
 	target := req.GetTargetQueue()
+	var targetInfo *raftqv1.QueueInfo
 	if target != "" {
 		if target == req.GetQueue() {
 			return nil, invalid("target_queue is the queue itself: leave it empty to redrive in place")
 		}
-		if _, err := d.lookupQueue(ctx, target); err != nil {
+		info, err := d.lookupQueue(ctx, target)
+		if err != nil {
 			return nil, err
 		}
+		targetInfo = info
 		// The copies are sends to the target: the caller must be allowed
 		// to send there, beyond managing the source.
 		if err := allowed(ctx, "/raftq.v1.DeadLetters/Redrive", permSend, target); err != nil {
@@ -186,7 +189,7 @@ func (d *deadLetters) Redrive(ctx context.Context, req *raftqv1.RedriveRequest) 
 	if err != nil {
 		return nil, err
 	}
-	src := d.listedSource(req.GetQueue(), req.GetFilter())
+	src := d.listedSource(req.GetQueue(), pinUntil(req.GetFilter(), time.Now()))
 	if len(req.GetMessageIds()) > 0 {
 		src = d.namedSource(req.GetQueue(), req.GetMessageIds())
 	}
@@ -194,7 +197,7 @@ func (d *deadLetters) Redrive(ctx context.Context, req *raftqv1.RedriveRequest) 
 	case req.GetDryRun():
 		return dryRun(ctx, src)
 	case target != "":
-		n, err := d.moveEach(ctx, rate, src, d.moveTo(req.GetQueue(), target))
+		n, err := d.moveEach(ctx, rate, src, d.moveTo(req.GetQueue(), targetInfo))
 		if err != nil {
 			return nil, err
 		}

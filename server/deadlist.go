@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm"
@@ -82,6 +83,23 @@ func (s *Server) listDead(ctx context.Context, queue string, filter *raftqv1.Dea
 		parts = append(parts, refilter(shardDead{shard: a.Shard, dead: a.Value.GetDead(), scannedTo: a.Value.GetDeadScannedTo()}, filter, limit))
 	}
 	return mergeDead(parts, limit), nil
+}
+
+// pinUntil bounds a redrive's listing to messages dead before it starts:
+// one it redrives in place that dies again while the call runs dies later,
+// and would be met again and again (a poison job would keep the call
+// going until its caller gave up). now is this node's clock; the shard's
+// is its leader's, within the cluster's clock bound, so a message that
+// died in the last moment before the call may be left for the next one.
+func pinUntil(f *raftqv1.DeadFilter, now time.Time) *raftqv1.DeadFilter {
+	out := &raftqv1.DeadFilter{}
+	if f != nil {
+		out = proto.Clone(f).(*raftqv1.DeadFilter)
+	}
+	if until := now.UnixMilli() + 1; out.GetDeadUntilMs() == 0 || out.GetDeadUntilMs() > until {
+		out.DeadUntilMs = until
+	}
+	return out
 }
 
 // refilter applies filter to a shard's answer again. A shard leader on a

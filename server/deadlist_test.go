@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm"
@@ -136,5 +137,32 @@ func TestRefilterAnOldShardsAnswer(t *testing.T) {
 		if got := deadMatches(m, c.f); got != c.want {
 			t.Errorf("%v on %v: %v, want %v", c.f, m, got, c.want)
 		}
+	}
+}
+
+// A redrive lists only what died before it began, and keeps a filter's
+// own earlier bound.
+func TestPinUntil(t *testing.T) {
+	now := time.UnixMilli(5000)
+	if f := pinUntil(nil, now); f.GetDeadUntilMs() != 5001 {
+		t.Fatalf("no filter: until %d, want 5001", f.GetDeadUntilMs())
+	}
+	in := &raftqv1.DeadFilter{Type: "email", DeadUntilMs: 9000}
+	f := pinUntil(in, now)
+	if f.GetDeadUntilMs() != 5001 || f.GetType() != "email" || in.GetDeadUntilMs() != 9000 {
+		t.Fatalf("later bound: %v (caller's %v)", f, in)
+	}
+	if f := pinUntil(&raftqv1.DeadFilter{DeadUntilMs: 3000}, now); f.GetDeadUntilMs() != 3000 {
+		t.Fatalf("earlier bound moved: %v", f)
+	}
+}
+
+// A redriven copy holds its dedup key for at least redriveKeyHold, so a
+// redrive run again an hour later still finds the copies it made.
+func TestRedriveCopyHoldsItsKey(t *testing.T) {
+	l := listedDead{msg: &fsmpb.Message{Id: 7, Body: []byte("b")}, info: &raftqv1.MessageInfo{MessageId: "0-7"}}
+	m := redriveCopy(l, "src", redriveKeyHold)
+	if m.GetDedupKey() != "redrive:src/0-7" || m.GetUniqueForMs() != time.Hour.Milliseconds() {
+		t.Fatalf("copy %v", m)
 	}
 }

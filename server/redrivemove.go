@@ -20,8 +20,8 @@ import (
 // redrive cut short (its caller gone, this node killed, a leader change)
 // and run again finds the messages not yet discarded, sends them again,
 // and the target's dedup answers the first copy's id for those already
-// sent: each message lands once as long as the retry comes within the
-// target's dedup window.
+// sent: each message lands once as long as the retry comes while the
+// copy's key is held (moveTo).
 
 // redriveKeyPrefix marks the dedup keys of redriven copies.
 const redriveKeyPrefix = "redrive:"
@@ -40,14 +40,20 @@ func redriveKey(queue, id string) string {
 	return redriveKeyPrefix + hex.EncodeToString(h[:])
 }
 
+// redriveKeyHold is the least time a copy's dedup key is held
+// (unique_for_ms, fsm/unique.go), whatever the target's dedup window: a
+// redrive cut short and run again within it sends no message twice.
+const redriveKeyHold = time.Hour
+
 // redriveCopy is the message the target receives: the dead message's
 // body, attributes, type, group, priority and retry policy, a fresh
-// receive count, and the redrive dedup key in place of its own.
-func redriveCopy(l listedDead, source string) *fsmpb.NewMessage {
+// receive count, and the redrive dedup key in place of its own, held for
+// hold.
+func redriveCopy(l listedDead, source string, hold time.Duration) *fsmpb.NewMessage {
 	m := l.msg
 	return &fsmpb.NewMessage{
 		Body: m.GetBody(), Attributes: m.GetAttributes(), Type: m.GetType(), GroupId: m.GetGroupId(),
-		DedupKey: redriveKey(source, l.info.GetMessageId()), Priority: m.GetPriority(), DelayMs: -1,
+		DedupKey: redriveKey(source, l.info.GetMessageId()), UniqueForMs: hold.Milliseconds(), Priority: m.GetPriority(), DelayMs: -1,
 		MaxReceiveCount: m.GetMaxReceiveCount(), BackoffBaseMs: m.GetBackoffBaseMs(), BackoffMaxMs: m.GetBackoffMaxMs(),
 	}
 }
@@ -154,25 +160,28 @@ func (s *Server) moveEach(ctx context.Context, rate uint32, src redriveSource, m
 // moveTo copies batch to target and then discards from source what the
 // target holds; a copy refused stops the redrive with its error, after the
 // messages copied before it are discarded.
-func (s *Server) moveTo(source, target string) func(context.Context, []listedDead) (uint64, error) {
+// hold is how long the copies' dedup keys are held: the target's dedup
+// window or redriveKeyHold, whichever is longer.
+func (s *Server) moveTo(source string, target *raftqv1.QueueInfo) func(context.Context, []listedDead) (uint64, error) {
+	hold := max(redriveKeyHold, time.Duration(target.GetPolicy().GetDedupWindowMs())*time.Millisecond)
 	return func(ctx context.Context, batch []listedDead) (uint64, error) {
 		copies := make([]*fsmpb.NewMessage, len(batch))
 		for i, l := range batch {
-			copies[i] = redriveCopy(l, source)
+			copies[i] = redriveCopy(l, source, hold)
 		}
-		sent, err := s.router.Send(ctx, target, copies)
+		sent, err := s.router.Send(ctx, target.GetName(), copies)
 		if err != nil {
-			return 0, s.toStatus(ctx, fmt.Errorf("redrive to %q: %w", target, err))
+			return 0, s.toStatus(ctx, fmt.Errorf("redrive to %q: %w", target.GetName(), err))
 		}
 		landed := map[uint32][]uint64{}
 		var refused error
 		for i, a := range sent {
 			if refused == nil && a.Err != nil {
-				refused = s.toStatus(ctx, fmt.Errorf("redrive %s to %q: %w", batch[i].info.GetMessageId(), target, a.Err))
+				refused = s.toStatus(ctx, fmt.Errorf("redrive %s to %q: %w", batch[i].info.GetMessageId(), target.GetName(), a.Err))
 			}
 			if refused == nil && a.Err == nil {
 				if err := resultStatus(a.Item.GetStatus()); err != nil {
-					refused = fmt.Errorf("redrive %s to %q: %w", batch[i].info.GetMessageId(), target, err)
+					refused = fmt.Errorf("redrive %s to %q: %w", batch[i].info.GetMessageId(), target.GetName(), err)
 				}
 			}
 			if a.Err == nil && a.Item.GetStatus().GetCode() == fsmpb.Code_CODE_OK {
