@@ -20,6 +20,11 @@ var (
 	// or was granted again, or the message is in a state the call does not
 	// allow (for example cancelling a leased message). Nothing changed.
 	ErrStaleReceipt = errors.New("stale receipt or wrong message state")
+	// ErrUpgradePending: FAILED_PRECONDITION naming a log format. The call
+	// needs a feature that some replica's binary predates (a rolling
+	// upgrade under way, docs/fsm.md "Log formats"); nothing changed, and
+	// it succeeds once every node runs the new release.
+	ErrUpgradePending = errors.New("a replica's binary predates this call")
 	// ErrNotFound: NOT_FOUND. Unknown queue or message.
 	ErrNotFound = errors.New("not found")
 	// ErrInvalid: INVALID_ARGUMENT, or input the client rejects before sending
@@ -138,6 +143,11 @@ func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Msg) }
 func (e *Error) Unwrap() []error {
 	switch e.Code {
 	case codes.FailedPrecondition:
+		// fsm.FormatLagError's text (fsm/format.go); a status detail
+		// would need a new field in every node's answers.
+		if strings.Contains(e.Msg, "needs log format") {
+			return []error{ErrUpgradePending}
+		}
 		return []error{ErrStaleReceipt}
 	case codes.NotFound:
 		return []error{ErrNotFound}

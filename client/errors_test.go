@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/raftq/raftq/fsm"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -201,4 +203,15 @@ func leastWait(p RetryPolicy) time.Duration {
 		d += p.ceiling(n) / 2
 	}
 	return d
+}
+
+// A refusal for a log format some replica lacks is ErrUpgradePending, not
+// a stale receipt: the caller may fall back to an older call. The text is
+// the server's (fsm.FormatLagError).
+func TestFormatLagIsUpgradePending(t *testing.T) {
+	lag := &fsm.FormatLagError{Group: "shard-0", Kind: "snooze", Need: 7, Lagging: []fsm.NodeFormat{{NodeID: "n3", Format: 6}}}
+	err := fromStatus(status.Error(codes.FailedPrecondition, lag.Error()))
+	if !errors.Is(err, ErrUpgradePending) || errors.Is(err, ErrStaleReceipt) {
+		t.Fatalf("%v: want ErrUpgradePending only", err)
+	}
 }

@@ -232,3 +232,35 @@ func TestShutdownReleaseDoesNotDeadLetterTheLastReceive(t *testing.T) {
 		t.Fatalf("redelivery %v, %v: want the job on its first receive", ms, err)
 	}
 }
+
+// While a replica predates snooze (a rolling upgrade), the shutdown
+// release nacks instead, so the job comes back at once rather than when
+// its lease runs out.
+func TestShutdownReleaseNacksDuringAnUpgrade(t *testing.T) {
+	f := newFixture(t)
+	ids := f.mustSend(t, 1)
+	f.s.LagFormat("Snooze", 1)
+	running := make(chan struct{})
+	settled, hooks := outcomeLog()
+	w := mustNew(t, f.c, "q", fast(Options{DrainTimeout: 100 * time.Millisecond, Visibility: time.Hour, Hooks: hooks}))
+	w.Default(func(ctx context.Context, m *Message) error {
+		close(running)
+		<-ctx.Done()
+		return context.Cause(ctx)
+	})
+	stop := start(t, w)
+	<-running
+	if err := stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if s := nextSettlement(t, settled); s.Outcome != Released || s.SettleErr != nil {
+		t.Fatalf("settlement %+v, want released", s)
+	}
+	if n := len(f.s.Calls("Nack")); n != 1 {
+		t.Fatalf("%d nacks, want the fallback's one", n)
+	}
+	info, err := f.c.GetMessage(context.Background(), ids[0])
+	if err != nil || info.State != "ready" {
+		t.Fatalf("after shutdown: %+v, %v; want ready now, not in an hour", info, err)
+	}
+}

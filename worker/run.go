@@ -329,23 +329,23 @@ func (r *run) settle(j *job, herr error, took time.Duration) {
 		err = j.ack(ctx)
 	case errors.As(herr, &panicked):
 		outcome = Panicked
-		err = r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: fmt.Sprintf("%v\n%s", herr, stackHead(panicked.Stack, 12))})
+		err = r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: errorText(fmt.Sprintf("%v\n%s", herr, stackHead(panicked.Stack, 12)))})
 	case errors.Is(herr, ErrTimeout):
 		outcome = TimedOut
-		err = r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: herr.Error()})
+		err = r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: errorText(herr.Error())})
 	case errors.Is(herr, ErrPoison):
 		outcome = DeadLettered
-		err = r.w.c.DeadLetter(ctx, j.m.Receipt, herr.Error())
+		err = r.w.c.DeadLetter(ctx, j.m.Receipt, errorText(herr.Error()))
 	case errors.As(herr, &snooze):
 		outcome = Snoozed
 		err = r.w.c.Snooze(ctx, j.m.Receipt, client.SnoozeOptions{Delay: min(snooze.After, client.MaxDelay), Reason: "snoozed by the handler"})
 	case errors.As(herr, &retry):
 		outcome = Retried
-		opts := client.NackOptions{Delay: retry.After, ReadyNow: retry.After == 0, Error: retry.Err.Error()}
+		opts := client.NackOptions{Delay: retry.After, ReadyNow: retry.After == 0, Error: errorText(retry.Err.Error())}
 		err = r.w.c.Nack(ctx, j.m.Receipt, opts)
 	default:
 		outcome = Nacked
-		err = r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: herr.Error()})
+		err = r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: errorText(herr.Error())})
 	}
 	s := Settlement{Outcome: outcome, Took: took, Err: herr}
 	if err != nil {
@@ -403,7 +403,7 @@ func (r *run) drain() {
 			ctx, cancel := context.WithTimeout(r.settleBase, r.w.opts.SettleTimeout)
 			defer cancel()
 			s := Settlement{Outcome: Released, Err: ErrShutdown}
-			if err := r.w.c.Snooze(ctx, j.m.Receipt, client.SnoozeOptions{Reason: ErrShutdown.Error()}); err != nil {
+			if err := r.w.release(ctx, j.m.Receipt, 0, ErrShutdown.Error()); err != nil {
 				r.w.opts.Logger.Warn("raftq worker could not release a message", "queue", r.w.queue, "id", j.m.ID, "err", err)
 				s.Outcome, s.SettleErr = SettleFailed, err
 			}

@@ -49,7 +49,7 @@ func (r *run) settleOverdue(j *job) {
 	ctx, cancel := context.WithTimeout(r.settleBase, r.w.opts.SettleTimeout)
 	defer cancel()
 	s := Settlement{Outcome: TimedOut, Took: time.Since(j.deadline.Add(-j.timeout)), Err: herr}
-	if err := r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: herr.Error()}); err != nil {
+	if err := r.w.c.Nack(ctx, j.m.Receipt, client.NackOptions{Error: errorText(herr.Error())}); err != nil {
 		r.w.opts.Logger.Warn("raftq worker could not settle a message", "queue", r.w.queue, "id", j.m.ID, "outcome", TimedOut, "err", err)
 		s.Outcome, s.SettleErr = SettleFailed, err
 	}

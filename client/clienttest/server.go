@@ -65,6 +65,7 @@ type fault struct {
 	lose       bool          // serve the call, then answer code instead
 	leaderHint string        // raftq-leader-hint on an outcome-unknown failure
 	retryAfter time.Duration // > 0: a google.rpc.RetryInfo detail
+	msg        string        // the status message; "" for "injected CODE"
 }
 
 // Call is one call the server answered, recorded for assertions.
@@ -155,6 +156,14 @@ func (s *Server) SetSlotTable(slots uint32, owners []uint32) {
 // treat as unknown.
 func (s *Server) Fail(method string, n int, code codes.Code) {
 	s.addFaults(method, n, fault{code: code})
+}
+
+// LagFormat makes the next n calls of method fail as a node refuses a call
+// that some replica's binary predates during a rolling upgrade:
+// FAILED_PRECONDITION naming the log format it needs (client.ErrUpgradePending).
+func (s *Server) LagFormat(method string, n int) {
+	s.addFaults(method, n, fault{code: codes.FailedPrecondition,
+		msg: "shard-0: command " + method + " needs log format 7, which replicas n3 (format 6) do not support yet: upgrade them first"})
 }
 
 // Exhaust makes the next n calls of method fail as an overloaded node
@@ -336,7 +345,11 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		if f.leaderHint != "" {
 			_ = grpc.SetTrailer(ctx, metadata.Pairs("raftq-leader-hint", f.leaderHint))
 		}
-		st := status.New(f.code, "injected "+f.code.String())
+		msg := f.msg
+		if msg == "" {
+			msg = "injected " + f.code.String()
+		}
+		st := status.New(f.code, msg)
 		if f.retryAfter > 0 {
 			if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(f.retryAfter)}); err == nil {
 				st = d
