@@ -178,6 +178,8 @@ func checkInvariants(f *FSM) error {
 		}
 	}
 	var tot counts
+	var shardResults uint64
+	shardRecords := 0
 	for q, c := range per {
 		if c.ready != q.nReady || c.delayed != q.nDelayed || c.leased != q.nLeased || c.dead != q.nDead || c.acked != q.nAcked {
 			return fmt.Errorf("queue %q counts r%d d%d l%d x%d a%d, records r%d d%d l%d x%d a%d", q.name,
@@ -186,6 +188,8 @@ func checkInvariants(f *FSM) error {
 		if uint64(q.results.Len()) != c.results || q.resultBytes != c.resultBytes {
 			return fmt.Errorf("queue %q: result index %d records %d bytes; records hold %d, %d bytes", q.name, q.results.Len(), q.resultBytes, c.results, c.resultBytes)
 		}
+		shardResults += q.resultBytes
+		shardRecords += q.results.Len()
 		if q.resultBytes > completedMaxBytes(q.policy) {
 			return fmt.Errorf("queue %q: %d result bytes kept, bound %d", q.name, q.resultBytes, completedMaxBytes(q.policy))
 		}
@@ -268,6 +272,10 @@ func checkInvariants(f *FSM) error {
 	})
 	if err != nil {
 		return err
+	}
+	if shardResults != s.resultBytes || shardRecords != s.results.Len() || s.resultBytes > s.resultCap {
+		return fmt.Errorf("shard results: index %d records %d bytes (cap %d); queues hold %d, %d bytes",
+			s.results.Len(), s.resultBytes, s.resultCap, shardRecords, shardResults)
 	}
 	if s.dedup.len() != s.dedupExpiry.Len() {
 		return fmt.Errorf("dedup %d keys, %d expiries", s.dedup.len(), s.dedupExpiry.Len())

@@ -21,6 +21,11 @@ const (
 	// DefaultCompletedMaxBytesPerShard is a queue's result byte bound per
 	// shard when its policy leaves completed_max_bytes_per_shard at 0.
 	DefaultCompletedMaxBytesPerShard = 64 << 20
+	// MaxResultBytesPerShard bounds the results one shard keeps over all
+	// its queues, on every replica and in every snapshot: past it the
+	// records acked earliest are dropped first, whatever their queue, and
+	// counted as their queue's evictions.
+	MaxResultBytesPerShard = 256 << 20
 )
 
 // usesResults reports whether an ack needs log format 7: a replica of
@@ -81,26 +86,35 @@ func ackResult(c *fsmpb.Ack, i int) []byte {
 	return nil
 }
 
-// attachResult and detachResult keep q.results and q.resultBytes in step
-// with the acked records that hold a result (transitions.go).
-func attachResult(m *msg) {
+// attachResult and detachResult keep the queue's and the shard's result
+// indexes and byte sums in step with the acked records that hold a result
+// (transitions.go).
+func (s *state) attachResult(m *msg) {
 	if len(m.result) == 0 {
 		return
 	}
-	m.q.results.ReplaceOrInsert(timeItem{m.stateChangedMs, m.id})
+	it := timeItem{m.stateChangedMs, m.id}
+	m.q.results.ReplaceOrInsert(it)
 	m.q.resultBytes += uint64(len(m.result))
+	s.results.ReplaceOrInsert(it)
+	s.resultBytes += uint64(len(m.result))
 }
 
-func detachResult(m *msg) {
+func (s *state) detachResult(m *msg) {
 	if len(m.result) == 0 {
 		return
 	}
-	m.q.results.Delete(timeItem{m.stateChangedMs, m.id})
+	it := timeItem{m.stateChangedMs, m.id}
+	m.q.results.Delete(it)
 	m.q.resultBytes -= uint64(len(m.result))
+	s.results.Delete(it)
+	s.resultBytes -= uint64(len(m.result))
 }
 
 // evictResults drops the queue's earliest acked records with results until
-// their bytes are within the queue's bound, counting each.
+// their bytes are within the queue's bound, then the shard's earliest
+// until all its results are within resultCap, counting each as its
+// queue's eviction.
 func (s *state) evictResults(q *queue) {
 	limit := completedMaxBytes(q.policy)
 	for q.resultBytes > limit {
@@ -111,5 +125,14 @@ func (s *state) evictResults(q *queue) {
 		m, _ := s.get(it.id)
 		s.remove(m)
 		q.evicted++
+	}
+	for s.resultBytes > s.resultCap {
+		it, ok := s.results.Min()
+		if !ok {
+			return
+		}
+		m, _ := s.get(it.id)
+		m.q.evicted++
+		s.remove(m)
 	}
 }

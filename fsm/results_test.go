@@ -173,3 +173,35 @@ func TestResultsNeedFormat7(t *testing.T) {
 		}
 	}
 }
+
+// The shard's results over all its queues stay within its cap: past it
+// the record acked earliest goes, whatever its queue, counted as that
+// queue's eviction.
+func TestShardResultCapDropsOldestAcrossQueues(t *testing.T) {
+	h := newHarness(t)
+	h.f.s.resultCap = 2 * MaxResultBytes
+	h.mustQueue("a", nil)
+	h.mustQueue("b", nil)
+	full := make([]byte, MaxResultBytes)
+	var acked []uint64
+	for _, q := range []string{"a", "b", "b"} {
+		h.now += 10
+		acked = append(acked, h.mustEnqueue(q, body("m"))[0])
+		m := h.mustReceive(q, 1, 60_000)
+		h.itemCodes(ackWithResults([]*fsmpb.Receipt{receipt(m[0])}, full))
+		if err := checkInvariants(h.f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := h.f.Message(acked[0]); ok {
+		t.Fatal("the shard's earliest result outlived the shard's cap")
+	}
+	for _, id := range acked[1:] {
+		if _, ok := h.f.Message(id); !ok {
+			t.Fatalf("record %d dropped, want only the earliest", id)
+		}
+	}
+	if a, b := h.mustStats("a"), h.mustStats("b"); a.Evicted != 1 || b.Evicted != 0 || b.ResultBytes != 2*MaxResultBytes {
+		t.Fatalf("stats a %+v, b %+v", a, b)
+	}
+}

@@ -247,6 +247,12 @@ type state struct {
 	leases    *btree.BTreeG[timeItem] // (deadline, id)
 	retention *btree.BTreeG[timeItem] // ready and delayed: (expire ms, id)
 	completed *btree.BTreeG[timeItem] // acked records: (expire ms, id)
+	// results: the acked records with a result over every queue, by
+	// (acked ms, id), and the sum of their results; resultCap bounds it
+	// (results.go).
+	results     *btree.BTreeG[timeItem]
+	resultBytes uint64
+	resultCap   uint64
 	// deadExpiry: dead messages of queues with a dead retention, by
 	// (death ms + retention, id) (deadretention.go).
 	deadExpiry *btree.BTreeG[timeItem]
@@ -282,6 +288,8 @@ func newState() *state {
 		leases:      btree.NewG(btreeDegree, lessTime),
 		retention:   btree.NewG(btreeDegree, lessTime),
 		completed:   btree.NewG(btreeDegree, lessTime),
+		results:     btree.NewG(btreeDegree, lessTime),
+		resultCap:   MaxResultBytesPerShard,
 		deadExpiry:  btree.NewG(btreeDegree, lessTime),
 		dedup:       newDedupIndex(),
 		dedupExpiry: btree.NewG(btreeDegree, lessDedupExpiry),

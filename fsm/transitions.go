@@ -55,7 +55,7 @@ func (s *state) detach(m *msg) {
 	case fsmpb.State_STATE_ACKED:
 		q.nAcked--
 		s.completed.Delete(timeItem{m.expireMs, m.id})
-		detachResult(m)
+		s.detachResult(m)
 	}
 }
 
@@ -93,7 +93,7 @@ func (s *state) attach(m *msg) {
 	case fsmpb.State_STATE_ACKED:
 		q.nAcked++
 		s.completed.ReplaceOrInsert(timeItem{m.expireMs, m.id})
-		attachResult(m)
+		s.attachResult(m)
 	}
 }
 
