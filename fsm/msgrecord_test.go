@@ -56,6 +56,10 @@ func randomMsg(rng *rand.Rand, q *queue) *msg {
 		}
 	}
 	if rng.IntN(3) == 0 {
+		// Zero fields too: proto leaves them out, as the encoder must.
+		m.retry = &retryPolicy{maxReceives: uint32(num()), backoffBaseMs: int64(num()), backoffMaxMs: int64(num())}
+	}
+	if rng.IntN(3) == 0 {
 		m.result = make([]byte, 1+rng.IntN(300))
 		for i := range m.result {
 			m.result[i] = byte(rng.Uint32())
