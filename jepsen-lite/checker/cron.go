@@ -21,7 +21,11 @@ func cronCheck(ops []history.Op) *Result {
 	slotIDs := map[string]map[int64]map[string]bool{}
 	trigIDs := map[string]map[uint64]map[string]bool{}
 	var states []*history.Cron
+	started := false
 	for _, op := range ops {
+		if op.F == history.FCronState && op.Type == history.Invoke {
+			started = true
+		}
 		if op.F == history.FCronState && op.Type == history.Fail {
 			r.violate("cron-final", "the cron workload could not finish: %s", op.Error)
 		}
@@ -39,6 +43,14 @@ func cronCheck(ops []history.Op) *Result {
 			addID(slotIDs, c.Schedule, c.SlotMs, op.MessageID)
 		case history.FCronState:
 			states = append(states, c)
+		}
+	}
+	if started && len(states) == 0 {
+		r.violate("cron-final", "the cron workload started but recorded no schedule's final state")
+	}
+	for _, st := range states {
+		if st.Fired == 0 {
+			r.violate("cron-idle", "schedule %q fired no slot in the whole run", st.Schedule)
 		}
 	}
 	slots, triggers := counts(slotIDs), counts(trigIDs)

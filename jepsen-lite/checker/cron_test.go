@@ -41,6 +41,8 @@ func TestCronCheck(t *testing.T) {
 		{"lost trigger", []history.Op{cronMsg("a", 11_000), cronState(11_000, 1, 0, "skip")}, "cron-lost-trigger"},
 		{"no record", []history.Op{cronMsg("a", 11_000)}, "cron-unknown"},
 		{"unfinished", []history.Op{{Type: history.Fail, F: history.FCronState, Error: "boom"}}, "cron-final"},
+		{"started, no final record", []history.Op{{Type: history.Invoke, F: history.FCronState}}, "cron-final"},
+		{"idle schedule", []history.Op{{Type: history.Invoke, F: history.FCronState}, cronState(0, 0, 0, "skip")}, "cron-idle"},
 	} {
 		r := cronCheck(tc.ops)
 		if tc.want == "" {

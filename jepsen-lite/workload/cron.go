@@ -40,6 +40,9 @@ func cronWorkload() *Workload {
 			env.Rec.Add(history.Op{Type: history.Fail, F: history.FCronState, Error: err.Error()})
 			return
 		}
+		// The checker requires a final record of each schedule once the
+		// workload has started.
+		env.Rec.Add(history.Op{Type: history.Invoke, F: history.FCronState})
 		var wg sync.WaitGroup
 		for k := range 2 {
 			c := env.NewClient(seed + uint64(k))
