@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/raftq/raftq/client"
 	"github.com/raftq/raftq/client/clienttest"
+	"github.com/raftq/raftq/internal/testenv"
 	"github.com/raftq/raftq/worker"
 )
 
@@ -133,9 +133,7 @@ func TestWorkDocExamples(t *testing.T) {
 		}
 	}
 
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3 for the Python example")
-	}
+	testenv.RequireTools(t, "python3") // .ci/run installs it: under CI the example must run
 	py := filepath.Join(dir, "send_email.py")
 	if err := os.WriteFile(py, []byte(docBlock(t, "A Python worker", "python")), 0o644); err != nil {
 		t.Fatal(err)
