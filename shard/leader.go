@@ -93,9 +93,10 @@ func (s *Shard) leaderDuties(ctx context.Context, st *leaderState) {
 			break
 		}
 		level := slog.LevelWarn
-		if errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrNotLeader) {
+		if errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrNotLeader) || ctx.Err() != nil {
 			// Another replica leads now (an election, or peers stopping
-			// together): these duties end, nothing is wrong here.
+			// together), or this term's duties were called off (the node
+			// stopping, leadership gone): nothing is wrong here.
 			level = slog.LevelInfo
 		}
 		s.logger.Log(ctx, level, "leader barrier failed", "term", st.term, "err", err)
