@@ -2,7 +2,7 @@
 // create): one file per raft group's piece and a manifest.json that names
 // them with their raft index, term, size and sha256. It writes a backup
 // directory atomically, verifies one (checksums and a full decode of every
-// piece), and opens one for raftq-node --restore. docs/operations.md,
+// piece), and opens one for raftq-node --restore. docs/backup.md,
 // "Back up" and "Restore".
 package backup
 

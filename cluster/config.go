@@ -149,7 +149,7 @@ type Config struct {
 	// --restore): every bootstrap voter sets the same one. The meta leader
 	// restores the backup's queues with a shard map placed over this
 	// cluster's voters instead of placing an empty one, and every replica
-	// of a shard starts from the shard's piece (docs/operations.md,
+	// of a shard starts from the shard's piece (docs/backup.md,
 	// "Restore"). A node with meta state refuses it.
 	Restore *backup.Source
 	// Fatal is called when the node must stop (its meta replica found

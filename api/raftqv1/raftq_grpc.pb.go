@@ -1173,7 +1173,7 @@ type ClusterClient interface {
 	// committed, taken by the group's leader; the shards come before meta so
 	// that the meta piece lists every queue a shard piece holds (unless it
 	// was deleted meanwhile). The answering node gathers the pieces from the
-	// leaders. docs/operations.md, "Back up".
+	// leaders. docs/backup.md, "Back up".
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
 	// CancelMove aborts the replica move running on a shard while it is in
 	// its add phase (the new replica is still a nonvoter): the new replica
@@ -1354,7 +1354,7 @@ type ClusterServer interface {
 	// committed, taken by the group's leader; the shards come before meta so
 	// that the meta piece lists every queue a shard piece holds (unless it
 	// was deleted meanwhile). The answering node gathers the pieces from the
-	// leaders. docs/operations.md, "Back up".
+	// leaders. docs/backup.md, "Back up".
 	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
 	// CancelMove aborts the replica move running on a shard while it is in
 	// its add phase (the new replica is still a nonvoter): the new replica

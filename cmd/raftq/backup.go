@@ -17,7 +17,7 @@ import (
 const defaultBackupWithin = 10 * time.Minute
 
 func backupCreateCommand() command {
-	return command{"backup create", "", "take a consistent backup of meta and every shard into --out DIR (docs/operations.md, \"Back up\")", func(a *app, fs *flag.FlagSet) binder {
+	return command{"backup create", "", "take a consistent backup of meta and every shard into --out DIR (docs/backup.md, \"Back up\")", func(a *app, fs *flag.FlagSet) binder {
 		out := fs.String("out", "", "directory to write the backup to: new or empty (required)")
 		within := fs.Duration("within", defaultBackupWithin, "the backup must be complete within this (added to --timeout)")
 		return func(pos []string) (action, error) {

@@ -79,7 +79,7 @@ type PeerClient interface {
 	// BackupPiece streams one group's piece of a backup ("meta" or
 	// "shard-N"), taken by the group's leader at a state the group
 	// committed; others refuse with the raftq-leader trailer before sending
-	// anything. docs/operations.md, "Back up".
+	// anything. docs/backup.md, "Back up".
 	BackupPiece(ctx context.Context, in *BackupPieceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
 }
 
@@ -248,7 +248,7 @@ type PeerServer interface {
 	// BackupPiece streams one group's piece of a backup ("meta" or
 	// "shard-N"), taken by the group's leader at a state the group
 	// committed; others refuse with the raftq-leader trailer before sending
-	// anything. docs/operations.md, "Back up".
+	// anything. docs/backup.md, "Back up".
 	BackupPiece(*BackupPieceRequest, grpc.ServerStreamingServer[BackupChunk]) error
 	mustEmbedUnimplementedPeerServer()
 }
