@@ -35,7 +35,7 @@ import (
 // that, or that vanished without closing theirs.
 const (
 	// DefaultMaxConns is the default cap on a node's inbound raft
-	// connections (docs/operations.md, "Connection and stream limits"):
+	// connections (docs/listeners.md, "Connection and stream limits"):
 	// 256 groups shared with two peers each, at five connections per
 	// group and peer (raft's pool of three, an AppendEntries pipeline, a
 	// snapshot), is 2,560, plus one coalesced-heartbeat connection per

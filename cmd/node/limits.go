@@ -14,7 +14,7 @@ import (
 )
 
 // Connection and stream limits of the client and peer ports
-// (docs/operations.md, "Connection and stream limits"). The raft port's
+// (docs/listeners.md, "Connection and stream limits"). The raft port's
 // are raftmux's (raftmux/limits.go).
 const (
 	// clientMaxIdle closes a client connection that has had no call in
