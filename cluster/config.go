@@ -68,7 +68,7 @@ type Config struct {
 	Now func() time.Time
 	// MaxClockOffset bounds this node's clock offset from the median
 	// clock of the live members: beyond it the node does not lead
-	// (docs/fsm.md, "Clock bound"); default shard.MaxClockSkew. Set the
+	// (docs/clock.md); default shard.MaxClockSkew. Set the
 	// same on every node.
 	MaxClockOffset time.Duration
 	Logger         *slog.Logger

@@ -10,7 +10,7 @@ import (
 
 // leaderCounts counts how often this node became leader of each raft group:
 // leader churn for operators, and the proof that a node held by its clock
-// check never led (docs/fsm.md, "Clock bound").
+// check never led (docs/clock.md).
 type leaderCounts struct {
 	mu     sync.Mutex
 	groups map[string]*atomic.Uint64

@@ -64,7 +64,7 @@ func priorsFor(peers []meta.PriorOwner, q meta.Queue, known bool, nowMs int64) [
 
 // PriorSkew is how far apart two meta leaders' clocks may be when one
 // stamps a queue's creation and the other a move's route: twice the clock
-// bound nodes hold to before they lead (docs/fsm.md, "Clock bound").
+// bound nodes hold to before they lead (docs/clock.md).
 const PriorSkew = time.Second
 
 func (n *Node) slotsAt() *tableAt {

@@ -7,7 +7,7 @@ import (
 )
 
 // Clock is the node's clock check and leadership history; *cluster.Node
-// implements it (docs/fsm.md, "Clock bound").
+// implements it (docs/clock.md).
 type Clock interface {
 	ClockStatus() clockskew.Status
 	LeaderElections() map[string]uint64

@@ -26,7 +26,7 @@ import (
 // MaxClockSkew is the default bound on a node's clock offset from the
 // cluster's median clock (raftq-node --max-clock-offset): a node beyond it
 // does not lead (cluster's clock check), so the clocks of any two leaders
-// differ by at most twice the bound (docs/fsm.md, "Clock bound").
+// differ by at most twice the bound (docs/clock.md).
 const MaxClockSkew = 500 * time.Millisecond
 
 // Config configures one shard replica.

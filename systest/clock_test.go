@@ -207,7 +207,7 @@ func TestCluster_SkewedNodeNeverLeads(t *testing.T) {
 // both are within the 500 ms bound of the median clock (the third node,
 // 0 ms, holds no replica). A lease granted by B must last its visibility
 // timeout in real time although leadership then passes directly to A,
-// whose clock reads 800 ms later than B's (docs/fsm.md, "Clock bound").
+// whose clock reads 800 ms later than B's (docs/clock.md).
 //
 // To have B lead first, A starts 10 minutes ahead (so it refuses to lead
 // and the shard clock only ever holds B's stamps), and is then restarted

@@ -159,7 +159,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.UintVar(&c.Shards, "shards", 0, "number of data shards, fixed when the cluster is bootstrapped; 0: one per --replication bootstrap voters, rounded up (1 on a 3-node cluster: few busy raft groups beat many quiet ones; docs/benchmarks.md, \"Shard count\")")
 	fs.IntVar(&c.Replication, "replication", 3, "replicas per data shard")
 	fs.DurationVar(&c.ClockOffset, "clock-offset", 0, "TESTING ONLY: offset this node's clock (jepsen-lite clock skew)")
-	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", shard.MaxClockSkew, "largest offset of this node's clock from the median clock of the live members that still lets it lead; beyond it the node hands leadership away and refuses to lead until its clock is back (docs/fsm.md, \"Clock bound\"); set the same on every node")
+	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", shard.MaxClockSkew, "largest offset of this node's clock from the median clock of the live members that still lets it lead; beyond it the node hands leadership away and refuses to lead until its clock is back (docs/clock.md); set the same on every node")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM: bound for draining calls and handing off leadership")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 0, "TESTING: log entries after which a snapshot may be taken (0: the default, 8192; docs/shard.md)")

@@ -316,7 +316,7 @@ const realTimeMarginMs = 250
 // clock, which a leader whose clock runs ahead pushes ahead of real time;
 // with the clock check no node beyond the bound B leads, so two leaders'
 // clocks differ by at most 2B and a lease keeps its length within 2B
-// (docs/fsm.md, "Clock bound"). Shortening beyond 2B plus
+// (docs/clock.md). Shortening beyond 2B plus
 // realTimeMarginMs is a violation (lease-shortened); less is noted.
 func realTimeEarly(ix *index, r *Result) {
 	type key struct {

@@ -494,7 +494,7 @@ func TestHistoryRoundTrip(t *testing.T) {
 // A lease re-granted sooner in real time than the holder's visibility
 // timeout, but by no more than twice the clock bound the setup states
 // (plus the margin), is noted, not flagged: the nodes' clock check allows
-// that much (docs/fsm.md, "Clock bound"). Beyond it, it is a violation
+// that much (docs/clock.md). Beyond it, it is a violation
 // (the mutation "lease shortened in real time beyond the clock bound").
 func TestRealTimeEarlyExpiryWithinTheClockBoundIsANote(t *testing.T) {
 	for _, tc := range []struct {

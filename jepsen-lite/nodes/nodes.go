@@ -36,7 +36,7 @@ const (
 )
 
 // MaxClockOffset is every node's --max-clock-offset (the nodes' default,
-// docs/fsm.md "Clock bound"), passed explicitly because the lease checker
+// docs/clock.md), passed explicitly because the lease checker
 // holds leases to it: in real time a lease keeps its length within twice
 // it.
 const MaxClockOffset = 500 * time.Millisecond

@@ -1963,7 +1963,7 @@ type NodeMeta struct {
 	HasState        bool                   `protobuf:"varint,6,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`
 	// clock_hold: the node refuses to lead any raft group, because its clock
 	// is beyond --max-clock-offset from the cluster's or not yet compared
-	// (docs/fsm.md, "Clock bound"); leaders do not hand leadership to it.
+	// (docs/clock.md); leaders do not hand leadership to it.
 	ClockHold bool `protobuf:"varint,7,opt,name=clock_hold,json=clockHold,proto3" json:"clock_hold,omitempty"`
 	// peer_addr: where the node serves the node-to-node protocol
 	// (peer/peerpb/peer.proto, --peer-bind).
