@@ -247,8 +247,7 @@ func (n *Node) MemberGRPC(nodeID string) (string, bool) {
 	return m.GRPCAddr, true
 }
 
-// ClockStatus is the clock check's latest verdict (docs/fsm.md, "Clock
-// bound").
+// ClockStatus is the clock check's latest verdict (docs/clock.md).
 func (n *Node) ClockStatus() clockskew.Status { return n.clock.Status() }
 
 // LeaderElections counts, per raft group ("meta", "shard-N"), how often

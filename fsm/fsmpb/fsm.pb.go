@@ -2231,8 +2231,8 @@ type Tick struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// checkpoint, when non-zero, names a replica comparison: every replica
 	// records a digest of its state as it stands after this entry, under
-	// this id, and the leader compares them (docs/fsm.md, "Replicas
-	// compared"). It changes no state.
+	// this id, and the leader compares them (docs/integrity.md,
+	// "While running"). It changes no state.
 	Checkpoint    uint64 `protobuf:"varint,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

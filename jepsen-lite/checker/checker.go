@@ -303,8 +303,7 @@ func leaseExclusive(ix *index, ls map[string]map[uint64]*lease) *Result {
 
 // realTimeMarginMs is added to twice the clock bound before a lease that
 // ended early in real time is a violation: the clock check measures peer
-// clocks give or take half a gossip round trip (docs/fsm.md, "Clock
-// bound"), which a loaded machine stretches. The harness's own delays
+// clocks give or take half a gossip round trip (docs/clock.md), which a loaded machine stretches. The harness's own delays
 // need no margin: they only shrink the shortening it can see.
 const realTimeMarginMs = 250
 

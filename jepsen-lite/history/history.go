@@ -140,8 +140,8 @@ type Setup struct {
 	Nodes       int      `json:"nodes"`
 	Shards      int      `json:"shards"`
 	Replication int      `json:"replication"`
-	// ClockBoundMs is the nodes' --max-clock-offset (docs/fsm.md, "Clock
-	// bound"): leases keep their length in real time within twice it.
+	// ClockBoundMs is the nodes' --max-clock-offset (docs/clock.md):
+	// leases keep their length in real time within twice it.
 	ClockBoundMs int64        `json:"clock_bound_ms"`
 	Queues       []QueueSetup `json:"queues"`
 	// Tenants are the tenants a workload created, with the quotas the
