@@ -22,7 +22,7 @@ var (
 	ErrStaleReceipt = errors.New("stale receipt or wrong message state")
 	// ErrUpgradePending: FAILED_PRECONDITION naming a log format. The call
 	// needs a feature that some replica's binary predates (a rolling
-	// upgrade under way, docs/fsm.md "Log formats"); nothing changed, and
+	// upgrade under way, docs/logformats.md); nothing changed, and
 	// it succeeds once every node runs the new release.
 	ErrUpgradePending = errors.New("a replica's binary predates this call")
 	// ErrNotFound: NOT_FOUND. Unknown queue or message.

@@ -51,7 +51,7 @@ func (n *Node) abortDeadTargets(ctx context.Context, m meta.ShardMap, d *deadNod
 		cancel()
 		if err != nil {
 			// Say it once a minute, not every round: a replica on an
-			// older log format (docs/fsm.md) refuses it until upgraded.
+			// older log format (docs/logformats.md) refuses it until upgraded.
 			if last, ok := d.aborts[mv.Shard]; !ok || now.Sub(last) >= deadNodeLogEvery {
 				d.aborts[mv.Shard] = now
 				n.logger.Warn("replica move: cannot record the abort of a move onto a dead node", "shard", mv.Shard, "to", mv.To, "err", err)

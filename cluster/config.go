@@ -160,7 +160,7 @@ type Config struct {
 	// logFormat is the log format this node advertises (gossip
 	// NodeMeta.log_format) for the meta leader to record: fsm.LogFormat
 	// unless a test pins another to stand for a node of another release
-	// (docs/fsm.md, "Unknown commands and log formats").
+	// (docs/logformats.md).
 	logFormat uint32
 }
 

@@ -11,7 +11,7 @@
 // (Command oneof arm) with a log format above the last release's
 // (fsm/format.go): the leader proposes it only once every voter advertises
 // that format, and a replica that meets a kind it does not know stops
-// (docs/fsm.md, "Unknown commands and log formats"). Changing a field's
+// (docs/logformats.md). Changing a field's
 // number or meaning, or the Entry framing, is never compatible: bump
 // Entry.version and teach the FSM both.
 

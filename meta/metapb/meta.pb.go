@@ -824,7 +824,7 @@ func (*Command_RecordCronFire) isCommand_Cmd() {}
 
 // NodeFormat records the highest log format a node advertised (gossip
 // NodeMeta.log_format): leaders gate new command kinds on the recorded
-// formats of their group's voters (docs/fsm.md). Proposed by the meta
+// formats of their group's voters (docs/logformats.md). Proposed by the meta
 // leader whenever a node's advertised format differs from the record.
 type NodeFormat struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
