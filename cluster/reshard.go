@@ -19,7 +19,7 @@ import (
 // Growing the shard count is a duty of the meta leader. GrowShards (the
 // operator's request) records the new shards in the map; this duty then
 // carries out the slot moves meta.PlanSlotMoves asks for, one at a time,
-// each through its phases (docs/cluster.md, "Growing the shard count"):
+// each through its phases (docs/resharding.md):
 //
 //	SEAL   the old shard seals the slots (it refuses new keyed sends for
 //	       them) and names the FIFO groups it still holds messages of; the

@@ -44,7 +44,7 @@ func (s *state) redrive(c *fsmpb.Redrive) *fsmpb.Result {
 	// dead: the slot's new shard may be delivering the group's newer
 	// messages, and live here again the group would have a head on two
 	// shards (two leases at once, order lost). It is sent again instead
-	// (docs/cluster.md, "Growing the shard count").
+	// (docs/resharding.md).
 	keep := func(m *msg) bool { return !q.fifo() || !s.groupSealed(q.name, m.group) }
 	ms, res := s.deadOf(q, c.GetMessageIds(), c.GetMax(), keep)
 	if res != nil {

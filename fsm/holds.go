@@ -7,7 +7,7 @@ import (
 	"github.com/raftq/raftq/fsm/fsmpb"
 )
 
-// Held groups: the receiving half of a slot move (docs/cluster.md). The
+// Held groups: the receiving half of a slot move (docs/resharding.md). The
 // shard a move takes slots from still holds older messages of the moved
 // FIFO groups, so the shard they move to takes new messages of those groups
 // but leases none of them until the move releases the group: one lease per

@@ -9,7 +9,7 @@ import (
 )
 
 // Sealed slots: the sending half of a slot move (growing the shard count,
-// docs/cluster.md). Once a shard seals a slot it refuses every new keyed
+// docs/resharding.md). Once a shard seals a slot it refuses every new keyed
 // message of the slot with CODE_SLOT_MOVED and writes nothing for it, so
 // its messages of the slot only ever leave: a FIFO group of the slot that
 // shows no live message here at or after the seal has none for good, which
@@ -155,7 +155,7 @@ func (f *FSM) Seals() (slotCount uint32, seals []SlotSeal) {
 // LookupDedup returns the message a live dedup key of queue names, as an
 // enqueue of that key would see it now: not expired at the FSM clock, and
 // not left over from a deleted queue of the same name. A slot move's new
-// shard asks the old one with it (docs/cluster.md).
+// shard asks the old one with it (docs/resharding.md).
 func (f *FSM) LookupDedup(queue, key string) (id uint64, ok bool) {
 	if key == "" {
 		return 0, false

@@ -24,8 +24,7 @@ const maxProbes = fsm.MaxEnqueueBatch
 
 // priorDuplicates asks the prior owners of the slots of msgs[i], i in
 // pending, whether they hold the messages' dedup keys (growing the shard
-// count moves slots, not keys: docs/cluster.md, "Growing the shard
-// count"). A key a prior owner took before its seal makes the send a
+// count moves slots, not keys: docs/resharding.md). A key a prior owner took before its seal makes the send a
 // duplicate of that message, as it would have been had the slot not
 // moved; those messages are answered in out and left out of the returned
 // pending list, as are those whose look-up failed (the send must not go

@@ -8,7 +8,7 @@ import (
 	"github.com/raftq/raftq/fsm/fsmpb"
 )
 
-// The slot move commands of growing the shard count (docs/cluster.md):
+// The slot move commands of growing the shard count (docs/resharding.md):
 // the meta leader's move driver seals slots on the shard they leave and
 // holds their FIFO groups on the shard they go to. Each proposes through
 // Propose (leader only, same errors) and needs log format 4 on every

@@ -16,7 +16,7 @@ import (
 )
 
 // Growing a running cluster from 1 shard to 3 under load on a standard and
-// a FIFO queue (docs/cluster.md, "Growing the shard count"): the CLI's dry
+// a FIFO queue (docs/resharding.md): the CLI's dry
 // run plans two new shards and their slot moves, the growth moves a third
 // of the slots onto each new shard, new groups land there, dedup keys taken
 // before the growth still deduplicate after their slots moved, shrinking is

@@ -1184,7 +1184,7 @@ type ClusterClient interface {
 	// completes it within seconds (aborting is set until then).
 	CancelMove(ctx context.Context, in *CancelMoveRequest, opts ...grpc.CallOption) (*CancelMoveResponse, error)
 	// SetShardCount grows the number of data shards of a running cluster
-	// (docs/cluster.md, "Growing the shard count"): the meta leader places
+	// (docs/resharding.md): the meta leader places
 	// the new shards' replicas, then moves hash slots from the old shards to
 	// the new ones one move at a time. Every message stays on the shard that
 	// took it; per-group order, one lease per group and the dedup window hold
@@ -1365,7 +1365,7 @@ type ClusterServer interface {
 	// completes it within seconds (aborting is set until then).
 	CancelMove(context.Context, *CancelMoveRequest) (*CancelMoveResponse, error)
 	// SetShardCount grows the number of data shards of a running cluster
-	// (docs/cluster.md, "Growing the shard count"): the meta leader places
+	// (docs/resharding.md): the meta leader places
 	// the new shards' replicas, then moves hash slots from the old shards to
 	// the new ones one move at a time. Every message stays on the shard that
 	// took it; per-group order, one lease per group and the dedup window hold

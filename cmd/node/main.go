@@ -211,7 +211,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	// wire.MaxRequestBytes: gRPC refuses a larger one before reading it
 	// into memory. Peer requests may be larger: a slot move hands the new
 	// shard every live FIFO group of the slots in one request
-	// (docs/cluster.md, "Growing the shard count").
+	// (docs/resharding.md).
 	srv := server.New(node, rt, met, log)
 	// Administrative calls leave an audit record each, refused ones
 	// included (docs/security.md, "Audit log"); then every call is

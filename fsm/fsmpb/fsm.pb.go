@@ -103,7 +103,7 @@ const (
 	Code_CODE_UNAVAILABLE Code = 7
 	// An enqueue item whose hash slot this shard has sealed: the slot is
 	// being moved, or was moved, to another shard (growing the shard count,
-	// docs/cluster.md). Nothing was written; the router resends the item
+	// docs/resharding.md). Nothing was written; the router resends the item
 	// through the current slot table. Written only once the shard applied a
 	// seal, which needs log format 4.
 	Code_CODE_SLOT_MOVED Code = 8
@@ -664,7 +664,7 @@ type Command_Cancel struct {
 }
 
 type Command_SealSlots struct {
-	// Growing the shard count (docs/cluster.md): log format 4.
+	// Growing the shard count (docs/resharding.md): log format 4.
 	SealSlots *SealSlots `protobuf:"bytes,15,opt,name=seal_slots,json=sealSlots,proto3,oneof"`
 }
 

@@ -442,7 +442,7 @@ func dedup(ix *index) *Result {
 // may be on two shards (the message id's): a growth of the shard count
 // moves the group's slot, its older messages stay on the old shard and the
 // new one leases none of the newer until the old has none live
-// (docs/cluster.md, "Growing the shard count"). On one shard the order is
+// (docs/resharding.md). On one shard the order is
 // the epochs'; across shards it is the shard clocks', which differ by up to
 // clockSlackMs.
 func groupOrder(ix *index, ls map[string]map[uint64]*lease, opt Options) *Result {

@@ -11,7 +11,7 @@ import (
 
 // Resharder is what the reshard nemesis needs of a backend beyond
 // Cluster: the cluster's shard-count growth (Cluster.SetShardCount,
-// docs/cluster.md "Growing the shard count") and the meta leader, which
+// docs/resharding.md) and the meta leader, which
 // runs the slot moves. Both backends have it: it needs no spare nodes.
 type Resharder interface {
 	// SetShardCount grows the cluster to count data shards, or with 0
@@ -44,7 +44,7 @@ type SlotMove struct {
 	Phase    string // PhasePlanned, PhaseSeal, PhaseRoute or PhaseDone
 }
 
-// Slot move phases (docs/cluster.md, "Growing the shard count").
+// Slot move phases (docs/resharding.md).
 const (
 	PhasePlanned = "planned"
 	PhaseSeal    = "seal"
