@@ -11,7 +11,7 @@ import (
 
 // Membership is what the membership nemesis needs of a backend beyond
 // Cluster: spare node slots, and the cluster's membership commands
-// (docs/operations.md, "Replacing a dead node", "Removing a node").
+// (docs/operations.md, "Replace a dead node", "Removing a node").
 // Backends without spare slots (compose) lack it.
 type Membership interface {
 	// Spares are the slots free for a new node: never started, or their
