@@ -52,7 +52,7 @@ const joinWait = 60 * time.Second
 
 // Join starts a new node in spare slot i under a fresh id, with an empty
 // data directory, --bootstrap-expect 0 and --join, as docs/operations.md
-// ("Replacing a dead node") says an operator does, and returns its id once
+// ("Replace a dead node") says an operator does, and returns its id once
 // it serves and a member lists it alive in meta.
 func (c *Cluster) Join(ctx context.Context, i int) (string, error) {
 	n := c.Nodes[i]
