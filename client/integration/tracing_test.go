@@ -241,6 +241,33 @@ func TestTracingEndToEnd(t *testing.T) {
 		t.Errorf("the untraced message's handler span has parent %v", s.Parent)
 	}
 
+	// A copy the node makes (a redrive to another queue) carries the
+	// original's trace context.
+	dead, err := producer.Send(ctx, "traced", []byte("dead"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := plain.Receive(ctx, "traced", client.ReceiveOptions{Max: 1, Wait: 5 * time.Second})
+	if err != nil || len(got) != 1 || got[0].ID != dead.ID {
+		t.Fatalf("receive the message to dead-letter: %v %v", got, err)
+	}
+	if err := plain.DeadLetter(ctx, got[0].Receipt, "to be redriven"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.CreateQueue(ctx, "traced-copy", client.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := plain.Redrive(ctx, "traced", client.RedriveOptions{IDs: []string{dead.ID}, Target: "traced-copy"}); err != nil || n != 1 {
+		t.Fatalf("redrive: %d %v", n, err)
+	}
+	copied, err := plain.Receive(ctx, "traced-copy", client.ReceiveOptions{Max: 1, Wait: 5 * time.Second})
+	if err != nil || len(copied) != 1 {
+		t.Fatalf("receive the redriven copy: %v %v", copied, err)
+	}
+	if tp := copied[0].Attributes[wire.AttrTraceParent]; tp != traceparentOf(sendSpan(dead.ID).SpanContext) {
+		t.Fatalf("redriven copy carries traceparent %q, want the original send's", tp)
+	}
+
 	// The node flushes its spans on stop, within --shutdown-timeout.
 	if err := c.Stop(0, 30*time.Second); err != nil {
 		c.DumpLogs()
