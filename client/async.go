@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/status"
 )
 
@@ -30,12 +31,22 @@ type PendingSend struct {
 // may: a producer that needs a FIFO group's order waits for each before
 // the group's next.
 func (c *Client) SendAsync(ctx context.Context, queue string, body []byte, opts ...SendOption) *PendingSend {
+	var span trace.Span
+	if t := c.cfg.tracing; t != nil {
+		ctx, span = t.startSend(ctx, queue, 1)
+	}
 	ps, err := c.prepareSend(ctx, queue, body, opts)
 	if err != nil {
+		if span != nil {
+			endSpan(span, err)
+		}
 		return settled(queue, sendOutcome{err: err})
 	}
 	if ps.coalesce {
 		p, _ := c.queueCoalesced(ctx, ps.key, ps.req)
+		if span != nil {
+			return newPending(queue, endOnOutcome(span, p.done))
+		}
 		return newPending(queue, p.done)
 	}
 	// A message without a fixed shard, or with gRPC metadata, needs a call
@@ -47,6 +58,9 @@ func (c *Client) SendAsync(ctx context.Context, queue string, body []byte, opts 
 		res, err := c.sendAlone(ctx, ps)
 		ch <- sendOutcome{res: res, err: err}
 	}()
+	if span != nil {
+		return newPending(queue, endOnOutcome(span, ch))
+	}
 	return newPending(queue, ch)
 }
 

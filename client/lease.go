@@ -8,6 +8,7 @@ import (
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/wire"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 )
 
@@ -72,7 +73,18 @@ type Received struct {
 
 // ReceiveTimed is Receive that also reports how long the server waited
 // for a ready message (see Received).
-func (c *Client) ReceiveTimed(ctx context.Context, queue string, o ReceiveOptions) (*Received, error) {
+func (c *Client) ReceiveTimed(ctx context.Context, queue string, o ReceiveOptions) (out *Received, err error) {
+	if t := c.cfg.tracing; t != nil {
+		var span trace.Span
+		ctx, span = t.startReceive(ctx, queue)
+		defer func() {
+			var msgs []*Message
+			if out != nil {
+				msgs = out.Messages
+			}
+			t.endReceive(span, msgs, err)
+		}()
+	}
 	switch {
 	case o.Max < 0 || o.Max > 1000:
 		return nil, fmt.Errorf("receive from %q: %w", queue, invalid(fmt.Sprintf("max %d outside 1-1000", o.Max)))
@@ -89,14 +101,14 @@ func (c *Client) ReceiveTimed(ctx context.Context, queue string, o ReceiveOption
 		Consumer:            o.Consumer,
 	}
 	var resp *raftqv1.ReceiveResponse
-	err := c.invoke(ctx, callSpec{shard: c.receiveShard(), safe: true, extra: o.Wait}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+	err = c.invoke(ctx, callSpec{shard: c.receiveShard(), safe: true, extra: o.Wait}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewMessagesClient(cc).Receive(ctx, req, co...)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receive from %q: %w", queue, err)
 	}
-	out := &Received{Messages: make([]*Message, len(resp.GetMessages())), Waited: time.Duration(resp.GetWaitedUs()) * time.Microsecond}
+	out = &Received{Messages: make([]*Message, len(resp.GetMessages())), Waited: time.Duration(resp.GetWaitedUs()) * time.Microsecond}
 	for i, m := range resp.GetMessages() {
 		out.Messages[i] = messageFrom(m)
 	}

@@ -33,6 +33,7 @@ type config struct {
 	coalesceMax int // messages per coalesced send call; <= 1: off
 	dialOpts    []grpc.DialOption
 	probe       liveness.Config
+	tracing     *tracing // nil: off (tracing.go)
 }
 
 func defaultConfig() config {

@@ -12,6 +12,8 @@ import (
 
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/wire"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -207,12 +209,21 @@ func (m *shardMap) shardOf(queue, group, dedupKey string) int {
 // message on disk. It is retried only with a dedup key (see the package
 // comment), so a retry cannot enqueue the message twice within the dedup
 // window.
-func (c *Client) Send(ctx context.Context, queue string, body []byte, opts ...SendOption) (SendResult, error) {
+func (c *Client) Send(ctx context.Context, queue string, body []byte, opts ...SendOption) (res SendResult, err error) {
+	if t := c.cfg.tracing; t != nil {
+		var span trace.Span
+		ctx, span = t.startSend(ctx, queue, 1)
+		defer func() {
+			if err == nil {
+				span.SetAttributes(attribute.String("messaging.message.id", res.ID))
+			}
+			endSpan(span, err)
+		}()
+	}
 	ps, err := c.prepareSend(ctx, queue, body, opts)
 	if err != nil {
 		return SendResult{}, fmt.Errorf("send to %q: %w", queue, err)
 	}
-	var res SendResult
 	if ps.coalesce {
 		res, err = c.sendCoalesced(ctx, ps.key, ps.req)
 	} else {
@@ -250,6 +261,9 @@ func (c *Client) prepareSend(ctx context.Context, queue string, body []byte, opt
 	if o.DedupKey == "" && c.cfg.autoDedup {
 		o.DedupKey = autoKey()
 	}
+	if t := c.cfg.tracing; t != nil {
+		t.injectOutgoing(ctx, &o)
+	}
 	req, err := o.request(queue)
 	if err != nil {
 		return preparedSend{}, err
@@ -285,12 +299,17 @@ func (c *Client) sendAlone(ctx context.Context, ps preparedSend) (SendResult, er
 // *BatchError (with the results, so the items that went through are
 // known). Items without a dedup key get one when AutoDedup is on; the
 // batch is retried only when every item has a key.
-func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) ([]SendResult, error) {
+func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) (_ []SendResult, err error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
 	if err := c.admit(); err != nil {
 		return nil, fmt.Errorf("send batch to %q: %w", queue, err)
+	}
+	if t := c.cfg.tracing; t != nil {
+		var span trace.Span
+		ctx, span = t.startSend(ctx, queue, len(items))
+		defer func() { endSpan(span, err) }()
 	}
 	req := &raftqv1.SendBatchRequest{Queue: queue, Messages: make([]*raftqv1.SendRequest, len(items))}
 	c.loadMap(ctx)
@@ -321,6 +340,9 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 			}
 		}
 		safe = safe && o.DedupKey != ""
+		if t := c.cfg.tracing; t != nil {
+			t.injectOutgoing(ctx, &o)
+		}
 		r, err := o.request("")
 		if err != nil {
 			return nil, fmt.Errorf("send batch to %q: item %d: %w", queue, i, err)
@@ -337,7 +359,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 			"the batch of %d messages is %.1f MiB encoded; a request is at most %d MiB: split it", len(items), float64(size)/(1<<20), MaxRequestBytes>>20)))
 	}
 	var resp *raftqv1.SendBatchResponse
-	err := c.invoke(ctx, callSpec{shard: shard, safe: safe}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+	err = c.invoke(ctx, callSpec{shard: shard, safe: safe}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(withQueue(ctx, queue), req, co...)
 		return err
 	})

@@ -71,6 +71,9 @@ type Options struct {
 	OnPanic func(ctx context.Context, m *Message, value any, stack []byte)
 	// Hooks are optional metrics callbacks.
 	Hooks Hooks
+	// Tracing, with a Provider, runs each handler under a span that
+	// continues its message's trace (tracing.go); off by default.
+	Tracing Tracing
 }
 
 // Outcome is how the worker settled a message.

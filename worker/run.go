@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/client"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // run is the state of one Run call.
@@ -20,6 +21,7 @@ type run struct {
 	base       context.Context
 	stop       context.CancelFunc // cancels every handler (drain timeout)
 	settleBase context.Context
+	tr         *tracer // nil: tracing off
 
 	wg   sync.WaitGroup
 	mu   sync.Mutex
@@ -51,6 +53,8 @@ type job struct {
 	// result is what the handler set with Message.SetResult; the ack
 	// carries it (result.go).
 	result atomic.Pointer[[]byte]
+
+	span trace.Span // the handler's span; nil without tracing (tracing.go)
 }
 
 func newRun(ctx context.Context, w *Worker) *run {
@@ -63,6 +67,7 @@ func newRun(ctx context.Context, w *Worker) *run {
 		base:       base,
 		stop:       stop,
 		settleBase: context.WithoutCancel(ctx),
+		tr:         newTracer(w.opts.Tracing, w.queue),
 		jobs:       map[*job]struct{}{},
 	}
 }
@@ -122,6 +127,7 @@ func (r *run) start(cm *client.Message) {
 	lctx, cancel := context.WithCancelCause(r.base)
 	j := &job{r: r, cancel: cancel}
 	j.m = &Message{Message: *cm, j: j}
+	lctx = r.tr.startJob(lctx, j)
 	r.mu.Lock()
 	r.jobs[j] = struct{}{}
 	r.mu.Unlock()
@@ -314,7 +320,7 @@ func (r *run) settle(j *job, herr error, took time.Duration) {
 		return
 	}
 	r.w.brk.done(j.m.Type, j.probe.Load(), verdictOf(herr))
-	ctx, cancel := context.WithTimeout(r.settleBase, r.w.opts.SettleTimeout)
+	ctx, cancel := context.WithTimeout(j.spanContext(r.settleBase), r.w.opts.SettleTimeout)
 	defer cancel()
 	var (
 		outcome  Outcome
@@ -362,6 +368,7 @@ func (r *run) forget(j *job) {
 }
 
 func (r *run) report(m *Message, s Settlement) {
+	endJob(m.j, s)
 	if h := r.w.opts.Hooks.Settled; h != nil {
 		h(m, s)
 	}

@@ -123,6 +123,11 @@ type config struct {
 	MaxStreamsPerConn int
 	MaxRaftConns      int
 	RaftIdleTimeout   time.Duration
+
+	// OpenTelemetry tracing (tracing.go); off without OTLPEndpoint.
+	OTLPEndpoint string
+	OTLPInsecure bool
+	TraceSample  float64
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
@@ -174,6 +179,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM file of this node's private key; reloaded on SIGHUP")
 	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "file of base64 gossip encryption keys, one per line, the first encrypting (raftq certs writes one); reloaded on SIGHUP")
 	fs.StringVar(&c.ClientAuth, "client-auth", "", "credentials on the gRPC port: require (every call but health checks needs an API key or a client certificate, and is authorized by its grants; the default with TLS), or optional (a call without credentials runs unrestricted; the default with --insecure)")
+	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", "", "HOST:PORT of an OTLP/gRPC trace receiver (an OpenTelemetry collector): spans of the message calls are exported there (docs/tracing.md); empty, the default, traces nothing")
+	fs.BoolVar(&c.OTLPInsecure, "otlp-insecure", false, "export spans to --otlp-endpoint without TLS")
+	fs.Float64Var(&c.TraceSample, "trace-sample", defaultTraceSample, "share (0..1) of message calls without a sampled parent that start a trace; calls from a tracing client follow its sampling decision")
 	fs.BoolVar(&c.Insecure, "insecure", false, "run with no TLS and no gossip encryption: anyone who reaches a port can read every message and change the cluster (tests and throwaway clusters only)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: raftq-node [flags]\n\nRuns one node of a raftq cluster. Every flag may also be set as RAFTQ_<FLAG>,\ne.g. RAFTQ_NODE_ID=n1, RAFTQ_JOIN=127.0.0.1:7301.\n\n"+
@@ -215,6 +223,9 @@ func (c *config) finish() error {
 	}
 	if c.GRPCAdvertise == "" {
 		c.GRPCAdvertise = c.GRPCBind
+	}
+	if err := c.checkTracing(); err != nil {
+		return err
 	}
 	if c.PeerBind == "" {
 		bind, err := offsetPort(c.GRPCBind, peerPortOffset)

@@ -102,6 +102,17 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		log.Warn("INSECURE: --insecure given: no TLS, no gossip encryption; anyone who reaches this node's ports can read every message, " +
 			"join raft and change the cluster (docs/security.md)")
 	}
+	tracing, err := startTracing(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	// On the error paths; a clean stop flushes within --shutdown-timeout
+	// below, and this call then does nothing.
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		_ = tracing.shutdown(fctx, log)
+	}()
 	lis, err := net.Listen("tcp", cfg.GRPCBind)
 	if err != nil {
 		return fmt.Errorf("listen gRPC %s: %w", cfg.GRPCBind, err)
@@ -228,6 +239,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	clientOpts := append(clientLimits(clientLim, cfg.MaxStreamsPerConn),
 		grpc.ChainUnaryInterceptor(audit.Unary(), access), grpc.ChainStreamInterceptor(audit.Stream(), accessStream),
 		grpc.InTapHandle(srv.Tap))
+	clientOpts = append(clientOpts, tracing.serverOptions()...)
 	peerOpts := peerLimits()
 	// refused answers plaintext clients of a TLS client port (plaintext.go).
 	var refused *grpc.Server
@@ -376,6 +388,9 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	case <-sctx.Done():
 		return fmt.Errorf("node shutdown did not finish within %v; exiting anyway (the raft log on disk is durable)", cfg.ShutdownTimeout)
 	}
+	// Spans of the drained calls leave last, within what is left of the
+	// shutdown timeout.
+	_ = tracing.shutdown(sctx, log)
 	if stopErr != nil {
 		return stopErr
 	}
