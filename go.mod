@@ -13,12 +13,11 @@ require (
 	github.com/hashicorp/raft-wal v0.4.2
 	github.com/prometheus/client_golang v1.25.0
 	go.etcd.io/bbolt v1.3.11
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.48.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
-
-require go.yaml.in/yaml/v3 v3.0.6 // indirect
 
 require (
 	github.com/benbjohnson/immutable v0.4.0 // indirect
