@@ -163,6 +163,12 @@ func traffic(ctx context.Context, t *testing.T, c *testcluster.Cluster) {
 			t.Fatalf("send: %v", err)
 		}
 	}
+	// The second is deduplicated.
+	for range 2 {
+		if _, err := cl.Send(ctx, queue, []byte("once"), client.DedupKey("once")); err != nil {
+			t.Fatalf("send with a dedup key: %v", err)
+		}
+	}
 	var got []*client.Message
 	for len(got) < 4 {
 		ms, err := cl.Receive(ctx, queue, client.ReceiveOptions{Max: 4 - len(got), Wait: time.Second})
@@ -183,15 +189,22 @@ func traffic(ctx context.Context, t *testing.T, c *testcluster.Cluster) {
 	// got[3] stays leased.
 }
 
-// TestMetricNamesExist checks that every metric the alert rules and the
-// dashboard name is one a real cluster exports.
-func TestMetricNamesExist(t *testing.T) {
-	used := usedMetrics(t)
+// TestOnARealCluster runs one cluster, with some traffic, for the checks
+// that need real series.
+func TestOnARealCluster(t *testing.T) {
 	// TLS, so the certificate expiry gauge is exported.
 	c := testcluster.Start(t, nodeBin, testcluster.Options{Shards: 2, TLS: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	traffic(ctx, t, c)
+	t.Run("MetricNamesExist", func(t *testing.T) { testMetricNamesExist(ctx, t, c) })
+	t.Run("PrometheusEvaluates", func(t *testing.T) { testPrometheusEvaluates(t, c) })
+}
+
+// testMetricNamesExist checks that every metric the alert rules and the
+// dashboard name is one the cluster exports.
+func testMetricNamesExist(ctx context.Context, t *testing.T, c *testcluster.Cluster) {
+	used := usedMetrics(t)
 	exported := map[string]bool{}
 	for _, n := range c.Nodes {
 		if err := scrapeNode(ctx, n.HTTP, exported); err != nil {
