@@ -31,7 +31,7 @@ var pendingMetrics = map[string]bool{
 	"raftq_queue_transitions_total":                     true,
 	"raftq_disk_sync_seconds":                           true,
 	"raftq_raft_internal_commitTime":                    true,
-	"raftq_raft_internal_fsm_apply":                     true,
+	"raftq_raft_internal_fsm_applyBatch":                true,
 	"raftq_raft_internal_replication_appendEntries_rpc": true,
 	"raftq_raft_internal_rpc_appendEntries_storeLogs":   true,
 	"raftq_raft_internal_snapshot_persist":              true,
