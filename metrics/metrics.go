@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftq/raftq/internal/version"
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/shard"
 )
@@ -261,4 +262,20 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descBlockedG, prometheus.GaugeValue, float64(a.blocked), l, id)
 		}
 	}
+}
+
+// Registerer is the node's registry, for metrics that other packages of the
+// node define (the raft internals, cmd/node/raftmetrics.go).
+func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
+
+// SetBuildInfo registers raftq_build_info, always 1, labelled with the
+// build that runs.
+func (m *Metrics) SetBuildInfo(in version.Info) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "raftq_build_info",
+		Help:        "Always 1; the labels say which build of raftq-node runs: module version, VCS commit and Go version.",
+		ConstLabels: prometheus.Labels{"version": in.Version, "commit": in.Commit, "go_version": in.GoVersion},
+	})
+	g.Set(1)
+	m.reg.MustRegister(g)
 }
