@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftq/raftq/internal/version"
 	"github.com/raftq/raftq/jepsen-lite/nemesis"
 	"github.com/raftq/raftq/jepsen-lite/workload"
 )
@@ -137,6 +138,10 @@ func main() {
 }
 
 func realMain() int {
+	if version.Requested(os.Args[1:]) {
+		version.Print(os.Stdout, "jepsen-lite")
+		return 0
+	}
 	o, err := parseFlags(os.Args[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -111,9 +111,11 @@ func TestCluster_MetricsExplainMoves(t *testing.T) {
 		}
 	}
 
-	out, err := exec.Command(nodeBin, "--version").Output()
-	if err != nil || !strings.HasPrefix(string(out), "raftq-node ") || !strings.Contains(string(out), "(commit ") {
-		t.Errorf("raftq-node --version: %q, %v", out, err)
+	for bin, name := range map[string]string{nodeBin: "raftq-node", cliBin: "raftq"} {
+		out, err := exec.Command(bin, "--version").Output()
+		if err != nil || !strings.HasPrefix(string(out), name+" ") || !strings.Contains(string(out), "(commit ") {
+			t.Errorf("%s --version: %q, %v", name, out, err)
+		}
 	}
 
 	f, err := os.Open(c.Nodes[0].LogPath)
