@@ -122,6 +122,9 @@ func New(shards Shards, opts ...Option) *Metrics {
 	if d, ok := shards.(Disks); ok {
 		reg.MustRegister(&diskCollector{d: d})
 	}
+	if d, ok := shards.(DiskSyncs); ok {
+		reg.MustRegister(diskSyncCollector{d: d})
+	}
 	if r, ok := shards.(RaftConns); ok {
 		reg.MustRegister(&raftConnCollector{r: r})
 	}

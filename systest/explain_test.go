@@ -98,13 +98,16 @@ func TestCluster_MetricsExplainMoves(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	if n := sumSeries(text, `raftq_disk_sync_seconds_count{store="wal"}`); n == 0 {
+		t.Error("no raft log fsync timed on any node")
+	}
 	if strings.Contains(text, `queue=""`) {
 		t.Error(`a series has queue="": every message event names its queue`)
 	}
 	for _, s := range []string{
 		"raftq_raft_internal_commitTime_count", "raftq_raft_internal_fsm_applyBatch_count",
 		"raftq_raft_internal_rpc_appendEntries_count", `raftq_raft_internal_replication_appendEntries_rpc_count{peer_id=`,
-		"raftq_build_info{commit=",
+		"raftq_build_info{commit=", `raftq_disk_sync_seconds_count{store="wal"}`, `raftq_disk_free_bytes{dir=`,
 	} {
 		if !strings.Contains(text, s) {
 			t.Errorf("/metrics lacks %s", s)
