@@ -36,7 +36,9 @@ type growFS struct {
 	syncs *SyncTimes // may be nil
 }
 
-func newGrowFS(syncs *SyncTimes) growFS { return growFS{FS: fs.New(), first: firstReserve, syncs: syncs} }
+func newGrowFS(syncs *SyncTimes) growFS {
+	return growFS{FS: fs.New(), first: firstReserve, syncs: syncs}
+}
 
 // Create creates a segment file of length size, allocating its first part.
 func (g growFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
