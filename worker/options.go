@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/raftq/raftq/client"
 )
 
@@ -71,6 +73,11 @@ type Options struct {
 	OnPanic func(ctx context.Context, m *Message, value any, stack []byte)
 	// Hooks are optional metrics callbacks.
 	Hooks Hooks
+	// Metrics, if set, is where the worker registers its Prometheus
+	// metrics (raftq_worker_*, docs/metrics.md); nil registers none. The
+	// worker never uses the global registry. Workers of one process may
+	// share a registry: they share the metrics, labelled by queue.
+	Metrics prometheus.Registerer
 }
 
 // Outcome is how the worker settled a message.

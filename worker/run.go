@@ -151,7 +151,9 @@ func (r *run) start(cm *client.Message) {
 			r.heartbeat(hbCtx, j)
 		}()
 		began := time.Now()
+		done := r.w.handlerStarted()
 		err := r.call(hctx, j.m)
+		done()
 		took := time.Since(began)
 		if err != nil && errors.Is(context.Cause(hctx), ErrTimeout) {
 			err = &timeoutError{after: j.timeout, err: err}
@@ -362,6 +364,7 @@ func (r *run) forget(j *job) {
 }
 
 func (r *run) report(m *Message, s Settlement) {
+	r.w.observe(m, s)
 	if h := r.w.opts.Hooks.Settled; h != nil {
 		h(m, s)
 	}
