@@ -114,6 +114,26 @@ func TestCluster_MetricsExplainMoves(t *testing.T) {
 		}
 	}
 
+	// docs/metrics.md is the reference: every family the node exports is
+	// in it (raft's own under their prefix, which the page lists).
+	doc, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(text, "\n") {
+		name, ok := strings.CutPrefix(l, "# TYPE ")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, " ")
+		if !strings.HasPrefix(name, "raftq_") || strings.HasPrefix(name, "raftq_raft_internal_") || strings.HasPrefix(name, "raftq_gossip_internal_") {
+			continue
+		}
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/metrics.md does not describe %s", name)
+		}
+	}
+
 	for bin, name := range map[string]string{nodeBin: "raftq-node", cliBin: "raftq"} {
 		out, err := exec.Command(bin, "--version").Output()
 		if err != nil || !strings.HasPrefix(string(out), name+" ") || !strings.Contains(string(out), "(commit ") {

@@ -47,14 +47,24 @@ func installRaftMetrics(reg prometheus.Registerer) error {
 	return nil
 }
 
+// gossipMetricsPrefix names memberlist's own timings (gossip probes,
+// push-pulls), which reach the same go-metrics global.
+const gossipMetricsPrefix = "raftq_gossip_internal"
+
 // dropRaftKey removes the "raft" every key of the raft libraries starts
-// with, after the service prefix go-metrics adds: raftq_raft_internal_raft_
-// would say raft twice.
+// with, after the service prefix go-metrics adds (raftq_raft_internal_raft_
+// would say raft twice), and files memberlist's keys under
+// raftq_gossip_internal_: gossip is not raft.
 type dropRaftKey struct{ s gometrics.MetricSink }
 
 func trim(key []string) []string {
-	if len(key) > 2 && key[0] == raftMetricsPrefix && key[1] == "raft" {
-		return append([]string{key[0]}, key[2:]...)
+	if len(key) > 2 && key[0] == raftMetricsPrefix {
+		switch key[1] {
+		case "raft":
+			return append([]string{key[0]}, key[2:]...)
+		case "memberlist":
+			return append([]string{gossipMetricsPrefix}, key[2:]...)
+		}
 	}
 	return key
 }
