@@ -48,23 +48,34 @@ type queueLabels struct {
 	src QueueSource // nil: every name is taken to exist (a node without meta, in tests)
 	max int
 
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	admitted map[string]struct{}
 }
 
 func (l *queueLabels) label(q string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.admitted[q]; ok {
+	// Every counted call asks, nearly always for an admitted name: read
+	// lock first.
+	l.mu.RLock()
+	_, ok := l.admitted[q]
+	l.mu.RUnlock()
+	if ok {
 		return q
 	}
-	if q == "" || len(l.admitted) >= l.max {
+	if q == "" {
 		return OtherQueue
 	}
 	if l.src != nil {
 		if _, ok := l.src.Queue(q); !ok {
 			return OtherQueue
 		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.admitted[q]; ok {
+		return q
+	}
+	if len(l.admitted) >= l.max {
+		return OtherQueue
 	}
 	if l.admitted == nil {
 		l.admitted = make(map[string]struct{})
