@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -134,14 +135,16 @@ func list(s string, all []string) []string {
 }
 
 func main() {
+	if version.Requested(os.Args[1:]) {
+		printVersion(os.Stdout)
+		return
+	}
 	os.Exit(realMain())
 }
 
+func printVersion(w io.Writer) { version.Print(w, "jepsen-lite") }
+
 func realMain() int {
-	if version.Requested(os.Args[1:]) {
-		version.Print(os.Stdout, "jepsen-lite")
-		return 0
-	}
 	o, err := parseFlags(os.Args[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
