@@ -51,6 +51,7 @@ func (s *state) redrive(c *fsmpb.Redrive) *fsmpb.Result {
 		return res
 	}
 	for _, m := range ms {
+		s.moved(q.name, MoveRedriven)
 		s.change(m, fsmpb.State_STATE_READY, func(m *msg) {
 			m.receiveCount = 0
 			m.seq = s.nextSeq

@@ -42,6 +42,7 @@ func (s *state) ack(c *fsmpb.Ack) *fsmpb.Result {
 			m.expireMs = s.clock + m.q.policy.GetCompletedRetentionMs()
 		})
 		s.counters.Acked++
+		s.moved(m.q.name, MoveAcked)
 		s.evictResults(m.q)
 		for s.completed.Len() > MaxCompletedRecords {
 			it, _ := s.completed.Min()
@@ -70,6 +71,7 @@ func (s *state) nack(ctx *applyCtx, c *fsmpb.Nack) *fsmpb.Result {
 		}
 		m = s.own(m)
 		s.endAttempt(m, fsmpb.Reason_REASON_NACKED, truncate(it.GetError(), MaxErrorLen))
+		s.moved(m.q.name, MoveNacked)
 		items[i] = &fsmpb.ItemResult{Status: okStatus()}
 		if m.receiveCount >= m.maxReceives() {
 			s.kill(m, fsmpb.Reason_REASON_MAX_RECEIVES)
@@ -109,6 +111,7 @@ func (s *state) extend(c *fsmpb.Extend) *fsmpb.Result {
 			continue
 		}
 		s.setDeadline(m, s.clock+vis)
+		s.moved(m.q.name, MoveExtended)
 		items[i] = &fsmpb.ItemResult{Status: okStatus(), LeaseDeadlineMs: s.clock + vis}
 	}
 	return itemsResult(items)

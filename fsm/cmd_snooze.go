@@ -25,6 +25,7 @@ func (s *state) snooze(c *fsmpb.Snooze) *fsmpb.Result {
 		}
 		m = s.own(m)
 		s.endSnoozed(m, truncate(it.GetReason(), MaxErrorLen))
+		s.moved(m.q.name, MoveSnoozed)
 		if m.receiveCount > 0 {
 			m.receiveCount--
 		}

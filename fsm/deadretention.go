@@ -51,6 +51,7 @@ func (s *state) expireDead() {
 		}
 		m, _ := s.get(it.id)
 		m.q.deadExpired++
+		s.moved(m.q.name, MoveDeadExpired)
 		s.counters.DeadExpired++
 		s.remove(m)
 	}

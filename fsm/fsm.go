@@ -26,6 +26,12 @@ type Options struct {
 	// hashes), from a copy-on-write view, so it may run later and
 	// concurrently with Apply. Must not block.
 	Checkpoint func(id, index uint64, digest func() ([32]byte, error))
+	// Moves, if set, is called after a batch is applied, outside the FSM
+	// lock, with the messages that moved in it (lease expiry, nack, dead
+	// letter, redrive, retention...; moves.go), when any did. Every
+	// replica reports the same moves; the caller decides which replica
+	// counts them. Must not block.
+	Moves func([]MoveCount)
 }
 
 // FSM is the queue state machine of one shard. Apply and Restore take the
@@ -113,6 +119,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	f.mu.Lock()
 	s := f.s
 	s.touched = map[string]struct{}{}
+	if f.opts.Moves != nil {
+		s.moves = map[moveKey]uint64{}
+	}
 	for i, l := range logs {
 		if l.Index > s.applied {
 			s.applied = l.Index
@@ -126,7 +135,12 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	touched := sortedKeys(s.touched)
 	s.touched = nil
+	moves := s.moves
+	s.moves = nil
 	f.mu.Unlock()
+	if len(moves) > 0 {
+		f.opts.Moves(sortedMoves(moves))
+	}
 	if f.opts.Notify != nil {
 		for _, q := range touched {
 			f.opts.Notify(q)

@@ -239,6 +239,9 @@ type state struct {
 	// touched collects the queues that gained leasable messages while a batch
 	// is applied, for Options.Notify; not replicated.
 	touched map[string]struct{}
+	// moves counts the moves of messages while a batch is applied, for
+	// Options.Moves (moves.go); not replicated.
+	moves map[moveKey]uint64
 
 	queues map[string]*queue // iterated only in sorted order
 

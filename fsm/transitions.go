@@ -212,6 +212,14 @@ func (s *state) insert(m *msg) {
 
 // kill moves m to the DLQ, or drops it (counted) when the queue has no DLQ.
 func (s *state) kill(m *msg, reason fsmpb.Reason) {
+	switch reason {
+	case fsmpb.Reason_REASON_MAX_RECEIVES:
+		s.moved(m.q.name, MoveDeadLettered)
+	case fsmpb.Reason_REASON_POISON:
+		s.moved(m.q.name, MoveDeadLetteredByCli)
+	case fsmpb.Reason_REASON_RETENTION:
+		s.moved(m.q.name, MoveExpired)
+	}
 	if m.q.policy.GetDlqDisabled() {
 		m.q.dropped++
 		s.counters.Dropped++
@@ -245,6 +253,7 @@ func (m *msg) addAttempt(a attempt) {
 // the receive count is used up.
 func (s *state) expireLease(m *msg) {
 	m = s.own(m)
+	s.moved(m.q.name, MoveLeaseExpired)
 	s.endAttempt(m, fsmpb.Reason_REASON_EXPIRED, "")
 	if m.receiveCount >= m.maxReceives() {
 		s.kill(m, fsmpb.Reason_REASON_MAX_RECEIVES)

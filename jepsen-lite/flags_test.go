@@ -78,3 +78,11 @@ func TestReshardFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionLine(t *testing.T) {
+	var b strings.Builder
+	printVersion(&b)
+	if !strings.HasPrefix(b.String(), "jepsen-lite ") || !strings.Contains(b.String(), "(commit ") {
+		t.Fatalf("jepsen-lite --version printed %q", b.String())
+	}
+}

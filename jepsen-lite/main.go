@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftq/raftq/internal/version"
 	"github.com/raftq/raftq/jepsen-lite/nemesis"
 	"github.com/raftq/raftq/jepsen-lite/workload"
 )
@@ -133,8 +135,14 @@ func list(s string, all []string) []string {
 }
 
 func main() {
+	if version.Requested(os.Args[1:]) {
+		printVersion(os.Stdout)
+		return
+	}
 	os.Exit(realMain())
 }
+
+func printVersion(w io.Writer) { version.Print(w, "jepsen-lite") }
 
 func realMain() int {
 	o, err := parseFlags(os.Args[1:])

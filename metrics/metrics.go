@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftq/raftq/internal/version"
+	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/shard"
 )
 
@@ -27,9 +29,14 @@ type Shards interface {
 // can run several nodes in one process.
 type Metrics struct {
 	reg      *prometheus.Registry
+	shards   Shards
+	queues   queueLabels // bounds the queue label values (queues.go)
 	latency  *prometheus.HistogramVec
 	propose  *prometheus.HistogramVec
 	messages *prometheus.CounterVec
+	// transitions counts the moves of messages the led shards applied
+	// (queues.go).
+	transitions *prometheus.CounterVec
 	// A receive's call time is mostly its long poll when consumers keep
 	// up; these split it into the wait and the claim (a claim should take
 	// milliseconds, so the buckets are fine below 25 ms).
@@ -44,10 +51,12 @@ type Metrics struct {
 }
 
 // New registers the node's metrics.
-func New(shards Shards) *Metrics {
+func New(shards Shards, opts ...Option) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
-		reg: reg,
+		reg:    reg,
+		shards: shards,
+		queues: queueLabels{max: DefaultMaxQueueLabels},
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "raftq_request_duration_seconds",
 			Help:    "gRPC request latency by method and status code.",
@@ -60,8 +69,18 @@ func New(shards Shards) *Metrics {
 		}, []string{"shard"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raftq_messages_total",
-			Help: "Messages handled by this node's API, by queue and event (sent, received, acked, nacked, snoozed, extended, dead_lettered, deduplicated, refused_full).",
+			Help: "Messages by queue and event: sent, received, deduplicated and refused_full counted by the node that served the call; acked, nacked, snoozed, extended and dead_lettered (by the client) by the leader of the message's shard as they commit.",
 		}, []string{"queue", "event"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raftq_queue_transitions_total",
+			Help: "Moves of messages by queue and reason (lease_expired, nacked, snoozed, dead_lettered, dead_lettered_by_client, redriven, expired, dead_expired), counted by the leader of the message's shard.",
+		}, []string{"queue", "reason"}),
+	}
+	if mt, ok := shards.(interface{ Meta() *meta.Store }); ok {
+		m.queues.src = mt.Meta()
+	}
+	for _, o := range opts {
+		o(m)
 	}
 	m.receiveWait = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "raftq_receive_wait_seconds",
@@ -88,9 +107,9 @@ func New(shards Shards) *Metrics {
 	for _, at := range []string{"limit", "ceiling"} {
 		m.clientRefused.WithLabelValues(at) // at 0 from the start, for rate() and alerts
 	}
-	reg.MustRegister(m.latency, m.propose, m.messages, m.receiveWait, m.receiveClaim, m.receiveParked, m.clientConns, m.clientRefused,
+	reg.MustRegister(m.latency, m.propose, &countersCollector{m: m}, m.receiveWait, m.receiveClaim, m.receiveParked, m.clientConns, m.clientRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&shardCollector{shards: shards})
+		&shardCollector{shards: shards, queues: &m.queues})
 	if c, ok := shards.(Clock); ok {
 		reg.MustRegister(&clockCollector{c: c})
 	}
@@ -103,19 +122,23 @@ func New(shards Shards) *Metrics {
 	if d, ok := shards.(Disks); ok {
 		reg.MustRegister(&diskCollector{d: d})
 	}
+	if d, ok := shards.(DiskSyncs); ok {
+		reg.MustRegister(diskSyncCollector{d: d})
+	}
 	if r, ok := shards.(RaftConns); ok {
 		reg.MustRegister(&raftConnCollector{r: r})
 	}
 	return m
 }
 
-// Count adds n events for a queue ("" when the queue is not known, as for
-// acks, whose receipts name no queue).
+// Count adds n events for a queue. Settle events (acked, nacked...) are
+// not counted here: receipts name no queue, so the shard leader counts
+// them as they commit (queues.go).
 func (m *Metrics) Count(queue, event string, n int) {
 	if m == nil || n == 0 {
 		return
 	}
-	m.messages.WithLabelValues(queue, event).Add(float64(n))
+	m.messages.WithLabelValues(m.queues.label(queue), event).Add(float64(n))
 }
 
 // ObservePropose records one leader proposal's latency.
@@ -157,7 +180,10 @@ func (m *Metrics) Handler() http.Handler {
 
 // shardCollector reads raft and queue state at scrape time, so idle shards
 // cost nothing between scrapes.
-type shardCollector struct{ shards Shards }
+type shardCollector struct {
+	shards Shards
+	queues *queueLabels
+}
 
 var (
 	descLeader   = prometheus.NewDesc("raftq_shard_is_leader", "1 if this node leads the shard.", []string{"shard"}, nil)
@@ -202,21 +228,57 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 		if leader == 0 {
 			continue
 		}
+		// Queues past the label cap are folded into one series per
+		// shard: depths and blocked groups add up, the oldest age is the
+		// largest.
+		type agg struct {
+			depth   map[string]uint64
+			age     float64
+			blocked uint64
+		}
+		byLabel := map[string]*agg{}
 		f := sh.FSM()
 		for q := range f.Queues() {
 			st, ok := f.Stats(q)
 			if !ok {
 				continue
 			}
+			l := c.queues.label(q)
+			a := byLabel[l]
+			if a == nil {
+				a = &agg{depth: map[string]uint64{}}
+				byLabel[l] = a
+			}
 			for state, v := range map[string]uint64{"ready": st.Ready, "delayed": st.Delayed, "in_flight": st.InFlight, "dead": st.Dead} {
-				ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(v), q, id, state)
+				a.depth[state] += v
 			}
-			age := 0.0
 			if st.OldestReadyMs > 0 && now > st.OldestReadyMs {
-				age = float64(now-st.OldestReadyMs) / 1000
+				a.age = max(a.age, float64(now-st.OldestReadyMs)/1000)
 			}
-			ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, age, q, id)
-			ch <- prometheus.MustNewConstMetric(descBlockedG, prometheus.GaugeValue, float64(st.BlockedGroups), q, id)
+			a.blocked += st.BlockedGroups
+		}
+		for l, a := range byLabel {
+			for state, v := range a.depth {
+				ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(v), l, id, state)
+			}
+			ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, a.age, l, id)
+			ch <- prometheus.MustNewConstMetric(descBlockedG, prometheus.GaugeValue, float64(a.blocked), l, id)
 		}
 	}
+}
+
+// Registerer is the node's registry, for metrics that other packages of the
+// node define (the raft internals, cmd/node/raftmetrics.go).
+func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
+
+// SetBuildInfo registers raftq_build_info, always 1, labelled with the
+// build that runs.
+func (m *Metrics) SetBuildInfo(in version.Info) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "raftq_build_info",
+		Help:        "Always 1; the labels say which build of raftq-node runs: module version, VCS commit and Go version.",
+		ConstLabels: prometheus.Labels{"version": in.Version, "commit": in.Commit, "go_version": in.GoVersion},
+	})
+	g.Set(1)
+	m.reg.MustRegister(g)
 }

@@ -205,6 +205,10 @@ func OpenRaft(o RaftOptions, f raft.FSM) (*Group, error) {
 	cfg.CommitTimeout = tun.CommitTimeout
 	cfg.MaxAppendEntries = tun.MaxAppendEntries
 	cfg.BatchApplyCh = true
+	// Replication timings go to go-metrics once, with a peer_id label,
+	// not again under a name per peer (raftq_raft_internal_*,
+	// docs/metrics.md).
+	cfg.NoLegacyTelemetry = true
 	// Snapshots are started by our scheduler (snapsched.go), never by
 	// raft's own trigger.
 	cfg.SnapshotThreshold = math.MaxUint64

@@ -52,6 +52,9 @@ type NodeIdentity struct {
 // use.
 type Node struct {
 	dir string
+	// walSyncs times the fsyncs of every raft-wal segment of the node's
+	// groups (synctimes.go).
+	walSyncs SyncTimes
 
 	mu sync.Mutex
 	id *NodeIdentity // nil until Create for a fresh directory

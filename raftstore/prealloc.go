@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coreos/etcd/pkg/fileutil"
 	"github.com/hashicorp/raft-wal/fs"
@@ -32,9 +33,12 @@ const firstReserve = 1 << 20
 type growFS struct {
 	*fs.FS
 	first int64
+	syncs *SyncTimes // may be nil
 }
 
-func newGrowFS() growFS { return growFS{FS: fs.New(), first: firstReserve} }
+func newGrowFS(syncs *SyncTimes) growFS {
+	return growFS{FS: fs.New(), first: firstReserve, syncs: syncs}
+}
 
 // Create creates a segment file of length size, allocating its first part.
 func (g growFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
@@ -45,7 +49,7 @@ func (g growFS) Create(dir, name string, size uint64) (types.WritableFile, error
 	if err != nil {
 		return nil, err
 	}
-	gf := &growFile{File: f, dir: dir, limit: int64(size), first: g.first}
+	gf := &growFile{File: f, dir: dir, limit: int64(size), first: g.first, syncs: g.syncs}
 	if size > 0 {
 		if err := f.Truncate(int64(size)); err != nil {
 			_ = f.Close()
@@ -74,7 +78,7 @@ func (g growFS) OpenWriter(dir, name string) (types.WritableFile, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	gf := &growFile{File: f, dir: dir, limit: fi.Size(), first: g.first}
+	gf := &growFile{File: f, dir: dir, limit: fi.Size(), first: g.first, syncs: g.syncs}
 	gf.dirSynced.Store(true)
 	return gf, nil
 }
@@ -85,6 +89,7 @@ type growFile struct {
 	dir   string
 	limit int64 // the segment's length
 	first int64
+	syncs *SyncTimes
 
 	mu        sync.Mutex
 	reserved  int64 // allocated from offset 0 (as far as we know)
@@ -122,7 +127,10 @@ func (f *growFile) reserve(n int64) error {
 
 // Sync syncs the file and, the first time after Create, its directory.
 func (f *growFile) Sync() error {
-	if err := f.File.Sync(); err != nil {
+	start := time.Now()
+	err := f.File.Sync()
+	f.syncs.Observe(time.Since(start))
+	if err != nil {
 		return err
 	}
 	if f.dirSynced.Swap(true) {

@@ -35,7 +35,7 @@ func allocated(t *testing.T, dir string) (alloc, length int64) {
 
 func openGrowWAL(t *testing.T, dir string, seg int) *wal.WAL {
 	t.Helper()
-	w, err := wal.Open(dir, wal.WithSegmentSize(seg), wal.WithSegmentFiler(segment.NewFiler(dir, newGrowFS())))
+	w, err := wal.Open(dir, wal.WithSegmentSize(seg), wal.WithSegmentFiler(segment.NewFiler(dir, newGrowFS(nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,7 +182,11 @@ func (r *Replica) create(prev *ReplicaIdentity, entry GroupEntry, registered boo
 // open opens the stores and checks them against the facts.
 func (r *Replica) open() (err error) {
 	o := r.o
-	st, err := openStores(o.Dir, r.id.LogStore, o.WALSegmentBytes, o.Logger)
+	var syncs *SyncTimes
+	if o.Node != nil {
+		syncs = &o.Node.walSyncs
+	}
+	st, err := openStores(o.Dir, r.id.LogStore, o.WALSegmentBytes, o.Logger, syncs)
 	if err != nil {
 		if r.fresh || errors.Is(err, ErrInUse) {
 			return err

@@ -116,7 +116,7 @@ func TestReplicaRefusesWhatLostState(t *testing.T) {
 func TestReplicaRefusesStateWithoutIdentity(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "shards", "0")
-	st, err := openStores(dir, LogStoreWAL, 0, quiet())
+	st, err := openStores(dir, LogStoreWAL, 0, quiet(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestReplicaRefusesStateWithoutIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir2 := filepath.Join(root2, "shards", "0")
-	st, err = openStores(dir2, LogStoreWAL, 0, quiet())
+	st, err = openStores(dir2, LogStoreWAL, 0, quiet(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

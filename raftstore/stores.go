@@ -59,7 +59,9 @@ func validKind(kind string) error {
 // its identity records; a group never changes kind (switching would orphan
 // its log), and a missing store is never recreated here: the caller has
 // checked they exist, or is creating the group.
-func openStores(dir, kind string, segmentBytes int, logger *slog.Logger) (*stores, error) {
+//
+// syncs, if not nil, times the fsyncs of the log segments.
+func openStores(dir, kind string, segmentBytes int, logger *slog.Logger, syncs *SyncTimes) (*stores, error) {
 	if err := validKind(kind); err != nil {
 		return nil, err
 	}
@@ -94,7 +96,7 @@ func openStores(dir, kind string, segmentBytes int, logger *slog.Logger) (*store
 		}
 		st.wal, err = openReopenWAL(walDir, logger, func() (*wal.WAL, error) {
 			return wal.Open(walDir, wal.WithLogger(raftmux.HCLogger(logger, "raft-wal")), wal.WithSegmentSize(segmentBytes),
-				wal.WithSegmentFiler(segment.NewFiler(walDir, newGrowFS())))
+				wal.WithSegmentFiler(segment.NewFiler(walDir, newGrowFS(syncs))))
 		})
 		if err != nil {
 			_ = st.bolt.Close()

@@ -30,7 +30,7 @@ func BenchmarkLogStoreAppend(b *testing.B) {
 }
 
 func benchmarkAppend(b *testing.B, kind string, entries, size int) {
-	st, err := openStores(b.TempDir(), kind, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st, err := openStores(b.TempDir(), kind, 0, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

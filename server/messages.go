@@ -340,13 +340,10 @@ func (m *messages) Ack(ctx context.Context, req *raftqv1.AckRequest) (*raftqv1.A
 			out[i] = &raftqv1.ItemStatus{Code: code, Error: leaseError(parsed[i], msg), AlreadyAcked: items[k].GetAlreadyAcked()}
 		}
 	}
-	acked := 0
-	for _, r := range out {
-		if r.GetCode() == 0 && !r.GetAlreadyAcked() { // a repeat was counted when it first committed
-			acked++
-		}
-	}
-	m.events.Count("", "acked", acked)
+	// Acks, like nacks, snoozes, extends and dead letters, are counted
+	// in raftq_messages_total by the shard leader as they commit: it
+	// knows the message's queue, which the receipt does not name
+	// (metrics/queues.go).
 	return &raftqv1.AckResponse{Results: out}, nil
 }
 
@@ -416,7 +413,6 @@ func (m *messages) Nack(ctx context.Context, req *raftqv1.NackRequest) (*raftqv1
 	if _, err := m.settle(ctx, r, cmd); err != nil {
 		return nil, err
 	}
-	m.events.Count("", "nacked", 1)
 	return &raftqv1.NackResponse{}, nil
 }
 
@@ -438,7 +434,6 @@ func (m *messages) ExtendLease(ctx context.Context, req *raftqv1.ExtendLeaseRequ
 	if err != nil {
 		return nil, err
 	}
-	m.events.Count("", "extended", 1)
 	return &raftqv1.ExtendLeaseResponse{LeaseDeadlineMs: item.GetLeaseDeadlineMs()}, nil
 }
 
@@ -459,7 +454,6 @@ func (m *messages) DeadLetter(ctx context.Context, req *raftqv1.DeadLetterReques
 	if _, err := m.settle(ctx, r, cmd); err != nil {
 		return nil, err
 	}
-	m.events.Count("", "dead_lettered", 1)
 	return &raftqv1.DeadLetterResponse{}, nil
 }
 

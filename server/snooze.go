@@ -32,6 +32,5 @@ func (m *messages) Snooze(ctx context.Context, req *raftqv1.SnoozeRequest) (*raf
 	if _, err := m.settle(ctx, r, cmd); err != nil {
 		return nil, err
 	}
-	m.events.Count("", "snoozed", 1)
 	return &raftqv1.SnoozeResponse{}, nil
 }

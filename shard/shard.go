@@ -129,6 +129,7 @@ type Shard struct {
 	sidelined atomic.Bool             // len(sidelines) > 0
 
 	checkpoints checkpoints // digests for replica comparison
+	moves       moveCounts  // moves of messages while leader (moves.go)
 
 	waitMu  sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
@@ -189,7 +190,7 @@ func Open(cfg Config) (*Shard, error) {
 		s.gate = &raftmux.Gate{}
 	}
 	s.lead.Store(notLeaderState)
-	s.fsm = fsm.New(fsm.Options{Notify: s.notify, Checkpoint: s.checkpoints.record})
+	s.fsm = fsm.New(fsm.Options{Notify: s.notify, Checkpoint: s.checkpoints.record, Moves: s.onMoves})
 	s.disk = raftgroup.NewDiskWatch(raftgroup.DiskWatchConfig{
 		Group: GroupName(cfg.ID), Dir: cfg.Dir, Options: cfg.Disk, Logger: s.logger, Room: raftgroup.SpaceRoom(cfg.Raft),
 		Test: cfg.diskTest,

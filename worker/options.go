@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/raftq/raftq/client"
 )
 
@@ -74,6 +76,11 @@ type Options struct {
 	// Tracing, with a Provider, runs each handler under a span that
 	// continues its message's trace (tracing.go); off by default.
 	Tracing Tracing
+	// Metrics, if set, is where the worker registers its Prometheus
+	// metrics (raftq_worker_*, docs/metrics.md); nil registers none. The
+	// worker never uses the global registry. Workers of one process may
+	// share a registry: they share the metrics, labelled by queue.
+	Metrics prometheus.Registerer
 }
 
 // Outcome is how the worker settled a message.

@@ -157,7 +157,9 @@ func (r *run) start(cm *client.Message) {
 			r.heartbeat(hbCtx, j)
 		}()
 		began := time.Now()
+		done := r.w.handlerStarted()
 		err := r.call(hctx, j.m)
+		done()
 		took := time.Since(began)
 		if err != nil && errors.Is(context.Cause(hctx), ErrTimeout) {
 			err = &timeoutError{after: j.timeout, err: err}
@@ -369,6 +371,7 @@ func (r *run) forget(j *job) {
 
 func (r *run) report(m *Message, s Settlement) {
 	endJob(m.j, s)
+	r.w.observe(m, s)
 	if h := r.w.opts.Hooks.Settled; h != nil {
 		h(m, s)
 	}

@@ -71,6 +71,7 @@ type Worker struct {
 	running  bool
 
 	brk *breakers
+	met *workerMetrics // nil without Options.Metrics (metrics.go)
 }
 
 // New returns a worker for queue. Invalid options are refused here, with
@@ -80,8 +81,14 @@ func New(c *client.Client, queue string, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker for %q: %w", queue, err)
 	}
-	return &Worker{c: c, queue: queue, opts: o, handlers: map[string]Handler{},
-		brk: newBreakers(o.Breaker, o.Hooks.BreakerChanged)}, nil
+	w := &Worker{c: c, queue: queue, opts: o, handlers: map[string]Handler{},
+		brk: newBreakers(o.Breaker, o.Hooks.BreakerChanged)}
+	if o.Metrics != nil {
+		if w.met, err = newWorkerMetrics(o.Metrics); err != nil {
+			return nil, fmt.Errorf("worker for %q: %w", queue, err)
+		}
+	}
+	return w, nil
 }
 
 // Breakers returns the state of every message type whose circuit is not

@@ -18,6 +18,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/raftq/raftq/internal/version"
 )
 
 func main() {
@@ -53,6 +55,10 @@ func report(err error, stderr io.Writer) int {
 var errFailed = errors.New("check failed")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if version.Requested(args) {
+		version.Print(stdout, "raftq-bench")
+		return nil
+	}
 	cfg, err := parseArgs(args, stderr)
 	if err != nil {
 		return err

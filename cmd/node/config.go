@@ -14,6 +14,7 @@ import (
 
 	"github.com/raftq/raftq/cluster"
 	"github.com/raftq/raftq/internal/connlimit"
+	"github.com/raftq/raftq/metrics"
 	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/raftmux"
 	"github.com/raftq/raftq/shard"
@@ -85,6 +86,10 @@ type config struct {
 	HTTPBind        string
 	PprofBind       string
 	RaftMetrics     bool
+	// MetricsMaxQueues caps the queue label values (metrics.WithMaxQueueLabels).
+	MetricsMaxQueues int
+	// LogFormat is text or json (logformat.go).
+	LogFormat       string
 	LogStore        string
 	WALSegmentSize  string
 	DiskStall       time.Duration
@@ -147,7 +152,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "gossip address peers use (default: gossip-bind)")
 	fs.StringVar(&c.HTTPBind, "http-bind", "127.0.0.1:7401", "HTTP listen address for /metrics and /healthz (empty disables)")
 	fs.StringVar(&c.PprofBind, "pprof-bind", "", "loopback address to serve Go's profiles on (/debug/pprof/); empty, the default, serves none")
-	fs.BoolVar(&c.RaftMetrics, "raft-metrics", false, "serve hashicorp/raft's internal timings (commit, bolt StoreLogs, AppendEntries, FSM apply) at /debug/raft-metrics on --http-bind")
+	fs.BoolVar(&c.RaftMetrics, "raft-metrics", true, "export hashicorp/raft's internal timings (commit, bolt StoreLogs, AppendEntries, FSM apply, snapshots) on /metrics as raftq_raft_internal_* (docs/metrics.md)")
+	fs.IntVar(&c.MetricsMaxQueues, "metrics-max-queues", metrics.DefaultMaxQueueLabels, "queues that get a queue label of their own on /metrics; the rest are counted under queue=\"_other\" (docs/metrics.md)")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json (one JSON object per line, slog's JSON handler)")
 	fs.StringVar(&c.LogStore, "log-store", raftgroup.LogStoreWAL, "raft log store of raft groups this node creates: wal (segment files, one fdatasync per append) or bolt (raft-boltdb); a group keeps the store it was created with")
 	fs.StringVar(&c.WALSegmentSize, "wal-segment-size", "64MiB", "size of the raft log's segment files (--log-store wal) for raft groups this node creates; a segment's blocks are allocated as it fills")
 	fs.DurationVar(&c.DiskStall, "disk-stall-timeout", raftgroup.DefaultStallAfter, "a raft log or stable-store write in flight this long makes the replica step aside (its followers elect another leader) until it completes; 0 disables")
@@ -302,6 +309,12 @@ func (c *config) finish() error {
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
+	}
+	if err := checkLogFormat(c.LogFormat); err != nil {
+		return err
+	}
+	if c.MetricsMaxQueues < 1 {
+		return fmt.Errorf("--metrics-max-queues must be at least 1, got %d", c.MetricsMaxQueues)
 	}
 	if c.PprofBind != "" {
 		if err := checkLoopback("pprof-bind", c.PprofBind); err != nil {

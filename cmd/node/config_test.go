@@ -122,6 +122,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{[]string{"--node-id", "n", "--grpc-bind", "127.0.0.1:65500"}, nil, "--peer-bind from --grpc-bind"},
 		{[]string{"--node-id", "n", "--peer-bind", "7501"}, nil, "--peer-bind"},
 		{[]string{"--node-id", "n", "--log-level", "loud"}, nil, "--log-level"},
+		{[]string{"--node-id", "n", "--log-format", "xml"}, nil, `--log-format "xml": want text or json`},
+		{[]string{"--node-id", "n", "--metrics-max-queues", "0"}, nil, "--metrics-max-queues must be at least 1, got 0"},
 		{[]string{"--node-id", "n", "--log-store", "rocks"}, nil, `--log-store must be wal or bolt, got "rocks"`},
 		{[]string{"--node-id", "n", "extra"}, nil, "unexpected argument"},
 		{[]string{"--node-id", "n", "--max-clock-offset", "0s"}, nil, "--max-clock-offset must be within 1ms..1m0s"},

@@ -30,6 +30,7 @@ import (
 	"github.com/raftq/raftq/cluster"
 	"github.com/raftq/raftq/internal/bufpool"
 	"github.com/raftq/raftq/internal/liveness"
+	"github.com/raftq/raftq/internal/version"
 	"github.com/raftq/raftq/metrics"
 	"github.com/raftq/raftq/raftgroup"
 	"github.com/raftq/raftq/router"
@@ -44,6 +45,10 @@ func main() {
 	// scratch have no shell or curl, so the node binary probes itself.
 	if len(os.Args) > 1 && os.Args[1] == "probe" {
 		os.Exit(runProbe(os.Args[2:]))
+	}
+	if version.Requested(os.Args[1:]) {
+		version.Print(os.Stdout, "raftq-node")
+		return
 	}
 	// `raftq-node verify` checks a stopped node's data directory offline.
 	if len(os.Args) > 1 && os.Args[1] == "verify" {
@@ -83,7 +88,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
 	// cluster.Start tags its own lines (and its shards') with the node; the
 	// rest of this binary's lines get the tag here, so no line has it twice.
-	handler, stopping := newStopLog(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	handler, stopping := newStopLog(logHandler(cfg.LogFormat, logOut, level))
 	base := slog.New(handler)
 	log := base.With("node", cfg.NodeID)
 
@@ -199,7 +204,13 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		_ = plis.Close()
 		return fmt.Errorf("start cluster node: %w", err)
 	}
-	met := metrics.New(node)
+	met := metrics.New(node, metrics.WithMaxQueueLabels(cfg.MetricsMaxQueues))
+	met.SetBuildInfo(version.Get())
+	if cfg.RaftMetrics {
+		if err := installRaftMetrics(met.Registerer()); err != nil {
+			return err
+		}
+	}
 	if sec.tls != nil {
 		met.WatchCertificate(sec.tls.NotAfter)
 	}
@@ -287,13 +298,6 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	if cfg.HTTPBind != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", met.Handler())
-		if cfg.RaftMetrics {
-			h, err := raftMetrics()
-			if err != nil {
-				return err
-			}
-			mux.HandleFunc("/debug/raft-metrics", h)
-		}
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 			if node.Retired() {
 				http.Error(w, "retired: this node's id was removed from the cluster", http.StatusServiceUnavailable)

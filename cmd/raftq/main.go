@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/client"
+	"github.com/raftq/raftq/internal/version"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -45,6 +46,10 @@ type app struct {
 // run is the whole program behind main, with its environment passed in so
 // tests can drive it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if version.Requested(args) {
+		version.Print(stdout, "raftq")
+		return exitOK
+	}
 	defAddr := defaultAddr
 	if v := getenv("RAFTQ_ADDR"); v != "" {
 		defAddr = v
