@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -40,7 +39,9 @@ func num(f float64) *float64 {
 	return &f
 }
 
-type apiFunc func(ctx context.Context, r *http.Request, cl *client.Client, out *live) error
+// apiFunc fills out; dial gives the caller's client, called once the
+// request's own fields are checked.
+type apiFunc func(ctx context.Context, r *http.Request, dial func() (*client.Client, error), out *live) error
 
 // api serves a JSON endpoint for the caller's session; the API's refusal
 // comes back as the HTTP status and the error text.
@@ -57,10 +58,7 @@ func (c *Console) api(fn apiFunc) http.HandlerFunc {
 		default:
 			ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 			defer cancel()
-			cl, err := c.clientOf(ctx, se)
-			if err == nil {
-				err = fn(ctx, r, cl, out)
-			}
+			err := fn(ctx, r, func() (*client.Client, error) { return c.clientOf(ctx, se) }, out)
 			if err != nil {
 				code, out.Error = httpStatus(err), apiError(err)
 			}
@@ -87,7 +85,11 @@ func age(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-func (c *Console) clusterAPI(ctx context.Context, _ *http.Request, cl *client.Client, out *live) error {
+func (c *Console) clusterAPI(ctx context.Context, _ *http.Request, dial func() (*client.Client, error), out *live) error {
+	cl, err := dial()
+	if err != nil {
+		return err
+	}
 	d, err := c.cluster(ctx, cl)
 	if err != nil {
 		return err
@@ -98,8 +100,8 @@ func (c *Console) clusterAPI(ctx context.Context, _ *http.Request, cl *client.Cl
 		f["member:"+m.NodeID+":state"] = m.State
 	}
 	for _, n := range d.Nodes {
-		f["node:"+n.NodeID+":state"] = n.State
-		f["node:"+n.NodeID+":leads"] = fmt.Sprint(len(n.Leaders))
+		f["node:"+n.NodeID+":state"] = nodeState(n)
+		f["node:"+n.NodeID+":leads"] = shardList(n.Leaders)
 	}
 	out.Plots = map[string]*plot{}
 	for _, s := range d.Shards {
@@ -141,7 +143,11 @@ func queueFields(f map[string]string, st client.QueueStats, r rates) {
 	f[k+"deadlettered"] = rate(r, r.DeadLettered)
 }
 
-func (c *Console) queuesAPI(ctx context.Context, _ *http.Request, cl *client.Client, out *live) error {
+func (c *Console) queuesAPI(ctx context.Context, _ *http.Request, dial func() (*client.Client, error), out *live) error {
+	cl, err := dial()
+	if err != nil {
+		return err
+	}
 	d, err := c.queues(ctx, cl)
 	if err != nil {
 		return err
@@ -163,10 +169,14 @@ func (c *Console) queuesAPI(ctx context.Context, _ *http.Request, cl *client.Cli
 // queueAPI is one queue's figures and plots. The caller's own QueueStats
 // call comes first: the plots (sampled with another caller's key,
 // sampleOnce) are shown only to a caller the API lets read the queue.
-func (c *Console) queueAPI(ctx context.Context, r *http.Request, cl *client.Client, out *live) error {
+func (c *Console) queueAPI(ctx context.Context, r *http.Request, dial func() (*client.Client, error), out *live) error {
 	name := strings.TrimSpace(r.URL.Query().Get("name"))
 	if name == "" {
 		return badInput("name is required: /console/api/queue?name=QUEUE")
+	}
+	cl, err := dial()
+	if err != nil {
+		return err
 	}
 	st, err := cl.Stats(ctx, name)
 	if err != nil {

@@ -219,7 +219,7 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run("queues live", waitText(`[data-live="q:reports:ready"]`, strconv.FormatUint(rs.Ready, 10)), shot("queues"))
+	run("queues live", waitText(`[data-live="q:reports:ready"]`, strconv.FormatUint(rs.Ready, 10)))
 	ost, err := admin.Stats(ctx, "orders")
 	if err != nil {
 		t.Fatal(err)
@@ -284,6 +284,13 @@ func TestBrowser(t *testing.T) {
 
 	// The cluster page last: by now the shard's leader has proposals to plot.
 	run("cluster shot", chromedp.Navigate(base+"/console/"), plotted("lat:0"), shot("cluster"))
+	// The queue list once the console has rates for the load.
+	run("queues shot", chromedp.Navigate(base+"/console/queues"), chromedp.WaitVisible(chromedp.ID("queues")),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Poll[bool](`document.querySelector('[data-live="q:jobs:sent"]').textContent !== "-"`,
+				chromedp.WithPollingTimeout(20*time.Second))(ctx, tg)
+			return err
+		}), shot("queues"))
 }
 
 // submit clicks the button sel, whose form loads a new page, and waits

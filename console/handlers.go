@@ -19,8 +19,13 @@ import (
 	"github.com/raftq/raftq/client"
 )
 
-// callTimeout bounds the API calls of one page or refresh.
-const callTimeout = 10 * time.Second
+// callTimeout bounds the API calls of one page or refresh; a redrive,
+// rate-limited by the server (100 messages per second by default), gets
+// longer.
+const (
+	callTimeout    = 10 * time.Second
+	redriveTimeout = time.Minute
+)
 
 // view is what every page template gets.
 type view struct {
@@ -56,7 +61,9 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /console/login", c.login)
 	m.HandleFunc("POST /console/logout", c.logout)
 	m.Handle("GET /console/static/", c.static)
-	m.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+	// GET only, so the mux answers any other method on a console path
+	// with 405.
+	m.HandleFunc("GET /console/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: no such page: "+r.URL.Path, http.StatusNotFound)
 	})
 	c.mux = m
@@ -233,7 +240,9 @@ func back(r *http.Request) string {
 	return Prefix
 }
 
-type actionFunc func(ctx context.Context, r *http.Request, cl *client.Client) (notice string, err error)
+// actionFunc does a form's action; cl dials (or reuses) the caller's
+// client, called once the form's fields are checked.
+type actionFunc func(ctx context.Context, r *http.Request, cl func() (*client.Client, error)) (notice string, err error)
 
 // action serves a POST that changes something through the API, then
 // returns to the page the form came from with what happened.
@@ -246,10 +255,8 @@ func (c *Console) action(fn actionFunc) http.HandlerFunc {
 		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 		defer cancel()
 		var f flash
-		cl, err := c.clientOf(ctx, se)
-		if err == nil {
-			f.Notice, err = fn(ctx, r, cl)
-		}
+		var err error
+		f.Notice, err = fn(ctx, r, func() (*client.Client, error) { return c.clientOf(ctx, se) })
 		if err != nil {
 			f = flash{Error: apiError(err)}
 		}
@@ -582,8 +589,12 @@ func (c *Console) queuePage(ctx context.Context, r *http.Request, cl *client.Cli
 	return http.StatusOK
 }
 
-func (c *Console) pauseQueue(ctx context.Context, r *http.Request, cl *client.Client) (string, error) {
+func (c *Console) pauseQueue(ctx context.Context, r *http.Request, dial func() (*client.Client, error)) (string, error) {
 	name, err := required(r, "name")
+	if err != nil {
+		return "", err
+	}
+	cl, err := dial()
 	if err != nil {
 		return "", err
 	}
@@ -658,7 +669,7 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), redriveTimeout)
 	defer cancel()
 	f := r.PostForm
 	d := &dlqData{Queue: strings.TrimSpace(f.Get("queue")), Type: strings.TrimSpace(f.Get("type")), ErrorText: f.Get("error"),
@@ -716,22 +727,23 @@ func redriveOptions(d *dlqData) (client.RedriveOptions, error) {
 	return o, nil
 }
 
+// splitIDs reads message ids separated by commas or white space.
 func splitIDs(s string) []string {
-	var out []string
-	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' }) {
-		out = append(out, f)
-	}
-	return out
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
 }
 
-func (c *Console) discard(ctx context.Context, r *http.Request, cl *client.Client) (string, error) {
+func (c *Console) discard(ctx context.Context, r *http.Request, dial func() (*client.Client, error)) (string, error) {
 	q, err := required(r, "queue")
 	if err != nil {
 		return "", err
 	}
 	ids := splitIDs(strings.Join(r.PostForm["ids"], ","))
-	if len(ids) == 0 && r.PostForm.Get("all") != "yes" {
-		return "", badInput("pick the messages to discard (or confirm discarding all of %s's dead messages)", q)
+	if len(ids) == 0 {
+		return "", badInput("tick the dead messages of %s to discard", q)
+	}
+	cl, err := dial()
+	if err != nil {
+		return "", err
 	}
 	n, err := cl.Discard(ctx, q, ids...)
 	if err != nil {
@@ -778,22 +790,28 @@ func (c *Console) schedulesPage(ctx context.Context, _ *http.Request, cl *client
 	return http.StatusOK
 }
 
-func (c *Console) scheduleAction(ctx context.Context, r *http.Request, cl *client.Client) (string, error) {
+func (c *Console) scheduleAction(ctx context.Context, r *http.Request, dial func() (*client.Client, error)) (string, error) {
 	name, err := required(r, "name")
 	if err != nil {
 		return "", err
 	}
-	switch a := r.PostForm.Get("do"); a {
+	a := r.PostForm.Get("do")
+	if a != "pause" && a != "resume" && a != "trigger" {
+		return "", badInput("unknown schedule action %q: want pause, resume or trigger", a)
+	}
+	cl, err := dial()
+	if err != nil {
+		return "", err
+	}
+	switch a {
 	case "pause":
 		_, err = cl.PauseSchedule(ctx, name)
 		return "paused schedule " + name, err
 	case "resume":
 		_, err = cl.ResumeSchedule(ctx, name)
 		return "resumed schedule " + name, err
-	case "trigger":
+	default: // trigger
 		_, err = cl.TriggerSchedule(ctx, name)
 		return "triggered schedule " + name + ": it fires once now", err
-	default:
-		return "", badInput("unknown schedule action %q: want pause, resume or trigger", a)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -309,20 +308,6 @@ func (s *sampler) latency() map[string][]latencySample {
 		out[id] = all
 	}
 	return out
-}
-
-// shardOrder lists the shards of m in numeric order.
-func shardOrder(m map[string][]latencySample) []string {
-	ids := make([]string, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool {
-		a, _ := strconv.Atoi(ids[i])
-		b, _ := strconv.Atoi(ids[j])
-		return a < b
-	})
-	return ids
 }
 
 func fmtSeconds(s float64) string {

@@ -19,13 +19,8 @@ var funcs = template.FuncMap{
 	"join": func(ss []string) string {
 		return strings.Join(ss, ", ")
 	},
-	"shards": func(ids []uint32) string {
-		out := make([]string, len(ids))
-		for i, id := range ids {
-			out[i] = fmt.Sprint(id)
-		}
-		return strings.Join(out, ",")
-	},
+	"shards":    shardList,
+	"nodeState": nodeState,
 	"dur": func(d time.Duration) string {
 		if d == 0 {
 			return "-"
@@ -74,4 +69,27 @@ func parsePages() (map[string]*template.Template, error) {
 		out[n] = t
 	}
 	return out, nil
+}
+
+// nodeState is a node's state as raftq cluster nodes shows it.
+func nodeState(n client.NodeInfo) string {
+	switch {
+	case n.Retired:
+		return "retired"
+	case n.Draining:
+		return n.State + ",draining"
+	}
+	return n.State
+}
+
+// shardList is "0,2,5", or "-" for none.
+func shardList(ids []uint32) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = fmt.Sprint(id)
+	}
+	return strings.Join(out, ",")
 }

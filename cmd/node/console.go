@@ -58,7 +58,9 @@ func serveHTTP(ctx context.Context, cfg *config, sec *security, mux *http.ServeM
 		}()
 	}
 	serve := func(s *http.Server, l net.Listener) {
-		if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// Shutting one side of a split port down closes the other's
+		// listener under it: net.ErrClosed is a stop, not a failure.
+		if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			log.Error("metrics server stopped", "err", err)
 		}
 	}
