@@ -251,6 +251,12 @@ func TestSessionBound(t *testing.T) {
 	if s.get(a.id) != nil {
 		t.Fatal("an expired session was kept past the bound")
 	}
+	// The sampler's tick ends expired sessions nobody touches.
+	now = now.Add(2 * time.Hour)
+	s.pruneExpired()
+	if n := s.count(); n != 0 {
+		t.Fatalf("%d sessions after every one expired", n)
+	}
 }
 
 func TestAnonymousSessionsEvicted(t *testing.T) {

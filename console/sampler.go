@@ -98,6 +98,9 @@ func newSampler(maxQueues, size int, now func() time.Time) *sampler {
 // caller's own QueueStats call for the queue succeeded (queueAPI), so no
 // caller sees another's queues through the rings.
 func (c *Console) sampleOnce(ctx context.Context) {
+	// Expired sessions end here too, not only when someone uses them,
+	// so their clients' connections close.
+	c.sessions.pruneExpired()
 	fams := c.readMetrics()
 	c.samples.addLatency(fams)
 	cl := c.sessions.newest()

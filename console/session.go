@@ -112,6 +112,18 @@ func (s *sessions) pruneLocked(now time.Time) {
 	}
 }
 
+// pruneExpired ends the expired sessions, closing their clients.
+func (s *sessions) pruneExpired() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for _, se := range s.m {
+		if now.After(se.expires) {
+			s.dropLocked(se)
+		}
+	}
+}
+
 func (s *sessions) drop(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

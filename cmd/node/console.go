@@ -27,6 +27,9 @@ import (
 // keep working unchanged, and a redirect to https for a console page. The
 // console runs until ctx ends. stop shuts the servers down.
 func serveHTTP(ctx context.Context, cfg *config, sec *security, mux *http.ServeMux, metrics http.Handler, log *slog.Logger) (stop func(context.Context) error) {
+	full := http.NewServeMux()
+	full.Handle("/", mux)
+	stopConsole := func() {}
 	con, err := console.New(console.Options{
 		Dial:         consoleDialer(cfg, sec),
 		RequireLogin: cfg.ClientAuth == clientAuthRequire,
@@ -39,23 +42,20 @@ func serveHTTP(ctx context.Context, cfg *config, sec *security, mux *http.ServeM
 		// The console is built from files embedded at compile time: a
 		// failure is a bug, and /metrics must not go down with it.
 		log.Error("console disabled", "err", err)
+	} else {
+		full.Handle(console.Prefix, con)
+		full.Handle("/console", http.RedirectHandler(console.Prefix, http.StatusSeeOther))
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPBind)
 	if err != nil {
 		log.Error("metrics server stopped", "err", err)
 		return func(context.Context) error { return nil }
 	}
-	full := http.NewServeMux()
-	full.Handle("/", mux)
 	if con != nil {
-		full.Handle(console.Prefix, con)
-		full.Handle("/console", http.RedirectHandler(console.Prefix, http.StatusSeeOther))
 		cctx, cancel := context.WithCancel(ctx)
-		go con.Run(cctx)
-		defer func() {
-			prev := stop
-			stop = func(c context.Context) error { cancel(); return prev(c) }
-		}()
+		done := make(chan struct{})
+		go func() { defer close(done); con.Run(cctx) }()
+		stopConsole = func() { cancel(); <-done }
 	}
 	serve := func(s *http.Server, l net.Listener) {
 		// Shutting one side of a split port down closes the other's
@@ -67,7 +67,11 @@ func serveHTTP(ctx context.Context, cfg *config, sec *security, mux *http.ServeM
 	if sec.tls == nil {
 		hs := &http.Server{Handler: full, ReadHeaderTimeout: 5 * time.Second}
 		go serve(hs, ln)
-		return hs.Shutdown
+		return func(c context.Context) error {
+			err := hs.Shutdown(c)
+			stopConsole()
+			return err
+		}
 	}
 	tlsLn, plainLn := splitTLS(ln)
 	secure := &http.Server{Handler: full, ReadHeaderTimeout: 5 * time.Second, TLSConfig: consoleTLS(sec.tls)}
@@ -75,7 +79,9 @@ func serveHTTP(ctx context.Context, cfg *config, sec *security, mux *http.ServeM
 	go serve(secure, tls.NewListener(tlsLn, secure.TLSConfig))
 	go serve(plain, plainLn)
 	return func(c context.Context) error {
-		return errors.Join(secure.Shutdown(c), plain.Shutdown(c))
+		err := errors.Join(secure.Shutdown(c), plain.Shutdown(c))
+		stopConsole()
+		return err
 	}
 }
 
