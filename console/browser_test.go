@@ -275,6 +275,16 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("message page: history %q lacks the attempt's error", got)
 	}
 
+	// Discard: the ticked dead message is gone.
+	run("discard", chromedp.Navigate(base+"/console/dlq?queue=orders"), chromedp.WaitVisible(chromedp.ID("dead-messages")),
+		chromedp.Click(chromedp.CSS(`#dead-messages input[name="ids"]`)), submit("#discard"))
+	if got := text("#notice"); got != "discarded 1 message(s)" {
+		t.Fatalf("after discard: page says %q", got)
+	}
+	if s, err := admin.Stats(ctx, "orders"); err != nil || s.Dead != 0 {
+		t.Fatalf("after discard: orders dead %d (want 0), err %v", s.Dead, err)
+	}
+
 	// Schedules: trigger through the page.
 	run("schedules", chromedp.Navigate(base+"/console/schedules"), chromedp.WaitVisible(chromedp.ID("schedules")),
 		submit(`tr[data-schedule="nightly"] button[value="trigger"]`), chromedp.WaitVisible(chromedp.ID("notice")), shot("schedules"))
