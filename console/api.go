@@ -23,6 +23,7 @@ type live struct {
 
 type plot struct {
 	Unit   string   `json:"unit"`
+	Note   string   `json:"note,omitempty"` // shown while the plot has no line
 	T      []int64  `json:"t"` // Unix ms
 	Series []series `json:"series"`
 }
@@ -117,6 +118,9 @@ func (c *Console) clusterAPI(ctx context.Context, _ *http.Request, dial func() (
 		f["shard:"+id+":p99"] = s.LastP99
 		f["shard:"+id+":count"] = strconv.FormatFloat(s.LastCount, 'f', 0, 64)
 		p := &plot{Unit: "ms", Series: []series{{Name: "mean"}, {Name: "p99 (bucket bound)"}}}
+		if s.Leader != c.o.NodeID && len(s.Latency) < 2 {
+			p.Note = "node " + c.o.NodeID + " does not lead this shard: see the console of " + s.Leader
+		}
 		for _, l := range s.Latency {
 			p.T = append(p.T, l.At.UnixMilli())
 			p.Series[0].V = append(p.Series[0].V, num(l.Mean*1000))

@@ -27,7 +27,7 @@
     while (svg.firstChild) { svg.removeChild(svg.firstChild); }
     var n = p.t ? p.t.length : 0;
     if (n < 2) {
-      svg.appendChild(el("text", { x: left, y: h / 2 }, "collecting samples..."));
+      svg.appendChild(el("text", { x: left, y: h / 2 }, p.note || "collecting samples..."));
       return;
     }
     var t0 = p.t[0], t1 = p.t[n - 1], ymax = 0;
