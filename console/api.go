@@ -118,7 +118,11 @@ func (c *Console) clusterAPI(ctx context.Context, _ *http.Request, dial func() (
 		f["shard:"+id+":p99"] = s.LastP99
 		f["shard:"+id+":count"] = strconv.FormatFloat(s.LastCount, 'f', 0, 64)
 		p := &plot{Unit: "ms", Series: []series{{Name: "mean"}, {Name: "p99 (bucket bound)"}}}
-		if s.Leader != c.o.NodeID && len(s.Latency) < 2 {
+		switch {
+		case len(s.Latency) >= 2:
+		case s.Leader == "":
+			p.Note = "the shard has no leader"
+		case s.Leader != c.o.NodeID:
 			p.Note = "node " + c.o.NodeID + " does not lead this shard: see the console of " + s.Leader
 		}
 		for _, l := range s.Latency {
