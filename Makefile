@@ -106,6 +106,13 @@ compose-add-node:
 compose-remove-node:
 	@test -n "$(N)" || { echo "usage: make compose-remove-node N=4" >&2; exit 2; }
 	RAFTQ_PROJECT=$(COMPOSE_PROJECT) docker/cluster.sh remove $(N)
+# Screenshots of every console page for docs/console.md, taken by the
+# browser test (console/browser_test.go: a real 3-node TLS cluster driven
+# in headless Chromium, /usr/bin/chromium).
+.PHONY: console-shots
+console-shots:
+	RAFTQ_CONSOLE_SHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestBrowser$$' ./console/
+
 # Prints "skipped: no Docker engine" and succeeds when no engine answers;
 # fails instead under RAFTQ_STRICT_FAULTS=1 (.ci/run sets it).
 compose-smoke:

@@ -14,6 +14,7 @@ done
 for tool in truncate losetup mkfs.ext4 mount umount fsfreeze; do
 	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool: the disk fault tests (loop filesystems)")
 done
+[ -x /usr/bin/chromium ] || missing+=("/usr/bin/chromium (Debian package chromium): the console browser test (console/browser_test.go)")
 if ! command -v docker >/dev/null 2>&1 || ! timeout 15 docker info >/dev/null 2>&1; then
 	missing+=("a Docker engine: make compose-smoke")
 fi

@@ -6,7 +6,7 @@
 # the same cluster. A node that exits on its own is reported with how to
 # start it again; the others keep running.
 #
-#   node  gRPC (clients)   raft        gossip      metrics                         peer (nodes)
+#   node  gRPC (clients)   raft        gossip      metrics, console                peer (nodes)
 #   n1    127.0.0.1:7101   :7201       :7301       http://127.0.0.1:7401/metrics   :7501
 #   n2    127.0.0.1:7102   :7202       :7302       :7402                           :7502
 #   n3    127.0.0.1:7103   :7203       :7303       :7403                           :7503
@@ -135,6 +135,39 @@ done
 addrs=""
 for n in "${nodes[@]}"; do addrs="$addrs${addrs:+,}127.0.0.1:710${n#n}"; done
 echo "raftq: ${names[*]} starting (pids ${pids[*]}, also in $DATA/<node>.pid); clients use $addrs (Ctrl-C stops)" >&3
+
+# The web console (docs/console.md) is on each node's HTTP port. With TLS
+# the nodes require credentials, so the first run, once the cluster
+# answers, makes an admin API key for it into $DATA/certs/console.token
+# (owner-only; delete the file to get a new key at the next run). In the
+# background, bounded by the wait, so Ctrl-C is handled at once.
+console_key() {
+	local tok="$DATA/certs/console.token" cli out
+	cli=("$BIN/raftq" --addr "$addrs" --ca "$DATA/certs/ca.crt" --cert "$DATA/certs/client-admin.crt" --key "$DATA/certs/client-admin.key")
+	if [ ! -s "$tok" ]; then
+		"${cli[@]}" cluster status --wait 60s >/dev/null 2>&1 || {
+			echo "raftq: console key not made: the cluster did not answer within 60 s (run scripts/run-cluster.sh again later)" >&3
+			return
+		}
+		# A key named console left from an earlier run gets a new secret.
+		out=$("${cli[@]}" keys create console --grant 'admin:*' 2>/dev/null || "${cli[@]}" keys rotate console 2>&1) || {
+			echo "raftq: console key not made: $out" >&3
+			return
+		}
+		out=$(printf '%s\n' "$out" | sed -n 's/^token (shown once; keep it secret): //p')
+		if [ -z "$out" ]; then
+			echo "raftq: console key not made: raftq keys printed no token" >&3
+			return
+		fi
+		(umask 077 && printf '%s\n' "$out" >"$tok")
+	fi
+	echo "raftq: console at https://127.0.0.1:7401/console/ (also :7402, :7403; the browser warns about the development CA): log in with the API key in $tok" >&3
+}
+if [ "${RAFTQ_INSECURE:-0}" = 1 ]; then
+	echo "raftq: console at http://127.0.0.1:7401/console/ (no login: --insecure)" >&3
+else
+	console_key 2>/dev/null &
+fi
 
 # Report a node that exits while the others run. Portable to bash 3.2
 # (no wait -n): look every second; the sleep runs in the background so a

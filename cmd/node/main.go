@@ -294,7 +294,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 	reloadOnHangup(ctx, hup, sec, cfg, node, srv, log)
 	go func() { serveErr <- gs.Serve(lis) }()
 	go func() { serveErr <- ps.Serve(plis) }()
-	var hsrv *http.Server
+	var stopHTTP func(context.Context) error
 	if cfg.HTTPBind != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", met.Handler())
@@ -310,12 +310,8 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 				http.Error(w, "forming", http.StatusServiceUnavailable)
 			}
 		})
-		hsrv = &http.Server{Addr: cfg.HTTPBind, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := hsrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server stopped", "err", err)
-			}
-		}()
+		// The web console shares the port (console.go).
+		stopHTTP = serveHTTP(ctx, cfg, sec, mux, met.Handler(), log)
 	}
 	if pprofLis != nil {
 		psrv := pprofServer()
@@ -376,8 +372,8 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		ps.Stop()
 		<-drained
 	}
-	if hsrv != nil {
-		_ = hsrv.Shutdown(sctx)
+	if stopHTTP != nil {
+		_ = stopHTTP(sctx)
 	}
 	// raft's Shutdown waits for an in-progress snapshot to be persisted,
 	// which can outlast any deadline with a large backlog. Exiting then is

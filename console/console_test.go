@@ -1,0 +1,308 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftq/raftq/client"
+)
+
+// noNode is a Dial that finds no node: these tests cover what the
+// console checks before any API call (browser_test.go drives a real
+// cluster).
+func noNode(context.Context, string) (*client.Client, error) {
+	return nil, status.Error(codes.Unavailable, "no node in this test")
+}
+
+func newTest(t *testing.T, o Options) *Console {
+	t.Helper()
+	if o.Dial == nil {
+		o.Dial = noNode
+	}
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func do(c *Console, r *http.Request) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	c.ServeHTTP(w, r)
+	return w
+}
+
+func form(path string, v url.Values, cookie *http.Cookie) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(v.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if cookie != nil {
+		r.AddCookie(cookie)
+	}
+	return r
+}
+
+// anonSession opens a page on a node that needs no login and returns the
+// session cookie and the page's CSRF token.
+func anonSession(t *testing.T, c *Console) (*http.Cookie, string) {
+	t.Helper()
+	w := do(c, httptest.NewRequest(http.MethodGet, "/console/queues", nil))
+	var ck *http.Cookie
+	for _, k := range w.Result().Cookies() {
+		if k.Name == cookieName {
+			ck = k
+		}
+	}
+	if ck == nil {
+		t.Fatalf("no session cookie: %v", w.Header())
+	}
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != Prefix {
+		t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, Path %s", ck, Prefix)
+	}
+	body := w.Body.String()
+	i := strings.Index(body, `name="csrf" value="`)
+	if i < 0 {
+		return ck, ""
+	}
+	rest := body[i+len(`name="csrf" value="`):]
+	return ck, rest[:strings.IndexByte(rest, '"')]
+}
+
+func TestNewRefusesBadLimits(t *testing.T) {
+	for _, o := range []Options{
+		{Dial: noNode, MaxSessions: -1},
+		{Dial: noNode, MaxSampled: -1},
+		{Dial: noNode, SessionTTL: time.Second},
+		{Dial: noNode, SampleEvery: time.Millisecond},
+		{Dial: noNode, SampleEvery: time.Minute, Window: time.Second},
+		{},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) took it", o)
+		}
+	}
+}
+
+func TestLoginRequired(t *testing.T) {
+	c := newTest(t, Options{RequireLogin: true, Secure: true})
+	w := do(c, httptest.NewRequest(http.MethodGet, "/console/queues?x=1", nil))
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/login?next="+url.QueryEscape("/console/queues?x=1") {
+		t.Fatalf("page without login: %d %q", w.Code, w.Header().Get("Location"))
+	}
+	w = do(c, httptest.NewRequest(http.MethodGet, "/console/api/queues", nil))
+	var out live
+	if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || w.Code != http.StatusUnauthorized || !strings.Contains(out.Error, "log in") {
+		t.Fatalf("JSON without login: %d %q %v", w.Code, out.Error, err)
+	}
+	w = do(c, form("/console/queue/pause", url.Values{"name": {"q"}}, nil))
+	if w.Code != http.StatusUnauthorized {
+		t.Fatalf("POST without login: %d", w.Code)
+	}
+	if w := do(c, httptest.NewRequest(http.MethodGet, "/console/login", nil)); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `name="token"`) {
+		t.Fatalf("login page: %d", w.Code)
+	}
+}
+
+func TestLoginRefusesBadKeys(t *testing.T) {
+	c := newTest(t, Options{RequireLogin: true})
+	for token, want := range map[string]string{
+		"":                                "enter an API key",
+		"hunter2":                         "that is not an API key",
+		"rqk_" + strings.Repeat("x", 600): "that is not an API key",
+		"rqk_real-looking":                "login refused: UNAVAILABLE",
+	} {
+		w := do(c, form("/console/login", url.Values{"token": {token}}, nil))
+		if w.Code < 400 || !strings.Contains(w.Body.String(), want) {
+			t.Errorf("login with %.20q: %d, body lacks %q", token, w.Code, want)
+		}
+		if len(w.Result().Cookies()) != 0 {
+			t.Errorf("login with %.20q set a cookie", token)
+		}
+	}
+	r := form("/console/login", url.Values{"token": {"rqk_x"}}, nil)
+	r.Header.Set("Origin", "https://evil.example")
+	if w := do(c, r); w.Code != http.StatusForbidden {
+		t.Fatalf("cross-origin login: %d, want 403", w.Code)
+	}
+}
+
+func TestFormChecks(t *testing.T) {
+	c := newTest(t, Options{})
+	ck, csrf := anonSession(t, c)
+	if csrf != "" {
+		t.Fatalf("the queues page failed (no node) yet showed a form")
+	}
+	se := c.sessions.get(ck.Value)
+	if se == nil {
+		t.Fatal("no session behind the cookie")
+	}
+	csrf = se.csrf
+
+	// No token, a wrong one, another origin: refused before any call.
+	for name, r := range map[string]*http.Request{
+		"no token":    form("/console/queue/pause", url.Values{"name": {"q"}}, ck),
+		"wrong token": form("/console/queue/pause", url.Values{"name": {"q"}, "csrf": {"x" + csrf}}, ck),
+	} {
+		if w := do(c, r); w.Code != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", name, w.Code)
+		}
+	}
+	r := form("/console/queue/pause", url.Values{"name": {"q"}, "csrf": {csrf}}, ck)
+	r.Header.Set("Origin", "http://evil.example")
+	if w := do(c, r); w.Code != http.StatusForbidden {
+		t.Errorf("cross-origin: %d, want 403", w.Code)
+	}
+
+	// A body over the limit.
+	big := url.Values{"name": {strings.Repeat("q", MaxBodyBytes)}, "csrf": {csrf}}
+	if w := do(c, form("/console/queue/pause", big, ck)); w.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("big body: %d, want 413", w.Code)
+	}
+
+	// A good form whose field is missing: back with the error as a flash.
+	w := do(c, form("/console/queue/pause", url.Values{"csrf": {csrf}, "back": {"/console/queues"}}, ck))
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/queues" {
+		t.Fatalf("form without name: %d %q", w.Code, w.Header().Get("Location"))
+	}
+	if f := c.sessions.takeFlash(se); f.Error != "INVALID_ARGUMENT: rpc error: code = InvalidArgument desc = name is required" {
+		t.Fatalf("flash %+v", f)
+	}
+	// A back link off the console goes to the console instead.
+	w = do(c, form("/console/queue/pause", url.Values{"csrf": {csrf}, "back": {"//evil.example/x"}}, ck))
+	if w.Header().Get("Location") != Prefix {
+		t.Fatalf("back off-site: %q", w.Header().Get("Location"))
+	}
+	// Redrive to the queue itself is refused as the CLI refuses it.
+	w = do(c, form("/console/dlq/redrive", url.Values{"csrf": {csrf}, "queue": {"q"}, "to": {"q"}, "dry_run": {"1"}}, ck))
+	if f := c.sessions.takeFlash(se); w.Code != http.StatusSeeOther || !strings.Contains(f.Error, "is the queue itself") {
+		t.Fatalf("redrive to itself: %d %+v", w.Code, f)
+	}
+	w = do(c, form("/console/schedule", url.Values{"csrf": {csrf}, "name": {"s"}, "do": {"explode"}}, ck))
+	if f := c.sessions.takeFlash(se); !strings.Contains(f.Error, `unknown schedule action "explode"`) {
+		t.Fatalf("bad schedule action: %d %+v", w.Code, f)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	c := newTest(t, Options{})
+	for path, want := range map[string]int{
+		"/console/nope":              http.StatusNotFound,
+		"/console/api/queue":         http.StatusBadRequest, // no name
+		"/console/queues":            http.StatusServiceUnavailable,
+		"/console/static/console.js": http.StatusOK,
+		"/console/static/missing.js": http.StatusNotFound,
+	} {
+		if w := do(c, httptest.NewRequest(http.MethodGet, path, nil)); w.Code != want {
+			t.Errorf("GET %s: %d, want %d", path, w.Code, want)
+		}
+	}
+	if w := do(c, httptest.NewRequest(http.MethodDelete, "/console/queues", nil)); w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE: %d", w.Code)
+	}
+	w := do(c, httptest.NewRequest(http.MethodGet, "/console/queues", nil))
+	if !strings.Contains(w.Body.String(), "UNAVAILABLE: rpc error: code = Unavailable desc = no node in this test") {
+		t.Errorf("the page does not show the API's error: %s", w.Body.String())
+	}
+	if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+		t.Errorf("CSP %q", csp)
+	}
+}
+
+func TestSessionBound(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newSessions(2, time.Hour, func() time.Time { return now })
+	a, err := s.create(nil, client.Principal{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	if _, err := s.create(nil, client.Principal{}, false); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	// Full: the anonymous session makes room, the logged-in one stays.
+	b, err := s.create(nil, client.Principal{}, true)
+	if err != nil || s.count() != 2 || s.get(a.id) == nil {
+		t.Fatalf("third session: %v, %d sessions, first kept %v", err, s.count(), s.get(a.id) != nil)
+	}
+	// Full of logged-in sessions: refused.
+	if _, err := s.create(nil, client.Principal{}, true); !errors.Is(err, errTooManySessions) {
+		t.Fatalf("past the bound: %v", err)
+	}
+	// Expired sessions end and make room.
+	now = now.Add(2 * time.Hour)
+	if s.get(b.id) != nil {
+		t.Fatal("an expired session still answers")
+	}
+	for i := range 2 {
+		if _, err := s.create(nil, client.Principal{}, true); err != nil {
+			t.Fatalf("session %d after expiry: %v", i, err)
+		}
+	}
+	if s.get(a.id) != nil {
+		t.Fatal("an expired session was kept past the bound")
+	}
+	// The sampler's tick ends expired sessions nobody touches.
+	now = now.Add(2 * time.Hour)
+	s.pruneExpired()
+	if n := s.count(); n != 0 {
+		t.Fatalf("%d sessions after every one expired", n)
+	}
+}
+
+func TestAnonymousSessionsEvicted(t *testing.T) {
+	c := newTest(t, Options{MaxSessions: 2})
+	for i := range 5 {
+		if w := do(c, httptest.NewRequest(http.MethodGet, "/console/login", nil)); w.Code != http.StatusOK {
+			t.Fatalf("visit %d: %d", i, w.Code)
+		}
+		anonSession(t, c)
+	}
+	if n := c.sessions.count(); n != 2 {
+		t.Fatalf("%d sessions, want the bound 2", n)
+	}
+}
+
+func TestSamplerBounds(t *testing.T) {
+	now := time.Unix(0, 0)
+	s := newSampler(2, 3, func() time.Time { return now })
+	for _, q := range []string{"a", "b", "c"} {
+		for i := range 5 {
+			now = now.Add(time.Second)
+			s.addQueue(client.QueueStats{Name: q, Ready: uint64(i)}, nil)
+		}
+	}
+	if s.queue("c") != nil {
+		t.Fatal("a third queue was sampled past the bound of 2")
+	}
+	got := s.queue("a")
+	if len(got) != 3 || got[0].Ready != 2 || got[2].Ready != 4 {
+		t.Fatalf("ring of a: %+v, want the last 3 samples", got)
+	}
+	s.retain(map[string]bool{"b": true})
+	if s.queue("a") != nil || s.queue("b") == nil {
+		t.Fatal("retain kept a deleted queue or dropped a live one")
+	}
+}
+
+func TestRates(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	a := queueSample{At: t0, Sent: 10, Received: 4, DeadLettered: 0}
+	b := queueSample{At: t0.Add(2 * time.Second), Sent: 30, Received: 2, DeadLettered: 1}
+	r := rateBetween(a, b)
+	if !r.ok || r.Sent != 10 || r.Received != 0 || r.DeadLettered != 0.5 {
+		t.Fatalf("rates %+v", r)
+	}
+	if rateBetween(queueSample{At: t0, Sent: -1}, b).ok {
+		t.Fatal("a rate from a sample without metrics")
+	}
+}
