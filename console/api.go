@@ -24,7 +24,7 @@ type live struct {
 type plot struct {
 	Unit   string   `json:"unit"`
 	Note   string   `json:"note,omitempty"` // shown while the plot has no line
-	T      []int64  `json:"t"` // Unix ms
+	T      []int64  `json:"t"`              // Unix ms
 	Series []series `json:"series"`
 }
 
