@@ -13,10 +13,11 @@ BUF_VERSION := v1.75.0
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq-node ./cmd/node
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq ./cmd/raftq
 	# -buildvcs=auto overrides a GOFLAGS=-buildvcs=false in the environment so
-	# bench reports name the commit they measured (auto: none outside git).
+	# --version, raftq_build_info and bench reports name the commit they
+	# came from (auto: none outside git).
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN)/raftq-node ./cmd/node
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN)/raftq ./cmd/raftq
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN)/raftq-bench ./cmd/bench
 
 run: build

@@ -27,7 +27,7 @@ else
 		# Same flags as `make build` (no -trimpath) so the compile cache is
 		# shared and only the link step reruns.
 		for pair in raftq-node:./cmd/node raftq:./cmd/raftq; do
-			CGO_ENABLED=0 GOOS=linux GOARCH="$arch" "$go" build \
+			CGO_ENABLED=0 GOOS=linux GOARCH="$arch" "$go" build -buildvcs=auto \
 				-ldflags "-s -w" -o "$ctx/${pair%%:*}" "${pair#*:}"
 		done
 	)
