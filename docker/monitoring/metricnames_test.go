@@ -32,16 +32,6 @@ var faultOnlyMetrics = map[string]string{
 // prometheusMetrics are series Prometheus makes itself for each target.
 var prometheusMetrics = map[string]bool{"up": true}
 
-// family strips the sample suffixes of a histogram or summary.
-func family(name string) string {
-	for _, s := range []string{"_bucket", "_sum", "_count"} {
-		if f, ok := strings.CutSuffix(name, s); ok {
-			return f
-		}
-	}
-	return name
-}
-
 // unknownMetrics returns the names in used that are neither in exported
 // (sample names of a scrape) nor accounted for by the lists above.
 func unknownMetrics(t *testing.T, used map[string][]string, exported map[string]bool) []string {
