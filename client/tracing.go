@@ -104,11 +104,15 @@ func (t *tracing) inject(ctx context.Context, attrs map[string]string) (map[stri
 		if !ok {
 			continue
 		}
-		if k == wire.AttrTraceParent && !fits(k, v) {
+		// A value the workers would not take as W3C trace context (a
+		// tracestate longer than 512 bytes from an upstream caller) is
+		// left out like one that does not fit.
+		ok = wire.CheckTraceAttributes(map[string]string{k: v}) == nil
+		if k == wire.AttrTraceParent && (!ok || !fits(k, v)) {
 			// Without a parent the state means nothing.
 			return attrs, false
 		}
-		if !fits(k, v) {
+		if !ok || !fits(k, v) {
 			all = false
 			continue
 		}

@@ -76,6 +76,20 @@ func TestInjectKeepsWithinAttributeLimits(t *testing.T) {
 		t.Fatalf("bytes for traceparent only: size %d, all %v, %v", size(out), all, out[wire.AttrTraceState])
 	}
 
+	// A tracestate past the 512 bytes a worker takes (several vendors'
+	// entries from an upstream caller) is left out; the parent goes.
+	var members []string
+	for i := range 3 {
+		members = append(members, "v"+strconv.Itoa(i)+"="+strings.Repeat("x", 200))
+	}
+	out, all = tr.inject(tracedContext(t, strings.Join(members, ",")), map[string]string{"k": "v"})
+	if all || out[wire.AttrTraceParent] != parent || out[wire.AttrTraceState] != "" {
+		t.Fatalf("long tracestate: all %v, traceparent %q, tracestate %d bytes", all, out[wire.AttrTraceParent], len(out[wire.AttrTraceState]))
+	}
+	if err := wire.CheckTraceAttributes(out); err != nil {
+		t.Fatal(err)
+	}
+
 	// No span: nothing to carry.
 	in = map[string]string{"k": "v"}
 	if out, all = tr.inject(context.Background(), in); !all || len(out) != 1 {

@@ -38,9 +38,6 @@ func (s *Server) newMessage(policy *fsmpb.QueuePolicy, req *raftqv1.SendRequest)
 	if req.GetDelayMs() < 0 || req.GetRunAtMs() < 0 {
 		return nil, invalid("delay_ms and run_at_ms must not be negative")
 	}
-	if err := wire.CheckTraceAttributes(req.GetAttributes()); err != nil {
-		return nil, invalid("%v", err)
-	}
 	delay := req.GetDelayMs()
 	if delay == 0 {
 		delay = -1 // the queue's default delay

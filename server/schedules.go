@@ -12,7 +12,6 @@ import (
 	"github.com/raftq/raftq/cron"
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/meta/metapb"
-	"github.com/raftq/raftq/wire"
 )
 
 // schedulesSvc serves the Schedules API (docs/jobs.md, "Recurring jobs
@@ -33,11 +32,6 @@ func forwardSchedules[T any](ctx context.Context, s *Server, err error, fn func(
 func (x *schedulesSvc) CreateSchedule(ctx context.Context, req *raftqv1.CreateScheduleRequest) (*raftqv1.ScheduleInfo, error) {
 	sc := scheduleToMeta(req.GetSchedule())
 	if err := meta.ValidateCronSchedule(sc); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	// Every firing copies the template's attributes, trace context too
-	// (docs/tracing.md).
-	if err := wire.CheckTraceAttributes(sc.GetAttributes()); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	if _, ok := x.node.Meta().Queue(sc.GetQueue()); !ok {

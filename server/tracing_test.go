@@ -196,14 +196,18 @@ func TestTraceAttributeLimitsMatchFSM(t *testing.T) {
 	}
 }
 
-func TestSendRefusesMalformedTraceContext(t *testing.T) {
+// Trace attributes are ordinary attributes to the node: a malformed one is
+// taken as sent (a worker starts a fresh trace for it), so sends that used
+// the names before tracing existed keep working.
+func TestSendKeepsMalformedTraceContext(t *testing.T) {
 	s := &Server{}
-	good := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	if _, err := s.newMessage(nil, &raftqv1.SendRequest{Queue: "q", Attributes: map[string]string{wire.AttrTraceParent: good}}); err != nil {
-		t.Fatalf("well-formed traceparent refused: %v", err)
-	}
-	_, err := s.newMessage(nil, &raftqv1.SendRequest{Queue: "q", Attributes: map[string]string{wire.AttrTraceParent: "not-a-trace"}})
-	if status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("malformed traceparent: got %v, want InvalidArgument", err)
+	for _, tp := range []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "not-a-trace", ""} {
+		m, err := s.newMessage(nil, &raftqv1.SendRequest{Queue: "q", Attributes: map[string]string{wire.AttrTraceParent: tp}})
+		if err != nil {
+			t.Fatalf("traceparent %q refused: %v", tp, err)
+		}
+		if got := m.GetAttributes()[wire.AttrTraceParent]; got != tp {
+			t.Fatalf("traceparent %q stored as %q", tp, got)
+		}
 	}
 }

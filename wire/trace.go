@@ -34,12 +34,13 @@ const (
 )
 
 // ErrBadTraceContext marks a reserved trace attribute whose value is not
-// W3C trace context; servers map it to InvalidArgument.
+// W3C trace context. Nodes store such values as sent (they are ordinary
+// attributes to the replicated log); a tracing client leaves them out.
 var ErrBadTraceContext = errors.New("malformed trace context attribute")
 
-// CheckTraceAttributes refuses reserved trace attributes that are not well
-// formed W3C trace context, so a handler never continues a trace from
-// garbage; attributes without them pass.
+// CheckTraceAttributes reports reserved trace attributes that are not well
+// formed W3C trace context, so a tracing client never writes one a worker
+// would not continue; attributes without them pass.
 func CheckTraceAttributes(attrs map[string]string) error {
 	if tp, ok := attrs[AttrTraceParent]; ok {
 		if err := checkTraceParent(tp); err != nil {

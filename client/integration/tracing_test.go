@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"log/slog"
 	"net"
 	"strconv"
@@ -193,16 +192,23 @@ func TestTracingEndToEnd(t *testing.T) {
 	if !stubAttr(sendSpan(atLimit.ID), "raftq.trace_context_dropped").AsBool() {
 		t.Error("the span of a send at the limit does not say its context was dropped")
 	}
-	// The node refuses a malformed traceparent.
-	if _, err := plain.Send(ctx, "traced", []byte("bad"), client.Attributes(map[string]string{wire.AttrTraceParent: "garbage"})); !errors.Is(err, client.ErrInvalid) {
-		t.Fatalf("malformed traceparent: got %v, want invalid argument", err)
+	// A traceparent attribute that is not W3C trace context is an
+	// ordinary attribute to the node: stored as sent, never a refusal
+	// (senders used the name before tracing existed); the handler's span
+	// below starts a trace of its own for it.
+	bad, err := plain.Send(ctx, "traced", []byte("bad"), client.Attributes(map[string]string{wire.AttrTraceParent: "garbage"}))
+	if err != nil {
+		t.Fatalf("a send with a malformed traceparent: %v", err)
+	}
+	if a := stored(bad.ID); a[wire.AttrTraceParent] != "garbage" {
+		t.Fatalf("malformed traceparent stored as %v", a)
 	}
 
 	// The worker's handler spans continue the producers' traces, and its
 	// acks carry the handler's span to the node.
 	ctp, cexp := recorder(t)
 	consumer := mustDial(t, c, client.WithTracing(ctp, nil))
-	const total = 6
+	const total = 7
 	settled := make(chan worker.Outcome, total)
 	w, err := worker.New(consumer, "traced", worker.Options{Wait: 200 * time.Millisecond, Tracing: worker.Tracing{Provider: ctp},
 		Logger: slog.New(slog.DiscardHandler), Hooks: worker.Hooks{Settled: func(_ *worker.Message, s worker.Settlement) { settled <- s.Outcome }}})
@@ -237,8 +243,11 @@ func TestTracingEndToEnd(t *testing.T) {
 	if p.SpanContext.TraceID() != oneSpan.SpanContext.TraceID() || p.Parent.SpanID() != oneSpan.SpanContext.SpanID() {
 		t.Fatalf("handler span %v parent %v, want a child of the send span %v", p.SpanContext, p.Parent, oneSpan.SpanContext)
 	}
-	if s := process[off.ID]; s.Parent.IsValid() {
-		t.Errorf("the untraced message's handler span has parent %v", s.Parent)
+	for _, id := range []string{off.ID, bad.ID} {
+		s, ok := process[id]
+		if !ok || s.Parent.IsValid() {
+			t.Errorf("message %s: handler span found %v, parent %v; want a span without a parent", id, ok, s.Parent)
+		}
 	}
 
 	// A copy the node makes (a redrive to another queue) carries the

@@ -107,7 +107,7 @@ func run(ctx context.Context, cfg *config, logOut io.Writer) error {
 		log.Warn("INSECURE: --insecure given: no TLS, no gossip encryption; anyone who reaches this node's ports can read every message, " +
 			"join raft and change the cluster (docs/security.md)")
 	}
-	tracing, err := startTracing(ctx, cfg)
+	tracing, err := startTracing(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"go.opentelemetry.io/otel"
 	"log/slog"
 	"net"
 	"strconv"
@@ -57,10 +58,18 @@ type nodeTracing struct {
 // startTracing builds the pipeline when --otlp-endpoint is set. Nothing
 // connects yet: spans wait in the batch processor until the receiver
 // answers, and are dropped past its queue (2048 spans) rather than held.
-func startTracing(ctx context.Context, cfg *config) (*nodeTracing, error) {
+func startTracing(ctx context.Context, cfg *config, log *slog.Logger) (*nodeTracing, error) {
 	if cfg.OTLPEndpoint == "" {
 		return nil, nil
 	}
+	// The SDK reports export failures (a collector that does not answer)
+	// only through OpenTelemetry's process-wide error handler, which
+	// writes plain text to stderr and would break --log-format json. The
+	// node is the one user of OpenTelemetry in this process, so it routes
+	// them into its own log, rate-limited by the batcher's export period.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("trace export failed", "endpoint", cfg.OTLPEndpoint, "err", err)
+	}))
 	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint)}
 	if cfg.OTLPInsecure {
 		opts = append(opts, otlptracegrpc.WithInsecure())

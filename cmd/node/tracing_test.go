@@ -34,7 +34,7 @@ func TestParseConfigTracing(t *testing.T) {
 	if err != nil || c.OTLPEndpoint != "" || c.TraceSample != defaultTraceSample {
 		t.Fatalf("defaults: %v, endpoint %q, sample %v", err, c.OTLPEndpoint, c.TraceSample)
 	}
-	tr, err := startTracing(context.Background(), c)
+	tr, err := startTracing(context.Background(), c, slog.New(slog.DiscardHandler))
 	if err != nil || tr != nil || tr.serverOptions() != nil {
 		t.Fatalf("tracing without --otlp-endpoint: %v %v", tr, err)
 	}
@@ -77,7 +77,7 @@ func TestTracingShutdownBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := startTracing(context.Background(), c)
+	tr, err := startTracing(context.Background(), c, slog.New(slog.DiscardHandler))
 	if err != nil || tr == nil {
 		t.Fatalf("startTracing: %v", err)
 	}
