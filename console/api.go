@@ -190,8 +190,11 @@ func (c *Console) queueAPI(ctx context.Context, r *http.Request, dial func() (*c
 	if err != nil {
 		return err
 	}
-	queueFields(out.Fields, st, c.samples.lastRates(name))
-	ss := c.samples.queue(name)
+	// Samples are kept under the name the API answered with, which for a
+	// tenant's caller is the qualified one: looking up what the caller
+	// typed would show another queue's history.
+	queueFields(out.Fields, st, c.samples.lastRates(st.Name))
+	ss := c.samples.queue(st.Name)
 	depth := &plot{Unit: "messages", Series: []series{{Name: "ready"}, {Name: "delayed"}, {Name: "in flight"}, {Name: "dead"}}}
 	rp := &plot{Unit: "per second", Series: []series{{Name: "sent"}, {Name: "received"}, {Name: "dead-lettered"}}}
 	for i, s := range ss {

@@ -44,7 +44,7 @@ func TestBrowser(t *testing.T) {
 		testenv.SkipOrFail(t, "needs "+chromium+" (Debian package chromium)")
 	}
 	c := testcluster.Start(t, nodeBin, testcluster.Options{Shards: 1, TLS: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	admin, err := client.Dial(ctx, c.Addrs(), client.WithTLS(c.ClientCreds()))
 	if err != nil {

@@ -30,10 +30,15 @@ const Prefix = "/console/"
 // Defaults of Options' limits.
 const (
 	DefaultMaxSessions = 64
-	DefaultSessionTTL  = 12 * time.Hour
-	DefaultMaxSampled  = 50
-	DefaultSampleEvery = 5 * time.Second
-	DefaultWindow      = 10 * time.Minute
+	// DefaultMaxPerPrincipal bounds one principal's logged-in sessions: a
+	// new login past it ends that principal's least recently used one, so
+	// one key cannot fill the console and lock every other user out.
+	DefaultMaxPerPrincipal = 8
+	DefaultSessionTTL      = 12 * time.Hour
+	DefaultSessionIdle     = time.Hour
+	DefaultMaxSampled      = 50
+	DefaultSampleEvery     = 5 * time.Second
+	DefaultWindow          = 10 * time.Minute
 	// MaxBodyBytes bounds a POST body: the console's forms are small.
 	MaxBodyBytes = 64 << 10
 	// MaxListed bounds the queues one queue list shows: each costs a
@@ -60,12 +65,20 @@ type Options struct {
 	Metrics http.Handler
 	Logger  *slog.Logger
 
-	MaxSessions int           // live sessions at most; default 64
-	SessionTTL  time.Duration // a session ends this long after login; default 12 h
-	MaxSampled  int           // queues sampled for plots at most; default 50
-	SampleEvery time.Duration // default 5 s
-	Window      time.Duration // what plots show; default 10 min
-	Now         func() time.Time
+	// Hosts are the names, besides IP addresses and localhost, that
+	// browsers may reach the console under (the Host header): a page of
+	// another site whose name was rebound to this node's address is
+	// refused, as it would otherwise act with the console's rights.
+	Hosts []string
+
+	MaxSessions     int           // live sessions at most; default 64
+	MaxPerPrincipal int           // logged-in sessions of one principal at most; default 8
+	SessionTTL      time.Duration // a session ends this long after login; default 12 h
+	SessionIdle     time.Duration // or this long after its last request; default 1 h
+	MaxSampled      int           // queues sampled for plots at most; default 50
+	SampleEvery     time.Duration // default 5 s
+	Window          time.Duration // what plots show; default 10 min
+	Now             func() time.Time
 }
 
 // Console serves the pages. Create with New, start sampling with Run.
@@ -79,6 +92,12 @@ type Console struct {
 
 	anonMu sync.Mutex
 	anon   *client.Client // the shared client of callers without a key
+	closed bool           // close ran: anonClient dials no more
+
+	// cookie names the session cookie after the node: browsers keep one
+	// cookie per host, not per port, so the consoles of nodes sharing a
+	// host (make run) would otherwise overwrite each other's sessions.
+	cookie string
 }
 
 // New checks o and builds a Console.
@@ -89,8 +108,14 @@ func New(o Options) (*Console, error) {
 	if o.MaxSessions == 0 {
 		o.MaxSessions = DefaultMaxSessions
 	}
+	if o.MaxPerPrincipal == 0 {
+		o.MaxPerPrincipal = DefaultMaxPerPrincipal
+	}
 	if o.SessionTTL == 0 {
 		o.SessionTTL = DefaultSessionTTL
+	}
+	if o.SessionIdle == 0 {
+		o.SessionIdle = DefaultSessionIdle
 	}
 	if o.MaxSampled == 0 {
 		o.MaxSampled = DefaultMaxSampled
@@ -101,9 +126,10 @@ func New(o Options) (*Console, error) {
 	if o.Window == 0 {
 		o.Window = DefaultWindow
 	}
-	if o.MaxSessions < 1 || o.MaxSampled < 1 || o.SessionTTL < time.Minute || o.SampleEvery < 100*time.Millisecond || o.Window < o.SampleEvery {
-		return nil, fmt.Errorf("console: limits out of range: sessions %d (>=1), sampled queues %d (>=1), session TTL %v (>=1m), sample every %v (>=100ms), window %v (>= sample interval)",
-			o.MaxSessions, o.MaxSampled, o.SessionTTL, o.SampleEvery, o.Window)
+	if o.MaxSessions < 1 || o.MaxPerPrincipal < 1 || o.MaxSampled < 1 || o.SessionTTL < time.Minute || o.SessionIdle < time.Minute ||
+		o.SampleEvery < 100*time.Millisecond || o.Window < o.SampleEvery {
+		return nil, fmt.Errorf("console: limits out of range: sessions %d (>=1), per principal %d (>=1), sampled queues %d (>=1), session TTL %v (>=1m), idle %v (>=1m), sample every %v (>=100ms), window %v (>= sample interval)",
+			o.MaxSessions, o.MaxPerPrincipal, o.MaxSampled, o.SessionTTL, o.SessionIdle, o.SampleEvery, o.Window)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -119,8 +145,8 @@ func New(o Options) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	c := &Console{o: o, pages: pages, static: http.StripPrefix(Prefix+"static/", http.FileServer(http.FS(static)))}
-	c.sessions = newSessions(o.MaxSessions, o.SessionTTL, o.Now)
+	c := &Console{o: o, pages: pages, static: http.StripPrefix(Prefix+"static/", http.FileServer(http.FS(static))), cookie: cookieFor(o.NodeID)}
+	c.sessions = newSessions(sessionLimits{max: o.MaxSessions, perPrincipal: o.MaxPerPrincipal, ttl: o.SessionTTL, idle: o.SessionIdle}, o.Now)
 	c.samples = newSampler(o.MaxSampled, int(o.Window/o.SampleEvery)+1, o.Now)
 	c.routes()
 	return c, nil
@@ -134,6 +160,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	if !c.hostAllowed(r.Host) {
+		http.Error(w, fmt.Sprintf("console: host %q is not one this node serves its console under: use its IP address or localhost, "+
+			"or name the host with --console-hosts (docs/console.md)", r.Host), http.StatusMisdirectedRequest)
+		return
+	}
 	c.mux.ServeHTTP(w, r)
 }
 
@@ -157,6 +188,7 @@ func (c *Console) close() {
 	c.sessions.closeAll()
 	c.anonMu.Lock()
 	defer c.anonMu.Unlock()
+	c.closed = true
 	if c.anon != nil {
 		_ = c.anon.Close()
 		c.anon = nil
@@ -169,6 +201,9 @@ func (c *Console) anonClient(ctx context.Context) (*client.Client, error) {
 	defer c.anonMu.Unlock()
 	if c.anon != nil {
 		return c.anon, nil
+	}
+	if c.closed {
+		return nil, errors.New("console: stopping")
 	}
 	cl, err := c.o.Dial(ctx, "")
 	if err != nil {

@@ -37,6 +37,9 @@ func newTest(t *testing.T, o Options) *Console {
 }
 
 func do(c *Console, r *http.Request) *httptest.ResponseRecorder {
+	if r.Host == "example.com" { // httptest's default: a name the console refuses
+		r.Host = "127.0.0.1:7401"
+	}
 	w := httptest.NewRecorder()
 	c.ServeHTTP(w, r)
 	return w
@@ -58,7 +61,7 @@ func anonSession(t *testing.T, c *Console) (*http.Cookie, string) {
 	w := do(c, httptest.NewRequest(http.MethodGet, "/console/queues", nil))
 	var ck *http.Cookie
 	for _, k := range w.Result().Cookies() {
-		if k.Name == cookieName {
+		if k.Name == c.cookie {
 			ck = k
 		}
 	}
@@ -219,7 +222,7 @@ func TestBadRequests(t *testing.T) {
 
 func TestSessionBound(t *testing.T) {
 	now := time.Unix(1000, 0)
-	s := newSessions(2, time.Hour, func() time.Time { return now })
+	s := newSessions(sessionLimits{max: 2, perPrincipal: 8, ttl: time.Hour, idle: time.Hour}, func() time.Time { return now })
 	a, err := s.create(nil, client.Principal{}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -304,5 +307,103 @@ func TestRates(t *testing.T) {
 	}
 	if rateBetween(queueSample{At: t0, Sent: -1}, b).ok {
 		t.Fatal("a rate from a sample without metrics")
+	}
+}
+
+// A page reached under a name the console was not told of is refused
+// before any session exists: a site whose name was rebound to the node's
+// address must not act with the console's rights.
+func TestHostCheck(t *testing.T) {
+	c := newTest(t, Options{Hosts: []string{"raftq.internal"}})
+	for host, want := range map[string]int{
+		"127.0.0.1:7401":      http.StatusOK,
+		"[::1]:7401":          http.StatusOK,
+		"localhost:7401":      http.StatusOK,
+		"raftq.internal:7401": http.StatusOK,
+		"RAFTQ.internal.":     http.StatusOK,
+		"rebind.evil:7401":    http.StatusMisdirectedRequest,
+		"":                    http.StatusMisdirectedRequest,
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/console/login", nil)
+		r.Host = host
+		w := do(c, r)
+		if w.Code != want {
+			t.Errorf("host %q: %d, want %d", host, w.Code, want)
+		}
+		if want != http.StatusOK && (len(w.Result().Cookies()) != 0 || !strings.Contains(w.Body.String(), "--console-hosts")) {
+			t.Errorf("host %q: cookies %v, body %q", host, w.Result().Cookies(), w.Body.String())
+		}
+	}
+}
+
+// Origin "null" (a sandboxed frame) is another site's request.
+func TestNullOriginRefused(t *testing.T) {
+	c := newTest(t, Options{RequireLogin: true})
+	r := form("/console/login", url.Values{"token": {"rqk_x"}}, nil)
+	r.Header.Set("Origin", "null")
+	if w := do(c, r); w.Code != http.StatusForbidden {
+		t.Fatalf("login with Origin null: %d, want 403", w.Code)
+	}
+}
+
+// Consoles of nodes on one host keep separate cookies.
+func TestCookieNamedAfterNode(t *testing.T) {
+	a, b := newTest(t, Options{NodeID: "n1"}), newTest(t, Options{NodeID: "n2 x"})
+	if a.cookie != "raftq_console_n1" || b.cookie != "raftq_console_n2_x" {
+		t.Fatalf("cookies %q %q", a.cookie, b.cookie)
+	}
+}
+
+// One principal's logins past its cap end its own oldest session, never
+// another principal's; a session unused for the idle time ends.
+func TestSessionPerPrincipalAndIdle(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newSessions(sessionLimits{max: 4, perPrincipal: 2, ttl: 12 * time.Hour, idle: time.Hour}, func() time.Time { return now })
+	other, err := s.create(nil, client.Principal{Name: "key/admin"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []*session
+	for range 5 {
+		now = now.Add(time.Second)
+		se, err := s.create(nil, client.Principal{Name: "key/viewer"}, true)
+		if err != nil {
+			t.Fatalf("login of one principal past its cap was refused: %v", err)
+		}
+		mine = append(mine, se)
+	}
+	if s.count() != 3 || s.get(other.id) == nil || s.get(mine[4].id) == nil || s.get(mine[3].id) == nil || s.get(mine[2].id) != nil {
+		t.Fatalf("after 5 logins of one key: %d sessions; want the other key's and the newest two", s.count())
+	}
+	now = now.Add(time.Hour + time.Second)
+	if s.get(mine[4].id) != nil {
+		t.Fatal("a session idle for over an hour still answers")
+	}
+}
+
+// Links carry names with "/" (tenant queues) and spaces (error filters)
+// encoded once: html/template escapes query values in an href itself.
+func TestLinksEncodeNamesOnce(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	v := &view{Title: "Queues", Nav: "queues", Data: &queuesData{Rows: []queueRow{{Info: client.QueueInfo{Name: "acme/jobs"}}}, Total: 1, Shown: 1}}
+	if err := pages["queues"].ExecuteTemplate(&b, "layout", v); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, `href="/console/queue?name=acme%2fjobs"`) || strings.Contains(out, "%252") {
+		t.Fatalf("queue link of acme/jobs not encoded once:\n%s", out)
+	}
+	b.Reset()
+	d := &dlqData{Queue: "acme/jobs", ErrorText: "connection refused", Next: "tok"}
+	if err := pages["dlq"].ExecuteTemplate(&b, "layout", &view{Title: "Dead letters", Nav: "queues", Data: d}); err != nil {
+		t.Fatal(err)
+	}
+	out = b.String()
+	if !strings.Contains(out, "error=connection%20refused") || strings.Contains(out, "%2b") || strings.Contains(out, "%252") {
+		t.Fatalf("dead-letter links not encoded once:\n%s", out)
 	}
 }

@@ -114,7 +114,7 @@ func httpStatus(err error) int {
 // without one gets an anonymous session (it carries the CSRF token).
 // ok is false when the caller must log in first.
 func (c *Console) session(w http.ResponseWriter, r *http.Request) (se *session, ok bool, err error) {
-	if ck, err := r.Cookie(cookieName); err == nil {
+	if ck, err := r.Cookie(c.cookie); err == nil {
 		se = c.sessions.get(ck.Value)
 	}
 	if se != nil {
@@ -132,7 +132,7 @@ func (c *Console) session(w http.ResponseWriter, r *http.Request) (se *session, 
 }
 
 func (c *Console) setCookie(w http.ResponseWriter, se *session) {
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: se.id, Path: Prefix, HttpOnly: true, Secure: c.o.Secure,
+	http.SetCookie(w, &http.Cookie{Name: c.cookie, Value: se.id, Path: Prefix, HttpOnly: true, Secure: c.o.Secure,
 		SameSite: http.SameSiteStrictMode, Expires: se.expires})
 }
 
@@ -208,15 +208,12 @@ func (c *Console) form(w http.ResponseWriter, r *http.Request) (*session, bool) 
 		http.Error(w, "console: bad form: "+err.Error(), http.StatusBadRequest)
 		return nil, false
 	}
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		u, err := url.Parse(o)
-		if err != nil || u.Host != r.Host {
-			http.Error(w, "console: cross-origin request refused (Origin "+o+")", http.StatusForbidden)
-			return nil, false
-		}
+	if !sameOrigin(r) {
+		http.Error(w, "console: cross-origin request refused (Origin "+r.Header.Get("Origin")+")", http.StatusForbidden)
+		return nil, false
 	}
 	var se *session
-	if ck, err := r.Cookie(cookieName); err == nil {
+	if ck, err := r.Cookie(c.cookie); err == nil {
 		se = c.sessions.get(ck.Value)
 	}
 	if se == nil || (c.o.RequireLogin && !se.loggedIn) {
@@ -317,11 +314,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: bad form: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		if u, err := url.Parse(o); err != nil || u.Host != r.Host {
-			http.Error(w, "console: cross-origin request refused (Origin "+o+")", http.StatusForbidden)
-			return
-		}
+	if !sameOrigin(r) {
+		http.Error(w, "console: cross-origin request refused (Origin "+r.Header.Get("Origin")+")", http.StatusForbidden)
+		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	if token == "" {
@@ -348,10 +343,10 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	se, err := c.sessions.create(cl, p, true)
 	if err != nil {
 		_ = cl.Close()
-		fail(http.StatusServiceUnavailable, fmt.Sprintf("login refused: %d console sessions are open, the limit; log out of one or wait for one to expire", c.o.MaxSessions))
+		fail(http.StatusServiceUnavailable, fmt.Sprintf("login refused: %d console sessions are open, the limit; log out of one or wait for one to expire (idle ones end after %v)", c.o.MaxSessions, c.o.SessionIdle))
 		return
 	}
-	if ck, err := r.Cookie(cookieName); err == nil {
+	if ck, err := r.Cookie(c.cookie); err == nil {
 		c.sessions.drop(ck.Value) // an anonymous session before it
 	}
 	c.setCookie(w, se)
@@ -365,7 +360,7 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.sessions.drop(se.id)
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, Secure: c.o.Secure, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: c.cookie, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, Secure: c.o.Secure, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
 }
 
@@ -584,8 +579,8 @@ func (c *Console) queuePage(ctx context.Context, r *http.Request, cl *client.Cli
 		return httpStatus(err)
 	}
 	v.Poll = Prefix + "api/queue?name=" + url.QueryEscape(name)
-	v.Data = &queueData{Info: q, Stats: st, Rates: c.samples.lastRates(name), Node: c.o.NodeID,
-		Sampled: c.samples.queue(name) != nil, Window: c.o.Window.String(), Every: c.o.SampleEvery.String()}
+	v.Data = &queueData{Info: q, Stats: st, Rates: c.samples.lastRates(st.Name), Node: c.o.NodeID,
+		Sampled: c.samples.queue(st.Name) != nil, Window: c.o.Window.String(), Every: c.o.SampleEvery.String()}
 	return http.StatusOK
 }
 

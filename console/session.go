@@ -11,10 +11,6 @@ import (
 	"github.com/raftq/raftq/client"
 )
 
-// cookieName holds a session's random id; the API key stays on the
-// server, in the session, and never reaches the browser again.
-const cookieName = "raftq_console"
-
 // session is one browser's: the API key it logged in with (none when
 // anonymous), the client dialed with it, and its CSRF token.
 type session struct {
@@ -35,20 +31,33 @@ type flash struct {
 // errTooManySessions refuses a new session past Options.MaxSessions.
 var errTooManySessions = errors.New("too many console sessions")
 
-// sessions is a bounded set of sessions. Past the bound an anonymous
-// session (it holds no key and costs nothing to make again) is evicted,
-// least recently used first; logged-in sessions are never evicted, so a
-// new login is refused until one logs out or expires.
+// sessions is a bounded set of sessions, each held in the browser only as
+// a random id in the console's cookie (the API key stays here). A session
+// ends ttl after it began or idle after its last request. Past the bound
+// an anonymous session (it holds no key and costs nothing to make again)
+// is evicted, least recently used first; a principal's new login past
+// perPrincipal ends its own least recently used one; other logged-in
+// sessions are never evicted, so with the set full of them a new login is
+// refused until one logs out or ends.
 type sessions struct {
 	mu  sync.Mutex
 	m   map[string]*session
-	max int
-	ttl time.Duration
+	lim sessionLimits
 	now func() time.Time
 }
 
-func newSessions(max int, ttl time.Duration, now func() time.Time) *sessions {
-	return &sessions{m: make(map[string]*session), max: max, ttl: ttl, now: now}
+type sessionLimits struct {
+	max, perPrincipal int
+	ttl, idle         time.Duration
+}
+
+func newSessions(lim sessionLimits, now func() time.Time) *sessions {
+	return &sessions{m: make(map[string]*session), lim: lim, now: now}
+}
+
+// endedLocked: past its lifetime, or unused for too long.
+func (s *sessions) endedLocked(se *session, now time.Time) bool {
+	return now.After(se.expires) || now.Sub(se.lastUsed) > s.lim.idle
 }
 
 func randomID() string {
@@ -66,7 +75,7 @@ func (s *sessions) get(id string) *session {
 		return nil
 	}
 	now := s.now()
-	if now.After(se.expires) {
+	if s.endedLocked(se, now) {
 		s.dropLocked(se)
 		return nil
 	}
@@ -79,26 +88,50 @@ func (s *sessions) create(cl *client.Client, p client.Principal, loggedIn bool) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if len(s.m) >= s.max {
+	if loggedIn {
+		s.capPrincipalLocked(p.Name)
+	}
+	if len(s.m) >= s.lim.max {
 		s.pruneLocked(now)
 	}
-	if len(s.m) >= s.max {
+	if len(s.m) >= s.lim.max {
 		return nil, errTooManySessions
 	}
-	se := &session{id: randomID(), csrf: randomID(), principal: p, cl: cl, loggedIn: loggedIn, expires: now.Add(s.ttl), lastUsed: now}
+	se := &session{id: randomID(), csrf: randomID(), principal: p, cl: cl, loggedIn: loggedIn, expires: now.Add(s.lim.ttl), lastUsed: now}
 	s.m[se.id] = se
 	return se, nil
 }
 
-// pruneLocked drops expired sessions and then, while still full, the
-// least recently used anonymous one.
+// capPrincipalLocked ends the least recently used logged-in sessions of
+// name until a new one fits within perPrincipal.
+func (s *sessions) capPrincipalLocked(name string) {
+	for {
+		var n int
+		var lru *session
+		for _, se := range s.m {
+			if se.loggedIn && se.principal.Name == name {
+				n++
+				if lru == nil || se.lastUsed.Before(lru.lastUsed) {
+					lru = se
+				}
+			}
+		}
+		if n < s.lim.perPrincipal {
+			return
+		}
+		s.dropLocked(lru)
+	}
+}
+
+// pruneLocked drops ended sessions and then, while still full, the least
+// recently used anonymous one.
 func (s *sessions) pruneLocked(now time.Time) {
 	for _, se := range s.m {
-		if now.After(se.expires) {
+		if s.endedLocked(se, now) {
 			s.dropLocked(se)
 		}
 	}
-	for len(s.m) >= s.max {
+	for len(s.m) >= s.lim.max {
 		var lru *session
 		for _, se := range s.m {
 			if !se.loggedIn && (lru == nil || se.lastUsed.Before(lru.lastUsed)) {
@@ -112,13 +145,13 @@ func (s *sessions) pruneLocked(now time.Time) {
 	}
 }
 
-// pruneExpired ends the expired sessions, closing their clients.
+// pruneExpired ends the ended sessions, closing their clients.
 func (s *sessions) pruneExpired() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	for _, se := range s.m {
-		if now.After(se.expires) {
+		if s.endedLocked(se, now) {
 			s.dropLocked(se)
 		}
 	}
@@ -147,7 +180,7 @@ func (s *sessions) newest() *client.Client {
 	now := s.now()
 	var best *session
 	for _, se := range s.m {
-		if se.cl != nil && !now.After(se.expires) && (best == nil || se.lastUsed.After(best.lastUsed)) {
+		if se.cl != nil && !s.endedLocked(se, now) && (best == nil || se.lastUsed.After(best.lastUsed)) {
 			best = se
 		}
 	}

@@ -84,6 +84,8 @@ type config struct {
 	GossipBind      string
 	GossipAdvertise string
 	HTTPBind        string
+	Console         bool
+	ConsoleHosts    string
 	PprofBind       string
 	RaftMetrics     bool
 	// MetricsMaxQueues caps the queue label values (metrics.WithMaxQueueLabels).
@@ -151,6 +153,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.GossipBind, "gossip-bind", "127.0.0.1:7301", "memberlist gossip listen address (TCP and UDP)")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "gossip address peers use (default: gossip-bind)")
 	fs.StringVar(&c.HTTPBind, "http-bind", "127.0.0.1:7401", "HTTP listen address for /metrics and /healthz (empty disables)")
+	fs.BoolVar(&c.Console, "console", true, "serve the web console on the HTTP port (docs/console.md); false: /metrics and /healthz only")
+	fs.StringVar(&c.ConsoleHosts, "console-hosts", "", "comma-separated host names browsers may reach the console under, besides IP addresses and localhost (a request naming another host is refused: DNS rebinding)")
 	fs.StringVar(&c.PprofBind, "pprof-bind", "", "loopback address to serve Go's profiles on (/debug/pprof/); empty, the default, serves none")
 	fs.BoolVar(&c.RaftMetrics, "raft-metrics", true, "export hashicorp/raft's internal timings (commit, bolt StoreLogs, AppendEntries, FSM apply, snapshots) on /metrics as raftq_raft_internal_* (docs/metrics.md)")
 	fs.IntVar(&c.MetricsMaxQueues, "metrics-max-queues", metrics.DefaultMaxQueueLabels, "queues that get a queue label of their own on /metrics; the rest are counted under queue=\"_other\" (docs/metrics.md)")
@@ -377,9 +381,12 @@ func (c *config) raftLimits() (maxConns int, idle time.Duration) {
 	return maxConns, idle
 }
 
-func (c *config) joinList() []string {
+func (c *config) joinList() []string { return splitList(c.Join) }
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
 	var out []string
-	for _, s := range strings.Split(c.Join, ",") {
+	for _, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}

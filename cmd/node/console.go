@@ -30,19 +30,25 @@ func serveHTTP(ctx context.Context, cfg *config, sec *security, mux *http.ServeM
 	full := http.NewServeMux()
 	full.Handle("/", mux)
 	stopConsole := func() {}
-	con, err := console.New(console.Options{
-		Dial:         consoleDialer(cfg, sec),
-		RequireLogin: cfg.ClientAuth == clientAuthRequire,
-		Secure:       sec.tls != nil,
-		NodeID:       cfg.NodeID,
-		Metrics:      metrics,
-		Logger:       log,
-	})
+	var con *console.Console
+	var err error
+	if cfg.Console {
+		con, err = console.New(console.Options{
+			Dial:         consoleDialer(cfg, sec),
+			RequireLogin: cfg.ClientAuth == clientAuthRequire,
+			Secure:       sec.tls != nil,
+			NodeID:       cfg.NodeID,
+			Hosts:        splitList(cfg.ConsoleHosts),
+			Metrics:      metrics,
+			Logger:       log,
+		})
+	}
 	if err != nil {
 		// The console is built from files embedded at compile time: a
 		// failure is a bug, and /metrics must not go down with it.
 		log.Error("console disabled", "err", err)
-	} else {
+		con = nil
+	} else if con != nil {
 		full.Handle(console.Prefix, con)
 		full.Handle("/console", http.RedirectHandler(console.Prefix, http.StatusSeeOther))
 	}
@@ -52,7 +58,10 @@ func serveHTTP(ctx context.Context, cfg *config, sec *security, mux *http.ServeM
 		return func(context.Context) error { return nil }
 	}
 	if con != nil {
-		cctx, cancel := context.WithCancel(ctx)
+		// The console stops after the HTTP servers have drained (stop
+		// below), not when the node's context ends: requests in flight
+		// keep their sessions' clients until they are answered.
+		cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		done := make(chan struct{})
 		go func() { defer close(done); con.Run(cctx) }()
 		stopConsole = func() { cancel(); <-done }
