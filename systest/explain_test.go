@@ -53,6 +53,24 @@ func TestCluster_MetricsExplainMoves(t *testing.T) {
 	c := startCluster(t, testcluster.Options{NodeArgs: [][]string{{"--log-format", "json"}}})
 	mustCreateQueue(t, c, "explained", nil)
 	ctx := ctxT(t, 60*time.Second)
+	// Moves are counted by the shard's leader alone: wait until the shard
+	// has handed its leadership to its preferred replica (the first
+	// listed), as a new shard does soon after it forms, so no hand-off
+	// falls between the moves and the scrape.
+	for {
+		st, err := raftqv1.NewClusterClient(c.Conn(0)).Status(ctx, &raftqv1.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sh := st.GetShards(); len(sh) == 1 && len(sh[0].GetReplicas()) > 0 && sh[0].GetLeaderId() == sh[0].GetReplicas()[0] {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("shard 0 never settled on its preferred replica: %v", st.GetShards())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 	for range 3 {
 		if _, err := msgs(c, 0).Send(ctx, &raftqv1.SendRequest{Queue: "explained", Body: []byte("x")}); err != nil {
 			t.Fatalf("send: %v", err)
