@@ -424,6 +424,18 @@ if out=$(keyed "$all_addrs" queue purge "$queue" 2>&1); then
 	fail "a producer key purged the queue: $out"
 fi
 [[ $out == *"key/smoke-producer may not call Queues/PurgeQueue"* ]] || fail "purge with a producer key: $out"
+# The web console (docs/console.md) on n1's published HTTP port: plaintext
+# is redirected to https, a login with the key over TLS (the compose CA)
+# starts a session, and the queues page lists the key's queue.
+code=$(curl -sS --max-time 5 -o /dev/null -w '%{http_code} %{redirect_url}' "http://${mport[n1]}/console/queues") || fail "console over plaintext: no answer"
+[[ $code == "301 https://${mport[n1]}/console/queues" ]] || fail "console over plaintext: $code, want a redirect to https"
+jar="$work/console.cookies"
+code=$(curl -sS --max-time 10 --cacert "$work/ca.crt" -c "$jar" -o /dev/null -w '%{http_code}' \
+	-H "Origin: https://${mport[n1]}" --data-urlencode "token=$token" "https://${mport[n1]}/console/login") || fail "console login: no answer"
+[[ $code == 303 ]] || fail "console login with the producer key: HTTP $code, want 303"
+page=$(curl -sS --max-time 10 --cacert "$work/ca.crt" -b "$jar" "https://${mport[n1]}/console/queues") || fail "console queues page: no answer"
+[[ $page == *"key/smoke-producer"* && $page == *"data-queue=\"$queue\""* ]] || fail "console queues page lacks the principal or queue $queue"
+note "console: plaintext redirected to https, logged in as key/smoke-producer, queue $queue listed"
 cli "$all_addrs" keys revoke smoke-producer >/dev/null || fail "keys revoke"
 deadline=$((SECONDS + 10))
 # whoami, which changes nothing, until every node has applied the revoke.
