@@ -26,7 +26,7 @@ import (
 // namespace's first process ends everything the commands started.
 func TestReadmeQuickStart(t *testing.T) {
 	testenv.RequireRoot(t)
-	testenv.RequireTools(t, "unshare", "nsenter", "ip", "mount", "make", "bash", "go")
+	testenv.RequireTools(t, "unshare", "nsenter", "ip", "mount", "make", "bash", "go", "curl")
 	root := moduleRoot(t)
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
@@ -61,6 +61,16 @@ func TestReadmeQuickStart(t *testing.T) {
 			dumpLogs(t, running)
 			t.Fatalf("%q exited before the end of the quick start", bg.step.Cmd)
 		}
+	}
+	// The console make run prints: its admin key written, a login with it
+	// over TLS (the development CA) accepted, the cluster page served.
+	const console = `for i in $(seq 60); do test -s data/certs/console.token && break; sleep 1; done; ` +
+		`curl -fsS --max-time 10 --cacert data/certs/ca.crt -c data/console.jar -o /dev/null -w '%{http_code} ' ` +
+		`-H 'Origin: https://127.0.0.1:7401' --data-urlencode "token=$(cat data/certs/console.token)" https://127.0.0.1:7401/console/login && ` +
+		`curl -fsS --max-time 10 --cacert data/certs/ca.crt -b data/console.jar https://127.0.0.1:7401/console/ | grep -c 'key/console'`
+	if out, err := sb.run(console, 2*time.Minute); err != nil || !strings.HasPrefix(strings.TrimSpace(out), "303 ") {
+		dumpLogs(t, running)
+		t.Fatalf("the console of make run: %v\n%s", err, out)
 	}
 	// The README's figure for a fresh cluster's data (about 25 MB): well
 	// under what one 64 MiB log segment per raft group made (385 MB).
