@@ -97,7 +97,7 @@ func TestQueueLifecycle(t *testing.T) {
 	mustSend(t, c, "orders", "a", Group("g"))
 	mustSend(t, c, "orders", "b", Group("g"), Delay(time.Hour))
 	st, err := c.Stats(ctx, "orders")
-	if err != nil || st.Ready != 1 || st.Delayed != 1 {
+	if err != nil || st.Ready != 1 || st.Delayed != 1 || st.Moves["sent"] != 2 || len(st.Moves) != 1 {
 		t.Fatalf("Stats = %+v, %v", st, err)
 	}
 	if n, err := c.PurgeQueue(ctx, "orders"); err != nil || n != 2 {

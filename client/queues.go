@@ -132,5 +132,6 @@ func (c *Client) Stats(ctx context.Context, name string) (QueueStats, error) {
 		CompletedBytes:   resp.GetCompletedBytes(),
 		CompletedEvicted: resp.GetCompletedEvicted(),
 		Paused:           resp.GetPaused(),
+		Moves:            resp.GetMoves(),
 	}, nil
 }

@@ -119,6 +119,15 @@ type QueueStats struct {
 	// and those dropped early by CompletedMaxBytesPerShard.
 	Completed, CompletedBytes, CompletedEvicted uint64
 	Paused                                      bool // PauseQueue: receives return nothing
+	// Moves counts how many messages made each move, by event ("sent",
+	// "received", "acked", "nacked", "snoozed", "extended",
+	// "lease_expired", "dead_lettered", "dead_lettered_by_client",
+	// "redriven", "expired", "dead_expired"), as each shard's current
+	// leader counted them since it took the lead, summed over the shards.
+	// For rates, not accounting: a figure may go down when a shard's
+	// leader changes or restarts (read that as a reset), and an event
+	// nothing made yet may be absent. Nil from a server without them.
+	Moves map[string]uint64
 }
 
 // Message is a received message with its lease.

@@ -73,7 +73,7 @@ func (c *Console) api(fn apiFunc) http.HandlerFunc {
 func u64(v uint64) string { return strconv.FormatUint(v, 10) }
 
 func rate(r rates, v float64) string {
-	if !r.ok {
+	if !r.ok || math.IsNaN(v) {
 		return "-"
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64)
@@ -148,6 +148,7 @@ func queueFields(f map[string]string, st client.QueueStats, r rates) {
 	f[k+"paused"] = map[bool]string{true: "paused", false: "no"}[st.Paused]
 	f[k+"sent"] = rate(r, r.Sent)
 	f[k+"received"] = rate(r, r.Received)
+	f[k+"acked"] = rate(r, r.Acked)
 	f[k+"deadlettered"] = rate(r, r.DeadLettered)
 }
 
@@ -196,7 +197,7 @@ func (c *Console) queueAPI(ctx context.Context, r *http.Request, dial func() (*c
 	queueFields(out.Fields, st, c.samples.lastRates(st.Name))
 	ss := c.samples.queue(st.Name)
 	depth := &plot{Unit: "messages", Series: []series{{Name: "ready"}, {Name: "delayed"}, {Name: "in flight"}, {Name: "dead"}}}
-	rp := &plot{Unit: "per second", Series: []series{{Name: "sent"}, {Name: "received"}, {Name: "dead-lettered"}}}
+	rp := &plot{Unit: "per second", Series: []series{{Name: "sent"}, {Name: "received"}, {Name: "acked"}, {Name: "dead-lettered"}}}
 	for i, s := range ss {
 		depth.T = append(depth.T, s.At.UnixMilli())
 		for j, v := range []uint64{s.Ready, s.Delayed, s.InFlight, s.Dead} {
@@ -207,7 +208,7 @@ func (c *Console) queueAPI(ctx context.Context, r *http.Request, dial func() (*c
 		}
 		rt := rateBetween(ss[i-1], s)
 		rp.T = append(rp.T, s.At.UnixMilli())
-		for j, v := range []float64{rt.Sent, rt.Received, rt.DeadLettered} {
+		for j, v := range []float64{rt.Sent, rt.Received, rt.Acked, rt.DeadLettered} {
 			if !rt.ok {
 				v = math.NaN()
 			}

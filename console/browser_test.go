@@ -61,9 +61,10 @@ func TestBrowser(t *testing.T) {
 	}
 	seed(ctx, t, admin)
 
-	// The browser uses the console of the shard's leader: its rates and
-	// commit latencies come from that node's own metrics, and the load
-	// below goes through it.
+	// The browser uses the console of the shard's leader: its commit
+	// latencies come from that node's own metrics, and the load below goes
+	// through it. The rates are cluster-wide: the end of the test reads
+	// them from another node's console.
 	// A new shard hands its leadership to its preferred replica (the first
 	// listed) soon after it forms: wait for that, so the leader stays put.
 	var st *client.ClusterStatus
@@ -167,7 +168,7 @@ func TestBrowser(t *testing.T) {
 		}
 		return strings.TrimSpace(s)
 	}
-	login := func(key string) {
+	login := func(base, key string) {
 		t.Helper()
 		run("log in", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.ID("token")),
 			chromedp.SendKeys(chromedp.ID("token"), key), submit("#login"),
@@ -183,7 +184,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	// A viewer sees the dead letters but may not redrive them.
-	login(viewerKey)
+	login(base, viewerKey)
 	if got := text("#who"); got != "key/console-viewer" {
 		t.Fatalf("logged in as %q, want key/console-viewer", got)
 	}
@@ -194,7 +195,7 @@ func TestBrowser(t *testing.T) {
 	}
 	run("log out", submit("#logout"), chromedp.WaitVisible(chromedp.ID("token")))
 
-	login(adminKey)
+	login(base, adminKey)
 	// Cluster: nodes and the shard, refreshed live.
 	run("cluster", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.ID("shards")),
 		waitText("#live-status", "live: updated"))
@@ -301,6 +302,41 @@ func TestBrowser(t *testing.T) {
 				chromedp.WithPollingTimeout(20*time.Second))(ctx, tg)
 			return err
 		}), shot("queues"))
+
+	// Rates are cluster-wide: the console of a node that neither leads the
+	// shard nor serves the load (its sends, receives and acks go through
+	// the leader) shows them from QueueStats, where a node's own counters
+	// of the calls it served would show nothing.
+	other := c.Nodes[0]
+	for _, n := range c.Nodes {
+		if n.ID != node.ID {
+			other = n
+		}
+	}
+	if other.ID == node.ID {
+		t.Fatalf("no node other than the leader %s", node.ID)
+	}
+	login("https://"+other.HTTP, adminKey)
+	run("rates on another node's console", chromedp.Navigate("https://"+other.HTTP+"/console/queue?name=jobs"),
+		chromedp.WaitVisible(chromedp.ID("stats")),
+		positive("#rate-acked"), positive("#rate-sent"), positive("#rate-received"), plotted("rates"))
+	if st, err := admin.Stats(ctx, "jobs"); err != nil || st.Moves["acked"] == 0 || st.Moves["sent"] == 0 {
+		t.Fatalf("QueueStats of jobs under load: moves %v, err %v; want sends and acks counted", st.Moves, err)
+	}
+}
+
+// positive waits until sel shows a rate above 0: the console has sampled
+// the load twice.
+func positive(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](fmt.Sprintf(`parseFloat(document.querySelector(%q).textContent) > 0`, sel),
+			chromedp.WithPollingTimeout(30*time.Second))(ctx, tg)
+		if err != nil {
+			got, _ := chromedp.Text(chromedp.CSS(sel))(ctx, tg)
+			return fmt.Errorf("%s shows %q, want a rate above 0: %w", sel, strings.TrimSpace(got), err)
+		}
+		return nil
+	})
 }
 
 // submit clicks the button sel, whose form loads a new page, and waits

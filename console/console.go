@@ -60,8 +60,8 @@ type Options struct {
 	Secure bool
 	NodeID string
 	// Metrics, if set, is this node's /metrics handler; the console reads
-	// it in process for the rates of calls this node served and the
-	// commit latency of proposals it led.
+	// it in process for the commit latency of proposals this node led.
+	// Queue rates come from QueueStats, cluster-wide.
 	Metrics http.Handler
 	Logger  *slog.Logger
 

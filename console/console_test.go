@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -281,7 +282,7 @@ func TestSamplerBounds(t *testing.T) {
 	for _, q := range []string{"a", "b", "c"} {
 		for i := range 5 {
 			now = now.Add(time.Second)
-			s.addQueue(client.QueueStats{Name: q, Ready: uint64(i)}, nil)
+			s.addQueue(client.QueueStats{Name: q, Ready: uint64(i)})
 		}
 	}
 	if s.queue("c") != nil {
@@ -297,16 +298,40 @@ func TestSamplerBounds(t *testing.T) {
 	}
 }
 
+// Rates come from the cluster-wide moves of QueueStats: dead letters of
+// both kinds together, and a count that went down (a shard's leader
+// changed or restarted) gives no rate for the interval, not 0.
 func TestRates(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	a := queueSample{At: t0, Sent: 10, Received: 4, DeadLettered: 0}
-	b := queueSample{At: t0.Add(2 * time.Second), Sent: 30, Received: 2, DeadLettered: 1}
-	r := rateBetween(a, b)
-	if !r.ok || r.Sent != 10 || r.Received != 0 || r.DeadLettered != 0.5 {
-		t.Fatalf("rates %+v", r)
+	s := newSampler(4, 8, func() time.Time { return t0 })
+	s.addQueue(client.QueueStats{Name: "q", Moves: map[string]uint64{"sent": 10, "received": 4, "acked": 3, "dead_lettered": 1}})
+	if r := s.lastRates("q"); r.ok {
+		t.Fatalf("rates %+v from one sample", r)
 	}
-	if rateBetween(queueSample{At: t0, Sent: -1}, b).ok {
-		t.Fatal("a rate from a sample without metrics")
+	t0 = t0.Add(2 * time.Second)
+	s.addQueue(client.QueueStats{Name: "q", Moves: map[string]uint64{
+		"sent": 30, "received": 2, "acked": 7, "dead_lettered": 1, "dead_lettered_by_client": 2, "nacked": 50,
+	}})
+	r := s.lastRates("q")
+	if !r.ok || r.Sent != 10 || !math.IsNaN(r.Received) || r.Acked != 2 || r.DeadLettered != 1 {
+		t.Fatalf("rates %+v, want sent 10, received none (reset), acked 2, dead-lettered 1 per second", r)
+	}
+	if got := rate(r, r.Received); got != "-" {
+		t.Fatalf("a reset interval shows %q, want -", got)
+	}
+	if got := rate(r, r.Acked); got != "2.0" {
+		t.Fatalf("the acked rate shows %q, want 2.0", got)
+	}
+	// A server that reports no moves: zero counts, zero rates.
+	t0 = t0.Add(2 * time.Second)
+	s.addQueue(client.QueueStats{Name: "q"})
+	if r := s.lastRates("q"); !r.ok || !math.IsNaN(r.Sent) || !math.IsNaN(r.Acked) {
+		t.Fatalf("rates %+v after the counts went to nothing, want none", r)
+	}
+	t0 = t0.Add(2 * time.Second)
+	s.addQueue(client.QueueStats{Name: "q"})
+	if r := s.lastRates("q"); !r.ok || r.Sent != 0 || r.Acked != 0 {
+		t.Fatalf("rates %+v of an idle queue, want 0", r)
 	}
 }
 

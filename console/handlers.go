@@ -501,7 +501,6 @@ type queuesData struct {
 	Rows  []queueRow
 	Total int
 	Shown int
-	Node  string
 }
 
 func (c *Console) queues(ctx context.Context, cl *client.Client) (*queuesData, error) {
@@ -510,7 +509,7 @@ func (c *Console) queues(ctx context.Context, cl *client.Client) (*queuesData, e
 		return nil, err
 	}
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Name < qs[j].Name })
-	d := &queuesData{Total: len(qs), Node: c.o.NodeID}
+	d := &queuesData{Total: len(qs)}
 	if len(qs) > MaxListed {
 		qs = qs[:MaxListed]
 	}
@@ -554,7 +553,6 @@ type queueData struct {
 	Info    client.QueueInfo
 	Stats   client.QueueStats
 	Rates   rates
-	Node    string
 	Sampled bool
 	Window  string
 	Every   string
@@ -579,7 +577,7 @@ func (c *Console) queuePage(ctx context.Context, r *http.Request, cl *client.Cli
 		return httpStatus(err)
 	}
 	v.Poll = Prefix + "api/queue?name=" + url.QueryEscape(name)
-	v.Data = &queueData{Info: q, Stats: st, Rates: c.samples.lastRates(st.Name), Node: c.o.NodeID,
+	v.Data = &queueData{Info: q, Stats: st, Rates: c.samples.lastRates(st.Name),
 		Sampled: c.samples.queue(st.Name) != nil, Window: c.o.Window.String(), Every: c.o.SampleEvery.String()}
 	return http.StatusOK
 }

@@ -17,14 +17,15 @@ import (
 	"github.com/raftq/raftq/client"
 )
 
-// queueSample is one look at a queue: its depth by state (QueueStats,
-// cluster-wide) and this node's counters of calls for it
-// (raftq_messages_total, calls this node's API served).
+// queueSample is one look at a queue, cluster-wide: its depth by state
+// and the counts of its moves (QueueStats), which each shard's leader
+// keeps and may restart from 0 (api/raftqv1/raftq.proto QueueStatsResponse).
 type queueSample struct {
 	At                             time.Time
 	Ready, Delayed, InFlight, Dead uint64
-	// Counters; -1 when the node's metrics were not read.
-	Sent, Received, DeadLettered float64
+	// Counts of moves: sent, received (leases granted), acked, and
+	// dead-lettered (automatically or by a consumer).
+	Sent, Received, Acked, DeadLettered uint64
 }
 
 // latencySample is one interval of a shard's proposals led by this node:
@@ -129,7 +130,7 @@ func (c *Console) sampleOnce(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		c.samples.addQueue(st, fams)
+		c.samples.addQueue(st)
 	}
 	c.samples.retain(keep)
 }
@@ -151,13 +152,11 @@ func (s *sampler) retain(keep map[string]bool) {
 	}
 }
 
-func (s *sampler) addQueue(st client.QueueStats, fams map[string]*dto.MetricFamily) {
-	smp := queueSample{At: s.now(), Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead, Sent: -1, Received: -1, DeadLettered: -1}
-	if fams != nil {
-		smp.Sent = counter(fams, st.Name, "sent")
-		smp.Received = counter(fams, st.Name, "received")
-		smp.DeadLettered = counter(fams, st.Name, "dead_lettered")
-	}
+func (s *sampler) addQueue(st client.QueueStats) {
+	mv := st.Moves
+	smp := queueSample{At: s.now(), Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead,
+		Sent: mv["sent"], Received: mv["received"], Acked: mv["acked"],
+		DeadLettered: mv["dead_lettered"] + mv["dead_lettered_by_client"]}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.queues[st.Name]
@@ -181,10 +180,12 @@ func (s *sampler) queue(name string) []queueSample {
 }
 
 // rates are per-second rates between a queue's last two samples; ok is
-// false with fewer than two samples or no metrics.
+// false with fewer than two samples. A rate is NaN where its count went
+// down in the interval: a shard's leader changed or restarted and counts
+// from 0 again, so the interval has no rate.
 type rates struct {
-	Sent, Received, DeadLettered float64
-	ok                           bool
+	Sent, Received, Acked, DeadLettered float64
+	ok                                  bool
 }
 
 func (s *sampler) lastRates(name string) rates {
@@ -197,12 +198,17 @@ func (s *sampler) lastRates(name string) rates {
 
 func rateBetween(a, b queueSample) rates {
 	dt := b.At.Sub(a.At).Seconds()
-	if dt <= 0 || a.Sent < 0 || b.Sent < 0 {
+	if dt <= 0 {
 		return rates{}
 	}
-	// A counter that went down was reset (the node restarted): no rate.
-	d := func(x, y float64) float64 { return max(0, y-x) / dt }
-	return rates{Sent: d(a.Sent, b.Sent), Received: d(a.Received, b.Received), DeadLettered: d(a.DeadLettered, b.DeadLettered), ok: true}
+	d := func(x, y uint64) float64 {
+		if y < x {
+			return math.NaN() // a reset
+		}
+		return float64(y-x) / dt
+	}
+	return rates{Sent: d(a.Sent, b.Sent), Received: d(a.Received, b.Received), Acked: d(a.Acked, b.Acked),
+		DeadLettered: d(a.DeadLettered, b.DeadLettered), ok: true}
 }
 
 // readMetrics reads this node's metrics in process; nil without them.
@@ -242,15 +248,6 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
-}
-
-func counter(fams map[string]*dto.MetricFamily, queue, event string) float64 {
-	for _, m := range fams["raftq_messages_total"].GetMetric() {
-		if label(m, "queue") == queue && label(m, "event") == event {
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
 }
 
 // addLatency turns raftq_shard_propose_seconds into one interval per

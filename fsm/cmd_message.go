@@ -96,6 +96,7 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage, full *bool) *fsmpb.En
 	s.nextSeq++
 	s.insert(m)
 	s.counters.Enqueued++
+	s.moved(q.name, MoveSent)
 	if m.dedupKey != "" {
 		s.addDedup(dh, m.id, s.dedupUntil(q, nm))
 	}
@@ -185,6 +186,7 @@ func (s *state) receive(ctx *applyCtx, c *fsmpb.Receive) *fsmpb.Result {
 			m.lastReceivedMs = s.clock
 			m.addAttempt(attempt{epoch: m.leaseEpoch, receivedMs: s.clock, consumer: consumer})
 		})
+		s.moved(q.name, MoveReceived)
 		out = append(out, m.leasedProto())
 	}
 	return &fsmpb.Result{Status: okStatus(), Body: &fsmpb.Result_Receive{Receive: &fsmpb.ReceiveResult{Messages: out}}}

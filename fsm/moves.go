@@ -4,8 +4,13 @@ import "sort"
 
 // Move names one way a message moved, as Options.Moves reports it. The
 // names are the metric label values of raftq_queue_transitions_total and
-// raftq_messages_total (docs/metrics.md).
+// raftq_messages_total (docs/metrics.md), and the keys of the moves in
+// queue stats (api/raftqv1/raftq.proto QueueStatsResponse.moves); MoveSent
+// and MoveReceived are in the stats only: the metrics count sends and
+// receives by API call.
 const (
+	MoveSent              = "sent"                    // a message was enqueued (a deduplicated send enqueues nothing)
+	MoveReceived          = "received"                // a lease was granted
 	MoveLeaseExpired      = "lease_expired"           // a lease's deadline passed (or was set to now by a zero extend)
 	MoveNacked            = "nacked"                  // a live lease was nacked
 	MoveSnoozed           = "snoozed"                 // a live lease was snoozed

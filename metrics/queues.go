@@ -107,8 +107,10 @@ func (l *queueLabels) prune() []string {
 }
 
 // messageEvents maps the moves the FSM reports at settle time to the event
-// names of raftq_messages_total; the other moves go to
-// raftq_queue_transitions_total only.
+// names of raftq_messages_total; the transitionReasons go to
+// raftq_queue_transitions_total, and the rest (fsm.MoveSent,
+// fsm.MoveReceived: the server counts sends and receives by API call) to
+// neither.
 var messageEvents = map[string]string{
 	fsm.MoveAcked:             "acked",
 	fsm.MoveNacked:            "nacked",

@@ -185,9 +185,25 @@ func TestTransitionsFromALedShard(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	propose(t, sh, &fsmpb.Command{Cmd: &fsmpb.Command_Redrive{Redrive: &fsmpb.Redrive{Queue: "jobs"}}})
-	if out := scrape(t, m); !strings.Contains(out, `raftq_queue_transitions_total{queue="jobs",reason="redriven"} 1`+"\n") ||
+	out := scrape(t, m)
+	if !strings.Contains(out, `raftq_queue_transitions_total{queue="jobs",reason="redriven"} 1`+"\n") ||
 		!strings.Contains(out, `raftq_queue_transitions_total{queue="jobs",reason="nacked"} 1`+"\n") {
 		t.Fatalf("after a redrive:\n%s", grepLines(out, "jobs"))
+	}
+	// The shard also counts sends and leases (for queue stats), but the
+	// metrics count those by API call (Metrics.Count) and must not get
+	// them a second time from the shard.
+	for _, l := range strings.Split(grepLines(out, "jobs"), "\n") {
+		if strings.Contains(l, `"sent"`) || strings.Contains(l, `"received"`) {
+			t.Fatalf("the shard's send or lease counts reached /metrics: %s", l)
+		}
+	}
+	moves := map[string]uint64{}
+	for _, mv := range sh.Moves() {
+		moves[mv.Event] = mv.N
+	}
+	if moves["sent"] != 2 || moves["received"] != 3 {
+		t.Fatalf("the shard counted moves %v, want sent 2, received 3", moves)
 	}
 }
 

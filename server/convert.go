@@ -4,6 +4,7 @@ import (
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/peer/peerpb"
 )
 
 // The public API (api/raftqv1) and the replicated log (fsm/fsmpb) each own
@@ -148,5 +149,29 @@ func attemptFromFSM(a *fsmpb.Attempt) *raftqv1.Attempt {
 		Outcome:    raftqv1.Reason(a.GetOutcome()),
 		Error:      a.GetError(),
 		Consumer:   a.GetConsumer(),
+	}
+}
+
+// addShardStats adds one shard's stats of a queue (its leader's answer) to
+// the queue's: counts and moves are summed over the shards, the oldest
+// ready age is the oldest of any. convert_test.go fails when a field of
+// the shard's stats is not carried here.
+func addShardStats(out *raftqv1.QueueStatsResponse, st *peerpb.QueueStats) {
+	out.Ready += st.GetReady()
+	out.Delayed += st.GetDelayed()
+	out.InFlight += st.GetInFlight()
+	out.Dead += st.GetDead()
+	out.DeadExpired += st.GetDeadExpired()
+	out.BlockedGroups += st.GetBlockedGroups()
+	out.LiveBytes += st.GetLiveBytes()
+	out.Completed += st.GetCompleted()
+	out.CompletedBytes += st.GetCompletedBytes()
+	out.CompletedEvicted += st.GetCompletedEvicted()
+	out.OldestReadyAgeMs = max(out.OldestReadyAgeMs, st.GetOldestReadyAgeMs())
+	for ev, n := range st.GetMoves() {
+		if out.Moves == nil {
+			out.Moves = make(map[string]uint64)
+		}
+		out.Moves[ev] += n
 	}
 }

@@ -10,6 +10,7 @@ import (
 	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm/fsmpb"
 	"github.com/raftq/raftq/meta"
+	"github.com/raftq/raftq/peer/peerpb"
 )
 
 // fill sets every field of m, recursively, to a value that is not zero and
@@ -220,5 +221,57 @@ func TestConvertQueueInfo(t *testing.T) {
 	}
 	if !queueInfo(meta.Queue{Name: "jobs", Policy: p, Paused: true}).GetPaused() {
 		t.Error("a paused queue does not show paused")
+	}
+}
+
+// Every field of a shard's stats reaches the queue's under the same name:
+// counts and moves summed over the shards, the oldest ready age the oldest
+// of any.
+func TestAddShardStats(t *testing.T) {
+	st := &peerpb.QueueStats{}
+	fill(st.ProtoReflect(), 1)
+	out := &raftqv1.QueueStatsResponse{}
+	addShardStats(out, st)
+	addShardStats(out, st)
+	// A shard with a move the others lack, and one with no stats at all
+	// (the queue has no messages there).
+	addShardStats(out, &peerpb.QueueStats{Moves: map[string]uint64{"acked": 5}})
+	addShardStats(out, nil)
+
+	a, o := st.ProtoReflect(), out.ProtoReflect()
+	fields := a.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fa := fields.Get(i)
+		if fa.Name() == "name" {
+			continue // the server names the queue from the request
+		}
+		fo := o.Descriptor().Fields().ByName(fa.Name())
+		if fo == nil || fo.Kind() != fa.Kind() || fo.IsMap() != fa.IsMap() {
+			t.Errorf("shard stats field %s: missing from QueueStatsResponse or declared differently", fa.Name())
+			continue
+		}
+		switch {
+		case fa.IsMap():
+			va, vo := a.Get(fa).Map(), o.Get(fo).Map()
+			va.Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
+				if w := vo.Get(k); !w.IsValid() || w.Uint() != 2*v.Uint() {
+					t.Errorf("%s[%v] = %v, want the sum of two shards' %v", fa.Name(), k, w, v)
+				}
+				return true
+			})
+		case fa.Name() == "oldest_ready_age_ms":
+			if got, want := o.Get(fo).Int(), a.Get(fa).Int(); got != want {
+				t.Errorf("%s = %d, want the oldest shard's %d", fa.Name(), got, want)
+			}
+		case fa.Kind() == protoreflect.Uint64Kind:
+			if got, want := o.Get(fo).Uint(), 2*a.Get(fa).Uint(); got != want {
+				t.Errorf("%s = %d, want the sum of two shards' %d", fa.Name(), got, want)
+			}
+		default:
+			t.Errorf("shard stats field %s of kind %v: say in addShardStats and here how it adds up", fa.Name(), fa.Kind())
+		}
+	}
+	if out.Moves["acked"] != 5 {
+		t.Errorf("moves[acked] = %d, want the one shard's 5", out.Moves["acked"])
 	}
 }

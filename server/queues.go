@@ -262,18 +262,7 @@ func (q *queues) QueueStats(ctx context.Context, req *raftqv1.QueueStatsRequest)
 		if a.Err != nil {
 			return nil, q.toStatus(ctx, fmt.Errorf("stats of shard %d: %w", a.Shard, a.Err))
 		}
-		st := a.Value.GetStats()
-		out.Ready += st.GetReady()
-		out.Delayed += st.GetDelayed()
-		out.InFlight += st.GetInFlight()
-		out.Dead += st.GetDead()
-		out.DeadExpired += st.GetDeadExpired()
-		out.BlockedGroups += st.GetBlockedGroups()
-		out.LiveBytes += st.GetLiveBytes()
-		out.Completed += st.GetCompleted()
-		out.CompletedBytes += st.GetCompletedBytes()
-		out.CompletedEvicted += st.GetCompletedEvicted()
-		out.OldestReadyAgeMs = max(out.OldestReadyAgeMs, st.GetOldestReadyAgeMs())
+		addShardStats(out, a.Value.GetStats())
 	}
 	return out, nil
 }

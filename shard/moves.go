@@ -15,19 +15,22 @@ import (
 // the counts are for rates and alerts, not for accounting.
 type moveCounts struct {
 	mu sync.Mutex
-	n  map[moveKey]uint64
+	n  map[string]map[string]uint64 // by queue, then event
 }
-
-type moveKey struct{ queue, event string }
 
 func (c *moveCounts) add(ms []fsm.MoveCount) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {
-		c.n = make(map[moveKey]uint64)
+		c.n = make(map[string]map[string]uint64)
 	}
 	for _, m := range ms {
-		c.n[moveKey{m.Queue, m.Event}] += m.N
+		q := c.n[m.Queue]
+		if q == nil {
+			q = make(map[string]uint64)
+			c.n[m.Queue] = q
+		}
+		q[m.Event] += m.N
 	}
 }
 
@@ -37,13 +40,15 @@ func (c *moveCounts) add(ms []fsm.MoveCount) {
 func (c *moveCounts) snapshot(keep func(queue string) bool) []fsm.MoveCount {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]fsm.MoveCount, 0, len(c.n))
-	for k, n := range c.n {
-		if !keep(k.queue) {
-			delete(c.n, k)
+	var out []fsm.MoveCount
+	for q, evs := range c.n {
+		if !keep(q) {
+			delete(c.n, q)
 			continue
 		}
-		out = append(out, fsm.MoveCount{Queue: k.queue, Event: k.event, N: n})
+		for ev, n := range evs {
+			out = append(out, fsm.MoveCount{Queue: q, Event: ev, N: n})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Queue != out[j].Queue {
@@ -51,6 +56,21 @@ func (c *moveCounts) snapshot(keep func(queue string) bool) []fsm.MoveCount {
 		}
 		return out[i].Event < out[j].Event
 	})
+	return out
+}
+
+// of returns a copy of one queue's counts by event, nil if it has none.
+func (c *moveCounts) of(queue string) map[string]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	evs := c.n[queue]
+	if len(evs) == 0 {
+		return nil
+	}
+	out := make(map[string]uint64, len(evs))
+	for ev, n := range evs {
+		out[ev] = n
+	}
 	return out
 }
 
@@ -68,4 +88,12 @@ func (s *Shard) onMoves(ms []fsm.MoveCount) {
 func (s *Shard) Moves() []fsm.MoveCount {
 	qs := s.fsm.Queues()
 	return s.moves.snapshot(func(q string) bool { _, ok := qs[q]; return ok })
+}
+
+// QueueMoves is Moves for one queue, by event: what queue stats report
+// (router/local.go). A queue deleted and created again may carry on from
+// the old queue's counts until the next Moves call forgets them; they only
+// grow, so rates read from them stay right.
+func (s *Shard) QueueMoves(queue string) map[string]uint64 {
+	return s.moves.of(queue)
 }

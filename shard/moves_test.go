@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/raftq/raftq/fsm"
@@ -42,12 +43,29 @@ func TestMovesCountedOnceByTheLeader(t *testing.T) {
 			sum[k] += n
 		}
 	}
-	if sum["q/"+fsm.MoveNacked] != 1 || sum["q/"+fsm.MoveAcked] != 1 || len(sum) != 2 {
-		t.Fatalf("moves over the replicas %v, want q/nacked 1 and q/acked 1", sum)
+	want := map[string]uint64{"q/" + fsm.MoveSent: 1, "q/" + fsm.MoveReceived: 2, "q/" + fsm.MoveNacked: 1, "q/" + fsm.MoveAcked: 1}
+	if !maps.Equal(sum, want) {
+		t.Fatalf("moves over the replicas %v, want %v", sum, want)
+	}
+	// Queue stats read one queue's counts from the leader.
+	for _, nd := range c.live() {
+		got := nd.sh.QueueMoves("q")
+		switch {
+		case nd == leader && (got[fsm.MoveSent] != 1 || got[fsm.MoveReceived] != 2 || got[fsm.MoveNacked] != 1 || got[fsm.MoveAcked] != 1 || len(got) != 4):
+			t.Errorf("leader's QueueMoves(q) = %v, want sent 1, received 2, nacked 1, acked 1", got)
+		case nd != leader && len(got) != 0:
+			t.Errorf("follower %s's QueueMoves(q) = %v, want none", nd.id, got)
+		}
+	}
+	if got := leader.sh.QueueMoves("other"); got != nil {
+		t.Errorf("QueueMoves of a queue with no moves = %v, want nil", got)
 	}
 
 	mustPropose(t, leader.sh, &fsmpb.Command{Cmd: &fsmpb.Command_DeleteQueue{DeleteQueue: &fsmpb.DeleteQueue{Queue: "q"}}})
 	if got := movesOf(leader.sh); len(got) != 0 {
 		t.Fatalf("after the queue was deleted the leader still reports %v", got)
+	}
+	if got := leader.sh.QueueMoves("q"); got != nil {
+		t.Fatalf("after the queue was deleted and Moves forgot it, QueueMoves(q) = %v", got)
 	}
 }

@@ -1541,8 +1541,19 @@ type QueueStatsResponse struct {
 	CompletedEvicted uint64                 `protobuf:"varint,52,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"` // dropped early by completed_max_bytes_per_shard
 	DeadExpired      uint64                 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"`                // discarded after the queue's dead_retention_ms
 	Paused           bool                   `protobuf:"varint,40,opt,name=paused,proto3" json:"paused,omitempty"`                                             // see PauseQueue
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// moves: how many messages made each move, by event: sent (enqueued; a
+	// deduplicated send is not counted), received (a lease granted), acked,
+	// nacked, snoozed, extended, lease_expired, dead_lettered (after the last
+	// allowed receive), dead_lettered_by_client, redriven, expired (past
+	// retention_ms), dead_expired (past dead_retention_ms). Each shard's
+	// current leader counts the moves it applied since it took the lead, and
+	// the figures are summed over shards. They are for rates, not
+	// accounting: a sum may go down when a shard's leader changes or
+	// restarts, so read a decrease as a reset. An event nothing made yet
+	// may be absent.
+	Moves         map[string]uint64 `protobuf:"bytes,70,rep,name=moves,proto3" json:"moves,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueStatsResponse) Reset() {
@@ -1685,6 +1696,13 @@ func (x *QueueStatsResponse) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *QueueStatsResponse) GetMoves() map[string]uint64 {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
 }
 
 type SendRequest struct {
@@ -7329,7 +7347,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x12ResumeQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"'\n" +
 	"\x11QueueStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xa6\x04\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x9f\x05\n" +
 	"\x12QueueStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n" +
@@ -7348,7 +7366,12 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x0fcompleted_bytes\x183 \x01(\x04R\x0ecompletedBytes\x12+\n" +
 	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\x12!\n" +
 	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\x12\x16\n" +
-	"\x06paused\x18( \x01(\bR\x06paused\"\xa6\x04\n" +
+	"\x06paused\x18( \x01(\bR\x06paused\x12=\n" +
+	"\x05moves\x18F \x03(\v2'.raftq.v1.QueueStatsResponse.MovesEntryR\x05moves\x1a8\n" +
+	"\n" +
+	"MovesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xa6\x04\n" +
 	"\vSendRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12E\n" +
@@ -7872,7 +7895,7 @@ func file_api_raftqv1_raftq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftqv1_raftq_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 114)
+var file_api_raftqv1_raftq_proto_msgTypes = make([]protoimpl.MessageInfo, 115)
 var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(QueueMode)(0),                 // 0: raftq.v1.QueueMode
 	(State)(0),                     // 1: raftq.v1.State
@@ -7989,9 +8012,10 @@ var file_api_raftqv1_raftq_proto_goTypes = []any{
 	(*DeleteScheduleResponse)(nil), // 112: raftq.v1.DeleteScheduleResponse
 	(*TriggerScheduleRequest)(nil), // 113: raftq.v1.TriggerScheduleRequest
 	nil,                            // 114: raftq.v1.Message.AttributesEntry
-	nil,                            // 115: raftq.v1.SendRequest.AttributesEntry
-	nil,                            // 116: raftq.v1.ReceivedMessage.AttributesEntry
-	nil,                            // 117: raftq.v1.ScheduleInfo.AttributesEntry
+	nil,                            // 115: raftq.v1.QueueStatsResponse.MovesEntry
+	nil,                            // 116: raftq.v1.SendRequest.AttributesEntry
+	nil,                            // 117: raftq.v1.ReceivedMessage.AttributesEntry
+	nil,                            // 118: raftq.v1.ScheduleInfo.AttributesEntry
 }
 var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	0,   // 0: raftq.v1.QueuePolicy.mode:type_name -> raftq.v1.QueueMode
@@ -8007,149 +8031,150 @@ var file_api_raftqv1_raftq_proto_depIdxs = []int32{
 	4,   // 10: raftq.v1.UpdateQueueRequest.policy:type_name -> raftq.v1.QueuePolicy
 	5,   // 11: raftq.v1.QueueStatsResponse.quotas:type_name -> raftq.v1.Quotas
 	5,   // 12: raftq.v1.QueueStatsResponse.tenant_quotas:type_name -> raftq.v1.Quotas
-	115, // 13: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
-	22,  // 14: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
-	25,  // 15: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
-	116, // 16: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
-	28,  // 17: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
-	30,  // 18: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
-	7,   // 19: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
-	46,  // 20: raftq.v1.ListDeadRequest.filter:type_name -> raftq.v1.DeadFilter
-	42,  // 21: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
-	46,  // 22: raftq.v1.RedriveRequest.filter:type_name -> raftq.v1.DeadFilter
-	42,  // 23: raftq.v1.RedriveResponse.would_move:type_name -> raftq.v1.MessageInfo
-	54,  // 24: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
-	55,  // 25: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
-	57,  // 26: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
-	60,  // 27: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
-	55,  // 28: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
-	64,  // 29: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
-	70,  // 30: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
-	71,  // 31: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
-	72,  // 32: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
-	80,  // 33: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
-	81,  // 34: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
-	5,   // 35: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
-	5,   // 36: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	83,  // 37: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
-	5,   // 38: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
-	82,  // 39: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
-	82,  // 40: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
-	82,  // 41: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
-	93,  // 42: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
-	93,  // 43: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
-	102, // 44: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
-	117, // 45: raftq.v1.ScheduleInfo.attributes:type_name -> raftq.v1.ScheduleInfo.AttributesEntry
-	3,   // 46: raftq.v1.ScheduleInfo.misfire:type_name -> raftq.v1.MisfirePolicy
-	104, // 47: raftq.v1.CreateScheduleRequest.schedule:type_name -> raftq.v1.ScheduleInfo
-	104, // 48: raftq.v1.ListSchedulesResponse.schedules:type_name -> raftq.v1.ScheduleInfo
-	9,   // 49: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
-	10,  // 50: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
-	11,  // 51: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
-	13,  // 52: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
-	14,  // 53: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
-	16,  // 54: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
-	20,  // 55: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
-	18,  // 56: raftq.v1.Queues.PauseQueue:input_type -> raftq.v1.PauseQueueRequest
-	19,  // 57: raftq.v1.Queues.ResumeQueue:input_type -> raftq.v1.ResumeQueueRequest
-	22,  // 58: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
-	24,  // 59: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
-	27,  // 60: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
-	31,  // 61: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
-	33,  // 62: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
-	35,  // 63: raftq.v1.Messages.Snooze:input_type -> raftq.v1.SnoozeRequest
-	37,  // 64: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
-	39,  // 65: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
-	41,  // 66: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
-	43,  // 67: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
-	44,  // 68: raftq.v1.Messages.WaitMessage:input_type -> raftq.v1.WaitMessageRequest
-	47,  // 69: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
-	49,  // 70: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
-	51,  // 71: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
-	53,  // 72: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
-	61,  // 73: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
-	58,  // 74: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
-	63,  // 75: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
-	66,  // 76: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
-	67,  // 77: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
-	69,  // 78: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
-	74,  // 79: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
-	76,  // 80: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
-	78,  // 81: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
-	91,  // 82: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
-	94,  // 83: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
-	96,  // 84: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
-	98,  // 85: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
-	99,  // 86: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
-	101, // 87: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
-	84,  // 88: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
-	85,  // 89: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
-	86,  // 90: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
-	88,  // 91: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
-	89,  // 92: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
-	105, // 93: raftq.v1.Schedules.CreateSchedule:input_type -> raftq.v1.CreateScheduleRequest
-	106, // 94: raftq.v1.Schedules.GetSchedule:input_type -> raftq.v1.GetScheduleRequest
-	107, // 95: raftq.v1.Schedules.ListSchedules:input_type -> raftq.v1.ListSchedulesRequest
-	109, // 96: raftq.v1.Schedules.PauseSchedule:input_type -> raftq.v1.PauseScheduleRequest
-	110, // 97: raftq.v1.Schedules.ResumeSchedule:input_type -> raftq.v1.ResumeScheduleRequest
-	111, // 98: raftq.v1.Schedules.DeleteSchedule:input_type -> raftq.v1.DeleteScheduleRequest
-	113, // 99: raftq.v1.Schedules.TriggerSchedule:input_type -> raftq.v1.TriggerScheduleRequest
-	8,   // 100: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
-	8,   // 101: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
-	12,  // 102: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
-	8,   // 103: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
-	15,  // 104: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
-	17,  // 105: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
-	21,  // 106: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
-	8,   // 107: raftq.v1.Queues.PauseQueue:output_type -> raftq.v1.QueueInfo
-	8,   // 108: raftq.v1.Queues.ResumeQueue:output_type -> raftq.v1.QueueInfo
-	23,  // 109: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
-	26,  // 110: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
-	29,  // 111: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
-	32,  // 112: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
-	34,  // 113: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
-	36,  // 114: raftq.v1.Messages.Snooze:output_type -> raftq.v1.SnoozeResponse
-	38,  // 115: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
-	40,  // 116: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
-	42,  // 117: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
-	45,  // 118: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
-	42,  // 119: raftq.v1.Messages.WaitMessage:output_type -> raftq.v1.MessageInfo
-	48,  // 120: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
-	50,  // 121: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
-	52,  // 122: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
-	56,  // 123: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
-	62,  // 124: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
-	59,  // 125: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
-	65,  // 126: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
-	68,  // 127: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
-	68,  // 128: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
-	73,  // 129: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
-	75,  // 130: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
-	77,  // 131: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
-	79,  // 132: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
-	92,  // 133: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
-	95,  // 134: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
-	97,  // 135: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
-	95,  // 136: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
-	100, // 137: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
-	103, // 138: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
-	83,  // 139: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
-	83,  // 140: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
-	87,  // 141: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
-	83,  // 142: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
-	90,  // 143: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
-	104, // 144: raftq.v1.Schedules.CreateSchedule:output_type -> raftq.v1.ScheduleInfo
-	104, // 145: raftq.v1.Schedules.GetSchedule:output_type -> raftq.v1.ScheduleInfo
-	108, // 146: raftq.v1.Schedules.ListSchedules:output_type -> raftq.v1.ListSchedulesResponse
-	104, // 147: raftq.v1.Schedules.PauseSchedule:output_type -> raftq.v1.ScheduleInfo
-	104, // 148: raftq.v1.Schedules.ResumeSchedule:output_type -> raftq.v1.ScheduleInfo
-	112, // 149: raftq.v1.Schedules.DeleteSchedule:output_type -> raftq.v1.DeleteScheduleResponse
-	104, // 150: raftq.v1.Schedules.TriggerSchedule:output_type -> raftq.v1.ScheduleInfo
-	100, // [100:151] is the sub-list for method output_type
-	49,  // [49:100] is the sub-list for method input_type
-	49,  // [49:49] is the sub-list for extension type_name
-	49,  // [49:49] is the sub-list for extension extendee
-	0,   // [0:49] is the sub-list for field type_name
+	115, // 13: raftq.v1.QueueStatsResponse.moves:type_name -> raftq.v1.QueueStatsResponse.MovesEntry
+	116, // 14: raftq.v1.SendRequest.attributes:type_name -> raftq.v1.SendRequest.AttributesEntry
+	22,  // 15: raftq.v1.SendBatchRequest.messages:type_name -> raftq.v1.SendRequest
+	25,  // 16: raftq.v1.SendBatchResponse.results:type_name -> raftq.v1.SendResult
+	117, // 17: raftq.v1.ReceivedMessage.attributes:type_name -> raftq.v1.ReceivedMessage.AttributesEntry
+	28,  // 18: raftq.v1.ReceiveResponse.messages:type_name -> raftq.v1.ReceivedMessage
+	30,  // 19: raftq.v1.AckResponse.results:type_name -> raftq.v1.ItemStatus
+	7,   // 20: raftq.v1.MessageInfo.message:type_name -> raftq.v1.Message
+	46,  // 21: raftq.v1.ListDeadRequest.filter:type_name -> raftq.v1.DeadFilter
+	42,  // 22: raftq.v1.ListDeadResponse.messages:type_name -> raftq.v1.MessageInfo
+	46,  // 23: raftq.v1.RedriveRequest.filter:type_name -> raftq.v1.DeadFilter
+	42,  // 24: raftq.v1.RedriveResponse.would_move:type_name -> raftq.v1.MessageInfo
+	54,  // 25: raftq.v1.StatusResponse.members:type_name -> raftq.v1.Member
+	55,  // 26: raftq.v1.StatusResponse.shards:type_name -> raftq.v1.ShardInfo
+	57,  // 27: raftq.v1.StatusResponse.damaged:type_name -> raftq.v1.DamagedReplica
+	60,  // 28: raftq.v1.RepairResponse.groups:type_name -> raftq.v1.GroupRepair
+	55,  // 29: raftq.v1.ShardMapResponse.shards:type_name -> raftq.v1.ShardInfo
+	64,  // 30: raftq.v1.NodesResponse.nodes:type_name -> raftq.v1.NodeInfo
+	70,  // 31: raftq.v1.RebalanceResponse.moves:type_name -> raftq.v1.ReplicaMovePlan
+	71,  // 32: raftq.v1.RebalanceResponse.leaders:type_name -> raftq.v1.LeaderChangePlan
+	72,  // 33: raftq.v1.RebalanceResponse.nodes:type_name -> raftq.v1.NodeBalance
+	80,  // 34: raftq.v1.SetShardCountResponse.new_shards:type_name -> raftq.v1.ReplicaPlacement
+	81,  // 35: raftq.v1.SetShardCountResponse.slot_moves:type_name -> raftq.v1.SlotMoveInfo
+	5,   // 36: raftq.v1.TenantInfo.quotas:type_name -> raftq.v1.Quotas
+	5,   // 37: raftq.v1.CreateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	83,  // 38: raftq.v1.ListTenantsResponse.tenants:type_name -> raftq.v1.TenantInfo
+	5,   // 39: raftq.v1.UpdateTenantRequest.quotas:type_name -> raftq.v1.Quotas
+	82,  // 40: raftq.v1.WhoAmIResponse.grants:type_name -> raftq.v1.Grant
+	82,  // 41: raftq.v1.KeyInfo.grants:type_name -> raftq.v1.Grant
+	82,  // 42: raftq.v1.CreateKeyRequest.grants:type_name -> raftq.v1.Grant
+	93,  // 43: raftq.v1.CreateKeyResponse.key:type_name -> raftq.v1.KeyInfo
+	93,  // 44: raftq.v1.ListKeysResponse.keys:type_name -> raftq.v1.KeyInfo
+	102, // 45: raftq.v1.ListAuditResponse.records:type_name -> raftq.v1.AuditRecord
+	118, // 46: raftq.v1.ScheduleInfo.attributes:type_name -> raftq.v1.ScheduleInfo.AttributesEntry
+	3,   // 47: raftq.v1.ScheduleInfo.misfire:type_name -> raftq.v1.MisfirePolicy
+	104, // 48: raftq.v1.CreateScheduleRequest.schedule:type_name -> raftq.v1.ScheduleInfo
+	104, // 49: raftq.v1.ListSchedulesResponse.schedules:type_name -> raftq.v1.ScheduleInfo
+	9,   // 50: raftq.v1.Queues.CreateQueue:input_type -> raftq.v1.CreateQueueRequest
+	10,  // 51: raftq.v1.Queues.GetQueue:input_type -> raftq.v1.GetQueueRequest
+	11,  // 52: raftq.v1.Queues.ListQueues:input_type -> raftq.v1.ListQueuesRequest
+	13,  // 53: raftq.v1.Queues.UpdateQueue:input_type -> raftq.v1.UpdateQueueRequest
+	14,  // 54: raftq.v1.Queues.DeleteQueue:input_type -> raftq.v1.DeleteQueueRequest
+	16,  // 55: raftq.v1.Queues.PurgeQueue:input_type -> raftq.v1.PurgeQueueRequest
+	20,  // 56: raftq.v1.Queues.QueueStats:input_type -> raftq.v1.QueueStatsRequest
+	18,  // 57: raftq.v1.Queues.PauseQueue:input_type -> raftq.v1.PauseQueueRequest
+	19,  // 58: raftq.v1.Queues.ResumeQueue:input_type -> raftq.v1.ResumeQueueRequest
+	22,  // 59: raftq.v1.Messages.Send:input_type -> raftq.v1.SendRequest
+	24,  // 60: raftq.v1.Messages.SendBatch:input_type -> raftq.v1.SendBatchRequest
+	27,  // 61: raftq.v1.Messages.Receive:input_type -> raftq.v1.ReceiveRequest
+	31,  // 62: raftq.v1.Messages.Ack:input_type -> raftq.v1.AckRequest
+	33,  // 63: raftq.v1.Messages.Nack:input_type -> raftq.v1.NackRequest
+	35,  // 64: raftq.v1.Messages.Snooze:input_type -> raftq.v1.SnoozeRequest
+	37,  // 65: raftq.v1.Messages.ExtendLease:input_type -> raftq.v1.ExtendLeaseRequest
+	39,  // 66: raftq.v1.Messages.DeadLetter:input_type -> raftq.v1.DeadLetterRequest
+	41,  // 67: raftq.v1.Messages.GetMessage:input_type -> raftq.v1.GetMessageRequest
+	43,  // 68: raftq.v1.Messages.CancelMessage:input_type -> raftq.v1.CancelMessageRequest
+	44,  // 69: raftq.v1.Messages.WaitMessage:input_type -> raftq.v1.WaitMessageRequest
+	47,  // 70: raftq.v1.DeadLetters.ListDead:input_type -> raftq.v1.ListDeadRequest
+	49,  // 71: raftq.v1.DeadLetters.Redrive:input_type -> raftq.v1.RedriveRequest
+	51,  // 72: raftq.v1.DeadLetters.Discard:input_type -> raftq.v1.DiscardRequest
+	53,  // 73: raftq.v1.Cluster.Status:input_type -> raftq.v1.StatusRequest
+	61,  // 74: raftq.v1.Cluster.ShardMap:input_type -> raftq.v1.ShardMapRequest
+	58,  // 75: raftq.v1.Cluster.Repair:input_type -> raftq.v1.RepairRequest
+	63,  // 76: raftq.v1.Cluster.Nodes:input_type -> raftq.v1.NodesRequest
+	66,  // 77: raftq.v1.Cluster.RemoveNode:input_type -> raftq.v1.RemoveNodeRequest
+	67,  // 78: raftq.v1.Cluster.ReplaceNode:input_type -> raftq.v1.ReplaceNodeRequest
+	69,  // 79: raftq.v1.Cluster.Rebalance:input_type -> raftq.v1.RebalanceRequest
+	74,  // 80: raftq.v1.Cluster.Backup:input_type -> raftq.v1.BackupRequest
+	76,  // 81: raftq.v1.Cluster.CancelMove:input_type -> raftq.v1.CancelMoveRequest
+	78,  // 82: raftq.v1.Cluster.SetShardCount:input_type -> raftq.v1.SetShardCountRequest
+	91,  // 83: raftq.v1.Access.WhoAmI:input_type -> raftq.v1.WhoAmIRequest
+	94,  // 84: raftq.v1.Access.CreateKey:input_type -> raftq.v1.CreateKeyRequest
+	96,  // 85: raftq.v1.Access.ListKeys:input_type -> raftq.v1.ListKeysRequest
+	98,  // 86: raftq.v1.Access.RotateKey:input_type -> raftq.v1.RotateKeyRequest
+	99,  // 87: raftq.v1.Access.RevokeKey:input_type -> raftq.v1.RevokeKeyRequest
+	101, // 88: raftq.v1.Access.ListAudit:input_type -> raftq.v1.ListAuditRequest
+	84,  // 89: raftq.v1.Tenants.CreateTenant:input_type -> raftq.v1.CreateTenantRequest
+	85,  // 90: raftq.v1.Tenants.GetTenant:input_type -> raftq.v1.GetTenantRequest
+	86,  // 91: raftq.v1.Tenants.ListTenants:input_type -> raftq.v1.ListTenantsRequest
+	88,  // 92: raftq.v1.Tenants.UpdateTenant:input_type -> raftq.v1.UpdateTenantRequest
+	89,  // 93: raftq.v1.Tenants.DeleteTenant:input_type -> raftq.v1.DeleteTenantRequest
+	105, // 94: raftq.v1.Schedules.CreateSchedule:input_type -> raftq.v1.CreateScheduleRequest
+	106, // 95: raftq.v1.Schedules.GetSchedule:input_type -> raftq.v1.GetScheduleRequest
+	107, // 96: raftq.v1.Schedules.ListSchedules:input_type -> raftq.v1.ListSchedulesRequest
+	109, // 97: raftq.v1.Schedules.PauseSchedule:input_type -> raftq.v1.PauseScheduleRequest
+	110, // 98: raftq.v1.Schedules.ResumeSchedule:input_type -> raftq.v1.ResumeScheduleRequest
+	111, // 99: raftq.v1.Schedules.DeleteSchedule:input_type -> raftq.v1.DeleteScheduleRequest
+	113, // 100: raftq.v1.Schedules.TriggerSchedule:input_type -> raftq.v1.TriggerScheduleRequest
+	8,   // 101: raftq.v1.Queues.CreateQueue:output_type -> raftq.v1.QueueInfo
+	8,   // 102: raftq.v1.Queues.GetQueue:output_type -> raftq.v1.QueueInfo
+	12,  // 103: raftq.v1.Queues.ListQueues:output_type -> raftq.v1.ListQueuesResponse
+	8,   // 104: raftq.v1.Queues.UpdateQueue:output_type -> raftq.v1.QueueInfo
+	15,  // 105: raftq.v1.Queues.DeleteQueue:output_type -> raftq.v1.DeleteQueueResponse
+	17,  // 106: raftq.v1.Queues.PurgeQueue:output_type -> raftq.v1.PurgeQueueResponse
+	21,  // 107: raftq.v1.Queues.QueueStats:output_type -> raftq.v1.QueueStatsResponse
+	8,   // 108: raftq.v1.Queues.PauseQueue:output_type -> raftq.v1.QueueInfo
+	8,   // 109: raftq.v1.Queues.ResumeQueue:output_type -> raftq.v1.QueueInfo
+	23,  // 110: raftq.v1.Messages.Send:output_type -> raftq.v1.SendResponse
+	26,  // 111: raftq.v1.Messages.SendBatch:output_type -> raftq.v1.SendBatchResponse
+	29,  // 112: raftq.v1.Messages.Receive:output_type -> raftq.v1.ReceiveResponse
+	32,  // 113: raftq.v1.Messages.Ack:output_type -> raftq.v1.AckResponse
+	34,  // 114: raftq.v1.Messages.Nack:output_type -> raftq.v1.NackResponse
+	36,  // 115: raftq.v1.Messages.Snooze:output_type -> raftq.v1.SnoozeResponse
+	38,  // 116: raftq.v1.Messages.ExtendLease:output_type -> raftq.v1.ExtendLeaseResponse
+	40,  // 117: raftq.v1.Messages.DeadLetter:output_type -> raftq.v1.DeadLetterResponse
+	42,  // 118: raftq.v1.Messages.GetMessage:output_type -> raftq.v1.MessageInfo
+	45,  // 119: raftq.v1.Messages.CancelMessage:output_type -> raftq.v1.CancelMessageResponse
+	42,  // 120: raftq.v1.Messages.WaitMessage:output_type -> raftq.v1.MessageInfo
+	48,  // 121: raftq.v1.DeadLetters.ListDead:output_type -> raftq.v1.ListDeadResponse
+	50,  // 122: raftq.v1.DeadLetters.Redrive:output_type -> raftq.v1.RedriveResponse
+	52,  // 123: raftq.v1.DeadLetters.Discard:output_type -> raftq.v1.DiscardResponse
+	56,  // 124: raftq.v1.Cluster.Status:output_type -> raftq.v1.StatusResponse
+	62,  // 125: raftq.v1.Cluster.ShardMap:output_type -> raftq.v1.ShardMapResponse
+	59,  // 126: raftq.v1.Cluster.Repair:output_type -> raftq.v1.RepairResponse
+	65,  // 127: raftq.v1.Cluster.Nodes:output_type -> raftq.v1.NodesResponse
+	68,  // 128: raftq.v1.Cluster.RemoveNode:output_type -> raftq.v1.NodeDrainResponse
+	68,  // 129: raftq.v1.Cluster.ReplaceNode:output_type -> raftq.v1.NodeDrainResponse
+	73,  // 130: raftq.v1.Cluster.Rebalance:output_type -> raftq.v1.RebalanceResponse
+	75,  // 131: raftq.v1.Cluster.Backup:output_type -> raftq.v1.BackupChunk
+	77,  // 132: raftq.v1.Cluster.CancelMove:output_type -> raftq.v1.CancelMoveResponse
+	79,  // 133: raftq.v1.Cluster.SetShardCount:output_type -> raftq.v1.SetShardCountResponse
+	92,  // 134: raftq.v1.Access.WhoAmI:output_type -> raftq.v1.WhoAmIResponse
+	95,  // 135: raftq.v1.Access.CreateKey:output_type -> raftq.v1.CreateKeyResponse
+	97,  // 136: raftq.v1.Access.ListKeys:output_type -> raftq.v1.ListKeysResponse
+	95,  // 137: raftq.v1.Access.RotateKey:output_type -> raftq.v1.CreateKeyResponse
+	100, // 138: raftq.v1.Access.RevokeKey:output_type -> raftq.v1.RevokeKeyResponse
+	103, // 139: raftq.v1.Access.ListAudit:output_type -> raftq.v1.ListAuditResponse
+	83,  // 140: raftq.v1.Tenants.CreateTenant:output_type -> raftq.v1.TenantInfo
+	83,  // 141: raftq.v1.Tenants.GetTenant:output_type -> raftq.v1.TenantInfo
+	87,  // 142: raftq.v1.Tenants.ListTenants:output_type -> raftq.v1.ListTenantsResponse
+	83,  // 143: raftq.v1.Tenants.UpdateTenant:output_type -> raftq.v1.TenantInfo
+	90,  // 144: raftq.v1.Tenants.DeleteTenant:output_type -> raftq.v1.DeleteTenantResponse
+	104, // 145: raftq.v1.Schedules.CreateSchedule:output_type -> raftq.v1.ScheduleInfo
+	104, // 146: raftq.v1.Schedules.GetSchedule:output_type -> raftq.v1.ScheduleInfo
+	108, // 147: raftq.v1.Schedules.ListSchedules:output_type -> raftq.v1.ListSchedulesResponse
+	104, // 148: raftq.v1.Schedules.PauseSchedule:output_type -> raftq.v1.ScheduleInfo
+	104, // 149: raftq.v1.Schedules.ResumeSchedule:output_type -> raftq.v1.ScheduleInfo
+	112, // 150: raftq.v1.Schedules.DeleteSchedule:output_type -> raftq.v1.DeleteScheduleResponse
+	104, // 151: raftq.v1.Schedules.TriggerSchedule:output_type -> raftq.v1.ScheduleInfo
+	101, // [101:152] is the sub-list for method output_type
+	50,  // [50:101] is the sub-list for method input_type
+	50,  // [50:50] is the sub-list for extension type_name
+	50,  // [50:50] is the sub-list for extension extendee
+	0,   // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_api_raftqv1_raftq_proto_init() }
@@ -8163,7 +8188,7 @@ func file_api_raftqv1_raftq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftqv1_raftq_proto_rawDesc), len(file_api_raftqv1_raftq_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   114,
+			NumMessages:   115,
 			NumExtensions: 0,
 			NumServices:   7,
 		},

@@ -61,6 +61,7 @@ func (s *Server) enqueue(queue string, r *raftqv1.SendRequest) (*raftqv1.SendRes
 	}
 	s.msgs[m.Id] = m
 	s.order = append(s.order, m.Id)
+	s.moved(queue, "sent", 1)
 	if k := r.GetDedupKey(); k != "" {
 		s.dedup[queue+"\x00"+k] = m.Id
 		if r.GetUniqueUntilDone() {
@@ -182,6 +183,7 @@ func (s *Server) take(queue string, n int, visibility time.Duration, consumer st
 		m.ReceiveCount++
 		m.LastReceivedMs = now.UnixMilli()
 		m.History = append(m.History, &raftqv1.Attempt{LeaseEpoch: m.LeaseEpoch, ReceivedMs: now.UnixMilli(), Consumer: consumer})
+		s.moved(queue, "received", 1)
 		out = append(out, &raftqv1.ReceivedMessage{
 			MessageId: s.publicID(m.Id), Receipt: wire.Receipt{Shard: s.Shard, ID: m.Id, Epoch: m.LeaseEpoch, Term: 1}.String(),
 			LeaseEpoch: m.LeaseEpoch, Body: m.Body, Attributes: m.Attributes, Type: m.Type, GroupId: m.GroupId,
@@ -265,6 +267,7 @@ func (ms *messagesSvc) Ack(ctx context.Context, r *raftqv1.AckRequest) (*raftqv1
 			m.Result = rs[i]
 		}
 		endAttempt(m, time.Now().UnixMilli(), raftqv1.Reason_REASON_UNSPECIFIED, "")
+		s.moved(m.Queue, "acked", 1)
 		resp.Results = append(resp.Results, &raftqv1.ItemStatus{})
 	}
 	return resp, nil
@@ -283,6 +286,7 @@ func (ms *messagesSvc) Nack(ctx context.Context, r *raftqv1.NackRequest) (*raftq
 		delay = s.backoff(m)
 	}
 	s.release(m, delay, raftqv1.Reason_REASON_NACKED, r.GetError())
+	s.moved(m.Queue, "nacked", 1)
 	return &raftqv1.NackResponse{}, nil
 }
 
@@ -302,6 +306,7 @@ func (ms *messagesSvc) Snooze(ctx context.Context, r *raftqv1.SnoozeRequest) (*r
 	lastErr := m.LastError
 	s.release(m, time.Duration(r.GetDelayMs())*time.Millisecond, raftqv1.Reason_REASON_SNOOZED, r.GetReason())
 	m.LastError = lastErr
+	s.moved(m.Queue, "snoozed", 1)
 	return &raftqv1.SnoozeResponse{}, nil
 }
 
@@ -320,6 +325,7 @@ func (ms *messagesSvc) ExtendLease(ctx context.Context, r *raftqv1.ExtendLeaseRe
 		return nil, errorf(codes.InvalidArgument, "visibility %dms is not positive", r.GetVisibilityTimeoutMs())
 	}
 	m.LeaseDeadlineMs = time.Now().UnixMilli() + r.GetVisibilityTimeoutMs()
+	s.moved(m.Queue, "extended", 1)
 	return &raftqv1.ExtendLeaseResponse{LeaseDeadlineMs: m.LeaseDeadlineMs}, nil
 }
 
@@ -332,6 +338,7 @@ func (ms *messagesSvc) DeadLetter(ctx context.Context, r *raftqv1.DeadLetterRequ
 		return nil, err
 	}
 	s.release(m, 0, raftqv1.Reason_REASON_POISON, r.GetError())
+	s.moved(m.Queue, "dead_lettered_by_client", 1)
 	return &raftqv1.DeadLetterResponse{}, nil
 }
 
@@ -446,6 +453,9 @@ func (d *deadSvc) Redrive(_ context.Context, r *raftqv1.RedriveRequest) (*raftqv
 	}
 	for _, m := range dead {
 		m.State, m.ReceiveCount, m.DeadReason = raftqv1.State_STATE_READY, 0, raftqv1.Reason_REASON_UNSPECIFIED
+	}
+	if len(dead) > 0 {
+		s.moved(r.GetQueue(), "redriven", uint64(len(dead)))
 	}
 	s.notify()
 	return &raftqv1.RedriveResponse{Redriven: uint64(len(dead))}, nil

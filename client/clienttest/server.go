@@ -56,6 +56,10 @@ type Server struct {
 	itemRetry  time.Duration            // retry_after_ms of RESOURCE_EXHAUSTED items
 	stalls     map[string]chan struct{} // method -> closed on release
 	stalled    map[string]int           // calls waiting in a stall
+	// moves counts what the calls moved, by queue and event, for
+	// QueueStats.moves: sends, leases and settles. Lease expiry,
+	// automatic dead-lettering and retention, lazy here, are not counted.
+	moves map[string]map[string]uint64
 }
 
 type fault struct {
@@ -429,4 +433,16 @@ func lastSlash(s string) int {
 func (s *Server) notify() {
 	close(s.wake)
 	s.wake = make(chan struct{})
+}
+
+// moved counts n messages of queue making the move ev (QueueStats.moves);
+// callers hold s.mu.
+func (s *Server) moved(queue, ev string, n uint64) {
+	if s.moves == nil {
+		s.moves = map[string]map[string]uint64{}
+	}
+	if s.moves[queue] == nil {
+		s.moves[queue] = map[string]uint64{}
+	}
+	s.moves[queue][ev] += n
 }

@@ -3,6 +3,7 @@ package clienttest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -103,6 +104,7 @@ func (q *queuesSvc) DeleteQueue(_ context.Context, r *raftqv1.DeleteQueueRequest
 		return nil, err
 	}
 	delete(q.s.queues, r.GetName())
+	delete(q.s.moves, r.GetName())
 	return &raftqv1.DeleteQueueResponse{}, nil
 }
 
@@ -131,7 +133,7 @@ func (q *queuesSvc) QueueStats(_ context.Context, r *raftqv1.QueueStatsRequest) 
 	if _, err := s.queue(r.GetName()); err != nil {
 		return nil, err
 	}
-	resp := &raftqv1.QueueStatsResponse{Name: r.GetName(), Paused: s.queues[r.GetName()].GetPaused()}
+	resp := &raftqv1.QueueStatsResponse{Name: r.GetName(), Paused: s.queues[r.GetName()].GetPaused(), Moves: maps.Clone(s.moves[r.GetName()])}
 	now := time.Now()
 	for _, m := range s.msgs {
 		if m.GetQueue() != r.GetName() {

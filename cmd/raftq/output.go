@@ -180,7 +180,7 @@ func (o *output) stats(s client.QueueStats) error {
 			"oldest_ready_age_ms": s.OldestReady.Milliseconds(), "blocked_groups": s.BlockedGroups,
 			"live_bytes": s.LiveBytes, "tenant": s.Tenant, "quotas": quotasJSON(s.Quotas), "tenant_quotas": quotasJSON(s.TenantQuotas),
 			"completed": s.Completed, "completed_bytes": s.CompletedBytes, "completed_evicted": s.CompletedEvicted,
-			"paused": s.Paused,
+			"paused": s.Paused, "moves": movesJSON(s.Moves),
 		})
 	}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
@@ -419,4 +419,13 @@ func (o *output) repairs(node string, rs []client.GroupRepair) error {
 		rows[i] = []string{r.Group, r.Reason, r.Outcome}
 	}
 	return o.table("GROUP\tREASON\tOUTCOME", rows)
+}
+
+// movesJSON is QueueStats.Moves for --json: an object, empty rather than
+// null when the server reported none.
+func movesJSON(m map[string]uint64) map[string]uint64 {
+	if m == nil {
+		return map[string]uint64{}
+	}
+	return m
 }

@@ -48,6 +48,13 @@ func TestAckResultAndMessageWait(t *testing.T) {
 		st["completed"] != float64(1) || st["completed_bytes"] != float64(15) || st["completed_evicted"] != float64(0) {
 		t.Fatalf("queue stats: %v %v", st, err)
 	}
+	// The moves (QueueStats.moves) are in the JSON only.
+	if mv, ok := st["moves"].(map[string]any); !ok || mv["sent"] != float64(1) || mv["received"] != float64(1) || mv["acked"] != float64(1) {
+		t.Fatalf("queue stats --json: moves %v, want sent, received and acked 1", st["moves"])
+	}
+	if out := mustRun(t, a, "queue", "stats", "jobs"); strings.Contains(out, "acked") {
+		t.Fatalf("queue stats table shows the moves:\n%s", out)
+	}
 }
 
 func TestMessageWaitOutcomes(t *testing.T) {

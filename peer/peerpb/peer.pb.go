@@ -639,8 +639,12 @@ type QueueStats struct {
 	CompletedBytes   uint64                 `protobuf:"varint,51,opt,name=completed_bytes,json=completedBytes,proto3" json:"completed_bytes,omitempty"`       // their results' bytes
 	CompletedEvicted uint64                 `protobuf:"varint,52,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"` // dropped early by the byte bound
 	DeadExpired      uint64                 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// moves: the shard's moves of messages of the queue (fsm/moves.go names
+	// the events), counted by the answering replica while it led the shard
+	// (shard/moves.go): since it took the lead, reset when it restarts.
+	Moves         map[string]uint64 `protobuf:"bytes,70,rep,name=moves,proto3" json:"moves,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueStats) Reset() {
@@ -755,6 +759,13 @@ func (x *QueueStats) GetDeadExpired() uint64 {
 		return x.DeadExpired
 	}
 	return 0
+}
+
+func (x *QueueStats) GetMoves() map[string]uint64 {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
 }
 
 type TenantUsage struct {
@@ -1971,7 +1982,7 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
 	"DeadCursor\x12\x0e\n" +
 	"\x02ms\x18\x01 \x01(\x03R\x02ms\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x04R\x02id\"\x8d\x03\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"\x83\x04\n" +
 	"\n" +
 	"QueueStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
@@ -1986,7 +1997,12 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\tcompleted\x182 \x01(\x04R\tcompleted\x12'\n" +
 	"\x0fcompleted_bytes\x183 \x01(\x04R\x0ecompletedBytes\x12+\n" +
 	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\x12!\n" +
-	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\"u\n" +
+	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\x12:\n" +
+	"\x05moves\x18F \x03(\v2$.raftq.peer.v1.QueueStats.MovesEntryR\x05moves\x1a8\n" +
+	"\n" +
+	"MovesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"u\n" +
 	"\vTenantUsage\x12\x16\n" +
 	"\x06queues\x18\x01 \x01(\rR\x06queues\x12\x12\n" +
 	"\x04live\x18\x02 \x01(\x04R\x04live\x12\x1d\n" +
@@ -2100,7 +2116,7 @@ func file_peer_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_peer_peerpb_peer_proto_goTypes = []any{
 	(GroupChangeRequest_Op)(0),    // 0: raftq.peer.v1.GroupChangeRequest.Op
 	(*ShardApplyRequest)(nil),     // 1: raftq.peer.v1.ShardApplyRequest
@@ -2132,56 +2148,58 @@ var file_peer_peerpb_peer_proto_goTypes = []any{
 	(*BackupChunk)(nil),           // 27: raftq.peer.v1.BackupChunk
 	(*MetaAuditRequest)(nil),      // 28: raftq.peer.v1.MetaAuditRequest
 	(*MetaAuditResponse)(nil),     // 29: raftq.peer.v1.MetaAuditResponse
-	(*fsmpb.Command)(nil),         // 30: raftq.fsm.v1.Command
-	(*fsmpb.Result)(nil),          // 31: raftq.fsm.v1.Result
-	(*fsmpb.Receive)(nil),         // 32: raftq.fsm.v1.Receive
-	(*fsmpb.Message)(nil),         // 33: raftq.fsm.v1.Message
-	(*metapb.AuditRecord)(nil),    // 34: raftq.meta.v1.AuditRecord
+	nil,                           // 30: raftq.peer.v1.QueueStats.MovesEntry
+	(*fsmpb.Command)(nil),         // 31: raftq.fsm.v1.Command
+	(*fsmpb.Result)(nil),          // 32: raftq.fsm.v1.Result
+	(*fsmpb.Receive)(nil),         // 33: raftq.fsm.v1.Receive
+	(*fsmpb.Message)(nil),         // 34: raftq.fsm.v1.Message
+	(*metapb.AuditRecord)(nil),    // 35: raftq.meta.v1.AuditRecord
 }
 var file_peer_peerpb_peer_proto_depIdxs = []int32{
-	30, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
-	31, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
-	32, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
+	31, // 0: raftq.peer.v1.ShardApplyRequest.command:type_name -> raftq.fsm.v1.Command
+	32, // 1: raftq.peer.v1.ShardApplyResponse.result:type_name -> raftq.fsm.v1.Result
+	33, // 2: raftq.peer.v1.ShardReceiveRequest.receive:type_name -> raftq.fsm.v1.Receive
 	12, // 3: raftq.peer.v1.ShardReadRequest.dedup_lookup:type_name -> raftq.peer.v1.DedupLookup
 	8,  // 4: raftq.peer.v1.ShardReadRequest.dead_from:type_name -> raftq.peer.v1.DeadCursor
 	7,  // 5: raftq.peer.v1.ShardReadRequest.dead_filter:type_name -> raftq.peer.v1.DeadFilter
-	9,  // 6: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
-	33, // 7: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
-	33, // 8: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
-	10, // 9: raftq.peer.v1.ShardReadResponse.tenant_usage:type_name -> raftq.peer.v1.TenantUsage
-	8,  // 10: raftq.peer.v1.ShardReadResponse.dead_scanned_to:type_name -> raftq.peer.v1.DeadCursor
-	13, // 11: raftq.peer.v1.DedupLookup.probes:type_name -> raftq.peer.v1.DedupProbe
-	18, // 12: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
-	0,  // 13: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
-	23, // 14: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
-	34, // 15: raftq.peer.v1.MetaAuditRequest.record:type_name -> raftq.meta.v1.AuditRecord
-	28, // 16: raftq.peer.v1.Peer.MetaAudit:input_type -> raftq.peer.v1.MetaAuditRequest
-	1,  // 17: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
-	3,  // 18: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
-	4,  // 19: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
-	6,  // 20: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
-	14, // 21: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
-	16, // 22: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
-	19, // 23: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
-	21, // 24: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
-	24, // 25: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
-	26, // 26: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
-	29, // 27: raftq.peer.v1.Peer.MetaAudit:output_type -> raftq.peer.v1.MetaAuditResponse
-	2,  // 28: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
-	2,  // 29: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
-	5,  // 30: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
-	11, // 31: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
-	15, // 32: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
-	17, // 33: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
-	20, // 34: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
-	22, // 35: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
-	25, // 36: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
-	27, // 37: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
-	27, // [27:38] is the sub-list for method output_type
-	16, // [16:27] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	30, // 6: raftq.peer.v1.QueueStats.moves:type_name -> raftq.peer.v1.QueueStats.MovesEntry
+	9,  // 7: raftq.peer.v1.ShardReadResponse.stats:type_name -> raftq.peer.v1.QueueStats
+	34, // 8: raftq.peer.v1.ShardReadResponse.message:type_name -> raftq.fsm.v1.Message
+	34, // 9: raftq.peer.v1.ShardReadResponse.dead:type_name -> raftq.fsm.v1.Message
+	10, // 10: raftq.peer.v1.ShardReadResponse.tenant_usage:type_name -> raftq.peer.v1.TenantUsage
+	8,  // 11: raftq.peer.v1.ShardReadResponse.dead_scanned_to:type_name -> raftq.peer.v1.DeadCursor
+	13, // 12: raftq.peer.v1.DedupLookup.probes:type_name -> raftq.peer.v1.DedupProbe
+	18, // 13: raftq.peer.v1.KnownResponse.groups:type_name -> raftq.peer.v1.GroupMember
+	0,  // 14: raftq.peer.v1.GroupChangeRequest.op:type_name -> raftq.peer.v1.GroupChangeRequest.Op
+	23, // 15: raftq.peer.v1.RepairLocalResponse.groups:type_name -> raftq.peer.v1.GroupRepair
+	35, // 16: raftq.peer.v1.MetaAuditRequest.record:type_name -> raftq.meta.v1.AuditRecord
+	28, // 17: raftq.peer.v1.Peer.MetaAudit:input_type -> raftq.peer.v1.MetaAuditRequest
+	1,  // 18: raftq.peer.v1.Peer.ShardApply:input_type -> raftq.peer.v1.ShardApplyRequest
+	3,  // 19: raftq.peer.v1.Peer.ShardReceive:input_type -> raftq.peer.v1.ShardReceiveRequest
+	4,  // 20: raftq.peer.v1.Peer.ShardWait:input_type -> raftq.peer.v1.ShardWaitRequest
+	6,  // 21: raftq.peer.v1.Peer.ShardRead:input_type -> raftq.peer.v1.ShardReadRequest
+	14, // 22: raftq.peer.v1.Peer.ShardDigest:input_type -> raftq.peer.v1.ShardDigestRequest
+	16, // 23: raftq.peer.v1.Peer.Known:input_type -> raftq.peer.v1.KnownRequest
+	19, // 24: raftq.peer.v1.Peer.GroupChange:input_type -> raftq.peer.v1.GroupChangeRequest
+	21, // 25: raftq.peer.v1.Peer.RepairLocal:input_type -> raftq.peer.v1.RepairLocalRequest
+	24, // 26: raftq.peer.v1.Peer.ReplicaStatus:input_type -> raftq.peer.v1.ReplicaStatusRequest
+	26, // 27: raftq.peer.v1.Peer.BackupPiece:input_type -> raftq.peer.v1.BackupPieceRequest
+	29, // 28: raftq.peer.v1.Peer.MetaAudit:output_type -> raftq.peer.v1.MetaAuditResponse
+	2,  // 29: raftq.peer.v1.Peer.ShardApply:output_type -> raftq.peer.v1.ShardApplyResponse
+	2,  // 30: raftq.peer.v1.Peer.ShardReceive:output_type -> raftq.peer.v1.ShardApplyResponse
+	5,  // 31: raftq.peer.v1.Peer.ShardWait:output_type -> raftq.peer.v1.ShardWaitResponse
+	11, // 32: raftq.peer.v1.Peer.ShardRead:output_type -> raftq.peer.v1.ShardReadResponse
+	15, // 33: raftq.peer.v1.Peer.ShardDigest:output_type -> raftq.peer.v1.ShardDigestResponse
+	17, // 34: raftq.peer.v1.Peer.Known:output_type -> raftq.peer.v1.KnownResponse
+	20, // 35: raftq.peer.v1.Peer.GroupChange:output_type -> raftq.peer.v1.GroupChangeResponse
+	22, // 36: raftq.peer.v1.Peer.RepairLocal:output_type -> raftq.peer.v1.RepairLocalResponse
+	25, // 37: raftq.peer.v1.Peer.ReplicaStatus:output_type -> raftq.peer.v1.ReplicaStatusResponse
+	27, // 38: raftq.peer.v1.Peer.BackupPiece:output_type -> raftq.peer.v1.BackupChunk
+	28, // [28:39] is the sub-list for method output_type
+	17, // [17:28] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_peer_peerpb_peer_proto_init() }
@@ -2202,7 +2220,7 @@ func file_peer_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_peerpb_peer_proto_rawDesc), len(file_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
