@@ -1,7 +1,6 @@
 package systest
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -36,17 +35,7 @@ func TestCluster_MetricsExposeQueuesShardsAndLatency(t *testing.T) {
 			}
 		}
 	}
-	var all strings.Builder
-	for _, n := range c.Nodes {
-		resp, err := http.Get("http://" + n.HTTP + "/metrics")
-		if err != nil {
-			t.Fatalf("scrape %s: %v", n.ID, err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		all.Write(b)
-	}
-	text := all.String()
+	text := scrapeAll(t, c)
 	for _, want := range []string{
 		`raftq_shard_is_leader{shard="0"}`,
 		`raftq_shard_applied_index{shard="0"}`,
