@@ -146,6 +146,9 @@ type ShardInfo struct {
 	Term         uint64
 	CommitIndex  uint64
 	AppliedIndex uint64
+	// LastSnapshotIndex and LastSnapshotTerm: what the answering node's
+	// replica's latest snapshot covers (0: none yet, or not hosted there).
+	LastSnapshotIndex, LastSnapshotTerm uint64
 }
 
 // ClusterStatus is one node's view of the cluster.
@@ -230,6 +233,7 @@ func statusFromProto(resp *raftqv1.StatusResponse) *ClusterStatus {
 		out.Shards = append(out.Shards, ShardInfo{
 			ID: s.GetShardId(), Replicas: s.GetReplicas(), LeaderID: s.GetLeaderId(), LeaderAddr: s.GetLeaderGrpcAddr(),
 			Term: s.GetTerm(), CommitIndex: s.GetCommitIndex(), AppliedIndex: s.GetAppliedIndex(),
+			LastSnapshotIndex: s.GetLastSnapshotIndex(), LastSnapshotTerm: s.GetLastSnapshotTerm(),
 		})
 	}
 	return out

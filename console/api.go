@@ -113,6 +113,7 @@ func (c *Console) clusterAPI(ctx context.Context, _ *http.Request, dial func() (
 			f["rep:"+id+":"+rep.Node+":commit"] = u64(rep.Commit)
 			f["rep:"+id+":"+rep.Node+":applied"] = u64(rep.Applied)
 			f["rep:"+id+":"+rep.Node+":lag"] = rep.Lag
+			f["rep:"+id+":"+rep.Node+":snapshot"] = rep.Snapshot
 		}
 		f["shard:"+id+":mean"] = s.LastMean
 		f["shard:"+id+":p99"] = s.LastP99

@@ -210,6 +210,18 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("cluster page: node %s state %q", n.ID, got)
 		}
 	}
+	// The leader's replica's latest snapshot, as that node reports it.
+	lst, err := admin.StatusAt(ctx, st.Shards[0].LeaderAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSnap := "-"
+	if s := lst.Shards[0]; s.LastSnapshotIndex > 0 {
+		wantSnap = fmt.Sprintf("%d (term %d)", s.LastSnapshotIndex, s.LastSnapshotTerm)
+	}
+	if got := text(`[data-live="rep:0:` + st.Shards[0].LeaderID + `:snapshot"]`); got != wantSnap {
+		t.Fatalf("cluster page: leader's snapshot %q, API %q", got, wantSnap)
+	}
 
 	// Queues: the depth shown equals QueueStats, and follows it live.
 	run("queues", chromedp.Navigate(base+"/console/queues"), chromedp.WaitVisible(chromedp.ID("queues")))

@@ -370,6 +370,7 @@ type replicaView struct {
 	Node            string
 	Leader          bool
 	Commit, Applied uint64
+	Snapshot        string // "index (term t)" of the replica's latest snapshot, "-" for none
 	Lag             string // the leader's commit index minus this replica's applied index
 	Reached         bool
 }
@@ -448,11 +449,14 @@ func (c *Console) cluster(ctx context.Context, cl *client.Client) (*clusterData,
 		reps := slices.Clone(s.Replicas)
 		sort.Strings(reps)
 		for _, rep := range reps {
-			rv := replicaView{Node: rep, Leader: rep == s.LeaderID, Lag: "-"}
+			rv := replicaView{Node: rep, Leader: rep == s.LeaderID, Lag: "-", Snapshot: "-"}
 			if v := views[rep]; v != nil {
 				for _, x := range v.Shards {
 					if x.ID == s.ID {
 						rv.Commit, rv.Applied, rv.Reached = x.CommitIndex, x.AppliedIndex, true
+						if x.LastSnapshotIndex > 0 {
+							rv.Snapshot = fmt.Sprintf("%d (term %d)", x.LastSnapshotIndex, x.LastSnapshotTerm)
+						}
 					}
 				}
 				if haveLeader {

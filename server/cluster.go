@@ -23,6 +23,7 @@ func (c *clusterSvc) shards() []*raftqv1.ShardInfo {
 		if sh := c.node.LocalShard(id); sh != nil {
 			info := sh.Info()
 			si.Term, si.CommitIndex, si.AppliedIndex = info.Term, info.CommitIndex, info.AppliedIndex
+			si.LastSnapshotIndex, si.LastSnapshotTerm = sh.LastSnapshot()
 		}
 		out = append(out, si)
 	}

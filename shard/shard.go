@@ -287,6 +287,17 @@ func (s *Shard) Info() Info {
 	}
 }
 
+// LastSnapshot is the log index and term this replica's latest snapshot
+// covers (0, 0: none yet). raft reports it only in Stats, which also asks
+// its main loop for the configuration: for status calls, not for every
+// metrics scrape (Info).
+func (s *Shard) LastSnapshot() (index, term uint64) {
+	stats := s.raft.Stats()
+	index, _ = strconv.ParseUint(stats["last_snapshot_index"], 10, 64)
+	term, _ = strconv.ParseUint(stats["last_snapshot_term"], 10, 64)
+	return index, term
+}
+
 // ProposerStats counts what the proposer sent to raft on this replica.
 type ProposerStats struct {
 	Rounds   uint64 // group commits: bursts of entries handed to raft together

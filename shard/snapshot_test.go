@@ -161,3 +161,23 @@ func TestReplicasSnapshotInTurn(t *testing.T) {
 	}
 	t.Logf("snapshots per replica: %v", snapshotted())
 }
+
+// LastSnapshot reports what the replica's latest snapshot covers, for
+// cluster status: nothing before the first, then the index and term of the
+// applied log it was taken at.
+func TestLastSnapshotReportsTheLatest(t *testing.T) {
+	c := newCluster(t, 1, true, fastTuning())
+	sh := c.leader().sh
+	if i, term := sh.LastSnapshot(); i != 0 || term != 0 {
+		t.Fatalf("before any snapshot: %d/%d", i, term)
+	}
+	mustQueue(t, sh, "q", &fsmpb.QueuePolicy{Mode: fsmpb.QueueMode_QUEUE_MODE_STANDARD})
+	mustEnqueue(t, sh, "q", &fsmpb.NewMessage{Body: []byte("x")})
+	if err := sh.Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	i, term := sh.LastSnapshot()
+	if info := sh.Info(); i == 0 || i > info.AppliedIndex || term != info.Term {
+		t.Fatalf("after a snapshot: %d/%d, applied %d term %d", i, term, info.AppliedIndex, info.Term)
+	}
+}

@@ -3714,8 +3714,13 @@ type ShardInfo struct {
 	Term           uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
 	CommitIndex    uint64                 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
 	AppliedIndex   uint64                 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The answering node's replica's latest snapshot: the log index and term
+	// it covers (0: none taken or installed yet). Like term and the indexes,
+	// filled only where the node hosts the shard.
+	LastSnapshotIndex uint64 `protobuf:"varint,8,opt,name=last_snapshot_index,json=lastSnapshotIndex,proto3" json:"last_snapshot_index,omitempty"`
+	LastSnapshotTerm  uint64 `protobuf:"varint,9,opt,name=last_snapshot_term,json=lastSnapshotTerm,proto3" json:"last_snapshot_term,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ShardInfo) Reset() {
@@ -3793,6 +3798,20 @@ func (x *ShardInfo) GetCommitIndex() uint64 {
 func (x *ShardInfo) GetAppliedIndex() uint64 {
 	if x != nil {
 		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *ShardInfo) GetLastSnapshotIndex() uint64 {
+	if x != nil {
+		return x.LastSnapshotIndex
+	}
+	return 0
+}
+
+func (x *ShardInfo) GetLastSnapshotTerm() uint64 {
+	if x != nil {
+		return x.LastSnapshotTerm
 	}
 	return 0
 }
@@ -7531,7 +7550,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1b\n" +
 	"\tpeer_addr\x18\x05 \x01(\tR\bpeerAddr\x12\x1d\n" +
 	"\n" +
-	"log_format\x18\x06 \x01(\rR\tlogFormat\"\xe5\x01\n" +
+	"log_format\x18\x06 \x01(\rR\tlogFormat\"\xc3\x02\n" +
 	"\tShardInfo\x12\x19\n" +
 	"\bshard_id\x18\x01 \x01(\rR\ashardId\x12\x1a\n" +
 	"\breplicas\x18\x02 \x03(\tR\breplicas\x12\x1b\n" +
@@ -7539,7 +7558,9 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x10leader_grpc_addr\x18\x04 \x01(\tR\x0eleaderGrpcAddr\x12\x12\n" +
 	"\x04term\x18\x05 \x01(\x04R\x04term\x12!\n" +
 	"\fcommit_index\x18\x06 \x01(\x04R\vcommitIndex\x12#\n" +
-	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\"\xdc\x01\n" +
+	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12.\n" +
+	"\x13last_snapshot_index\x18\b \x01(\x04R\x11lastSnapshotIndex\x12,\n" +
+	"\x12last_snapshot_term\x18\t \x01(\x04R\x10lastSnapshotTerm\"\xdc\x01\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12*\n" +
 	"\amembers\x18\x02 \x03(\v2\x10.raftq.v1.MemberR\amembers\x12+\n" +
