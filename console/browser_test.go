@@ -102,7 +102,10 @@ func TestBrowser(t *testing.T) {
 	}
 	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.IgnoreCertErrors, chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-dev-shm-usage", true))...)
+		chromedp.Flag("disable-dev-shm-usage", true),
+		// Chromium leaves its profile and singleton socket directories
+		// behind; under the test's own directories they go when it ends.
+		chromedp.UserDataDir(t.TempDir()), chromedp.Env("TMPDIR="+t.TempDir()))...)
 	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx)
 	defer bcancel()
