@@ -248,7 +248,7 @@ func (s *sendStream) send(batch []*pendingSend) {
 			refusedFor := time.Duration(r.GetRetryAfterMs()) * time.Millisecond
 			switch {
 			case ierr == nil:
-				p.finish(sendOutcome{res: SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated()}})
+				p.finish(sendOutcome{res: SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated(), Deliveries: r.GetDeliveries()}})
 			case codes.Code(r.GetCode()) == codes.ResourceExhausted && refusedFor > 0 && attempt < retry.MaxAttempts && p.ctx.Err() == nil:
 				// Refused before anything was written, with a time to
 				// come back (a quota, a full send queue): sent again then,

@@ -114,8 +114,9 @@ func Backoff(base, max time.Duration) SendOption {
 // SendResult is the outcome of one send.
 type SendResult struct {
 	ID           string
-	Deduplicated bool  // an earlier message with the dedup key was returned
-	Err          error // SendBatch only: this item's error
+	Deduplicated bool   // an earlier message with the dedup key was returned
+	Deliveries   uint32 // a send to a topic: the subscriptions that received a copy
+	Err          error  // SendBatch only: this item's error
 }
 
 func (o *Outgoing) request(queue string) (*raftqv1.SendRequest, error) {
@@ -289,7 +290,7 @@ func (c *Client) sendAlone(ctx context.Context, ps preparedSend) (SendResult, er
 	if err != nil {
 		return SendResult{}, err
 	}
-	return SendResult{ID: resp.GetMessageId(), Deduplicated: resp.GetDeduplicated()}, nil
+	return SendResult{ID: resp.GetMessageId(), Deduplicated: resp.GetDeduplicated(), Deliveries: resp.GetDeliveries()}, nil
 }
 
 // SendBatch enqueues many messages in one call. The returned slice has one
@@ -373,7 +374,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 	errs := make([]error, len(items))
 	for i, r := range resp.GetResults() {
 		errs[i] = sendItemError(r)
-		out[i] = SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated(), Err: errs[i]}
+		out[i] = SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated(), Deliveries: r.GetDeliveries(), Err: errs[i]}
 	}
 	if err := batchError(errs); err != nil {
 		return out, fmt.Errorf("send batch to %q: %w", queue, err)

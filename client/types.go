@@ -39,6 +39,22 @@ type QueueOptions struct {
 	// Quotas cap the whole queue over every shard (docs/tenancy.md);
 	// MaxQueues and MaxMessageBytes are a tenant's only.
 	Quotas Quotas
+
+	// Fan-out (docs/topics.md); CreateTopic and Subscribe set these.
+	// Topic: the queue is a topic: a send to it publishes to its
+	// subscriptions and nothing receives from it.
+	Topic bool
+	// TopicRetention (topics): how long a published message is kept for
+	// subscriptions created later to replay; 0 = not kept.
+	TopicRetention time.Duration
+	// SubscriptionOf: the queue is a subscription of this topic.
+	SubscriptionOf string
+	// Filter (subscriptions): which publications it receives; "" = all.
+	Filter string
+	// ReplayFrom (subscriptions, at creation): also receive the topic's
+	// retained messages published at or after this time; ReplayEarliest
+	// for all of them; zero for none.
+	ReplayFrom time.Time
 }
 
 func (o QueueOptions) policy() *raftqv1.QueuePolicy {
@@ -64,7 +80,22 @@ func (o QueueOptions) policy() *raftqv1.QueuePolicy {
 
 		CompletedMaxBytesPerShard: o.CompletedMaxBytesPerShard,
 		DeadRetentionMs:           o.DeadRetention.Milliseconds(),
+
+		Topic:            o.Topic,
+		TopicRetentionMs: o.TopicRetention.Milliseconds(),
+		SubscriptionOf:   o.SubscriptionOf,
+		Filter:           o.Filter,
+		ReplayFromMs:     replayMs(o.ReplayFrom),
 	}
+}
+
+// replayMs is ReplayFrom on the wire: 0 for the zero time, and at least 1
+// otherwise (0 means "no replay" there).
+func replayMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return max(t.UnixMilli(), 1)
 }
 
 func optionsFrom(p *raftqv1.QueuePolicy) QueueOptions {
@@ -86,6 +117,12 @@ func optionsFrom(p *raftqv1.QueuePolicy) QueueOptions {
 
 		CompletedMaxBytesPerShard: p.GetCompletedMaxBytesPerShard(),
 		DeadRetention:             ms(p.GetDeadRetentionMs()),
+
+		Topic:          p.GetTopic(),
+		TopicRetention: ms(p.GetTopicRetentionMs()),
+		SubscriptionOf: p.GetSubscriptionOf(),
+		Filter:         p.GetFilter(),
+		ReplayFrom:     unixMs(p.GetReplayFromMs()),
 	}
 }
 

@@ -36,6 +36,12 @@ func policyToFSM(p *raftqv1.QueuePolicy) *fsmpb.QueuePolicy {
 
 		CompletedMaxBytesPerShard: p.GetCompletedMaxBytesPerShard(),
 		DeadRetentionMs:           p.GetDeadRetentionMs(),
+
+		Topic:            p.GetTopic(),
+		TopicRetentionMs: p.GetTopicRetentionMs(),
+		SubscriptionOf:   p.GetSubscriptionOf(),
+		Filter:           p.GetFilter(),
+		ReplayFromMs:     p.GetReplayFromMs(),
 	}
 }
 
@@ -88,6 +94,12 @@ func policyFromFSM(p *fsmpb.QueuePolicy) *raftqv1.QueuePolicy {
 
 		CompletedMaxBytesPerShard: p.GetCompletedMaxBytesPerShard(),
 		DeadRetentionMs:           p.GetDeadRetentionMs(),
+
+		Topic:            p.GetTopic(),
+		TopicRetentionMs: p.GetTopicRetentionMs(),
+		SubscriptionOf:   p.GetSubscriptionOf(),
+		Filter:           p.GetFilter(),
+		ReplayFromMs:     p.GetReplayFromMs(),
 	}
 }
 

@@ -101,6 +101,7 @@ func (m *messages) Send(ctx context.Context, req *raftqv1.SendRequest) (*raftqv1
 	return &raftqv1.SendResponse{
 		MessageId:    wire.MessageID{Shard: id, ID: item.GetMessageId()}.String(),
 		Deduplicated: item.GetDeduplicated(),
+		Deliveries:   item.GetDeliveries(),
 	}, nil
 }
 
@@ -159,7 +160,7 @@ func (m *messages) SendBatch(ctx context.Context, req *raftqv1.SendBatchRequest)
 			continue
 		}
 		code, msg := itemStatus(a.Item.GetStatus())
-		results[i] = &raftqv1.SendResult{Code: code, Error: msg, Deduplicated: a.Item.GetDeduplicated()}
+		results[i] = &raftqv1.SendResult{Code: code, Error: msg, Deduplicated: a.Item.GetDeduplicated(), Deliveries: a.Item.GetDeliveries()}
 		if codes.Code(code) == codes.ResourceExhausted {
 			results[i].RetryAfterMs = quotaRetry.Milliseconds()
 		}

@@ -301,8 +301,28 @@ type QueuePolicy struct {
 	// (counted in QueueStatsResponse.dead_expired); 0 = kept until redriven
 	// or discarded. At most 365 days.
 	DeadRetentionMs int64 `protobuf:"varint,60,opt,name=dead_retention_ms,json=deadRetentionMs,proto3" json:"dead_retention_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Fan-out (docs/topics.md). topic: the queue is a topic: a send to it
+	// publishes one copy to each of its matching subscriptions, in one raft
+	// entry; nothing receives from it. Fixed at creation.
+	Topic bool `protobuf:"varint,70,opt,name=topic,proto3" json:"topic,omitempty"`
+	// topic_retention_ms (topics only): how long a published message is kept
+	// for subscriptions created later to replay (replay_from_ms); 0 = not
+	// kept. At most 14 days.
+	TopicRetentionMs int64 `protobuf:"varint,71,opt,name=topic_retention_ms,json=topicRetentionMs,proto3" json:"topic_retention_ms,omitempty"`
+	// subscription_of: the queue is a subscription of this topic, created
+	// with the topic's mode and tenant, and receives a copy of every matching
+	// message published after it was created. Fixed at creation.
+	SubscriptionOf string `protobuf:"bytes,72,opt,name=subscription_of,json=subscriptionOf,proto3" json:"subscription_of,omitempty"`
+	// filter (subscriptions only): the publications it receives, for
+	// example `type = order.placed and attr.region ^= eu-`; empty = all.
+	// The language is in docs/topics.md.
+	Filter string `protobuf:"bytes,73,opt,name=filter,proto3" json:"filter,omitempty"`
+	// replay_from_ms (subscriptions only, at creation): also copy the
+	// topic's retained messages published at or after this Unix ms; 1 =
+	// everything retained; 0 = nothing before creation.
+	ReplayFromMs  int64 `protobuf:"varint,74,opt,name=replay_from_ms,json=replayFromMs,proto3" json:"replay_from_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueuePolicy) Reset() {
@@ -443,6 +463,41 @@ func (x *QueuePolicy) GetCompletedMaxBytesPerShard() uint64 {
 func (x *QueuePolicy) GetDeadRetentionMs() int64 {
 	if x != nil {
 		return x.DeadRetentionMs
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetTopic() bool {
+	if x != nil {
+		return x.Topic
+	}
+	return false
+}
+
+func (x *QueuePolicy) GetTopicRetentionMs() int64 {
+	if x != nil {
+		return x.TopicRetentionMs
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetSubscriptionOf() string {
+	if x != nil {
+		return x.SubscriptionOf
+	}
+	return ""
+}
+
+func (x *QueuePolicy) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *QueuePolicy) GetReplayFromMs() int64 {
+	if x != nil {
+		return x.ReplayFromMs
 	}
 	return 0
 }
@@ -1863,9 +1918,12 @@ func (x *SendRequest) GetBackoffMaxMs() int64 {
 }
 
 type SendResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MessageId     string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	Deduplicated  bool                   `protobuf:"varint,2,opt,name=deduplicated,proto3" json:"deduplicated,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	MessageId    string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Deduplicated bool                   `protobuf:"varint,2,opt,name=deduplicated,proto3" json:"deduplicated,omitempty"`
+	// deliveries: a send to a topic: how many subscriptions received a copy
+	// (0 for a deduplicated publish).
+	Deliveries    uint32 `protobuf:"varint,3,opt,name=deliveries,proto3" json:"deliveries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1912,6 +1970,13 @@ func (x *SendResponse) GetDeduplicated() bool {
 		return x.Deduplicated
 	}
 	return false
+}
+
+func (x *SendResponse) GetDeliveries() uint32 {
+	if x != nil {
+		return x.Deliveries
+	}
+	return 0
 }
 
 type SendBatchRequest struct {
@@ -1975,7 +2040,8 @@ type SendResult struct {
 	// retry_after_ms: with RESOURCE_EXHAUSTED (past a quota or a node's
 	// limit), when to send this item again; what a call's
 	// google.rpc.RetryInfo says for a single send.
-	RetryAfterMs  int64 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	RetryAfterMs  int64  `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	Deliveries    uint32 `protobuf:"varint,6,opt,name=deliveries,proto3" json:"deliveries,omitempty"` // as SendResponse.deliveries
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2041,6 +2107,13 @@ func (x *SendResult) GetError() string {
 func (x *SendResult) GetRetryAfterMs() int64 {
 	if x != nil {
 		return x.RetryAfterMs
+	}
+	return 0
+}
+
+func (x *SendResult) GetDeliveries() uint32 {
+	if x != nil {
+		return x.Deliveries
 	}
 	return 0
 }
@@ -7254,7 +7327,7 @@ var File_api_raftqv1_raftq_proto protoreflect.FileDescriptor
 
 const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\n" +
-	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\xcb\x05\n" +
+	"\x17api/raftqv1/raftq.proto\x12\braftq.v1\"\xf6\x06\n" +
 	"\vQueuePolicy\x12'\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x13.raftq.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -7272,7 +7345,12 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x13max_bytes_per_shard\x18\r \x01(\x04R\x10maxBytesPerShard\x12(\n" +
 	"\x06quotas\x18\x0e \x01(\v2\x10.raftq.v1.QuotasR\x06quotas\x12@\n" +
 	"\x1dcompleted_max_bytes_per_shard\x182 \x01(\x04R\x19completedMaxBytesPerShard\x12*\n" +
-	"\x11dead_retention_ms\x18< \x01(\x03R\x0fdeadRetentionMs\"\x8b\x02\n" +
+	"\x11dead_retention_ms\x18< \x01(\x03R\x0fdeadRetentionMs\x12\x14\n" +
+	"\x05topic\x18F \x01(\bR\x05topic\x12,\n" +
+	"\x12topic_retention_ms\x18G \x01(\x03R\x10topicRetentionMs\x12'\n" +
+	"\x0fsubscription_of\x18H \x01(\tR\x0esubscriptionOf\x12\x16\n" +
+	"\x06filter\x18I \x01(\tR\x06filter\x12$\n" +
+	"\x0ereplay_from_ms\x18J \x01(\x03R\freplayFromMs\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
 	"\n" +
@@ -7410,14 +7488,17 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Q\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"q\n" +
 	"\fSendResponse\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\"\n" +
-	"\fdeduplicated\x18\x02 \x01(\bR\fdeduplicated\"[\n" +
+	"\fdeduplicated\x18\x02 \x01(\bR\fdeduplicated\x12\x1e\n" +
+	"\n" +
+	"deliveries\x18\x03 \x01(\rR\n" +
+	"deliveries\"[\n" +
 	"\x10SendBatchRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x121\n" +
-	"\bmessages\x18\x02 \x03(\v2\x15.raftq.v1.SendRequestR\bmessages\"\x9f\x01\n" +
+	"\bmessages\x18\x02 \x03(\v2\x15.raftq.v1.SendRequestR\bmessages\"\xbf\x01\n" +
 	"\n" +
 	"SendResult\x12\x1d\n" +
 	"\n" +
@@ -7425,7 +7506,10 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\fdeduplicated\x18\x02 \x01(\bR\fdeduplicated\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12$\n" +
-	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\"C\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x12\x1e\n" +
+	"\n" +
+	"deliveries\x18\x06 \x01(\rR\n" +
+	"deliveries\"C\n" +
 	"\x11SendBatchResponse\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.raftq.v1.SendResultR\aresults\"\xb2\x01\n" +
 	"\x0eReceiveRequest\x12\x14\n" +

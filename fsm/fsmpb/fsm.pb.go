@@ -765,6 +765,23 @@ type QueuePolicy struct {
 	// discarded (counted in Counters.dead_expired); 0 = kept until redriven
 	// or discarded. Log format 7.
 	DeadRetentionMs int64 `protobuf:"varint,60,opt,name=dead_retention_ms,json=deadRetentionMs,proto3" json:"dead_retention_ms,omitempty"`
+	// Fan-out (docs/topics.md), format 8. topic: this queue is a topic: an
+	// enqueue to it publishes, one copy to each matching subscription of the
+	// shard; nothing receives from it. Fixed at creation.
+	Topic bool `protobuf:"varint,70,opt,name=topic,proto3" json:"topic,omitempty"`
+	// topic_retention_ms (topics only): how long a published message is kept
+	// in the topic for subscriptions created later to replay; 0 = not kept.
+	TopicRetentionMs int64 `protobuf:"varint,71,opt,name=topic_retention_ms,json=topicRetentionMs,proto3" json:"topic_retention_ms,omitempty"`
+	// subscription_of: this queue is a subscription of that topic (same
+	// tenant, same mode). Fixed at creation.
+	SubscriptionOf string `protobuf:"bytes,72,opt,name=subscription_of,json=subscriptionOf,proto3" json:"subscription_of,omitempty"`
+	// filter (subscriptions only): which publications it receives
+	// (fsm/filter.go); empty = all.
+	Filter string `protobuf:"bytes,73,opt,name=filter,proto3" json:"filter,omitempty"`
+	// replay_from_ms (subscriptions only): on creation on a shard, copy the
+	// topic's retained messages published at or after this time (1 = all
+	// retained); 0 = only messages published after creation.
+	ReplayFromMs int64 `protobuf:"varint,74,opt,name=replay_from_ms,json=replayFromMs,proto3" json:"replay_from_ms,omitempty"`
 	// paused: the queue leases nothing on this shard (receives answer empty,
 	// enqueues still apply). Set only on the copy of the policy meta pushes
 	// to a shard, from the meta queue record (metapb.Queue.paused); the
@@ -919,6 +936,41 @@ func (x *QueuePolicy) GetCompletedMaxBytesPerShard() uint64 {
 func (x *QueuePolicy) GetDeadRetentionMs() int64 {
 	if x != nil {
 		return x.DeadRetentionMs
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetTopic() bool {
+	if x != nil {
+		return x.Topic
+	}
+	return false
+}
+
+func (x *QueuePolicy) GetTopicRetentionMs() int64 {
+	if x != nil {
+		return x.TopicRetentionMs
+	}
+	return 0
+}
+
+func (x *QueuePolicy) GetSubscriptionOf() string {
+	if x != nil {
+		return x.SubscriptionOf
+	}
+	return ""
+}
+
+func (x *QueuePolicy) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *QueuePolicy) GetReplayFromMs() int64 {
+	if x != nil {
+		return x.ReplayFromMs
 	}
 	return 0
 }
@@ -2900,10 +2952,13 @@ func (*Result_Count) isResult_Body() {}
 func (*Result_Seal) isResult_Body() {}
 
 type EnqueueItemResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
-	MessageId     uint64                 `protobuf:"varint,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	Deduplicated  bool                   `protobuf:"varint,3,opt,name=deduplicated,proto3" json:"deduplicated,omitempty"` // true: an earlier message with the key was returned
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Status       *Status                `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	MessageId    uint64                 `protobuf:"varint,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Deduplicated bool                   `protobuf:"varint,3,opt,name=deduplicated,proto3" json:"deduplicated,omitempty"` // true: an earlier message with the key was returned
+	// deliveries: an enqueue to a topic: how many subscriptions of the shard
+	// received a copy.
+	Deliveries    uint32 `protobuf:"varint,4,opt,name=deliveries,proto3" json:"deliveries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2957,6 +3012,13 @@ func (x *EnqueueItemResult) GetDeduplicated() bool {
 		return x.Deduplicated
 	}
 	return false
+}
+
+func (x *EnqueueItemResult) GetDeliveries() uint32 {
+	if x != nil {
+		return x.Deliveries
+	}
+	return 0
 }
 
 type EnqueueResult struct {
@@ -3367,8 +3429,12 @@ type Message struct {
 	MaxReceiveCount uint32 `protobuf:"varint,60,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`
 	BackoffBaseMs   int64  `protobuf:"varint,61,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
 	BackoffMaxMs    int64  `protobuf:"varint,62,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// body_of: a copy of a topic publication shares the publication's body
+	// (the id it was published as); in a snapshot only the first record of
+	// that publication carries the body, the rest name it here.
+	BodyOf        uint64 `protobuf:"varint,70,opt,name=body_of,json=bodyOf,proto3" json:"body_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -3593,6 +3659,13 @@ func (x *Message) GetBackoffBaseMs() int64 {
 func (x *Message) GetBackoffMaxMs() int64 {
 	if x != nil {
 		return x.BackoffMaxMs
+	}
+	return 0
+}
+
+func (x *Message) GetBodyOf() uint64 {
+	if x != nil {
+		return x.BodyOf
 	}
 	return 0
 }
@@ -4226,7 +4299,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"holdGroups\x12D\n" +
 	"\x0erelease_groups\x18\x12 \x01(\v2\x1b.raftq.fsm.v1.ReleaseGroupsH\x00R\rreleaseGroups\x12.\n" +
 	"\x06snooze\x18\x1e \x01(\v2\x14.raftq.fsm.v1.SnoozeH\x00R\x06snoozeB\x05\n" +
-	"\x03cmd\"\xa6\x06\n" +
+	"\x03cmd\"\xd1\a\n" +
 	"\vQueuePolicy\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.raftq.fsm.v1.QueueModeR\x04mode\x122\n" +
 	"\x15visibility_timeout_ms\x18\x02 \x01(\x03R\x13visibilityTimeoutMs\x12*\n" +
@@ -4246,7 +4319,12 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\vshard_quota\x18\x0f \x01(\v2\x18.raftq.fsm.v1.ShardQuotaR\n" +
 	"shardQuota\x12@\n" +
 	"\x1dcompleted_max_bytes_per_shard\x182 \x01(\x04R\x19completedMaxBytesPerShard\x12*\n" +
-	"\x11dead_retention_ms\x18< \x01(\x03R\x0fdeadRetentionMs\x12\x16\n" +
+	"\x11dead_retention_ms\x18< \x01(\x03R\x0fdeadRetentionMs\x12\x14\n" +
+	"\x05topic\x18F \x01(\bR\x05topic\x12,\n" +
+	"\x12topic_retention_ms\x18G \x01(\x03R\x10topicRetentionMs\x12'\n" +
+	"\x0fsubscription_of\x18H \x01(\tR\x0esubscriptionOf\x12\x16\n" +
+	"\x06filter\x18I \x01(\tR\x06filter\x12$\n" +
+	"\x0ereplay_from_ms\x18J \x01(\x03R\freplayFromMs\x12\x16\n" +
 	"\x06paused\x18( \x01(\bR\x06paused\"\x8b\x02\n" +
 	"\x06Quotas\x12\x1b\n" +
 	"\tsend_rate\x18\x01 \x01(\rR\bsendRate\x12\x1d\n" +
@@ -4400,12 +4478,15 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x05items\x18\x04 \x01(\v2\x19.raftq.fsm.v1.ItemsResultH\x00R\x05items\x121\n" +
 	"\x05count\x18\x05 \x01(\v2\x19.raftq.fsm.v1.CountResultH\x00R\x05count\x12.\n" +
 	"\x04seal\x18\x06 \x01(\v2\x18.raftq.fsm.v1.SealResultH\x00R\x04sealB\x06\n" +
-	"\x04body\"\x84\x01\n" +
+	"\x04body\"\xa4\x01\n" +
 	"\x11EnqueueItemResult\x12,\n" +
 	"\x06status\x18\x01 \x01(\v2\x14.raftq.fsm.v1.StatusR\x06status\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x02 \x01(\x04R\tmessageId\x12\"\n" +
-	"\fdeduplicated\x18\x03 \x01(\bR\fdeduplicated\"F\n" +
+	"\fdeduplicated\x18\x03 \x01(\bR\fdeduplicated\x12\x1e\n" +
+	"\n" +
+	"deliveries\x18\x04 \x01(\rR\n" +
+	"deliveries\"F\n" +
 	"\rEnqueueResult\x125\n" +
 	"\x05items\x18\x01 \x03(\v2\x1f.raftq.fsm.v1.EnqueueItemResultR\x05items\"B\n" +
 	"\rReceiveResult\x121\n" +
@@ -4431,7 +4512,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12.\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x14.raftq.fsm.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xa5\b\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xbe\b\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -4468,7 +4549,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x11unique_until_done\x18P \x01(\bR\x0funiqueUntilDone\x12*\n" +
 	"\x11max_receive_count\x18< \x01(\rR\x0fmaxReceiveCount\x12&\n" +
 	"\x0fbackoff_base_ms\x18= \x01(\x03R\rbackoffBaseMs\x12$\n" +
-	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
+	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x12\x17\n" +
+	"\abody_of\x18F \x01(\x04R\x06bodyOf\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +
