@@ -77,6 +77,15 @@ type config struct {
 	Concurrency []int
 	Batches     []int
 
+	// topic: Subs lists the subscription counts to run, one cell each;
+	// Consumers is per subscription. Hold, when set, publishes that many
+	// messages with the consumers stopped and reads node memory before
+	// draining. Pprof are the nodes' --pprof-bind URLs, to force a GC
+	// before each memory reading.
+	Subs  []int
+	Hold  int
+	Pprof string
+
 	// overload: the ceiling phase runs with the steady flags above
 	// (--producers, --inflight, --consumers, --batch), and tenant A's
 	// consumers take the same --consumers and --batch.
@@ -111,6 +120,7 @@ workloads:
   backlog    seed N messages with SendBatch, then drain cold; drain rate, memory per message
   scheduled  messages due at now+--due while a backlog churns; lateness past due
   sweep      steady over concurrency x receive batch; prints a table
+  topic      publish to a topic with --subs N subscriptions, each drained by its own consumers; deliveries/s, ledger per subscription; --hold M: node memory per held message
   overload   tenant A floods at 10 x the ceiling while tenant B runs at 5 %; B's latency, throughput, refusals, memory, ledger
 
 Run "raftq-bench <workload> -h" for the workload's flags.
@@ -202,6 +212,10 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 			c.Concurrency, _ = intList(*conc)
 			c.Batches, _ = intList(*batches)
 		}
+	case "topic":
+		c.registerTopic(fs, load, nodes)
+		subs := fs.String("subs", "1", "comma-separated subscription counts: one cell per count, each on a topic and subscriptions of its own, in order (1,4,16)")
+		after = func() { c.Subs, _ = intList(*subs) }
 	case "overload":
 		// The ceiling phase is steady's headline; A is drained by
 		// --consumers x --batch like it.
@@ -331,6 +345,8 @@ func (c config) validate() error {
 		}
 	case "overload":
 		c.validateOverload(check)
+	case "topic":
+		c.validateTopic(check)
 	case "sweep":
 		check(len(c.Concurrency) > 0, "--concurrency: need a comma-separated list of integers")
 		check(len(c.Batches) > 0, "--batches: need a comma-separated list of integers")

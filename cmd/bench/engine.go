@@ -18,9 +18,16 @@ type load struct {
 	// cc is the consumers' client: c unless the spec gives its own.
 	cc    *client.Client
 	queue string
-	led   *ledger
-	fill  []byte
-	pace  *pacer
+	// recvQueues, when set, are the queues the consumers drain instead of
+	// queue: a topic's subscriptions, each drained by consumers of its
+	// own; ledger copy i is recvQueues[i]'s.
+	recvQueues []string
+	// wantDeliveries, when set, is the deliveries every publish must
+	// report (SendResult.Deliveries): a topic's subscription count.
+	wantDeliveries uint32
+	led            *ledger
+	fill           []byte
+	pace           *pacer
 	// consumePace caps what the consumers take, shared like pace; nil: no cap.
 	consumePace *pacer
 	limit       atomic.Int64 // messages left to send when capped; <0: no cap
@@ -64,6 +71,11 @@ type load struct {
 	floodStalls atomic.Uint64
 
 	enqueued, processed, redelivered, duplicates atomic.Uint64
+	// copyProcessed is processed per receive queue (with recvQueues).
+	copyProcessed []atomic.Uint64
+	// shortDeliveries counts acknowledged publishes, not deduplicated,
+	// whose deliveries were not wantDeliveries.
+	shortDeliveries atomic.Uint64
 	// Receive calls and those that returned nothing: a receive that comes
 	// back empty while a backlog waits shows the gather missing messages.
 	recvCalls, recvEmpty        atomic.Uint64
@@ -88,11 +100,13 @@ type loadSpec struct {
 	total                          int // 0: no cap on messages sent
 	consumeRate                    float64
 	resendRefused, flood           bool
+	// recvQueues: see load.recvQueues; consumers is then per queue.
+	recvQueues []string
 }
 
 func newLoad(c *client.Client, queue string, s loadSpec) *load {
 	l := &load{
-		c: c, cc: c, queue: queue, led: newLedger(s.producers), fill: filler(s.seed, s.size),
+		c: c, cc: c, queue: queue, led: newFanLedger(s.producers, len(s.recvQueues)), fill: filler(s.seed, s.size),
 		pace: newPacer(s.rate), consumePace: newPacer(s.consumeRate), producers: s.producers, perProducer: max(s.inflight/max(s.sendBatch, 1), 1),
 		inflight: max(s.inflight, 1), asyncSend: s.asyncSend,
 		sendBatch: max(s.sendBatch, 1), consumers: s.consumers, batch: s.batch, asyncAck: s.asyncAck, wait: 2 * time.Second,
@@ -101,6 +115,11 @@ func newLoad(c *client.Client, queue string, s loadSpec) *load {
 	}
 	if s.consumerClient != nil {
 		l.cc = s.consumerClient
+	}
+	if len(s.recvQueues) > 0 {
+		l.recvQueues = s.recvQueues
+		l.wantDeliveries = uint32(len(s.recvQueues))
+		l.copyProcessed = make([]atomic.Uint64, len(s.recvQueues))
 	}
 	l.limit.Store(-1)
 	if s.total > 0 {
@@ -253,6 +272,7 @@ func (l *load) send(ctx context.Context, p int, items []client.Outgoing, seqs []
 		states[i] = sendAcked
 		if r.Err == nil {
 			ok++
+			l.checkDeliveries(r)
 			continue
 		}
 		c := classifySend(r.Err)
@@ -270,6 +290,15 @@ func (l *load) send(ctx context.Context, p int, items []client.Outgoing, seqs []
 	return ok, true
 }
 
+// checkDeliveries counts an acknowledged publish that reached other than
+// every subscription (a repeat the dedup window suppressed reaches none,
+// by design).
+func (l *load) checkDeliveries(r client.SendResult) {
+	if l.wantDeliveries > 0 && !r.Deduplicated && r.Deliveries != l.wantDeliveries {
+		l.shortDeliveries.Add(1)
+	}
+}
+
 // maxResendWait bounds one wait before a refused send goes again, should a
 // node ask for more.
 const maxResendWait = 5 * time.Second
@@ -278,8 +307,9 @@ const maxResendWait = 5 * time.Second
 // when resendRefused is set.
 func (l *load) sendOne(ctx context.Context, p int, body []byte, seq uint64) (ok int, answered bool) {
 	for {
-		_, err := l.c.Send(ctx, l.queue, body)
+		res, err := l.c.Send(ctx, l.queue, body)
 		if err == nil {
+			l.checkDeliveries(res)
 			l.led.sent(p, seq, true)
 			l.enqueued.Add(1)
 			return 1, true
@@ -342,10 +372,19 @@ func (l *load) stopProducers() {
 }
 
 // startConsumers runs the consumers until ctx ends: receive up to batch,
-// book each delivery, ack them all in one call.
+// book each delivery, ack them all in one call. With recvQueues, each
+// queue gets consumers of its own.
 func (l *load) startConsumers(ctx context.Context) {
-	for i := range l.consumers {
-		l.consWG.Go(func() { l.consume(ctx, fmt.Sprintf("bench-%d", i)) })
+	if len(l.recvQueues) == 0 {
+		for i := range l.consumers {
+			l.consWG.Go(func() { l.consume(ctx, fmt.Sprintf("bench-%d", i), l.queue, 0) })
+		}
+		return
+	}
+	for q, queue := range l.recvQueues {
+		for i := range l.consumers {
+			l.consWG.Go(func() { l.consume(ctx, fmt.Sprintf("bench-%d-%d", q, i), queue, q) })
+		}
 	}
 }
 
@@ -353,13 +392,14 @@ func (l *load) startConsumers(ctx context.Context) {
 // mode, so a slow cluster slows the consumer instead of piling up acks.
 const asyncAcks = 4
 
-func (l *load) consume(ctx context.Context, name string) {
+// consume drains queue, whose deliveries are ledger copy cp.
+func (l *load) consume(ctx context.Context, name, queue string, cp int) {
 	var acks sync.WaitGroup
 	defer acks.Wait()
 	slots := make(chan struct{}, asyncAcks)
 	for ctx.Err() == nil {
 		start := time.Now()
-		rec, err := l.cc.ReceiveTimed(ctx, l.queue, client.ReceiveOptions{Max: l.batch, Wait: l.wait, Consumer: name})
+		rec, err := l.cc.ReceiveTimed(ctx, queue, client.ReceiveOptions{Max: l.batch, Wait: l.wait, Consumer: name})
 		if err != nil {
 			if ctx.Err() == nil {
 				l.fail(&l.recvErrs, err)
@@ -387,12 +427,10 @@ func (l *load) consume(ctx context.Context, name string) {
 			}
 			h, err := decode(m.Body)
 			if err != nil {
-				l.led.mu.Lock()
-				l.led.foreign++
-				l.led.mu.Unlock()
+				l.led.foreignDelivery()
 				continue
 			}
-			if !l.led.delivered(h) {
+			if !l.led.deliveredCopy(cp, h) {
 				l.duplicates.Add(1)
 			}
 			if measuring {
@@ -403,10 +441,10 @@ func (l *load) consume(ctx context.Context, name string) {
 			slots <- struct{}{}
 			acks.Go(func() {
 				defer func() { <-slots }()
-				l.ackBatch(ctx, receipts, measuring)
+				l.ackBatch(ctx, receipts, measuring, cp)
 			})
 		} else {
-			l.ackBatch(ctx, receipts, measuring)
+			l.ackBatch(ctx, receipts, measuring, cp)
 		}
 		// Paid after the receive, so a capped consumer still takes whole
 		// batches and the rate holds over time.
@@ -419,7 +457,7 @@ func (l *load) consume(ctx context.Context, name string) {
 // ackBatch acks one received batch and counts what was acked as processed.
 // Acks are not cut short by the end of the run: a lease left behind would
 // only come back as a redelivery after the drain.
-func (l *load) ackBatch(ctx context.Context, receipts []string, measuring bool) {
+func (l *load) ackBatch(ctx context.Context, receipts []string, measuring bool, cp int) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	as := time.Now()
@@ -438,6 +476,9 @@ func (l *load) ackBatch(ctx context.Context, receipts []string, measuring bool) 
 		l.fail(&l.ackErrs, err)
 	}
 	l.processed.Add(uint64(ok))
+	if l.copyProcessed != nil {
+		l.copyProcessed[cp].Add(uint64(ok))
+	}
 }
 
 // drain waits until every acknowledged send was delivered, or the limit.
@@ -446,7 +487,7 @@ func (l *load) drain(ctx context.Context, limit time.Duration) (time.Duration, e
 	deadline := start.Add(limit)
 	for l.led.outstanding() > 0 {
 		if time.Now().After(deadline) {
-			return time.Since(start), fmt.Errorf("drain: %d acked messages still undelivered after %v", l.led.outstanding(), limit)
+			return time.Since(start), fmt.Errorf("drain: %d acked messages (or topic copies) still undelivered after %v", l.led.outstanding(), limit)
 		}
 		select {
 		case <-ctx.Done():

@@ -12,19 +12,26 @@ import (
 // or may not arrive and is never counted lost. A send the cluster refused
 // (RESOURCE_EXHAUSTED: nothing was applied) must never arrive: a delivery
 // of one is counted, as a refusal that stored the message after all.
+//
+// A send to a topic is due once on every subscription: the ledger then
+// books copies deliveries of each send, one per subscription (copy i is
+// subscription i's), and every count below is of copies.
 type ledger struct {
 	mu        sync.Mutex
+	copies    int // deliveries each acked send is due: 1, or a topic's subscriptions
 	producers []producerBook
 	foreign   uint64 // deliveries that are not ours or name a seq never sent
-	// waiting counts acked sends not delivered yet, kept up to date so the
-	// drain loop can poll it without a scan.
+	// waiting counts acked copies not delivered yet, kept up to date so
+	// the drain loop can poll it without a scan.
 	waiting uint64
 }
 
 type producerBook struct {
-	next      uint64  // seqs below next were handed out
-	state     []uint8 // per seq: sendState
-	delivered []uint8 // per seq: deliveries, saturating at 255
+	next  uint64  // seqs below next were handed out
+	state []uint8 // per seq: sendState
+	// delivered is per seq and copy (index seq*copies+copy): deliveries,
+	// saturating at 255.
+	delivered []uint8
 }
 
 type sendState uint8
@@ -37,7 +44,20 @@ const (
 )
 
 func newLedger(producers int) *ledger {
-	return &ledger{producers: make([]producerBook, producers)}
+	return newFanLedger(producers, 1)
+}
+
+// newFanLedger is a ledger of sends each due on copies subscriptions.
+func newFanLedger(producers, copies int) *ledger {
+	return &ledger{producers: make([]producerBook, producers), copies: max(copies, 1)}
+}
+
+// grow books one more seq of b with no delivery yet.
+func (l *ledger) grow(b *producerBook) {
+	b.state = append(b.state, uint8(sendPending))
+	for range l.copies {
+		b.delivered = append(b.delivered, 0)
+	}
 }
 
 // next reserves the next sequence number of producer p.
@@ -47,8 +67,7 @@ func (l *ledger) next(p int) uint64 {
 	b := &l.producers[p]
 	s := b.next
 	b.next++
-	b.state = append(b.state, uint8(sendPending))
-	b.delivered = append(b.delivered, 0)
+	l.grow(b)
 	return s
 }
 
@@ -61,8 +80,7 @@ func (l *ledger) nextN(p, n int) uint64 {
 	s := b.next
 	b.next += uint64(n)
 	for range n {
-		b.state = append(b.state, uint8(sendPending))
-		b.delivered = append(b.delivered, 0)
+		l.grow(b)
 	}
 	return s
 }
@@ -91,12 +109,18 @@ func (l *ledger) book(p int, seqs []uint64, states []sendState) {
 func (l *ledger) setLocked(p int, seq uint64, st sendState) {
 	b := &l.producers[p]
 	b.state[seq] = uint8(st)
-	if st == sendAcked && b.delivered[seq] == 0 {
-		l.waiting++
+	if st != sendAcked {
+		return
+	}
+	for _, d := range b.delivered[int(seq)*l.copies:][:l.copies] {
+		if d == 0 {
+			l.waiting++
+		}
 	}
 }
 
-// outstanding is the number of acked sends not delivered yet.
+// outstanding is the number of acked copies not delivered yet (of a plain
+// queue's sends: acked sends).
 func (l *ledger) outstanding() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -106,14 +130,20 @@ func (l *ledger) outstanding() uint64 {
 // delivered books one delivery and reports whether it was the first of
 // that message (false: duplicate or foreign).
 func (l *ledger) delivered(h header) bool {
+	return l.deliveredCopy(0, h)
+}
+
+// deliveredCopy books one delivery of copy c (subscription c's) and
+// reports whether it was that copy's first (false: duplicate or foreign).
+func (l *ledger) deliveredCopy(c int, h header) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if int(h.Producer) >= len(l.producers) || h.Seq >= l.producers[h.Producer].next {
+	if c < 0 || c >= l.copies || int(h.Producer) >= len(l.producers) || h.Seq >= l.producers[h.Producer].next {
 		l.foreign++
 		return false
 	}
 	b := &l.producers[h.Producer]
-	d := &b.delivered[h.Seq]
+	d := &b.delivered[int(h.Seq)*l.copies+c]
 	if *d < 255 {
 		*d++
 	}
@@ -123,10 +153,20 @@ func (l *ledger) delivered(h header) bool {
 	return *d == 1
 }
 
-// tally is the ledger's verdict.
+// foreignDelivery books a delivery that is not a bench payload.
+func (l *ledger) foreignDelivery() {
+	l.mu.Lock()
+	l.foreign++
+	l.mu.Unlock()
+}
+
+// tally is the ledger's verdict. Acked, Unknown and Refused count sends;
+// the rest count copies (of a plain queue's sends, the sends themselves).
 type tally struct {
-	Acked      uint64 `json:"acked_sends"`
-	Unknown    uint64 `json:"unknown_sends"`
+	Acked   uint64 `json:"acked_sends"`
+	Unknown uint64 `json:"unknown_sends"`
+	// Copies is the deliveries each acked send was due, when more than one.
+	Copies     int    `json:"copies,omitempty"`
 	Delivered  uint64 `json:"delivered_unique"`
 	Duplicates uint64 `json:"duplicate_deliveries"`
 	Lost       uint64 `json:"lost"`
@@ -141,25 +181,34 @@ func (l *ledger) tally() tally {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := tally{Foreign: l.foreign}
+	if l.copies > 1 {
+		t.Copies = l.copies
+	}
 	for _, b := range l.producers {
 		for i, st := range b.state {
-			d := uint64(b.delivered[i])
-			if d > 0 {
-				t.Delivered++
-				t.Duplicates += d - 1
-			}
 			switch sendState(st) {
 			case sendAcked:
 				t.Acked++
-				if d == 0 {
-					t.Lost++
-				}
 			case sendUnknown:
 				t.Unknown++
 			case sendRefused:
 				t.Refused++
+			}
+			for _, dc := range b.delivered[i*l.copies:][:l.copies] {
+				d := uint64(dc)
 				if d > 0 {
-					t.RefusedDelivered++
+					t.Delivered++
+					t.Duplicates += d - 1
+				}
+				switch sendState(st) {
+				case sendAcked:
+					if d == 0 {
+						t.Lost++
+					}
+				case sendRefused:
+					if d > 0 {
+						t.RefusedDelivered++
+					}
 				}
 			}
 		}
@@ -167,19 +216,30 @@ func (l *ledger) tally() tally {
 	return t
 }
 
-// missing lists up to n acked-but-undelivered messages as "p/seq", for the
-// report when something is lost.
+// missing lists up to n acked-but-undelivered messages as "p/seq" (of a
+// topic's sends, copies as "p/seq@copy"), for the report when something is
+// lost.
 func (l *ledger) missing(n int) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
 	for p, b := range l.producers {
 		for i, st := range b.state {
-			if sendState(st) == sendAcked && b.delivered[i] == 0 {
+			if sendState(st) != sendAcked {
+				continue
+			}
+			for c, d := range b.delivered[i*l.copies:][:l.copies] {
+				if d != 0 {
+					continue
+				}
 				if len(out) == n {
 					return out
 				}
-				out = append(out, fmt.Sprintf("%d/%d", p, i))
+				if l.copies == 1 {
+					out = append(out, fmt.Sprintf("%d/%d", p, i))
+				} else {
+					out = append(out, fmt.Sprintf("%d/%d@%d", p, i, c))
+				}
 			}
 		}
 	}

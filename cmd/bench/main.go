@@ -87,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		res, err = runSweep(ctx, cfg, stderr)
 	case "overload":
 		res, err = runOverload(ctx, cfg, stderr)
+	case "topic":
+		res, err = runTopic(ctx, cfg, stderr)
 	}
 	if res != nil {
 		if perr := printResult(stdout, res, cfg.JSON); perr != nil {

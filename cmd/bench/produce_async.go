@@ -74,7 +74,7 @@ func (l *load) produceAsync(ctx context.Context, p int) {
 // collect waits for one async send's answer and books it; true when the
 // send was answered (its body is free again).
 func (l *load) collect(ctx context.Context, p int, s asyncSend) bool {
-	_, err := s.p.Wait(ctx)
+	res, err := s.p.Wait(ctx)
 	if err != nil {
 		l.led.book(p, []uint64{s.seq}, []sendState{l.failed(err, 1).ledgerState()})
 		if ctx.Err() == nil && !l.stopSend.Load() {
@@ -86,6 +86,7 @@ func (l *load) collect(ctx context.Context, p int, s asyncSend) bool {
 		return false
 	}
 	l.led.sent(p, s.seq, true)
+	l.checkDeliveries(res)
 	l.enqueued.Add(1)
 	if l.measuring.Load() {
 		l.enqueue.recordN(time.Since(s.at), 1)

@@ -86,3 +86,19 @@ func (r *rateLine) format(phase string, elapsed time.Duration, enq, proc uint64)
 	return fmt.Sprintf("[%s %5.0fs] enqueued %d (%.0f/s)  processed %d (%.0f/s)  backlog %d",
 		phase, elapsed.Seconds(), enq, er, proc, pr, int64(enq)-int64(proc))
 }
+
+// formatFan is format for a topic with copies subscriptions: publishes,
+// deliveries (acked copies) and the copies still to deliver.
+func (r *rateLine) formatFan(phase string, elapsed time.Duration, pub, deliv uint64, copies int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	d := now.Sub(r.last).Seconds()
+	var pr, dr float64
+	if !r.last.IsZero() && d > 0 {
+		pr, dr = float64(pub-r.lastEnq)/d, float64(deliv-r.lastProc)/d
+	}
+	r.last, r.lastEnq, r.lastProc = now, pub, deliv
+	return fmt.Sprintf("[%s %5.0fs] published %d (%.0f/s)  deliveries %d (%.0f/s)  backlog %d copies",
+		phase, elapsed.Seconds(), pub, pr, deliv, dr, int64(pub)*int64(copies)-int64(deliv))
+}
