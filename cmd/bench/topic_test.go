@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/raftq/raftq/client"
+	"github.com/raftq/raftq/internal/testcluster"
 )
 
 func TestTopicFlags(t *testing.T) {
@@ -283,4 +286,85 @@ func TestJoinErrsKeepsFailed(t *testing.T) {
 	if err := joinErrs([]error{one, fmt.Errorf("%w: lost 2", errFailed)}); !errors.Is(err, errFailed) || !strings.Contains(err.Error(), "lost 2") {
 		t.Errorf("joined %v", err)
 	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestTopicAgainstCluster runs the topic workload, shrunk, against real
+// node processes: a throughput cell of 1 and of 3 subscriptions, then a
+// hold of 8. It fails on correctness (a copy of an acknowledged publish
+// not delivered to a subscription, a publish reporting fewer deliveries)
+// and on a body stored per copy: 8 bodies per held message would take at
+// least 8 KiB of live heap per message on each node. Rates are reported.
+func TestTopicAgainstCluster(t *testing.T) {
+	var nodeArgs [][]string
+	var pprof []string
+	for range 3 {
+		a := freeAddr(t)
+		nodeArgs = append(nodeArgs, []string{"--pprof-bind", a})
+		pprof = append(pprof, "http://"+a)
+	}
+	c := testcluster.Start(t, nodeBin, testcluster.Options{Shards: 1, NodeArgs: nodeArgs})
+	var metrics []string
+	for _, n := range c.Nodes {
+		metrics = append(metrics, "http://"+n.HTTP+"/metrics")
+	}
+	run := func(t *testing.T, args ...string) *topicResult {
+		t.Helper()
+		cfg := mustParse(t, append([]string{"topic", "--quiet", "--metrics", strings.Join(metrics, ","), "--drain-timeout", "60s",
+			"--producers", "2", "--inflight", "16", "--consumers", "2", "--batch", "32"}, args...)...)
+		cfg.Addrs = c.Addrs()
+		if err := cfg.validate(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		res, err := runTopic(ctx, cfg, io.Discard)
+		if err != nil {
+			t.Fatalf("topic: %v (result %+v)", err, res)
+		}
+		return res.(*topicResult)
+	}
+	t.Run("throughput", func(t *testing.T) {
+		r := run(t, "--subs", "1,3", "--duration", "2s", "--warmup", "500ms")
+		if len(r.Cells) != 2 {
+			t.Fatalf("%d cells, want 2", len(r.Cells))
+		}
+		for _, cell := range r.Cells {
+			l := cell.Ledger
+			if cell.Lost != 0 || cell.ShortDeliveries != 0 || l.Acked == 0 || l.Delivered != l.Acked*uint64(cell.Subs) {
+				t.Errorf("%d subscriptions: ledger %+v, short deliveries %d (last error %q)", cell.Subs, l, cell.ShortDeliveries, cell.LastError)
+			}
+			if cell.PublishedPerS <= 0 || cell.DeliveriesPerS <= 0 || cell.MinSubPerS <= 0 || cell.Publish.Count == 0 || cell.E2E.Count == 0 {
+				t.Errorf("%d subscriptions unmeasured: %+v", cell.Subs, cell)
+			}
+			t.Logf("%d subscriptions: published %.0f/s, deliveries %.0f/s (per subscription %.0f-%.0f), e2e p99 %.1f ms",
+				cell.Subs, cell.PublishedPerS, cell.DeliveriesPerS, cell.MinSubPerS, cell.MaxSubPerS, cell.E2EP99)
+		}
+	})
+	t.Run("hold", func(t *testing.T) {
+		const subs, held = 8, 3000
+		r := run(t, "--subs", fmt.Sprint(subs), "--hold", fmt.Sprint(held), "--pprof", strings.Join(pprof, ","))
+		cell := r.Cells[0]
+		if cell.Lost != 0 || cell.ShortDeliveries != 0 || cell.Ledger.Delivered != held*subs {
+			t.Errorf("ledger %+v, short deliveries %d (last error %q)", cell.Ledger, cell.ShortDeliveries, cell.LastError)
+		}
+		if !cell.LiveHeap || cell.MemoryError != "" || len(cell.MemHeld.Heap) != 3 {
+			t.Fatalf("memory readings %+v %+v, error %q", cell.MemBefore, cell.MemHeld, cell.MemoryError)
+		}
+		if cell.HeapPerMsg <= 0 || cell.HeapPerMsg >= subs*1024 {
+			t.Errorf("live heap per held message %.0f B per node, want above 0 and below %d (the bodies of %d copies)", cell.HeapPerMsg, subs*1024, subs)
+		}
+		t.Logf("%d subscriptions, %d held: live heap %.0f B, RSS %.0f B per message per node; %.0f B left after the drain",
+			subs, held, cell.HeapPerMsg, cell.RSSPerMsg, cell.HeapLeftPerMsg)
+	})
 }

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Runs raftq-bench's topic workload (issue #35) on a fresh cluster of its
+# own: starts 3 raftq nodes on loopback on fresh data directories in a
+# temporary directory (the make-run layout: one shard, 4 MiB wal
+# segments, fsync on; plaintext, which docs/benchmarks.md found to cost
+# the same as TLS), waits until the cluster answers, runs `raftq-bench
+# topic` against it with --pids, --metrics and --pprof set (node RSS from
+# /proc, heap from the metrics after a GC forced through pprof), and stops
+# every node it started, by pid, and removes the data directories. The
+# bench's arguments are passed on:
+#
+#   scripts/topic-bench.sh --subs 4                        # 20 s of publishing to 4 subscriptions
+#   scripts/topic-bench.sh --subs 1,4,16 --hold 100000     # memory per held message, one topic per count
+#
+# Environment: PORT_BASE (default 27700: node i uses PORT_BASE+i for
+# gRPC, +100 raft, +200 gossip, +300 HTTP, +400 peer, +500 pprof); OUT, a
+# directory for the node logs and the bench's output (default: a new
+# temporary directory, kept); BIN (default bin; `make build` first);
+# RAFTQ_NODE_ARGS added to every node. The exit status is the bench's: 0
+# every check passed, 1 a check failed (a copy lost), 2 the run could not
+# be made. Linux only (/proc).
+set -euo pipefail
+export RAFTQ_INSECURE=1
+PORT_BASE=${PORT_BASE:-27700}
+BIN=${BIN:-bin}
+OUT=${OUT:-$(mktemp -d /tmp/raftq-topic.XXXXXX)}
+READY_TIMEOUT=${READY_TIMEOUT:-120}
+mkdir -p "$OUT"
+for b in raftq-node raftq raftq-bench; do
+	[ -x "$BIN/$b" ] || {
+		echo "topic-bench: $BIN/$b missing (make build)" >&2
+		exit 2
+	}
+done
+
+DATA=$(mktemp -d /tmp/raftq-topic-data.XXXXXX)
+pids=()
+bench=""
+# shellcheck source=scripts/lib/stop.sh
+. "$(dirname "$0")/lib/stop.sh"
+cleanup() {
+	# The bench first: its drain would wait for nodes that are going.
+	if [ -n "$bench" ]; then stop_pids 5 "$bench"; fi
+	stop_pids 10 ${pids[@]+"${pids[@]}"}
+	rm -rf "$DATA"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port() { echo $((PORT_BASE + $2 + $1)); } # port NODE OFFSET
+join="127.0.0.1:$(port 1 200),127.0.0.1:$(port 2 200),127.0.0.1:$(port 3 200)"
+addrs="127.0.0.1:$(port 1 0),127.0.0.1:$(port 2 0),127.0.0.1:$(port 3 0)"
+metrics="http://127.0.0.1:$(port 1 300)/metrics,http://127.0.0.1:$(port 2 300)/metrics,http://127.0.0.1:$(port 3 300)/metrics"
+pprof="http://127.0.0.1:$(port 1 500),http://127.0.0.1:$(port 2 500),http://127.0.0.1:$(port 3 500)"
+for i in 1 2 3; do
+	# shellcheck disable=SC2086 # RAFTQ_NODE_ARGS is a list of flags
+	"$BIN/raftq-node" --insecure --node-id "n$i" --data-dir "$DATA/n$i" \
+		--grpc-bind "127.0.0.1:$(port $i 0)" --raft-bind "127.0.0.1:$(port $i 100)" \
+		--gossip-bind "127.0.0.1:$(port $i 200)" --http-bind "127.0.0.1:$(port $i 300)" \
+		--peer-bind "127.0.0.1:$(port $i 400)" --pprof-bind "127.0.0.1:$(port $i 500)" --join "$join" \
+		--bootstrap-expect 3 --wal-segment-size 4MiB ${RAFTQ_NODE_ARGS:-} \
+		>"$OUT/n$i.log" 2>&1 &
+	pids+=($!)
+done
+cli() { "$BIN/raftq" --addr "$addrs" "$@"; }
+
+start=$(date +%s)
+until cli --timeout 5s cluster status >/dev/null 2>&1; do
+	if [ $(($(date +%s) - start)) -ge "$READY_TIMEOUT" ]; then
+		echo "topic-bench: cluster not ready after ${READY_TIMEOUT}s (logs in $OUT)" >&2
+		exit 2
+	fi
+	sleep 1 &
+	wait $!
+done
+echo "topic-bench: cluster ready after $(($(date +%s) - start)) s (pids ${pids[*]}); logs in $OUT" >&2
+
+# --pprof only means something with --hold; pass it then.
+extra=()
+for a in "$@"; do
+	case "$a" in --hold | --hold=*) extra=(--pprof "$pprof") ;; esac
+done
+rc=0
+# In the background, so INT or TERM is handled at once: the trap stops the
+# bench, then the nodes.
+"$BIN/raftq-bench" topic --addr "$addrs" --metrics "$metrics" \
+	--pids "$(
+		IFS=,
+		echo "${pids[*]}"
+	)" ${extra[@]+"${extra[@]}"} "$@" > >(tee "$OUT/bench.out") &
+bench=$!
+wait "$bench" || rc=$?
+bench=""
+echo "topic-bench: bench exit status $rc; output and node logs in $OUT" >&2
+exit "$rc"
