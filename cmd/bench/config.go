@@ -85,6 +85,9 @@ type config struct {
 	Subs  []int
 	Hold  int
 	Pprof string
+	// MaxBacklog holds the topic's producers while more copies than this
+	// wait for their consumers (0: never).
+	MaxBacklog int64
 
 	// overload: the ceiling phase runs with the steady flags above
 	// (--producers, --inflight, --consumers, --batch), and tenant A's

@@ -76,6 +76,12 @@ type load struct {
 	// shortDeliveries counts acknowledged publishes, not deduplicated,
 	// whose deliveries were not wantDeliveries.
 	shortDeliveries atomic.Uint64
+	// maxBacklog, when above 0, holds the producers while more than that
+	// many acked copies wait for their consumers: a run then measures the
+	// rate the consumers keep up with, not a backlog growing without end.
+	maxBacklog int64
+	// backlogWaits counts the producers' waits for the backlog to shrink.
+	backlogWaits atomic.Uint64
 	// Receive calls and those that returned nothing: a receive that comes
 	// back empty while a backlog waits shows the gather missing messages.
 	recvCalls, recvEmpty        atomic.Uint64
@@ -102,6 +108,7 @@ type loadSpec struct {
 	resendRefused, flood           bool
 	// recvQueues: see load.recvQueues; consumers is then per queue.
 	recvQueues []string
+	maxBacklog int64 // see load.maxBacklog
 }
 
 func newLoad(c *client.Client, queue string, s loadSpec) *load {
@@ -111,7 +118,7 @@ func newLoad(c *client.Client, queue string, s loadSpec) *load {
 		inflight: max(s.inflight, 1), asyncSend: s.asyncSend,
 		sendBatch: max(s.sendBatch, 1), consumers: s.consumers, batch: s.batch, asyncAck: s.asyncAck, wait: 2 * time.Second,
 		enqueue: newLatency(), claim: newLatency(), e2e: newLatency(), ack: newLatency(), readyClaim: newLatency(),
-		retryAfter: newLatency(), resendRefused: s.resendRefused, flood: s.flood,
+		retryAfter: newLatency(), resendRefused: s.resendRefused, flood: s.flood, maxBacklog: s.maxBacklog,
 	}
 	if s.consumerClient != nil {
 		l.cc = s.consumerClient
@@ -154,6 +161,33 @@ func (l *load) take(n int) int {
 // topUp adds n messages to a capped load's allowance.
 func (l *load) topUp(n int) {
 	l.limit.Add(int64(n))
+}
+
+// backlog is the acked copies (of a plain queue, acked sends) not yet
+// acked by a consumer. A copy can be acked before its publish's answer is
+// booked, so it can dip below zero for a moment.
+func (l *load) backlog() int64 {
+	return int64(l.enqueued.Load())*int64(max(len(l.recvQueues), 1)) - int64(l.processed.Load())
+}
+
+// waitBacklog holds a producer while the backlog is above maxBacklog,
+// until it shrinks or the producers stop; false means stop sending.
+func (l *load) waitBacklog(ctx context.Context) bool {
+	if l.maxBacklog <= 0 {
+		return true
+	}
+	waited := false
+	for l.backlog() > l.maxBacklog {
+		if l.stopSend.Load() || ctx.Err() != nil {
+			return false
+		}
+		if !waited {
+			l.backlogWaits.Add(1)
+			waited = true
+		}
+		sleep(ctx, 2*time.Millisecond)
+	}
+	return true
 }
 
 // allowance reserves up to n messages of the cap like take; with refill
@@ -200,6 +234,9 @@ func (l *load) produce(ctx context.Context, p int) {
 	// call the client gave up waiting for, so new ones are made.
 	bodies := make([][]byte, l.sendBatch)
 	for !l.stopSend.Load() && ctx.Err() == nil {
+		if !l.waitBacklog(ctx) {
+			return
+		}
 		n := l.allowance(ctx, l.sendBatch)
 		if n == 0 {
 			return

@@ -45,6 +45,9 @@ func (l *load) produceAsync(ctx context.Context, p int) {
 	defer wg.Wait()
 	defer close(window)
 	for !l.stopSend.Load() && ctx.Err() == nil {
+		if !l.waitBacklog(ctx) {
+			return
+		}
 		if l.allowance(ctx, 1) == 0 {
 			return
 		}

@@ -36,7 +36,10 @@ type topicCell struct {
 	// BacklogAtEnd is the copies acked by the cluster but not yet acked by
 	// a consumer when the window closed: consumers falling behind show
 	// here, not in deliveries/s.
-	BacklogAtEnd int64   `json:"backlog_at_end"`
+	BacklogAtEnd int64 `json:"backlog_at_end"`
+	// BacklogWaits counts the producers' waits for the backlog to fall
+	// under --max-backlog: the consumers set the pace.
+	BacklogWaits uint64  `json:"backlog_waits"`
 	PublishP50   float64 `json:"publish_p50_ms,omitempty"`
 	PublishP99   float64 `json:"publish_p99_ms,omitempty"`
 	E2EP50       float64 `json:"e2e_p50_ms,omitempty"`
@@ -88,13 +91,15 @@ type topicResult struct {
 	Inflight  int       `json:"inflight"`
 	SendMode  string    `json:"send_mode"`
 	// Consumers is per subscription.
-	Consumers int         `json:"consumers_per_subscription"`
-	Batch     int         `json:"batch"`
-	AckMode   string      `json:"ack_mode"`
-	Size      int         `json:"size"`
-	Rate      float64     `json:"rate_limit,omitempty"`
-	Hold      int         `json:"hold,omitempty"`
-	Cells     []topicCell `json:"cells"`
+	Consumers int     `json:"consumers_per_subscription"`
+	Batch     int     `json:"batch"`
+	AckMode   string  `json:"ack_mode"`
+	Size      int     `json:"size"`
+	Rate      float64 `json:"rate_limit,omitempty"`
+	// MaxBacklog is --max-backlog of a throughput run (0: unbounded).
+	MaxBacklog int64       `json:"max_backlog,omitempty"`
+	Hold       int         `json:"hold,omitempty"`
+	Cells      []topicCell `json:"cells"`
 }
 
 func (r *topicResult) rows() [][2]string {
@@ -112,6 +117,9 @@ func (r *topicResult) rows() [][2]string {
 	if r.Rate > 0 {
 		rows = append(rows, [2]string{"rate cap", f0(r.Rate) + " publishes/s"})
 	}
+	if r.MaxBacklog > 0 {
+		rows = append(rows, [2]string{"backlog cap", fmt.Sprintf("producers wait while more than %d copies wait for consumers", r.MaxBacklog)})
+	}
 	for _, c := range r.Cells {
 		rows = append(rows, c.rows(r.Size)...)
 	}
@@ -125,7 +133,7 @@ func (c *topicCell) rows(size int) [][2]string {
 			[2]string{"window", fmt.Sprintf("%.0fs after %.0fs warmup", c.DurationS, c.WarmupS)},
 			[2]string{"published/s", f0(c.PublishedPerS)},
 			[2]string{"deliveries/s", fmt.Sprintf("%s  (acked copies, all subscriptions; per subscription %s-%s)", f0(c.DeliveriesPerS), f0(c.MinSubPerS), f0(c.MaxSubPerS))},
-			[2]string{"backlog at end", fmt.Sprintf("%d copies", c.BacklogAtEnd)},
+			[2]string{"backlog at end", fmt.Sprintf("%d copies (producers waited for it %d times)", c.BacklogAtEnd, c.BacklogWaits)},
 			[2]string{"publish latency", lat(c.Publish)},
 			[2]string{"end to end", lat(c.E2E)},
 			[2]string{"cpu in window", c.CPU.row() + fmt.Sprintf("  (per delivery; %.1f µs of node CPU per publish)", c.ServerUsPerPublish)},
@@ -197,6 +205,9 @@ func runTopic(ctx context.Context, cfg config, stderr io.Writer) (result, error)
 	r := &topicResult{Workload: "topic", Revision: revision(), Placement: where, Addrs: cfg.Addrs,
 		Producers: cfg.Producers, Inflight: cfg.Inflight, SendMode: cfg.SendMode, Consumers: cfg.Consumers,
 		Batch: cfg.Batch, AckMode: cfg.AckMode, Size: cfg.Size, Rate: cfg.Rate, Hold: cfg.Hold}
+	if cfg.Hold == 0 {
+		r.MaxBacklog = cfg.MaxBacklog
+	}
 	var failed []error
 	for _, n := range cfg.Subs {
 		cell, err := topicOnce(ctx, c, cfg, stderr, nodes, n)
@@ -271,6 +282,11 @@ func topicOnce(ctx context.Context, c *client.Client, cfg config, stderr io.Writ
 		consumers: cfg.Consumers, batch: cfg.Batch, asyncAck: cfg.AckMode == "async", size: cfg.Size, seed: cfg.Seed,
 		rate: cfg.Rate, total: cfg.Hold, recvQueues: names,
 	}
+	if cfg.Hold == 0 {
+		// A hold run's consumers are stopped while it publishes: a cap
+		// would stop it.
+		spec.maxBacklog = cfg.MaxBacklog
+	}
 	l := newLoad(c, topic, spec)
 	var rl rateLine
 	var phase atomic.Value // read by the progress goroutine
@@ -335,6 +351,7 @@ func topicSteady(ctx context.Context, cfg config, l *load, cell *topicCell, node
 	cell.DeliveriesPerS = rate(a, b, func(c counters) uint64 { return c.processed })
 	cell.MinSubPerS, cell.MaxSubPerS = spread(subsA, subsB, d)
 	cell.BacklogAtEnd = int64(b.enqueued)*int64(cell.Subs) - int64(b.processed)
+	cell.BacklogWaits = l.backlogWaits.Load()
 	cell.Publish, cell.E2E = l.enqueue.summary(), l.e2e.summary()
 	cell.PublishP50, cell.PublishP99 = cell.Publish.P50, cell.Publish.P99
 	cell.E2EP50, cell.E2EP99 = cell.E2E.P50, cell.E2E.P99

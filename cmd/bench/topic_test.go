@@ -28,7 +28,7 @@ func TestTopicFlags(t *testing.T) {
 	// The headline's producers, asynchronous, one message per call; a
 	// subscription's consumers take the headline's batches.
 	if c.Producers != 16 || c.Inflight != 256 || c.SendMode != "async" || c.SendBatch != 1 || c.Size != 1024 ||
-		c.Consumers != 4 || c.Batch != 256 || c.Hold != 0 || !slices.Equal(c.Subs, []int{1}) {
+		c.Consumers != 4 || c.Batch != 256 || c.Hold != 0 || c.MaxBacklog != 100_000 || !slices.Equal(c.Subs, []int{1}) {
 		t.Errorf("defaults %+v", c)
 	}
 	c = mustParse(t, strings.Fields("topic --subs 1,4,16 --hold 100000 --pprof http://127.0.0.1:7601,http://127.0.0.1:7602,http://127.0.0.1:7603")...)
@@ -63,6 +63,9 @@ func TestTopicFlags(t *testing.T) {
 		{"topic --hold 10 --pprof 127.0.0.1:7601 --metrics http://x/metrics", "--pprof \"127.0.0.1:7601\""},
 		{"topic --hold 10 --pprof http://a:1,http://b:2 --metrics http://a/metrics,http://b/metrics", ""},
 		{"topic --batch 0", "--batch"},
+		{"topic --max-backlog 0", ""},
+		{"topic --max-backlog -1", "--max-backlog"},
+		{"topic --max-backlog 50000001", "--max-backlog"},
 		{"topic --ack later", "--ack"},
 	}
 	for _, tc := range cases {
@@ -367,4 +370,39 @@ func TestTopicAgainstCluster(t *testing.T) {
 		t.Logf("%d subscriptions, %d held: live heap %.0f B, RSS %.0f B per message per node; %.0f B left after the drain",
 			subs, held, cell.HeapPerMsg, cell.RSSPerMsg, cell.HeapLeftPerMsg)
 	})
+}
+
+// Producers wait while more copies than --max-backlog wait for consumers,
+// and stop waiting when the backlog shrinks or the producers stop.
+func TestWaitBacklog(t *testing.T) {
+	l := &load{recvQueues: []string{"a", "b"}, maxBacklog: 10}
+	l.enqueued.Store(10)
+	l.processed.Store(5) // 20 copies, 5 acked: 15 waiting
+	if got := l.backlog(); got != 15 {
+		t.Fatalf("backlog %d, want 15", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan bool)
+	go func() { done <- l.waitBacklog(ctx) }()
+	select {
+	case <-done:
+		t.Fatal("producer not held at a backlog of 15 over a cap of 10")
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.processed.Store(10)
+	if !<-done {
+		t.Error("held producer told to stop when the backlog shrank")
+	}
+	if got := l.backlogWaits.Load(); got != 1 {
+		t.Errorf("backlog waits %d, want 1", got)
+	}
+	l.processed.Store(0)
+	l.stopSend.Store(true)
+	if l.waitBacklog(ctx) {
+		t.Error("producer held past the stop")
+	}
+	if !(&load{}).waitBacklog(ctx) {
+		t.Error("no cap held a producer")
+	}
 }
