@@ -16,7 +16,9 @@
 # gRPC, +100 raft, +200 gossip, +300 HTTP, +400 peer, +500 pprof); OUT, a
 # directory for the node logs and the bench's output (default: a new
 # temporary directory, kept); BIN (default bin; `make build` first);
-# RAFTQ_NODE_ARGS added to every node. The exit status is the bench's: 0
+# RAFTQ_NODE_ARGS added to every node; WORKLOAD (default topic; steady
+# runs the headline's plain queue on the same layout, the reference for a
+# topic of one subscription). The exit status is the bench's: 0
 # every check passed, 1 a check failed (a copy lost), 2 the run could not
 # be made. Linux only (/proc).
 set -euo pipefail
@@ -83,7 +85,7 @@ done
 rc=0
 # In the background, so INT or TERM is handled at once: the trap stops the
 # bench, then the nodes.
-"$BIN/raftq-bench" topic --addr "$addrs" --metrics "$metrics" \
+"$BIN/raftq-bench" "${WORKLOAD:-topic}" --addr "$addrs" --metrics "$metrics" \
 	--pids "$(
 		IFS=,
 		echo "${pids[*]}"

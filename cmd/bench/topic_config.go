@@ -27,7 +27,7 @@ func (c *config) registerTopic(fs *flag.FlagSet, load func(producers, consumers,
 	fs.IntVar(&c.Inflight, "inflight", 256, "publishes each producer keeps outstanding (1: synchronous)")
 	fs.StringVar(&c.SendMode, "send-mode", "async", "async: one goroutine per producer keeps --inflight SendAsync calls outstanding; sync: --inflight goroutines per producer, each blocked in Send")
 	fs.Float64Var(&c.Rate, "rate", 0, "cap on the total publish rate in msgs/s (0: as fast as the cluster takes them)")
-	fs.Int64Var(&c.MaxBacklog, "max-backlog", 100_000, "hold the producers while more than this many published copies wait for their consumers, so the window measures what the consumers keep up with rather than a backlog growing without end (0: never hold; not with --hold)")
+	fs.Int64Var(&c.MaxBacklog, "max-backlog", 20_000, "hold the producers while more than this many published copies wait for their consumers, so the window measures what the consumers keep up with rather than a backlog growing without end (0: never hold; not with --hold)")
 	fs.IntVar(&c.Hold, "hold", 0, "publish this many messages with every consumer stopped, read node memory (heap from --metrics, RSS from --pids or --metrics), then drain: memory per held message (0: the throughput run; at most 5,000,000)")
 	fs.StringVar(&c.Pprof, "pprof", "", "comma-separated pprof base URLs of the nodes (raftq-node --pprof-bind, e.g. http://127.0.0.1:7601), in --metrics order: with --hold, force a GC on each node before each memory reading, so the heap read is the live heap")
 	c.SendBatch = 1

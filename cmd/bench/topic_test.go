@@ -28,7 +28,7 @@ func TestTopicFlags(t *testing.T) {
 	// The headline's producers, asynchronous, one message per call; a
 	// subscription's consumers take the headline's batches.
 	if c.Producers != 16 || c.Inflight != 256 || c.SendMode != "async" || c.SendBatch != 1 || c.Size != 1024 ||
-		c.Consumers != 4 || c.Batch != 256 || c.Hold != 0 || c.MaxBacklog != 100_000 || !slices.Equal(c.Subs, []int{1}) {
+		c.Consumers != 4 || c.Batch != 256 || c.Hold != 0 || c.MaxBacklog != 20_000 || !slices.Equal(c.Subs, []int{1}) {
 		t.Errorf("defaults %+v", c)
 	}
 	c = mustParse(t, strings.Fields("topic --subs 1,4,16 --hold 100000 --pprof http://127.0.0.1:7601,http://127.0.0.1:7602,http://127.0.0.1:7603")...)
