@@ -127,7 +127,9 @@ func (s *state) publish(t *queue, nm *fsmpb.NewMessage, avail int64, full *bool)
 	attrs := sortedAttrs(nm.GetAttributes())
 	var to []*queue
 	for _, sub := range s.subs[t.name] {
-		if sub.filter.match(nm.GetType(), nm.GetGroupId(), attrs) {
+		// The meta group gives a subscription its topic's mode; a copy
+		// into a queue of the other mode would break its indexes.
+		if sub.policy.GetMode() == t.policy.GetMode() && sub.filter.match(nm.GetType(), nm.GetGroupId(), attrs) {
 			to = append(to, sub)
 		}
 	}
@@ -163,6 +165,7 @@ func (s *state) publish(t *queue, nm *fsmpb.NewMessage, avail int64, full *bool)
 		m := newCopy(pub, t, s.clock+r)
 		m.dedupKey = nm.GetDedupKey()
 		s.insert(m)
+		s.counters.Enqueued++
 	}
 	s.moved(t.name, MoveSent)
 	for _, sub := range to {
