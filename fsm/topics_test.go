@@ -257,7 +257,11 @@ func TestTopicReplayAndRetention(t *testing.T) {
 		publishOne(t, h, "t", &fsmpb.NewMessage{Body: []byte(fmt.Sprint(i)), GroupId: "g", Type: fmt.Sprint("k", i%2)})
 		h.now += 1000
 	}
-	cut := h.now - 1500 // after the first two publications' times? no: 0 at t0, 1 at t0+1000, 2 at t0+2000
+	// Publications 0, 1, 2 went out at t0, t0+1000, t0+2000.
+	cut := h.now - 1500
+	if st := h.mustStats("t"); st.Retained != 3 || st.Ready+st.Delayed+st.Leasable != 0 || st.OldestReadyMs != 0 {
+		t.Fatalf("topic stats %+v: want 3 retained and nothing ready", st)
+	}
 	// A subscription created now with no replay sees nothing of the past.
 	h.mustQueue("now", subPolicy("t", true, ""))
 	all := subPolicy("t", true, "")
@@ -292,7 +296,7 @@ func TestTopicReplayAndRetention(t *testing.T) {
 	// Past the topic's retention the publications are gone, not dead.
 	h.now += 61_000
 	h.mustOK(tickCmd())
-	if st := h.mustStats("t"); st.Ready+st.Dead != 0 {
+	if st := h.mustStats("t"); st.Retained+st.Dead != 0 {
 		t.Fatalf("topic after retention: %+v", st)
 	}
 	late := subPolicy("t", true, "")
