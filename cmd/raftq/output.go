@@ -102,7 +102,19 @@ func queueJSON(q client.QueueInfo) map[string]any {
 		"quotas":                        quotasJSON(p.Quotas),
 		"dead_retention_ms":             p.DeadRetention.Milliseconds(),
 		"paused":                        q.Paused,
+		// Fan-out (docs/topics.md): empty or false for a plain queue.
+		"topic": p.Topic, "topic_retention_ms": p.TopicRetention.Milliseconds(),
+		"subscription_of": p.SubscriptionOf, "filter": p.Filter, "replay_from": replayFrom(p),
 	}
+}
+
+// replayFrom is a subscription's replay start for JSON: "" for a queue
+// that is no subscription.
+func replayFrom(p client.QueueOptions) string {
+	if p.SubscriptionOf == "" {
+		return ""
+	}
+	return replayName(p.ReplayFrom)
 }
 
 func mode(fifo bool) string {
@@ -121,7 +133,14 @@ func (o *output) queue(q client.QueueInfo) error {
 	if p.Quotas != (client.Quotas{}) {
 		quotas = quotaRows("quota ", p.Quotas, false)
 	}
-	return o.table("FIELD\tVALUE", append([][]string{
+	var fan [][]string
+	if p.Topic {
+		fan = [][]string{{"topic", "true"}, {"topic-retention", topicRetention(p.TopicRetention)}}
+	}
+	if p.SubscriptionOf != "" {
+		fan = [][]string{{"subscription-of", p.SubscriptionOf}, {"filter", dash(p.Filter)}, {"from", replayName(p.ReplayFrom)}}
+	}
+	return o.table("FIELD\tVALUE", append(append([][]string{
 		{"name", q.Name}, {"mode", mode(p.FIFO)}, {"created", ts(q.Created)}, {"paused", strconv.FormatBool(q.Paused)},
 		{"visibility", p.Visibility.String()}, {"max-receives", strconv.Itoa(int(p.MaxReceives))},
 		{"backoff-base", p.BackoffBase.String()}, {"backoff-max", p.BackoffMax.String()},
@@ -130,7 +149,7 @@ func (o *output) queue(q client.QueueInfo) error {
 		{"dlq", strconv.FormatBool(!p.DisableDLQ)}, {"dead-retention", deadRetention(p.DeadRetention)},
 		{"max-messages-per-shard", limit(p.MaxMessagesPerShard)}, {"max-bytes-per-shard", limit(p.MaxBytesPerShard)},
 		{"completed-retention", p.CompletedRetention.String()}, {"completed-max-bytes-per-shard", completedBound(p.CompletedMaxBytesPerShard)},
-	}, quotas...))
+	}, fan...), quotas...))
 }
 
 // completedBound renders a queue's result byte bound, where 0 means the
