@@ -69,7 +69,7 @@ func topicCommands() []command {
 					err := c.DeleteTopic(ctx, name)
 					var e *client.Error
 					if errors.As(err, &e) && e.Code == codes.FailedPrecondition {
-						return &reportedError{err: err, msg: fmt.Sprintf("%s; raftq topic unsubscribe SUBSCRIPTION deletes a subscription (raftq topic get %s lists them)", e.Msg, name)}
+						return &reportedError{err: err, msg: fmt.Sprintf("%s (raftq topic unsubscribe NAME deletes one)", e.Msg)}
 					}
 					if err != nil {
 						return err
