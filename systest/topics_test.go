@@ -357,6 +357,28 @@ func TestTopics_FanOutEndToEnd(t *testing.T) {
 		t.Errorf("orders-late (--from now) received %d message(s), %v; want none", len(ms), err)
 	}
 
+	// A long poll on a subscription wakes at a publish that reaches it.
+	type polled struct {
+		ms      []*client.Message
+		elapsed time.Duration
+		err     error
+	}
+	woke := make(chan polled, 1)
+	pollStart := time.Now()
+	go func() {
+		ms, err := cl.Receive(ctx, "orders-late", client.ReceiveOptions{Max: 1, Wait: client.MaxWait})
+		woke <- polled{ms, time.Since(pollStart), err}
+	}()
+	time.Sleep(700 * time.Millisecond)
+	if r, err := cl.Publish(ctx, "orders", []byte("late-001"), client.Group("late"), client.DedupKey("k-late-001")); err != nil || r.Deliveries != 4 {
+		t.Fatalf("publish to 4 unfiltered subscriptions: %+v, %v", r, err)
+	}
+	// Woken by the publish, not by the 20 s wait running out: 10 s leaves
+	// room for a loaded machine.
+	if p := <-woke; p.err != nil || len(p.ms) != 1 || string(p.ms[0].Body) != "late-001" || p.elapsed > 10*time.Second {
+		t.Fatalf("long poll on orders-late: %d message(s) after %v, %v; want late-001 woken by its publish", len(p.ms), p.elapsed, p.err)
+	}
+
 	out = mustCLI("topic", "get", "orders")
 	for _, want := range []string{"orders-audit", "orders-billing", "orders-eu", "orders-late", "orders-ship", "BACKLOG"} {
 		if !strings.Contains(out, want) {
