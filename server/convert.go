@@ -143,6 +143,7 @@ func messageFromFSM(m *fsmpb.Message) *raftqv1.Message {
 		MaxReceiveCount: m.GetMaxReceiveCount(),
 		BackoffBaseMs:   m.GetBackoffBaseMs(),
 		BackoffMaxMs:    m.GetBackoffMaxMs(),
+		PublishedAs:     m.GetPublishedAs(),
 	}
 	if h := m.GetHistory(); len(h) > 0 {
 		out.History = make([]*raftqv1.Attempt, len(h))
@@ -179,6 +180,7 @@ func addShardStats(out *raftqv1.QueueStatsResponse, st *peerpb.QueueStats) {
 	out.Completed += st.GetCompleted()
 	out.CompletedBytes += st.GetCompletedBytes()
 	out.CompletedEvicted += st.GetCompletedEvicted()
+	out.Retained += st.GetRetained()
 	out.OldestReadyAgeMs = max(out.OldestReadyAgeMs, st.GetOldestReadyAgeMs())
 	for ev, n := range st.GetMoves() {
 		if out.Moves == nil {

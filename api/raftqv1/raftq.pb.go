@@ -728,8 +728,11 @@ type Message struct {
 	MaxReceiveCount uint32 `protobuf:"varint,60,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`
 	BackoffBaseMs   int64  `protobuf:"varint,61,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
 	BackoffMaxMs    int64  `protobuf:"varint,62,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// published_as: a copy delivered by a topic: the shard-local id the
+	// publication was given, the same in every subscription's copy.
+	PublishedAs   uint64 `protobuf:"varint,70,opt,name=published_as,json=publishedAs,proto3" json:"published_as,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -954,6 +957,13 @@ func (x *Message) GetBackoffBaseMs() int64 {
 func (x *Message) GetBackoffMaxMs() int64 {
 	if x != nil {
 		return x.BackoffMaxMs
+	}
+	return 0
+}
+
+func (x *Message) GetPublishedAs() uint64 {
+	if x != nil {
+		return x.PublishedAs
 	}
 	return 0
 }
@@ -1595,7 +1605,10 @@ type QueueStatsResponse struct {
 	CompletedBytes   uint64                 `protobuf:"varint,51,opt,name=completed_bytes,json=completedBytes,proto3" json:"completed_bytes,omitempty"`       // their results' bytes
 	CompletedEvicted uint64                 `protobuf:"varint,52,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"` // dropped early by completed_max_bytes_per_shard
 	DeadExpired      uint64                 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"`                // discarded after the queue's dead_retention_ms
-	Paused           bool                   `protobuf:"varint,40,opt,name=paused,proto3" json:"paused,omitempty"`                                             // see PauseQueue
+	// retained: a topic's publications kept for replay (topic_retention_ms);
+	// a topic counts them here, not as ready.
+	Retained uint64 `protobuf:"varint,80,opt,name=retained,proto3" json:"retained,omitempty"`
+	Paused   bool   `protobuf:"varint,40,opt,name=paused,proto3" json:"paused,omitempty"` // see PauseQueue
 	// moves: how many messages made each move, by event: sent (enqueued; a
 	// deduplicated send is not counted), received (a lease granted), acked,
 	// nacked, snoozed, extended, lease_expired, dead_lettered (after the last
@@ -1742,6 +1755,13 @@ func (x *QueueStatsResponse) GetCompletedEvicted() uint64 {
 func (x *QueueStatsResponse) GetDeadExpired() uint64 {
 	if x != nil {
 		return x.DeadExpired
+	}
+	return 0
+}
+
+func (x *QueueStatsResponse) GetRetained() uint64 {
+	if x != nil {
+		return x.Retained
 	}
 	return 0
 }
@@ -7370,7 +7390,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12*\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x10.raftq.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x95\b\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xb8\b\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -7407,7 +7427,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x11unique_until_done\x18P \x01(\bR\x0funiqueUntilDone\x12*\n" +
 	"\x11max_receive_count\x18< \x01(\rR\x0fmaxReceiveCount\x12&\n" +
 	"\x0fbackoff_base_ms\x18= \x01(\x03R\rbackoffBaseMs\x12$\n" +
-	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
+	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x12!\n" +
+	"\fpublished_as\x18F \x01(\x04R\vpublishedAs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x85\x01\n" +
@@ -7444,7 +7465,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x12ResumeQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"'\n" +
 	"\x11QueueStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x9f\x05\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xbb\x05\n" +
 	"\x12QueueStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n" +
@@ -7462,7 +7483,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\tcompleted\x182 \x01(\x04R\tcompleted\x12'\n" +
 	"\x0fcompleted_bytes\x183 \x01(\x04R\x0ecompletedBytes\x12+\n" +
 	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\x12!\n" +
-	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\x12\x16\n" +
+	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\x12\x1a\n" +
+	"\bretained\x18P \x01(\x04R\bretained\x12\x16\n" +
 	"\x06paused\x18( \x01(\bR\x06paused\x12=\n" +
 	"\x05moves\x18F \x03(\v2'.raftq.v1.QueueStatsResponse.MovesEntryR\x05moves\x1a8\n" +
 	"\n" +
