@@ -348,6 +348,12 @@ func TestTopics_FanOutEndToEnd(t *testing.T) {
 		}
 	}
 
+	// The topic keeps every publication for replay, once each, and holds
+	// nothing ready.
+	if st, err := cl.Stats(ctx, "orders"); err != nil || st.Retained != uint64(countBodies(all)) || st.Ready != 0 || st.InFlight != 0 {
+		t.Errorf("the topic's stats: %+v, %v; want %d retained, none ready or in flight", st, err, countBodies(all))
+	}
+
 	// --- a subscription created now replays everything the topic
 	// retains; one created with the default --from now, nothing.
 	mustCLI("topic", "subscribe", "orders", "orders-audit", "--from", "earliest", "--visibility", "5s")

@@ -199,7 +199,7 @@ func (o *output) stats(s client.QueueStats) error {
 			"oldest_ready_age_ms": s.OldestReady.Milliseconds(), "blocked_groups": s.BlockedGroups,
 			"live_bytes": s.LiveBytes, "tenant": s.Tenant, "quotas": quotasJSON(s.Quotas), "tenant_quotas": quotasJSON(s.TenantQuotas),
 			"completed": s.Completed, "completed_bytes": s.CompletedBytes, "completed_evicted": s.CompletedEvicted,
-			"paused": s.Paused, "moves": movesJSON(s.Moves),
+			"paused": s.Paused, "moves": movesJSON(s.Moves), "retained": s.Retained,
 		})
 	}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
@@ -207,6 +207,11 @@ func (o *output) stats(s client.QueueStats) error {
 		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups), u(s.LiveBytes)}})
 	if err == nil && s.Paused {
 		_, err = fmt.Fprintf(o.w, "\npaused: receives return nothing until raftq queue resume %s\n", s.Name)
+	}
+	if err == nil && s.Retained > 0 {
+		// A topic's publications kept for replay: never ready, never
+		// received (docs/topics.md).
+		_, err = fmt.Fprintf(o.w, "\nretained: %d publication(s) kept for subscriptions created with --from\n", s.Retained)
 	}
 	// Finished jobs, shown once there are any (docs/jobs.md): the table
 	// stays narrow for a queue that keeps no results.

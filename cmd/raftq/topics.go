@@ -46,13 +46,18 @@ func topicCommands() []command {
 					if err != nil {
 						return err
 					}
-					stats := make([]client.QueueStats, len(t.Subscriptions))
+					st := &topicStats{subs: make([]client.QueueStats, len(t.Subscriptions))}
+					own, err := c.Stats(ctx, t.Name)
+					if err != nil {
+						return fmt.Errorf("stats of topic %q: %w", t.Name, err)
+					}
+					st.retained = own.Retained
 					for i, s := range t.Subscriptions {
-						if stats[i], err = c.Stats(ctx, s.Name); err != nil {
+						if st.subs[i], err = c.Stats(ctx, s.Name); err != nil {
 							return fmt.Errorf("stats of subscription %q: %w", s.Name, err)
 						}
 					}
-					return o.topic(t, stats)
+					return o.topic(t, st)
 				}, nil
 			}
 		}, false},
@@ -320,46 +325,61 @@ func topicRetention(d time.Duration) string {
 	return d.String()
 }
 
-func topicJSON(t client.TopicInfo, stats []client.QueueStats) map[string]any {
+// topicStats are topic get's counts: the publications the topic retains
+// and each subscription's stats, in t.Subscriptions' order.
+type topicStats struct {
+	retained uint64
+	subs     []client.QueueStats
+}
+
+func topicJSON(t client.TopicInfo, stats *topicStats) map[string]any {
 	p := t.Options
 	subs := make([]map[string]any, len(t.Subscriptions))
 	for i, s := range t.Subscriptions {
 		subs[i] = queueJSON(s)
 		if stats != nil {
-			st := stats[i]
+			st := stats.subs[i]
 			subs[i]["stats"] = map[string]any{"ready": st.Ready, "delayed": st.Delayed, "in_flight": st.InFlight, "dead": st.Dead}
 		}
 	}
-	return map[string]any{
+	out := map[string]any{
 		"name": t.Name, "fifo": p.FIFO, "created": ts(t.Created), "retention_ms": p.TopicRetention.Milliseconds(),
 		"dedup_window_ms": p.DedupWindow.Milliseconds(), "max_message_bytes": p.MaxMessageBytes,
 		"subscriptions": subs,
 	}
+	if stats != nil {
+		out["retained"] = stats.retained
+	}
+	return out
 }
 
-// topic prints a topic and, when stats are given, each subscription's
-// backlog.
-func (o *output) topic(t client.TopicInfo, stats []client.QueueStats) error {
+// topic prints a topic and, when stats are given, what it retains and
+// each subscription's backlog.
+func (o *output) topic(t client.TopicInfo, stats *topicStats) error {
 	if o.json {
 		return o.emit(topicJSON(t, stats))
 	}
 	p := t.Options
-	if err := o.table("FIELD\tVALUE", [][]string{
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	rows := [][]string{
 		{"name", t.Name}, {"mode", mode(p.FIFO)}, {"created", ts(t.Created)},
 		{"retention", topicRetention(p.TopicRetention)}, {"dedup-window", p.DedupWindow.String()},
 		{"max-size", strconv.Itoa(int(p.MaxMessageBytes))}, {"subscriptions", strconv.Itoa(len(t.Subscriptions))},
-	}); err != nil || len(t.Subscriptions) == 0 {
+	}
+	if stats != nil {
+		rows = append(rows, []string{"retained", u(stats.retained)})
+	}
+	if err := o.table("FIELD\tVALUE", rows); err != nil || len(t.Subscriptions) == 0 {
 		return err
 	}
 	fmt.Fprintln(o.w)
-	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	rows := make([][]string, len(t.Subscriptions))
+	rows = make([][]string, len(t.Subscriptions))
 	for i, s := range t.Subscriptions {
 		q := s.Options
 		rows[i] = []string{s.Name, dash(q.Filter), replayName(q.ReplayFrom), q.Visibility.String(),
 			strconv.Itoa(int(q.MaxReceives)), strconv.FormatBool(!q.DisableDLQ)}
 		if stats != nil {
-			st := stats[i]
+			st := stats.subs[i]
 			rows[i] = append(rows[i], u(st.Ready+st.Delayed), u(st.InFlight), u(st.Dead))
 		}
 	}

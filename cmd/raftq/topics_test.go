@@ -92,14 +92,14 @@ func TestTopicOutput(t *testing.T) {
 				ReplayFrom: client.ReplayEarliest, Visibility: time.Minute, MaxReceives: 10, DisableDLQ: true}},
 		},
 	}
-	stats := []client.QueueStats{{Ready: 3, Delayed: 1, InFlight: 2}, {Dead: 7}}
+	stats := &topicStats{retained: 9, subs: []client.QueueStats{{Ready: 3, Delayed: 1, InFlight: 2}, {Dead: 7}}}
 
 	var b bytes.Buffer
 	if err := (&output{w: &b}).topic(top, stats); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, row := range [][2]string{{"mode", "fifo"}, {"retention", "1h0m0s"}, {"subscriptions", "2"}, {"max-size", "1024"}} {
+	for _, row := range [][2]string{{"mode", "fifo"}, {"retention", "1h0m0s"}, {"subscriptions", "2"}, {"max-size", "1024"}, {"retained", "9"}} {
 		if !hasRow(out, row[0], row[1]) {
 			t.Errorf("topic table lacks %s %s:\n%s", row[0], row[1], out)
 		}
@@ -122,6 +122,7 @@ func TestTopicOutput(t *testing.T) {
 		Name          string `json:"name"`
 		FIFO          bool   `json:"fifo"`
 		RetentionMs   int64  `json:"retention_ms"`
+		Retained      int    `json:"retained"`
 		Subscriptions []struct {
 			Name           string         `json:"name"`
 			SubscriptionOf string         `json:"subscription_of"`
@@ -133,7 +134,7 @@ func TestTopicOutput(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &js); err != nil {
 		t.Fatalf("topic --json: %v\n%s", err, b.String())
 	}
-	if js.Name != "orders" || !js.FIFO || js.RetentionMs != 3_600_000 || len(js.Subscriptions) != 2 ||
+	if js.Name != "orders" || !js.FIFO || js.RetentionMs != 3_600_000 || js.Retained != 9 || len(js.Subscriptions) != 2 ||
 		js.Subscriptions[1].Filter != "attr.region ^= eu-" || js.Subscriptions[1].ReplayFrom != "earliest" ||
 		js.Subscriptions[0].ReplayFrom != "now" || js.Subscriptions[0].SubscriptionOf != "orders" ||
 		js.Subscriptions[0].Stats["ready"] != 3 || js.Subscriptions[1].Stats["dead"] != 7 {
