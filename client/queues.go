@@ -131,6 +131,7 @@ func (c *Client) Stats(ctx context.Context, name string) (QueueStats, error) {
 		Completed:        resp.GetCompleted(),
 		CompletedBytes:   resp.GetCompletedBytes(),
 		CompletedEvicted: resp.GetCompletedEvicted(),
+		Retained:         resp.GetRetained(),
 		Paused:           resp.GetPaused(),
 		Moves:            resp.GetMoves(),
 	}, nil

@@ -75,7 +75,7 @@ func (c *Client) Subscribe(ctx context.Context, topic, name string, o Subscripti
 		return QueueInfo{}, fmt.Errorf("subscribe %q: %w", name, err)
 	}
 	if !t.Options.Topic {
-		return QueueInfo{}, fmt.Errorf("subscribe %q: %q: %w", name, topic, invalid("not a topic"))
+		return QueueInfo{}, fmt.Errorf("subscribe %q: %w", name, invalid(fmt.Sprintf("%q is a queue, not a topic", topic)))
 	}
 	d := o.Delivery
 	d.FIFO = t.Options.FIFO

@@ -155,7 +155,10 @@ type QueueStats struct {
 	// Acked records kept for GetMessage and Wait, their results' bytes,
 	// and those dropped early by CompletedMaxBytesPerShard.
 	Completed, CompletedBytes, CompletedEvicted uint64
-	Paused                                      bool // PauseQueue: receives return nothing
+	// Retained: a topic's publications kept for subscriptions created
+	// later to replay (TopicOptions.Retention); a topic has no Ready.
+	Retained uint64
+	Paused   bool // PauseQueue: receives return nothing
 	// Moves counts how many messages made each move, by event ("sent",
 	// "received", "acked", "nacked", "snoozed", "extended",
 	// "lease_expired", "dead_lettered", "dead_lettered_by_client",

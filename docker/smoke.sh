@@ -9,7 +9,11 @@
 # unique compose project on free host ports, and checks through the published
 # ports with the host CLI:
 #   1. all three nodes become healthy (raftq-node probe) and see each other;
-#   2. queue create, send, receive, ack;
+#   2. queue create, send, receive, ack; then fan-out: a FIFO topic with two
+#      subscriptions (one filtered), publishes counted per subscription, a
+#      repeated dedup key, group order, a --from earliest replay, a refused
+#      delete; one publication stays until the end, after step 6, and must
+#      then be received once on each subscription;
 #   3. docker kill of the node leading shard 0 while several senders have
 #      sends in flight (with dedup keys, each retried until acknowledged,
 #      going on until N more were acknowledged): sends continue, a drain receives every
@@ -457,6 +461,54 @@ out=$(cli "$all_addrs" receive "$queue" --max 1 --wait 5s --json) || fail "recei
 receipt=$(jq -r '.[0].receipt' <<<"$out")
 cli "$all_addrs" ack "$receipt" >/dev/null || fail "ack the keyed send"
 
+# ---- 2b. fan-out -------------------------------------------------------------
+
+# recv_bodies SUB: receive and ack from SUB until a receive finds nothing;
+# prints the bodies in delivery order, space-separated.
+recv_bodies() {
+	local got=() out b r
+	while out=$(cli "$all_addrs" receive "$1" --max 10 --wait 2s --json) && [[ $(jq length <<<"$out") -gt 0 ]]; do
+		mapfile -t b < <(jq -r '.[].body' <<<"$out")
+		mapfile -t r < <(jq -r '.[].receipt' <<<"$out")
+		got+=("${b[@]}")
+		cli "$all_addrs" ack "${r[@]}" >/dev/null || fail "ack on $1"
+	done
+	[[ -n $out ]] || fail "receive from $1"
+	echo "${got[*]}"
+}
+# publish_expect BODY DELIVERIES FLAGS...: a publish through the CLI must
+# report DELIVERIES copies (or be deduplicated when DELIVERIES is "dedup").
+publish_expect() {
+	local body=$1 want=$2 out
+	shift 2
+	out=$(cli "$all_addrs" topic publish smoke-orders "$body" --group c-1 "$@" --json) || fail "topic publish $body: $out"
+	if [[ $want == dedup ]]; then
+		[[ $(jq -r '"\(.deduplicated) \(.deliveries)"' <<<"$out") == "true 0" ]] || fail "repeat publish of $body not deduplicated: $out"
+	else
+		[[ $(jq -r '"\(.deduplicated) \(.deliveries)"' <<<"$out") == "false $want" ]] || fail "publish $body: $out, want $want deliveries"
+	fi
+}
+out=$(cli "$all_addrs" topic create smoke-orders --fifo --retention 1h 2>&1) || fail "topic create: $out"
+cli "$all_addrs" topic subscribe smoke-orders smoke-orders-all --visibility 5s >/dev/null || fail "topic subscribe smoke-orders-all"
+cli "$all_addrs" topic subscribe smoke-orders smoke-orders-eu --filter 'attr.region ^= eu-' --visibility 5s >/dev/null ||
+	fail "topic subscribe smoke-orders-eu"
+publish_expect t-1 2 --attr region=eu-west --dedup kt-1
+publish_expect t-2 1 --attr region=us-east
+publish_expect t-1 dedup --attr region=eu-west --dedup kt-1
+[[ $(recv_bodies smoke-orders-all) == "t-1 t-2" ]] || fail "smoke-orders-all did not get t-1 t-2 in order"
+[[ $(recv_bodies smoke-orders-eu) == t-1 ]] || fail "smoke-orders-eu (filtered) did not get t-1 alone"
+cli "$all_addrs" topic subscribe smoke-orders smoke-orders-replay --from earliest --visibility 5s >/dev/null ||
+	fail "topic subscribe smoke-orders-replay"
+[[ $(recv_bodies smoke-orders-replay) == "t-1 t-2" ]] || fail "smoke-orders-replay (--from earliest) did not replay t-1 t-2"
+if out=$(cli "$all_addrs" topic delete smoke-orders 2>&1); then
+	fail "a topic with subscriptions was deleted: $out"
+fi
+cli "$all_addrs" topic unsubscribe smoke-orders-replay >/dev/null || fail "topic unsubscribe smoke-orders-replay"
+# t-3 stays in smoke-orders-all through the kill, partition, node changes and
+# shard growth below, and is received at the end.
+publish_expect t-3 2 --attr region=eu-north
+note "fan-out: topic smoke-orders with 2 subscriptions (one filtered) through the CLI: deliveries 2/1, a repeat key deduplicated, group order kept, --from earliest replayed 2, delete refused with subscriptions"
+
 # ---- 3. kill a shard leader during sends -------------------------------------
 
 victim=$(jq -r "$(jq_leader_of 0)" "$work/status.json")
@@ -654,3 +706,12 @@ note "grow: cluster shards set $grown moved its slots in ${grown_in}s; $m keys s
 drain "$rest" 40 e-
 drain_verdict "after replacing n3 by n4, removing n3 and n5 and growing to $grown shards"
 note "no loss: $m/$m sends acknowledged before n4 joined received through n1, n2, n4 at the end"
+
+# The publication held since step 2b is still there, once, for each
+# subscription; then the topic goes.
+all_addrs=$rest
+[[ $(recv_bodies smoke-orders-all) == t-3 ]] || fail "smoke-orders-all lost t-3 across the kill, partition, node changes and growth"
+[[ $(recv_bodies smoke-orders-eu) == t-3 ]] || fail "smoke-orders-eu lost t-3 across the kill, partition, node changes and growth"
+for s in smoke-orders-all smoke-orders-eu; do cli "$all_addrs" topic unsubscribe "$s" >/dev/null || fail "topic unsubscribe $s"; done
+cli "$all_addrs" topic delete smoke-orders >/dev/null || fail "topic delete smoke-orders"
+note "fan-out: t-3, published before the kill, received once on both subscriptions after growing to $grown shards; topic deleted"

@@ -22,7 +22,7 @@ func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
 		q.firstID = s.nextID
 		q.setFilter()
 		s.queues[c.GetQueue()] = q
-		s.indexSubscriptions()
+		s.indexSubscription(q)
 		if from := p.GetReplayFromMs(); from > 0 {
 			return countResult(s.replay(q, from))
 		}
@@ -31,19 +31,25 @@ func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
 	if p.GetMode() != q.policy.GetMode() && q.members.Len() > 0 {
 		return failed(fsmpb.Code_CODE_FAILED_PRECONDITION, "queue %q holds %d messages: its mode cannot change", q.name, q.members.Len())
 	}
-	if p.GetTopic() != q.policy.GetTopic() || p.GetSubscriptionOf() != q.policy.GetSubscriptionOf() {
-		return failed(fsmpb.Code_CODE_FAILED_PRECONDITION, "queue %q: whether it is a topic or a subscription, and of which topic, is fixed when it is created", q.name)
+	if p.GetTopic() != q.policy.GetTopic() || p.GetSubscriptionOf() != q.policy.GetSubscriptionOf() ||
+		(p.GetMode() != q.policy.GetMode() && (q.isTopic() || q.policy.GetSubscriptionOf() != "")) {
+		return failed(fsmpb.Code_CODE_FAILED_PRECONDITION, "queue %q: whether it is a topic or a subscription, of which topic, and then its mode, are fixed when it is created", q.name)
 	}
 	old := q.policy
 	s.setDeadRetention(q, p)
 	s.noteResume(q, old.GetPaused())
-	if d := p.GetRetentionMs() - old.GetRetentionMs(); d != 0 {
+	d := p.GetRetentionMs() - old.GetRetentionMs()
+	if q.isTopic() {
+		// A topic keeps only its retained publications, which expire
+		// topic_retention_ms after they were published.
+		d = p.GetTopicRetentionMs() - old.GetTopicRetentionMs()
+	}
+	if d != 0 {
 		s.shiftRetention(q, d)
 		// A shorter retention applies at once, like at the start of an entry.
 		s.expireRetention()
 	}
 	q.setFilter()
-	s.indexSubscriptions()
 	s.evictResults(q) // a lower result bound applies at once too
 	// A shorter dead retention, likewise.
 	s.expireDead()
@@ -90,7 +96,7 @@ func (s *state) deleteQueue(c *fsmpb.DeleteQueue) *fsmpb.Result {
 	// walk over every key of the shard); a new queue of the same name
 	// ignores them (queue.firstID).
 	delete(s.queues, q.name)
-	s.indexSubscriptions()
+	s.unindexSubscription(q)
 	s.dropUse(q)
 	s.dropQueueHolds(q.name)
 	return countResult(n)

@@ -76,6 +76,11 @@ type Stats struct {
 	// DeadExpired counts dead messages discarded after the queue's
 	// dead_retention_ms.
 	DeadExpired uint64
+	// Retained counts a topic's publications kept for replay
+	// (topics.go). A topic reports them here and nothing as ready,
+	// delayed or leasable: nothing receives them, and an age alert on
+	// ready messages must not fire for a topic.
+	Retained uint64
 }
 
 // maxClockMs bounds the clock so that clock + any delay, lease or retention
@@ -217,6 +222,9 @@ func (f *FSM) Stats(queue string) (Stats, bool) {
 		Evicted:       q.evicted,
 		DeadExpired:   q.deadExpired,
 		OldestReadyMs: f.s.oldestReady(q),
+	}
+	if q.isTopic() {
+		st = Stats{Retained: q.nReady + q.nDelayed, LiveBytes: q.liveBytes}
 	}
 	if q.fifo() {
 		// Only a group's head is ever leased, so each leased message is

@@ -20,11 +20,20 @@ func TestRandomizedInvariants(t *testing.T) {
 	if testing.Short() {
 		seqs = 300
 	}
+	var deliveries, replayed uint64
 	for i := 0; i < seqs; i++ {
 		seed := uint64(i)
-		if err := runRandom(seed, entries); err != nil {
+		r, err := runRandom(seed, entries)
+		if err != nil {
 			t.Fatalf("seed %d (rerun with runRandom(%d, %d)): %v", seed, seed, entries, err)
 		}
+		deliveries += r.deliveries
+		replayed += r.replayed
+	}
+	// The sequences must reach fan-out, or the checks above say nothing
+	// about it.
+	if deliveries == 0 || replayed == 0 {
+		t.Fatalf("%d copies published and %d replayed over every sequence", deliveries, replayed)
 	}
 }
 
@@ -45,20 +54,24 @@ type randomRun struct {
 	holds     map[string]map[uint64]bool
 	// paused: the queues whose last applied upsert paused them.
 	paused map[string]bool
+	// deliveries and replayed count the copies topics made (topics.go).
+	deliveries, replayed uint64
 }
 
-var randomQueues = []string{"s", "f", "d", "t/s", "t/f"}
+// tp and tpf are topics (standard, FIFO); sub, subf and subxf their
+// subscriptions, subxf with a filter (topics.go).
+var randomQueues = []string{"s", "f", "d", "t/s", "t/f", "tp", "tpf", "sub", "subf", "subxf"}
 
-func runRandom(seed uint64, entries int) error {
+func runRandom(seed uint64, entries int) (*randomRun, error) {
 	r := &randomRun{rng: rand.New(rand.NewPCG(seed, 0x5eed)), f: New(Options{}), term: 1, now: t0, lastSeq: map[string]uint64{},
 		seals: map[uint32]uint64{}, holds: map[string]map[uint64]bool{}, paused: map[string]bool{}}
 	for e := 0; e < entries; e++ {
 		if err := r.step(); err != nil {
-			return fmt.Errorf("entry %d: %w", e, err)
+			return nil, fmt.Errorf("entry %d: %w", e, err)
 		}
 		if e%10 == 9 || e == entries-1 {
 			if err := roundTrip(r.f); err != nil {
-				return fmt.Errorf("entry %d: %w", e, err)
+				return nil, fmt.Errorf("entry %d: %w", e, err)
 			}
 		}
 	}
@@ -67,9 +80,9 @@ func runRandom(seed uint64, entries int) error {
 	d1, i1, err1 := r.f.Digest()
 	d2, i2, err2 := replica.Digest()
 	if err1 != nil || err2 != nil || d1 != d2 || i1 != i2 {
-		return fmt.Errorf("replay diverged: %x@%d vs %x@%d (%v, %v)", d1, i1, d2, i2, err1, err2)
+		return nil, fmt.Errorf("replay diverged: %x@%d vs %x@%d (%v, %v)", d1, i1, d2, i2, err1, err2)
 	}
-	return nil
+	return r, nil
 }
 
 // snapshotCopy is a new FSM restored from a snapshot of f.
@@ -138,7 +151,11 @@ func (r *randomRun) step() error {
 		if err := r.model(cmds[i], res); err != nil {
 			return fmt.Errorf("command %d (%s): %w", i, KindName(cmds[i]), err)
 		}
+		if u := cmds[i].GetUpsertQueue(); u != nil && u.GetPolicy().GetReplayFromMs() > 0 {
+			r.replayed += res.GetCount().GetCount()
+		}
 		for _, it := range res.GetEnqueue().GetItems() {
+			r.deliveries += uint64(it.GetDeliveries())
 			if it.GetMessageId() != 0 {
 				r.ids = append(r.ids, it.GetMessageId())
 			}
@@ -384,6 +401,21 @@ func (r *randomRun) policy(q string) *fsmpb.QueuePolicy {
 	}
 	if r.rng.IntN(40) == 0 {
 		p.VisibilityTimeoutMs = -1
+	}
+	switch q {
+	case "tp", "tpf":
+		p.Topic = true
+		p.TopicRetentionMs = int64(r.rng.IntN(3) * r.rng.IntN(20_000))
+	case "sub":
+		p.SubscriptionOf = "tp"
+	case "subf", "subxf":
+		p.SubscriptionOf = "tpf"
+		if q == "subxf" {
+			p.Filter = "group ^= g and group != g2"
+		}
+		if r.rng.IntN(3) == 0 {
+			p.ReplayFromMs = 1 + int64(r.rng.IntN(2))*(r.now-int64(r.rng.IntN(5000)))
+		}
 	}
 	if r.rng.IntN(2) == 0 { // small enough that acks with results reach it
 		p.CompletedMaxBytesPerShard = MaxResultBytes

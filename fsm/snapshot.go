@@ -121,11 +121,11 @@ type recWriter struct {
 	w    io.Writer
 	buf  []byte
 	mbuf []byte // a message record's body, reused
-	// bodies: the publications whose shared body the stream holds
-	// already (topics.go).
-	bodies map[uint64]struct{}
-	err    error
-	mo     proto.MarshalOptions
+	// lastPub: the publication whose body the last record with a body
+	// carried or shared (topics.go).
+	lastPub uint64
+	err     error
+	mo      proto.MarshalOptions
 }
 
 func (r *recWriter) record(typ byte, m proto.Message) {
@@ -157,14 +157,12 @@ func (r *recWriter) message(m *msg) {
 	var err error
 	shared := false
 	if m.publishedAs != 0 && len(m.body) > 0 {
-		// The first record of a publication in the stream carries its
-		// body; the records after it name it (topics.go). Records go in id
-		// order, the same on every replica.
-		if r.bodies == nil {
-			r.bodies = map[uint64]struct{}{}
-		}
-		_, shared = r.bodies[m.publishedAs]
-		r.bodies[m.publishedAs] = struct{}{}
+		// A publish gives its copies consecutive ids, so in the stream (by
+		// id) the first of them with a body carries it and the ones right
+		// after name it (topics.go). A copy apart from them (a replay's)
+		// carries its own: one publication at a time keeps this O(1).
+		shared = m.publishedAs == r.lastPub
+		r.lastPub = m.publishedAs
 	}
 	if r.mbuf, err = appendMessageRecord(r.mbuf[:0], m, shared); err != nil {
 		r.err = fmt.Errorf("marshal snapshot record %d (message %d): %w", recMessage, m.id, err)
@@ -303,7 +301,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 		tr        fsmpb.SnapshotTrailer
 		seen      fsmpb.SnapshotTrailer
 		msgs      []*msg
-		bodies    = map[uint64][]byte{} // publication id -> its shared body
+		last      sharedBody // the publication whose body the stream carried last
 	)
 	for {
 		typ, err := br.ReadByte()
@@ -379,7 +377,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 			if err != nil {
 				return nil, fmt.Errorf("message record: %w", err)
 			}
-			shareBody(m, bodies)
+			last.share(m)
 			if _, dup := s.byID.ReplaceOrInsert(msgRef{m.id, m}); dup {
 				return nil, fmt.Errorf("message %d twice", m.id)
 			}

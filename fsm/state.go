@@ -292,6 +292,7 @@ func newState() *state {
 		nextSeq:     1,
 		counters:    &fsmpb.Counters{},
 		queues:      map[string]*queue{},
+		subs:        map[string][]*queue{},
 		byID:        btree.NewG(btreeDegree, lessMsg),
 		delayed:     btree.NewG(btreeDegree, lessTime),
 		leases:      btree.NewG(btreeDegree, lessTime),

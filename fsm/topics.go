@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/raftq/raftq/fsm/fsmpb"
 )
@@ -71,9 +72,34 @@ func (q *queue) slotQueue() string {
 	return q.name
 }
 
-// indexSubscriptions rebuilds the topic -> subscriptions index after the
-// set of queues or their policies changed. Subscriptions are kept by name,
-// the order copies are made in on every replica.
+// indexSubscription adds a new subscription to the topic ->
+// subscriptions index, which keeps them by name: the order copies are made
+// in on every replica.
+func (s *state) indexSubscription(q *queue) {
+	t := q.policy.GetSubscriptionOf()
+	if t == "" {
+		return
+	}
+	l := s.subs[t]
+	i, _ := slices.BinarySearchFunc(l, q.name, func(e *queue, name string) int { return strings.Compare(e.name, name) })
+	s.subs[t] = slices.Insert(l, i, q)
+}
+
+// unindexSubscription drops a deleted subscription from the index.
+func (s *state) unindexSubscription(q *queue) {
+	t := q.policy.GetSubscriptionOf()
+	if t == "" {
+		return
+	}
+	l := slices.DeleteFunc(s.subs[t], func(e *queue) bool { return e == q })
+	if len(l) == 0 {
+		delete(s.subs, t)
+		return
+	}
+	s.subs[t] = l
+}
+
+// indexSubscriptions builds the index from every queue (restore).
 func (s *state) indexSubscriptions() {
 	subs := map[string][]*queue{}
 	for _, q := range s.queues {
@@ -127,7 +153,9 @@ func (s *state) publish(t *queue, nm *fsmpb.NewMessage, avail int64, full *bool)
 	attrs := sortedAttrs(nm.GetAttributes())
 	var to []*queue
 	for _, sub := range s.subs[t.name] {
-		if sub.filter.match(nm.GetType(), nm.GetGroupId(), attrs) {
+		// The meta group gives a subscription its topic's mode; a copy
+		// into a queue of the other mode would break its indexes.
+		if sub.policy.GetMode() == t.policy.GetMode() && sub.filter.match(nm.GetType(), nm.GetGroupId(), attrs) {
 			to = append(to, sub)
 		}
 	}
@@ -135,11 +163,11 @@ func (s *state) publish(t *queue, nm *fsmpb.NewMessage, avail int64, full *bool)
 	if len(body) == 0 {
 		body = nil
 	}
-	for _, sub := range to {
-		if st := s.checkCapacity(sub, len(body), *full); st != nil {
+	if st := s.admitCopies(t, to, len(body), *full); st != nil {
+		if st.GetCode() == fsmpb.Code_CODE_RESOURCE_EXHAUSTED {
 			*full = true
-			return &fsmpb.EnqueueItemResult{Status: st}
 		}
+		return &fsmpb.EnqueueItemResult{Status: st}
 	}
 	if stale {
 		s.dropDedup(dh)
@@ -163,6 +191,7 @@ func (s *state) publish(t *queue, nm *fsmpb.NewMessage, avail int64, full *bool)
 		m := newCopy(pub, t, s.clock+r)
 		m.dedupKey = nm.GetDedupKey()
 		s.insert(m)
+		s.counters.Enqueued++
 	}
 	s.moved(t.name, MoveSent)
 	for _, sub := range to {
@@ -181,10 +210,61 @@ func (s *state) publish(t *queue, nm *fsmpb.NewMessage, avail int64, full *bool)
 	return &fsmpb.EnqueueItemResult{Status: okStatus(), MessageId: pub, Deliveries: uint32(len(to))}
 }
 
+// admitCopies checks, before anything is inserted, that every queue a
+// publish writes to (the topic when it retains, then each matching
+// subscription) takes a body of n bytes: its size limit, its capacity,
+// its quotas. A tenant's depth and bytes are checked against all the
+// copies together: each check counts the copies admitted before it, and
+// the counts are put back before the real inserts.
+func (s *state) admitCopies(t *queue, to []*queue, n int, full bool) *fsmpb.Status {
+	var counted []*tenantUse
+	defer func() {
+		for _, u := range counted {
+			u.live--
+			u.bytes -= uint64(n)
+		}
+	}()
+	admit := func(q *queue) *fsmpb.Status {
+		if st := s.checkCapacity(q, n, full); st != nil {
+			return st
+		}
+		if u := q.tenant; u != nil {
+			u.live++
+			u.bytes += uint64(n)
+			counted = append(counted, u)
+		}
+		return nil
+	}
+	if full {
+		// As for a send: nothing of a batch goes in after a refusal, even
+		// a publish no subscription takes.
+		return s.checkCapacity(t, n, true)
+	}
+	for _, sub := range to {
+		if lim := sub.policy.GetMaxMessageBytes(); uint64(n) > uint64(lim) {
+			return status(fsmpb.Code_CODE_INVALID_ARGUMENT, "body of %d bytes is larger than subscription %q takes (max_message_bytes %d)", n, sub.name, lim)
+		}
+	}
+	if t.policy.GetTopicRetentionMs() > 0 {
+		if st := admit(t); st != nil {
+			return st
+		}
+	}
+	for _, sub := range to {
+		if st := admit(sub); st != nil {
+			return st
+		}
+	}
+	return nil
+}
+
 // replay copies a topic's retained publications of at least fromMs into a
 // subscription just created on this shard, in publish order, as a publish
-// would have; those its filter refuses, or that no longer fit, are skipped.
-// It returns how many it copied.
+// would have; those its filter refuses are skipped, and it stops at the
+// first that no longer fits (no holes inside a group). A FIFO group whose
+// slot is sealed here (moved to another shard, fsm/slots.go) gets none:
+// that shard now serves the group, and a copy here would let two shards
+// lease it at once. It returns how many it copied.
 func (s *state) replay(sub *queue, fromMs int64) uint64 {
 	t, ok := s.queues[sub.policy.GetSubscriptionOf()]
 	if !ok || !t.isTopic() || t.policy.GetMode() != sub.policy.GetMode() {
@@ -196,8 +276,11 @@ func (s *state) replay(sub *queue, fromMs int64) uint64 {
 		if !live(p.state) || p.enqueuedMs < fromMs || !sub.filter.match(p.typ, p.group, p.attrs) {
 			continue
 		}
-		if s.checkCapacity(sub, len(p.body), false) != nil {
+		if sub.fifo() && s.groupSealed(sub.name, p.group) {
 			continue
+		}
+		if s.checkCapacity(sub, len(p.body), false) != nil {
+			break
 		}
 		m := &msg{
 			id: s.nextID, seq: s.nextSeq, q: sub, body: p.body, publishedAs: p.publishedAs, attrs: p.attrs,
@@ -206,6 +289,9 @@ func (s *state) replay(sub *queue, fromMs int64) uint64 {
 			state: fsmpb.State_STATE_READY, stateChangedMs: s.clock, retry: p.retry,
 		}
 		m.expireMs = m.availableMs + sub.policy.GetRetentionMs()
+		if m.availableMs > s.clock {
+			m.state = fsmpb.State_STATE_DELAYED
+		}
 		s.nextID++
 		s.nextSeq++
 		s.insert(m)
@@ -216,22 +302,24 @@ func (s *state) replay(sub *queue, fromMs int64) uint64 {
 	return n
 }
 
-// shareBody gives a restored copy of a publication the body an earlier
-// record of the snapshot carried, or records the body it carries, so the
-// copies share one slice again after a restore. A copy left without a
-// body whose publication no earlier record carried one was published
-// empty (an acked copy has none of its own either way).
-func shareBody(m *msg, bodies map[uint64][]byte) {
-	if m.publishedAs == 0 {
-		return
-	}
-	if m.body != nil {
-		if _, ok := bodies[m.publishedAs]; !ok {
-			bodies[m.publishedAs] = m.body
-		}
-		return
-	}
-	if m.state != fsmpb.State_STATE_ACKED {
-		m.body = bodies[m.publishedAs]
+// sharedBody is the publication whose body a snapshot stream carried
+// last, while it is read back.
+type sharedBody struct {
+	pub  uint64
+	body []byte
+}
+
+// share gives a restored copy of a publication, written without its body,
+// the body the record before it carried, or remembers the body it
+// carries, so that copies share one slice again after a restore. A copy
+// without a body that does not follow its publication's carrier was
+// published empty; an acked copy has none of its own either way.
+func (l *sharedBody) share(m *msg) {
+	switch {
+	case m.publishedAs == 0:
+	case m.body != nil:
+		l.pub, l.body = m.publishedAs, m.body
+	case m.state != fsmpb.State_STATE_ACKED && m.publishedAs == l.pub:
+		m.body = l.body
 	}
 }

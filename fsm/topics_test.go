@@ -257,7 +257,11 @@ func TestTopicReplayAndRetention(t *testing.T) {
 		publishOne(t, h, "t", &fsmpb.NewMessage{Body: []byte(fmt.Sprint(i)), GroupId: "g", Type: fmt.Sprint("k", i%2)})
 		h.now += 1000
 	}
-	cut := h.now - 1500 // after the first two publications' times? no: 0 at t0, 1 at t0+1000, 2 at t0+2000
+	// Publications 0, 1, 2 went out at t0, t0+1000, t0+2000.
+	cut := h.now - 1500
+	if st := h.mustStats("t"); st.Retained != 3 || st.Ready+st.Delayed+st.Leasable != 0 || st.OldestReadyMs != 0 {
+		t.Fatalf("topic stats %+v: want 3 retained and nothing ready", st)
+	}
 	// A subscription created now with no replay sees nothing of the past.
 	h.mustQueue("now", subPolicy("t", true, ""))
 	all := subPolicy("t", true, "")
@@ -292,7 +296,7 @@ func TestTopicReplayAndRetention(t *testing.T) {
 	// Past the topic's retention the publications are gone, not dead.
 	h.now += 61_000
 	h.mustOK(tickCmd())
-	if st := h.mustStats("t"); st.Ready+st.Dead != 0 {
+	if st := h.mustStats("t"); st.Retained+st.Dead != 0 {
 		t.Fatalf("topic after retention: %+v", st)
 	}
 	late := subPolicy("t", true, "")
@@ -415,4 +419,111 @@ func FuzzFilter(f *testing.F) {
 			t.Fatal("filter not deterministic")
 		}
 	})
+}
+
+// TestTopicReplaySkipsSealedGroups: a FIFO group whose slot moved away
+// is served by the new shard; replaying its retained publications here
+// would let two shards lease the group at once.
+func TestTopicReplaySkipsSealedGroups(t *testing.T) {
+	h := newHarness(t)
+	h.mustQueue("t", topicPolicy(true, 60_000))
+	publishOne(t, h, "t", &fsmpb.NewMessage{Body: []byte("moved"), GroupId: "g1"})
+	publishOne(t, h, "t", &fsmpb.NewMessage{Body: []byte("stays"), GroupId: "g2"})
+	if slotOf("t", "g1", "") == slotOf("t", "g2", "") {
+		t.Skip("g1 and g2 share a slot at this slot count") // fixed inputs: never taken
+	}
+	res := h.mustOK(sealCmd(1, 1, testSlots, slotOf("t", "g1", "")))
+	if n := len(res.GetSeal().GetLiveGroups()); n != 0 {
+		t.Fatalf("a topic's retained publications reported %d live groups to hand over", n)
+	}
+	p := subPolicy("t", true, "")
+	p.ReplayFromMs = 1
+	if r := h.mustOK(upsertCmd("late", p)); r.GetCount().GetCount() != 1 {
+		t.Fatalf("replay copied %d, want 1 (g2 only)", r.GetCount().GetCount())
+	}
+	got := h.mustReceive("late", 10, 1000)
+	if len(got) != 1 || string(got[0].GetBody()) != "stays" {
+		t.Fatalf("late received %v", got)
+	}
+}
+
+func TestTopicModeAndRetentionChanges(t *testing.T) {
+	h := newHarness(t)
+	h.mustQueue("t", topicPolicy(false, 60_000))
+	h.mustQueue("a", subPolicy("t", false, ""))
+	for _, q := range []string{"t", "a"} {
+		p := topicPolicy(true, 60_000)
+		if q == "a" {
+			p = subPolicy("t", true, "")
+		}
+		if r := h.one(upsertCmd(q, p)); r.GetStatus().GetCode() != fsmpb.Code_CODE_FAILED_PRECONDITION {
+			t.Fatalf("mode change of empty %s: %v", q, r.GetStatus())
+		}
+	}
+	publishOne(t, h, "t", body("1"))
+	// retention_ms is not what a topic's publications expire by.
+	p := topicPolicy(false, 60_000)
+	p.RetentionMs = 1000
+	h.mustQueue("t", p)
+	if st := h.mustStats("t"); st.Retained != 1 {
+		t.Fatalf("retention_ms change dropped the retained publication: %+v", st)
+	}
+	// A shorter topic retention applies to what is kept.
+	h.now += 20_000
+	h.mustQueue("t", topicPolicy(false, 10_000))
+	if st := h.mustStats("t"); st.Retained != 0 {
+		t.Fatalf("after topic_retention_ms 10 s, a 20 s old publication is kept: %+v", st)
+	}
+}
+
+func TestTopicReplayKeepsDelay(t *testing.T) {
+	h := newHarness(t)
+	h.mustQueue("t", topicPolicy(false, 600_000))
+	publishOne(t, h, "t", &fsmpb.NewMessage{Body: []byte("later"), DelayMs: 60_000})
+	p := subPolicy("t", false, "")
+	p.ReplayFromMs = 1
+	h.mustQueue("late", p)
+	if got := h.mustReceive("late", 1, 1000); len(got) != 0 {
+		t.Fatalf("a delayed publication replayed ready: %v", got)
+	}
+	if st := h.mustStats("late"); st.Delayed != 1 {
+		t.Fatalf("late: %+v", st)
+	}
+	h.now += 60_000
+	h.mustOK(tickCmd())
+	if got := h.mustReceive("late", 1, 1000); len(got) != 1 {
+		t.Fatal("the replayed copy never became ready")
+	}
+}
+
+func TestTopicPublishRespectsQuotasAcrossCopies(t *testing.T) {
+	h := newHarness(t)
+	tp := topicPolicy(false, 60_000)
+	tp.ShardQuota = &fsmpb.ShardQuota{TenantMaxMessages: 5}
+	h.mustQueue("acme/t", tp)
+	sp := subPolicy("acme/t", false, "")
+	sp.ShardQuota = &fsmpb.ShardQuota{TenantMaxMessages: 5}
+	for _, q := range []string{"acme/a", "acme/b"} {
+		h.mustQueue(q, sp)
+	}
+	// Each publish takes 3 of the tenant's 5: the retained one and two
+	// copies. The second would take it to 6.
+	publishOne(t, h, "acme/t", body("1"))
+	r := h.mustOK(enqueueCmd("acme/t", body("2"), &fsmpb.NewMessage{}))
+	for i, it := range r.GetEnqueue().GetItems() {
+		if it.GetStatus().GetCode() != fsmpb.Code_CODE_RESOURCE_EXHAUSTED {
+			t.Fatalf("item %d: %v", i, it.GetStatus())
+		}
+	}
+	if u := h.f.TenantUsage("acme"); u.Live != 3 {
+		t.Fatalf("tenant holds %d live, want 3", u.Live)
+	}
+	// A subscription's own size limit refuses the whole publish.
+	small := subPolicy("acme/t", false, "")
+	small.MaxMessageBytes = 4
+	h.mustQueue("acme/small", small)
+	it := h.mustOK(enqueueCmd("acme/t", body("too long"))).GetEnqueue().GetItems()[0]
+	if it.GetStatus().GetCode() != fsmpb.Code_CODE_INVALID_ARGUMENT || !strings.Contains(it.GetStatus().GetMessage(), "acme/small") {
+		t.Fatalf("body over a subscription's max_message_bytes: %v", it.GetStatus())
+	}
 }

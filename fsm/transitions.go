@@ -220,7 +220,9 @@ func (s *state) kill(m *msg, reason fsmpb.Reason) {
 	case fsmpb.Reason_REASON_RETENTION:
 		if m.q.isTopic() {
 			// A topic's retained publication leaves when its time is up;
-			// it was never a job.
+			// it was never a job. The shard's counters count it as
+			// dropped, so enqueued - gone stays the live count.
+			s.counters.Dropped++
 			s.remove(m)
 			return
 		}

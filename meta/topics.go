@@ -50,6 +50,12 @@ func checkFixedRoles(name string, old, p *fsmpb.QueuePolicy) *metapb.Result {
 		return &metapb.Result{Code: metapb.Code_CODE_INVALID, Message: fmt.Sprintf(
 			"queue %q: topic, subscription_of and replay_from_ms are fixed when it is created", name)}
 	}
+	if (old.GetTopic() || old.GetSubscriptionOf() != "") && modeOf(old) != modeOf(p) {
+		// Its subscriptions, or its topic, keep the other mode: publishes
+		// would reach none of them.
+		return &metapb.Result{Code: metapb.Code_CODE_INVALID, Message: fmt.Sprintf(
+			"queue %q: a topic's or a subscription's mode is fixed when it is created", name)}
+	}
 	return nil
 }
 

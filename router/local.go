@@ -47,7 +47,7 @@ func readLocal(ctx context.Context, sh *shard.Shard, req *peerpb.ShardReadReques
 				Name: q.StatsQueue, Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight,
 				Dead: st.Dead, BlockedGroups: st.BlockedGroups, OldestReadyAgeMs: oldestAge(time.Now().UnixMilli(), st.OldestReadyMs),
 				LiveBytes: st.LiveBytes, Completed: st.Acked, CompletedBytes: st.ResultBytes, CompletedEvicted: st.Evicted,
-				DeadExpired: st.DeadExpired, Moves: sh.QueueMoves(q.StatsQueue),
+				DeadExpired: st.DeadExpired, Retained: st.Retained, Moves: sh.QueueMoves(q.StatsQueue),
 			}
 		}
 	case *peerpb.ShardReadRequest_TenantUsage:

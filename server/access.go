@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	raftqv1 "github.com/raftq/raftq/api/raftqv1"
 	"github.com/raftq/raftq/fsm"
 )
 
@@ -233,6 +234,15 @@ func qualify(req any, tenant string) {
 		if v := r.Get(fd).String(); v != "" && !strings.Contains(v, fsm.TenantSep) {
 			r.Set(fd, protoreflect.ValueOfString(tenant+fsm.TenantSep+v))
 		}
-		return
+		break
+	}
+	// A subscription's topic is the tenant's too (meta/topics.go refuses
+	// one across tenants).
+	if q, ok := req.(interface {
+		GetPolicy() *raftqv1.QueuePolicy
+	}); ok {
+		if p := q.GetPolicy(); p != nil && p.GetSubscriptionOf() != "" && !strings.Contains(p.GetSubscriptionOf(), fsm.TenantSep) {
+			p.SubscriptionOf = tenant + fsm.TenantSep + p.GetSubscriptionOf()
+		}
 	}
 }

@@ -138,6 +138,14 @@ func TestTenantPrincipal(t *testing.T) {
 	if req.GetName() != "acme/jobs" {
 		t.Errorf("qualify of a name field: %q", req.GetName())
 	}
+	// A subscription names its topic in its policy: the tenant's too.
+	for _, c := range []struct{ in, want string }{{"orders", "acme/orders"}, {"beta/orders", "beta/orders"}, {"", ""}} {
+		req := &raftqv1.CreateQueueRequest{Name: "billing", Policy: &raftqv1.QueuePolicy{SubscriptionOf: c.in}}
+		qualify(req, "acme")
+		if req.GetName() != "acme/billing" || req.GetPolicy().GetSubscriptionOf() != c.want {
+			t.Errorf("qualify of subscription_of %q: %q of %q, want %q", c.in, req.GetName(), req.GetPolicy().GetSubscriptionOf(), c.want)
+		}
+	}
 	if err := denied(p, "/raftq.v1.Messages/Send", permSend, "beta/jobs"); !strings.Contains(err.Error(), `in tenant "acme"`) {
 		t.Errorf("refusal %v does not name the tenant", err)
 	}

@@ -180,6 +180,7 @@ func addShardStats(out *raftqv1.QueueStatsResponse, st *peerpb.QueueStats) {
 	out.Completed += st.GetCompleted()
 	out.CompletedBytes += st.GetCompletedBytes()
 	out.CompletedEvicted += st.GetCompletedEvicted()
+	out.Retained += st.GetRetained()
 	out.OldestReadyAgeMs = max(out.OldestReadyAgeMs, st.GetOldestReadyAgeMs())
 	for ev, n := range st.GetMoves() {
 		if out.Moves == nil {

@@ -90,6 +90,14 @@ func (q *queues) CreateQueue(ctx context.Context, req *raftqv1.CreateQueueReques
 	if err := validateQueue(req.GetName(), policy); err != nil {
 		return nil, err
 	}
+	if t := policy.GetSubscriptionOf(); t != "" {
+		// A subscription receives everything published to its topic: its
+		// creator must be allowed to consume the topic, beyond managing
+		// the new queue.
+		if err := allowed(ctx, "/raftq.v1.Queues/CreateQueue", permConsume, t); err != nil {
+			return nil, err
+		}
+	}
 	if policy == nil {
 		policy = &fsmpb.QueuePolicy{}
 	}

@@ -191,6 +191,30 @@ func TestAccessControl(t *testing.T) {
 		}
 	})
 
+	t.Run("subscribing needs the topic's consumer role", func(t *testing.T) {
+		if _, err := admin.CreateTopic(ctx, "news", client.TopicOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		spy, err := client.Dial(ctx, c.Addrs(), client.WithTLS(c.ClientCertCreds("spy", tlsconf.Grant{Role: "admin", Queues: "spy-*"})), once)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer spy.Close()
+		// Managing the new queue is not enough: it would read every
+		// publication of the topic.
+		_, err = spy.CreateQueue(ctx, "spy-news", client.QueueOptions{SubscriptionOf: "news"})
+		deniedErr("an admin of spy-* subscribing to news", err)
+		reader, err := client.Dial(ctx, c.Addrs(), client.WithTLS(c.ClientCertCreds("reader",
+			tlsconf.Grant{Role: "admin", Queues: "reader-*"}, tlsconf.Grant{Role: "consumer", Queues: "news"})), once)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer reader.Close()
+		if _, err := reader.CreateQueue(ctx, "reader-news", client.QueueOptions{SubscriptionOf: "news"}); err != nil {
+			t.Fatalf("a consumer of news subscribing to it: %v", err)
+		}
+	})
+
 	// refusedEverywhere waits until every node refuses token as
 	// unauthenticated: each applies the key change from its own meta
 	// replica, within milliseconds of the commit.

@@ -1605,7 +1605,10 @@ type QueueStatsResponse struct {
 	CompletedBytes   uint64                 `protobuf:"varint,51,opt,name=completed_bytes,json=completedBytes,proto3" json:"completed_bytes,omitempty"`       // their results' bytes
 	CompletedEvicted uint64                 `protobuf:"varint,52,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"` // dropped early by completed_max_bytes_per_shard
 	DeadExpired      uint64                 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"`                // discarded after the queue's dead_retention_ms
-	Paused           bool                   `protobuf:"varint,40,opt,name=paused,proto3" json:"paused,omitempty"`                                             // see PauseQueue
+	// retained: a topic's publications kept for replay (topic_retention_ms);
+	// a topic counts them here, not as ready.
+	Retained uint64 `protobuf:"varint,80,opt,name=retained,proto3" json:"retained,omitempty"`
+	Paused   bool   `protobuf:"varint,40,opt,name=paused,proto3" json:"paused,omitempty"` // see PauseQueue
 	// moves: how many messages made each move, by event: sent (enqueued; a
 	// deduplicated send is not counted), received (a lease granted), acked,
 	// nacked, snoozed, extended, lease_expired, dead_lettered (after the last
@@ -1752,6 +1755,13 @@ func (x *QueueStatsResponse) GetCompletedEvicted() uint64 {
 func (x *QueueStatsResponse) GetDeadExpired() uint64 {
 	if x != nil {
 		return x.DeadExpired
+	}
+	return 0
+}
+
+func (x *QueueStatsResponse) GetRetained() uint64 {
+	if x != nil {
+		return x.Retained
 	}
 	return 0
 }
@@ -7455,7 +7465,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x12ResumeQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"'\n" +
 	"\x11QueueStatsRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x9f\x05\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xbb\x05\n" +
 	"\x12QueueStatsResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n" +
@@ -7473,7 +7483,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\tcompleted\x182 \x01(\x04R\tcompleted\x12'\n" +
 	"\x0fcompleted_bytes\x183 \x01(\x04R\x0ecompletedBytes\x12+\n" +
 	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\x12!\n" +
-	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\x12\x16\n" +
+	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\x12\x1a\n" +
+	"\bretained\x18P \x01(\x04R\bretained\x12\x16\n" +
 	"\x06paused\x18( \x01(\bR\x06paused\x12=\n" +
 	"\x05moves\x18F \x03(\v2'.raftq.v1.QueueStatsResponse.MovesEntryR\x05moves\x1a8\n" +
 	"\n" +

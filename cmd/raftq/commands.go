@@ -230,7 +230,7 @@ func commands() []command {
 		dlqRedriveCommand(),
 		dlqDiscardCommand(),
 		completionCommand(),
-	}, append(append(append(certsCommands(), keysCommands()...), tenantCommands()...), scheduleCommands()...)...)
+	}, append(append(append(append(certsCommands(), keysCommands()...), tenantCommands()...), scheduleCommands()...), topicCommands()...)...)
 }
 
 func queueByName(verb, summary string, run func(ctx context.Context, c *client.Client, o *output, name string) error) command {
@@ -302,72 +302,19 @@ func queueCreateOrUpdate(verb string) command {
 
 func sendCommand() command {
 	return command{"send", "QUEUE BODY", `enqueue a message (BODY "-" reads stdin)`, func(a *app, fs *flag.FlagSet) binder {
-		group := fs.String("group", "", "message group (FIFO order, shard placement)")
-		dedup := fs.String("dedup", "", "dedup key (a unique job's key)")
-		uniqueFor := fs.Duration("unique-for", 0, "hold the dedup key this long instead of the queue's dedup window")
-		untilDone := fs.Bool("unique-until-done", false, "hold the dedup key until the job is acked, dead-lettered or cancelled")
-		delay := fs.Duration("delay", 0, "hide the message for this long (default: the queue's delay)")
-		runAt := fs.String("run-at", "", "hide the message until this RFC 3339 time")
-		prio := fs.Uint("priority", 0, "priority 0-9, higher first")
-		typ := fs.String("type", "", "message type (worker dispatch)")
-		attrs := mapFlag{}
-		fs.Var(attrs, "attr", "attribute key=value (repeatable)")
-		var retry retryFlags
-		retry.register(fs)
+		var sf sendFlags
+		sf.register(fs)
 		return func(pos []string) (action, error) {
 			if len(pos) != 2 || pos[0] == "" {
 				return nil, usagef("want 2 argument(s) QUEUE BODY, got %d", len(pos))
 			}
-			opts := []client.SendOption{client.Group(*group), client.DedupKey(*dedup), client.Type(*typ)}
-			if *uniqueFor != 0 || *untilDone {
-				if *dedup == "" {
-					return nil, usagef("--unique-for and --unique-until-done need --dedup KEY (the job's unique key)")
-				}
-				if given(fs, "unique-for") {
-					if err := durationWithin("unique-for", *uniqueFor, client.MaxRetention, false, "the queue's dedup window"); err != nil {
-						return nil, err
-					}
-				}
-				scopes := []client.UniqueScope{client.UniqueFor(*uniqueFor)}
-				if *untilDone {
-					scopes = append(scopes, client.UniqueUntilDone())
-				}
-				opts = append(opts, client.Unique(*dedup, scopes...))
-			}
-			retryOpts, err := retry.options(fs)
+			opts, err := sf.options(fs)
 			if err != nil {
 				return nil, err
 			}
-			opts = append(opts, retryOpts...)
-			if *prio > 9 {
-				return nil, usagef("--priority %d outside 0-9", *prio)
-			}
-			opts = append(opts, client.Priority(uint32(*prio)))
-			if given(fs, "delay") {
-				if err := durationWithin("delay", *delay, client.MaxDelay, false, "the queue's delay"); err != nil {
-					return nil, err
-				}
-			}
-			if *delay > 0 && *runAt != "" {
-				return nil, usagef("give --delay or --run-at, not both")
-			}
-			opts = append(opts, client.Delay(*delay))
-			if *runAt != "" {
-				t, err := time.Parse(time.RFC3339, *runAt)
-				if err != nil {
-					return nil, usagef("--run-at %q is not an RFC 3339 time like 2025-01-02T15:04:05Z", *runAt)
-				}
-				opts = append(opts, client.RunAt(t))
-			}
-			if len(attrs) > 0 {
-				opts = append(opts, client.Attributes(attrs))
-			}
-			body := []byte(pos[1])
-			if pos[1] == "-" {
-				var err error
-				if body, err = io.ReadAll(a.stdin); err != nil {
-					return nil, fmt.Errorf("read body from stdin: %w", err)
-				}
+			body, err := a.body(pos[1])
+			if err != nil {
+				return nil, err
 			}
 			return func(ctx context.Context, c *client.Client, o *output) error {
 				r, err := c.Send(ctx, pos[0], body, opts...)
@@ -378,6 +325,93 @@ func sendCommand() command {
 			}, nil
 		}
 	}, false}
+}
+
+// sendFlags are the message flags of send and topic publish (a publish is
+// a send to a topic).
+type sendFlags struct {
+	group, dedup, runAt, typ string
+	uniqueFor, delay         time.Duration
+	untilDone                bool
+	prio                     uint
+	attrs                    mapFlag
+	retry                    retryFlags
+}
+
+func (s *sendFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.group, "group", "", "message group (FIFO order, shard placement)")
+	fs.StringVar(&s.dedup, "dedup", "", "dedup key (a unique job's key)")
+	fs.DurationVar(&s.uniqueFor, "unique-for", 0, "hold the dedup key this long instead of the queue's dedup window")
+	fs.BoolVar(&s.untilDone, "unique-until-done", false, "hold the dedup key until the job is acked, dead-lettered or cancelled")
+	fs.DurationVar(&s.delay, "delay", 0, "hide the message for this long (default: the queue's delay)")
+	fs.StringVar(&s.runAt, "run-at", "", "hide the message until this RFC 3339 time")
+	fs.UintVar(&s.prio, "priority", 0, "priority 0-9, higher first")
+	fs.StringVar(&s.typ, "type", "", "message type (worker dispatch)")
+	s.attrs = mapFlag{}
+	fs.Var(s.attrs, "attr", "attribute key=value (repeatable)")
+	s.retry.register(fs)
+}
+
+// options checks the flags given, before any call, and turns them into
+// send options.
+func (s *sendFlags) options(fs *flag.FlagSet) ([]client.SendOption, error) {
+	opts := []client.SendOption{client.Group(s.group), client.DedupKey(s.dedup), client.Type(s.typ)}
+	if s.uniqueFor != 0 || s.untilDone {
+		if s.dedup == "" {
+			return nil, usagef("--unique-for and --unique-until-done need --dedup KEY (the job's unique key)")
+		}
+		if given(fs, "unique-for") {
+			if err := durationWithin("unique-for", s.uniqueFor, client.MaxRetention, false, "the queue's dedup window"); err != nil {
+				return nil, err
+			}
+		}
+		scopes := []client.UniqueScope{client.UniqueFor(s.uniqueFor)}
+		if s.untilDone {
+			scopes = append(scopes, client.UniqueUntilDone())
+		}
+		opts = append(opts, client.Unique(s.dedup, scopes...))
+	}
+	retryOpts, err := s.retry.options(fs)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, retryOpts...)
+	if s.prio > 9 {
+		return nil, usagef("--priority %d outside 0-9", s.prio)
+	}
+	opts = append(opts, client.Priority(uint32(s.prio)))
+	if given(fs, "delay") {
+		if err := durationWithin("delay", s.delay, client.MaxDelay, false, "the queue's delay"); err != nil {
+			return nil, err
+		}
+	}
+	if s.delay > 0 && s.runAt != "" {
+		return nil, usagef("give --delay or --run-at, not both")
+	}
+	opts = append(opts, client.Delay(s.delay))
+	if s.runAt != "" {
+		t, err := time.Parse(time.RFC3339, s.runAt)
+		if err != nil {
+			return nil, usagef("--run-at %q is not an RFC 3339 time like 2025-01-02T15:04:05Z", s.runAt)
+		}
+		opts = append(opts, client.RunAt(t))
+	}
+	if len(s.attrs) > 0 {
+		opts = append(opts, client.Attributes(s.attrs))
+	}
+	return opts, nil
+}
+
+// body is a BODY argument: itself, or stdin for "-".
+func (a *app) body(arg string) ([]byte, error) {
+	if arg != "-" {
+		return []byte(arg), nil
+	}
+	b, err := io.ReadAll(a.stdin)
+	if err != nil {
+		return nil, fmt.Errorf("read body from stdin: %w", err)
+	}
+	return b, nil
 }
 
 func receiveCommand() command {

@@ -188,7 +188,11 @@ type policyFlags struct {
 
 // register adds the flags; update's help says a flag left out keeps the
 // queue's value, create's says what the server defaults to.
-func (p *policyFlags) register(fs *flag.FlagSet, update bool) {
+func (p *policyFlags) register(fs *flag.FlagSet, update bool) { p.registerExcept(fs, update, nil) }
+
+// registerExcept adds the flags but those in skip: a subscription's mode,
+// dedup window and size limit are its topic's.
+func (p *policyFlags) registerExcept(fs *flag.FlagSet, update bool, skip map[string]bool) {
 	help := map[string]string{}
 	for _, f := range policyFlagList {
 		switch {
@@ -200,20 +204,29 @@ func (p *policyFlags) register(fs *flag.FlagSet, update bool) {
 			help[f.name] = f.help + " (default " + f.createDefault + ")"
 		}
 	}
-	fs.BoolVar(&p.fifo, "fifo", false, help["fifo"])
-	fs.DurationVar(&p.visibility, "visibility", 0, help["visibility"])
-	fs.UintVar(&p.maxReceives, "max-receives", 0, help["max-receives"])
-	fs.DurationVar(&p.backoffBase, "backoff-base", 0, help["backoff-base"])
-	fs.DurationVar(&p.backoffMax, "backoff-max", 0, help["backoff-max"])
-	fs.DurationVar(&p.dedup, "dedup-window", 0, help["dedup-window"])
-	fs.DurationVar(&p.retention, "retention", 0, help["retention"])
-	fs.DurationVar(&p.deadRetention, "dead-retention", 0, help["dead-retention"])
-	fs.DurationVar(&p.delay, "delay", 0, help["delay"])
-	fs.UintVar(&p.maxSize, "max-size", 0, help["max-size"])
-	fs.Uint64Var(&p.maxMessagesPerShard, "max-messages-per-shard", 0, help["max-messages-per-shard"])
-	fs.Uint64Var(&p.maxBytesPerShard, "max-bytes-per-shard", 0, help["max-bytes-per-shard"])
-	fs.DurationVar(&p.completedRetention, "completed-retention", 0, help["completed-retention"])
-	fs.Uint64Var(&p.completedMaxBytes, "completed-max-bytes-per-shard", 0, help["completed-max-bytes-per-shard"])
+	for _, r := range []struct {
+		name string
+		add  func(name, usage string)
+	}{
+		{"fifo", func(n, u string) { fs.BoolVar(&p.fifo, n, false, u) }},
+		{"visibility", func(n, u string) { fs.DurationVar(&p.visibility, n, 0, u) }},
+		{"max-receives", func(n, u string) { fs.UintVar(&p.maxReceives, n, 0, u) }},
+		{"backoff-base", func(n, u string) { fs.DurationVar(&p.backoffBase, n, 0, u) }},
+		{"backoff-max", func(n, u string) { fs.DurationVar(&p.backoffMax, n, 0, u) }},
+		{"dedup-window", func(n, u string) { fs.DurationVar(&p.dedup, n, 0, u) }},
+		{"retention", func(n, u string) { fs.DurationVar(&p.retention, n, 0, u) }},
+		{"dead-retention", func(n, u string) { fs.DurationVar(&p.deadRetention, n, 0, u) }},
+		{"delay", func(n, u string) { fs.DurationVar(&p.delay, n, 0, u) }},
+		{"max-size", func(n, u string) { fs.UintVar(&p.maxSize, n, 0, u) }},
+		{"max-messages-per-shard", func(n, u string) { fs.Uint64Var(&p.maxMessagesPerShard, n, 0, u) }},
+		{"max-bytes-per-shard", func(n, u string) { fs.Uint64Var(&p.maxBytesPerShard, n, 0, u) }},
+		{"completed-retention", func(n, u string) { fs.DurationVar(&p.completedRetention, n, 0, u) }},
+		{"completed-max-bytes-per-shard", func(n, u string) { fs.Uint64Var(&p.completedMaxBytes, n, 0, u) }},
+	} {
+		if !skip[r.name] {
+			r.add(r.name, help[r.name])
+		}
+	}
 }
 
 // check validates the flags given, in flag names and durations, before any

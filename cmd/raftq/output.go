@@ -102,7 +102,19 @@ func queueJSON(q client.QueueInfo) map[string]any {
 		"quotas":                        quotasJSON(p.Quotas),
 		"dead_retention_ms":             p.DeadRetention.Milliseconds(),
 		"paused":                        q.Paused,
+		// Fan-out (docs/topics.md): empty or false for a plain queue.
+		"topic": p.Topic, "topic_retention_ms": p.TopicRetention.Milliseconds(),
+		"subscription_of": p.SubscriptionOf, "filter": p.Filter, "replay_from": replayFrom(p),
 	}
+}
+
+// replayFrom is a subscription's replay start for JSON: "" for a queue
+// that is no subscription.
+func replayFrom(p client.QueueOptions) string {
+	if p.SubscriptionOf == "" {
+		return ""
+	}
+	return replayName(p.ReplayFrom)
 }
 
 func mode(fifo bool) string {
@@ -121,7 +133,14 @@ func (o *output) queue(q client.QueueInfo) error {
 	if p.Quotas != (client.Quotas{}) {
 		quotas = quotaRows("quota ", p.Quotas, false)
 	}
-	return o.table("FIELD\tVALUE", append([][]string{
+	var fan [][]string
+	if p.Topic {
+		fan = [][]string{{"topic", "true"}, {"topic-retention", topicRetention(p.TopicRetention)}}
+	}
+	if p.SubscriptionOf != "" {
+		fan = [][]string{{"subscription-of", p.SubscriptionOf}, {"filter", dash(p.Filter)}, {"from", replayName(p.ReplayFrom)}}
+	}
+	return o.table("FIELD\tVALUE", append(append([][]string{
 		{"name", q.Name}, {"mode", mode(p.FIFO)}, {"created", ts(q.Created)}, {"paused", strconv.FormatBool(q.Paused)},
 		{"visibility", p.Visibility.String()}, {"max-receives", strconv.Itoa(int(p.MaxReceives))},
 		{"backoff-base", p.BackoffBase.String()}, {"backoff-max", p.BackoffMax.String()},
@@ -130,7 +149,7 @@ func (o *output) queue(q client.QueueInfo) error {
 		{"dlq", strconv.FormatBool(!p.DisableDLQ)}, {"dead-retention", deadRetention(p.DeadRetention)},
 		{"max-messages-per-shard", limit(p.MaxMessagesPerShard)}, {"max-bytes-per-shard", limit(p.MaxBytesPerShard)},
 		{"completed-retention", p.CompletedRetention.String()}, {"completed-max-bytes-per-shard", completedBound(p.CompletedMaxBytesPerShard)},
-	}, quotas...))
+	}, fan...), quotas...))
 }
 
 // completedBound renders a queue's result byte bound, where 0 means the
@@ -180,7 +199,7 @@ func (o *output) stats(s client.QueueStats) error {
 			"oldest_ready_age_ms": s.OldestReady.Milliseconds(), "blocked_groups": s.BlockedGroups,
 			"live_bytes": s.LiveBytes, "tenant": s.Tenant, "quotas": quotasJSON(s.Quotas), "tenant_quotas": quotasJSON(s.TenantQuotas),
 			"completed": s.Completed, "completed_bytes": s.CompletedBytes, "completed_evicted": s.CompletedEvicted,
-			"paused": s.Paused, "moves": movesJSON(s.Moves),
+			"paused": s.Paused, "moves": movesJSON(s.Moves), "retained": s.Retained,
 		})
 	}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
@@ -188,6 +207,11 @@ func (o *output) stats(s client.QueueStats) error {
 		[][]string{{s.Name, u(s.Ready), u(s.Delayed), u(s.InFlight), u(s.Dead), s.OldestReady.String(), u(s.BlockedGroups), u(s.LiveBytes)}})
 	if err == nil && s.Paused {
 		_, err = fmt.Fprintf(o.w, "\npaused: receives return nothing until raftq queue resume %s\n", s.Name)
+	}
+	if err == nil && s.Retained > 0 {
+		// A topic's publications kept for replay: never ready, never
+		// received (docs/topics.md).
+		_, err = fmt.Fprintf(o.w, "\nretained: %d publication(s) kept for subscriptions created with --from\n", s.Retained)
 	}
 	// Finished jobs, shown once there are any (docs/jobs.md): the table
 	// stays narrow for a queue that keeps no results.

@@ -639,6 +639,7 @@ type QueueStats struct {
 	CompletedBytes   uint64                 `protobuf:"varint,51,opt,name=completed_bytes,json=completedBytes,proto3" json:"completed_bytes,omitempty"`       // their results' bytes
 	CompletedEvicted uint64                 `protobuf:"varint,52,opt,name=completed_evicted,json=completedEvicted,proto3" json:"completed_evicted,omitempty"` // dropped early by the byte bound
 	DeadExpired      uint64                 `protobuf:"varint,60,opt,name=dead_expired,json=deadExpired,proto3" json:"dead_expired,omitempty"`
+	Retained         uint64                 `protobuf:"varint,80,opt,name=retained,proto3" json:"retained,omitempty"` // a topic's publications kept for replay
 	// moves: the shard's moves of messages of the queue (fsm/moves.go names
 	// the events), counted by the answering replica while it led the shard
 	// (shard/moves.go): since it took the lead, reset when it restarts.
@@ -757,6 +758,13 @@ func (x *QueueStats) GetCompletedEvicted() uint64 {
 func (x *QueueStats) GetDeadExpired() uint64 {
 	if x != nil {
 		return x.DeadExpired
+	}
+	return 0
+}
+
+func (x *QueueStats) GetRetained() uint64 {
+	if x != nil {
+		return x.Retained
 	}
 	return 0
 }
@@ -1982,7 +1990,7 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
 	"DeadCursor\x12\x0e\n" +
 	"\x02ms\x18\x01 \x01(\x03R\x02ms\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x04R\x02id\"\x83\x04\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"\x9f\x04\n" +
 	"\n" +
 	"QueueStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
@@ -1997,7 +2005,8 @@ const file_peer_peerpb_peer_proto_rawDesc = "" +
 	"\tcompleted\x182 \x01(\x04R\tcompleted\x12'\n" +
 	"\x0fcompleted_bytes\x183 \x01(\x04R\x0ecompletedBytes\x12+\n" +
 	"\x11completed_evicted\x184 \x01(\x04R\x10completedEvicted\x12!\n" +
-	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\x12:\n" +
+	"\fdead_expired\x18< \x01(\x04R\vdeadExpired\x12\x1a\n" +
+	"\bretained\x18P \x01(\x04R\bretained\x12:\n" +
 	"\x05moves\x18F \x03(\v2$.raftq.peer.v1.QueueStats.MovesEntryR\x05moves\x1a8\n" +
 	"\n" +
 	"MovesEntry\x12\x10\n" +
