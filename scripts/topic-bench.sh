@@ -68,6 +68,13 @@ cli() { "$BIN/raftq" --addr "$addrs" "$@"; }
 
 start=$(date +%s)
 until cli --timeout 5s cluster status >/dev/null 2>&1; do
+	for i in 1 2 3; do
+		# A node that exited at once (a port taken, say) never answers.
+		if ! kill -0 "${pids[$((i - 1))]}" 2>/dev/null; then
+			echo "topic-bench: n$i exited before the cluster was ready: $(tail -1 "$OUT/n$i.log")" >&2
+			exit 2
+		fi
+	done
 	if [ $(($(date +%s) - start)) -ge "$READY_TIMEOUT" ]; then
 		echo "topic-bench: cluster not ready after ${READY_TIMEOUT}s (logs in $OUT)" >&2
 		exit 2
