@@ -45,6 +45,9 @@ func (s *state) enqueueOne(q *queue, nm *fsmpb.NewMessage, full *bool) *fsmpb.En
 	default:
 		avail += nm.GetDelayMs()
 	}
+	if q.isTopic() {
+		return s.publish(q, nm, avail, full)
+	}
 	var dh dedupHash
 	stale := false
 	if k := nm.GetDedupKey(); k != "" {
@@ -137,6 +140,9 @@ func (s *state) receive(ctx *applyCtx, c *fsmpb.Receive) *fsmpb.Result {
 	q, res := s.queueOf(c.GetQueue())
 	if res != nil {
 		return res
+	}
+	if q.isTopic() {
+		return failed(fsmpb.Code_CODE_FAILED_PRECONDITION, "%q is a topic: receive from one of its subscriptions", q.name)
 	}
 	n := int(c.GetMax())
 	if n == 0 {

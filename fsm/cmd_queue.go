@@ -20,11 +20,19 @@ func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
 		q := newQueue(c.GetQueue(), p)
 		q.tenant = s.useOf(q.name)
 		q.firstID = s.nextID
+		q.setFilter()
 		s.queues[c.GetQueue()] = q
+		s.indexSubscriptions()
+		if from := p.GetReplayFromMs(); from > 0 {
+			return countResult(s.replay(q, from))
+		}
 		return &fsmpb.Result{Status: okStatus()}
 	}
 	if p.GetMode() != q.policy.GetMode() && q.members.Len() > 0 {
 		return failed(fsmpb.Code_CODE_FAILED_PRECONDITION, "queue %q holds %d messages: its mode cannot change", q.name, q.members.Len())
+	}
+	if p.GetTopic() != q.policy.GetTopic() || p.GetSubscriptionOf() != q.policy.GetSubscriptionOf() {
+		return failed(fsmpb.Code_CODE_FAILED_PRECONDITION, "queue %q: whether it is a topic or a subscription, and of which topic, is fixed when it is created", q.name)
 	}
 	old := q.policy
 	s.setDeadRetention(q, p)
@@ -34,6 +42,8 @@ func (s *state) upsertQueue(c *fsmpb.UpsertQueue) *fsmpb.Result {
 		// A shorter retention applies at once, like at the start of an entry.
 		s.expireRetention()
 	}
+	q.setFilter()
+	s.indexSubscriptions()
 	s.evictResults(q) // a lower result bound applies at once too
 	// A shorter dead retention, likewise.
 	s.expireDead()
@@ -80,6 +90,7 @@ func (s *state) deleteQueue(c *fsmpb.DeleteQueue) *fsmpb.Result {
 	// walk over every key of the shard); a new queue of the same name
 	// ignores them (queue.firstID).
 	delete(s.queues, q.name)
+	s.indexSubscriptions()
 	s.dropUse(q)
 	s.dropQueueHolds(q.name)
 	return countResult(n)

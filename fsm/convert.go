@@ -14,6 +14,7 @@ func (m *msg) toProto(withBody bool) *fsmpb.Message {
 	if !withBody {
 		p.Body = nil
 	}
+	p.PublishedAs = m.publishedAs
 	if len(m.history) > 0 {
 		p.History = make([]*fsmpb.Attempt, len(m.history))
 		for i, a := range m.history {
@@ -89,6 +90,7 @@ func msgFromProto(p *fsmpb.Message, q *queue) (*msg, error) {
 		seq:             p.GetSeq(),
 		q:               q,
 		body:            p.GetBody(),
+		publishedAs:     p.GetPublishedAs(),
 		typ:             p.GetType(),
 		group:           p.GetGroupId(),
 		dedupKey:        p.GetDedupKey(),

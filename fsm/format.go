@@ -15,7 +15,7 @@ import (
 // its group (voters and nonvoters) has recorded at least the kind's format
 // (CommandFormat). Raise it
 // when a release adds a command kind an older replica would stop on.
-const LogFormat uint32 = 7
+const LogFormat uint32 = 8
 
 // BaseFormat is the format every raftq binary applies, including those that
 // predate log formats and advertise none: a node with no recorded format is
@@ -30,6 +30,9 @@ const BaseFormat uint32 = 1
 func commandFormat(c *fsmpb.Command) (format uint32, ok bool) {
 	switch u := c.GetCmd().(type) {
 	case *fsmpb.Command_UpsertQueue:
+		if usesFanout(u.UpsertQueue.GetPolicy()) {
+			return 8, true // topics and subscriptions (topics.go)
+		}
 		if usesPause(u.UpsertQueue) || usesResultBound(u.UpsertQueue.GetPolicy()) || usesDeadRetention(u.UpsertQueue) {
 			return 7, true // queue pause (pause.go), job results (results.go), dead retention (deadretention.go)
 		}

@@ -16,13 +16,17 @@ import (
 // a snapshot's CPU on every replica (BenchmarkSnapshot).
 // TestMessageRecordEncoding holds the two encoders to the same bytes, so
 // Digest and restore see no change.
-func appendMessageRecord(b []byte, m *msg) ([]byte, error) {
+//
+// A copy of a topic publication (m.publishedAs set) names the publication in
+// body_of; with shared set, its body was written by an earlier record of
+// the stream and is left out.
+func appendMessageRecord(b []byte, m *msg, shared bool) ([]byte, error) {
 	var err error
 	b = appendUint(b, 1, m.id)
 	if b, err = appendString(b, 2, m.q.name); err != nil {
 		return b, err
 	}
-	if len(m.body) > 0 {
+	if len(m.body) > 0 && !shared {
 		b = protowire.AppendTag(b, 3, protowire.BytesType)
 		b = protowire.AppendBytes(b, m.body)
 	}
@@ -85,6 +89,7 @@ func appendMessageRecord(b []byte, m *msg) ([]byte, error) {
 		b = appendInt(b, 61, r.backoffBaseMs)
 		b = appendInt(b, 62, r.backoffMaxMs)
 	}
+	b = appendUint(b, 70, m.publishedAs)
 	if m.uniqueUntilDone {
 		b = appendUint(b, 80, 1)
 	}

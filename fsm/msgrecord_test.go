@@ -96,7 +96,7 @@ func TestMessageRecordEncoding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		buf, err = appendMessageRecord(buf[:0], m)
+		buf, err = appendMessageRecord(buf[:0], m, false)
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
@@ -129,7 +129,7 @@ func TestMessageRecordRefusesInvalidUTF8(t *testing.T) {
 		if _, err := (proto.MarshalOptions{Deterministic: true}).Marshal(m.toProto(true)); err == nil {
 			t.Fatalf("%s: proto.Marshal accepted invalid UTF-8; the test's premise is wrong", name)
 		}
-		if _, err := appendMessageRecord(nil, m); !errors.Is(err, errInvalidUTF8) {
+		if _, err := appendMessageRecord(nil, m, false); !errors.Is(err, errInvalidUTF8) {
 			t.Errorf("%s: err = %v, want errInvalidUTF8", name, err)
 		}
 	}

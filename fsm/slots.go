@@ -53,6 +53,9 @@ func (s *state) groupSealed(queue, group string) bool {
 	if len(s.seals) == 0 || group == "" {
 		return false
 	}
+	if q, ok := s.queues[queue]; ok {
+		queue = q.slotQueue()
+	}
 	slot, _ := wire.SlotForMessage(queue, group, "", s.slotCount)
 	_, ok := s.seals[slot]
 	return ok
@@ -84,7 +87,9 @@ func (s *state) liveGroupsIn(slots map[uint32]struct{}) []*fsmpb.QueueGroup {
 	var out []*fsmpb.QueueGroup
 	names := make([]string, 0, len(s.queues))
 	for n, q := range s.queues {
-		if q.fifo() && len(q.groupSize) > 0 {
+		// A topic's retained publications are never leased: their order
+		// needs no hand-over.
+		if q.fifo() && len(q.groupSize) > 0 && !q.isTopic() {
 			names = append(names, n)
 		}
 	}
@@ -93,7 +98,7 @@ func (s *state) liveGroupsIn(slots map[uint32]struct{}) []*fsmpb.QueueGroup {
 		q := s.queues[n]
 		groups := make([]string, 0, len(q.groupSize))
 		for g := range q.groupSize {
-			if slot, ok := wire.SlotForMessage(n, g, "", s.slotCount); ok {
+			if slot, ok := wire.SlotForMessage(q.slotQueue(), g, "", s.slotCount); ok {
 				if _, in := slots[slot]; in {
 					groups = append(groups, g)
 				}

@@ -121,8 +121,11 @@ type recWriter struct {
 	w    io.Writer
 	buf  []byte
 	mbuf []byte // a message record's body, reused
-	err  error
-	mo   proto.MarshalOptions
+	// bodies: the publications whose shared body the stream holds
+	// already (topics.go).
+	bodies map[uint64]struct{}
+	err    error
+	mo     proto.MarshalOptions
 }
 
 func (r *recWriter) record(typ byte, m proto.Message) {
@@ -152,7 +155,18 @@ func (r *recWriter) message(m *msg) {
 		return
 	}
 	var err error
-	if r.mbuf, err = appendMessageRecord(r.mbuf[:0], m); err != nil {
+	shared := false
+	if m.publishedAs != 0 && len(m.body) > 0 {
+		// The first record of a publication in the stream carries its
+		// body; the records after it name it (topics.go). Records go in id
+		// order, the same on every replica.
+		if r.bodies == nil {
+			r.bodies = map[uint64]struct{}{}
+		}
+		_, shared = r.bodies[m.publishedAs]
+		r.bodies[m.publishedAs] = struct{}{}
+	}
+	if r.mbuf, err = appendMessageRecord(r.mbuf[:0], m, shared); err != nil {
 		r.err = fmt.Errorf("marshal snapshot record %d (message %d): %w", recMessage, m.id, err)
 		return
 	}
@@ -289,6 +303,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 		tr        fsmpb.SnapshotTrailer
 		seen      fsmpb.SnapshotTrailer
 		msgs      []*msg
+		bodies    = map[uint64][]byte{} // publication id -> its shared body
 	)
 	for {
 		typ, err := br.ReadByte()
@@ -364,6 +379,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 			if err != nil {
 				return nil, fmt.Errorf("message record: %w", err)
 			}
+			shareBody(m, bodies)
 			if _, dup := s.byID.ReplaceOrInsert(msgRef{m.id, m}); dup {
 				return nil, fmt.Errorf("message %d twice", m.id)
 			}
@@ -433,6 +449,10 @@ func readSnapshot(r io.Reader) (*state, error) {
 			for _, m := range msgs {
 				s.attach(m)
 			}
+			for _, q := range s.queues {
+				q.setFilter()
+			}
+			s.indexSubscriptions()
 			return s, nil
 		default:
 			return nil, fmt.Errorf("unknown record type %d", typ)

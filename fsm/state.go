@@ -24,7 +24,8 @@ type msg struct {
 	id, seq         uint64
 	q               *queue
 	body            []byte
-	attrs           []kv // sorted by key
+	publishedAs     uint64 // a topic's copy: the publication it is a copy of, whose body it shares (topics.go)
+	attrs           []kv   // sorted by key
 	typ             string
 	group           string
 	dedupKey        string
@@ -206,6 +207,8 @@ type queue struct {
 	// tenant counts the queue's messages with its tenant's others (nil:
 	// no tenant; quota.go).
 	tenant *tenantUse
+	// filter is a subscription's compiled policy filter (topics.go).
+	filter *filter
 }
 
 // liveCount is what max_messages_per_shard limits.
@@ -244,6 +247,9 @@ type state struct {
 	moves map[moveKey]uint64
 
 	queues map[string]*queue // iterated only in sorted order
+	// subs: each topic's subscriptions by name (topics.go); derived from
+	// queues, not written to snapshots.
+	subs map[string][]*queue
 
 	byID      *btree.BTreeG[msgRef]
 	delayed   *btree.BTreeG[timeItem] // (available ms, id)

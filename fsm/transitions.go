@@ -218,6 +218,12 @@ func (s *state) kill(m *msg, reason fsmpb.Reason) {
 	case fsmpb.Reason_REASON_POISON:
 		s.moved(m.q.name, MoveDeadLetteredByCli)
 	case fsmpb.Reason_REASON_RETENTION:
+		if m.q.isTopic() {
+			// A topic's retained publication leaves when its time is up;
+			// it was never a job.
+			s.remove(m)
+			return
+		}
 		s.moved(m.q.name, MoveExpired)
 	}
 	if m.q.policy.GetDlqDisabled() {

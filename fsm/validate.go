@@ -118,6 +118,9 @@ func ValidatePolicy(p *fsmpb.QueuePolicy) error {
 	if err := validateShardQuota(p.GetShardQuota()); err != nil {
 		return err
 	}
+	if err := validateFanout(p); err != nil {
+		return err
+	}
 	if p.GetBackoffBaseMs() > 0 && p.GetBackoffMaxMs() > 0 && p.GetBackoffMaxMs() < p.GetBackoffBaseMs() {
 		return fmt.Errorf("%w: backoff_max_ms %d is below backoff_base_ms %d", ErrInvalidArgument, p.GetBackoffMaxMs(), p.GetBackoffBaseMs())
 	}

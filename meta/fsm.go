@@ -154,6 +154,9 @@ func (f *FSM) createQueue(c *metapb.CreateQueue, nowMs int64) *metapb.Result {
 	if res := f.admitQueue(c.GetName()); res != nil {
 		return res
 	}
+	if res := f.checkSubscription(c.GetName(), c.GetPolicy()); res != nil {
+		return res
+	}
 	q := &metapb.Queue{Name: c.GetName(), Policy: proto.CloneOf(c.GetPolicy()), CreatedMs: nowMs, UpdatedMs: nowMs}
 	f.queues[q.GetName()] = q
 	return &metapb.Result{Queue: proto.CloneOf(q)}
@@ -166,6 +169,9 @@ func (f *FSM) updateQueue(c *metapb.UpdateQueue, nowMs int64) *metapb.Result {
 	q, ok := f.queues[c.GetName()]
 	if !ok {
 		return &metapb.Result{Code: metapb.Code_CODE_NOT_FOUND, Message: fmt.Sprintf("queue %q not found", c.GetName())}
+	}
+	if res := checkFixedRoles(c.GetName(), q.GetPolicy(), c.GetPolicy()); res != nil {
+		return res
 	}
 	if !proto.Equal(q.GetPolicy(), c.GetPolicy()) {
 		// Replace rather than mutate: readers hold clones, never q itself,
@@ -180,6 +186,9 @@ func (f *FSM) updateQueue(c *metapb.UpdateQueue, nowMs int64) *metapb.Result {
 func (f *FSM) deleteQueue(c *metapb.DeleteQueue) *metapb.Result {
 	if _, ok := f.queues[c.GetName()]; !ok {
 		return &metapb.Result{Code: metapb.Code_CODE_NOT_FOUND, Message: fmt.Sprintf("queue %q not found", c.GetName())}
+	}
+	if res := f.checkTopicDelete(c.GetName()); res != nil {
+		return res
 	}
 	delete(f.queues, c.GetName())
 	return &metapb.Result{}

@@ -143,6 +143,7 @@ func messageFromFSM(m *fsmpb.Message) *raftqv1.Message {
 		MaxReceiveCount: m.GetMaxReceiveCount(),
 		BackoffBaseMs:   m.GetBackoffBaseMs(),
 		BackoffMaxMs:    m.GetBackoffMaxMs(),
+		PublishedAs:     m.GetPublishedAs(),
 	}
 	if h := m.GetHistory(); len(h) > 0 {
 		out.History = make([]*raftqv1.Attempt, len(h))

@@ -215,7 +215,13 @@ func (m *messages) Receive(ctx context.Context, req *raftqv1.ReceiveRequest) (*r
 		return nil, err
 	}
 	rq := &fsmpb.Receive{Queue: req.GetQueue(), Max: max, VisibilityTimeoutMs: req.GetVisibilityTimeoutMs(), Consumer: req.GetConsumer(), MaxBytes: receiveBodyBudget}
-	if _, ok := m.node.Meta().Queue(req.GetQueue()); !ok && wait > 0 {
+	mq, ok := m.node.Meta().Queue(req.GetQueue())
+	if ok && mq.Policy.GetTopic() {
+		// Said at once rather than after a long poll: the shards refuse
+		// it too (fsm/topics.go).
+		return nil, status.Errorf(codes.FailedPrecondition, "%q is a topic: receive from one of its subscriptions", req.GetQueue())
+	}
+	if !ok && wait > 0 {
 		// Do not park a long poll on a queue nobody created (this node's
 		// meta replica may lag, so ask the shards). The first sweep is the
 		// caller's real receive: whatever it leases is returned, never

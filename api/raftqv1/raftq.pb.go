@@ -728,8 +728,11 @@ type Message struct {
 	MaxReceiveCount uint32 `protobuf:"varint,60,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`
 	BackoffBaseMs   int64  `protobuf:"varint,61,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
 	BackoffMaxMs    int64  `protobuf:"varint,62,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// published_as: a copy delivered by a topic: the shard-local id the
+	// publication was given, the same in every subscription's copy.
+	PublishedAs   uint64 `protobuf:"varint,70,opt,name=published_as,json=publishedAs,proto3" json:"published_as,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -954,6 +957,13 @@ func (x *Message) GetBackoffBaseMs() int64 {
 func (x *Message) GetBackoffMaxMs() int64 {
 	if x != nil {
 		return x.BackoffMaxMs
+	}
+	return 0
+}
+
+func (x *Message) GetPublishedAs() uint64 {
+	if x != nil {
+		return x.PublishedAs
 	}
 	return 0
 }
@@ -7370,7 +7380,7 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12*\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x10.raftq.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\x95\b\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xb8\b\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -7407,7 +7417,8 @@ const file_api_raftqv1_raftq_proto_rawDesc = "" +
 	"\x11unique_until_done\x18P \x01(\bR\x0funiqueUntilDone\x12*\n" +
 	"\x11max_receive_count\x18< \x01(\rR\x0fmaxReceiveCount\x12&\n" +
 	"\x0fbackoff_base_ms\x18= \x01(\x03R\rbackoffBaseMs\x12$\n" +
-	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x1a=\n" +
+	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x12!\n" +
+	"\fpublished_as\x18F \x01(\x04R\vpublishedAs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x85\x01\n" +

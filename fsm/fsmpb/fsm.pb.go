@@ -3429,10 +3429,12 @@ type Message struct {
 	MaxReceiveCount uint32 `protobuf:"varint,60,opt,name=max_receive_count,json=maxReceiveCount,proto3" json:"max_receive_count,omitempty"`
 	BackoffBaseMs   int64  `protobuf:"varint,61,opt,name=backoff_base_ms,json=backoffBaseMs,proto3" json:"backoff_base_ms,omitempty"`
 	BackoffMaxMs    int64  `protobuf:"varint,62,opt,name=backoff_max_ms,json=backoffMaxMs,proto3" json:"backoff_max_ms,omitempty"`
-	// body_of: a copy of a topic publication shares the publication's body
-	// (the id it was published as); in a snapshot only the first record of
-	// that publication carries the body, the rest name it here.
-	BodyOf        uint64 `protobuf:"varint,70,opt,name=body_of,json=bodyOf,proto3" json:"body_of,omitempty"`
+	// published_as: a copy of a topic publication (and a topic's retained
+	// publication itself): the publication's id. Copies share its body; in
+	// a snapshot only the first record of the publication that holds the
+	// body carries it, and the rest of them, left without, take it from
+	// there (fsm/topics.go).
+	PublishedAs   uint64 `protobuf:"varint,70,opt,name=published_as,json=publishedAs,proto3" json:"published_as,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3663,9 +3665,9 @@ func (x *Message) GetBackoffMaxMs() int64 {
 	return 0
 }
 
-func (x *Message) GetBodyOf() uint64 {
+func (x *Message) GetPublishedAs() uint64 {
 	if x != nil {
-		return x.BodyOf
+		return x.PublishedAs
 	}
 	return 0
 }
@@ -4512,7 +4514,7 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\bended_ms\x18\x03 \x01(\x03R\aendedMs\x12.\n" +
 	"\aoutcome\x18\x04 \x01(\x0e2\x14.raftq.fsm.v1.ReasonR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1a\n" +
-	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xbe\b\n" +
+	"\bconsumer\x18\x06 \x01(\tR\bconsumer\"\xc8\b\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -4549,8 +4551,8 @@ const file_fsm_fsmpb_fsm_proto_rawDesc = "" +
 	"\x11unique_until_done\x18P \x01(\bR\x0funiqueUntilDone\x12*\n" +
 	"\x11max_receive_count\x18< \x01(\rR\x0fmaxReceiveCount\x12&\n" +
 	"\x0fbackoff_base_ms\x18= \x01(\x03R\rbackoffBaseMs\x12$\n" +
-	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x12\x17\n" +
-	"\abody_of\x18F \x01(\x04R\x06bodyOf\x1a=\n" +
+	"\x0ebackoff_max_ms\x18> \x01(\x03R\fbackoffMaxMs\x12!\n" +
+	"\fpublished_as\x18F \x01(\x04R\vpublishedAs\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +
