@@ -121,7 +121,7 @@ compose-smoke:
 
 # jepsen-lite smoke (docs/jepsen.md): every workload under every fault
 # kind, in private network namespaces (needs root, iproute2, iptables;
-# installed here when missing). Bounded to 7 minutes; SEED replays a
+# installed here when missing). Bounded to 7.5 minutes; SEED replays a
 # schedule. JEPSEN_TIME covers the schedule's worst case for the eight
 # kinds to each fire once (8 gaps of 5 s and 7 holds of 8 s: 96 s) plus
 # 90 s for the faults' own work (a rolling restart, a repair, a node
@@ -141,4 +141,4 @@ jepsen-smoke:
 	need=""; command -v ip >/dev/null || need="$$need iproute2"; command -v iptables >/dev/null || need="$$need iptables"; \
 	if [ -n "$$need" ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need; fi; \
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/raftq-node ./cmd/node && \
-	timeout -k 30 420 $(GO) run ./jepsen-lite --workload all --nemesis all --time $(JEPSEN_TIME) --seed $(JEPSEN_SEED) --bin $(BIN)/raftq-node
+	timeout -k 30 450 $(GO) run ./jepsen-lite --workload all --nemesis all --time $(JEPSEN_TIME) --seed $(JEPSEN_SEED) --bin $(BIN)/raftq-node

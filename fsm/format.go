@@ -30,7 +30,7 @@ const BaseFormat uint32 = 1
 func commandFormat(c *fsmpb.Command) (format uint32, ok bool) {
 	switch u := c.GetCmd().(type) {
 	case *fsmpb.Command_UpsertQueue:
-		if usesFanout(u.UpsertQueue.GetPolicy()) {
+		if UsesFanout(u.UpsertQueue.GetPolicy()) {
 			return 8, true // topics and subscriptions (topics.go)
 		}
 		if usesPause(u.UpsertQueue) || usesResultBound(u.UpsertQueue.GetPolicy()) || usesDeadRetention(u.UpsertQueue) {

@@ -51,10 +51,10 @@ func validateFanout(p *fsmpb.QueuePolicy) error {
 	return nil
 }
 
-// usesFanout reports whether an upsert needs format 8: a replica of
+// UsesFanout reports whether an upsert needs format 8: a replica of
 // format 7 would treat a topic as a plain queue and keep publishes to
 // itself, so its state would part from its leader's.
-func usesFanout(p *fsmpb.QueuePolicy) bool {
+func UsesFanout(p *fsmpb.QueuePolicy) bool {
 	return p.GetTopic() || p.GetTopicRetentionMs() != 0 || p.GetSubscriptionOf() != "" ||
 		p.GetFilter() != "" || p.GetReplayFromMs() != 0
 }

@@ -82,8 +82,8 @@ func finalPhase(ctx context.Context, cl cluster, nem *nemesis.Nemesis, env *work
 		}
 	}
 	for _, w := range wls {
-		for _, q := range w.Queues {
-			d, err := listDead(ctx, env, q.Name)
+		for _, q := range w.DrainQueues() {
+			d, err := listDead(ctx, env, q)
 			if err != nil {
 				return fin, err
 			}
@@ -147,8 +147,8 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // drainAll drains every workload's queues (drain), adding to fin.Drained.
 func drainAll(ctx context.Context, env *workload.Env, wls []*workload.Workload, fin *finalInfo) error {
 	for _, w := range wls {
-		for _, q := range w.Queues {
-			n, err := drain(ctx, env, q.Name)
+		for _, q := range w.DrainQueues() {
+			n, err := drain(ctx, env, q)
 			if err != nil {
 				return err
 			}
@@ -226,27 +226,38 @@ func ackAll(ctx context.Context, env *workload.Env, ds []history.Delivery) int {
 }
 
 // listDead records every DLQ entry of queue, asking every node (each
-// gathers over the shards) and keeping the union.
+// gathers over the shards) for every page and keeping the union.
 func listDead(ctx context.Context, env *workload.Env, queue string) (int, error) {
 	seen := map[string]bool{}
 	var last error
 	answered := 0
 	for _, i := range env.Nodes() {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := raftqv1.NewDeadLettersClient(env.Conns[i]).ListDead(cctx, &raftqv1.ListDeadRequest{Queue: queue, Limit: 1000})
-		cancel()
-		if err != nil {
-			last = fmt.Errorf("list dead %s via %s: %w", queue, env.Addrs[i], err)
-			continue
-		}
-		answered++
-		for _, m := range resp.GetMessages() {
-			if seen[m.GetMessageId()] {
-				continue
+		ok := true
+		// Bounded: a page holds up to 1000 entries, and no run
+		// dead-letters a hundred thousand messages.
+		token := ""
+		for range 100 {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			resp, err := raftqv1.NewDeadLettersClient(env.Conns[i]).ListDead(cctx, &raftqv1.ListDeadRequest{Queue: queue, Limit: 1000, PageToken: token})
+			cancel()
+			if err != nil {
+				last, ok = fmt.Errorf("list dead %s via %s: %w", queue, env.Addrs[i], err), false
+				break
 			}
-			seen[m.GetMessageId()] = true
-			env.Rec.Add(history.Op{Type: history.OK, F: history.FDead, Process: history.NemesisProcess, Node: env.Addrs[i],
-				Queue: queue, MessageID: m.GetMessageId(), Value: string(m.GetMessage().GetBody()), Final: record(m.GetMessage())})
+			for _, m := range resp.GetMessages() {
+				if seen[m.GetMessageId()] {
+					continue
+				}
+				seen[m.GetMessageId()] = true
+				env.Rec.Add(history.Op{Type: history.OK, F: history.FDead, Process: history.NemesisProcess, Node: env.Addrs[i],
+					Queue: queue, MessageID: m.GetMessageId(), Value: string(m.GetMessage().GetBody()), Final: record(m.GetMessage())})
+			}
+			if token = resp.GetNextPageToken(); token == "" {
+				break
+			}
+		}
+		if ok {
+			answered++
 		}
 	}
 	if answered == 0 {

@@ -44,7 +44,7 @@ type options struct {
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("jepsen-lite", flag.ContinueOnError)
-	workloads := fs.String("workload", "queue", "comma-separated workloads run together, each on its own queue: queue, fifo, lease, quota, or all")
+	workloads := fs.String("workload", "queue", "comma-separated workloads run together, each on its own queues: queue, fifo, lease, quota, cron, fanout, or all")
 	faults := fs.String("nemesis", "partition,kill", "comma-separated faults: partition, kill, pause, clock, restart, damage, membership, reshard, all, or none")
 	fs.DurationVar(&o.duration, "time", 60*time.Second, "how long clients run under faults (the final phase follows)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the fault schedule and client choices (0: from the clock; printed for replay)")

@@ -9,15 +9,19 @@ import (
 // (docs/jobs.md, "Job results and status"): a replica of format 6 would
 // keep the policy without it and push that to the shards. 0 otherwise.
 func resultsFormat(c *metapb.Command) uint32 {
-	var p *fsmpb.QueuePolicy
-	switch k := c.GetCmd().(type) {
-	case *metapb.Command_CreateQueue:
-		p = k.CreateQueue.GetPolicy()
-	case *metapb.Command_UpdateQueue:
-		p = k.UpdateQueue.GetPolicy()
-	}
-	if p.GetCompletedMaxBytesPerShard() != 0 {
+	if policyOf(c).GetCompletedMaxBytesPerShard() != 0 {
 		return 7
 	}
 	return 0
+}
+
+// policyOf is the policy a queue command carries, nil for other kinds.
+func policyOf(c *metapb.Command) *fsmpb.QueuePolicy {
+	switch k := c.GetCmd().(type) {
+	case *metapb.Command_CreateQueue:
+		return k.CreateQueue.GetPolicy()
+	case *metapb.Command_UpdateQueue:
+		return k.UpdateQueue.GetPolicy()
+	}
+	return nil
 }

@@ -90,16 +90,7 @@ func (f *FSM) checkTopicDelete(name string) *metapb.Result {
 // a replica of format 7 would not check them and store a policy its shards
 // cannot apply.
 func fanoutFormat(c *metapb.Command) uint32 {
-	var p *fsmpb.QueuePolicy
-	switch k := c.GetCmd().(type) {
-	case *metapb.Command_CreateQueue:
-		p = k.CreateQueue.GetPolicy()
-	case *metapb.Command_UpdateQueue:
-		p = k.UpdateQueue.GetPolicy()
-	default:
-		return 0
-	}
-	if p.GetTopic() || p.GetTopicRetentionMs() != 0 || p.GetSubscriptionOf() != "" || p.GetFilter() != "" || p.GetReplayFromMs() != 0 {
+	if fsm.UsesFanout(policyOf(c)) {
 		return 8
 	}
 	return 0

@@ -89,6 +89,7 @@ func Check(ops []history.Op, opt Options) []Result {
 		*finalPhase(ix),
 		*nemesisCheck(ix),
 		*cronCheck(ops),
+		*fanoutCheck(ix, ls),
 	}
 }
 
@@ -125,7 +126,9 @@ func totalQueue(ix *index) *Result {
 		if e, ok := firstEpoch[d.MessageID]; !ok || d.Epoch < e {
 			firstEpoch[d.MessageID] = d.Epoch
 		}
-		if _, known := ix.enq[d.Value]; !known {
+		// A subscription's copies carry published values: checker
+		// fanout matches them with their publishes.
+		if _, known := ix.enq[d.Value]; !known && ix.subs[d.queue] == nil {
 			r.violate("unexpected", "delivery of %s (value %q) that no client enqueued", d.MessageID, d.Value)
 		}
 	}
@@ -447,51 +450,67 @@ func dedup(ix *index) *Result {
 // clockSlackMs.
 func groupOrder(ix *index, ls map[string]map[uint64]*lease, opt Options) *Result {
 	r := newResult("order")
-	type item struct {
-		e *enqueue
-		// lo and hi are the value's first and last leases on each shard.
-		lo, hi  map[uint32]*lease
-		settled bool
-		// firstAckInvoke and firstAckDone bound the first successful ack.
-		firstAckInvoke, firstAckDone int64
-		acked                        bool
-	}
-	slack := ix.clockSlackMs()
 	acks := ix.ackedEpochs()
-	groups := map[string][]item{}
-	var names []string
+	groups := map[string][]orderItem{}
 	for _, e := range ix.enqOrder {
 		if !opt.FIFOQueues[e.queue] || e.group == "" || e.status != history.OK {
 			continue
 		}
-		it := item{e: e, lo: map[uint32]*lease{}, hi: map[uint32]*lease{}}
-		for id := range e.ids {
-			s := shardOf(id)
-			for _, l := range ls[id] {
-				if lo := it.lo[s]; lo == nil || l.epoch < lo.epoch {
-					it.lo[s] = l
-				}
-				if hi := it.hi[s]; hi == nil || l.epoch > hi.epoch {
-					it.hi[s] = l
-				}
-			}
-			for _, a := range acks[id] {
-				if !it.acked || a.complet < it.firstAckDone {
-					it.firstAckInvoke, it.firstAckDone, it.acked = a.invoke, a.complet, true
-				}
-			}
-			if rec := ix.finals[id]; rec != nil && (rec.State == history.StateAcked || rec.State == history.StateDead) {
-				it.settled = true
-			}
-			if ix.dead[id] {
-				it.settled = true
-			}
-		}
 		k := e.queue + "/" + e.group
-		if groups[k] == nil {
-			names = append(names, k)
+		groups[k] = append(groups[k], newOrderItem(ix, ls, acks, e, e.ids))
+	}
+	judgeGroups(r, ix, groups)
+	return r
+}
+
+// orderItem is what the order checks need of one value of a group.
+type orderItem struct {
+	e *enqueue
+	// lo and hi are the value's first and last leases on each shard.
+	lo, hi  map[uint32]*lease
+	settled bool
+	// firstAckInvoke and firstAckDone bound the first successful ack.
+	firstAckInvoke, firstAckDone int64
+	acked                        bool
+}
+
+// newOrderItem gathers the leases, acks and final state of the message
+// ids ids, which carry e's value (an enqueue's ids, or a publish's copies
+// on one subscription).
+func newOrderItem(ix *index, ls map[string]map[uint64]*lease, acks map[string][]leaseOp, e *enqueue, ids map[string]bool) orderItem {
+	it := orderItem{e: e, lo: map[uint32]*lease{}, hi: map[uint32]*lease{}}
+	for id := range ids {
+		s := shardOf(id)
+		for _, l := range ls[id] {
+			if lo := it.lo[s]; lo == nil || l.epoch < lo.epoch {
+				it.lo[s] = l
+			}
+			if hi := it.hi[s]; hi == nil || l.epoch > hi.epoch {
+				it.hi[s] = l
+			}
 		}
-		groups[k] = append(groups[k], it)
+		for _, a := range acks[id] {
+			if !it.acked || a.complet < it.firstAckDone {
+				it.firstAckInvoke, it.firstAckDone, it.acked = a.invoke, a.complet, true
+			}
+		}
+		if rec := ix.finals[id]; rec != nil && (rec.State == history.StateAcked || rec.State == history.StateDead) {
+			it.settled = true
+		}
+		if ix.dead[id] {
+			it.settled = true
+		}
+	}
+	return it
+}
+
+// judgeGroups checks each group's items, in the order of their first
+// send, pair by pair (see groupOrder), counting groups and checked items.
+func judgeGroups(r *Result, ix *index, groups map[string][]orderItem) {
+	slack := ix.clockSlackMs()
+	names := make([]string, 0, len(groups))
+	for k := range groups {
+		names = append(names, k)
 	}
 	sort.Strings(names)
 	for _, k := range names {
@@ -528,7 +547,6 @@ func groupOrder(ix *index, ls map[string]map[uint64]*lease, opt Options) *Result
 			}
 		}
 	}
-	return r
 }
 
 // groupPair judges a's last lease on shard sa against b's first on sb,

@@ -80,6 +80,58 @@ type index struct {
 	replicas *history.Op
 	// nemesis holds the fault operations in order.
 	nemesis []history.Op
+
+	// The fan-out workload's publishes (by value, and in order of their
+	// first send), its topics and subscriptions (by name), the DLQ
+	// listings of every queue in order, and the message ids a
+	// DeadLetter call may have dead-lettered (ok or info).
+	pubs         map[string]*publish
+	pubOrder     []*publish
+	subs         map[string]*subscription
+	deadList     []deadEntry
+	deadLettered map[string]bool
+}
+
+// publish is everything the history says about one published value.
+// Its enqueue holds what a send's has: the topic as queue, the attempts,
+// the best completion, the publication ids.
+type publish struct {
+	*enqueue
+	typ   string
+	attrs map[string]string
+	// lastDone is the latest completion of any attempt; unsure: some
+	// attempt's outcome is unknown (info, or no completion), so it may
+	// have been applied at any time after its invoke.
+	lastDone int64
+	unsure   bool
+	answers  []pubAnswer
+}
+
+// pubAnswer is one ok attempt of a publish.
+type pubAnswer struct {
+	invoke, done int64
+	copies       uint32
+	dedup        bool
+}
+
+// subscription is a topic or a subscription as its FSubscribe ops tell
+// it: what was asked, when the first attempt was sent and when the
+// first confirmed one completed.
+type subscription struct {
+	name        string
+	spec        history.Subscription
+	firstInvoke int64
+	created     int64
+	ok          bool
+}
+
+// isTopic: the entry creates a topic, not a subscription.
+func (s *subscription) isTopic() bool { return s.name == s.spec.Topic }
+
+// deadEntry is one message a DLQ listing returned.
+type deadEntry struct {
+	queue, id, value string
+	rec              *history.Record
 }
 
 func rank(t string) int {
@@ -105,6 +157,10 @@ func build(ops []history.Op) *index {
 		msgValue: map[string]string{},
 		msgQueue: map[string]string{},
 		born:     map[string]int64{},
+
+		pubs:         map[string]*publish{},
+		subs:         map[string]*subscription{},
+		deadLettered: map[string]bool{},
 	}
 	pending := map[int]history.Op{}
 	for _, op := range ops {
@@ -126,6 +182,7 @@ func build(ops []history.Op) *index {
 				if op.Value != "" {
 					ix.msgValue[op.MessageID] = op.Value
 				}
+				ix.deadList = append(ix.deadList, deadEntry{queue: op.Queue, id: op.MessageID, value: op.Value, rec: op.Final})
 			}
 			continue
 		case history.FNemesis:
@@ -155,6 +212,7 @@ func build(ops []history.Op) *index {
 				}
 				e.attempts++
 			}
+			ix.invoked(op)
 			continue
 		}
 		inv, ok := pending[op.Process]
@@ -193,8 +251,19 @@ func build(ops []history.Op) *index {
 					ix.msgValue[d.MessageID] = d.Value
 				}
 			}
-		case history.FAck, history.FNack, history.FExtend:
+		case history.FAck, history.FNack, history.FExtend, history.FDeadLetter:
 			ix.leaseOps = append(ix.leaseOps, leaseOp{f: op.F, typ: op.Type, msg: inv.MessageID, epoch: inv.Epoch, process: op.Process, invoke: inv.Time, complet: op.Time, deadlineMs: op.DeadlineMs, code: op.Code})
+			if op.F == history.FDeadLetter && op.Type != history.Fail {
+				ix.deadLettered[inv.MessageID] = true
+			}
+		case history.FPublish, history.FSubscribe:
+			ix.completed(inv, op)
+		}
+	}
+	// An attempt still pending at the end may yet have been applied.
+	for _, inv := range pending {
+		if p := ix.pubs[inv.Value]; inv.F == history.FPublish && p != nil {
+			p.unsure = true
 		}
 	}
 	// Ids seen in deliveries belong to their value's enqueue too.
@@ -204,6 +273,57 @@ func build(ops []history.Op) *index {
 		}
 	}
 	return ix
+}
+
+// invoked indexes the invoke of a publish or a subscribe.
+func (ix *index) invoked(op history.Op) {
+	switch op.F {
+	case history.FPublish:
+		p := ix.pubs[op.Value]
+		if p == nil {
+			p = &publish{enqueue: &enqueue{value: op.Value, queue: op.Queue, group: op.Group, key: op.DedupKey, firstInvoke: op.Time, ids: map[string]bool{}},
+				typ: op.MsgType, attrs: op.Attrs}
+			ix.pubs[op.Value] = p
+			ix.pubOrder = append(ix.pubOrder, p)
+		}
+		p.attempts++
+	case history.FSubscribe:
+		if op.Sub == nil {
+			return
+		}
+		if s := ix.subs[op.Queue]; s == nil {
+			ix.subs[op.Queue] = &subscription{name: op.Queue, spec: *op.Sub, firstInvoke: op.Time}
+		}
+	}
+}
+
+// completed indexes the completion done of the publish or subscribe inv.
+func (ix *index) completed(inv, done history.Op) {
+	switch inv.F {
+	case history.FPublish:
+		p := ix.pubs[inv.Value]
+		if p == nil {
+			return
+		}
+		if rank(done.Type) > rank(p.status) {
+			p.status = done.Type
+		}
+		p.lastDone = max(p.lastDone, done.Time)
+		switch done.Type {
+		case history.Info:
+			p.unsure = true
+		case history.OK:
+			p.lastOK = done.Time
+			if done.MessageID != "" {
+				p.ids[done.MessageID] = true
+			}
+			p.answers = append(p.answers, pubAnswer{invoke: inv.Time, done: done.Time, copies: done.Copies, dedup: done.Deduplicated})
+		}
+	case history.FSubscribe:
+		if s := ix.subs[inv.Queue]; s != nil && done.Type == history.OK && !s.ok {
+			s.ok, s.created = true, done.Time
+		}
+	}
 }
 
 // bornBy records that message id existed at time t.

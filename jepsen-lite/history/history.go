@@ -40,6 +40,16 @@ const (
 	// schedule as the meta leader recorded it once firing stopped.
 	FCron      = "cron"
 	FCronState = "cron-state"
+	// FPublish is a send to a topic (the fan-out workload): Queue is the
+	// topic, Attrs and MsgType what the filters read; its ok completion
+	// carries Copies, how many subscriptions the server says got one.
+	FPublish = "publish"
+	// FSubscribe creates a topic (Queue = Sub.Topic) or a subscription
+	// of Sub.Topic (Queue = its name), one attempt per invoke.
+	FSubscribe = "subscribe"
+	// FDeadLetter dead-letters a delivery by hand (DeadLetter: reason
+	// POISON), as an ack names it by MessageID, Epoch and Receipt.
+	FDeadLetter = "deadletter"
 )
 
 // Phase names (Op.Fault of FPhase ops).
@@ -110,7 +120,38 @@ type Op struct {
 
 	// Cron is a cron message (FCron) or schedule (FCronState).
 	Cron *Cron `json:"cron,omitempty"`
+
+	// Attrs and MsgType are a publish's attributes and message type.
+	Attrs   map[string]string `json:"attrs,omitempty"`
+	MsgType string            `json:"msg_type,omitempty"`
+	// Copies is a publish's answer: how many subscriptions received a
+	// copy (SendResponse.deliveries).
+	Copies uint32 `json:"copies,omitempty"`
+	// Sub is what an FSubscribe creates.
+	Sub *Subscription `json:"sub,omitempty"`
 }
+
+// Subscription is a topic or a subscription as the fan-out checker needs
+// it. Every subscription the workload creates replays nothing (it only
+// receives what is published after its creation).
+type Subscription struct {
+	Topic  string `json:"topic"`
+	FIFO   bool   `json:"fifo,omitempty"`
+	Filter string `json:"filter,omitempty"`
+	// MaxReceives is the receive count at which a copy is dead-lettered.
+	MaxReceives uint32 `json:"max_receives,omitempty"`
+	// Poison: the subscription's consumers dead-letter the copies of
+	// publishes whose attribute PoisonAttr is PoisonValue (by hand, or
+	// by nacking them until MaxReceives); the others ack them.
+	Poison bool `json:"poison,omitempty"`
+}
+
+// The attribute that marks a publish as poison for the subscriptions
+// with Subscription.Poison.
+const (
+	PoisonAttr  = "kind"
+	PoisonValue = "poison"
+)
 
 // Cron is what the cron checker needs of a schedule's message or of its
 // final record.

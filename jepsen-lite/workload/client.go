@@ -237,3 +237,36 @@ func (c *Client) Extend(ctx context.Context, d history.Delivery, vis time.Durati
 		return func(op *history.Op) { op.DeadlineMs = resp.GetLeaseDeadlineMs() }, err
 	})
 }
+
+// Publish sends one unique value to a topic with its dedup key, type and
+// attributes; the answer says how many subscriptions got a copy.
+func (c *Client) Publish(ctx context.Context, topic, group, value, key, typ string, attrs map[string]string) history.Op {
+	inv := history.Op{F: history.FPublish, Queue: topic, Group: group, Value: value, DedupKey: key, MsgType: typ, Attrs: attrs}
+	return c.call(ctx, inv, 0, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) (func(*history.Op), error) {
+		resp, err := raftqv1.NewMessagesClient(cc).Send(ctx, &raftqv1.SendRequest{Queue: topic, Body: []byte(value), GroupId: group,
+			DedupKey: key, Type: typ, Attributes: attrs}, opts...)
+		return func(op *history.Op) {
+			op.MessageID, op.Deduplicated, op.Copies = resp.GetMessageId(), resp.GetDeduplicated(), resp.GetDeliveries()
+		}, err
+	})
+}
+
+// DeadLetter moves one delivery to its queue's DLQ at once (reason POISON).
+func (c *Client) DeadLetter(ctx context.Context, d history.Delivery) history.Op {
+	inv := history.Op{F: history.FDeadLetter, MessageID: d.MessageID, Epoch: d.Epoch, Receipt: d.Receipt}
+	return c.call(ctx, inv, 0, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) (func(*history.Op), error) {
+		_, err := raftqv1.NewMessagesClient(cc).DeadLetter(ctx, &raftqv1.DeadLetterRequest{Receipt: d.Receipt, Error: "jepsen-lite poison"}, opts...)
+		return nil, err
+	})
+}
+
+// Subscribe creates a topic (sub.Topic == name) or a subscription of
+// sub.Topic with policy, one attempt, recorded with sub so that the
+// checker knows the fan-out topology and when each part existed.
+func (c *Client) Subscribe(ctx context.Context, name string, sub *history.Subscription, policy *raftqv1.QueuePolicy) history.Op {
+	inv := history.Op{F: history.FSubscribe, Queue: name, Sub: sub}
+	return c.call(ctx, inv, 0, func(ctx context.Context, cc *grpc.ClientConn, opts ...grpc.CallOption) (func(*history.Op), error) {
+		_, err := raftqv1.NewQueuesClient(cc).CreateQueue(ctx, &raftqv1.CreateQueueRequest{Name: name, Policy: policy}, opts...)
+		return func(op *history.Op) { op.Sub = sub }, err
+	})
+}

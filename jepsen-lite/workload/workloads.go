@@ -33,10 +33,27 @@ type Workload struct {
 	Tenants    []Tenant
 	Queues     []Queue
 	run        func(ctx context.Context, env *Env, seed uint64)
+	// drains lists queues the workload created itself that the final
+	// phase must drain too (nil: none).
+	drains func() []string
 }
 
 // Run drives the clients until ctx ends and waits for them.
 func (w *Workload) Run(ctx context.Context, env *Env, seed uint64) { w.run(ctx, env, seed) }
+
+// DrainQueues is every queue the final phase drains and lists the DLQ
+// of: Queues, then those the workload created while it ran (after Run
+// returned: the fan-out workload's subscriptions, not its topic).
+func (w *Workload) DrainQueues() []string {
+	var out []string
+	for _, q := range w.Queues {
+		out = append(out, q.Name)
+	}
+	if w.drains != nil {
+		out = append(out, w.drains()...)
+	}
+	return out
+}
 
 // ByName returns the named workload.
 func ByName(name string) (*Workload, error) {
@@ -51,12 +68,14 @@ func ByName(name string) (*Workload, error) {
 		return quotaWorkload(), nil
 	case "cron":
 		return cronWorkload(), nil
+	case "fanout":
+		return fanoutWorkload(), nil
 	}
-	return nil, fmt.Errorf("unknown workload %q (queue, fifo, lease, quota, cron)", name)
+	return nil, fmt.Errorf("unknown workload %q (queue, fifo, lease, quota, cron, fanout)", name)
 }
 
 // Names lists every workload.
-func Names() []string { return []string{"queue", "fifo", "lease", "quota", "cron"} }
+func Names() []string { return []string{"queue", "fifo", "lease", "quota", "cron", "fanout"} }
 
 func policy(mode raftqv1.QueueMode, vis time.Duration, maxReceives uint32) *raftqv1.QueuePolicy {
 	return &raftqv1.QueuePolicy{
