@@ -466,8 +466,9 @@ cli "$all_addrs" ack "$receipt" >/dev/null || fail "ack the keyed send"
 # recv_bodies SUB: receive and ack from SUB until a receive finds nothing;
 # prints the bodies in delivery order, space-separated.
 recv_bodies() {
-	local got=() out b r
+	local got=() out b r n=0
 	while out=$(cli "$all_addrs" receive "$1" --max 10 --wait 2s --json) && [[ $(jq length <<<"$out") -gt 0 ]]; do
+		((++n <= 20)) || { echo "recv_bodies $1: still receiving after 20 rounds: ${got[*]}" >&2; return 1; }
 		mapfile -t b < <(jq -r '.[].body' <<<"$out")
 		mapfile -t r < <(jq -r '.[].receipt' <<<"$out")
 		got+=("${b[@]}")

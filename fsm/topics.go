@@ -194,10 +194,18 @@ func (s *state) publish(t *queue, nm *fsmpb.NewMessage, avail int64, full *bool)
 		s.counters.Enqueued++
 	}
 	s.moved(t.name, MoveSent)
+	ownDelay := nm.GetRunAtMs() > 0 || nm.GetDelayMs() != defaultDelayFromQueue
 	for _, sub := range to {
-		m := newCopy(s.nextID, sub, avail+sub.policy.GetRetentionMs())
+		a := avail
+		if !ownDelay {
+			// A publish without a delay of its own takes each
+			// subscription's default delay, as a send takes its queue's.
+			a = s.clock + sub.policy.GetDelayMs()
+		}
+		m := newCopy(s.nextID, sub, a+sub.policy.GetRetentionMs())
+		m.availableMs = a
 		s.nextID++
-		if avail > s.clock {
+		if a > s.clock {
 			m.state = fsmpb.State_STATE_DELAYED
 		}
 		s.insert(m)

@@ -527,3 +527,28 @@ func TestTopicPublishRespectsQuotasAcrossCopies(t *testing.T) {
 		t.Fatalf("body over a subscription's max_message_bytes: %v", it.GetStatus())
 	}
 }
+
+func TestTopicSubscriptionDefaultDelay(t *testing.T) {
+	h := newHarness(t)
+	h.mustQueue("t", topicPolicy(false, 0))
+	slow := subPolicy("t", false, "")
+	slow.DelayMs = 60_000
+	h.mustQueue("slow", slow)
+	h.mustQueue("fast", subPolicy("t", false, ""))
+	publishOne(t, h, "t", &fsmpb.NewMessage{Body: []byte("a"), DelayMs: defaultDelayFromQueue})
+	publishOne(t, h, "t", &fsmpb.NewMessage{Body: []byte("b"), DelayMs: 0})
+	if got := h.mustReceive("fast", 10, 1000); len(got) != 2 {
+		t.Fatalf("fast received %d, want 2", len(got))
+	}
+	// The subscription's delay holds "a" back; "b" set its own (none).
+	got := h.mustReceive("slow", 10, 1000)
+	if len(got) != 1 || string(got[0].GetBody()) != "b" {
+		t.Fatalf("slow received %v, want b only", got)
+	}
+	h.mustOK(ackCmd(receipt(got[0])))
+	h.now += 60_000
+	h.mustOK(tickCmd())
+	if got := h.mustReceive("slow", 10, 1000); len(got) != 1 || string(got[0].GetBody()) != "a" {
+		t.Fatalf("slow after its delay: %v", got)
+	}
+}

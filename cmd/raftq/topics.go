@@ -129,7 +129,8 @@ func isTopic(ctx context.Context, c *client.Client, name string) (client.QueueIn
 
 // getTopic is topic name with its subscriptions.
 func getTopic(ctx context.Context, c *client.Client, name string) (client.TopicInfo, error) {
-	if _, err := isTopic(ctx, c, name); err != nil {
+	q, err := isTopic(ctx, c, name)
+	if err != nil {
 		return client.TopicInfo{}, err
 	}
 	ts, err := c.ListTopics(ctx)
@@ -137,7 +138,9 @@ func getTopic(ctx context.Context, c *client.Client, name string) (client.TopicI
 		return client.TopicInfo{}, err
 	}
 	for _, t := range ts {
-		if t.Name == name {
+		// By the name the server answered with: a tenant's key names
+		// "orders" and gets "acme/orders".
+		if t.Name == q.Name {
 			return t, nil
 		}
 	}

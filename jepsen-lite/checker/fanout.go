@@ -265,8 +265,17 @@ func fanoutCheck(ix *index, ls map[string]map[uint64]*lease) *Result {
 			checkCopies(r, p, a, subs, filters, m)
 		}
 		poison := p.attrs[history.PoisonAttr] == history.PoisonValue
+		// A publish none of whose answers arrived still took effect once a
+		// copy of it turned up anywhere; a publish is atomic, so it is
+		// then due on every subscription as an acknowledged one is.
+		applied := p.status == history.OK
 		for _, s := range subs {
-			if s.spec.Topic != p.queue || p.status != history.OK || p.firstInvoke < s.created {
+			if !applied && s.spec.Topic == p.queue && len(copies[key{s.name, p.value}]) > 0 {
+				applied = true
+			}
+		}
+		for _, s := range subs {
+			if s.spec.Topic != p.queue || !applied || p.firstInvoke < s.created {
 				continue
 			}
 			if !filters[s.name].match(m) {
@@ -297,8 +306,8 @@ func fanoutCheck(ix *index, ls map[string]map[uint64]*lease) *Result {
 			case !ix.finalDone():
 				r.Count["unconfirmed"]++
 			case len(ids) == 0:
-				r.violate("lost", "%s: %q (group %q) published ok at %s after the subscription was created (%s): no copy delivered, none in its DLQ",
-					s.name, p.value, p.group, ms(p.lastOK), ms(s.created))
+				r.violate("lost", "%s: %q (group %q) published (ok at %s, first sent %s) after the subscription was created (%s): no copy delivered, none in its DLQ",
+					s.name, p.value, p.group, ms(p.lastOK), ms(p.firstInvoke), ms(s.created))
 			default:
 				if other := deadElsewhere(p.value, s.name); len(other) > 0 {
 					r.violate("dlq-isolation", "%s: copy %v of %q neither acked nor dead-lettered after the drain, while dead-lettered on %v", s.name, keys(ids), p.value, other)

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -331,6 +332,16 @@ func TestFanoutUnknownIsNotLost(t *testing.T) {
 	})
 	if r := check(t, ops)["fanout"]; !r.Valid {
 		t.Errorf("an unknown publish that reached nobody was flagged: %v", r.Violations)
+	}
+	// An unknown publish that reached one subscription took effect: it is
+	// due on the others, and its absence there is a broken publish.
+	ops = beforeFinal(fanClean(), func(b *builder) {
+		b.publish(4, "f8", "g", "eu-west", "order", false, history.Op{Type: history.Info})
+		b.consume(11, "all", "1-81", "f8", 30, 3000)
+		b.final("1-81", history.Record{State: history.StateAcked})
+	})
+	if r := check(t, ops)["fanout"]; r.Valid || !strings.Contains(fmt.Sprint(r.Violations), `"f8"`) {
+		t.Errorf("an unknown publish delivered on one subscription only passed: valid=%v %v", r.Valid, r.Violations)
 	}
 	ops = drop(fanClean().ops, isCopy("1-12"))
 	ops = mutateOps(ops, isPhase(history.PhaseFinal), func(op *history.Op) { op.Type, op.Error = history.Fail, "drain did not end" })
