@@ -3,6 +3,7 @@ package integration
 import (
 	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,34 @@ func TestClient_TopicFansOutOverShards(t *testing.T) {
 	if _, err := cl.Subscribe(ctx, "orders", "bad", client.SubscriptionOptions{Filter: "colour = red"}); err == nil || !strings.Contains(err.Error(), "unknown field") {
 		t.Fatalf("bad filter: %v", err)
 	}
+	// The CLI changes a filter and a topic's retention in place.
+	addr := strings.Join(c.Addrs(), ",")
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(cliBin, append([]string{"--addr", addr, "--timeout", "15s"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("raftq %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	cli("topic", "filter", "placed", "type = order.paid")
+	if q, err := cl.GetQueue(ctx, "placed"); err != nil || q.Options.Filter != "type = order.paid" {
+		t.Fatalf("after topic filter: %+v %v", q.Options, err)
+	}
+	if r, err := cl.Publish(ctx, "orders", []byte("g99-0"), client.Group("g99"), client.Type("order.paid")); err != nil || r.Deliveries != 3 {
+		t.Fatalf("publish under the new filter: %+v %v", r, err)
+	}
+	cli("topic", "update", "orders", "--retention", "0s")
+	if st, err := cl.Stats(ctx, "orders"); err != nil || st.Retained != 0 {
+		t.Fatalf("retention 0 keeps %d publications (%v)", st.Retained, err)
+	}
+	if out, err := exec.Command(cliBin, "--addr", addr, "topic", "filter", "orders", "type = x").CombinedOutput(); err == nil || !strings.Contains(string(out), "not a subscription") {
+		t.Fatalf("topic filter on a topic: %v %s", err, out)
+	}
+	drain("billing", 1)
+	drain("placed", 1)
+	drain("audit", 1)
+
 	topics, err := cl.ListTopics(ctx)
 	if err != nil || len(topics) != 1 || len(topics[0].Subscriptions) != 3 {
 		t.Fatalf("ListTopics = %+v, %v", topics, err)

@@ -107,7 +107,80 @@ func topicCommands() []command {
 			}
 		}, false},
 		topicPublishCommand(),
+		topicUpdateCommand(),
+		topicFilterCommand(),
 	}
+}
+
+func topicUpdateCommand() command {
+	return command{"topic update", "NAME", "change a topic's retention or dedup window (its mode is fixed)", func(a *app, fs *flag.FlagSet) binder {
+		var retention, window time.Duration
+		fs.DurationVar(&retention, "retention", 0, "keep each published message this long for subscriptions created later with --from (0: none; a shorter one drops older publications at once)")
+		fs.DurationVar(&window, "dedup-window", 0, "how long a publish's dedup key suppresses a repeat")
+		return func(pos []string) (action, error) {
+			if err := exactly(pos, "NAME"); err != nil {
+				return nil, err
+			}
+			if !given(fs, "retention") && !given(fs, "dedup-window") {
+				return nil, usagef("nothing to change: give --retention or --dedup-window")
+			}
+			if given(fs, "retention") {
+				if err := durationWithin("retention", retention, client.MaxRetention, true, ""); err != nil {
+					return nil, err
+				}
+			}
+			if given(fs, "dedup-window") {
+				if err := durationWithin("dedup-window", window, client.MaxRetention, false, "the default 5m"); err != nil {
+					return nil, err
+				}
+			}
+			name := pos[0]
+			return func(ctx context.Context, c *client.Client, out *output) error {
+				q, err := isTopic(ctx, c, name)
+				if err != nil {
+					return err
+				}
+				opts := q.Options
+				if given(fs, "retention") {
+					opts.TopicRetention = retention
+				}
+				if given(fs, "dedup-window") {
+					opts.DedupWindow = window
+				}
+				if q, err = c.UpdateQueue(ctx, q.Name, opts); err != nil {
+					return err
+				}
+				return out.topic(client.TopicInfo{QueueInfo: q}, nil)
+			}, nil
+		}
+	}, false}
+}
+
+func topicFilterCommand() command {
+	return command{"topic filter", "SUBSCRIPTION EXPR", `set a subscription's filter for the publishes after it ("" for all; docs/topics.md)`, func(a *app, fs *flag.FlagSet) binder {
+		return func(pos []string) (action, error) {
+			// EXPR may be "": the subscription then takes every publish.
+			if len(pos) != 2 || pos[0] == "" {
+				return nil, usagef("want 2 argument(s) SUBSCRIPTION EXPR, got %d", len(pos))
+			}
+			name, expr := pos[0], pos[1]
+			return func(ctx context.Context, c *client.Client, out *output) error {
+				q, err := c.GetQueue(ctx, name)
+				if err != nil {
+					return err
+				}
+				if q.Options.SubscriptionOf == "" {
+					return fmt.Errorf("%q is not a subscription (raftq topic subscribe makes one)", name)
+				}
+				opts := q.Options
+				opts.Filter = expr
+				if q, err = c.UpdateQueue(ctx, q.Name, opts); err != nil {
+					return err
+				}
+				return out.queue(q)
+			}, nil
+		}
+	}, false}
 }
 
 // isTopic gets queue name and refuses it unless it is a topic, saying

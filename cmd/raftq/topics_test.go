@@ -44,6 +44,9 @@ func TestTopicUsageErrors(t *testing.T) {
 		{[]string{"topic", "publish", "orders", "b", "--delay", "0s"}, "--delay 0s: give a positive duration"},
 		{[]string{"topic", "publish", "orders", "b", "--unique-until-done"}, "--unique-for and --unique-until-done need --dedup KEY"},
 		{[]string{"topic", "publish", "orders", "b", "--run-at", "soon"}, `--run-at "soon" is not an RFC 3339 time`},
+		{[]string{"topic", "update", "orders"}, "nothing to change: give --retention or --dedup-window"},
+		{[]string{"topic", "update", "orders", "--retention", "400h"}, "--retention 400h0m0s is above the limit 336h0m0s"},
+		{[]string{"topic", "filter", "billing"}, "want 2 argument(s) SUBSCRIPTION EXPR, got 1"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			r := raftq(t, nowhere, "", c.args...)
