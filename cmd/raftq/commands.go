@@ -305,14 +305,7 @@ func sendCommand() command {
 		var sf sendFlags
 		sf.register(fs)
 		return func(pos []string) (action, error) {
-			if len(pos) != 2 || pos[0] == "" {
-				return nil, usagef("want 2 argument(s) QUEUE BODY, got %d", len(pos))
-			}
-			opts, err := sf.options(fs)
-			if err != nil {
-				return nil, err
-			}
-			body, err := a.body(pos[1])
+			opts, body, err := sf.message(a, fs, pos, "QUEUE")
 			if err != nil {
 				return nil, err
 			}
@@ -325,6 +318,23 @@ func sendCommand() command {
 			}, nil
 		}
 	}, false}
+}
+
+// message reads the arguments of send and topic publish, TARGET BODY,
+// with the message flags: the send options and the body.
+func (sf *sendFlags) message(a *app, fs *flag.FlagSet, pos []string, target string) ([]client.SendOption, []byte, error) {
+	if len(pos) != 2 || pos[0] == "" {
+		return nil, nil, usagef("want 2 argument(s) %s BODY, got %d", target, len(pos))
+	}
+	opts, err := sf.options(fs)
+	if err != nil {
+		return nil, nil, err
+	}
+	body, err := a.body(pos[1])
+	if err != nil {
+		return nil, nil, err
+	}
+	return opts, body, nil
 }
 
 // sendFlags are the message flags of send and topic publish (a publish is

@@ -343,14 +343,7 @@ func topicPublishCommand() command {
 		var sf sendFlags
 		sf.register(fs)
 		return func(pos []string) (action, error) {
-			if len(pos) != 2 || pos[0] == "" {
-				return nil, usagef("want 2 argument(s) TOPIC BODY, got %d", len(pos))
-			}
-			opts, err := sf.options(fs)
-			if err != nil {
-				return nil, err
-			}
-			body, err := a.body(pos[1])
+			opts, body, err := sf.message(a, fs, pos, "TOPIC")
 			if err != nil {
 				return nil, err
 			}
