@@ -239,8 +239,18 @@ func testLaggingFollowerCatchesUpViaSnapshot(t *testing.T, store string) {
 	if st, _ := lag.sh.FSM().Stats("q"); st.Ready != uint64(n) {
 		t.Fatalf("lagging follower has %d ready, want %d", st.Ready, n)
 	}
-	if idx := lag.sh.Raft().Stats()["last_snapshot_index"]; idx == "0" || idx == "" {
-		t.Fatalf("lagging follower did not install a snapshot (last_snapshot_index %q)", idx)
+	// raft records the installed snapshot only after the FSM restore
+	// returns, so the digests can agree a moment before the stat moves.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		idx := lag.sh.Raft().Stats()["last_snapshot_index"]
+		if idx != "0" && idx != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lagging follower did not install a snapshot (last_snapshot_index %q)", idx)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
