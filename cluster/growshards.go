@@ -20,6 +20,10 @@ var ErrShrink = errors.New("the shard count only grows; shrinking is not support
 // ErrTooManyShards refuses a count above the cluster's slot count.
 var ErrTooManyShards = errors.New("more shards than hash slots")
 
+// ErrTooFewNodes refuses a growth while fewer nodes can take a new shard's
+// replicas than the replication asks for; it passes once they can.
+var ErrTooFewNodes = errors.New("too few nodes can take replicas now")
+
 // GrowStatus is a shard-count change as the meta leader sees it.
 type GrowStatus struct {
 	Previous, Count uint32
@@ -69,6 +73,19 @@ func (n *Node) SetShardCount(ctx context.Context, count uint32, dryRun bool) (Gr
 		elig, _, err := n.balanceEligible(m)
 		if err != nil {
 			return st, err
+		}
+		holders, err := n.replicaHolders(m)
+		if err != nil {
+			return st, err
+		}
+		// A new shard gets the cluster's replication (fewer only where the
+		// cluster has fewer members), never fewer because some members are
+		// not eligible yet (just started, clock not yet checked) or are
+		// down: a shard placed on fewer replicas would acknowledge sends
+		// that fewer nodes hold than the replication promises.
+		if want := min(n.cfg.Replication, holders); len(elig) < want {
+			return st, fmt.Errorf("%w: a new shard needs %d replicas and %d of the cluster's %d nodes can take one now (%s); a node can once it has been alive for %v with its clock checked",
+				ErrTooFewNodes, want, len(elig), holders, strings.Join(elig, ", "), n.cfg.NonvoterGrace)
 		}
 		replicas, err := meta.PlanGrowth(m, count, elig, n.cfg.Replication)
 		if err != nil {
@@ -140,4 +157,23 @@ func slotsPerShard(m meta.ShardMap) []uint32 {
 		}
 	}
 	return out
+}
+
+// replicaHolders counts the members that may hold replicas once they are
+// up: the servers of the meta group that are neither retired nor being
+// drained.
+func (n *Node) replicaHolders(m meta.ShardMap) (int, error) {
+	f := n.meta.Raft().GetConfiguration()
+	if err := f.Error(); err != nil {
+		return 0, fmt.Errorf("meta configuration: %w", err)
+	}
+	count := 0
+	for _, srv := range f.Configuration().Servers {
+		id := string(srv.ID)
+		if m.IsRetired(id) || slices.ContainsFunc(m.Drains, func(d meta.Drain) bool { return d.Node == id }) {
+			continue
+		}
+		count++
+	}
+	return count, nil
 }
