@@ -135,7 +135,11 @@ func (n *Node) replaceDeadNodes(ctx context.Context) {
 		if now.Sub(d.since[id]) < n.cfg.DeadNodeGrace {
 			continue
 		}
-		if why := n.cannotReplace(m, id, notAlive); why != "" {
+		cfg, err := n.metaConfiguration()
+		if err != nil {
+			return
+		}
+		if why := n.cannotReplace(m, cfg, id, notAlive); why != "" {
 			if l := d.logged[id]; l.reason != why || now.Sub(l.at) >= deadNodeLogEvery {
 				d.logged[id] = deadLog{at: now, reason: why}
 				n.logger.Error("dead node: cannot replace it; its replicas stay where they are", "member", id,
@@ -144,7 +148,7 @@ func (n *Node) replaceDeadNodes(ctx context.Context) {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := n.meta.DrainNode(cctx, id, "")
+		err = n.meta.DrainNode(cctx, id, "")
 		cancel()
 		if err != nil {
 			n.logger.Warn("dead node: recording its drain", "member", id, "err", err)
@@ -186,7 +190,7 @@ func (n *Node) members(m meta.ShardMap) ([]string, error) {
 
 // cannotReplace says why draining dead (one of notAlive) cannot complete
 // safely now, or "" if it can.
-func (n *Node) cannotReplace(m meta.ShardMap, dead string, notAlive []string) string {
+func (n *Node) cannotReplace(m meta.ShardMap, cfg raft.Configuration, dead string, notAlive []string) string {
 	if slices.ContainsFunc(m.Drains, func(d meta.Drain) bool { return d.To == dead }) {
 		return "it is the target of a running drain"
 	}
@@ -202,7 +206,7 @@ func (n *Node) cannotReplace(m meta.ShardMap, dead string, notAlive []string) st
 		// Promoted: it votes, so the move can only run forward.
 		return fmt.Sprintf("a move of shard %d onto it is promoted and cannot finish while it is away: bring it back", mv.Shard)
 	}
-	targets := slices.DeleteFunc(n.drainTargets(m), func(id string) bool { return id == dead })
+	targets := slices.DeleteFunc(n.drainTargets(m, cfg), func(id string) bool { return id == dead })
 	for _, id := range m.ShardsOf(dead) {
 		if leastLoaded(m, id, slices.Clone(targets)) == "" {
 			return fmt.Sprintf("no live node can take shard %d: each of the %d live eligible nodes already holds it "+
@@ -224,14 +228,24 @@ func (n *Node) cannotReplace(m meta.ShardMap, dead string, notAlive []string) st
 
 // metaVoterToPromote picks a live meta nonvoter to take a drained voter's
 // place when the drain names no replacement, so the meta group keeps its
-// number of voters; "" if there is none.
+// number of voters; nil if there is none.
 func (n *Node) metaVoterToPromote(m meta.ShardMap, cfg raft.Configuration, drained string) *raft.Server {
-	targets := n.drainTargets(m)
+	if c := n.promotableNonvoters(m, cfg, drained); len(c) > 0 {
+		return &c[0]
+	}
+	return nil
+}
+
+// promotableNonvoters are the meta nonvoters that may become voters: alive
+// for the nonvoter grace, not retired, not draining, not drained.
+func (n *Node) promotableNonvoters(m meta.ShardMap, cfg raft.Configuration, drained string) []raft.Server {
+	targets := n.drainTargets(m, cfg)
+	var out []raft.Server
 	for _, s := range cfg.Servers {
 		id := string(s.ID)
 		if s.Suffrage == raft.Nonvoter && id != drained && slices.Contains(targets, id) && n.gossip.aliveFor(id, n.cfg.NonvoterGrace) {
-			return &s
+			out = append(out, s)
 		}
 	}
-	return nil
+	return out
 }

@@ -30,6 +30,17 @@ func gossipWith(alive ...string) *Node {
 	return n
 }
 
+// metaConfigOf is a meta configuration holding every node named, as voters.
+func metaConfigOf(groups ...[]string) raft.Configuration {
+	var cfg raft.Configuration
+	for _, g := range groups {
+		for _, id := range g {
+			cfg.Servers = append(cfg.Servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(id + ":1")})
+		}
+	}
+	return cfg
+}
+
 // A dead node is drained only if every shard it holds has a live node to
 // take the replica and a quorum of its voters alive besides it: a move
 // adds (a nonvoter, then a voter) before it removes, and a group without
@@ -65,10 +76,17 @@ func TestCannotReplace(t *testing.T) {
 			Moves: []meta.Move{{Shard: 0, From: "n4", To: "n3", Phase: metapb.MovePhase_MOVE_PHASE_PROMOTE}}}, []string{"n1", "n2", "n4", "n5"}, "n3", []string{"n3"}, "promoted and cannot finish while it is away"},
 		{"a meta-only member", three(map[uint32][]string{0: {"n1", "n2", "n3"}}), []string{"n1", "n2", "n3"}, "n4", []string{"n4"}, ""},
 	} {
-		got := gossipWith(tc.alive...).cannotReplace(tc.m, tc.dead, tc.notAlive)
+		got := gossipWith(tc.alive...).cannotReplace(tc.m, metaConfigOf(tc.alive, tc.notAlive), tc.dead, tc.notAlive)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s: cannotReplace = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+	// A member alive in gossip but never admitted to the meta
+	// configuration (its identity not proven) would never open a replica:
+	// it is no spare.
+	m := three(map[uint32][]string{0: {"n1", "n2", "n3"}})
+	if got := gossipWith("n1", "n2", "n4").cannotReplace(m, metaConfigOf([]string{"n1", "n2"}, []string{"n3"}), "n3", []string{"n3"}); !strings.Contains(got, "no live node can take shard 0") {
+		t.Errorf("with n4 outside meta: cannotReplace = %q, want no live node", got)
 	}
 }
 

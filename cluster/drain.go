@@ -32,7 +32,11 @@ func (n *Node) advanceDrain(ctx context.Context, m meta.ShardMap, d meta.Drain) 
 		// The replacement may hold the shard already (the rebalancer gave
 		// it a replica before the drain was recorded): this replica then
 		// goes where remove-node would send it.
-		to = leastLoaded(m, id, n.drainTargets(m))
+		cfg, err := n.metaConfiguration()
+		if err != nil {
+			return err
+		}
+		to = leastLoaded(m, id, n.drainTargets(m, cfg))
 		if to == "" {
 			return fmt.Errorf("drain %s: no node can take shard %d (every live member holds it)", d.Node, id)
 		}
@@ -50,18 +54,34 @@ func (n *Node) advanceDrain(ctx context.Context, m meta.ShardMap, d meta.Drain) 
 	return nil
 }
 
-// drainTargets are the alive members that may take a replica: not
-// retired, not draining.
-func (n *Node) drainTargets(m meta.ShardMap) []string {
+// drainTargets are the members that may take a replica: servers of the
+// meta configuration cfg (a node that never proved its identity is not
+// one, and would never open the replica), alive in gossip for the
+// nonvoter grace with a raft address, not retired, not draining.
+func (n *Node) drainTargets(m meta.ShardMap, cfg raft.Configuration) []string {
+	inMeta := map[string]bool{}
+	for _, s := range cfg.Servers {
+		inMeta[string(s.ID)] = true
+	}
 	var out []string
 	for _, mem := range n.gossip.alive() {
 		id := mem.NodeID
-		if m.IsRetired(id) || slices.ContainsFunc(m.Drains, func(d meta.Drain) bool { return d.Node == id }) {
+		if !inMeta[id] || mem.RaftAddr == "" || !n.gossip.aliveFor(id, n.cfg.NonvoterGrace) || m.IsRetired(id) ||
+			slices.ContainsFunc(m.Drains, func(d meta.Drain) bool { return d.Node == id }) {
 			continue
 		}
 		out = append(out, id)
 	}
 	return out
+}
+
+// metaConfiguration is the meta group's latest configuration.
+func (n *Node) metaConfiguration() (raft.Configuration, error) {
+	f := n.meta.Raft().GetConfiguration()
+	if err := f.Error(); err != nil {
+		return raft.Configuration{}, fmt.Errorf("meta configuration: %w", err)
+	}
+	return f.Configuration(), nil
 }
 
 // leastLoaded picks, among candidates, the node with the fewest replicas
@@ -105,12 +125,13 @@ func (n *Node) finishDrain(ctx context.Context, d meta.Drain) error {
 			repl = &s
 		}
 	}
-	if old != nil && old.Suffrage == raft.Voter && d.To == "" && remainingVoters(f.Configuration(), d.Node)%2 == 0 {
-		// No replacement named (remove-node, a dead node) and removing it
-		// would leave an even number of voters, which tolerates no more
-		// failures than one fewer: a live meta nonvoter, if any, is
-		// promoted first. Once it is, the count is odd and the next round
-		// removes the drained node.
+	if old != nil && old.Suffrage == raft.Voter && (repl == nil || repl.Suffrage == raft.Voter) && remainingVoters(f.Configuration(), d.Node)%2 == 0 {
+		// No replacement that adds a voter (remove-node, a dead node, or
+		// a replacement that votes already) and removing it would leave
+		// an even number of voters, which tolerates no more failures than
+		// one fewer: a live meta nonvoter, if any, is promoted first. Once
+		// it is, the count is odd and the next round removes the drained
+		// node. If none is live now, topUpMetaVoters promotes one later.
 		repl = n.metaVoterToPromote(n.meta.ShardMap(), f.Configuration(), d.Node)
 	}
 	if old != nil && old.Suffrage == raft.Voter && repl != nil && repl.Suffrage != raft.Voter {

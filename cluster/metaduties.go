@@ -41,6 +41,7 @@ func (n *Node) metaDutiesLoop(ctx context.Context) {
 		n.admitMembers(ctx)
 		n.recordFormats(ctx)
 		n.replaceDeadNodes(ctx)
+		n.topUpMetaVoters(ctx)
 		n.rebalanceDuty(ctx)
 		n.reshardDuty(ctx)
 	}
