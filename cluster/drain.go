@@ -38,7 +38,7 @@ func (n *Node) advanceDrain(ctx context.Context, m meta.ShardMap, d meta.Drain) 
 		}
 		to = leastLoaded(m, id, n.drainTargets(m, cfg))
 		if to == "" {
-			return fmt.Errorf("drain %s: no node can take shard %d (every live member holds it)", d.Node, id)
+			return fmt.Errorf("drain %s: no node can take shard %d: every member that may hold a replica (admitted to meta, up for the nonvoter grace) holds it already", d.Node, id)
 		}
 	}
 	tm, ok := n.gossip.get(to)

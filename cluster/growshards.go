@@ -84,7 +84,9 @@ func (n *Node) SetShardCount(ctx context.Context, count uint32, dryRun bool) (Gr
 		// down: a shard placed on fewer replicas would acknowledge sends
 		// that fewer nodes hold than the replication promises.
 		if want := min(n.cfg.Replication, holders); len(elig) < want {
-			return st, fmt.Errorf("%w: a new shard needs %d replicas and %d of the cluster's %d nodes can take one now (%s); a node can once it has been alive for %v with its clock checked",
+			return st, fmt.Errorf("%w: a new shard needs %d replicas and %d of the cluster's %d nodes can take one now (%s): "+
+				"a member that is down must come back or be replaced (raftq cluster replace-node), one being drained must finish, "+
+				"and a node that just started counts once it has been up for %v with its clock checked",
 				ErrTooFewNodes, want, len(elig), holders, strings.Join(elig, ", "), n.cfg.NonvoterGrace)
 		}
 		replicas, err := meta.PlanGrowth(m, count, elig, n.cfg.Replication)

@@ -7,16 +7,19 @@ import (
 )
 
 // topUpMetaVoters promotes a live meta nonvoter while the meta group has an
-// even number of voters, or a single voter and two nonvoters to make
-// three. An even count tolerates no more failures than one fewer, and
-// nothing else gives back a voter that a drain removed without promoting
-// one: finishDrain promotes only nonvoters alive for the grace at that
-// moment. It waits while a drain runs, which promotes and removes in steps
-// of its own, and promotes one server per pass (the configuration index
-// it read is stale after a change).
+// even number of voters: an even count tolerates no more failures than one
+// fewer, and nothing else gives back a voter that a drain removed without
+// promoting one (finishDrain promotes only nonvoters alive for the grace
+// at that moment). The voters already there are a quorum of the new
+// count on their own, so a promoted server still catching up on the log
+// delays no commit; that is why a single voter is never joined by a
+// second. It waits while a drain runs, which promotes and removes in
+// steps of its own, and before the shard map is placed, whose voters
+// place it; it promotes one server per pass (the configuration index it
+// read is stale after a change).
 func (n *Node) topUpMetaVoters(ctx context.Context) {
 	m := n.meta.ShardMap()
-	if len(m.Drains) > 0 {
+	if len(m.Drains) > 0 || !m.Placed() {
 		return
 	}
 	r := n.meta.Raft()
@@ -26,27 +29,16 @@ func (n *Node) topUpMetaVoters(ctx context.Context) {
 	}
 	cfg := f.Configuration()
 	voters := remainingVoters(cfg, "")
+	if voters == 0 || voters%2 != 0 {
+		return
+	}
 	cands := n.promotableNonvoters(m, cfg, "")
-	if !needsMetaVoter(voters, len(cands)) {
+	if len(cands) == 0 {
 		return
 	}
 	s := cands[0]
-	n.logger.Warn("meta: promoting a nonvoter: the meta group has too few voters", "node", s.ID, "voters", voters)
+	n.logger.Warn("meta: promoting a nonvoter: the meta group has an even number of voters", "node", s.ID, "voters", voters)
 	if err := raftgroup.WaitFuture(ctx, r.AddVoter(s.ID, s.Address, f.Index(), groupChangeWait), nil); err != nil {
 		n.logger.Warn("meta: promoting a nonvoter", "node", s.ID, "err", err)
-	}
-}
-
-// needsMetaVoter is the rule of topUpMetaVoters: promote when the voters
-// are even, or when one voter and two candidates make three (two voters
-// would need both up, worse than one).
-func needsMetaVoter(voters, candidates int) bool {
-	switch {
-	case candidates == 0:
-		return false
-	case voters%2 == 0:
-		return true
-	default:
-		return voters < 3 && candidates >= 3-voters
 	}
 }

@@ -12,27 +12,6 @@ import (
 	"github.com/raftq/raftq/raftgroup"
 )
 
-func TestNeedsMetaVoter(t *testing.T) {
-	for _, c := range []struct {
-		voters, candidates int
-		want               bool
-	}{
-		{1, 0, false},
-		{1, 1, false}, // two voters would need both up
-		{1, 2, true},
-		{2, 0, false},
-		{2, 1, true},
-		{3, 1, false},
-		{3, 4, false},
-		{4, 1, true},
-		{5, 2, false},
-	} {
-		if got := needsMetaVoter(c.voters, c.candidates); got != c.want {
-			t.Errorf("needsMetaVoter(%d voters, %d candidates) = %v, want %v", c.voters, c.candidates, got, c.want)
-		}
-	}
-}
-
 // A meta group left with two voters (a drain that found no live nonvoter to
 // promote, or a replacement that voted already) gets its third back from
 // a live nonvoter.
