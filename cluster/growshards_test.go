@@ -13,17 +13,7 @@ import (
 // acknowledge sends fewer nodes hold. Once the member is back the same
 // growth places every new shard on three replicas.
 func TestGrowthWaitsForEnoughNodes(t *testing.T) {
-	tc := newTestCluster(t)
-	tc.define("n1", 3)
-	tc.define("n2", 3, "n1")
-	tc.define("n3", 3, "n1")
-	for _, id := range []string{"n1", "n2", "n3"} {
-		cfg := tc.cfgs[id]
-		cfg.Shards = 1
-		tc.cfgs[id] = cfg
-		tc.start(id)
-	}
-	tc.waitReady(30 * time.Second)
+	tc := formThree(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	tc.stop("n3")

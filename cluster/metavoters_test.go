@@ -16,17 +16,7 @@ import (
 // promote, or a replacement that voted already) gets its third back from
 // a live nonvoter.
 func TestMetaVotersToppedUp(t *testing.T) {
-	tc := newTestCluster(t)
-	tc.define("n1", 3)
-	tc.define("n2", 3, "n1")
-	tc.define("n3", 3, "n1")
-	for _, id := range []string{"n1", "n2", "n3"} {
-		cfg := tc.cfgs[id]
-		cfg.Shards = 1
-		tc.cfgs[id] = cfg
-		tc.start(id)
-	}
-	tc.waitReady(30 * time.Second)
+	tc := formThree(t)
 	joinFourth(t, tc)
 	if s := serverSuffrage(t, tc.nodes["n1"], "n4"); s != raft.Nonvoter {
 		t.Fatalf("n4 joined as %v; want a nonvoter", s)
