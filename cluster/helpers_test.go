@@ -144,6 +144,15 @@ func (tc *testCluster) start(id string) *Node {
 	if err != nil {
 		tc.t.Fatalf("start %s: %v", id, err)
 	}
+	// Cleanups run last-registered first: this one, registered after the
+	// node's data directory (define), stops the node before that directory
+	// is removed, so nothing it writes at the end (a shard opened by a
+	// late growth) lands in a directory recreated after the removal.
+	tc.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = n.Shutdown(ctx)
+	})
 	tc.nodes[id] = n
 	tc.started[id] = true
 	tc.liveMu.Lock()
