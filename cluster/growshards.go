@@ -165,12 +165,12 @@ func slotsPerShard(m meta.ShardMap) []uint32 {
 // up: the servers of the meta group that are neither retired nor being
 // drained.
 func (n *Node) replicaHolders(m meta.ShardMap) (int, error) {
-	f := n.meta.Raft().GetConfiguration()
-	if err := f.Error(); err != nil {
-		return 0, fmt.Errorf("meta configuration: %w", err)
+	cfg, err := n.metaConfiguration()
+	if err != nil {
+		return 0, err
 	}
 	count := 0
-	for _, srv := range f.Configuration().Servers {
+	for _, srv := range cfg.Servers {
 		id := string(srv.ID)
 		if m.IsRetired(id) || slices.ContainsFunc(m.Drains, func(d meta.Drain) bool { return d.Node == id }) {
 			continue
