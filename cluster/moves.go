@@ -81,9 +81,11 @@ func (n *Node) advanceMove(ctx context.Context, mv meta.Move) error {
 		n.logger.Info("replica move: new replica caught up; promoting", "shard", mv.Shard, "from", mv.From, "to", mv.To, "applied", applied, "leader_last", last)
 		return n.recordMove(ctx, mv, metapb.MovePhase_MOVE_PHASE_PROMOTE)
 	case metapb.MovePhase_MOVE_PHASE_PROMOTE:
-		// Added again in case the group lost it (promote needs it present),
-		// and checked again: a replica re-added here starts empty.
-		if _, _, err := n.addCaughtUp(ctx, mv, g, toAddr); err != nil {
+		// Added first in case the group lost it: promote needs it present.
+		// Not checked again for catch-up: the group may have promoted it
+		// already, and a voter that died since must not hold the move (and
+		// every move and drain behind it) until it returns.
+		if _, err := n.changeAtLeader(ctx, g, peerpb.GroupChangeRequest_OP_ADD_NONVOTER, mv.To, toAddr); err != nil {
 			return err
 		}
 		if _, err := n.changeAtLeader(ctx, g, peerpb.GroupChangeRequest_OP_PROMOTE, mv.To, toAddr); err != nil {

@@ -117,37 +117,56 @@ func (n *Node) rebalanceDuty(ctx context.Context) {
 	r.mu.Lock()
 	r.next = now.Add(moveEvery)
 	r.mu.Unlock()
-	err = n.rebalanceStep(ctx, m, plan)
+	err = n.rebalanceStep(ctx, m, elig, plan)
 	if r.waiting.changed(err) && ctx.Err() == nil {
 		n.logger.Info("rebalance: not yet", "err", err)
 	}
 }
 
 // rebalanceStep records the plan's first step that can be taken now.
-func (n *Node) rebalanceStep(ctx context.Context, m meta.ShardMap, plan meta.BalancePlan) error {
+func (n *Node) rebalanceStep(ctx context.Context, m meta.ShardMap, elig []string, plan meta.BalancePlan) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if len(plan.TopUps) == 0 {
+		return n.balanceStep(ctx, m, plan)
+	}
+	var why error
 	for _, mv := range plan.TopUps {
+		// A top-up does not wait for membership to settle, but its target
+		// must have: one that flaps would leave it stuck in add, and every
+		// move and drain behind it, until the dead-node grace aborts it.
+		if !n.gossip.aliveFor(mv.To, n.cfg.RebalanceStable) {
+			why = fmt.Errorf("top-up targets alive for less than %v", n.cfg.RebalanceStable)
+			continue
+		}
 		err := n.startMove(ctx, m, mv)
 		switch {
 		case errors.Is(err, errNotNow):
+			why = errors.New("top-ups wait: a replica of the shard, or the target, is not alive")
 			continue
-		case errors.Is(err, fsm.ErrFormatLag) && (len(plan.Moves) > 0 || len(plan.Leaders) > 0):
+		case errors.Is(err, fsm.ErrFormatLag):
 			// A replica of meta predates top-ups (docs/logformats.md):
 			// they wait for the upgrade, balancing need not.
-			n.logger.Debug("rebalance: top-ups wait for every meta replica's log format", "err", err)
-			return n.balanceStep(ctx, m, plan)
+			why = err
 		case err != nil:
 			return err
+		default:
+			n.logger.Info("rebalance: replica top-up started: the shard has fewer replicas than --replication", "shard", mv.Shard, "to", mv.To,
+				"replicas", len(m.Replicas[mv.Shard]), "replication", n.cfg.Replication, "top_ups_left", len(plan.TopUps)-1)
+			return nil
 		}
-		n.logger.Info("rebalance: replica top-up started: the shard has fewer replicas than --replication", "shard", mv.Shard, "to", mv.To,
-			"replicas", len(m.Replicas[mv.Shard]), "replication", n.cfg.Replication, "top_ups_left", len(plan.TopUps)-1)
-		return nil
+		break
 	}
-	if len(plan.TopUps) > 0 && len(plan.Moves) == 0 && len(plan.Leaders) == 0 {
-		return errors.New("every top-up is of a shard with a replica on a node that is not alive")
+	if len(plan.Moves) == 0 && len(plan.Leaders) == 0 {
+		return why
 	}
-	return n.balanceStep(ctx, m, plan)
+	// The plan's moves and leader changes assume its top-ups done: planned
+	// again without them, they are steps the map allows now.
+	rest := meta.PlanBalance(m, elig, 0)
+	if rest.Empty() {
+		return why
+	}
+	return n.balanceStep(ctx, m, rest)
 }
 
 // errNotNow: a planned move waits (a replica of the shard or the target

@@ -22,11 +22,12 @@ import (
 // those is the business of drains.
 //
 // Top-ups come first: a shard with fewer replicas than the cluster's
-// replication (placed over too few nodes, or grown before enough nodes
-// were eligible) gets a replica on the eligible node holding the fewest
-// that lacks it, until it has enough or no eligible node is left. A
-// top-up adds and removes nothing, so it is taken before any move, which
-// then balances the counts the top-ups leave.
+// replication (raised since, or grown before enough nodes were eligible)
+// gets a replica on the eligible node holding the fewest that lacks it,
+// until it has enough or no eligible node is left; a shard on one replica
+// only if it can reach three (planTopUps). A top-up removes nothing, so
+// it is taken before any move, which then balances the counts the top-ups
+// leave.
 //
 // Leaders: each shard's preferred leader (its first voter in the map) is
 // chosen among its eligible voters so that every eligible node prefers
@@ -137,11 +138,25 @@ func replicaCounts(voters [][]string, ok map[string]bool) map[string]int {
 // planTopUps adds replicas to the shards with fewer than replication,
 // lowest shard id first, each on the eligible node holding the fewest
 // replicas that lacks the shard (ties to the lowest id), applying each to
-// voters.
+// voters. A shard on one replica is topped up only if it can reach three
+// (or the replication, if that is 2): two voters need each other, so a
+// group stopped at two would stall on the loss of either, where one
+// stalled only on its own.
 func planTopUps(voters [][]string, nodes []string, ok map[string]bool, replication int) []PlannedMove {
 	count := replicaCounts(voters, ok)
 	var out []PlannedMove
 	for id, v := range voters {
+		if len(v) == 1 && replication >= 3 {
+			free := 0
+			for _, n := range nodes {
+				if n != v[0] {
+					free++
+				}
+			}
+			if free < 2 {
+				continue
+			}
+		}
 		for len(v) < replication {
 			to := ""
 			for _, n := range nodes {

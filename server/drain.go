@@ -121,12 +121,15 @@ func (c *clusterSvc) canDrain(sm meta.ShardMap, servers map[string]raft.ServerSu
 }
 
 // hasSpare reports whether a node other than id can take id's replica of
-// shard: alive, not retired, not holding the shard, and a meta member, as
-// the drain's targets must be (cluster/drain.go): a node gossip knows but
-// meta never admitted would leave the drain recorded and waiting.
+// shard: alive, not retired, not being drained itself, not holding the
+// shard, and a meta member, as the drain's targets must be
+// (cluster/drain.go): a node gossip knows but meta never admitted would
+// leave the drain recorded and waiting.
 func hasSpare(sm meta.ShardMap, servers map[string]raft.ServerSuffrage, alive map[string]bool, id string, shard uint32) bool {
 	for node, up := range alive {
-		if _, member := servers[node]; up && member && node != id && !sm.Hosts(shard, node) && !sm.IsRetired(node) {
+		_, member := servers[node]
+		draining := slices.ContainsFunc(sm.Drains, func(d meta.Drain) bool { return d.Node == node })
+		if up && member && !draining && node != id && !sm.Hosts(shard, node) && !sm.IsRetired(node) {
 			return true
 		}
 	}

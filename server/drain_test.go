@@ -37,8 +37,8 @@ func TestLeavesTooFewVoters(t *testing.T) {
 // A spare for a drained replica is a live meta member that neither holds
 // the shard nor is retired; a node only gossip knows does not count.
 func TestHasSpare(t *testing.T) {
-	sm := meta.ShardMap{Count: 1, Replicas: map[uint32][]string{0: {"n1", "n2", "n3"}}, Retired: []string{"n6"}}
-	servers := map[string]raft.ServerSuffrage{"n1": raft.Voter, "n2": raft.Voter, "n3": raft.Voter, "n4": raft.Nonvoter, "n6": raft.Nonvoter}
+	sm := meta.ShardMap{Count: 1, Replicas: map[uint32][]string{0: {"n1", "n2", "n3"}}, Retired: []string{"n6"}, Drains: []meta.Drain{{Node: "n7"}}}
+	servers := map[string]raft.ServerSuffrage{"n1": raft.Voter, "n2": raft.Voter, "n3": raft.Voter, "n4": raft.Nonvoter, "n6": raft.Nonvoter, "n7": raft.Nonvoter}
 	for _, tc := range []struct {
 		name  string
 		alive map[string]bool
@@ -49,6 +49,7 @@ func TestHasSpare(t *testing.T) {
 		{"only holders", map[string]bool{"n1": true, "n2": true, "n3": true}, false},
 		{"outside meta", map[string]bool{"n1": true, "n2": true, "n3": true, "n5": true}, false},
 		{"retired", map[string]bool{"n1": true, "n2": true, "n3": true, "n6": true}, false},
+		{"being drained", map[string]bool{"n1": true, "n2": true, "n3": true, "n7": true}, false},
 	} {
 		if got := hasSpare(sm, servers, tc.alive, "n3", 0); got != tc.want {
 			t.Errorf("%s: hasSpare = %v, want %v", tc.name, got, tc.want)

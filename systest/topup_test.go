@@ -41,7 +41,8 @@ func TestTopUp_RaisingReplication(t *testing.T) {
 				last = err.Error()
 				return false
 			}
-			last, total := "", 0
+			last = ""
+			total := 0
 			for _, n := range ns {
 				last += fmt.Sprintf("%s:%v ", n.NodeID, n.Replicas)
 				total += len(n.Replicas)
