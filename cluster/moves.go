@@ -74,21 +74,17 @@ func (n *Node) advanceMove(ctx context.Context, mv meta.Move) error {
 	}
 	switch mv.Phase {
 	case metapb.MovePhase_MOVE_PHASE_ADD:
-		last, err := n.changeAtLeader(ctx, g, peerpb.GroupChangeRequest_OP_ADD_NONVOTER, mv.To, toAddr)
+		applied, last, err := n.addCaughtUp(ctx, mv, g, toAddr)
 		if err != nil {
 			return err
-		}
-		applied, err := n.replicaApplied(ctx, mv.To, g)
-		if err != nil {
-			return fmt.Errorf("%s on %s: %w", g, mv.To, err)
-		}
-		if applied+moveLag < last {
-			return fmt.Errorf("%s on %s catching up: applied %d of %d", g, mv.To, applied, last)
 		}
 		n.logger.Info("replica move: new replica caught up; promoting", "shard", mv.Shard, "from", mv.From, "to", mv.To, "applied", applied, "leader_last", last)
 		return n.recordMove(ctx, mv, metapb.MovePhase_MOVE_PHASE_PROMOTE)
 	case metapb.MovePhase_MOVE_PHASE_PROMOTE:
 		// Added first in case the group lost it: promote needs it present.
+		// Not checked again for catch-up: the group may have promoted it
+		// already, and a voter that died since must not hold the move (and
+		// every move and drain behind it) until it returns.
 		if _, err := n.changeAtLeader(ctx, g, peerpb.GroupChangeRequest_OP_ADD_NONVOTER, mv.To, toAddr); err != nil {
 			return err
 		}
@@ -97,8 +93,11 @@ func (n *Node) advanceMove(ctx context.Context, mv meta.Move) error {
 		}
 		return n.recordMove(ctx, mv, metapb.MovePhase_MOVE_PHASE_REMOVE)
 	case metapb.MovePhase_MOVE_PHASE_REMOVE:
-		if _, err := n.changeAtLeader(ctx, g, peerpb.GroupChangeRequest_OP_REMOVE, mv.From, ""); err != nil {
-			return err
+		// A top-up (no From) removes nothing.
+		if mv.From != "" {
+			if _, err := n.changeAtLeader(ctx, g, peerpb.GroupChangeRequest_OP_REMOVE, mv.From, ""); err != nil {
+				return err
+			}
 		}
 		if err := n.recordMove(ctx, mv, metapb.MovePhase_MOVE_PHASE_DONE); err != nil {
 			return err
@@ -108,6 +107,26 @@ func (n *Node) advanceMove(ctx context.Context, mv meta.Move) error {
 	default:
 		return fmt.Errorf("shard %d: unknown move phase %v", mv.Shard, mv.Phase)
 	}
+}
+
+// addCaughtUp adds the move's target to group as a nonvoter (nothing
+// changes if it is a member) and returns how far its replica applied and
+// the leader's last index, or an error while it trails by more than
+// moveLag entries. A replica that applied nothing has not caught up
+// whatever the lag: on a young group moveLag alone would pass an empty one.
+func (n *Node) addCaughtUp(ctx context.Context, mv meta.Move, group, toAddr string) (applied, last uint64, err error) {
+	last, err = n.changeAtLeader(ctx, group, peerpb.GroupChangeRequest_OP_ADD_NONVOTER, mv.To, toAddr)
+	if err != nil {
+		return 0, 0, err
+	}
+	applied, err = n.replicaApplied(ctx, mv.To, group)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s on %s: %w", group, mv.To, err)
+	}
+	if applied == 0 || applied+moveLag < last {
+		return 0, 0, fmt.Errorf("%s on %s catching up: applied %d of %d", group, mv.To, applied, last)
+	}
+	return applied, last, nil
 }
 
 func (n *Node) recordMove(ctx context.Context, mv meta.Move, phase metapb.MovePhase) error {

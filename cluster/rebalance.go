@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/meta/metapb"
 	"github.com/raftq/raftq/raftgroup"
@@ -91,49 +92,112 @@ func (n *Node) rebalanceDuty(ctx context.Context) {
 	// A new meta leader may owe its term to a node that just died, which
 	// gossip declares only after its suspicion timeout: no move starts
 	// before gossip has had that long to say which nodes are down
-	// (rebalanceStep skips shards with a replica on one).
-	due := now.After(r.next) && now.Sub(r.termStart) >= gossipDeadAfter &&
-		(r.forced || (!n.cfg.DisableRebalance && now.Sub(r.since) >= n.cfg.RebalanceStable))
+	// (rebalanceStep skips shards with a replica on one). Top-ups restore
+	// the replication the cluster promises, so they wait for neither the
+	// stability nor an operator; moves and leader changes do.
+	due := now.After(r.next) && now.Sub(r.termStart) >= gossipDeadAfter
+	balance := due && (r.forced || (!n.cfg.DisableRebalance && now.Sub(r.since) >= n.cfg.RebalanceStable))
 	r.mu.Unlock()
 	if !due || len(m.Moves) > 0 || len(m.Drains) > 0 {
 		return
 	}
-	plan := meta.PlanBalance(m, elig)
+	plan := meta.PlanBalance(m, elig, n.cfg.Replication)
+	if !balance {
+		plan.Moves, plan.Leaders = nil, nil
+	}
 	if plan.Empty() {
 		r.mu.Lock()
-		if r.forced {
+		if r.forced && balance {
 			n.logger.Info("rebalance: balanced")
+			r.forced = false
 		}
-		r.forced = false
 		r.mu.Unlock()
 		return
 	}
 	r.mu.Lock()
 	r.next = now.Add(moveEvery)
 	r.mu.Unlock()
-	err = n.rebalanceStep(ctx, m, plan)
+	err = n.rebalanceStep(ctx, m, elig, plan)
 	if r.waiting.changed(err) && ctx.Err() == nil {
 		n.logger.Info("rebalance: not yet", "err", err)
 	}
 }
 
 // rebalanceStep records the plan's first step that can be taken now.
-func (n *Node) rebalanceStep(ctx context.Context, m meta.ShardMap, plan meta.BalancePlan) error {
+func (n *Node) rebalanceStep(ctx context.Context, m meta.ShardMap, elig []string, plan meta.BalancePlan) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if len(plan.TopUps) == 0 {
+		return n.balanceStep(ctx, m, plan)
+	}
+	var why error
+	for _, mv := range plan.TopUps {
+		// A top-up does not wait for membership to settle, but its target
+		// must have: one that flaps would leave it stuck in add, and every
+		// move and drain behind it, until the dead-node grace aborts it.
+		if !n.gossip.aliveFor(mv.To, n.cfg.RebalanceStable) {
+			why = fmt.Errorf("top-up targets alive for less than %v", n.cfg.RebalanceStable)
+			continue
+		}
+		err := n.startMove(ctx, m, mv)
+		switch {
+		case errors.Is(err, errNotNow):
+			why = errors.New("top-ups wait: a replica of the shard, or the target, is not alive")
+			continue
+		case errors.Is(err, fsm.ErrFormatLag):
+			// A replica of meta predates top-ups (docs/logformats.md):
+			// they wait for the upgrade, balancing need not.
+			why = err
+		case err != nil:
+			return err
+		default:
+			n.logger.Info("rebalance: replica top-up started: the shard has fewer replicas than --replication", "shard", mv.Shard, "to", mv.To,
+				"replicas", len(m.Replicas[mv.Shard]), "replication", n.cfg.Replication, "top_ups_left", len(plan.TopUps)-1)
+			return nil
+		}
+		break
+	}
+	if len(plan.Moves) == 0 && len(plan.Leaders) == 0 {
+		return why
+	}
+	// The plan's moves and leader changes assume its top-ups done: planned
+	// again without them, they are steps the map allows now.
+	rest := meta.PlanBalance(m, elig, 0)
+	if rest.Empty() {
+		return why
+	}
+	return n.balanceStep(ctx, m, rest)
+}
+
+// errNotNow: a planned move waits (a replica of the shard or the target
+// is not alive).
+var errNotNow = errors.New("not now")
+
+// startMove records the add phase of a planned move or top-up, unless
+// the shard has a replica on a node that is down (it would have no voter
+// to spare while the move runs: 4 voters, 3 up) or the target is not a
+// live member; those wait (errNotNow).
+func (n *Node) startMove(ctx context.Context, m meta.ShardMap, mv meta.PlannedMove) error {
+	if !n.allAlive(m.Replicas[mv.Shard]) {
+		return errNotNow
+	}
+	tm, ok := n.gossip.get(mv.To)
+	if !ok || tm.RaftAddr == "" {
+		return errNotNow
+	}
+	return n.meta.MoveStep(ctx, mv.Shard, mv.From, mv.To, tm.RaftAddr, metapb.MovePhase_MOVE_PHASE_ADD)
+}
+
+// balanceStep records the first replica move or leader change of the
+// plan that can be taken now.
+func (n *Node) balanceStep(ctx context.Context, m meta.ShardMap, plan meta.BalancePlan) error {
 	if len(plan.Moves) > 0 {
 		for _, mv := range plan.Moves {
-			// A shard with a replica on a node that is down would have no
-			// voter to spare while the move runs (4 voters, 3 up): it
-			// waits for that node to return or be replaced.
-			if !n.allAlive(m.Replicas[mv.Shard]) {
+			err := n.startMove(ctx, m, mv)
+			if errors.Is(err, errNotNow) {
 				continue
 			}
-			tm, ok := n.gossip.get(mv.To)
-			if !ok || tm.RaftAddr == "" {
-				continue
-			}
-			if err := n.meta.MoveStep(ctx, mv.Shard, mv.From, mv.To, tm.RaftAddr, metapb.MovePhase_MOVE_PHASE_ADD); err != nil {
+			if err != nil {
 				return err
 			}
 			n.logger.Info("rebalance: replica move started", "shard", mv.Shard, "from", mv.From, "to", mv.To, "moves_left", len(plan.Moves)-1)
@@ -210,10 +274,9 @@ func (n *Node) Rebalance(dryRun bool) (RebalanceStatus, error) {
 	if err != nil {
 		return RebalanceStatus{}, err
 	}
-	st := RebalanceStatus{Plan: meta.PlanBalance(m, elig), Automatic: !n.cfg.DisableRebalance}
+	st := RebalanceStatus{Plan: meta.PlanBalance(m, elig, n.cfg.Replication), Automatic: !n.cfg.DisableRebalance}
 	for _, mv := range m.Moves {
-		st.Moving = fmt.Sprintf("shard %d: %s -> %s (%s)", mv.Shard, mv.From, mv.To,
-			strings.ToLower(strings.TrimPrefix(mv.Phase.String(), "MOVE_PHASE_")))
+		st.Moving = mv.String()
 	}
 	if dryRun {
 		return st, nil

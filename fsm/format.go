@@ -15,7 +15,7 @@ import (
 // its group (voters and nonvoters) has recorded at least the kind's format
 // (CommandFormat). Raise it
 // when a release adds a command kind an older replica would stop on.
-const LogFormat uint32 = 8
+const LogFormat uint32 = 9
 
 // BaseFormat is the format every raftq binary applies, including those that
 // predate log formats and advertise none: a node with no recorded format is

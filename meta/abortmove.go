@@ -39,8 +39,8 @@ func (f *FSM) abortMove(c *metapb.AbortMove) *metapb.Result {
 		return refusal("no shard map is placed")
 	}
 	from, to := c.GetFrom(), c.GetTo()
-	if from == "" || to == "" || from == to {
-		return &metapb.Result{Code: metapb.Code_CODE_INVALID, Message: "a move needs two different nodes"}
+	if to == "" || from == to {
+		return &metapb.Result{Code: metapb.Code_CODE_INVALID, Message: "a move needs a target node other than its source"}
 	}
 	i := slices.IndexFunc(f.shardMap.GetShards(), func(r *metapb.ShardReplicas) bool { return r.GetShard() == c.GetShard() })
 	if i < 0 {

@@ -103,8 +103,9 @@ func TestFSM_AbortMoveRules(t *testing.T) {
 		{abortCmd(0, "n3", "n5", false), metapb.Code_CODE_REFUSED, "running move is from n3 to n4"},
 		{abortCmd(1, "n3", "n4", false), metapb.Code_CODE_REFUSED, "no move is running"},
 		{abortCmd(7, "n3", "n4", false), metapb.Code_CODE_INVALID, "no shard 7"},
-		{abortCmd(0, "n3", "n3", false), metapb.Code_CODE_INVALID, "two different nodes"},
-		{abortCmd(0, "", "n4", false), metapb.Code_CODE_INVALID, "two different nodes"},
+		{abortCmd(0, "n3", "n3", false), metapb.Code_CODE_INVALID, "target node other than its source"},
+		{abortCmd(0, "n3", "", false), metapb.Code_CODE_INVALID, "target node other than its source"},
+		{abortCmd(0, "", "n4", false), metapb.Code_CODE_REFUSED, "running move is from n3 to n4, not from  to n4"},
 	} {
 		if r := apply(tc.cmd); r.GetCode() != tc.code || !strings.Contains(r.GetMessage(), tc.msg) {
 			t.Errorf("%v: got %v, want %v %q", tc.cmd, r, tc.code, tc.msg)

@@ -21,6 +21,14 @@ import (
 // where they are and count for neither the mean nor the targets: replacing
 // those is the business of drains.
 //
+// Top-ups come first: a shard with fewer replicas than the cluster's
+// replication (raised since, or grown before enough nodes were eligible)
+// gets a replica on the eligible node holding the fewest that lacks it,
+// until it has enough or no eligible node is left; a shard on one replica
+// only if it can reach three (planTopUps). A top-up removes nothing, so
+// it is taken before any move, which then balances the counts the top-ups
+// leave.
+//
 // Leaders: each shard's preferred leader (its first voter in the map) is
 // chosen among its eligible voters so that every eligible node prefers
 // within 1 of the mean number of shards, changing as few preferences as it
@@ -51,18 +59,24 @@ type NodeBalance struct {
 
 // BalancePlan is what it takes to balance the map over the eligible nodes.
 type BalancePlan struct {
+	// TopUps add a replica to a shard short of the replication (From is
+	// ""); they go before Moves.
+	TopUps  []PlannedMove
 	Moves   []PlannedMove
 	Leaders []LeaderChange
 	Nodes   []NodeBalance // sorted by node id
 }
 
 // Empty reports whether the map is balanced already.
-func (p BalancePlan) Empty() bool { return len(p.Moves) == 0 && len(p.Leaders) == 0 }
+func (p BalancePlan) Empty() bool {
+	return len(p.TopUps) == 0 && len(p.Moves) == 0 && len(p.Leaders) == 0
+}
 
-// PlanBalance computes the plan for m over the eligible nodes. A running
-// move is taken as finished (its target holds the shard, its source does
-// not), so the plan is what remains after it.
-func PlanBalance(m ShardMap, eligible []string) BalancePlan {
+// PlanBalance computes the plan for m over the eligible nodes, topping
+// shards up to replication replicas (0: no top-ups). A running move is
+// taken as finished (its target holds the shard, its source does not), so
+// the plan is what remains after it.
+func PlanBalance(m ShardMap, eligible []string, replication int) BalancePlan {
 	nodes := slices.Clone(eligible)
 	slices.Sort(nodes)
 	nodes = slices.Compact(nodes)
@@ -76,8 +90,9 @@ func PlanBalance(m ShardMap, eligible []string) BalancePlan {
 		return plan
 	}
 	now := replicaCounts(voters, ok)
+	plan.TopUps = planTopUps(voters, nodes, ok, replication)
 	plan.Moves = planMoves(voters, nodes, ok)
-	after := replicaCounts(voters, ok) // planMoves applied the moves
+	after := replicaCounts(voters, ok) // planTopUps and planMoves applied theirs
 	leadNow := preferredCounts(m.Count, projectedVoters(m), ok)
 	plan.Leaders = planLeaders(m.Count, voters, nodes, ok)
 	leadAfter := preferredCounts(m.Count, voters, ok)
@@ -116,6 +131,47 @@ func replicaCounts(voters [][]string, ok map[string]bool) map[string]int {
 				out[n]++
 			}
 		}
+	}
+	return out
+}
+
+// planTopUps adds replicas to the shards with fewer than replication,
+// lowest shard id first, each on the eligible node holding the fewest
+// replicas that lacks the shard (ties to the lowest id), applying each to
+// voters. A shard on one replica is topped up only if it can reach three
+// (or the replication, if that is 2): two voters need each other, so a
+// group stopped at two would stall on the loss of either, where one
+// stalled only on its own.
+func planTopUps(voters [][]string, nodes []string, ok map[string]bool, replication int) []PlannedMove {
+	count := replicaCounts(voters, ok)
+	var out []PlannedMove
+	for id, v := range voters {
+		if len(v) == 1 && replication >= 3 {
+			free := 0
+			for _, n := range nodes {
+				if n != v[0] {
+					free++
+				}
+			}
+			if free < 2 {
+				continue
+			}
+		}
+		for len(v) < replication {
+			to := ""
+			for _, n := range nodes {
+				if !slices.Contains(v, n) && (to == "" || count[n] < count[to]) {
+					to = n
+				}
+			}
+			if to == "" {
+				break // every eligible node holds it already
+			}
+			v = append(v, to)
+			count[to]++
+			out = append(out, PlannedMove{Shard: uint32(id), To: to})
+		}
+		voters[id] = v
 	}
 	return out
 }

@@ -31,6 +31,13 @@ func applyPlan(t *testing.T, m ShardMap, p BalancePlan) ShardMap {
 		m.Replicas[mv.Shard] = slices.DeleteFunc(r, func(n string) bool { return n == mv.From })
 	}
 	m.Moves = nil
+	for _, mv := range p.TopUps {
+		r := m.Replicas[mv.Shard]
+		if mv.From != "" || slices.Contains(r, mv.To) {
+			t.Fatalf("top-up %+v invalid on %v", mv, r)
+		}
+		m.Replicas[mv.Shard] = append(r, mv.To)
+	}
 	for _, mv := range p.Moves {
 		r := m.Replicas[mv.Shard]
 		if !slices.Contains(r, mv.From) || slices.Contains(r, mv.To) || mv.From == mv.To {
@@ -75,7 +82,7 @@ func spread(c map[string]int, nodes []string) (lo, hi int) {
 func TestPlanBalance_NewNodeGetsItsShare(t *testing.T) {
 	m := mapOf([]string{"n1", "n2", "n3"}, []string{"n2", "n3", "n1"}, []string{"n3", "n1", "n2"}, []string{"n1", "n3", "n2"})
 	nodes := []string{"n1", "n2", "n3", "n4"}
-	p := PlanBalance(m, nodes)
+	p := PlanBalance(m, nodes, 0)
 	if len(p.Moves) != 3 {
 		t.Fatalf("moves %+v, want 3 (12 replicas over 4 nodes: 3 each)", p.Moves)
 	}
@@ -95,7 +102,7 @@ func TestPlanBalance_NewNodeGetsItsShare(t *testing.T) {
 	if !slices.Equal(p.Nodes, want) {
 		t.Errorf("nodes %+v, want %+v", p.Nodes, want)
 	}
-	if again := PlanBalance(after, nodes); !again.Empty() {
+	if again := PlanBalance(after, nodes, 0); !again.Empty() {
 		t.Errorf("a balanced map plans %+v", again)
 	}
 }
@@ -111,7 +118,7 @@ func TestPlanBalance_BalancedOrTooFewShardsIsEmpty(t *testing.T) {
 		{"no eligible node", mapOf([]string{"n1", "n2", "n3"}), nil},
 		{"no shard", mapOf(), []string{"n1"}},
 	} {
-		if p := PlanBalance(tc.m, tc.nodes); !p.Empty() {
+		if p := PlanBalance(tc.m, tc.nodes, 0); !p.Empty() {
 			t.Errorf("%s: plan %+v, want none", tc.name, p)
 		}
 	}
@@ -123,7 +130,7 @@ func TestPlanBalance_LeavesIneligibleNodesAlone(t *testing.T) {
 	m := mapOf([]string{"n3", "n1", "n2"}, []string{"n1", "n2", "n3"}, []string{"n2", "n1", "n3"}, []string{"n1", "n2", "n3"})
 	m.Retired = []string{"n5"}
 	nodes := []string{"n1", "n2", "n4"}
-	p := PlanBalance(m, nodes)
+	p := PlanBalance(m, nodes, 0)
 	for _, mv := range p.Moves {
 		if mv.From == "n3" || mv.To == "n3" {
 			t.Errorf("move %+v touches the ineligible n3", mv)
@@ -146,7 +153,7 @@ func TestPlanBalance_RunningMoveCountsAsDone(t *testing.T) {
 	m := mapOf([]string{"n1", "n2", "n3"}, []string{"n2", "n3", "n1"}, []string{"n3", "n1", "n2"}, []string{"n1", "n3", "n2"})
 	m.Learners = map[uint32][]string{0: {"n4"}}
 	m.Moves = []Move{{Shard: 0, From: "n1", To: "n4", Phase: metapb.MovePhase_MOVE_PHASE_ADD}}
-	p := PlanBalance(m, []string{"n1", "n2", "n3", "n4"})
+	p := PlanBalance(m, []string{"n1", "n2", "n3", "n4"}, 0)
 	if len(p.Moves) != 2 {
 		t.Fatalf("moves %+v, want the 2 left after the running one", p.Moves)
 	}
@@ -159,8 +166,8 @@ func TestPlanBalance_RunningMoveCountsAsDone(t *testing.T) {
 
 func TestPlanBalance_IsDeterministic(t *testing.T) {
 	m := mapOf([]string{"a", "b", "c"}, []string{"a", "b", "c"}, []string{"a", "b", "c"}, []string{"a", "b", "c"}, []string{"a", "b", "c"})
-	p1 := PlanBalance(m, []string{"e", "d", "c", "b", "a"})
-	p2 := PlanBalance(m.Clone(), []string{"a", "b", "c", "d", "e", "a"})
+	p1 := PlanBalance(m, []string{"e", "d", "c", "b", "a"}, 0)
+	p2 := PlanBalance(m.Clone(), []string{"a", "b", "c", "d", "e", "a"}, 0)
 	if fmt.Sprint(p1) != fmt.Sprint(p2) {
 		t.Fatalf("plans differ:\n%+v\n%+v", p1, p2)
 	}
@@ -197,7 +204,7 @@ func TestPlanBalance_Properties(t *testing.T) {
 		eligible := slices.Clone(all[:nNodes])
 		rng.Shuffle(len(eligible), func(i, j int) { eligible[i], eligible[j] = eligible[j], eligible[i] })
 		slices.Sort(eligible)
-		p := PlanBalance(m, eligible)
+		p := PlanBalance(m, eligible, 0)
 		name := fmt.Sprintf("iter %d: %v over %v moves %v", iter, m.Replicas, eligible, m.Moves)
 		after := applyPlan(t, m, p)
 		projected := applyPlan(t, m, BalancePlan{})
@@ -264,19 +271,19 @@ func TestPlanBalance_Properties(t *testing.T) {
 				}
 			}
 		}
-		if again := PlanBalance(after, eligible); !again.Empty() {
+		if again := PlanBalance(after, eligible, 0); !again.Empty() {
 			t.Fatalf("%s: planned again: %+v", name, again)
 		}
 		// The meta leader takes one step and plans again: the rest of the
 		// plan never grows, so stepping converges in as many steps.
 		if len(p.Moves) > 0 {
 			step := applyPlan(t, m, BalancePlan{Moves: p.Moves[:1]})
-			if next := PlanBalance(step, eligible); len(next.Moves) != len(p.Moves)-1 {
+			if next := PlanBalance(step, eligible, 0); len(next.Moves) != len(p.Moves)-1 {
 				t.Fatalf("%s: after %+v the plan has %d moves, want %d", name, p.Moves[0], len(next.Moves), len(p.Moves)-1)
 			}
 		} else if len(p.Leaders) > 0 {
 			step := applyPlan(t, m, BalancePlan{Leaders: p.Leaders[:1]})
-			if next := PlanBalance(step, eligible); len(next.Moves) != 0 || len(next.Leaders) > len(p.Leaders)-1 {
+			if next := PlanBalance(step, eligible, 0); len(next.Moves) != 0 || len(next.Leaders) > len(p.Leaders)-1 {
 				t.Fatalf("%s: after %+v the plan is %+v, want at most %d leader changes", name, p.Leaders[0], next, len(p.Leaders)-1)
 			}
 		}
@@ -315,4 +322,79 @@ func leadersFeasible(m ShardMap, nodes []string, lo, hi int) bool {
 		return !any && rec(id+1)
 	}
 	return rec(0)
+}
+
+// Short shards are topped up to the replication on the eligible nodes
+// holding the fewest, never onto a holder, before the counts are
+// balanced; a planned-again map needs nothing, and one top-up taken
+// leaves the rest of the plan's top-ups.
+func TestPlanBalance_TopsUpShortShards(t *testing.T) {
+	m := mapOf([]string{"n1"}, []string{"n1", "n2"}, []string{"n1", "n2", "n3"}, []string{"n5"})
+	p := PlanBalance(m, []string{"n1", "n2", "n3", "n4"}, 3)
+	want := []PlannedMove{{Shard: 0, To: "n4"}, {Shard: 0, To: "n3"}, {Shard: 1, To: "n4"}, {Shard: 3, To: "n2"}, {Shard: 3, To: "n3"}}
+	if fmt.Sprint(p.TopUps) != fmt.Sprint(want) {
+		t.Fatalf("top-ups %+v, want %+v", p.TopUps, want)
+	}
+	if none := PlanBalance(m, []string{"n1", "n2", "n3", "n4"}, 0); len(none.TopUps) != 0 {
+		t.Fatalf("replication 0 topped up: %+v", none.TopUps)
+	}
+	// One replica and one node free: at replication 3 the shard would stop
+	// at two voters that need each other, so it stays; at 2 it is asked for.
+	single := mapOf([]string{"n1"})
+	if p := PlanBalance(single, []string{"n1", "n2"}, 3); len(p.TopUps) != 0 {
+		t.Fatalf("a single replica topped up to two of three: %+v", p.TopUps)
+	}
+	if p := PlanBalance(single, []string{"n1", "n2"}, 2); fmt.Sprint(p.TopUps) != fmt.Sprint([]PlannedMove{{Shard: 0, To: "n2"}}) {
+		t.Fatalf("replication 2: top-ups %+v", p.TopUps)
+	}
+
+	rng := rand.New(rand.NewPCG(35, 2))
+	for iter := range 2000 {
+		nNodes := 1 + rng.IntN(6)
+		all := make([]string, nNodes+1) // one more that is ineligible
+		for i := range all {
+			all[i] = fmt.Sprintf("n%d", i+1)
+		}
+		repl := 1 + rng.IntN(3)
+		count := 1 + rng.IntN(8)
+		m := ShardMap{Version: 1, Count: uint32(count), Replicas: map[uint32][]string{}}
+		for id := range uint32(count) {
+			for _, i := range rng.Perm(len(all))[:1+rng.IntN(min(repl, len(all)))] {
+				m.Replicas[id] = append(m.Replicas[id], all[i])
+			}
+		}
+		eligible := all[:nNodes]
+		p := PlanBalance(m, eligible, repl)
+		name := fmt.Sprintf("iter %d: %v over %v replication %d", iter, m.Replicas, eligible, repl)
+		after := applyPlan(t, m, p)
+		for id := range uint32(count) {
+			before := m.Replicas[id]
+			reach := len(before)
+			for _, n := range eligible {
+				if !slices.Contains(before, n) {
+					reach++
+				}
+			}
+			want := max(len(before), min(repl, reach))
+			if len(before) == 1 && repl >= 3 && reach < 3 {
+				want = 1 // two voters would need each other
+			}
+			if len(after.Replicas[id]) != want {
+				t.Fatalf("%s: shard %d has %v after %+v, want %d replicas", name, id, after.Replicas[id], p, want)
+			}
+		}
+		rc, _ := counts(after, eligible)
+		if lo, hi := spread(rc, eligible); hi-lo > 1 {
+			t.Fatalf("%s: replicas %v after %+v", name, rc, p)
+		}
+		if again := PlanBalance(after, eligible, repl); len(again.TopUps)+len(again.Moves) != 0 {
+			t.Fatalf("%s: planned again: %+v", name, again)
+		}
+		if len(p.TopUps) > 0 {
+			step := applyPlan(t, m, BalancePlan{TopUps: p.TopUps[:1]})
+			if next := PlanBalance(step, eligible, repl); len(next.TopUps) != len(p.TopUps)-1 {
+				t.Fatalf("%s: after %+v the plan has %d top-ups, want %d", name, p.TopUps[0], len(next.TopUps), len(p.TopUps)-1)
+			}
+		}
+	}
 }

@@ -105,7 +105,7 @@ func CommandFormat(c *metapb.Command) uint32 {
 		return fsm.BaseFormat
 	}
 	if n, ok := commandFormats[f.Name()]; ok {
-		return max(n, contentFormat(c), deadRetentionFormat(c), fanoutFormat(c))
+		return max(n, contentFormat(c), deadRetentionFormat(c), fanoutFormat(c), topUpFormat(c))
 	}
 	return fsm.LogFormat
 }

@@ -22,6 +22,11 @@ import (
 // At most one move per shard runs at a time, and from is removed only
 // after to is a voter, so a move never leaves a group with fewer voters
 // than it had.
+//
+// A move with no from is a top-up: it adds a replica to a shard that has
+// fewer than the cluster's replication (placed over too few nodes), and
+// its REMOVE and DONE steps remove nothing. Top-ups need log format 9
+// (topUpFormat): a replica of format 8 refuses a move without a source.
 
 // Move is a running replica move as the map records it.
 type Move struct {
@@ -31,6 +36,19 @@ type Move struct {
 	// Aborting: an abort is recorded (AbortMove); the executor removes To
 	// from the group and finishes it.
 	Aborting bool
+}
+
+// String is the move as the CLI shows it: "shard 0: n3 -> n4 (add)",
+// "shard 0: top-up -> n4 (promote)".
+func (mv Move) String() string {
+	from, phase := mv.From, phaseName(mv.Phase)
+	if from == "" {
+		from = "top-up"
+	}
+	if mv.Aborting {
+		phase = "aborting"
+	}
+	return fmt.Sprintf("shard %d: %s -> %s (%s)", mv.Shard, from, mv.To, phase)
 }
 
 // MoveOf returns the running move of shard, if any.
@@ -89,8 +107,8 @@ func (f *FSM) moveStep(c *metapb.MoveStep) *metapb.Result {
 		return refusal("no shard map is placed")
 	}
 	from, to := c.GetFrom(), c.GetTo()
-	if from == "" || to == "" || from == to {
-		return &metapb.Result{Code: metapb.Code_CODE_INVALID, Message: "a move needs two different nodes"}
+	if to == "" || from == to {
+		return &metapb.Result{Code: metapb.Code_CODE_INVALID, Message: "a move needs a target node other than its source"}
 	}
 	var sr *metapb.ShardReplicas
 	for _, r := range f.shardMap.GetShards() {
@@ -123,7 +141,7 @@ func (f *FSM) moveStep(c *metapb.MoveStep) *metapb.Result {
 		switch {
 		case slices.Contains(f.shardMap.GetRetired(), to):
 			return refusal("node %s is retired", to)
-		case !slices.Contains(sr.GetNodes(), from):
+		case from != "" && !slices.Contains(sr.GetNodes(), from):
 			return refusal("shard %d has no replica on %s", c.GetShard(), from)
 		case slices.Contains(sr.GetNodes(), to) || slices.Contains(sr.GetLearners(), to):
 			return refusal("shard %d already has a replica on %s", c.GetShard(), to)
@@ -154,7 +172,7 @@ func (f *FSM) moveStep(c *metapb.MoveStep) *metapb.Result {
 		mv.Phase = c.GetPhase()
 	case metapb.MovePhase_MOVE_PHASE_DONE:
 		if mv == nil {
-			if !slices.Contains(sr.GetNodes(), from) && slices.Contains(sr.GetNodes(), to) {
+			if (from == "" || !slices.Contains(sr.GetNodes(), from)) && slices.Contains(sr.GetNodes(), to) {
 				return &metapb.Result{} // finished already: a retried step
 			}
 			return refusal("shard %d: no move from %s to %s is running", c.GetShard(), from, to)
@@ -169,6 +187,23 @@ func (f *FSM) moveStep(c *metapb.MoveStep) *metapb.Result {
 	}
 	f.shardMap.Version++
 	return &metapb.Result{}
+}
+
+// topUpFormat is the log format a move or abort without a source needs:
+// a replica of format 8 refuses it as invalid, which would leave its map
+// apart from its leader's.
+func topUpFormat(c *metapb.Command) uint32 {
+	switch k := c.GetCmd().(type) {
+	case *metapb.Command_MoveStep:
+		if k.MoveStep.GetFrom() == "" {
+			return 9
+		}
+	case *metapb.Command_AbortMove:
+		if k.AbortMove.GetFrom() == "" {
+			return 9
+		}
+	}
+	return 0
 }
 
 // setAddr records node's raft address in the map, sorted by node id.

@@ -151,3 +151,63 @@ func TestFSM_MoveRules(t *testing.T) {
 		t.Fatalf("a move onto itself: %v", r)
 	}
 }
+
+// A top-up (a move without a source) adds a replica to a short shard: the
+// target becomes a learner, then a voter, and its REMOVE and DONE steps
+// remove nothing; it needs log format 9, and its rules are a move's.
+func TestFSM_TopUpAddsAReplica(t *testing.T) {
+	f := NewFSM(nil)
+	idx := uint64(1)
+	apply := func(cmd *metapb.Command) *metapb.Result {
+		idx++
+		return applyAt(t, f, idx, 0, cmd)
+	}
+	apply(placeCmd(1, []string{"n1", "n2"}))
+	nodes := func() ([]string, []string) {
+		m := shardMapFromProto(f.ShardMap())
+		got := slices.Clone(m.Replicas[0])
+		slices.Sort(got)
+		return got, m.Learners[0]
+	}
+	if got, _ := nodes(); !slices.Equal(got, []string{"n1", "n2"}) {
+		t.Fatalf("placed on %v", got)
+	}
+	if r := apply(moveCmd(0, "", "n2", phAdd)); r.GetCode() != metapb.Code_CODE_REFUSED || !strings.Contains(r.GetMessage(), "already has a replica on n2") {
+		t.Fatalf("a top-up onto a holder: %v", r)
+	}
+	if r := apply(moveCmd(0, "", "n3", phAdd)); r.GetCode() != metapb.Code_CODE_OK {
+		t.Fatal(r)
+	}
+	if got, learners := nodes(); !slices.Equal(got, []string{"n1", "n2"}) || !slices.Equal(learners, []string{"n3"}) {
+		t.Fatalf("after add: nodes %v learners %v", got, learners)
+	}
+	if r := apply(moveCmd(0, "n1", "n4", phAdd)); r.GetCode() != metapb.Code_CODE_REFUSED || !strings.Contains(r.GetMessage(), "one move per shard") {
+		t.Fatalf("a second move during a top-up: %v", r)
+	}
+	for _, p := range []metapb.MovePhase{phPromote, phRemove, phDone, phDone} {
+		if r := apply(moveCmd(0, "", "n3", p)); r.GetCode() != metapb.Code_CODE_OK {
+			t.Fatal(p, r)
+		}
+	}
+	got, learners := nodes()
+	if !slices.Equal(got, []string{"n1", "n2", "n3"}) || len(learners) != 0 {
+		t.Fatalf("after the top-up: nodes %v learners %v", got, learners)
+	}
+	if _, ok := shardMapFromProto(f.ShardMap()).MoveOf(0); ok {
+		t.Fatal("the top-up is still recorded")
+	}
+	for _, tc := range []struct {
+		cmd  *metapb.Command
+		want uint32
+	}{
+		{moveCmd(0, "", "n3", phAdd), 9},
+		{moveCmd(0, "", "n3", phDone), 9},
+		{moveCmd(0, "n1", "n3", phAdd), 2},
+		{abortCmd(0, "", "n3", false), 9},
+		{abortCmd(0, "n1", "n3", false), 3},
+	} {
+		if got := CommandFormat(tc.cmd); got != tc.want {
+			t.Errorf("format of %v: %d, want %d", tc.cmd, got, tc.want)
+		}
+	}
+}

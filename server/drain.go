@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/hashicorp/raft"
@@ -113,18 +112,28 @@ func (c *clusterSvc) canDrain(sm meta.ShardMap, servers map[string]raft.ServerSu
 			id, left, minMetaVoters, id)
 	}
 	for _, shard := range sm.ShardsOf(id) {
-		ok := false
-		for node, up := range alive {
-			if up && node != id && !sm.Hosts(shard, node) && !sm.IsRetired(node) {
-				ok = true
-			}
-		}
-		if !ok {
+		if !hasSpare(sm, servers, alive, id, shard) {
 			return status.Errorf(codes.FailedPrecondition,
-				"no live node can take %s's replica of shard %d: every other live node holds it; add a node first", id, shard)
+				"no live node can take %s's replica of shard %d: every other live meta member holds it; add a node first", id, shard)
 		}
 	}
 	return nil
+}
+
+// hasSpare reports whether a node other than id can take id's replica of
+// shard: alive, not retired, not being drained itself, not holding the
+// shard, and a meta member, as the drain's targets must be
+// (cluster/drain.go): a node gossip knows but meta never admitted would
+// leave the drain recorded and waiting.
+func hasSpare(sm meta.ShardMap, servers map[string]raft.ServerSuffrage, alive map[string]bool, id string, shard uint32) bool {
+	for node, up := range alive {
+		_, member := servers[node]
+		draining := slices.ContainsFunc(sm.Drains, func(d meta.Drain) bool { return d.Node == node })
+		if up && member && !draining && node != id && !sm.Hosts(shard, node) && !sm.IsRetired(node) {
+			return true
+		}
+	}
+	return false
 }
 
 // leavesTooFewVoters reports whether removing id from the meta
@@ -151,11 +160,7 @@ func leavesTooFewVoters(servers map[string]raft.ServerSuffrage, id string) (left
 func drainProgress(sm meta.ShardMap, id, to string) *raftqv1.NodeDrainResponse {
 	resp := &raftqv1.NodeDrainResponse{NodeId: id, To: to, Done: sm.IsRetired(id), Replicas: sm.ShardsOf(id)}
 	for _, mv := range sm.Moves {
-		phase := meta.PhaseName(mv.Phase)
-		if mv.Aborting {
-			phase = "aborting"
-		}
-		resp.Moving = fmt.Sprintf("shard %d: %s -> %s (%s)", mv.Shard, mv.From, mv.To, phase)
+		resp.Moving = mv.String()
 	}
 	return resp
 }

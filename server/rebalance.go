@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -38,7 +39,7 @@ func (c *clusterSvc) Rebalance(ctx context.Context, req *raftqv1.RebalanceReques
 
 func rebalanceResponse(st cluster.RebalanceStatus) *raftqv1.RebalanceResponse {
 	resp := &raftqv1.RebalanceResponse{Started: st.Started, Moving: st.Moving, Automatic: st.Automatic}
-	for _, mv := range st.Plan.Moves {
+	for _, mv := range slices.Concat(st.Plan.TopUps, st.Plan.Moves) {
 		resp.Moves = append(resp.Moves, &raftqv1.ReplicaMovePlan{ShardId: mv.Shard, From: mv.From, To: mv.To})
 	}
 	for _, lc := range st.Plan.Leaders {

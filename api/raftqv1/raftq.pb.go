@@ -4756,10 +4756,12 @@ func (x *RebalanceRequest) GetDryRun() bool {
 }
 
 type ReplicaMovePlan struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ShardId       uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
-	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
-	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	ShardId uint32                 `protobuf:"varint,1,opt,name=shard_id,json=shardId,proto3" json:"shard_id,omitempty"`
+	// from: "" for a top-up, a replica added to a shard that has fewer than
+	// the cluster's replication.
+	From          string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            string `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4953,7 +4955,7 @@ func (x *NodeBalance) GetLeadersAfter() uint32 {
 
 type RebalanceResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
-	Moves   []*ReplicaMovePlan     `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"` // in the order they would run
+	Moves   []*ReplicaMovePlan     `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"` // in the order they would run, top-ups first
 	Leaders []*LeaderChangePlan    `protobuf:"bytes,2,rep,name=leaders,proto3" json:"leaders,omitempty"`
 	Nodes   []*NodeBalance         `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"` // the eligible nodes, by id
 	// started: the meta leader began carrying the plan out (false for a dry

@@ -173,7 +173,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.ClusterName, "cluster-name", "", "label on every gossip message; nodes with a different name (or none) are ignored, so clusters sharing a network never merge (set the same on every node; changing it on a running cluster splits it)")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 3, "form a new cluster once this many nodes with the same value have met; set 0 on nodes added to an existing cluster")
 	fs.UintVar(&c.Shards, "shards", 0, "number of data shards, fixed when the cluster is bootstrapped; 0: one per --replication bootstrap voters, rounded up (1 on a 3-node cluster: few busy raft groups beat many quiet ones; docs/benchmarks.md, \"Shard count\")")
-	fs.IntVar(&c.Replication, "replication", 3, "replicas per data shard")
+	fs.IntVar(&c.Replication, "replication", 3, "replicas per data shard; the meta leader tops shards with fewer up to it as nodes allow (raising it adds replicas, lowering it removes none)")
 	fs.DurationVar(&c.ClockOffset, "clock-offset", 0, "TESTING ONLY: offset this node's clock (jepsen-lite clock skew)")
 	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", shard.MaxClockSkew, "largest offset of this node's clock from the median clock of the live members that still lets it lead; beyond it the node hands leadership away and refuses to lead until its clock is back (docs/clock.md); set the same on every node")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "on SIGTERM: bound for draining calls and handing off leadership")
@@ -275,7 +275,10 @@ func (c *config) finish() error {
 		return fmt.Errorf("--replication must be within 1..7, got %d", c.Replication)
 	case c.BootstrapExpect < 0 || c.BootstrapExpect > 7:
 		return fmt.Errorf("--bootstrap-expect must be within 0..7, got %d", c.BootstrapExpect)
-	case c.BootstrapExpect > 0 && c.BootstrapExpect < c.Replication:
+	case c.BootstrapExpect > 0 && c.BootstrapExpect < c.Replication && !hasState(c.DataDir):
+		// Only a bootstrap places shards on the voters it expects; a node
+		// with state ignores --bootstrap-expect, and a raised --replication
+		// is reached by top-ups as nodes allow (docs/operations.md).
 		return fmt.Errorf("--bootstrap-expect %d is below --replication %d: shards could not be placed", c.BootstrapExpect, c.Replication)
 	case len(c.ClusterName) > cluster.MaxClusterNameLen:
 		return fmt.Errorf("--cluster-name is %d bytes, at most %d", len(c.ClusterName), cluster.MaxClusterNameLen)
@@ -392,4 +395,11 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// hasState reports whether dataDir holds a node's identity (node.json,
+// raftstore/node.go), that is a node that has started before.
+func hasState(dataDir string) bool {
+	_, err := os.Stat(filepath.Join(dataDir, "node.json"))
+	return err == nil
 }

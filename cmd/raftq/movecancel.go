@@ -36,9 +36,9 @@ func (o *output) moveCancel(mc client.MoveCancel) error {
 		return o.emit(mc)
 	}
 	if mc.Aborted {
-		fmt.Fprintf(o.w, "move of shard %d from %s to %s aborted\n", mc.Shard, mc.From, mc.To)
+		fmt.Fprintf(o.w, "move of shard %d from %s to %s aborted\n", mc.Shard, dash(mc.From), mc.To)
 		return nil
 	}
-	fmt.Fprintf(o.w, "move of shard %d from %s to %s aborting: %s leaves the group within seconds\n", mc.Shard, mc.From, mc.To, mc.To)
+	fmt.Fprintf(o.w, "move of shard %d from %s to %s aborting: %s leaves the group within seconds\n", mc.Shard, dash(mc.From), mc.To, mc.To)
 	return nil
 }

@@ -39,10 +39,10 @@ func (o *output) rebalance(p client.RebalancePlan, dry bool) error {
 		return nil
 	}
 	if len(p.Moves) > 0 {
-		fmt.Fprintf(o.w, "replica moves (%d, one at a time):\n", len(p.Moves))
+		fmt.Fprintf(o.w, "replica moves (%d, one at a time; FROM - adds a replica to a shard short of --replication):\n", len(p.Moves))
 		rows := make([][]string, len(p.Moves))
 		for i, m := range p.Moves {
-			rows[i] = []string{strconv.FormatUint(uint64(m.Shard), 10), m.From, m.To}
+			rows[i] = []string{strconv.FormatUint(uint64(m.Shard), 10), dash(m.From), m.To}
 		}
 		if err := o.table("SHARD\tFROM\tTO", rows); err != nil {
 			return err
