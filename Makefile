@@ -37,6 +37,11 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	@# Shell scripts: warnings and errors. CI (RAFTQ_STRICT_FAULTS=1)
+	@# installs shellcheck and may not skip it.
+	@if command -v shellcheck >/dev/null; then shellcheck -S warning -x $$(git ls-files '*.sh') .ci/run; \
+	elif [ "$${RAFTQ_STRICT_FAULTS:-}" = 1 ]; then echo "lint: shellcheck missing"; exit 1; \
+	else echo "lint: shellcheck not installed; shell scripts not checked"; fi
 
 # The system tests (real node processes, ~15 minutes) start at once beside
 # the other packages rather than after them: go test would otherwise run

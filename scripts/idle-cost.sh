@@ -21,9 +21,7 @@
 # every node.
 # Linux only (/proc).
 set -euo pipefail
-# The nodes run --insecure (a measurement of raft, not of TLS); the CLI and
-# the bench below talk plaintext to them whatever CA make run left around.
-export RAFTQ_INSECURE=1
+NAME=idle-cost
 SHARDS=${SHARDS:-1}
 IDLE=${IDLE:-300}
 PROFILE=${PROFILE:-30}
@@ -32,21 +30,14 @@ BIN=${BIN:-bin}
 OUT=${OUT:-$(mktemp -d /tmp/raftq-idle.XXXXXX)}
 READY_TIMEOUT=${READY_TIMEOUT:-300}
 mkdir -p "$OUT"
-if [ "${BUILD:-0}" = 1 ]; then
-	CGO_ENABLED=0 go build -o "$BIN/raftq-node" ./cmd/node
-	CGO_ENABLED=0 go build -o "$BIN/raftq" ./cmd/raftq
-fi
-for b in raftq-node raftq; do
-	[ -x "$BIN/$b" ] || {
-		echo "idle-cost: $BIN/$b missing (make build, or BUILD=1)" >&2
-		exit 2
-	}
-done
+# shellcheck source=scripts/lib/cluster.sh
+. "$(dirname "$0")/lib/cluster.sh"
+# shellcheck source=scripts/lib/stop.sh
+. "$(dirname "$0")/lib/stop.sh"
+need_bins raftq-node raftq
 
 DATA=$(mktemp -d /tmp/raftq-idle-data.XXXXXX)
 pids=()
-# shellcheck source=scripts/lib/stop.sh
-. "$(dirname "$0")/lib/stop.sh"
 cleanup() {
 	stop_pids 10 ${pids[@]+"${pids[@]}"}
 	rm -rf "$DATA"
@@ -54,31 +45,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port() { echo $((PORT_BASE + $2 + $1)); } # port NODE OFFSET
-join="127.0.0.1:$(port 1 200),127.0.0.1:$(port 2 200),127.0.0.1:$(port 3 200)"
-addrs="127.0.0.1:$(port 1 0),127.0.0.1:$(port 2 0),127.0.0.1:$(port 3 0)"
-for i in 1 2 3; do
-	# shellcheck disable=SC2086 # RAFTQ_NODE_ARGS is a list of flags
-	"$BIN/raftq-node" --insecure --node-id "n$i" --data-dir "$DATA/n$i" \
-		--grpc-bind "127.0.0.1:$(port $i 0)" --raft-bind "127.0.0.1:$(port $i 100)" \
-		--gossip-bind "127.0.0.1:$(port $i 200)" --http-bind "127.0.0.1:$(port $i 300)" \
-		--peer-bind "127.0.0.1:$(port $i 400)" --pprof-bind "127.0.0.1:$(port $i 500)" --join "$join" \
-		--bootstrap-expect 3 --shards "$SHARDS" ${RAFTQ_NODE_ARGS:-} \
-		>"$OUT/n$i.log" 2>&1 &
-	pids+=($!)
-done
-cli() { "$BIN/raftq" --addr "$addrs" "$@"; }
-
-start=$(date +%s)
-until cli --timeout 5s cluster status >/dev/null 2>&1; do
-	if [ $(($(date +%s) - start)) -ge "$READY_TIMEOUT" ]; then
-		echo "idle-cost: cluster not ready after ${READY_TIMEOUT}s (logs in $OUT)" >&2
-		exit 1
-	fi
-	sleep 1 &
-	wait $!
-done
-echo "idle-cost: $SHARDS shards ready after $(($(date +%s) - start)) s; logs in $OUT" >&2
+start_nodes "" --shards "$SHARDS"
+wait_ready
 for q in idle-a idle-b idle-c; do
 	cli queue create "$q" >/dev/null
 	for m in 1 2 3; do cli send "$q" "message $m" >/dev/null; done

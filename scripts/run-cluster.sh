@@ -117,6 +117,9 @@ security() {
 
 for n in "${nodes[@]}"; do
 	i=${n#n}
+	# security's output and RAFTQ_NODE_ARGS are lists of flags, split on
+	# purpose.
+	# shellcheck disable=SC2046,SC2086
 	# The log prefixer ignores INT and TERM: it ends when the node closes
 	# its output, so the node's last lines are printed even when a signal
 	# reaches the whole process group.

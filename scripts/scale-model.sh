@@ -355,7 +355,7 @@ settled_twice() {
 hoststat() { awk '$1 == "cpu" { idle = $5 + $6; t = 0; for (i = 2; i <= 9; i++) t += $i; print t, idle }' /proc/stat; }
 # The headline command (docs/benchmarks.md, "Headline throughput").
 headline=(steady --producers 16 --consumers 8 --size 1024 --inflight 256 --batch 256)
-declare -a rate nodes_at shards_at benchcpu capuse throttled hostbusy lost detail allruns
+declare -a rate benchcpu capuse throttled hostbusy lost detail allruns
 
 # measure: the headline workload against every node of the stage,
 # REPEATS times one after another; the stage's row is its median run (by

@@ -22,24 +22,21 @@
 # every check passed, 1 a check failed (a copy lost), 2 the run could not
 # be made. Linux only (/proc).
 set -euo pipefail
-export RAFTQ_INSECURE=1
+NAME=topic-bench
 PORT_BASE=${PORT_BASE:-27700}
 BIN=${BIN:-bin}
 OUT=${OUT:-$(mktemp -d /tmp/raftq-topic.XXXXXX)}
 READY_TIMEOUT=${READY_TIMEOUT:-120}
 mkdir -p "$OUT"
-for b in raftq-node raftq raftq-bench; do
-	[ -x "$BIN/$b" ] || {
-		echo "topic-bench: $BIN/$b missing (make build)" >&2
-		exit 2
-	}
-done
+# shellcheck source=scripts/lib/cluster.sh
+. "$(dirname "$0")/lib/cluster.sh"
+# shellcheck source=scripts/lib/stop.sh
+. "$(dirname "$0")/lib/stop.sh"
+need_bins raftq-node raftq raftq-bench
 
 DATA=$(mktemp -d /tmp/raftq-topic-data.XXXXXX)
 pids=()
 bench=""
-# shellcheck source=scripts/lib/stop.sh
-. "$(dirname "$0")/lib/stop.sh"
 cleanup() {
 	# The bench first: its drain would wait for nodes that are going.
 	if [ -n "$bench" ]; then stop_pids 5 "$bench"; fi
@@ -49,40 +46,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port() { echo $((PORT_BASE + $2 + $1)); } # port NODE OFFSET
-join="127.0.0.1:$(port 1 200),127.0.0.1:$(port 2 200),127.0.0.1:$(port 3 200)"
-addrs="127.0.0.1:$(port 1 0),127.0.0.1:$(port 2 0),127.0.0.1:$(port 3 0)"
-metrics="http://127.0.0.1:$(port 1 300)/metrics,http://127.0.0.1:$(port 2 300)/metrics,http://127.0.0.1:$(port 3 300)/metrics"
-pprof="http://127.0.0.1:$(port 1 500),http://127.0.0.1:$(port 2 500),http://127.0.0.1:$(port 3 500)"
-for i in 1 2 3; do
-	# shellcheck disable=SC2086 # RAFTQ_NODE_ARGS is a list of flags
-	"$BIN/raftq-node" --insecure --node-id "n$i" --data-dir "$DATA/n$i" \
-		--grpc-bind "127.0.0.1:$(port $i 0)" --raft-bind "127.0.0.1:$(port $i 100)" \
-		--gossip-bind "127.0.0.1:$(port $i 200)" --http-bind "127.0.0.1:$(port $i 300)" \
-		--peer-bind "127.0.0.1:$(port $i 400)" --pprof-bind "127.0.0.1:$(port $i 500)" --join "$join" \
-		--bootstrap-expect 3 --wal-segment-size 4MiB ${RAFTQ_NODE_ARGS:-} \
-		>"$OUT/n$i.log" 2>&1 &
-	pids+=($!)
-done
-cli() { "$BIN/raftq" --addr "$addrs" "$@"; }
-
-start=$(date +%s)
-until cli --timeout 5s cluster status >/dev/null 2>&1; do
-	for i in 1 2 3; do
-		# A node that exited at once (a port taken, say) never answers.
-		if ! kill -0 "${pids[$((i - 1))]}" 2>/dev/null; then
-			echo "topic-bench: n$i exited before the cluster was ready: $(tail -1 "$OUT/n$i.log")" >&2
-			exit 2
-		fi
-	done
-	if [ $(($(date +%s) - start)) -ge "$READY_TIMEOUT" ]; then
-		echo "topic-bench: cluster not ready after ${READY_TIMEOUT}s (logs in $OUT)" >&2
-		exit 2
-	fi
-	sleep 1 &
-	wait $!
-done
-echo "topic-bench: cluster ready after $(($(date +%s) - start)) s (pids ${pids[*]}); logs in $OUT" >&2
+start_nodes "" --wal-segment-size 4MiB
+wait_ready
 
 # --pprof only means something with --hold; pass it then.
 extra=()
@@ -93,10 +58,7 @@ rc=0
 # In the background, so INT or TERM is handled at once: the trap stops the
 # bench, then the nodes.
 "$BIN/raftq-bench" "${WORKLOAD:-topic}" --addr "$addrs" --metrics "$metrics" \
-	--pids "$(
-		IFS=,
-		echo "${pids[*]}"
-	)" ${extra[@]+"${extra[@]}"} "$@" > >(tee "$OUT/bench.out") &
+	--pids "$(node_pids)" ${extra[@]+"${extra[@]}"} "$@" > >(tee "$OUT/bench.out") &
 bench=$!
 wait "$bench" || rc=$?
 bench=""

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts under scripts/ that start nodes: stopping what
 # they started, by pid, and removing the cgroups they made.
 
