@@ -21,23 +21,13 @@ import (
 // every acknowledged write.
 func TestAbortedMoveResumedByTheNextMetaLeader(t *testing.T) {
 	tc := newTestCluster(t)
-	tc.define("n1", 3)
-	tc.define("n2", 3, "n1")
-	tc.define("n3", 3, "n1")
-	for _, id := range []string{"n1", "n2", "n3"} {
-		cfg := tc.cfgs[id]
-		cfg.Shards = 1
+	tc.form(1, func(id string, cfg *Config) {
 		if id == "n1" {
 			cfg.MoveEvery = time.Hour // records, never acts
 		}
-		tc.cfgs[id] = cfg
-		tc.start(id)
-	}
-	tc.waitReady(30 * time.Second)
+	}, "n1", "n2", "n3")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	tc.mustCreateQueue(ctx, "q", pol(60_000))
-	waitFor(t, 15*time.Second, "queue in every shard", tc.queuesReconciled)
 	acked := tc.enqueue(t, "before", 20)
 	n4 := joinFourth(t, tc)
 	waitFor(t, 30*time.Second, "meta led by n1", func() error {

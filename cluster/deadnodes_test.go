@@ -119,21 +119,9 @@ func TestRemainingVoters(t *testing.T) {
 func TestDeadNodeReplacedAfterGraceCountedByEachLeader(t *testing.T) {
 	const grace = 3 * time.Second
 	tc := newTestCluster(t)
-	tc.define("n1", 3)
-	tc.define("n2", 3, "n1")
-	tc.define("n3", 3, "n1")
-	for _, id := range []string{"n1", "n2", "n3"} {
-		cfg := tc.cfgs[id]
-		cfg.Shards = 1
-		cfg.DeadNodeGrace = grace
-		tc.cfgs[id] = cfg
-		tc.start(id)
-	}
-	tc.waitReady(30 * time.Second)
+	tc.form(1, func(_ string, cfg *Config) { cfg.DeadNodeGrace = grace }, "n1", "n2", "n3")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	tc.mustCreateQueue(ctx, "q", pol(60_000))
-	waitFor(t, 15*time.Second, "queue in every shard", tc.queuesReconciled)
 	n4 := joinFourth(t, tc)
 	if err := tc.nodes["n3"].Meta().TransferLeadership(ctx); err != nil {
 		t.Fatal(err)

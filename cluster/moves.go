@@ -84,7 +84,10 @@ func (n *Node) advanceMove(ctx context.Context, mv meta.Move) error {
 		// Added first in case the group lost it: promote needs it present.
 		// Not checked again for catch-up: the group may have promoted it
 		// already, and a voter that died since must not hold the move (and
-		// every move and drain behind it) until it returns.
+		// every move and drain behind it) until it returns. A replica the
+		// group really lost comes back empty and is promoted so; the
+		// voters it joins still make a quorum without it, except on a
+		// top-up from one voter to two, which then waits for its catch-up.
 		if _, err := n.changeAtLeader(ctx, g, peerpb.GroupChangeRequest_OP_ADD_NONVOTER, mv.To, toAddr); err != nil {
 			return err
 		}

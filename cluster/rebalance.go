@@ -11,7 +11,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/raftq/raftq/fsm"
 	"github.com/raftq/raftq/meta"
 	"github.com/raftq/raftq/meta/metapb"
 	"github.com/raftq/raftq/raftgroup"
@@ -49,6 +48,8 @@ type rebalancer struct {
 	// waiting is why the last step could not be taken, logged once per
 	// reason: a node that stays down would repeat it every second.
 	waiting oncePerReason
+	// topUps is why top-ups waited while moves went on, likewise.
+	topUps oncePerReason
 }
 
 // newTerm starts afresh in a new meta term; r.mu is held.
@@ -59,6 +60,7 @@ func (r *rebalancer) newTerm(term uint64, now time.Time) {
 	r.term, r.fingerprint, r.since, r.next, r.forced = term, "", now, time.Time{}, false
 	r.termStart = now
 	r.waiting.reset()
+	r.topUps.reset()
 }
 
 // RebalanceStatus is the plan as the meta leader sees it.
@@ -130,35 +132,16 @@ func (n *Node) rebalanceStep(ctx context.Context, m meta.ShardMap, elig []string
 	if len(plan.TopUps) == 0 {
 		return n.balanceStep(ctx, m, plan)
 	}
-	var why error
-	for _, mv := range plan.TopUps {
-		// A top-up does not wait for membership to settle, but its target
-		// must have: one that flaps would leave it stuck in add, and every
-		// move and drain behind it, until the dead-node grace aborts it.
-		if !n.gossip.aliveFor(mv.To, n.cfg.RebalanceStable) {
-			why = fmt.Errorf("top-up targets alive for less than %v", n.cfg.RebalanceStable)
-			continue
-		}
-		err := n.startMove(ctx, m, mv)
-		switch {
-		case errors.Is(err, errNotNow):
-			why = errors.New("top-ups wait: a replica of the shard, or the target, is not alive")
-			continue
-		case errors.Is(err, fsm.ErrFormatLag):
-			// A replica of meta predates top-ups (docs/logformats.md):
-			// they wait for the upgrade, balancing need not.
-			why = err
-		case err != nil:
-			return err
-		default:
-			n.logger.Info("rebalance: replica top-up started: the shard has fewer replicas than --replication", "shard", mv.Shard, "to", mv.To,
-				"replicas", len(m.Replicas[mv.Shard]), "replication", n.cfg.Replication, "top_ups_left", len(plan.TopUps)-1)
-			return nil
-		}
-		break
+	why := n.topUpStep(ctx, m, elig)
+	if why == nil {
+		return nil // one started
 	}
 	if len(plan.Moves) == 0 && len(plan.Leaders) == 0 {
 		return why
+	}
+	// Said once per reason: the moves below succeed and report nothing.
+	if n.balance.topUps.changed(why) {
+		n.logger.Info("rebalance: top-ups wait; balancing goes on without them", "why", why)
 	}
 	// The plan's moves and leader changes assume its top-ups done: planned
 	// again without them, they are steps the map allows now.
@@ -167,6 +150,42 @@ func (n *Node) rebalanceStep(ctx context.Context, m meta.ShardMap, elig []string
 		return why
 	}
 	return n.balanceStep(ctx, m, rest)
+}
+
+// topUpStep starts the first top-up it can and returns nil, or says why
+// none can start. Top-ups are planned over the eligible nodes alive for
+// RebalanceStable only: a top-up does not wait for membership to settle,
+// but its target must have, or one that flaps would leave it stuck in add
+// (and every move and drain behind it) until the dead-node grace aborts
+// it; and a shard on one replica is topped up only if settled nodes can
+// take it to three (meta.PlanBalance).
+func (n *Node) topUpStep(ctx context.Context, m meta.ShardMap, elig []string) error {
+	var settled []string
+	for _, id := range elig {
+		if n.gossip.aliveFor(id, n.cfg.RebalanceStable) {
+			settled = append(settled, id)
+		}
+	}
+	ups := meta.PlanBalance(m, settled, n.cfg.Replication).TopUps
+	if len(ups) == 0 {
+		return fmt.Errorf("top-ups wait for their targets to be alive for %v", n.cfg.RebalanceStable)
+	}
+	for _, mv := range ups {
+		err := n.startMove(ctx, m, mv)
+		switch {
+		case errors.Is(err, errNotNow):
+			continue
+		case err != nil:
+			// A refusal (a meta replica below log format 9, say) holds
+			// for every top-up alike.
+			return err
+		}
+		n.logger.Info("rebalance: replica top-up started: the shard has fewer replicas than --replication", "shard", mv.Shard, "to", mv.To,
+			"replicas", len(m.Replicas[mv.Shard]), "replication", n.cfg.Replication, "top_ups_left", len(ups)-1)
+		n.balance.topUps.reset()
+		return nil
+	}
+	return errors.New("top-ups wait: a replica of each short shard, or its target, is not alive")
 }
 
 // errNotNow: a planned move waits (a replica of the shard or the target

@@ -24,12 +24,27 @@ import (
 func formThree(t *testing.T) *testCluster {
 	t.Helper()
 	tc := newTestCluster(t)
-	tc.define("n1", 3)
-	tc.define("n2", 3, "n1")
-	tc.define("n3", 3, "n1")
-	for _, id := range []string{"n1", "n2", "n3"} {
+	tc.form(1, nil, "n1", "n2", "n3")
+	return tc
+}
+
+// form defines and starts the nodes ids, the first every other's seed,
+// all bootstrapping on len(ids) voters with shards data shards and tune
+// (nil: none) applied to each configuration; then it waits until they are
+// ready, creates queue "q" and waits until every shard has it.
+func (tc *testCluster) form(shards uint32, tune func(id string, cfg *Config), ids ...string) {
+	tc.t.Helper()
+	for i, id := range ids {
+		if i == 0 {
+			tc.define(id, len(ids))
+		} else {
+			tc.define(id, len(ids), ids[0])
+		}
 		cfg := tc.cfgs[id]
-		cfg.Shards = 1
+		cfg.Shards = shards
+		if tune != nil {
+			tune(id, &cfg)
+		}
 		tc.cfgs[id] = cfg
 		tc.start(id)
 	}
@@ -37,8 +52,7 @@ func formThree(t *testing.T) *testCluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	tc.mustCreateQueue(ctx, "q", pol(60_000))
-	waitFor(t, 15*time.Second, "queue in every shard", tc.queuesReconciled)
-	return tc
+	waitFor(tc.t, 15*time.Second, "queue in every shard", tc.queuesReconciled)
 }
 
 // enqueue sends n messages through shard 0's leader and returns the ids

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,19 +18,7 @@ import (
 // the first two nodes.
 func TestShortShardsToppedUp(t *testing.T) {
 	tc := newTestCluster(t)
-	tc.define("n1", 2)
-	tc.define("n2", 2, "n1")
-	for _, id := range []string{"n1", "n2"} {
-		cfg := tc.cfgs[id]
-		cfg.Shards = 2
-		tc.cfgs[id] = cfg
-		tc.start(id)
-	}
-	tc.waitReady(30 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	tc.mustCreateQueue(ctx, "q", pol(60_000))
-	waitFor(t, 15*time.Second, "queue in every shard", tc.queuesReconciled)
+	tc.form(2, nil, "n1", "n2") // Replication 3, placed on the two voters
 	for id := range uint32(2) {
 		if reps := tc.nodes["n1"].ShardReplicas(id); len(reps) != 2 {
 			t.Fatalf("shard %d placed on %v; want two replicas", id, reps)

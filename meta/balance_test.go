@@ -355,7 +355,7 @@ func TestPlanBalance_TopsUpShortShards(t *testing.T) {
 		for i := range all {
 			all[i] = fmt.Sprintf("n%d", i+1)
 		}
-		repl := 1 + rng.IntN(3)
+		repl := 1 + rng.IntN(4)
 		count := 1 + rng.IntN(8)
 		m := ShardMap{Version: 1, Count: uint32(count), Replicas: map[uint32][]string{}}
 		for id := range uint32(count) {

@@ -68,8 +68,14 @@ func (c *clusterSvc) drain(ctx context.Context, id, to string, forward func(cont
 	if _, ok := servers[id]; !ok && len(sm.ShardsOf(id)) == 0 && !draining {
 		return nil, status.Errorf(codes.NotFound, "unknown node %s: neither meta nor any shard lists it", id)
 	}
-	if err := c.canDrain(sm, servers, id, to); err != nil {
-		return nil, err
+	// A drain already recorded is under way: repeating the call (the
+	// CLI's --wait does) reports its progress. Checked again, it could be
+	// refused for what it did itself, e.g. the spare it is moving onto
+	// now holds the shard.
+	if !draining {
+		if err := c.canDrain(sm, servers, id, to); err != nil {
+			return nil, err
+		}
 	}
 	err := c.node.Meta().DrainNode(ctx, id, to)
 	var nl *raftgroup.NotLeaderError

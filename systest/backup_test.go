@@ -76,10 +76,11 @@ const (
 	backupStd  = "bk-std"
 )
 
-// TestBackup_RestoreIntoNewCluster takes a backup with the CLI from a
-// 3-node, 2-shard cluster under load (producers on a FIFO queue with dedup
-// keys and on a standard queue with a non-default policy, a consumer
-// acking, and leases left open), as a shard leader is killed, stops it,
+// TestBackup_RestoreIntoNewCluster takes a backup through a node without
+// replicas of a 3-node, 2-shard cluster under load (producers on a FIFO
+// queue with dedup keys and on a standard queue with a non-default policy,
+// a consumer acking, and leases left open), as a shard leader is killed
+// (then another through the CLI, that leader still dead), stops it,
 // restores the backup into a new
 // 3-node cluster with other node ids and data directories, and checks
 // that every message acknowledged before the backup started and not acked

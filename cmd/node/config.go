@@ -275,11 +275,10 @@ func (c *config) finish() error {
 		return fmt.Errorf("--replication must be within 1..7, got %d", c.Replication)
 	case c.BootstrapExpect < 0 || c.BootstrapExpect > 7:
 		return fmt.Errorf("--bootstrap-expect must be within 0..7, got %d", c.BootstrapExpect)
-	case c.BootstrapExpect > 0 && c.BootstrapExpect < c.Replication && !hasState(c.DataDir):
-		// Only a bootstrap places shards on the voters it expects; a node
-		// with state ignores --bootstrap-expect, and a raised --replication
-		// is reached by top-ups as nodes allow (docs/operations.md).
-		return fmt.Errorf("--bootstrap-expect %d is below --replication %d: shards could not be placed", c.BootstrapExpect, c.Replication)
+	case c.BootstrapExpect > 0 && c.BootstrapExpect < c.Replication:
+		// A node with state ignores --bootstrap-expect: to raise
+		// --replication past it, run such nodes with 0 (docs/operations.md).
+		return fmt.Errorf("--bootstrap-expect %d is below --replication %d: shards could not be placed (a node that has joined a cluster may run --bootstrap-expect 0)", c.BootstrapExpect, c.Replication)
 	case len(c.ClusterName) > cluster.MaxClusterNameLen:
 		return fmt.Errorf("--cluster-name is %d bytes, at most %d", len(c.ClusterName), cluster.MaxClusterNameLen)
 	case c.LogStore != raftgroup.LogStoreWAL && c.LogStore != raftgroup.LogStoreBolt:
@@ -395,11 +394,4 @@ func splitList(v string) []string {
 		}
 	}
 	return out
-}
-
-// hasState reports whether dataDir holds a node's identity (node.json,
-// raftstore/node.go), that is a node that has started before.
-func hasState(dataDir string) bool {
-	_, err := os.Stat(filepath.Join(dataDir, "node.json"))
-	return err == nil
 }

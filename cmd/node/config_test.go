@@ -162,24 +162,6 @@ func TestParseConfigRejects(t *testing.T) {
 	}
 }
 
-// --bootstrap-expect below --replication is refused on a fresh data
-// directory only: a node that has started before ignores the expect, so a
-// raised --replication is taken (top-ups reach it).
-func TestParseConfigReplicationAboveExpectWithState(t *testing.T) {
-	dir := t.TempDir()
-	args := []string{"--node-id", "n", "--data-dir", dir, "--bootstrap-expect", "3", "--replication", "5"}
-	if _, err := parseConfig(args, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "below --replication") {
-		t.Fatalf("a fresh directory: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "node.json"), []byte("{}"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := parseConfig(args, env(nil), io.Discard)
-	if err != nil || c.Replication != 5 {
-		t.Fatalf("a directory with state: %+v %v", c, err)
-	}
-}
-
 // Each limit at its edge is taken, and its defaults and "none" reach
 // raftmux as raftmux reads them.
 func TestParseConfigLimits(t *testing.T) {
