@@ -100,8 +100,8 @@ func (n *Node) rebalanceDuty(ctx context.Context) {
 	due := now.After(r.next) && now.Sub(r.termStart) >= gossipDeadAfter
 	balance := due && (r.forced || (!n.cfg.DisableRebalance && now.Sub(r.since) >= n.cfg.RebalanceStable))
 	r.mu.Unlock()
-	if !due || len(m.Moves) > 0 || len(m.Drains) > 0 {
-		return
+	if !due || len(m.Moves) > 0 || len(m.Drains) > 0 || (!balance && !anyShort(m, n.cfg.Replication)) {
+		return // nothing to plan: the planner is not run every pass for nothing
 	}
 	plan := meta.PlanBalance(m, elig, n.cfg.Replication)
 	if !balance {
@@ -186,6 +186,17 @@ func (n *Node) topUpStep(ctx context.Context, m meta.ShardMap, elig []string) er
 		return nil
 	}
 	return errors.New("top-ups wait: a replica of each short shard, or its target, is not alive")
+}
+
+// anyShort reports whether a shard of m has fewer replicas than
+// replication.
+func anyShort(m meta.ShardMap, replication int) bool {
+	for id := range m.Count {
+		if len(m.Replicas[id]) < replication {
+			return true
+		}
+	}
+	return false
 }
 
 // errNotNow: a planned move waits (a replica of the shard or the target
