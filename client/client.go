@@ -54,7 +54,8 @@ type Client struct {
 	rr     atomic.Uint64 // round robin over nodes
 	recvRR atomic.Uint64 // round robin over shard leaders for receives
 
-	streams sync.Map // coalesceKey -> *sendStream
+	streams sync.Map  // coalesceKey -> *sendStream
+	holds   sendHolds // queues whose sends a node refused for a while (hold.go)
 
 	refreshMu   sync.Mutex
 	lastRefresh time.Time // guarded by refreshMu
@@ -366,6 +367,9 @@ type callSpec struct {
 	// admitted marks a call for work admitted before a Drain began (a
 	// coalesced batch): it is made even while the client drains.
 	admitted bool
+	// sendTo names the queue of a Send or SendBatch call, whose
+	// refusals with a retry time hold the queue's next sends (hold.go).
+	sendTo string
 }
 
 // invoke runs fn with routing and retries (see the package comment).
@@ -384,9 +388,23 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 	unknown := false
 	for attempt := 1; ; attempt++ {
 		var header, trailer metadata.MD
-		sent, err := c.attempt(ctx, addr, c.cfg.callTimeout+spec.extra, true, func(ctx context.Context, cc *grpc.ClientConn) error {
-			return fn(ctx, cc, grpc.Header(&header), grpc.Trailer(&trailer))
-		})
+		var sent bool
+		var err error
+		hk, held := holdKey{queue: spec.sendTo, shard: spec.shard}, false
+		if c.cfg.sendHold && spec.sendTo != "" {
+			var herr *Error
+			if herr, held = c.holds.check(hk, time.Now()); held {
+				err = herr
+			}
+		}
+		if !held {
+			sent, err = c.attempt(ctx, addr, c.cfg.callTimeout+spec.extra, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+				return fn(ctx, cc, grpc.Header(&header), grpc.Trailer(&trailer))
+			})
+			if err != nil && c.cfg.sendHold && spec.sendTo != "" {
+				c.holds.noteRefusal(hk, err, time.Now())
+			}
+		}
 		if err == nil {
 			c.learnLeaders(trailer)
 			if spec.answered != nil {
@@ -423,7 +441,7 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 		// A refusal for overload that says when to come back (a node short
 		// of memory or disk, a quota) is retried then, within the budget:
 		// nothing was applied.
-		after, wait := retryAfter(err)
+		after, wait := RetryAfter(err)
 		if class == noRetry && wait && ctx.Err() == nil {
 			class = retryOther
 		}

@@ -325,13 +325,24 @@ func (s *sendStream) call(ctx context.Context, batch []*pendingSend) (_ []*raftq
 		req.Messages[i] = p.req
 	}
 	var resp *raftqv1.SendBatchResponse
-	spec := callSpec{shard: s.key.shard, safe: s.key.safe, answered: func(addr string, md metadata.MD) { by, trailer = addr, md }, admitted: true}
+	start := time.Now()
+	spec := callSpec{shard: s.key.shard, safe: s.key.safe, answered: func(addr string, md metadata.MD) { by, trailer = addr, md }, admitted: true, sendTo: s.key.queue}
 	err := s.c.invoke(ctx, spec, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(withQueue(ctx, req.GetQueue()), req, co...)
 		return err
 	})
 	if err == nil && len(resp.GetResults()) != len(batch) {
 		err = fmt.Errorf("server returned %d results for %d messages", len(resp.GetResults()), len(batch))
+	}
+	if err == nil {
+		var errs []error // nil unless the items may all be refusals
+		if codes.Code(resp.GetResults()[0].GetCode()) == codes.ResourceExhausted {
+			errs = make([]error, len(batch))
+			for i, r := range resp.GetResults() {
+				errs[i] = sendItemError(r)
+			}
+		}
+		s.c.sendAnswered(holdKey{queue: s.key.queue, shard: s.key.shard}, start, errs)
 	}
 	return resp.GetResults(), by, trailer, err
 }

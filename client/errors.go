@@ -131,6 +131,10 @@ type Error struct {
 	// RetryAfter: on ErrExhausted, when the server asked the caller to
 	// try again (a google.rpc.RetryInfo); 0 when it named no time.
 	RetryAfter time.Duration
+	// Held: the client answered the call itself, without sending it,
+	// repeating a node's refusal of the queue's sends until the retry
+	// time the node gave has passed (WithSendHold).
+	Held bool
 }
 
 func (e *Error) Error() string { return e.Msg }

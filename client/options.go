@@ -34,6 +34,7 @@ type config struct {
 	dialOpts    []grpc.DialOption
 	probe       liveness.Config
 	tracing     *tracing // nil: off (tracing.go)
+	sendHold    bool     // keep a node's refusal of a queue's sends (hold.go)
 }
 
 func defaultConfig() config {
@@ -44,6 +45,7 @@ func defaultConfig() config {
 		logger:      slog.New(slog.DiscardHandler),
 		autoDedup:   true,
 		coalesceMax: defaultCoalesceMax,
+		sendHold:    true,
 		probe:       liveness.Config{After: defaultProbeAfter, Timeout: defaultProbeTimeout},
 	}
 }
@@ -86,6 +88,20 @@ func WithRetry(p RetryPolicy) Option {
 			return fmt.Errorf("WithRetry: %w", err)
 		}
 		c.retry = p
+		return nil
+	})
+}
+
+// WithSendHold turns the send hold on or off (default on). On, a node's
+// refusal of a queue's sends with a retry time (RESOURCE_EXHAUSTED past a
+// quota, a full send queue, a node short of memory or disk) is kept until
+// that time passes: the client answers further sends to the queue and
+// shard itself, with the node's message and the time left (Error.Held),
+// without sending them, and calls with retries left wait the time out.
+// Off, every send goes to a node, which refuses it again.
+func WithSendHold(on bool) Option {
+	return option(func(c *config) error {
+		c.sendHold = on
 		return nil
 	})
 }

@@ -271,7 +271,7 @@ func (c *Client) prepareSend(ctx context.Context, queue string, body []byte, opt
 	}
 	c.loadMap(ctx)
 	// Admitted above: its call is made even if a Drain begins meanwhile.
-	ps := preparedSend{req: req, spec: callSpec{shard: c.shardOf(queue, o.Group, o.DedupKey), safe: o.DedupKey != "", admitted: true}}
+	ps := preparedSend{req: req, spec: callSpec{shard: c.shardOf(queue, o.Group, o.DedupKey), safe: o.DedupKey != "", admitted: true, sendTo: queue}}
 	if ps.spec.shard != anyShard && c.cfg.coalesceMax > 1 && !hasOutgoingMetadata(ctx) {
 		req.Queue = "" // the batch names it
 		ps.coalesce = true
@@ -283,6 +283,7 @@ func (c *Client) prepareSend(ctx context.Context, queue string, body []byte, opt
 // sendAlone sends one message in a Send call of its own.
 func (c *Client) sendAlone(ctx context.Context, ps preparedSend) (SendResult, error) {
 	var resp *raftqv1.SendResponse
+	start := time.Now()
 	err := c.invoke(ctx, ps.spec, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewMessagesClient(cc).Send(withQueue(ctx, ps.req.GetQueue()), ps.req, co...)
 		return err
@@ -290,6 +291,7 @@ func (c *Client) sendAlone(ctx context.Context, ps preparedSend) (SendResult, er
 	if err != nil {
 		return SendResult{}, err
 	}
+	c.sendAnswered(holdKey{queue: ps.spec.sendTo, shard: ps.spec.shard}, start, nil)
 	return SendResult{ID: resp.GetMessageId(), Deduplicated: resp.GetDeduplicated(), Deliveries: resp.GetDeliveries()}, nil
 }
 
@@ -360,7 +362,8 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 			"the batch of %d messages is %.1f MiB encoded; a request is at most %d MiB: split it", len(items), float64(size)/(1<<20), MaxRequestBytes>>20)))
 	}
 	var resp *raftqv1.SendBatchResponse
-	err = c.invoke(ctx, callSpec{shard: shard, safe: safe}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+	start := time.Now()
+	err = c.invoke(ctx, callSpec{shard: shard, safe: safe, sendTo: queue}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(withQueue(ctx, queue), req, co...)
 		return err
 	})
@@ -376,6 +379,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 		errs[i] = sendItemError(r)
 		out[i] = SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated(), Deliveries: r.GetDeliveries(), Err: errs[i]}
 	}
+	c.sendAnswered(holdKey{queue: queue, shard: shard}, start, errs)
 	if err := batchError(errs); err != nil {
 		return out, fmt.Errorf("send batch to %q: %w", queue, err)
 	}

@@ -23,9 +23,14 @@ import (
 // others. Consumers' commands use the other lane and are never refused
 // here (runProposer).
 const (
-	// maxQueuedSendBytes is 16 times what raft holds in flight
-	// (maxInFlightBytes): the backlog a proposer clears in a few rounds.
-	maxQueuedSendBytes = 16 * maxInFlightBytes
+	// maxQueuedSendBytes is twice what raft holds in flight
+	// (maxInFlightBytes): enough to fill the next rounds while raft
+	// stores the current ones, so a closed-loop producer keeps the
+	// proposer busy. More only makes accepted sends wait: sixteen times,
+	// under a flood on one core, held them 1-3 s in this queue, and with
+	// them the consumers' share of the core (docs/benchmarks.md,
+	// "Overload").
+	maxQueuedSendBytes = 2 * maxInFlightBytes
 	// maxSendQueueWait: sends of a tenant queued while the proposer took
 	// none of its for this long are behind a stuck or starved proposer.
 	maxSendQueueWait = 2 * time.Second

@@ -263,3 +263,61 @@ func TestCLI_AgainstCluster(t *testing.T) {
 		t.Fatalf("with every node down: exit %d, %s", code, out)
 	}
 }
+
+// A node's refusal of a queue's sends with a retry time is kept by the
+// client (client/hold.go): the next send within that time is answered by
+// the client itself with the node's words, and a client with the hold
+// off asks the node again. A caller with retries left waits it out.
+func TestClient_SendHoldKeepsANodesRefusal(t *testing.T) {
+	// One shard: the queue's rate is not split, and every send meets it.
+	c := testcluster.Start(t, nodeBin, testcluster.Options{Shards: 1})
+	ctx := ctxT(t, 90*time.Second)
+	once := client.WithRetry(client.RetryPolicy{MaxAttempts: 1, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond})
+	cl := mustDial(t, c, once)
+	off := mustDial(t, c, once, client.WithSendHold(false))
+	patient := mustDial(t, c)
+	if _, err := cl.CreateQueue(ctx, "rated", client.QueueOptions{Quotas: client.Quotas{SendRate: 1, SendBurst: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Send(ctx, "rated", []byte("1")); err != nil {
+		t.Fatalf("first send within the burst: %v", err)
+	}
+	held := func(err error) bool {
+		var e *client.Error
+		return errors.As(err, &e) && e.Held
+	}
+	_, err := cl.Send(ctx, "rated", []byte("2"))
+	after, ok := client.RetryAfter(err)
+	if !errors.Is(err, client.ErrExhausted) || !ok || held(err) || !strings.Contains(err.Error(), "send_rate") {
+		t.Fatalf("second send: want the node's send_rate refusal with a retry time, got %v (retry %v %v, held %v)", err, after, ok, held(err))
+	}
+	_, err = cl.Send(ctx, "rated", []byte("3"))
+	if !errors.Is(err, client.ErrExhausted) || !held(err) || !strings.Contains(err.Error(), "send_rate") {
+		t.Fatalf("third send at once: want the client's hold repeating the node's words, got %v", err)
+	}
+	if d, ok := client.RetryAfter(err); !ok || d <= 0 || d > after*5/4+time.Millisecond {
+		t.Fatalf("held send's retry time %v %v, want at most the node's %v plus a quarter", d, ok, after)
+	}
+	// Batches of the queue are held alike.
+	if _, err := cl.SendBatch(ctx, "rated", []client.Outgoing{{Body: []byte("4")}, {Body: []byte("5")}}); !held(err) {
+		t.Fatalf("batch within the hold: want it held, got %v", err)
+	}
+	// Another queue is not.
+	if _, err := cl.CreateQueue(ctx, "open", client.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Send(ctx, "open", []byte("x")); err != nil {
+		t.Fatalf("a send to another queue: %v", err)
+	}
+	// Without the hold, the node answers (and refuses) again.
+	if _, err := off.Send(ctx, "rated", []byte("6")); !errors.Is(err, client.ErrExhausted) || held(err) {
+		t.Fatalf("send with the hold off: want the node's refusal, got %v", err)
+	}
+	// A caller with retries waits out the node's refusals and its own.
+	if _, err := patient.Send(ctx, "rated", []byte("7")); err != nil {
+		t.Fatalf("a send with the default retries: %v", err)
+	}
+	if st, err := cl.Stats(ctx, "rated"); err != nil || st.Ready != 2 {
+		t.Fatalf("queue holds %d messages (err %v), want the 2 taken", st.Ready, err)
+	}
+}

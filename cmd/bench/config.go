@@ -104,6 +104,7 @@ type config struct {
 	AProducers      int
 	AInflight       int // A's SendBatch calls in flight per producer
 	ASendBatch      int
+	ASendHold       bool // A's client keeps the nodes' refusals (client.WithSendHold)
 	// A's tenant quotas (0: none). MaxBytes and Budget are sizes as given
 	// ("64MiB"); validate parses them.
 	ASendRate, ASendBurst, AMaxMessages, AMaxInFlight uint64
@@ -238,17 +239,18 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		fs.IntVar(&c.BBatch, "b-batch", 32, "most messages one of B's consumers takes per receive")
 		fs.Float64Var(&c.AFactor, "a-factor", 10, "tenant A's offered send rate as a multiple of the ceiling")
 		fs.IntVar(&c.AProducers, "a-producers", 4, "tenant A's producers, each starting SendBatch calls at its share of A's rate whatever the earlier ones got")
-		// A leader queues up to 64 MiB of sends before it refuses any
-		// (shard/sendqueue.go), each waiting seconds on a slow machine: A
-		// needs more than that in flight to be refused at all, and calls
-		// enough to offer its rate while the taken ones wait.
-		fs.IntVar(&c.AInflight, "a-inflight", 512, "SendBatch calls each of A's producers may have outstanding (to be refused at all, A must have more in flight than a leader queues: 64 MiB)")
+		// A leader queues up to 8 MiB of sends before it refuses any
+		// (shard/sendqueue.go), and more are in raft: A needs more than
+		// that in flight to be refused at all, and calls enough to offer
+		// its rate while the taken ones wait.
+		fs.IntVar(&c.AInflight, "a-inflight", 512, "SendBatch calls each of A's producers may have outstanding (to be refused at all, A must have more in flight than a leader queues: 8 MiB)")
 		// 60 messages of 1 KiB with their dedup keys and framing (about
 		// 64.5 KB) fit a 64 KiB buffer of the client's gRPC pool
 		// (internal/bufpool), which is cleared whole on every marshal; 64
 		// took a 128 KiB one, and clearing it was a third of the load
 		// generator's CPU in a flood.
 		fs.IntVar(&c.ASendBatch, "a-send-batch", 60, "messages per SendBatch call of tenant A (with --size 1024, 60 fill a 64 KiB marshal buffer)")
+		fs.BoolVar(&c.ASendHold, "a-send-hold", true, "tenant A's client keeps a node's refusal of its sends for the retry time, answering its next sends itself (client.WithSendHold); false: every send reaches a node, a client that ignores retry times")
 		fs.Uint64Var(&c.ASendRate, "a-send-rate", 0, "tenant A's send_rate quota, msgs/s (0: none)")
 		fs.Uint64Var(&c.ASendBurst, "a-send-burst", 0, "tenant A's send_burst quota (0: the rate)")
 		fs.Uint64Var(&c.AMaxMessages, "a-max-messages", 0, "tenant A's max_messages quota (0: none)")

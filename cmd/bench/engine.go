@@ -66,6 +66,9 @@ type load struct {
 	// refusal is not counted again); outcomes counts what the attempts got.
 	offered  atomic.Uint64
 	outcomes [numSendClasses]atomic.Uint64
+	// held counts the refusals with a retry time that the client made
+	// itself, holding a queue a node refused (client.WithSendHold).
+	held atomic.Uint64
 	// floodStalls counts flood calls that waited for a free call slot: the
 	// load generator, not the cluster, held the offered rate back.
 	floodStalls atomic.Uint64
@@ -387,6 +390,10 @@ func (l *load) failedAs(err error, c sendClass, n int) {
 	if c == classRefused {
 		after, _ := client.RetryAfter(err)
 		l.retryAfter.recordN(after, n)
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.Held {
+			l.held.Add(uint64(n))
+		}
 	}
 }
 
@@ -395,6 +402,7 @@ func (l *load) outcomeCounts() sendOutcomes {
 	return sendOutcomes{
 		Accepted:    l.enqueued.Load(),
 		Refused:     l.outcomes[classRefused].Load(),
+		Held:        l.held.Load(),
 		RefusedBare: l.outcomes[classRefusedBare].Load(),
 		Timeouts:    l.outcomes[classTimeout].Load(),
 		Unavailable: l.outcomes[classUnavailable].Load(),

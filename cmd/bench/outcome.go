@@ -63,8 +63,11 @@ func (c sendClass) ledgerState() sendState {
 // sendOutcomes counts what a load's sends got, by message (a message
 // resent after a refusal counts each refusal).
 type sendOutcomes struct {
-	Accepted    uint64 `json:"accepted"`
-	Refused     uint64 `json:"refused_with_retry"`
+	Accepted uint64 `json:"accepted"`
+	Refused  uint64 `json:"refused_with_retry"`
+	// Held: of Refused, those the client answered itself, without
+	// sending them (client.WithSendHold).
+	Held        uint64 `json:"refused_by_client_hold"`
 	RefusedBare uint64 `json:"refused_without_retry"`
 	Timeouts    uint64 `json:"timeouts"`
 	Unavailable uint64 `json:"unavailable"`

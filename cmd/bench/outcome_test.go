@@ -52,11 +52,15 @@ func TestClassifySend(t *testing.T) {
 // once is a client that makes every call once: refusals reach the bench.
 var once = client.WithRetry(client.RetryPolicy{MaxAttempts: 1, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond})
 
+// noHold makes every send reach the fake, so each refusal it was told to
+// make is one the bench counts.
+var noHold = client.WithSendHold(false)
+
 // A refused send of tenant B's kind waits the time it was given and goes
 // again; it is booked once, acked, with the wait in its enqueue latency,
 // and every refusal is counted.
 func TestResendRefused(t *testing.T) {
-	s, c, ctx := fakeLoad(t, once)
+	s, c, ctx := fakeLoad(t, once, noHold)
 	const wait = 150 * time.Millisecond
 	s.Exhaust("SendBatch", 2, wait) // Send leaves as a coalesced SendBatch
 	l := newLoad(c, "q", loadSpec{producers: 1, inflight: 1, sendBatch: 1, size: 32, total: 1, resendRefused: true})
@@ -84,7 +88,7 @@ func TestResendRefused(t *testing.T) {
 // Without resendRefused a refusal fails the send, booked as refused (not
 // stored) rather than of unknown outcome.
 func TestRefusalBookedRefused(t *testing.T) {
-	s, c, ctx := fakeLoad(t, once)
+	s, c, ctx := fakeLoad(t, once, noHold)
 	s.Exhaust("SendBatch", 1, time.Second)
 	l := newLoad(c, "q", loadSpec{producers: 1, inflight: 1, sendBatch: 1, size: 32, total: 2})
 	l.startProducers(ctx)
@@ -101,7 +105,7 @@ func TestRefusalBookedRefused(t *testing.T) {
 // a call refused whole with a retry time, items refused without one, an
 // unavailable call, and the rest taken.
 func TestFloodSortsOutcomes(t *testing.T) {
-	s, c, ctx := fakeLoad(t, once)
+	s, c, ctx := fakeLoad(t, once, noHold)
 	s.Exhaust("SendBatch", 1, 300*time.Millisecond)
 	s.FailItems(2, codes.ResourceExhausted)
 	s.Fail("SendBatch", 1, codes.Unavailable)
@@ -123,6 +127,28 @@ func TestFloodSortsOutcomes(t *testing.T) {
 	tl := l.led.tally()
 	if tl.Acked != o.Accepted || tl.Refused != 6 || tl.Unknown != 4 {
 		t.Fatalf("tally %+v against outcomes %+v: want refusals booked refused, the unavailable call unknown", tl, o)
+	}
+	if got := s.Count("q", clienttest.Ready); uint64(got) != o.Accepted {
+		t.Errorf("the fake holds %d messages, %d were taken", got, o.Accepted)
+	}
+}
+
+// With the client's send hold (the default), the fake's one refusal is
+// kept: the sends that follow within its retry time are refused by the
+// client, counted apart, and never reach the fake.
+func TestFloodCountsHeldRefusals(t *testing.T) {
+	s, c, ctx := fakeLoad(t, once)
+	s.Exhaust("SendBatch", 1, 300*time.Millisecond)
+	l := newLoad(c, "q", loadSpec{producers: 1, inflight: 1, sendBatch: 4, size: 32, flood: true, rate: 400})
+	l.startProducers(ctx)
+	deadline := time.Now().Add(20 * time.Second)
+	for l.offered.Load() < 40 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	l.stopProducers()
+	o := l.outcomeCounts()
+	if o.Refused-o.Held != 4 || o.Held == 0 || o.Held%4 != 0 || o.failedOtherwise() != 0 {
+		t.Fatalf("outcomes %+v: want the fake's 4 refusals and whole calls held by the client", o)
 	}
 	if got := s.Count("q", clienttest.Ready); uint64(got) != o.Accepted {
 		t.Errorf("the fake holds %d messages, %d were taken", got, o.Accepted)

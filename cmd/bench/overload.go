@@ -172,6 +172,7 @@ type aPhase struct {
 	Producers     int          `json:"producers"`
 	Inflight      int          `json:"inflight_calls_per_producer"`
 	SendBatch     int          `json:"send_batch"`
+	SendHold      bool         `json:"client_send_hold"`
 	OfferedPerS   float64      `json:"offered_per_s"`
 	AcceptedPerS  float64      `json:"accepted_per_s"`
 	RefusedPerS   float64      `json:"refused_per_s"`
@@ -220,8 +221,8 @@ func (r *overloadResult) rows() [][2]string {
 	rows = append(rows,
 		[2]string{"windows", fmt.Sprintf("%.0fs each after %.0fs warmup", r.PhaseS, r.WarmupS)},
 		[2]string{"B", fmt.Sprintf("%.3g of the ceiling: %s msgs/s paced, Send with resend after a refusal", r.BShare, f0(r.BTarget))},
-		[2]string{"A", fmt.Sprintf("%.3g x the ceiling: %s msgs/s offered, %d producers x %d SendBatch calls of %d, no retries; quotas %s",
-			r.AFactor, f0(r.ATarget), r.A.Producers, r.A.Inflight, r.A.SendBatch, r.AQuotas)},
+		[2]string{"A", fmt.Sprintf("%.3g x the ceiling: %s msgs/s offered, %d producers x %d SendBatch calls of %d, no retries, client send hold %s; quotas %s",
+			r.AFactor, f0(r.ATarget), r.A.Producers, r.A.Inflight, r.A.SendBatch, onOff(r.A.SendHold), r.AQuotas)},
 		[2]string{"B alone", r.BAlone.row(r.BTarget)},
 		[2]string{"B under the flood", r.BFlood.row(r.BTarget)},
 		[2]string{"B enqueue alone", lat(r.BAlone.Enqueue)},
@@ -279,13 +280,20 @@ func (p bPhase) row(target float64) string {
 }
 
 func (o sendOutcomes) row() string {
-	return fmt.Sprintf("accepted %d, refused with a retry time %d, refused without %d, timed out %d, unavailable %d, other errors %d",
-		o.Accepted, o.Refused, o.RefusedBare, o.Timeouts, o.Unavailable, o.Other)
+	return fmt.Sprintf("accepted %d, refused with a retry time %d (by the node %d, held by the client %d), refused without %d, timed out %d, unavailable %d, other errors %d",
+		o.Accepted, o.Refused, o.Refused-o.Held, o.Held, o.RefusedBare, o.Timeouts, o.Unavailable, o.Other)
 }
 
 func (t tally) row(redelivered uint64) string {
 	return fmt.Sprintf("acked %d, delivered %d, lost %d, duplicates %d (redelivered %d), unknown %d, refused %d (delivered anyway %d), foreign %d",
 		t.Acked, t.Delivered, t.Lost, t.Duplicates, redelivered, t.Unknown, t.Refused, t.RefusedDelivered, t.Foreign)
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 func ifSet(s, text string) string {
@@ -436,7 +444,7 @@ func runOverload(ctx context.Context, cfg config, stderr io.Writer) (result, err
 	r := &overloadResult{Workload: "overload", Revision: revision(), Placement: where, Addrs: cfg.Addrs, Size: cfg.Size,
 		Tenants: tenantNames(cfg.Queue, time.Now().UnixNano()%1_000_000_000), WarmupS: cfg.Warmup.Seconds(), PhaseS: cfg.PhaseDuration.Seconds(),
 		BShare: cfg.BShare, AFactor: cfg.AFactor, AQuotas: quotaFlagsOf(cfg.aQuotas()),
-		A: aPhase{Producers: cfg.AProducers, Inflight: cfg.AInflight, SendBatch: cfg.ASendBatch}}
+		A: aPhase{Producers: cfg.AProducers, Inflight: cfg.AInflight, SendBatch: cfg.ASendBatch, SendHold: cfg.ASendHold}}
 
 	// 1. The ceiling.
 	r.CeilingPerS, r.CeilingSource = cfg.Ceiling, ceilingFromFlag
@@ -470,7 +478,8 @@ func runOverload(ctx context.Context, cfg config, stderr io.Writer) (result, err
 	// wait. A's client makes each call once, so every refusal reaches the
 	// bench, where it is counted, instead of being waited out inside the
 	// client's retry budget.
-	cA, err := dialClient(ctx, cfg, client.WithRetry(client.RetryPolicy{MaxAttempts: 1, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}))
+	cA, err := dialClient(ctx, cfg, client.WithRetry(client.RetryPolicy{MaxAttempts: 1, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}),
+		client.WithSendHold(cfg.ASendHold))
 	if err != nil {
 		return r, fmt.Errorf("tenant A's client: %w", err)
 	}

@@ -1,0 +1,238 @@
+package client
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// A node that refuses a queue's sends with a retry time (a quota, a full
+// send queue, its memory or disk guard) means "not before then". The
+// client keeps that word, per queue and shard (docs/tenancy.md,
+// "Fairness"):
+//
+//   - Hold: until the retry time passes it answers further sends itself,
+//     with the node's refusal and the time left, instead of putting their
+//     bodies on the wire for the node to read and refuse again.
+//   - Throttle: after a refusal, until the node takes sends again as fast
+//     as they are made, it also refuses a share of sends itself, at
+//     random: max(0, (made - throttleK x taken) / (made + 1)) over the
+//     last throttleWindow, the client-side throttling of Google's SRE
+//     book ("Handling Overload"). Sends past the hold that the node would
+//     refuse anyway (it refuses sends of a queue it refused moments ago
+//     before reading them, server/admission.go, but only once their bytes
+//     have arrived) are mostly answered here.
+//
+// An application that sends faster than the cluster takes then costs the
+// nodes about throttleK times the sends they take, not every byte it
+// offers. A call with retries left waits either refusal out, as it would
+// a node's.
+
+const (
+	// maxHolds bounds the queues remembered; past it, entries whose hold
+	// is over go first, and while every entry holds new ones are not kept.
+	maxHolds = 1024
+	// throttleK is how many sends the client makes per send the node took
+	// (the SRE book's K): above 1 so the node, not the client, finds out
+	// when there is room again.
+	throttleK = 2
+	// throttleWindow, in throttleSlots slots, is how far back sends made
+	// and taken are counted: long enough to count more than a few calls,
+	// short enough to open up within a second of the node taking sends.
+	throttleWindow = time.Second
+	throttleSlots  = 10
+	throttleSlot   = throttleWindow / throttleSlots
+	// throttleMinMade: below this many sends in the window the throttle
+	// refuses none. A sender this slow costs the node little, and
+	// throttling it would spend a lone caller's retries on the refusals
+	// its own earlier attempts earned.
+	throttleMinMade = 10
+)
+
+// holdKey is a queue's sends to one shard (anyShard: a call the client
+// could not place, sent to any node).
+type holdKey struct {
+	queue string
+	shard int
+}
+
+type sendHolds struct {
+	mu sync.Mutex
+	m  map[holdKey]*hold
+	n  atomic.Int32 // len(m), read without the lock while no queue is refused
+}
+
+// hold is one queue and shard's refusal: the hold until until, and the
+// counts the throttle decides on.
+type hold struct {
+	set   time.Time // when the last refusal was noted
+	until time.Time
+	retry time.Duration // the node's retry time
+	msg   string
+	slots [throttleSlots]struct {
+		n           int64 // slot number (time / throttleSlot) the counts are for
+		made, taken int
+	}
+}
+
+// count adds made and taken sends to the current slot.
+func (e *hold) count(now time.Time, made, taken int) {
+	n := now.UnixNano() / int64(throttleSlot)
+	s := &e.slots[n%throttleSlots]
+	if s.n != n {
+		s.n, s.made, s.taken = n, 0, 0
+	}
+	s.made += made
+	s.taken += taken
+}
+
+// refuseShare is the share of sends to refuse in the client now.
+func (e *hold) refuseShare(now time.Time) float64 {
+	n := now.UnixNano() / int64(throttleSlot)
+	made, taken := 0, 0
+	for _, s := range e.slots {
+		if s.n > n-throttleSlots {
+			made += s.made
+			taken += s.taken
+		}
+	}
+	if made < throttleMinMade {
+		return 0
+	}
+	return max(0, float64(made-throttleK*taken)/float64(made+1))
+}
+
+// note holds k's sends for retry after a refusal saying msg.
+func (h *sendHolds) note(k holdKey, msg string, retry time.Duration, now time.Time) {
+	if k.queue == "" || retry <= 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[holdKey]*hold{}
+	}
+	e := h.m[k]
+	if e == nil {
+		if len(h.m) >= maxHolds {
+			for q, old := range h.m {
+				if !now.Before(old.until) {
+					delete(h.m, q)
+				}
+			}
+			if len(h.m) >= maxHolds {
+				return
+			}
+		}
+		e = &hold{}
+		h.m[k] = e
+		h.n.Store(int32(len(h.m)))
+	}
+	e.set, e.until, e.retry, e.msg = now, now.Add(retry), retry, msg
+}
+
+// check decides whether a send to k may leave, and counts it as made. If
+// not, it returns the refusal the call gets: the node's message with the
+// time left of its hold, or a throttle's share of its retry time. The
+// time is spread up to a quarter further, so the calls it kept back do
+// not all return at the same instant.
+func (h *sendHolds) check(k holdKey, now time.Time) (*Error, bool) {
+	if h.n.Load() == 0 {
+		return nil, false
+	}
+	h.mu.Lock()
+	e := h.m[k]
+	if e == nil {
+		h.mu.Unlock()
+		return nil, false
+	}
+	e.count(now, 1, 0)
+	var left time.Duration
+	var why string
+	if now.Before(e.until) {
+		left, why = e.until.Sub(now), "held"
+	} else if p := e.refuseShare(now); p == 0 {
+		// The node takes sends as fast as they are made: forget it.
+		delete(h.m, k)
+		h.n.Store(int32(len(h.m)))
+	} else if rand.Float64() < p {
+		left, why = e.retry/2, fmt.Sprintf("throttled, %.0f%% of sends", 100*p)
+	}
+	msg := e.msg
+	h.mu.Unlock()
+	if left == 0 {
+		return nil, false
+	}
+	left += rand.N(left/4 + 1)
+	return &Error{Code: codes.ResourceExhausted, Held: true, RetryAfter: left,
+		Msg: fmt.Sprintf("%s (%s by the client: try sends to %q again in %v)", msg, why, k.queue, left.Round(time.Millisecond))}, true
+}
+
+// taken counts a send to k that a node took, and ends the hold if the
+// send left (at sent) after the refusal was noted: one that left before
+// may have waited in the node's queue while the node began refusing.
+func (h *sendHolds) taken(k holdKey, sent, now time.Time) {
+	if h.n.Load() == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.m[k]; e != nil {
+		e.count(now, 0, 1)
+		if e.set.Before(sent) && now.Before(e.until) {
+			e.until = now
+		}
+	}
+}
+
+// noteRefusal holds k after err, when err is a refusal with a retry time
+// that a node, not this client, made.
+func (h *sendHolds) noteRefusal(k holdKey, err error, now time.Time) {
+	if e, ok := err.(*Error); ok && e.Held {
+		return
+	}
+	if after, ok := RetryAfter(err); ok {
+		h.note(k, status.Convert(err).Message(), after, now)
+	}
+}
+
+// noteItems holds k after a batch whose every item was refused with a
+// retry time, for the shortest of them, and reports whether it did: a
+// batch of which some items went in shows the queue still takes sends.
+func (h *sendHolds) noteItems(k holdKey, errs []error, now time.Time) bool {
+	var retry time.Duration
+	msg := ""
+	for _, err := range errs {
+		after, ok := RetryAfter(err)
+		if !ok || status.Code(err) != codes.ResourceExhausted {
+			return false
+		}
+		if retry == 0 || after < retry {
+			retry, msg = after, err.Error()
+		}
+	}
+	h.note(k, msg, retry, now)
+	return true
+}
+
+// sendAnswered tells the hold of k what a send call that began at start
+// was answered: a batch whose every item was refused with a retry time
+// holds k (noteItems), anything else counts as taken. errs are the
+// items' errors, nil for a lone Send.
+func (c *Client) sendAnswered(k holdKey, start time.Time, errs []error) {
+	if !c.cfg.sendHold {
+		return
+	}
+	now := time.Now()
+	if len(errs) > 0 && status.Code(errs[0]) == codes.ResourceExhausted {
+		if c.holds.noteItems(k, errs, now) {
+			return
+		}
+	}
+	c.holds.taken(k, start, now)
+}
