@@ -28,8 +28,7 @@ const (
 	// stores the current ones, so a closed-loop producer keeps the
 	// proposer busy. More only makes accepted sends wait: sixteen times,
 	// under a flood on one core, held them 1-3 s in this queue, and with
-	// them the consumers' share of the core (docs/benchmarks.md,
-	// "Overload").
+	// them the consumers' share of the core (docs/benchmarks-overload.md).
 	maxQueuedSendBytes = 2 * maxInFlightBytes
 	// maxSendQueueWait: sends of a tenant queued while the proposer took
 	// none of its for this long are behind a stuck or starved proposer.
