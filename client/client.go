@@ -391,7 +391,9 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 		var sent bool
 		var err error
 		hk, held := holdKey{queue: spec.sendTo, shard: spec.shard}, false
-		if c.cfg.sendHold && spec.sendTo != "" {
+		// Not a retry after an attempt that may have been applied: only
+		// the node can settle that (its dedup answer), not a hold.
+		if c.cfg.sendHold && spec.sendTo != "" && !unknown && ctx.Err() == nil {
 			var herr *Error
 			if herr, held = c.holds.check(hk, time.Now()); held {
 				err = herr
@@ -471,11 +473,13 @@ func (c *Client) invoke(ctx context.Context, spec callSpec, fn rpc) error {
 			addr = hint
 		} else {
 			sleep = max(c.cfg.retry.backoff(attempt), after)
-			if rerr := c.refresh(ctx, false); rerr != nil {
-				c.cfg.logger.Debug("raftq shard map refresh failed", "err", rerr)
+			if !held { // a held attempt went nowhere: the same node is as good
+				if rerr := c.refresh(ctx, false); rerr != nil {
+					c.cfg.logger.Debug("raftq shard map refresh failed", "err", rerr)
+				}
+				addr = c.pick(spec.shard, addr)
 			}
 			c.cfg.logger.Debug("raftq retry", "from", addr, "attempt", attempt, "sleep", sleep, "err", err)
-			addr = c.pick(spec.shard, addr)
 		}
 		if serr := sleepCtx(ctx, sleep); serr != nil {
 			return fmt.Errorf("%w (retry stopped: %v)", outcome(err, unknown), serr)

@@ -225,8 +225,11 @@ func (s *sendStream) send(batch []*pendingSend) {
 	defer cancel()
 	retry := s.c.cfg.retry
 	hinted := map[string]bool{}
+	// hold: no earlier attempt of these items got an answer that leaves
+	// them unknown, so a hold may answer for the node (hold.go).
+	hold := true
 	for attempt := 1; len(batch) > 0; attempt++ {
-		results, by, trailer, err := s.call(ctx, batch)
+		results, by, trailer, err := s.call(ctx, batch, hold)
 		if err != nil {
 			for _, p := range batch {
 				perr := err
@@ -297,6 +300,7 @@ func (s *sendStream) send(batch []*pendingSend) {
 			again = dropEnded(again)
 		}
 		batch = again
+		hold = onlyRefused
 	}
 }
 
@@ -319,14 +323,17 @@ func dropEnded(items []*pendingSend) []*pendingSend {
 
 // call makes one SendBatch call (retried by invoke as a whole) and returns
 // one result per message, with the node that answered and its trailer.
-func (s *sendStream) call(ctx context.Context, batch []*pendingSend) (_ []*raftqv1.SendResult, by string, trailer metadata.MD, _ error) {
+func (s *sendStream) call(ctx context.Context, batch []*pendingSend, hold bool) (_ []*raftqv1.SendResult, by string, trailer metadata.MD, _ error) {
 	req := &raftqv1.SendBatchRequest{Queue: s.key.queue, Messages: make([]*raftqv1.SendRequest, len(batch))}
 	for i, p := range batch {
 		req.Messages[i] = p.req
 	}
 	var resp *raftqv1.SendBatchResponse
 	start := time.Now()
-	spec := callSpec{shard: s.key.shard, safe: s.key.safe, answered: func(addr string, md metadata.MD) { by, trailer = addr, md }, admitted: true, sendTo: s.key.queue}
+	spec := callSpec{shard: s.key.shard, safe: s.key.safe, answered: func(addr string, md metadata.MD) { by, trailer = addr, md }, admitted: true}
+	if hold {
+		spec.sendTo = s.key.queue
+	}
 	err := s.c.invoke(ctx, spec, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(withQueue(ctx, req.GetQueue()), req, co...)
 		return err

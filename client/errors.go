@@ -132,8 +132,10 @@ type Error struct {
 	// try again (a google.rpc.RetryInfo); 0 when it named no time.
 	RetryAfter time.Duration
 	// Held: the client answered the call itself, without sending it,
-	// repeating a node's refusal of the queue's sends until the retry
-	// time the node gave has passed (WithSendHold).
+	// keeping a node's refusal of the queue's sends (WithSendHold): within
+	// the node's retry time (RetryAfter is the time left), or after it
+	// while the node takes fewer than half the sends made (RetryAfter is
+	// half the node's retry time).
 	Held bool
 }
 

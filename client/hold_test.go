@@ -1,13 +1,18 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftq/raftq/client/clienttest"
 )
 
 func TestSendHold_RefusesUntilTheRetryTime(t *testing.T) {
@@ -151,5 +156,86 @@ func TestSendHold_NoteItems(t *testing.T) {
 	// the hold is over.
 	if err, held := h.check(k, t0.Add(150*time.Millisecond)); held && !strings.Contains(err.Msg, "throttled") {
 		t.Fatalf("held past the shortest retry time of the batch: %v", err)
+	}
+}
+
+// Once the node takes sends again, the throttle opens within about a
+// second, at any rate: what gets through grows e-fold every half window.
+func TestSendHold_ThrottleOpensWithinASecond(t *testing.T) {
+	for _, perSecond := range []int{100, 1000, 10000} {
+		var h sendHolds
+		k := holdKey{queue: "jobs", shard: 0}
+		t0 := time.Unix(1000, 0)
+		h.note(k, "overloaded", 200*time.Millisecond, t0)
+		step := time.Second / time.Duration(perSecond)
+		refusedAfter, open := 0, time.Duration(0)
+		for now := t0; now.Before(t0.Add(5 * time.Second)); now = now.Add(step) {
+			if _, held := h.check(k, now); held {
+				if !now.Before(t0.Add(200 * time.Millisecond)) {
+					refusedAfter++
+				}
+				continue
+			}
+			h.taken(k, now, now)
+			if h.n.Load() == 0 {
+				open = now.Sub(t0)
+				break
+			}
+		}
+		if open == 0 || open > 1500*time.Millisecond {
+			t.Fatalf("%d sends/s: the throttle was still refusing %v after a 200 ms hold (%d refused past it)", perSecond, open, refusedAfter)
+		}
+		t.Logf("%d sends/s: open %v after the refusal, %d refused past the hold", perSecond, open, refusedAfter)
+	}
+}
+
+// Against a node that refuses every send, a flood through the hold puts
+// a few sends a second on the wire, not its rate.
+func TestSendHold_FloodMostlyAnsweredHere(t *testing.T) {
+	var h sendHolds
+	k := holdKey{queue: "jobs", shard: 0}
+	t0 := time.Unix(1000, 0)
+	sent, made := 0, 0
+	for now := t0; now.Before(t0.Add(5 * time.Second)); now = now.Add(100 * time.Microsecond) {
+		made++
+		if _, held := h.check(k, now); held {
+			continue
+		}
+		sent++
+		h.note(k, "overloaded", 200*time.Millisecond, now)
+	}
+	if sent > made/100 {
+		t.Fatalf("%d of %d sends reached a node that refused them all, want under 1 %%", sent, made)
+	}
+}
+
+// A send whose attempt may have been applied is retried at a node even
+// while its queue is held: only the node's answer (its dedup) settles the
+// outcome; a hold would report a refusal for a message that may be in.
+func TestSendHold_NotForARetryOfUnknownOutcome(t *testing.T) {
+	s := clienttest.NewServer(t)
+	c := mustDial(t, []string{s.Addr}, fastRetry(3))
+	calls := 0
+	err := c.invoke(testCtx(t), callSpec{shard: 0, safe: true, sendTo: "q"}, func(ctx context.Context, cc *grpc.ClientConn, _ ...grpc.CallOption) error {
+		calls++
+		if calls == 1 {
+			// Another caller's refusal holds the queue meanwhile, and
+			// this attempt's answer is lost.
+			c.holds.note(holdKey{queue: "q", shard: 0}, "overloaded", time.Minute, time.Now())
+			return status.Error(codes.Unavailable, "connection reset")
+		}
+		return nil
+	})
+	if err != nil || calls != 2 {
+		t.Fatalf("retry after an unknown outcome: err %v after %d calls, want it made at the node", err, calls)
+	}
+	// A fresh send is held.
+	err = c.invoke(testCtx(t), callSpec{shard: 0, safe: true, sendTo: "q"}, func(context.Context, *grpc.ClientConn, ...grpc.CallOption) error {
+		t.Fatal("a send left while its queue is held")
+		return nil
+	})
+	var e *Error
+	if !errors.As(err, &e) || !e.Held {
+		t.Fatalf("fresh send: %v, want held", err)
 	}
 }

@@ -94,11 +94,14 @@ func WithRetry(p RetryPolicy) Option {
 
 // WithSendHold turns the send hold on or off (default on). On, a node's
 // refusal of a queue's sends with a retry time (RESOURCE_EXHAUSTED past a
-// quota, a full send queue, a node short of memory or disk) is kept until
-// that time passes: the client answers further sends to the queue and
-// shard itself, with the node's message and the time left (Error.Held),
-// without sending them, and calls with retries left wait the time out.
-// Off, every send goes to a node, which refuses it again.
+// quota, a full send queue, a node short of memory or disk) is kept, per
+// queue and shard: until that time passes the client answers further
+// sends to the queue itself, with the node's message (Error.Held),
+// without sending them; after it, while the node takes fewer than half
+// the sends made to the queue in the last 250 ms, the client refuses
+// that share of them itself, at random. Calls with retries left wait
+// either out. Off, every send goes to a node, which refuses it again.
+// docs/client.md, "The send hold".
 func WithSendHold(on bool) Option {
 	return option(func(c *config) error {
 		c.sendHold = on

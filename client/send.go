@@ -271,7 +271,8 @@ func (c *Client) prepareSend(ctx context.Context, queue string, body []byte, opt
 	}
 	c.loadMap(ctx)
 	// Admitted above: its call is made even if a Drain begins meanwhile.
-	ps := preparedSend{req: req, spec: callSpec{shard: c.shardOf(queue, o.Group, o.DedupKey), safe: o.DedupKey != "", admitted: true, sendTo: queue}}
+	shard := c.shardOf(queue, o.Group, o.DedupKey)
+	ps := preparedSend{req: req, spec: callSpec{shard: shard, safe: o.DedupKey != "", admitted: true, sendTo: holdable(ctx, queue, shard)}}
 	if ps.spec.shard != anyShard && c.cfg.coalesceMax > 1 && !hasOutgoingMetadata(ctx) {
 		req.Queue = "" // the batch names it
 		ps.coalesce = true
@@ -363,7 +364,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 	}
 	var resp *raftqv1.SendBatchResponse
 	start := time.Now()
-	err = c.invoke(ctx, callSpec{shard: shard, safe: safe, sendTo: queue}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
+	err = c.invoke(ctx, callSpec{shard: shard, safe: safe, sendTo: holdable(ctx, queue, shard)}, func(ctx context.Context, cc *grpc.ClientConn, co ...grpc.CallOption) (err error) {
 		resp, err = raftqv1.NewMessagesClient(cc).SendBatch(withQueue(ctx, queue), req, co...)
 		return err
 	})
@@ -379,7 +380,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, items []Outgoing) 
 		errs[i] = sendItemError(r)
 		out[i] = SendResult{ID: r.GetMessageId(), Deduplicated: r.GetDeduplicated(), Deliveries: r.GetDeliveries(), Err: errs[i]}
 	}
-	c.sendAnswered(holdKey{queue: queue, shard: shard}, start, errs)
+	c.sendAnswered(holdKey{queue: holdable(ctx, queue, shard), shard: shard}, start, errs)
 	if err := batchError(errs); err != nil {
 		return out, fmt.Errorf("send batch to %q: %w", queue, err)
 	}

@@ -97,8 +97,11 @@ func newSendQueue() *sendQueue {
 
 // push queues p, a send to queue, or refuses it. A tenant's sends may
 // fill the queue up to an equal share with one more tenant, so a tenant
-// that starts sending always finds room; a tenant with nothing queued is
-// never refused for bytes (its one send is bounded by the request size).
+// that starts sending always finds room; a send is taken while its
+// tenant's queued bytes are below that share (and the queue's below its
+// bound), so it may pass the share by one request: the share can be
+// smaller than the largest request, which must not starve behind smaller
+// ones. A tenant with nothing queued is never refused for bytes.
 func (q *sendQueue) push(p *proposal, queue string, weight float64, limit int64, shard uint32, now time.Time) error {
 	tenant := fsm.TenantOf(queue)
 	q.mu.Lock()
@@ -109,9 +112,9 @@ func (q *sendQueue) push(p *proposal, queue string, weight float64, limit int64,
 		switch {
 		case now.Sub(t.taken) > maxSendQueueWait:
 			return &OverloadError{Shard: shard, Reason: fmt.Sprintf("no queued send of %s was proposed for %v", tenantWords(tenant), maxSendQueueWait), RetryAfter: sendQueueRetry}
-		case t.bytes+int64(p.size) > share:
+		case t.bytes >= share:
 			return &OverloadError{Shard: shard, Reason: fmt.Sprintf("%d bytes of sends of %s already wait to be proposed, its share of %d", t.bytes, tenantWords(tenant), share), RetryAfter: sendQueueRetry}
-		case q.bytes+int64(p.size) > limit:
+		case q.bytes >= limit:
 			return &OverloadError{Shard: shard, Reason: fmt.Sprintf("%d bytes of sends already wait to be proposed", q.bytes), RetryAfter: sendQueueRetry}
 		}
 	}

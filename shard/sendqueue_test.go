@@ -49,6 +49,18 @@ func TestSendQueueBounds(t *testing.T) {
 	if err := push("c/q", 5000, now); err != nil {
 		t.Fatalf("a large send of an idle tenant: %v", err)
 	}
+	// Below its share a tenant's send is taken whatever its size: a
+	// share smaller than the largest request must not starve it.
+	q2 := newSendQueue()
+	if err := q2.push(sized(100), "d/q", 1, 1000, 3, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := q2.push(sized(900), "d/q", 1, 1000, 3, now); err != nil {
+		t.Fatalf("a send larger than the share's room, below the share: %v", err)
+	}
+	if err := q2.push(sized(1), "d/q", 1, 1000, 3, now); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("a send once the share is passed: %v", err)
+	}
 	// Nothing of a tenant taken for longer than the wait bound: refused
 	// whatever its size, while a tenant served meanwhile is not.
 	later := now.Add(maxSendQueueWait + time.Second)
