@@ -513,7 +513,10 @@ func ambiguous(code codes.Code) bool {
 // error is not a definite answer that settles it.
 func outcome(err error, unknown bool) error {
 	err = fromStatus(err)
-	if unknown && ambiguous(status.Code(err)) {
+	// A RESOURCE_EXHAUSTED refusal (a quota, a full send queue, a hold)
+	// comes before the node looks up a send's dedup key: it does not
+	// settle an earlier attempt either.
+	if c := status.Code(err); unknown && (ambiguous(c) || c == codes.ResourceExhausted) {
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	}
 	return err

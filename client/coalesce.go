@@ -75,9 +75,23 @@ type pendingSend struct {
 	state   int
 	done    chan sendOutcome // buffered 1
 	lastErr error            // send's retries only
+	// unknown: an earlier attempt left the item's outcome unknown, so no
+	// later refusal settles it (send's retries only).
+	unknown bool
 	// release ends the send's count in Client.inflight; called once, when
 	// its outcome is delivered or its sender withdraws it.
 	release func()
+}
+
+// failed is err as p's outcome: marked ErrOutcomeUnknown when an earlier
+// attempt left p unknown. A node refuses a send (a quota, a full send
+// queue) before it looks up the dedup key, so its refusal says nothing of
+// an earlier attempt that may have been applied.
+func (p *pendingSend) failed(err error) error {
+	if p.unknown && !errors.Is(err, ErrOutcomeUnknown) {
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	return err
 }
 
 // finish delivers p's outcome; it is called once per send.
@@ -238,7 +252,7 @@ func (s *sendStream) send(batch []*pendingSend) {
 					// item and got an answer that did not settle it.
 					perr = fmt.Errorf("%w: %w (earlier attempt: %v)", ErrOutcomeUnknown, err, p.lastErr)
 				}
-				p.finish(sendOutcome{err: perr})
+				p.finish(sendOutcome{err: p.failed(perr)})
 			}
 			return
 		}
@@ -262,11 +276,12 @@ func (s *sendStream) send(batch []*pendingSend) {
 			case s.key.safe && attempt < retry.MaxAttempts && p.ctx.Err() == nil && retryableItem(codes.Code(r.GetCode())):
 				again = append(again, p)
 				p.lastErr = ierr
+				p.unknown = true
 				onlyRefused = false
 			case s.key.safe && attempt >= retry.MaxAttempts && retryableItem(codes.Code(r.GetCode())):
-				p.finish(sendOutcome{err: fmt.Errorf("%w (gave up after %d attempts)", ierr, attempt)})
+				p.finish(sendOutcome{err: p.failed(fmt.Errorf("%w (gave up after %d attempts)", ierr, attempt))})
 			default:
-				p.finish(sendOutcome{err: ierr})
+				p.finish(sendOutcome{err: p.failed(ierr)})
 			}
 		}
 		if len(again) > 0 {
@@ -293,14 +308,14 @@ func (s *sendStream) send(batch []*pendingSend) {
 			sleep = max(sleep, wait)
 			if serr := sleepCtx(ctx, sleep); serr != nil {
 				for _, p := range again {
-					p.finish(sendOutcome{err: fmt.Errorf("%w (retry stopped: %v)", p.lastErr, serr)})
+					p.finish(sendOutcome{err: p.failed(fmt.Errorf("%w (retry stopped: %v)", p.lastErr, serr))})
 				}
 				return
 			}
 			again = dropEnded(again)
 		}
 		batch = again
-		hold = onlyRefused
+		hold = hold && onlyRefused
 	}
 }
 
@@ -313,7 +328,7 @@ func dropEnded(items []*pendingSend) []*pendingSend {
 	kept := items[:0]
 	for _, p := range items {
 		if err := p.ctx.Err(); err != nil {
-			p.finish(sendOutcome{err: fmt.Errorf("%w (retry stopped: %v)", p.lastErr, err)})
+			p.finish(sendOutcome{err: p.failed(fmt.Errorf("%w (retry stopped: %v)", p.lastErr, err))})
 			continue
 		}
 		kept = append(kept, p)
@@ -342,8 +357,8 @@ func (s *sendStream) call(ctx context.Context, batch []*pendingSend, hold bool) 
 		err = fmt.Errorf("server returned %d results for %d messages", len(resp.GetResults()), len(batch))
 	}
 	if err == nil {
-		var errs []error // nil unless the items may all be refusals
-		if codes.Code(resp.GetResults()[0].GetCode()) == codes.ResourceExhausted {
+		var errs []error // nil when the first item was taken
+		if codes.Code(resp.GetResults()[0].GetCode()) != codes.OK {
 			errs = make([]error, len(batch))
 			for i, r := range resp.GetResults() {
 				errs[i] = sendItemError(r)

@@ -48,9 +48,10 @@ const (
 	throttleK = 2
 	// throttleWindow, in throttleSlots slots, is how far back sends made
 	// and taken are counted. Once the node takes sends again, what gets
-	// through grows about e-fold every half window, so a window of 250 ms
-	// opens from one send to thousands a second within about a second;
-	// it still counts a flood's calls by the hundred.
+	// through grows about e-fold every 0.6 window, from one send to the
+	// sends made in half a window, so a window of 250 ms opens within
+	// one to two seconds at any rate up to tens of thousands of sends a
+	// second; it still counts a flood's calls by the hundred.
 	throttleWindow = 250 * time.Millisecond
 	throttleSlots  = 10
 	throttleSlot   = throttleWindow / throttleSlots
@@ -98,6 +99,9 @@ func (h *sendHolds) slot(now time.Time) int64 {
 // count adds made and taken sends to slot n.
 func (e *hold) count(n int64, made, taken int) {
 	s := &e.slots[n%throttleSlots]
+	if s.n > n {
+		return // a caller that read the clock before a newer one counted
+	}
 	if s.n != n {
 		s.n, s.made, s.taken = n, 0, 0
 	}
