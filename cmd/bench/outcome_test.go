@@ -110,12 +110,7 @@ func TestFloodSortsOutcomes(t *testing.T) {
 	s.FailItems(2, codes.ResourceExhausted)
 	s.Fail("SendBatch", 1, codes.Unavailable)
 	l := newLoad(c, "q", loadSpec{producers: 1, inflight: 1, sendBatch: 4, size: 32, flood: true, rate: 200})
-	l.startProducers(ctx)
-	deadline := time.Now().Add(20 * time.Second)
-	for l.offered.Load() < 40 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	l.stopProducers()
+	floodFor(ctx, l, 40)
 	o := l.outcomeCounts()
 	offered := l.offered.Load()
 	if o.Refused != 4 || o.RefusedBare != 2 || o.Unavailable != 4 || o.Timeouts != 0 || o.Other != 0 {
@@ -140,12 +135,7 @@ func TestFloodCountsHeldRefusals(t *testing.T) {
 	s, c, ctx := fakeLoad(t, once)
 	s.Exhaust("SendBatch", 1, 300*time.Millisecond)
 	l := newLoad(c, "q", loadSpec{producers: 1, inflight: 1, sendBatch: 4, size: 32, flood: true, rate: 400})
-	l.startProducers(ctx)
-	deadline := time.Now().Add(20 * time.Second)
-	for l.offered.Load() < 40 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	l.stopProducers()
+	floodFor(ctx, l, 40)
 	o := l.outcomeCounts()
 	if o.Refused-o.Held != 4 || o.Held == 0 || o.Held%4 != 0 || o.failedOtherwise() != 0 {
 		t.Fatalf("outcomes %+v: want the fake's 4 refusals and whole calls held by the client", o)
@@ -153,4 +143,15 @@ func TestFloodCountsHeldRefusals(t *testing.T) {
 	if got := s.Count("q", clienttest.Ready); uint64(got) != o.Accepted {
 		t.Errorf("the fake holds %d messages, %d were taken", got, o.Accepted)
 	}
+}
+
+// floodFor runs l's producers until they have offered n messages (or 20
+// s have passed), then stops them.
+func floodFor(ctx context.Context, l *load, n uint64) {
+	l.startProducers(ctx)
+	deadline := time.Now().Add(20 * time.Second)
+	for l.offered.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	l.stopProducers()
 }
