@@ -56,11 +56,7 @@ func TestRebalance_NewNodeReceivesItsShare(t *testing.T) {
 	cl := dialLedgerClient(t, c)
 	createLedgerQueue(t, cl, "grow")
 	ctx := ctxT(t, 3*time.Minute)
-	tr := ledger.NewTraffic(ctx, ledger.New(ledgerVisibility), cl, "grow")
-	tr.Producer("p0", ledger.ProducerOptions{DedupKeys: true, Groups: 4})
-	tr.Consumer("c0", 10)
-	t.Cleanup(tr.Stop)
-	waitFor(t, ctx, "traffic", func() bool { return tr.SendsAcked.Load() >= 30 && tr.AcksConfirmed.Load() >= 10 })
+	tr := flowingTraffic(t, ctx, cl, "grow")
 	c.AddNode()
 
 	// The dry run, once n4 counts: every move goes onto n4.
@@ -121,4 +117,16 @@ func TestRebalance_NewNodeReceivesItsShare(t *testing.T) {
 	waitFor(t, ctx, "sends after the rebalance", func() bool { return tr.SendsAcked.Load() >= sends+30 })
 	tr.Stop()
 	judge(t, ctx, tr, cl, "grow")
+}
+
+// flowingTraffic starts a producer (dedup keys, 4 groups) and a consumer
+// on queue, and waits until both have made progress.
+func flowingTraffic(t *testing.T, ctx context.Context, cl *client.Client, queue string) *ledger.Traffic {
+	t.Helper()
+	tr := ledger.NewTraffic(ctx, ledger.New(ledgerVisibility), cl, queue)
+	tr.Producer("p0", ledger.ProducerOptions{DedupKeys: true, Groups: 4})
+	tr.Consumer("c0", 10)
+	t.Cleanup(tr.Stop)
+	waitFor(t, ctx, "traffic", func() bool { return tr.SendsAcked.Load() >= 30 && tr.AcksConfirmed.Load() >= 10 })
+	return tr
 }

@@ -23,11 +23,7 @@ func TestTopUp_RaisingReplication(t *testing.T) {
 	cl := dialLedgerClient(t, c)
 	createLedgerQueue(t, cl, "topup")
 	ctx := ctxT(t, 4*time.Minute)
-	tr := ledger.NewTraffic(ctx, ledger.New(ledgerVisibility), cl, "topup")
-	tr.Producer("p0", ledger.ProducerOptions{DedupKeys: true, Groups: 4})
-	tr.Consumer("c0", 10)
-	t.Cleanup(tr.Stop)
-	waitFor(t, ctx, "traffic", func() bool { return tr.SendsAcked.Load() >= 30 && tr.AcksConfirmed.Load() >= 10 })
+	tr := flowingTraffic(t, ctx, cl, "topup")
 
 	var last string
 	// replicas reports whether the answering node's map places the two
